@@ -1,0 +1,35 @@
+# Every target does its own set-up on a fresh machine: it creates .venv and
+# installs the project into it (once; again when pyproject.toml changes).
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-dev
+BSTAMP := $(VENV)/.installed-bench
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+$(BSTAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BSTAMP)
+
+demo: $(STAMP)
+	$(BIN)/nautilus demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check nautilus tests benchmarks
+	$(BIN)/mypy nautilus
+
+test: lint
+	$(BIN)/pytest
+
+bench: $(BSTAMP)
+	$(BIN)/python benchmarks/quality.py --out docs/benchmarks-quality.md
+	$(BIN)/python benchmarks/speed.py --out docs/benchmarks-speed.md --plot docs/speed-scaling.png
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

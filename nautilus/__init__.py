@@ -1,0 +1,42 @@
+"""nautilus — the ranking layer for retrieval brokers."""
+
+from nautilus.adapters.embedder import (
+    Embedder,
+    EmbeddingUnavailableError,
+    HashingEmbedder,
+    NoopEmbedder,
+)
+from nautilus.broker import Broker
+from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, parse_source_boosts
+from nautilus.hashing import compute_response_hash
+from nautilus.log import configure_logging
+from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow
+from nautilus.ranking_boost import BOOST_LEVELS, BoostWeights
+from nautilus.synthesis.base import Synthesizer
+from nautilus.synthesis.basic import BasicSynthesizer
+from nautilus.synthesis.ranking import RankingSynthesizer
+
+__all__ = [
+    "BOOST_LEVELS",
+    "AdapterResult",
+    "BasicSynthesizer",
+    "BoostWeights",
+    "Broker",
+    "BrokerResponse",
+    "ConfigError",
+    "ConfigProblem",
+    "Embedder",
+    "EmbeddingUnavailableError",
+    "ErrorRecord",
+    "HashingEmbedder",
+    "NautilusSettings",
+    "NoopEmbedder",
+    "RankedRow",
+    "RankingSynthesizer",
+    "Synthesizer",
+    "compute_response_hash",
+    "configure_logging",
+    "parse_source_boosts",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,79 @@
+"""Rows with stored embeddings, searched by cosine similarity in numpy.
+
+Vectors record the model that made them (``embedding_model``): a database built
+by another embedder is rebuilt, never mixed, and every returned row says which
+space its ``embedding`` (a list of floats, JSON-native) lives in.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nautilus.adapters.base import Row, SqliteSource, quote_identifier, read_jsonl
+from nautilus.adapters.embedder import Embedder, HashingEmbedder
+
+
+class SqliteVectorSource(SqliteSource):
+    """Documents of a JSONL seed, embedded over ``text_fields`` at build time."""
+
+    def __init__(self, source_id: str, path: Path, seed: Path, text_fields: list[str],
+                 embedder: Embedder | None = None, timeout_s: float = 5.0) -> None:
+        super().__init__(source_id, path, timeout_s)
+        for name in text_fields:
+            quote_identifier(name)
+        self.seed = seed
+        self.text_fields = list(text_fields)
+        self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
+        self.model_id = str(getattr(self.embedder, "model_id", type(self.embedder).__name__))
+
+    def needs_rebuild(self) -> bool:
+        try:
+            connection = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            try:
+                (stored,) = connection.execute(
+                    "SELECT value FROM meta WHERE key = 'model'").fetchone()
+            finally:
+                connection.close()
+        except (sqlite3.Error, TypeError):
+            return True
+        return bool(stored != self.model_id)
+
+    def build(self, connection: sqlite3.Connection) -> None:
+        connection.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        connection.execute("INSERT INTO meta VALUES ('model', ?)", (self.model_id,))
+        connection.execute("CREATE TABLE docs (position INTEGER PRIMARY KEY, doc TEXT, "
+                           "embedding BLOB)")
+        docs = list(read_jsonl(self.seed))
+        texts = [" ".join(str(d.get(f, "")) for f in self.text_fields) for d in docs]
+        vectors = np.array([self.embedder.embed(t) for t in texts], dtype=np.float32)
+        connection.executemany(
+            "INSERT INTO docs VALUES (?, ?, ?)",
+            ((i, json.dumps(doc), vectors[i].tobytes()) for i, doc in enumerate(docs)))
+
+    def query_rows(self, connection: sqlite3.Connection, query: str,
+                   context: Mapping[str, Any], limit: int) -> list[Row]:
+        if not query.strip():
+            return []
+        query_vector = np.asarray(self.embedder.embed(query), dtype=np.float64)
+        records = connection.execute("SELECT doc, embedding FROM docs ORDER BY position").fetchall()
+        if not records or not np.any(query_vector):
+            return []
+        matrix = np.stack([np.frombuffer(r["embedding"], dtype=np.float32) for r in records])
+        norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(query_vector)
+        scores = np.divide(matrix @ query_vector, norms, out=np.zeros(len(records)),
+                           where=norms > 0)
+        order = np.lexsort((np.arange(len(records)), -scores))[:limit]
+        rows = []
+        for i in order.tolist():
+            if scores[i] <= 0:
+                break
+            rows.append({**json.loads(records[i]["doc"]),
+                         "embedding": [float(x) for x in matrix[i]],
+                         "embedding_model": self.model_id})
+        return rows

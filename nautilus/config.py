@@ -1,0 +1,302 @@
+"""Settings: ``NAUTILUS_*`` environment variables, a ``.env`` file, arguments.
+
+Precedence (pydantic-settings): constructor arguments > environment > ``.env``
+in the working directory > defaults.
+
+A typo must never break retrieval: every bad value is reported as one
+structured warning (variable, bad value, reason, valid choices) and skipped —
+that knob falls back to unset. ``NAUTILUS_CONFIG_STRICT=true`` turns the same
+problems into one :class:`ConfigError` raised while the settings are built, so
+a bad manifest never starts serving.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import structlog
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+logger = structlog.get_logger("nautilus.config")
+
+#: Valid boost levels, weakest first. ``ranking_boost.BOOST_LEVELS`` holds their
+#: numbers; a guard test keeps the two in sync.
+VALID_LEVELS: tuple[str, ...] = ("low", "medium", "high")
+DEFAULT_LEVEL = "medium"
+VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "noop")
+VALID_LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
+VALID_LOG_FORMATS: tuple[str, ...] = ("auto", "console", "json")
+
+_BOOSTS_VAR = "NAUTILUS_SOURCE_BOOSTS"
+_SOURCE_ID = re.compile(r"^[a-z0-9_][a-z0-9_.\-]*$")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+_MAX_SHOWN = 60
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One skipped configuration value, with everything an operator needs to fix it."""
+
+    variable: str
+    value: str
+    reason: str
+    valid: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.variable}: {self.value!r}: {self.reason} (valid: {self.valid})"
+
+
+class ConfigError(Exception):
+    """Strict mode found configuration problems; the message lists every one."""
+
+    def __init__(self, problems: tuple[ConfigProblem, ...]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p.message}" for p in problems)
+        super().__init__(f"{len(problems)} configuration problem(s):\n{lines}")
+
+
+def cut(value: object) -> str:
+    """A value as it may appear in a log or message: text, cut if long."""
+    text = value if isinstance(value, str) else repr(value)
+    return text[:_MAX_SHOWN] + "…" if len(text) > _MAX_SHOWN else text
+
+
+def shown(value: object) -> str:
+    """A value quoted for a reason string."""
+    return repr(cut(value))
+
+
+def _level_choices() -> str:
+    return ", ".join(VALID_LEVELS)
+
+
+def collect_source_boosts(
+    raw: str | Mapping[str, object] | None,
+) -> tuple[dict[str, str], list[ConfigProblem]]:
+    """Parse ``"graph:high, SQL:low,vector"`` without logging: (boosts, problems).
+
+    Ids and levels are case-insensitive, whitespace is tolerated, a bare ``id``
+    or ``id:`` means ``medium``, empty entries are ignored, and a repeated id
+    keeps its last entry (the earlier one is reported).
+    """
+    if raw is None:
+        return {}, []
+    if isinstance(raw, Mapping):
+        entries: list[tuple[str, str | None, object]] = [
+            (f"{k}:{v if v is not None else ''}", str(k), v) for k, v in raw.items()]
+    elif isinstance(raw, str):
+        entries = [(e, *_split_entry(e)) for e in raw.split(",")]
+    else:
+        problem = ConfigProblem(_BOOSTS_VAR, cut(raw), "not a string", "'id:level,...'")
+        return {}, [problem]
+
+    boosts: dict[str, str] = {}
+    problems: list[ConfigProblem] = []
+    for entry, source_id, level in entries:
+        reason = _entry_problem(entry, source_id, level)
+        if reason is not None:
+            problems.append(ConfigProblem(_BOOSTS_VAR, cut(entry.strip()), reason,
+                                          _level_choices()))
+            continue
+        if source_id is None:  # an empty entry, as in "graph:high,,sql"
+            continue
+        sid = source_id.strip().lower()
+        if sid in boosts:
+            problems.append(ConfigProblem(
+                _BOOSTS_VAR, cut(entry.strip()), f"repeated source id {sid!r}; the last entry wins",
+                "each id once"))
+        boosts[sid] = (str(level).strip().lower() if level else "") or DEFAULT_LEVEL
+    return boosts, problems
+
+
+def _split_entry(entry: str) -> tuple[str | None, object]:
+    if not entry.strip():
+        return None, None
+    source_id, _, level = entry.partition(":")
+    return source_id, level
+
+
+def _entry_problem(entry: str, source_id: str | None, level: object) -> str | None:
+    if source_id is None:
+        return None
+    if not isinstance(level, str | None):
+        return f"level {shown(level)} is not a string"
+    sid = source_id.strip().lower()
+    if isinstance(level, str) and ":" in level:
+        return "malformed entry (expected id or id:level)"
+    if not sid:
+        return "empty source id"
+    if not _SOURCE_ID.match(sid):
+        return f"invalid source id {shown(source_id.strip())} (letters, digits, '_', '-', '.')"
+    lvl = (level or "").strip().lower()
+    if lvl and lvl not in VALID_LEVELS:
+        return f"unknown level {shown((level or '').strip())} for {sid!r}"
+    return None
+
+
+def log_problem(problem: ConfigProblem) -> None:
+    """Emit the one structured warning for a skipped value."""
+    event = "source_boost_skipped" if problem.variable == _BOOSTS_VAR else "config_value_skipped"
+    logger.warning(event, variable=problem.variable, value=problem.value,
+                   reason=problem.reason, valid=problem.valid)
+
+
+def parse_source_boosts(raw: str | Mapping[str, object] | None) -> dict[str, str]:
+    """``NAUTILUS_SOURCE_BOOSTS`` to ``{source_id: level}``; warns for each bad entry."""
+    boosts, problems = collect_source_boosts(raw)
+    for problem in problems:
+        log_problem(problem)
+    return boosts
+
+
+# --- scalar parsers: each returns (value, problem) and never raises -----------------
+
+def _parse_positive_int(var: str, raw: object) -> tuple[int | None, ConfigProblem | None]:
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None, None
+    value: int | None = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    elif isinstance(raw, str):
+        text = raw.strip()
+        if re.fullmatch(r"\+?[0-9]{1,18}", text):
+            value = int(text)
+    if value is None or value < 1:
+        return None, ConfigProblem(var, cut(raw), "not an integer >= 1",
+                                   "an integer >= 1, or unset")
+    return value, None
+
+
+def _parse_bool(var: str, raw: object, default: bool) -> tuple[bool, ConfigProblem | None]:
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return default, None
+    if isinstance(raw, bool):
+        return raw, None
+    text = str(raw).strip().lower() if isinstance(raw, str | int) else None
+    if text in _TRUE:
+        return True, None
+    if text in _FALSE:
+        return False, None
+    return default, ConfigProblem(var, cut(raw), "not a boolean",
+                                  "true/false, 1/0, yes/no, on/off")
+
+
+def _parse_choice(var: str, raw: object, choices: tuple[str, ...],
+                  default: str) -> tuple[str, ConfigProblem | None]:
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return default, None
+    text = raw.strip().lower() if isinstance(raw, str) else None
+    if text in choices:
+        return text, None
+    return default, ConfigProblem(var, cut(raw), "unknown value", ", ".join(choices))
+
+
+def _parse_field_name(var: str, raw: object) -> tuple[str | None, ConfigProblem | None]:
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None, None
+    if isinstance(raw, str) and len(raw.strip()) <= 200:
+        return raw.strip(), None
+    return None, ConfigProblem(var, cut(raw), "not a field name", "a row field such as 'id'")
+
+
+class LogSettings(BaseSettings):
+    """Just the logging knobs, read leniently so logging can be set up first."""
+
+    model_config = SettingsConfigDict(env_prefix="NAUTILUS_", env_file=".env",
+                                      extra="ignore", validate_default=True)
+
+    log_level: str = "info"
+    log_format: str = "auto"
+
+
+class NautilusSettings(LogSettings):
+    """Every ``NAUTILUS_*`` knob. All ranking knobs unset means: change nothing."""
+
+    ranking_top_k: int | None = None
+    ranking_idf: bool = False
+    source_boosts: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    ranking_max_candidates: int | None = None
+    ranking_dedup_key: str | None = None
+    embedder: str = "hashing"
+    config_strict: bool = False
+    config: str | None = None
+    data_dir: Path = Path("~/.cache/nautilus")
+    problems: Annotated[tuple[ConfigProblem, ...], NoDecode] = Field(
+        default=(), exclude=True, repr=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _skip_bad_values(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        found: list[ConfigProblem] = []
+
+        def take(field: str, parsed: tuple[Any, ConfigProblem | None]) -> None:
+            value, problem = parsed
+            data[field] = value
+            if problem is not None:
+                found.append(problem)
+
+        def var(field: str) -> str:
+            return "NAUTILUS_" + field.upper()
+
+        for field in ("ranking_top_k", "ranking_max_candidates"):
+            take(field, _parse_positive_int(var(field), data.get(field)))
+        take("ranking_idf", _parse_bool(var("ranking_idf"), data.get("ranking_idf"), False))
+        strict, strict_problem = _parse_bool(var("config_strict"), data.get("config_strict"), False)
+        take("config_strict", (strict, strict_problem))
+        take("ranking_dedup_key", _parse_field_name(var("ranking_dedup_key"),
+                                                    data.get("ranking_dedup_key")))
+        take("embedder", _parse_choice(var("embedder"), data.get("embedder"),
+                                       VALID_EMBEDDERS, "hashing"))
+        take("log_level", _parse_choice(var("log_level"), data.get("log_level"),
+                                        VALID_LOG_LEVELS, "info"))
+        take("log_format", _parse_choice(var("log_format"), data.get("log_format"),
+                                         VALID_LOG_FORMATS, "auto"))
+        raw_boosts = data.get("source_boosts")
+        if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):
+            raw_boosts = str(raw_boosts)
+        boosts, boost_problems = collect_source_boosts(raw_boosts)
+        data["source_boosts"] = boosts
+        found.extend(boost_problems)
+        found.extend(_unknown_variables(cls))
+
+        for problem in found:
+            log_problem(problem)
+        if strict and found:
+            raise ConfigError(tuple(found))
+        data["problems"] = tuple(found)
+        return data
+
+    @property
+    def ranking_enabled(self) -> bool:
+        """True when any ranking knob is set; otherwise the broker passes rows through."""
+        return bool(self.ranking_top_k is not None or self.ranking_idf or self.source_boosts
+                    or self.ranking_max_candidates is not None
+                    or self.ranking_dedup_key is not None)
+
+    def effective(self) -> dict[str, Any]:
+        """The settings as plain JSON-able values, keyed by environment variable."""
+        values = self.model_dump(mode="json")
+        return {"NAUTILUS_" + name.upper(): value for name, value in values.items()}
+
+
+def _unknown_variables(cls: type[BaseSettings]) -> list[ConfigProblem]:
+    """``NAUTILUS_*`` variables that match no setting: most likely a typo."""
+    known = {"NAUTILUS_" + name.upper() for name in cls.model_fields}
+    known.discard("NAUTILUS_PROBLEMS")
+    return [
+        ConfigProblem(name, "(set)", "unknown variable (a typo?); ignored",
+                      ", ".join(sorted(known)))
+        for name in sorted(os.environ)
+        if name.upper().startswith("NAUTILUS_") and name.upper() not in known
+    ]

@@ -1,0 +1,81 @@
+"""The records of a request: per-source results, errors, ranked rows, the response."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """Why one source gave no rows for a request."""
+
+    source_id: str
+    error_type: str
+    message: str
+    trace_id: str = ""
+
+
+@dataclass
+class AdapterResult:
+    """One source's answer: its rows in the source's own order, or an error."""
+
+    source_id: str
+    rows: list[dict[str, Any]]
+    duration_ms: int = 0
+    error: ErrorRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RankedRow:
+    """One row's place in the global ranking, and why it is there.
+
+    ``score = similarity * idf_factor + boost_bump``. ``stage1_key`` is the
+    fused rank key used by the candidate cap. ``also_from`` lists the other
+    ``(source_id, source_rank)`` pairs that returned the same row when
+    de-duplication is on.
+    """
+
+    source_id: str
+    row: dict[str, Any]
+    score: float
+    rank: int
+    source_rank: int
+    similarity: float = 0.0
+    idf_factor: float = 1.0
+    stage1_key: float = 0.0
+    boost_bump: float = 0.0
+    also_from: tuple[tuple[str, int], ...] = ()
+
+    def explain(self) -> dict[str, Any]:
+        """The score and its components, without the row (for logs and ``--explain``)."""
+        out = {k: v for k, v in asdict(self).items() if k != "row"}
+        out["also_from"] = [list(pair) for pair in self.also_from]
+        return out
+
+
+@dataclass
+class BrokerResponse:
+    """What a request returns. ``data`` keeps the upstream ``{source_id: rows}`` shape and
+    is what ``response_hash`` covers; the ranking and its scores live beside it."""
+
+    request_id: str
+    data: dict[str, list[dict[str, Any]]]
+    ranking: list[RankedRow] = field(default_factory=list)
+    sources_queried: list[str] = field(default_factory=list)
+    sources_errored: list[ErrorRecord] = field(default_factory=list)
+    duration_ms: int = 0
+    response_hash: str = ""
+    source_response_hashes: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "data": self.data,
+            "ranking": [r.explain() for r in self.ranking],
+            "sources_queried": list(self.sources_queried),
+            "sources_errored": [asdict(e) for e in self.sources_errored],
+            "duration_ms": self.duration_ms,
+            "response_hash": self.response_hash,
+            "source_response_hashes": dict(self.source_response_hashes),
+        }

@@ -1,0 +1,21 @@
+"""Passthrough: what the broker does when no ranking knob is set."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nautilus.models import AdapterResult
+
+
+class BasicSynthesizer:
+    """``{source_id: rows}`` in routing order, errored results skipped, fresh lists."""
+
+    def merge(self, results: list[AdapterResult],
+              context: Mapping[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+        merged: dict[str, list[dict[str, Any]]] = {}
+        for result in results:
+            if result.error is not None:
+                continue
+            merged.setdefault(result.source_id, []).extend(result.rows)
+        return merged

@@ -1,0 +1,415 @@
+"""RankingSynthesizer: rank the union of all sources' rows by relevance to the query.
+
+One pass per request, on numpy arrays built once (DESIGN.md, "RankingSynthesizer.rank"):
+
+1. flatten the successful results into candidates (source, source_rank, row);
+2. stage 1 — when ``max_candidates`` is exceeded, keep the best candidates by the
+   fused rank key ``1 / (60 + source_rank / multiplier)`` (boosts in rank space);
+3. the query vector: ``context["embedding"]``, else the embedder on ``context["query"]``,
+   else no ranking at all (passthrough, exactly ``BasicSynthesizer``);
+4. row vectors: a row's own ``embedding`` when it is in the query's space, else
+   the embedder on the row's text (its string fields);
+5. relevance = cosine similarity × the batch-local IDF factor (when on);
+6. stage 2 — ``score = relevance + bump`` of the row's source level;
+7. sort by (score desc, routing index, source_rank), de-duplicate, keep ``top_k``.
+
+It never raises on bad input: each kind of problem is one structured warning per
+call, and the affected rows are scored without the broken part (or the call
+falls back to passthrough). Rows are never mutated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from nautilus.adapters.embedder import Embedder, HashingEmbedder, TokenEmbedder, embedder_from_name
+from nautilus.models import AdapterResult, RankedRow
+from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_score, weights_for
+from nautilus.synthesis.basic import BasicSynthesizer
+from nautilus.synthesis.lexical import IDF_FLOOR, TokenBatch, idf_factors, tokenize
+
+if TYPE_CHECKING:
+    from nautilus.config import NautilusSettings
+
+logger = structlog.get_logger("nautilus.ranking")
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: A row's text is cut to this many characters before tokenising or embedding,
+#: so one 1 MB field cannot stall a request; the cut is logged.
+MAX_TEXT_CHARS = 20_000
+
+
+@dataclass
+class _Candidates:
+    """The flattened batch: parallel arrays, one entry per candidate row."""
+
+    source_ids: list[str]          # routing order
+    source_index: IntArray
+    source_rank: IntArray
+    rows: list[dict[str, Any]]
+
+    def take(self, keep: IntArray) -> _Candidates:
+        return _Candidates(self.source_ids, self.source_index[keep], self.source_rank[keep],
+                           [self.rows[i] for i in keep])
+
+
+class RankingSynthesizer:
+    """Ranks the union of every source's rows; see the module docstring for the steps."""
+
+    def __init__(self, top_k: int | None = None, idf: bool = False,
+                 source_boosts: Mapping[str, str] | None = None,
+                 embedder: Embedder | None = None, max_candidates: int | None = None,
+                 dedup_key: str | None = None, idf_floor: float = IDF_FLOOR) -> None:
+        for name, value in (("top_k", top_k), ("max_candidates", max_candidates)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
+        boosts = {str(k).lower(): str(v).lower() for k, v in (source_boosts or {}).items()}
+        unknown = {lvl for lvl in boosts.values() if lvl not in BOOST_LEVELS}
+        if unknown:
+            raise ValueError(f"unknown boost level(s) {sorted(unknown)} "
+                             f"(valid: {', '.join(BOOST_LEVELS)})")
+        self.top_k = top_k
+        self.idf = bool(idf)
+        self.source_boosts = boosts
+        self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
+        self.max_candidates = max_candidates
+        self.dedup_key = dedup_key
+        self.idf_floor = idf_floor
+
+    @classmethod
+    def from_settings(cls, settings: NautilusSettings,
+                      embedder: Embedder | None = None) -> RankingSynthesizer:
+        return cls(top_k=settings.ranking_top_k, idf=settings.ranking_idf,
+                   source_boosts=settings.source_boosts,
+                   embedder=embedder or embedder_from_name(settings.embedder),
+                   max_candidates=settings.ranking_max_candidates,
+                   dedup_key=settings.ranking_dedup_key)
+
+    # --- public API ------------------------------------------------------------------
+
+    def merge(self, results: list[AdapterResult],
+              context: Mapping[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+        """``{source_id: rows}``: every successful source keeps its key; within a
+        source, rows in global rank order; rows below the top K are dropped."""
+        return self.merge_ranked(results, context)[0]
+
+    def rank(self, results: list[AdapterResult],
+             context: Mapping[str, Any] | None = None) -> list[RankedRow]:
+        """Every surviving row, best first. Without a query vector: passthrough order."""
+        return self.merge_ranked(results, context)[1]
+
+    def merge_ranked(self, results: list[AdapterResult], context: Mapping[str, Any] | None = None,
+                     ) -> tuple[dict[str, list[dict[str, Any]]], list[RankedRow]]:
+        """``merge`` and ``rank`` from one pass (what the broker calls)."""
+        ranked = self._rank(results, context)
+        if ranked is None:
+            candidates = self._flatten(results, warn=False)
+            passthrough = [
+                RankedRow(candidates.source_ids[s], row, 0.0, i + 1, int(r))
+                for i, (s, r, row) in enumerate(zip(candidates.source_index.tolist(),
+                                                    candidates.source_rank.tolist(),
+                                                    candidates.rows, strict=True))]
+            return BasicSynthesizer().merge(results), passthrough
+        merged: dict[str, list[dict[str, Any]]] = {
+            r.source_id: [] for r in results if r.error is None}
+        for ranked_row in ranked:
+            merged[ranked_row.source_id].append(ranked_row.row)
+        return merged, ranked
+
+    # --- the pass ----------------------------------------------------------------------
+
+    def _rank(self, results: list[AdapterResult],
+              context: Mapping[str, Any] | None) -> list[RankedRow] | None:
+        ctx: Mapping[str, Any] = context if isinstance(context, Mapping) else {}
+        query_vector, query_in_embedder_space = self._query_vector(ctx)
+        if query_vector is None:
+            return None
+        cands = self._flatten(results, warn=True)
+        n_sources = len(cands.source_ids)
+        level_weights = [weights_for(self.source_boosts.get(s.lower())) for s in cands.source_ids]
+        multipliers = np.array([w.multiplier for w in level_weights] or [1.0])
+        bumps = np.array([w.bump for w in level_weights] or [0.0])
+
+        ranks = cands.source_rank.astype(np.float64)
+        keys: FloatArray = stage1_key(ranks, multipliers[cands.source_index])
+        if self.max_candidates is not None and len(cands.rows) > self.max_candidates:
+            order = np.lexsort((cands.source_rank, cands.source_index, -keys))
+            keep = np.sort(order[: self.max_candidates])
+            cands, keys = cands.take(keep), keys[keep]
+        if not cands.rows:
+            return []
+
+        query_text = ctx.get("query") if isinstance(ctx.get("query"), str) else ""
+        similarity, batch = self._similarities(cands, query_vector, query_in_embedder_space,
+                                               need_tokens=self.idf)
+        factors = (idf_factors(batch, tokenize(str(query_text)[:MAX_TEXT_CHARS]),
+                               self.idf_floor)
+                   if self.idf and batch is not None else np.ones(len(cands.rows)))
+        bump = bumps[cands.source_index] if n_sources else np.zeros(len(cands.rows))
+        scores: FloatArray = stage2_score(similarity * factors, bump)
+        return self._select(cands, scores, similarity, factors, keys, bump)
+
+    def _flatten(self, results: list[AdapterResult], warn: bool) -> _Candidates:
+        source_ids: list[str] = []
+        position: dict[str, int] = {}
+        next_rank: list[int] = []
+        src: list[int] = []
+        src_rank: list[int] = []
+        rows: list[dict[str, Any]] = []
+        not_a_dict = 0
+        for result in results:
+            if result.error is not None:
+                continue
+            sid = result.source_id
+            if sid not in position:
+                position[sid] = len(source_ids)
+                source_ids.append(sid)
+                next_rank.append(1)
+            index = position[sid]
+            source_rows = result.rows if isinstance(result.rows, list) else []
+            if warn and not isinstance(result.rows, list):
+                logger.warning("rank_rows_not_a_list", source_id=sid,
+                               type=type(result.rows).__name__)
+            start = next_rank[index]
+            for offset, row in enumerate(source_rows):
+                if type(row) is dict or isinstance(row, dict):
+                    src.append(index)
+                    src_rank.append(start + offset)
+                    rows.append(row)
+                else:
+                    not_a_dict += 1
+            next_rank[index] = start + len(source_rows)
+        if warn and not_a_dict:
+            logger.warning("rank_row_not_a_dict", count=not_a_dict,
+                           action="left out of the ranking")
+        return _Candidates(source_ids, np.array(src, dtype=np.int64),
+                           np.array(src_rank, dtype=np.int64), rows)
+
+    def _query_vector(self, ctx: Mapping[str, Any]) -> tuple[FloatArray | None, bool]:
+        """(query vector, whether it is in the embedder's own space)."""
+        given = ctx.get("embedding")
+        if given is not None:
+            vector = _as_vector(given)
+            if vector is not None:
+                return vector, False
+            logger.warning("rank_query_vector_invalid", reason=_vector_problem(given),
+                           action="embedding the query text instead")
+        query = ctx.get("query")
+        if not isinstance(query, str) or not query.strip():
+            logger.warning("rank_no_query_vector",
+                           reason="context has neither a usable 'embedding' nor a 'query'",
+                           action="passthrough")
+            return None, True
+        try:
+            vector = _as_vector(self.embedder.embed(query[:MAX_TEXT_CHARS]))
+        except Exception as exc:  # an embedder is third-party code: never let it fail a request
+            logger.warning("rank_embedder_failed", target="query", error_type=type(exc).__name__,
+                           error=str(exc)[:200], action="passthrough")
+            return None, True
+        if vector is None:
+            logger.warning("rank_query_vector_invalid", reason="the embedder gave no usable vector",
+                           action="passthrough")
+        return vector, True
+
+    def _similarities(self, cands: _Candidates, query: FloatArray, query_in_embedder_space: bool,
+                      need_tokens: bool) -> tuple[FloatArray, TokenBatch | None]:
+        """Cosine similarity of each candidate to the query, and the token batch when built."""
+        n = len(cands.rows)
+        dim = query.shape[0]
+        query_unit = query / np.linalg.norm(query)
+        similarity = np.zeros(n, dtype=np.float64)
+        own_model = getattr(self.embedder, "model_id", None) if query_in_embedder_space else None
+
+        with_vector: list[int] = []
+        vectors: list[Any] = []
+        invalid = 0
+        for i, row in enumerate(cands.rows):
+            value = row.get("embedding")
+            if value is None:
+                continue
+            if own_model is not None and row.get("embedding_model", own_model) != own_model:
+                continue  # another model's space: re-embed the text, never compare
+            if (isinstance(value, np.ndarray) and value.shape == (dim,)) or (
+                    isinstance(value, list | tuple) and len(value) == dim):
+                with_vector.append(i)
+                vectors.append(value)
+            else:
+                invalid += 1
+        if vectors:
+            matrix, ok = _stack(vectors, dim)
+            if not ok.all():
+                invalid += int((~ok).sum())
+                with_vector = [i for i, good in zip(with_vector, ok, strict=True) if good]
+                matrix = matrix[ok]
+            norms = np.linalg.norm(matrix, axis=1)
+            if with_vector:
+                similarity[with_vector] = np.divide(matrix @ query_unit, norms,
+                                                    out=np.zeros(len(with_vector)),
+                                                    where=norms > 0)
+        if invalid:
+            logger.warning("rank_row_vector_invalid", count=invalid,
+                           reason=f"not a finite numeric vector of dimension {dim}",
+                           action="embedding the row's text instead")
+
+        has_vector = np.zeros(n, dtype=bool)
+        has_vector[with_vector] = True
+        to_embed = np.flatnonzero(~has_vector)
+        batch: TokenBatch | None = None
+        if need_tokens or len(to_embed):
+            texts_for = range(n) if need_tokens else to_embed.tolist()
+            texts = self._texts([cands.rows[i] for i in texts_for])
+            if isinstance(self.embedder, TokenEmbedder) or need_tokens:
+                batch = TokenBatch.from_texts(texts)
+            if len(to_embed):
+                embedded = self._embed_rows(texts, batch, to_embed, need_tokens, query_unit,
+                                            query_in_embedder_space)
+                similarity[to_embed] = embedded
+        return np.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0), batch
+
+    def _embed_rows(self, texts: list[str], batch: TokenBatch | None, to_embed: IntArray,
+                    texts_cover_all: bool, query_unit: FloatArray,
+                    query_in_embedder_space: bool) -> FloatArray:
+        """Similarity of the rows in ``to_embed`` through the embedder; zeros where it fails."""
+        dim = query_unit.shape[0]
+        zeros = np.zeros(len(to_embed), dtype=np.float64)
+        embedder_dim = getattr(self.embedder, "dim", None)
+        if not query_in_embedder_space and embedder_dim is not None and embedder_dim != dim:
+            logger.warning("rank_row_vector_missing", count=len(to_embed),
+                           reason=f"query vector has dimension {dim}, the embedder {embedder_dim}",
+                           action="scored 0")
+            return zeros
+        try:
+            if isinstance(self.embedder, TokenEmbedder) and batch is not None:
+                sims = self.embedder.embed_tokens(batch).dot(query_unit)
+                return sims[to_embed] if texts_cover_all else sims
+            picked = [texts[i] for i in to_embed] if texts_cover_all else texts
+            embed_batch = getattr(self.embedder, "embed_batch", None)
+            if callable(embed_batch):
+                matrix = np.asarray(embed_batch(picked), dtype=np.float64)
+            else:
+                matrix = np.array([self.embedder.embed(t) for t in picked], dtype=np.float64)
+            if matrix.shape != (len(picked), dim):
+                raise ValueError(f"embedder returned shape {matrix.shape}, "
+                                 f"expected {(len(picked), dim)}")
+        except Exception as exc:
+            logger.warning("rank_embedder_failed", target="rows", count=len(to_embed),
+                           error_type=type(exc).__name__, error=str(exc)[:200],
+                           action="those rows scored 0")
+            return zeros
+        norms = np.linalg.norm(matrix, axis=1)
+        finite = np.isfinite(norms) & (norms > 0)
+        similarity: FloatArray = np.divide(matrix @ query_unit, norms, out=zeros, where=finite)
+        return similarity
+
+    def _texts(self, rows: list[dict[str, Any]]) -> list[str]:
+        texts = [" ".join([v for k, v in row.items() if type(v) is str and k != "embedding"])
+                 for row in rows]
+        long_rows = [i for i, t in enumerate(texts) if len(t) > MAX_TEXT_CHARS]
+        if long_rows:
+            logger.warning("rank_row_text_truncated", count=len(long_rows),
+                           limit_chars=MAX_TEXT_CHARS, action="scored on the first part")
+            for i in long_rows:
+                texts[i] = texts[i][:MAX_TEXT_CHARS]
+        return texts
+
+    def _select(self, cands: _Candidates, scores: FloatArray, similarity: FloatArray,
+                factors: FloatArray, keys: FloatArray, bump: FloatArray) -> list[RankedRow]:
+        n = len(cands.rows)
+        top_k = self.top_k
+        if top_k is not None and top_k < n and self.dedup_key is None:
+            # Only the K best need sorting; keep every row tied with the K-th so
+            # the tie-break stays deterministic.
+            threshold = np.partition(-scores, top_k - 1)[top_k - 1]
+            pool = np.flatnonzero(-scores <= threshold)
+        else:
+            pool = np.arange(n)
+        order = pool[np.lexsort((cands.source_rank[pool], cands.source_index[pool],
+                                 -scores[pool]))]
+        also_from: dict[int, list[tuple[str, int]]] = {}
+        if self.dedup_key is not None:
+            order, also_from = self._dedup(cands, order)
+        if top_k is not None:
+            order = order[:top_k]
+        sids = cands.source_ids
+        return [
+            RankedRow(sids[cands.source_index[i]], cands.rows[i], float(scores[i]), place,
+                      int(cands.source_rank[i]), float(similarity[i]), float(factors[i]),
+                      float(keys[i]), float(bump[i]), tuple(also_from.get(int(i), ())))
+            for place, i in enumerate(order.tolist(), start=1)
+        ]
+
+    def _dedup(self, cands: _Candidates,
+               order: IntArray) -> tuple[IntArray, dict[int, list[tuple[str, int]]]]:
+        """Keep the best copy of each ``dedup_key`` value; record where the others came from."""
+        key = self.dedup_key
+        kept: list[int] = []
+        first_copy: dict[str, int] = {}
+        also_from: dict[int, list[tuple[str, int]]] = {}
+        for i in order.tolist():
+            value = cands.rows[i].get(key) if key is not None else None
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                kept.append(i)
+                continue
+            canonical = json.dumps(value, sort_keys=True, default=str)
+            if canonical in first_copy:
+                best = first_copy[canonical]
+                also_from.setdefault(best, []).append(
+                    (cands.source_ids[cands.source_index[i]], int(cands.source_rank[i])))
+            else:
+                first_copy[canonical] = i
+                kept.append(i)
+        return np.array(kept, dtype=np.int64), also_from
+
+
+def _as_vector(value: Any) -> FloatArray | None:
+    """A finite, non-zero float64 vector, or None."""
+    if _vector_problem(value) is not None:
+        return None
+    return np.asarray(value, dtype=np.float64)
+
+
+def _vector_problem(value: Any) -> str | None:
+    if not isinstance(value, list | tuple | np.ndarray):
+        return f"not a list of numbers ({type(value).__name__})"
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return "holds non-numeric values"
+    if array.ndim != 1 or array.size == 0:
+        return f"not a flat vector (shape {array.shape})"
+    if not np.isfinite(array).all():
+        return "holds NaN or infinity"
+    if not np.any(array):
+        return "is all zeros"
+    return None
+
+
+def _stack(vectors: list[Any], dim: int) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """Stack row vectors into a matrix; rows that are not finite numbers are flagged."""
+    try:
+        matrix = np.array(vectors, dtype=np.float64)
+        if matrix.shape != (len(vectors), dim):
+            raise ValueError("ragged")
+    except (TypeError, ValueError):
+        matrix = np.zeros((len(vectors), dim), dtype=np.float64)
+        ok = np.zeros(len(vectors), dtype=bool)
+        for i, vector in enumerate(vectors):
+            try:
+                matrix[i] = np.asarray(vector, dtype=np.float64)
+                ok[i] = True
+            except (TypeError, ValueError):
+                pass
+        ok &= np.isfinite(matrix).all(axis=1)
+        return matrix, ok
+    return matrix, np.asarray(np.isfinite(matrix).all(axis=1), dtype=bool)
