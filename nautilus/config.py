@@ -99,6 +99,7 @@ def collect_source_boosts(
         return {}, [problem]
 
     boosts: dict[str, str] = {}
+    written: dict[str, str] = {}  # each id's entry as written, for the repeated-id warning
     problems: list[ConfigProblem] = []
     for entry, source_id, level in entries:
         reason = _entry_problem(entry, source_id, level)
@@ -111,9 +112,10 @@ def collect_source_boosts(
         sid = source_id.strip().lower()
         if sid in boosts:
             problems.append(ConfigProblem(
-                _BOOSTS_VAR, cut(entry.strip()), f"repeated source id {sid!r}; the last entry wins",
+                _BOOSTS_VAR, cut(written[sid]), f"repeated source id {sid!r}; the last entry wins",
                 "each id once"))
         boosts[sid] = (str(level).strip().lower() if level else "") or DEFAULT_LEVEL
+        written[sid] = entry.strip()
     return boosts, problems
 
 

@@ -47,6 +47,8 @@ IntArray = npt.NDArray[np.int64]
 #: A row's text is cut to this many characters before tokenising or embedding,
 #: so one 1 MB field cannot stall a request; the cut is logged.
 MAX_TEXT_CHARS = 20_000
+#: Fields that describe a row's vector, not its content.
+_NOT_TEXT = frozenset({"embedding", "embedding_model"})
 
 
 @dataclass
@@ -313,7 +315,7 @@ class RankingSynthesizer:
         return similarity
 
     def _texts(self, rows: list[dict[str, Any]]) -> list[str]:
-        texts = [" ".join([v for k, v in row.items() if type(v) is str and k != "embedding"])
+        texts = [" ".join([v for k, v in row.items() if type(v) is str and k not in _NOT_TEXT])
                  for row in rows]
         long_rows = [i for i, t in enumerate(texts) if len(t) > MAX_TEXT_CHARS]
         if long_rows:

@@ -1,0 +1,76 @@
+"""Embedders: the hashing embedder is deterministic, normalised and lexical; noop is explicit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from reference import hashing_vector
+
+from nautilus import EmbeddingUnavailableError, HashingEmbedder, NoopEmbedder
+from nautilus.adapters.embedder import Embedder, embedder_from_name
+from nautilus.synthesis.lexical import TokenBatch, keyword_stems, tokenize
+
+
+def test_tokenize_drops_stop_words_and_folds_plurals() -> None:
+    assert tokenize("The Incidents of the queries, and DISKS!") == ["incident", "query", "disk"]
+    assert tokenize("") == []
+    assert tokenize("status bus class") == ["status", "bus", "class"]
+
+
+def test_keyword_stems_match_singular_and_plural() -> None:
+    assert keyword_stems("queries and incidents") == ["quer", "incident"]
+
+
+def test_hashing_vectors_are_unit_length_and_match_the_reference() -> None:
+    embedder = HashingEmbedder()
+    text = "orders database disk full, disk full again"
+    vector = np.array(embedder.embed(text))
+    assert vector.shape == (1024,)
+    assert np.linalg.norm(vector) == pytest.approx(1.0)
+    np.testing.assert_allclose(vector, hashing_vector(text), atol=1e-12)
+
+
+def test_hashing_is_stable_across_processes() -> None:
+    """Python's own hash() is salted per process; ours must not be."""
+    code = ("from nautilus import HashingEmbedder; "
+            "print(repr(sum(x * (i + 1) for i, x in enumerate(HashingEmbedder().embed('disk full')))))")
+    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True, env={"PYTHONHASHSEED": seed}).stdout
+               for seed in ("1", "2")}
+    assert len(outputs) == 1
+
+
+def test_related_texts_score_above_unrelated() -> None:
+    embedder = HashingEmbedder()
+    query = np.array(embedder.embed("disk full"))
+    related = np.array(embedder.embed("the disk is full on the database host"))
+    unrelated = np.array(embedder.embed("login page is slow for mobile users"))
+    assert query @ related > 0.3 > abs(query @ unrelated)
+
+
+def test_empty_text_is_a_zero_vector() -> None:
+    assert not any(HashingEmbedder().embed("the of and"))
+
+
+def test_batch_equals_single() -> None:
+    embedder = HashingEmbedder(dim=64)
+    texts = ["disk full", "", "replica lag on orders-db", "disk full"]
+    batch = embedder.embed_tokens(TokenBatch.from_texts(texts)).dense()
+    np.testing.assert_allclose(batch, [embedder.embed(t) for t in texts])
+
+
+def test_noop_embedder() -> None:
+    with pytest.raises(EmbeddingUnavailableError):
+        NoopEmbedder().embed("x")
+    assert NoopEmbedder(strict=False, dim=3).embed("x") == [0.0, 0.0, 0.0]
+
+
+def test_protocol_and_factory() -> None:
+    assert isinstance(HashingEmbedder(), Embedder)
+    assert isinstance(embedder_from_name("hashing"), HashingEmbedder)
+    assert isinstance(embedder_from_name("noop"), NoopEmbedder)
+    with pytest.raises(ValueError, match="dim"):
+        HashingEmbedder(dim=4)

@@ -1,0 +1,427 @@
+"""RankingSynthesizer: worked examples, the reference implementation, properties, bad input."""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference import reference_rank
+from structlog.testing import capture_logs
+
+from nautilus import (
+    AdapterResult,
+    BasicSynthesizer,
+    ErrorRecord,
+    HashingEmbedder,
+    NoopEmbedder,
+    RankingSynthesizer,
+)
+from nautilus.synthesis.lexical import TokenBatch, idf_factors
+
+HIGH_BUMP = 0.04
+
+
+def vector_rows(*vectors: list[float]) -> list[dict[str, Any]]:
+    return [{"id": f"v{i}", "embedding": v} for i, v in enumerate(vectors)]
+
+
+# --- worked examples ------------------------------------------------------------------------
+
+def test_worked_example_with_vectors_and_a_high_boost() -> None:
+    # Query along x. Cosines: a = 1, b = 0.6 (3-4-5 triangle), c = 0, d = 0.58 (so close to b).
+    results = [
+        AdapterResult("sql", vector_rows([2.0, 0.0], [3.0, 4.0])),    # a, b
+        AdapterResult("graph", vector_rows([0.0, 5.0], [0.58, math.sqrt(1 - 0.58**2)])),  # c, d
+    ]
+    ranker = RankingSynthesizer(source_boosts={"graph": "high"}, embedder=NoopEmbedder())
+    ranked = ranker.rank(results, {"embedding": [1.0, 0.0]})
+    got = [(r.source_id, r.source_rank, r.score) for r in ranked]
+    assert got == [
+        ("sql", 1, pytest.approx(1.0)),
+        ("graph", 2, pytest.approx(0.58 + 0.04)),   # d: 0.62 overtakes b, 0.02 above it
+        ("sql", 2, pytest.approx(3 / 5)),           # b
+        ("graph", 1, pytest.approx(0.0 + 0.04)),    # c: a boost never lifts an unrelated row far
+    ]
+    assert ranked[1].similarity == pytest.approx(0.58)
+    assert ranked[1].boost_bump == 0.04
+    assert ranked[1].idf_factor == 1.0
+    assert [r.rank for r in ranked] == [1, 2, 3, 4]
+
+
+def test_worked_example_top_k_and_merge_shape() -> None:
+    results = [
+        AdapterResult("sql", vector_rows([1.0, 0.0], [0.0, 1.0])),
+        AdapterResult("down", [], error=ErrorRecord("down", "timeout", "slow")),
+        AdapterResult("graph", vector_rows([1.0, 1.0])),
+    ]
+    ranker = RankingSynthesizer(top_k=2, embedder=NoopEmbedder())
+    merged = ranker.merge(results, {"embedding": [1.0, 0.0]})
+    # cosines: sql#1 = 1, graph#1 = 1/sqrt(2) ≈ 0.707, sql#2 = 0 (cut by K = 2)
+    assert merged == {"sql": [results[0].rows[0]], "graph": [results[2].rows[0]]}
+    assert list(merged) == ["sql", "graph"]  # routing order; the errored source is absent
+
+
+def test_ties_break_by_routing_order_then_source_rank() -> None:
+    same = [1.0, 0.0]
+    results = [AdapterResult("b", vector_rows(same, same)), AdapterResult("a", vector_rows(same))]
+    ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": same})
+    assert [(r.source_id, r.source_rank) for r in ranked] == [("b", 1), ("b", 2), ("a", 1)]
+
+
+def test_idf_factor_worked_example() -> None:
+    texts = ["disk full", "disk slow", "disk", "network"]
+    factors = idf_factors(TokenBatch.from_texts(texts), ["disk", "full"])
+    n = 4
+    w_disk = math.log(1 + n / 3) / math.log(1 + n)   # in 3 of 4 texts: a hub
+    w_full = math.log(1 + n / 1) / math.log(1 + n)   # in 1 text: weight 1
+    total = w_disk + w_full
+    np.testing.assert_allclose(factors, [
+        0.5 + 0.5 * (w_disk + w_full) / total,        # = 1
+        0.5 + 0.5 * w_disk / total,
+        0.5 + 0.5 * w_disk / total,
+        0.5,                                          # matches nothing: the floor
+    ])
+
+
+def test_idf_suppresses_rows_matching_only_a_hub_token() -> None:
+    rows = [{"text": f"checkout service note {i}"} for i in range(8)]
+    rows.append({"text": "checkout latency regression"})
+    results = [AdapterResult("notes", rows)]
+    query = {"query": "checkout latency"}
+    with_idf = RankingSynthesizer(idf=True).rank(results, query)
+    assert with_idf[0].row["text"] == "checkout latency regression"
+    hub_rows = [r for r in with_idf if "note" in r.row["text"]]
+    w_hub = math.log(1 + 9 / 9) / math.log(1 + 9)  # "checkout" is in all 9 rows
+    expected = 0.5 + 0.5 * w_hub / (w_hub + 1.0)   # "latency" (in 1 row) weighs 1
+    assert [r.idf_factor for r in hub_rows] == pytest.approx([expected] * 8)
+    assert with_idf[0].idf_factor == pytest.approx(1.0)
+
+
+# --- the reference implementation -----------------------------------------------------------
+
+WORDS = ["disk", "full", "database", "replica", "lag", "checkout", "latency", "timeout",
+         "payment", "card", "redis", "session", "kafka", "broker", "dns", "cert"]
+text_rows = st.lists(st.lists(st.sampled_from(WORDS), min_size=0, max_size=8).map(
+    lambda ws: {"title": " ".join(ws)}), min_size=0, max_size=12)
+SOURCE_IDS = ["sql", "graph", "fts"]
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> tuple[list[tuple[str, list[dict[str, Any]]]], str]:
+    sources = [(sid, draw(text_rows)) for sid in SOURCE_IDS]
+    query = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4)))
+    return sources, query
+
+
+knobs = st.fixed_dictionaries({
+    "top_k": st.one_of(st.none(), st.integers(1, 15)),
+    "idf": st.booleans(),
+    "boosts": st.dictionaries(st.sampled_from(SOURCE_IDS), st.sampled_from(
+        ["low", "medium", "high"]), max_size=2),
+    "max_candidates": st.one_of(st.none(), st.integers(1, 20)),
+})
+
+
+def fast_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
+              **kw: Any) -> list[tuple[str, int, float]]:
+    ranker = RankingSynthesizer(top_k=kw.get("top_k"), idf=kw.get("idf", False),
+                                source_boosts=kw.get("boosts"),
+                                max_candidates=kw.get("max_candidates"))
+    ranked = ranker.rank([AdapterResult(s, rows) for s, rows in sources], {"query": query})
+    return [(r.source_id, r.source_rank, r.score) for r in ranked]
+
+
+def assert_matches_reference(fast: list[tuple[str, int, float]],
+                             ref: list[tuple[str, int, float]], tol: float = 1e-9) -> None:
+    ref_scores = {(s, r): score for s, r, score in ref}
+    assert len(fast) == len(ref)
+    if len({round(x, 6) for _, _, x in ref}) == len(ref):  # no near-ties: exact order
+        assert [(s, r) for s, r, _ in fast] == [(s, r) for s, r, _ in ref]
+    cutoff = min((x for _, _, x in ref), default=0.0)
+    for s, r, score in fast:
+        if (s, r) in ref_scores:
+            np.testing.assert_allclose(score, ref_scores[(s, r)], rtol=1e-9, atol=1e-12)
+        else:  # only a row tied with the last kept one may differ
+            assert abs(score - cutoff) < tol
+    scores = [x for _, _, x in fast]
+    assert all(a >= b - tol for a, b in zip(scores, scores[1:], strict=False))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=batches(), kw=knobs)
+def test_vectorised_path_matches_the_reference(
+        batch: tuple[list[tuple[str, list[dict[str, Any]]]], str], kw: dict[str, Any]) -> None:
+    sources, query = batch
+    fast = fast_rank(sources, query, **kw)
+    ref = reference_rank(sources, query, top_k=kw["top_k"], idf=kw["idf"], boosts=kw["boosts"],
+                         max_candidates=kw["max_candidates"])
+    assert_matches_reference(fast, ref)
+
+
+def test_reference_comparison_on_row_vectors() -> None:
+    rng = np.random.default_rng(7)
+    embedder = HashingEmbedder()
+    sources = [("vec", [{"title": f"doc {i}", "embedding": list(rng.normal(size=1024))}
+                        for i in range(20)]),
+               ("text", [{"title": " ".join(rng.choice(WORDS, 5))} for _ in range(20)])]
+    query = "disk full database"
+    ranker = RankingSynthesizer(top_k=10, embedder=embedder)
+    ranked = ranker.rank([AdapterResult(s, r) for s, r in sources], {"query": query})
+    fast = [(r.source_id, r.source_rank, r.score) for r in ranked]
+    assert_matches_reference(fast, reference_rank(sources, query, top_k=10))
+
+
+# --- properties -----------------------------------------------------------------------------
+
+@settings(max_examples=80, deadline=None)
+@given(batch=batches(), kw=knobs)
+def test_same_input_same_output(batch: tuple[list[Any], str], kw: dict[str, Any]) -> None:
+    sources, query = batch
+    assert fast_rank(sources, query, **kw) == fast_rank(copy.deepcopy(sources), query, **kw)
+
+
+@settings(max_examples=80, deadline=None)
+@given(batch=batches(), top_k=st.integers(1, 40))
+def test_result_holds_min_of_k_and_rows(batch: tuple[list[Any], str], top_k: int) -> None:
+    sources, query = batch
+    n_rows = sum(len(rows) for _, rows in sources)
+    assert len(fast_rank(sources, query, top_k=top_k)) == min(top_k, n_rows)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=batches(), idf=st.booleans())
+def test_no_boosts_changes_nothing(batch: tuple[list[Any], str], idf: bool) -> None:
+    sources, query = batch
+    plain = RankingSynthesizer(idf=idf).rank([AdapterResult(s, r) for s, r in sources],
+                                             {"query": query})
+    assert all(r.boost_bump == 0.0 and r.score == r.similarity * r.idf_factor for r in plain)
+    # boosting a source that is not in the batch is the same as no boost
+    absent = fast_rank(sources, query, idf=idf, boosts={"elsewhere": "high"})
+    assert absent == [(r.source_id, r.source_rank, r.score) for r in plain]
+
+
+@settings(max_examples=100, deadline=None)
+@given(batch=batches(), kw=knobs, target=st.sampled_from(SOURCE_IDS))
+def test_raising_a_level_never_lowers_that_source(batch: tuple[list[Any], str],
+                                                  kw: dict[str, Any], target: str) -> None:
+    sources, query = batch
+    runs = []
+    for level in [None, "low", "medium", "high"]:
+        boosts = {k: v for k, v in kw["boosts"].items() if k != target}
+        if level:
+            boosts[target] = level
+        runs.append(fast_rank(sources, query, top_k=kw["top_k"], idf=kw["idf"], boosts=boosts,
+                              max_candidates=kw["max_candidates"]))
+    for before, after in zip(runs, runs[1:], strict=False):
+        pos_b = {(s, r): i for i, (s, r, _) in enumerate(before)}
+        pos_a = {(s, r): i for i, (s, r, _) in enumerate(after)}
+        # the boosted source never holds fewer places
+        assert sum(s == target for s, _, _ in after) >= sum(s == target for s, _, _ in before)
+        # no row of another source that was below one of its rows comes above it
+        for x in (k for k in pos_b if k[0] == target and k in pos_a):
+            for y in (k for k in pos_b if k[0] != target and k in pos_a):
+                if pos_b[x] < pos_b[y]:
+                    assert pos_a[x] < pos_a[y]
+        if kw["max_candidates"] is None:  # nothing new enters: positions only improve
+            for x in (k for k in pos_b if k[0] == target):
+                assert x in pos_a and pos_a[x] <= pos_b[x]
+
+
+@settings(max_examples=100, deadline=None)
+@given(batch=batches(), idf=st.booleans(), level=st.sampled_from(["low", "medium", "high"]))
+def test_stage2_displacement_stays_within_the_bump(batch: tuple[list[Any], str], idf: bool,
+                                                    level: str) -> None:
+    """docs/configuration.md: a boosted row overtakes an unboosted row only when that
+    row's relevance exceeds the boosted row's by less than the bump."""
+    sources, query = batch
+    ranker = RankingSynthesizer(idf=idf, source_boosts={"graph": level})
+    ranked = ranker.rank([AdapterResult(s, r) for s, r in sources], {"query": query})
+    bump = {"low": 0.01, "medium": 0.02, "high": HIGH_BUMP}[level]
+    for i, x in enumerate(ranked):
+        for y in ranked[i + 1:]:
+            if x.source_id == "graph" and y.source_id != "graph":
+                overtaken = y.similarity * y.idf_factor - x.similarity * x.idf_factor
+                assert overtaken <= bump + 1e-12
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=batches(), kw=knobs)
+def test_without_a_query_vector_merge_is_passthrough(batch: tuple[list[Any], str],
+                                                     kw: dict[str, Any]) -> None:
+    sources, _ = batch
+    results = [AdapterResult(s, rows) for s, rows in sources]
+    ranker = RankingSynthesizer(top_k=kw["top_k"], idf=kw["idf"], source_boosts=kw["boosts"],
+                                max_candidates=kw["max_candidates"])
+    for context in [None, {}, {"query": ""}, {"query": "   "}, {"query": 42}]:
+        with capture_logs():
+            assert ranker.merge(results, context) == BasicSynthesizer().merge(results)
+    strict_noop = RankingSynthesizer(top_k=kw["top_k"], embedder=NoopEmbedder(strict=True))
+    with capture_logs():
+        assert strict_noop.merge(results, {"query": "disk"}) == BasicSynthesizer().merge(results)
+
+
+# --- bad input: one warning, a sane fallback, no good row lost, nothing mutated -----------
+
+GOOD = {"id": "good", "title": "disk full on the orders database"}
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(("bad_row", "event"), [
+    (None, "rank_row_not_a_dict"),
+    ("a plain string", "rank_row_not_a_dict"),
+    (42, "rank_row_not_a_dict"),
+    ({"title": "disk", "embedding": [NAN] * 1024}, "rank_row_vector_invalid"),
+    ({"title": "disk", "embedding": [float("inf")] + [0.0] * 1023}, "rank_row_vector_invalid"),
+    ({"title": "disk", "embedding": [1.0, 2.0]}, "rank_row_vector_invalid"),
+    ({"title": "disk", "embedding": "not a vector"}, "rank_row_vector_invalid"),
+    ({"title": "disk", "embedding": ["a"] * 1024}, "rank_row_vector_invalid"),
+    ({"title": "disk", "embedding": np.zeros((2, 512))}, "rank_row_vector_invalid"),
+    ({"title": "disk " * 300_000}, "rank_row_text_truncated"),
+    ({"title": "x" * 1_000_000}, "rank_row_text_truncated"),
+])
+def test_bad_row_beside_a_good_one(bad_row: Any, event: str) -> None:
+    results = [AdapterResult("a", [GOOD, bad_row]), AdapterResult("b", [{"title": "disk"}])]
+    before = copy.deepcopy([r.rows for r in results])
+    with capture_logs() as logs:
+        ranked = RankingSynthesizer(top_k=5, idf=True).rank(results, {"query": "disk full"})
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == [event]
+    assert ranked[0].row is GOOD
+    assert {r.row.get("id") for r in ranked} >= {"good"}
+    assert all(math.isfinite(r.score) for r in ranked)
+    after = [r.rows for r in results]
+    for b, a in zip(before, after, strict=True):
+        assert len(b) == len(a)
+        for rb, ra in zip(b, a, strict=True):
+            if isinstance(rb, dict):
+                assert set(rb) == set(ra)  # no key gained or lost
+
+
+def test_odd_field_values_are_ignored_not_fatal() -> None:
+    rows = [GOOD, {"title": 123, "tags": ["disk"], "nested": {"a": "disk"}, "n": None},
+            {}, {"embedding": None, "title": "disk"}]
+    with capture_logs() as logs:
+        ranked = RankingSynthesizer().rank([AdapterResult("a", rows)], {"query": "disk full"})
+    assert len(ranked) == 4 and any(r.row is GOOD for r in ranked)
+    assert [r.similarity for r in ranked][-1] == 0.0  # the row with no text at all
+    assert [e for e in logs if e["log_level"] == "warning"] == []
+
+
+def test_rows_that_are_not_a_list() -> None:
+    results = [AdapterResult("a", None), AdapterResult("b", [GOOD])]  # type: ignore[arg-type]
+    with capture_logs() as logs:
+        ranked = RankingSynthesizer().rank(results, {"query": "disk"})
+    assert [r.row for r in ranked] == [GOOD]
+    assert any(e["event"] == "rank_rows_not_a_list" for e in logs)
+
+
+class RaisingEmbedder:
+    dim = 8
+    model_id = "raising"
+
+    def embed(self, text: str) -> list[float]:
+        if text == "the query":
+            return [1.0] * 8
+        raise RuntimeError("model server down")
+
+
+def test_embedder_failing_on_rows_scores_them_zero_and_keeps_vector_rows() -> None:
+    rows = [{"title": "text only"}, {"title": "with vector", "embedding": [1.0] * 8}]
+    with capture_logs() as logs:
+        ranked = RankingSynthesizer(embedder=RaisingEmbedder()).rank(
+            [AdapterResult("a", rows)], {"query": "the query"})
+    assert [r.row["title"] for r in ranked] == ["with vector", "text only"]
+    assert ranked[0].similarity == pytest.approx(1.0) and ranked[1].similarity == 0.0
+    assert [e["event"] for e in logs] == ["rank_embedder_failed"]
+
+
+def test_embedder_failing_on_the_query_degrades_to_passthrough() -> None:
+    results = [AdapterResult("a", [GOOD]), AdapterResult("b", [{"title": "x"}])]
+    ranker = RankingSynthesizer(top_k=1, embedder=RaisingEmbedder())
+    with capture_logs() as logs:
+        merged = ranker.merge(results, {"query": "something else"})
+    assert merged == BasicSynthesizer().merge(results)
+    assert [e["event"] for e in logs] == ["rank_embedder_failed"]
+
+
+@pytest.mark.parametrize("query_vector", [[NAN, 1.0], [0.0, 0.0], "abc", [[1.0]], []])
+def test_invalid_query_vector_falls_back_to_the_query_text(query_vector: Any) -> None:
+    with capture_logs() as logs:
+        ranked = RankingSynthesizer().rank([AdapterResult("a", [{"title": "x"}, GOOD])],
+                                           {"embedding": query_vector, "query": "disk full"})
+    assert ranked[0].row is GOOD
+    assert logs[0]["event"] == "rank_query_vector_invalid"
+
+
+def test_query_vector_of_another_size_than_the_rows() -> None:
+    rows = [{"title": "no vector"}, {"title": "fits", "embedding": [0.0, 1.0, 0.0]}]
+    with capture_logs() as logs:
+        ranked = RankingSynthesizer().rank([AdapterResult("a", rows)],
+                                           {"embedding": [0.0, 1.0, 0.0]})
+    assert [r.row["title"] for r in ranked] == ["fits", "no vector"]
+    assert [e["event"] for e in logs] == ["rank_row_vector_missing"]
+
+
+def test_empty_results() -> None:
+    ranker = RankingSynthesizer(top_k=3, idf=True)
+    assert ranker.rank([], {"query": "x"}) == []
+    assert ranker.merge([AdapterResult("a", [])], {"query": "x"}) == {"a": []}
+
+
+def test_numpy_row_vectors_are_used_and_not_copied_into_the_output() -> None:
+    vector = np.array([1.0, 0.0])
+    row = {"id": 1, "embedding": vector}
+    [ranked] = RankingSynthesizer(embedder=NoopEmbedder()).rank(
+        [AdapterResult("a", [row])], {"embedding": [1.0, 0.0]})
+    assert ranked.row is row and ranked.similarity == pytest.approx(1.0)
+
+
+def test_vectors_of_another_model_are_not_compared() -> None:
+    embedder = HashingEmbedder()
+    text = "disk full on the orders database"
+    foreign = {"title": text, "embedding": [1.0] * 1024, "embedding_model": "other-model"}
+    own = {"title": text, "embedding": embedder.embed(text), "embedding_model": embedder.model_id}
+    ranked = RankingSynthesizer(embedder=embedder).rank([AdapterResult("a", [foreign, own])],
+                                                        {"query": "disk full"})
+    assert ranked[0].similarity == pytest.approx(ranked[1].similarity)
+
+
+def test_invalid_constructor_arguments_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="top_k"):
+        RankingSynthesizer(top_k=0)
+    with pytest.raises(ValueError, match="unknown boost level"):
+        RankingSynthesizer(source_boosts={"graph": "extreme"})
+
+
+# --- duplicates across sources ----------------------------------------------------------------
+
+def test_dedup_keeps_the_best_copy_and_lists_every_source() -> None:
+    shared_weak = {"id": "INC-1", "title": "disk"}
+    shared_strong = {"id": "INC-1", "title": "disk full database"}
+    results = [
+        AdapterResult("sql", [{"id": "INC-2", "title": "network"}, shared_weak]),
+        AdapterResult("fts", [shared_strong, {"title": "disk full without id"},
+                              {"title": "disk full without id"}]),
+    ]
+    ranker = RankingSynthesizer(dedup_key="id")
+    ranked = ranker.rank(results, {"query": "disk full database"})
+    ids = [r.row.get("id") for r in ranked]
+    assert ids.count("INC-1") == 1
+    [kept] = [r for r in ranked if r.row.get("id") == "INC-1"]
+    assert kept.row is shared_strong and kept.source_id == "fts"
+    assert kept.also_from == (("sql", 2),)
+    assert ids.count(None) == 2  # rows without the key are never collapsed
+    merged = ranker.merge(results, {"query": "disk full database"})
+    assert shared_weak not in merged["sql"] and shared_strong in merged["fts"]
+
+
+def test_dedup_with_top_k_counts_distinct_rows() -> None:
+    rows = [{"id": i % 3, "title": "disk"} for i in range(9)]
+    ranked = RankingSynthesizer(top_k=5, dedup_key="id").rank(
+        [AdapterResult("a", rows[:5]), AdapterResult("b", rows[5:])], {"query": "disk"})
+    assert sorted(r.row["id"] for r in ranked) == [0, 1, 2]
+    assert sum(len(r.also_from) for r in ranked) == 6
