@@ -7,6 +7,7 @@ fallbacks are tested separately.
 
 from __future__ import annotations
 
+import itertools
 import math
 import zlib
 from collections import Counter
@@ -25,7 +26,7 @@ def crc(term: str) -> int:
 def hashing_vector(text: str, dim: int = 1024) -> list[float]:
     tokens = tokenize(text)
     features: Counter[int] = Counter(crc(t) for t in tokens)
-    for first, second in zip(tokens, tokens[1:], strict=False):
+    for first, second in itertools.pairwise(tokens):
         features[(((crc(first) * 1000003) & MASK64) ^ crc(second)) % (1 << 32)] += 1
     vector = [0.0] * dim
     for h, tf in features.items():

@@ -35,8 +35,8 @@ def test_hashing_vectors_are_unit_length_and_match_the_reference() -> None:
 
 def test_hashing_is_stable_across_processes() -> None:
     """Python's own hash() is salted per process; ours must not be."""
-    code = ("from nautilus import HashingEmbedder; "
-            "print(repr(sum(x * (i + 1) for i, x in enumerate(HashingEmbedder().embed('disk full')))))")
+    code = ("from nautilus import HashingEmbedder; v = HashingEmbedder().embed('disk full'); "
+            "print(repr(sum(x * (i + 1) for i, x in enumerate(v))))")
     outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               check=True, env={"PYTHONHASHSEED": seed}).stdout
                for seed in ("1", "2")}

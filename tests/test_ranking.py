@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from typing import Any
 
@@ -149,7 +150,7 @@ def assert_matches_reference(fast: list[tuple[str, int, float]],
         else:  # only a row tied with the last kept one may differ
             assert abs(score - cutoff) < tol
     scores = [x for _, _, x in fast]
-    assert all(a >= b - tol for a, b in zip(scores, scores[1:], strict=False))
+    assert all(a >= b - tol for a, b in itertools.pairwise(scores))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -217,7 +218,7 @@ def test_raising_a_level_never_lowers_that_source(batch: tuple[list[Any], str],
             boosts[target] = level
         runs.append(fast_rank(sources, query, top_k=kw["top_k"], idf=kw["idf"], boosts=boosts,
                               max_candidates=kw["max_candidates"]))
-    for before, after in zip(runs, runs[1:], strict=False):
+    for before, after in itertools.pairwise(runs):
         pos_b = {(s, r): i for i, (s, r, _) in enumerate(before)}
         pos_a = {(s, r): i for i, (s, r, _) in enumerate(after)}
         # the boosted source never holds fewer places

@@ -90,8 +90,11 @@ class SqliteSource:
             try:
                 self.build(connection)
                 connection.commit()
-            finally:
+            except BaseException:
                 connection.close()
+                partial.unlink(missing_ok=True)
+                raise
+            connection.close()
             os.replace(partial, self.path)
             logger.info("source_database_built", source_id=self.id, path=str(self.path))
 

@@ -1,0 +1,156 @@
+"""The `nautilus` command, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+QUERY = "orders database disk full"
+
+
+def run(*args: str, env: dict[str, str] | None = None,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]  # the test's own folder
+    return subprocess.run([NAUTILUS, *args], capture_output=True, text=True, timeout=120,
+                          env={**base, **(env or {})}, cwd=cwd)
+
+
+def test_config_json_with_nothing_set_shows_every_ranking_knob_unset() -> None:
+    result = run("config", "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    settings = out["settings"]
+    assert settings["NAUTILUS_RANKING_TOP_K"] is None
+    assert settings["NAUTILUS_RANKING_IDF"] is False
+    assert settings["NAUTILUS_SOURCE_BOOSTS"] == {}
+    assert settings["NAUTILUS_RANKING_MAX_CANDIDATES"] is None
+    assert settings["NAUTILUS_RANKING_DEDUP_KEY"] is None
+    assert out["ranking_enabled"] is False and out["skipped"] == []
+
+
+def test_config_strict_rejects_a_bad_boost_naming_entry_level_and_choices() -> None:
+    result = run("config", "--strict", env={"NAUTILUS_SOURCE_BOOSTS": "graph:hgih"})
+    assert result.returncode == 1
+    assert ("NAUTILUS_SOURCE_BOOSTS: 'graph:hgih': unknown level 'hgih' for 'graph' "
+            "(valid: low, medium, high)") in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_config_strict_passes_a_good_manifest() -> None:
+    result = run("config", "--strict", env={"NAUTILUS_SOURCE_BOOSTS": "graph:high",
+                                            "NAUTILUS_RANKING_TOP_K": "5"})
+    assert result.returncode == 0, result.stderr
+    assert "graph:high" in result.stdout and "skipped: none" in result.stdout
+
+
+def test_config_strict_checks_boosted_ids_against_the_sources() -> None:
+    result = run("config", "--strict", env={"NAUTILUS_SOURCE_BOOSTS": "grpah:high"})
+    assert result.returncode == 1
+    assert "no source has id 'grpah'" in result.stderr
+
+
+def test_config_without_strict_lists_skipped_entries_and_exits_0() -> None:
+    result = run("config", env={"NAUTILUS_SOURCE_BOOSTS": ":high,sql:low",
+                                "NAUTILUS_RANKING_TOP_K": "ten"})
+    assert result.returncode == 0
+    assert "':high': empty source id" in result.stdout
+    assert "NAUTILUS_RANKING_TOP_K: 'ten'" in result.stdout
+
+
+def test_strict_env_makes_a_bad_value_a_startup_error() -> None:
+    result = run("query", QUERY, env={"NAUTILUS_CONFIG_STRICT": "true",
+                                      "NAUTILUS_RANKING_TOP_K": "-1"})
+    assert result.returncode == 1
+    assert "NAUTILUS_RANKING_TOP_K" in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_query_json_is_one_object_on_stdout_and_logs_go_to_stderr() -> None:
+    result = run("query", QUERY, "--json", env={"NAUTILUS_LOG_FORMAT": "json"})
+    assert result.returncode == 0, result.stderr
+    response = json.loads(result.stdout)
+    assert set(response) == {"request_id", "data", "ranking", "sources_queried",
+                             "sources_errored", "duration_ms", "response_hash",
+                             "source_response_hashes"}
+    assert response["sources_queried"] == ["tickets", "graph", "runbooks", "postmortems"]
+    for line in result.stderr.strip().splitlines():
+        assert "event" in json.loads(line)  # every log line is a JSON object
+
+
+def test_top_k_and_boost_from_the_environment_change_the_ranking() -> None:
+    plain = json.loads(run("query", QUERY, "--json",
+                           env={"NAUTILUS_RANKING_TOP_K": "5"}).stdout)
+    boosted = json.loads(run("query", QUERY, "--json", env={
+        "NAUTILUS_RANKING_TOP_K": "5", "NAUTILUS_SOURCE_BOOSTS": "graph:high"}).stdout)
+    assert len(plain["ranking"]) == len(boosted["ranking"]) == 5
+    graph_plain = [r for r in plain["ranking"] if r["source_id"] == "graph"]
+    graph_boosted = [r for r in boosted["ranking"] if r["source_id"] == "graph"]
+    assert len(graph_boosted) >= len(graph_plain)
+    assert all(r["boost_bump"] == 0.04 for r in graph_boosted)
+    assert {r["source_id"] for r in boosted["ranking"]} - {"graph"}  # others still there
+    for r in boosted["ranking"]:
+        assert r["score"] == pytest.approx(r["similarity"] * r["idf_factor"] + r["boost_bump"])
+
+
+def test_cli_flags_override_the_environment() -> None:
+    result = run("query", QUERY, "--json", "--top-k", "3", "--boost", "runbooks:low",
+                 env={"NAUTILUS_RANKING_TOP_K": "9", "NAUTILUS_SOURCE_BOOSTS": "graph:high"})
+    response = json.loads(result.stdout)
+    assert len(response["ranking"]) == 3
+    assert all(r["boost_bump"] in (0.0, 0.01) for r in response["ranking"])
+
+
+def test_query_table_and_explain() -> None:
+    result = run("query", QUERY, "--top-k", "4", "--explain", "--idf")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"query: {QUERY}"
+    assert "sim" in lines[2] and "idf" in lines[2] and "stage1" in lines[2]
+    assert [line.split()[0] for line in lines[3:7]] == ["1", "2", "3", "4"]
+    assert lines[-1].startswith("response_hash: sha256:")
+
+
+def test_a_failing_source_is_listed_while_the_others_answer(tmp_path: Path) -> None:
+    (tmp_path / "ok.jsonl").write_text('{"id": "a", "title": "disk full"}\n', encoding="utf-8")
+    config = tmp_path / "nautilus.yaml"
+    config.write_text("""
+sources:
+  - {id: ok, type: sqlite_table, path: ok.db, seed: ok.jsonl, table: t, search_columns: [title]}
+  - {id: broken, type: sqlite_fts, path: b.db, seed: missing.jsonl, columns: [title]}
+""", encoding="utf-8")
+    result = run("query", "disk", "--config", str(config), "--top-k", "5")
+    assert result.returncode == 0, result.stderr
+    assert "error: broken: FileNotFoundError" in result.stdout
+    assert "ok" in result.stdout and "disk full" in result.stdout
+
+
+@pytest.mark.parametrize(("args", "env", "code", "message"), [
+    (["query", "x", "--top-k", "abc"], {}, 2, "invalid int value"),
+    (["query", "x"], {"NAUTILUS_CONFIG": "/nonexistent/nautilus.yaml"}, 1,
+     "cannot read sources config"),
+    (["query", "x"], {"NAUTILUS_RANKING_IDF": "perhaps"}, 0, "config_value_skipped"),
+    (["query", "x", "--boost", "graph:hgih"], {}, 0, "source_boost_skipped"),
+    (["bogus"], {}, 2, "invalid choice"),
+    ([], {}, 2, "required"),
+])
+def test_no_input_gives_a_traceback(args: list[str], env: dict[str, str], code: int,
+                                    message: str) -> None:
+    result = run(*args, env=env)
+    assert result.returncode == code
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_demo_prints_passthrough_beside_ranked() -> None:
+    result = run("demo")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("query: ") == 3
+    assert "passthrough" in result.stdout and "ranked (top 8, IDF on)" in result.stdout
+    assert "INC-1043" in result.stdout
