@@ -10,6 +10,7 @@ sources:
     table: tickets
     search_columns: [title, description]
     timeout_s: 2               # optional, default 5
+    # sqlite_vector also takes dim (default 1024): the stored vectors' size
 ```
 
 String values may use ``${VAR}`` or ``${VAR:-default}``; they are expanded after
@@ -125,6 +126,13 @@ def _timeout(spec: dict[str, Any]) -> float:
     return float(value)
 
 
+def _positive_int(spec: dict[str, Any], key: str, default: int) -> int:
+    value = spec.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 16:
+        raise ValueError(f"{key} must be an integer >= 16, got {value!r}")
+    return value
+
+
 def _under(base: Path, value: str) -> Path:
     path = Path(value).expanduser()
     return path if path.is_absolute() else base / path
@@ -151,6 +159,7 @@ _FACTORIES: dict[str, _Factory] = {
         _under(base, s["edges"]), _timeout(s)),
     "sqlite_vector": lambda s, base, data, embedder: SqliteVectorSource(
         s["id"], _under(data, s["path"]), _under(base, s["seed"]),
-        _string_list(s, "text_fields"), embedder_from_name(embedder)
-        if embedder != "noop" else None, _timeout(s)),
+        _string_list(s, "text_fields"), embedder_from_name(
+            "hashing" if embedder == "noop" else embedder, _positive_int(s, "dim", 1024)),
+        _timeout(s)),
 }

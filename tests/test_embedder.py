@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from reference import hashing_vector
 
 from nautilus import EmbeddingUnavailableError, HashingEmbedder, NoopEmbedder
@@ -28,9 +30,27 @@ def test_hashing_vectors_are_unit_length_and_match_the_reference() -> None:
     embedder = HashingEmbedder()
     text = "orders database disk full, disk full again"
     vector = np.array(embedder.embed(text))
-    assert vector.shape == (1024,)
+    assert vector.shape == (65_536,)
     assert np.linalg.norm(vector) == pytest.approx(1.0)
-    np.testing.assert_allclose(vector, hashing_vector(text), atol=1e-12)
+    expected = np.zeros(65_536)
+    for bucket, value in hashing_vector(tokenize(text)).items():
+        expected[bucket] = value
+    np.testing.assert_allclose(vector, expected, atol=1e-12)
+
+
+def test_weighted_embedding_scales_features() -> None:
+    embedder = HashingEmbedder(bigrams=True)
+    tokens = tokenize("disk full")
+    plain = embedder.embed_weighted(tokens, {})
+    np.testing.assert_allclose(plain, embedder.embed("disk full"))
+    weighted = embedder.embed_weighted(tokens, {"disk": 0.25})
+    expected = np.zeros(65_536)
+    for bucket, value in hashing_vector(tokens, weights={"disk": 0.25}, bigrams_on=True).items():
+        expected[bucket] = value
+    np.testing.assert_allclose(weighted, expected, atol=1e-12)
+    # "disk" now weighs 1/4 of "full", the bigram sqrt(1/4) = 1/2 (before normalising)
+    nonzero = sorted(abs(weighted[weighted != 0]))
+    np.testing.assert_allclose(np.array(nonzero) / max(nonzero), [0.25, 0.5, 1.0])
 
 
 def test_hashing_is_stable_across_processes() -> None:
@@ -55,8 +75,9 @@ def test_empty_text_is_a_zero_vector() -> None:
     assert not any(HashingEmbedder().embed("the of and"))
 
 
-def test_batch_equals_single() -> None:
-    embedder = HashingEmbedder(dim=64)
+@pytest.mark.parametrize("bigrams", [False, True])
+def test_batch_equals_single(bigrams: bool) -> None:
+    embedder = HashingEmbedder(dim=64, bigrams=bigrams)
     texts = ["disk full", "", "replica lag on orders-db", "disk full"]
     batch = embedder.embed_tokens(TokenBatch.from_texts(texts)).dense()
     np.testing.assert_allclose(batch, [embedder.embed(t) for t in texts])
@@ -74,3 +95,16 @@ def test_protocol_and_factory() -> None:
     assert isinstance(embedder_from_name("noop"), NoopEmbedder)
     with pytest.raises(ValueError, match="dim"):
         HashingEmbedder(dim=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.text(max_size=60) | st.sampled_from(
+    ["The disks, the queries", "don’t panic", "naïve café", "a\x02b", "x_y-z", ""]),
+    max_size=8))
+def test_batch_tokenizer_equals_tokenize_on_each_text(texts: list[str]) -> None:
+    batch = TokenBatch.from_texts(texts)
+    words = {i: w for w, i in batch.vocab.items()}
+    got: list[list[str]] = [[] for _ in texts]
+    for row, term in zip(batch.rows.tolist(), batch.terms.tolist(), strict=True):
+        got[row].append(words[term])
+    assert got == [tokenize(t) for t in texts]

@@ -22,9 +22,10 @@ from nautilus import (
     NoopEmbedder,
     RankingSynthesizer,
 )
-from nautilus.synthesis.lexical import TokenBatch, idf_factors
+from nautilus.synthesis.lexical import TokenBatch, idf_factors, query_token_weights
 
 HIGH_BUMP = 0.04
+DIM = HashingEmbedder().dim
 
 
 def vector_rows(*vectors: list[float]) -> list[dict[str, Any]]:
@@ -76,10 +77,13 @@ def test_ties_break_by_routing_order_then_source_rank() -> None:
 
 def test_idf_factor_worked_example() -> None:
     texts = ["disk full", "disk slow", "disk", "network"]
-    factors = idf_factors(TokenBatch.from_texts(texts), ["disk", "full"])
+    batch = TokenBatch.from_texts(texts)
+    weights = query_token_weights(batch, ["disk", "full", "outage"])
     n = 4
     w_disk = math.log(1 + n / 3) / math.log(1 + n)   # in 3 of 4 texts: a hub
     w_full = math.log(1 + n / 1) / math.log(1 + n)   # in 1 text: weight 1
+    assert weights == pytest.approx({"disk": w_disk, "full": w_full, "outage": 1.0})
+    factors = idf_factors(batch, {"disk": w_disk, "full": w_full})
     total = w_disk + w_full
     np.testing.assert_allclose(factors, [
         0.5 + 0.5 * (w_disk + w_full) / total,        # = 1
@@ -89,18 +93,37 @@ def test_idf_factor_worked_example() -> None:
     ])
 
 
-def test_idf_suppresses_rows_matching_only_a_hub_token() -> None:
-    rows = [{"text": f"checkout service note {i}"} for i in range(8)]
+def test_idf_weights_the_query_so_hub_only_matches_fade() -> None:
+    rows = [{"text": f"checkout service note {chr(97 + i)}x"} for i in range(8)]
     rows.append({"text": "checkout latency regression"})
     results = [AdapterResult("notes", rows)]
     query = {"query": "checkout latency"}
     with_idf = RankingSynthesizer(idf=True).rank(results, query)
     assert with_idf[0].row["text"] == "checkout latency regression"
+    # "checkout" is in all 9 rows, "latency" in 1: w = ln 2 / ln 10 and 1. The query's
+    # features: checkout (w) and latency (1); a hub row has 4 words of weight 1 and
+    # shares only "checkout".
+    w = math.log(1 + 9 / 9) / math.log(1 + 9)
+    expected = w / (math.sqrt(w * w + 1) * math.sqrt(4))
     hub_rows = [r for r in with_idf if "note" in r.row["text"]]
-    w_hub = math.log(1 + 9 / 9) / math.log(1 + 9)  # "checkout" is in all 9 rows
-    expected = 0.5 + 0.5 * w_hub / (w_hub + 1.0)   # "latency" (in 1 row) weighs 1
-    assert [r.idf_factor for r in hub_rows] == pytest.approx([expected] * 8)
-    assert with_idf[0].idf_factor == pytest.approx(1.0)
+    assert [r.similarity for r in hub_rows] == pytest.approx([expected] * 8)
+    assert all(r.idf_factor == 1.0 for r in with_idf)  # a lexical embedder weights the query
+    without = RankingSynthesizer(idf=False).rank(results, query)
+    assert without[-1].similarity == pytest.approx(1 / (math.sqrt(2) * math.sqrt(4)))
+
+
+def test_idf_factor_applies_to_rows_scored_by_their_own_vectors() -> None:
+    same = [1.0, 0.0]
+    rows = [{"title": "checkout note", "embedding": same},
+            {"title": "checkout latency", "embedding": same},
+            {"title": "checkout other", "embedding": same}]
+    ranked = RankingSynthesizer(idf=True, embedder=NoopEmbedder()).rank(
+        [AdapterResult("vec", rows)], {"embedding": same, "query": "checkout latency"})
+    w = math.log(1 + 3 / 3) / math.log(1 + 3)       # "checkout": in every row
+    assert next(r.row["title"] for r in ranked) == "checkout latency"
+    assert [r.idf_factor for r in ranked] == pytest.approx(
+        [1.0, 0.5 + 0.5 * w / (w + 1), 0.5 + 0.5 * w / (w + 1)])
+    assert [r.score for r in ranked] == pytest.approx([r.idf_factor for r in ranked])
 
 
 # --- the reference implementation -----------------------------------------------------------
@@ -166,15 +189,17 @@ def test_vectorised_path_matches_the_reference(
 
 def test_reference_comparison_on_row_vectors() -> None:
     rng = np.random.default_rng(7)
-    embedder = HashingEmbedder()
+    embedder = HashingEmbedder(dim=1024)
     sources = [("vec", [{"title": f"doc {i}", "embedding": list(rng.normal(size=1024))}
                         for i in range(20)]),
                ("text", [{"title": " ".join(rng.choice(WORDS, 5))} for _ in range(20)])]
     query = "disk full database"
-    ranker = RankingSynthesizer(top_k=10, embedder=embedder)
-    ranked = ranker.rank([AdapterResult(s, r) for s, r in sources], {"query": query})
-    fast = [(r.source_id, r.source_rank, r.score) for r in ranked]
-    assert_matches_reference(fast, reference_rank(sources, query, top_k=10))
+    for idf in (False, True):
+        ranker = RankingSynthesizer(top_k=10, embedder=embedder, idf=idf)
+        ranked = ranker.rank([AdapterResult(s, r) for s, r in sources], {"query": query})
+        fast = [(r.source_id, r.source_rank, r.score) for r in ranked]
+        assert_matches_reference(fast, reference_rank(sources, query, top_k=10, idf=idf,
+                                                      dim=1024))
 
 
 # --- properties -----------------------------------------------------------------------------
@@ -276,11 +301,11 @@ NAN = float("nan")
     (None, "rank_row_not_a_dict"),
     ("a plain string", "rank_row_not_a_dict"),
     (42, "rank_row_not_a_dict"),
-    ({"title": "disk", "embedding": [NAN] * 1024}, "rank_row_vector_invalid"),
-    ({"title": "disk", "embedding": [float("inf")] + [0.0] * 1023}, "rank_row_vector_invalid"),
+    ({"title": "disk", "embedding": [NAN] * DIM}, "rank_row_vector_invalid"),
+    ({"title": "disk", "embedding": [float("inf")] + [0.0] * (DIM - 1)}, "rank_row_vector_invalid"),
     ({"title": "disk", "embedding": [1.0, 2.0]}, "rank_row_vector_invalid"),
     ({"title": "disk", "embedding": "not a vector"}, "rank_row_vector_invalid"),
-    ({"title": "disk", "embedding": ["a"] * 1024}, "rank_row_vector_invalid"),
+    ({"title": "disk", "embedding": ["a"] * DIM}, "rank_row_vector_invalid"),
     ({"title": "disk", "embedding": np.zeros((2, 512))}, "rank_row_vector_invalid"),
     ({"title": "disk " * 300_000}, "rank_row_text_truncated"),
     ({"title": "x" * 1_000_000}, "rank_row_text_truncated"),
@@ -384,7 +409,7 @@ def test_numpy_row_vectors_are_used_and_not_copied_into_the_output() -> None:
 def test_vectors_of_another_model_are_not_compared() -> None:
     embedder = HashingEmbedder()
     text = "disk full on the orders database"
-    foreign = {"title": text, "embedding": [1.0] * 1024, "embedding_model": "other-model"}
+    foreign = {"title": text, "embedding": [1.0] * DIM, "embedding_model": "other-model"}
     own = {"title": text, "embedding": embedder.embed(text), "embedding_model": embedder.model_id}
     ranked = RankingSynthesizer(embedder=embedder).rank([AdapterResult("a", [foreign, own])],
                                                         {"query": "disk full"})

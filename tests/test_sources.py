@@ -137,7 +137,7 @@ def test_vector_source_returns_json_native_vectors_with_their_model(tmp_path: Pa
     source = SqliteVectorSource("vec", tmp_path / "v.db", seed, ["title", "body"])
     rows = search(source, "replication lag")
     assert rows[0]["id"] == "d2"
-    assert rows[0]["embedding_model"] == HashingEmbedder().model_id
+    assert rows[0]["embedding_model"] == HashingEmbedder(dim=1024).model_id
     assert len(rows[0]["embedding"]) == 1024
     assert all(type(x) is float for x in rows[0]["embedding"])
     json.dumps(rows)  # JSON-native: no numpy values

@@ -29,8 +29,9 @@ class SqliteVectorSource(SqliteSource):
             quote_identifier(name)
         self.seed = seed
         self.text_fields = list(text_fields)
-        self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
+        self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder(dim=1024)
         self.model_id = str(getattr(self.embedder, "model_id", type(self.embedder).__name__))
+        self._cache: tuple[int, list[str], Any, Any] | None = None
 
     def needs_rebuild(self) -> bool:
         try:
@@ -61,19 +62,30 @@ class SqliteVectorSource(SqliteSource):
         if not query.strip():
             return []
         query_vector = np.asarray(self.embedder.embed(query), dtype=np.float64)
-        records = connection.execute("SELECT doc, embedding FROM docs ORDER BY position").fetchall()
-        if not records or not np.any(query_vector):
+        docs, matrix, row_norms = self._load(connection)
+        if not docs or not np.any(query_vector):
             return []
-        matrix = np.stack([np.frombuffer(r["embedding"], dtype=np.float32) for r in records])
-        norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(query_vector)
-        scores = np.divide(matrix @ query_vector, norms, out=np.zeros(len(records)),
-                           where=norms > 0)
-        order = np.lexsort((np.arange(len(records)), -scores))[:limit]
+        norms = row_norms * np.linalg.norm(query_vector)
+        scores = np.divide(matrix @ query_vector, norms, out=np.zeros(len(docs)), where=norms > 0)
+        order = np.lexsort((np.arange(len(docs)), -scores))[:limit]
         rows = []
         for i in order.tolist():
             if scores[i] <= 0:
                 break
-            rows.append({**json.loads(records[i]["doc"]),
-                         "embedding": [float(x) for x in matrix[i]],
+            rows.append({**json.loads(docs[i]), "embedding": matrix[i].tolist(),
                          "embedding_model": self.model_id})
         return rows
+
+    def _load(self, connection: sqlite3.Connection) -> tuple[list[str], Any, Any]:
+        """Documents and their vectors, read once per database file version."""
+        stamp = self.path.stat().st_mtime_ns
+        cached = self._cache
+        if cached is not None and cached[0] == stamp:
+            return cached[1], cached[2], cached[3]
+        records = connection.execute("SELECT doc, embedding FROM docs ORDER BY position").fetchall()
+        docs = [r["doc"] for r in records]
+        matrix = (np.stack([np.frombuffer(r["embedding"], dtype=np.float32) for r in records])
+                  .astype(np.float64) if records else np.zeros((0, 1)))
+        row_norms = np.linalg.norm(matrix, axis=1)
+        self._cache = (stamp, docs, matrix, row_norms)
+        return docs, matrix, row_norms

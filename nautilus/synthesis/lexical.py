@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import chain
@@ -19,6 +20,11 @@ import numpy as np
 import numpy.typing as npt
 
 _TOKEN = re.compile(r"[^\W_]+")
+#: bytes.translate table: ASCII bytes other than letters and digits become spaces
+#: (the separator \x02 between joined texts is kept).
+_ASCII_SPLIT = bytes(
+    b if (chr(b).isalnum() or b >= 0x80 or b == 0x02) else 0x20 for b in range(256))
+_CHUNK = 4096
 
 STOPWORDS = frozenset("""
 a about above after again against all also am an and any are as at be because been
@@ -82,16 +88,51 @@ class TokenBatch:
 
     @classmethod
     def from_texts(cls, texts: list[str]) -> TokenBatch:
+        """Tokenise many texts at once; the tokens equal :func:`tokenize` on each text.
+
+        The per-token work runs in C: texts are joined (a ``\\x02`` word between
+        them), every ASCII byte that is not a letter or digit becomes a space,
+        and ``bytes.split`` cuts the words. Only each *distinct* raw word then
+        goes through :func:`tokenize` (Unicode punctuation, stop words, plurals).
+        Chunks of rows keep the temporary word lists small.
+        """
+        raw_ids: defaultdict[bytes, int] = defaultdict()
+        raw_ids.default_factory = raw_ids.__len__  # a new word gets the next id
+        lookup = raw_ids.__getitem__
+        separator = lookup(b"\x02")
+        row_parts, id_parts = [], []
+        for start in range(0, len(texts), _CHUNK):
+            chunk = texts[start:start + _CHUNK]
+            joined = " \x02 ".join(t if "\x02" not in t else t.replace("\x02", " ")
+                                   for t in chunk)
+            words = joined.lower().encode("utf-8", "replace").translate(_ASCII_SPLIT).split()
+            ids = np.fromiter(map(lookup, words), dtype=np.int64, count=len(words))
+            is_separator = ids == separator
+            keep = ~is_separator
+            row_parts.append((start + np.cumsum(is_separator))[keep])
+            id_parts.append(ids[keep])
+        rows = np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int64)
+        word_ids = np.concatenate(id_parts) if id_parts else np.zeros(0, dtype=np.int64)
+
         vocab: dict[str, int] = {}
-        add = vocab.setdefault
-        findall = _TOKEN.findall
-        per_text = [[add(t, len(vocab)) for t in map(normalize, findall(text.lower())) if t]
-                    for text in texts]
-        lengths = np.fromiter((len(ids) for ids in per_text), dtype=np.int64, count=len(texts))
-        total = int(lengths.sum())
-        terms = np.fromiter(chain.from_iterable(per_text), dtype=np.int64, count=total)
-        rows = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
-        return cls(len(texts), rows, terms, vocab)
+        parts: list[list[int]] = [
+            ([vocab.setdefault(t, len(vocab))] if (t := normalize(word.decode())) else [])
+            if word.isalnum() else  # plain ASCII letters and digits: a single token
+            [vocab.setdefault(t, len(vocab)) for t in tokenize(word.decode("utf-8", "replace"))]
+            for word in raw_ids]
+        counts = np.array([len(p) for p in parts], dtype=np.int64)
+        if counts.max(initial=0) <= 1:  # the usual case: a word is one token or a stop word
+            mapping = np.array([p[0] if p else -1 for p in parts], dtype=np.int64)
+            terms = mapping[word_ids]
+            kept = terms >= 0
+            return cls(len(texts), rows[kept], terms[kept], vocab)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        flat = np.fromiter(chain.from_iterable(parts), dtype=np.int64, count=int(counts.sum()))
+        per_word = counts[word_ids]
+        first = np.repeat(starts[word_ids], per_word)
+        within = np.arange(int(per_word.sum())) - np.repeat(np.cumsum(per_word) - per_word,
+                                                            per_word)
+        return cls(len(texts), np.repeat(rows, per_word), flat[first + within], vocab)
 
     def pairs(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Distinct (text, term) pairs and each one's count in its text."""
@@ -108,32 +149,47 @@ class TokenBatch:
         return self.rows[1:][same_text], self.terms[:-1][same_text], self.terms[1:][same_text]
 
 
-def idf_factors(batch: TokenBatch, query_tokens: list[str],
-                floor: float = IDF_FLOOR) -> npt.NDArray[np.float64]:
-    """The batch-local IDF factor of each text, in ``[floor, 1]``.
+def query_token_weights(batch: TokenBatch, query_tokens: list[str]) -> dict[str, float]:
+    """The batch-local IDF weight of each distinct query token.
 
-    With ``N`` texts in the batch and ``df(t)`` the number containing token
-    ``t``, a token's weight is ``w(t) = ln(1 + N / df(t)) / ln(1 + N)`` — 1 for
-    a token in one text, ``ln 2 / ln(1 + N)`` for one in every text (a hub);
-    a query token absent from the batch weighs 1. A text's IDF-weighted
-    coverage of the query is ``c = Σ_{t ∈ q ∩ text} w(t) / Σ_{t ∈ q} w(t)``
-    over distinct query tokens, and its factor is ``floor + (1 - floor) · c``.
-    Rows that match a query only through tokens that recur across the batch
-    thus keep little more than ``floor`` of their similarity.
-    A query without tokens gives every text the factor 1.
+    With ``N`` texts in the batch and ``df(t)`` of them containing ``t``:
+    ``w(t) = ln(1 + N / df(t)) / ln(1 + N)`` — 1 for a token in one text (or in
+    none), ``ln 2 / ln(1 + N)`` for a token in every text (a hub).
     """
     n = batch.n_texts
-    factors = np.ones(n, dtype=np.float64)
-    distinct_query = list(dict.fromkeys(query_tokens))
-    if n == 0 or not distinct_query:
-        return factors
+    distinct = list(dict.fromkeys(query_tokens))
+    if n == 0 or not distinct:
+        return dict.fromkeys(distinct, 1.0)
+    _, pair_terms, _ = batch.pairs()
+    df = np.bincount(pair_terms, minlength=len(batch.vocab))
+    weights = {}
+    for token in distinct:
+        term = batch.vocab.get(token)
+        count = int(df[term]) if term is not None else 0
+        weights[token] = math.log1p(n / count) / math.log1p(n) if count else 1.0
+    return weights
+
+
+def idf_factors(batch: TokenBatch, weights: dict[str, float],
+                floor: float = IDF_FLOOR) -> npt.NDArray[np.float64]:
+    """Each text's IDF factor in ``[floor, 1]``, for rows scored by their own vectors.
+
+    A text's IDF-weighted coverage of the query is
+    ``c = Σ_{t ∈ q ∩ text} w(t) / Σ_{t ∈ q} w(t)`` (``w`` from
+    :func:`query_token_weights`) and its factor ``floor + (1 - floor) · c``: a
+    row that matches the query only through hub tokens keeps little more than
+    ``floor`` of its similarity. A query without tokens gives every text 1.
+    """
+    n = batch.n_texts
+    total = sum(weights.values())
+    if n == 0 or total <= 0:
+        return np.ones(n, dtype=np.float64)
     pair_rows, pair_terms, _ = batch.pairs()
-    df = np.bincount(pair_terms, minlength=len(batch.vocab)).astype(np.float64)
-    query_ids = np.array([batch.vocab.get(t, -1) for t in distinct_query], dtype=np.int64)
-    present = query_ids[query_ids >= 0]
     weight_by_term = np.zeros(len(batch.vocab), dtype=np.float64)
-    weight_by_term[present] = np.log1p(n / df[present]) / math.log1p(n)
-    total = float(weight_by_term[present].sum()) + float(np.count_nonzero(query_ids < 0))
+    for token, weight in weights.items():
+        term = batch.vocab.get(token)
+        if term is not None:
+            weight_by_term[term] = weight
     covered = np.bincount(pair_rows, weights=weight_by_term[pair_terms], minlength=n)
-    factors = floor + (1.0 - floor) * (covered / total)
+    factors: npt.NDArray[np.float64] = floor + (1.0 - floor) * (covered / total)
     return factors

@@ -24,6 +24,8 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import repeat
+from operator import is_not, methodcaller
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,7 +36,13 @@ from nautilus.adapters.embedder import Embedder, HashingEmbedder, TokenEmbedder,
 from nautilus.models import AdapterResult, RankedRow
 from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_score, weights_for
 from nautilus.synthesis.basic import BasicSynthesizer
-from nautilus.synthesis.lexical import IDF_FLOOR, TokenBatch, idf_factors, tokenize
+from nautilus.synthesis.lexical import (
+    IDF_FLOOR,
+    TokenBatch,
+    idf_factors,
+    query_token_weights,
+    tokenize,
+)
 
 if TYPE_CHECKING:
     from nautilus.config import NautilusSettings
@@ -49,6 +57,7 @@ IntArray = npt.NDArray[np.int64]
 MAX_TEXT_CHARS = 20_000
 #: Fields that describe a row's vector, not its content.
 _NOT_TEXT = frozenset({"embedding", "embedding_model"})
+_EMBEDDING_OF = methodcaller("get", "embedding")
 
 
 @dataclass
@@ -149,16 +158,30 @@ class RankingSynthesizer:
             order = np.lexsort((cands.source_rank, cands.source_index, -keys))
             keep = np.sort(order[: self.max_candidates])
             cands, keys = cands.take(keep), keys[keep]
-        if not cands.rows:
+        n = len(cands.rows)
+        if n == 0:
             return []
 
-        query_text = ctx.get("query") if isinstance(ctx.get("query"), str) else ""
-        similarity, batch = self._similarities(cands, query_vector, query_in_embedder_space,
-                                               need_tokens=self.idf)
-        factors = (idf_factors(batch, tokenize(str(query_text)[:MAX_TEXT_CHARS]),
-                               self.idf_floor)
-                   if self.idf and batch is not None else np.ones(len(cands.rows)))
-        bump = bumps[cands.source_index] if n_sources else np.zeros(len(cands.rows))
+        factors = np.ones(n, dtype=np.float64)
+        texts: list[str] | None = None
+        batch: TokenBatch | None = None
+        if self.idf:
+            texts = self._texts(cands.rows)
+            batch = TokenBatch.from_texts(texts)
+            raw_query = ctx.get("query")
+            query_tokens = tokenize(raw_query[:MAX_TEXT_CHARS] if isinstance(raw_query, str)
+                                    else "")
+            weights = query_token_weights(batch, query_tokens)
+            embedder = self.embedder
+            if isinstance(embedder, TokenEmbedder) and query_in_embedder_space and query_tokens:
+                # A lexical embedder can weight the query's own tokens: hubs fade from it.
+                weighted = _as_vector(embedder.embed_weighted(query_tokens, weights))
+                query_vector = weighted if weighted is not None else query_vector
+            else:
+                factors = idf_factors(batch, weights, self.idf_floor)
+        similarity = self._similarities(cands, query_vector, query_in_embedder_space, texts,
+                                        batch)
+        bump = bumps[cands.source_index] if n_sources else np.zeros(n)
         scores: FloatArray = stage2_score(similarity * factors, bump)
         return self._select(cands, scores, similarity, factors, keys, bump)
 
@@ -166,8 +189,8 @@ class RankingSynthesizer:
         source_ids: list[str] = []
         position: dict[str, int] = {}
         next_rank: list[int] = []
-        src: list[int] = []
-        src_rank: list[int] = []
+        index_parts: list[IntArray] = []
+        rank_parts: list[IntArray] = []
         rows: list[dict[str, Any]] = []
         not_a_dict = 0
         for result in results:
@@ -184,19 +207,22 @@ class RankingSynthesizer:
                 logger.warning("rank_rows_not_a_list", source_id=sid,
                                type=type(result.rows).__name__)
             start = next_rank[index]
-            for offset, row in enumerate(source_rows):
-                if type(row) is dict or isinstance(row, dict):
-                    src.append(index)
-                    src_rank.append(start + offset)
-                    rows.append(row)
-                else:
-                    not_a_dict += 1
-            next_rank[index] = start + len(source_rows)
+            positions = np.arange(start, start + len(source_rows), dtype=np.int64)
+            is_dict = [type(row) is dict or isinstance(row, dict) for row in source_rows]
+            if not all(is_dict):
+                not_a_dict += is_dict.count(False)
+                positions = positions[np.array(is_dict, dtype=bool)]
+                source_rows = [row for row, ok in zip(source_rows, is_dict, strict=True) if ok]
+            rows.extend(source_rows)
+            index_parts.append(np.full(len(source_rows), index, dtype=np.int64))
+            rank_parts.append(positions)
+            next_rank[index] = start + len(result.rows if isinstance(result.rows, list) else [])
         if warn and not_a_dict:
             logger.warning("rank_row_not_a_dict", count=not_a_dict,
                            action="left out of the ranking")
-        return _Candidates(source_ids, np.array(src, dtype=np.int64),
-                           np.array(src_rank, dtype=np.int64), rows)
+        empty = np.zeros(0, dtype=np.int64)
+        return _Candidates(source_ids, np.concatenate(index_parts) if index_parts else empty,
+                           np.concatenate(rank_parts) if rank_parts else empty, rows)
 
     def _query_vector(self, ctx: Mapping[str, Any]) -> tuple[FloatArray | None, bool]:
         """(query vector, whether it is in the embedder's own space)."""
@@ -214,7 +240,11 @@ class RankingSynthesizer:
                            action="passthrough")
             return None, True
         try:
-            vector = _as_vector(self.embedder.embed(query[:MAX_TEXT_CHARS]))
+            embedder = self.embedder
+            if isinstance(embedder, TokenEmbedder):  # straight to an array, no list of floats
+                vector = _as_vector(embedder.embed_weighted(tokenize(query[:MAX_TEXT_CHARS]), {}))
+            else:
+                vector = _as_vector(embedder.embed(query[:MAX_TEXT_CHARS]))
         except Exception as exc:  # an embedder is third-party code: never let it fail a request
             logger.warning("rank_embedder_failed", target="query", error_type=type(exc).__name__,
                            error=str(exc)[:200], action="passthrough")
@@ -225,59 +255,36 @@ class RankingSynthesizer:
         return vector, True
 
     def _similarities(self, cands: _Candidates, query: FloatArray, query_in_embedder_space: bool,
-                      need_tokens: bool) -> tuple[FloatArray, TokenBatch | None]:
-        """Cosine similarity of each candidate to the query, and the token batch when built."""
+                      texts: list[str] | None, batch: TokenBatch | None) -> FloatArray:
+        """Cosine similarity of each candidate to the query.
+
+        ``texts``/``batch``: every candidate's text and tokens when already built."""
         n = len(cands.rows)
         dim = query.shape[0]
         query_unit = query / np.linalg.norm(query)
         similarity = np.zeros(n, dtype=np.float64)
         own_model = getattr(self.embedder, "model_id", None) if query_in_embedder_space else None
 
-        with_vector: list[int] = []
-        vectors: list[Any] = []
-        invalid = 0
-        for i, row in enumerate(cands.rows):
-            value = row.get("embedding")
-            if value is None:
-                continue
-            if own_model is not None and row.get("embedding_model", own_model) != own_model:
-                continue  # another model's space: re-embed the text, never compare
-            if (isinstance(value, np.ndarray) and value.shape == (dim,)) or (
-                    isinstance(value, list | tuple) and len(value) == dim):
-                with_vector.append(i)
-                vectors.append(value)
-            else:
-                invalid += 1
-        if vectors:
-            matrix, ok = _stack(vectors, dim)
-            if not ok.all():
-                invalid += int((~ok).sum())
-                with_vector = [i for i, good in zip(with_vector, ok, strict=True) if good]
-                matrix = matrix[ok]
-            norms = np.linalg.norm(matrix, axis=1)
-            if with_vector:
-                similarity[with_vector] = np.divide(matrix @ query_unit, norms,
-                                                    out=np.zeros(len(with_vector)),
-                                                    where=norms > 0)
+        with_vector, sims, invalid = _row_vector_similarities(cands.rows, query_unit, own_model)
+        similarity[with_vector] = sims
         if invalid:
             logger.warning("rank_row_vector_invalid", count=invalid,
                            reason=f"not a finite numeric vector of dimension {dim}",
                            action="embedding the row's text instead")
-
         has_vector = np.zeros(n, dtype=bool)
         has_vector[with_vector] = True
         to_embed = np.flatnonzero(~has_vector)
-        batch: TokenBatch | None = None
-        if need_tokens or len(to_embed):
-            texts_for = range(n) if need_tokens else to_embed.tolist()
-            texts = self._texts([cands.rows[i] for i in texts_for])
-            if isinstance(self.embedder, TokenEmbedder) or need_tokens:
-                batch = TokenBatch.from_texts(texts)
-            if len(to_embed):
-                embedded = self._embed_rows(texts, batch, to_embed, need_tokens, query_unit,
-                                            query_in_embedder_space)
-                similarity[to_embed] = embedded
-        return np.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0), batch
+        if len(to_embed):
+            if texts is None:
+                texts = self._texts([cands.rows[i] for i in to_embed.tolist()])
+                batch = (TokenBatch.from_texts(texts)
+                         if isinstance(self.embedder, TokenEmbedder) else None)
+                covers_all = False
+            else:
+                covers_all = True
+            similarity[to_embed] = self._embed_rows(texts, batch, to_embed, covers_all,
+                                                    query_unit, query_in_embedder_space)
+        return np.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0)
 
     def _embed_rows(self, texts: list[str], batch: TokenBatch | None, to_embed: IntArray,
                     texts_cover_all: bool, query_unit: FloatArray,
@@ -397,21 +404,74 @@ def _vector_problem(value: Any) -> str | None:
     return None
 
 
+def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: FloatArray,
+                             own_model: str | None) -> tuple[list[int], FloatArray, int]:
+    """Cosine of each row's own ``embedding`` to the query, for the rows whose vector
+    is usable: (their positions, their similarities, how many vectors were invalid).
+
+    A row's vector is skipped (re-embedded from its text) when it is missing, or
+    when ``own_model`` is set and the row says another model made it.
+    """
+    dim = query_unit.shape[0]
+    values: list[Any] = list(map(_EMBEDDING_OF, rows))  # map and C-level helpers: ~50 ns a row
+    present = list(map(is_not, values, repeat(None)))
+    if all(present):
+        candidates = list(range(len(rows)))
+    else:
+        candidates = [i for i, has in enumerate(present) if has]
+    if own_model is not None and candidates:
+        models = [rows[i].get("embedding_model", own_model) for i in candidates]
+        candidates = [i for i, m in zip(candidates, models, strict=True) if m == own_model]
+    if not candidates:
+        return [], np.zeros(0), 0
+    picked = values if len(candidates) == len(values) else [values[i] for i in candidates]
+    matrix: FloatArray | None = None
+    if set(map(type, picked)) == {np.ndarray}:  # the fast path: one copy into a matrix
+        lengths = np.fromiter(map(len, picked), dtype=np.int64, count=len(picked))
+        try:
+            if (lengths == dim).all():
+                matrix = np.concatenate(picked).reshape(len(picked), dim).astype(
+                    np.float64, copy=False)
+        except (ValueError, TypeError):
+            matrix = None
+    if matrix is None:
+        matrix, ok = _stack(picked, dim)
+        good = [i for i, keep in zip(candidates, ok, strict=True) if keep]
+        invalid = len(candidates) - len(good)
+        matrix, candidates = matrix[ok], good
+    else:
+        invalid = 0
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite rows are dropped next
+        dots = matrix @ query_unit
+        norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+    usable = np.isfinite(dots) & np.isfinite(norms)
+    if not usable.all():  # NaN or infinity inside a vector: its row falls back to its text
+        invalid += int((~usable).sum())
+        candidates = [i for i, keep in zip(candidates, usable, strict=True) if keep]
+        dots, norms = dots[usable], norms[usable]
+    sims: FloatArray = np.divide(dots, norms, out=np.zeros(len(dots)), where=norms > 0)
+    return candidates, sims, invalid
+
+
 def _stack(vectors: list[Any], dim: int) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
-    """Stack row vectors into a matrix; rows that are not finite numbers are flagged."""
+    """Stack row vectors of any kind into a matrix; rows that do not fit are flagged."""
+    matrix = np.zeros((len(vectors), dim), dtype=np.float64)
+    ok = np.zeros(len(vectors), dtype=bool)
     try:
-        matrix = np.array(vectors, dtype=np.float64)
-        if matrix.shape != (len(vectors), dim):
-            raise ValueError("ragged")
+        if all(isinstance(v, list | tuple) and len(v) == dim for v in vectors):
+            matrix = np.array(vectors, dtype=np.float64).reshape(len(vectors), dim)
+            ok[:] = True
+            return matrix, ok
     except (TypeError, ValueError):
-        matrix = np.zeros((len(vectors), dim), dtype=np.float64)
-        ok = np.zeros(len(vectors), dtype=bool)
-        for i, vector in enumerate(vectors):
-            try:
-                matrix[i] = np.asarray(vector, dtype=np.float64)
-                ok[i] = True
-            except (TypeError, ValueError):
-                pass
-        ok &= np.isfinite(matrix).all(axis=1)
-        return matrix, ok
-    return matrix, np.asarray(np.isfinite(matrix).all(axis=1), dtype=bool)
+        pass
+    for i, vector in enumerate(vectors):
+        if not isinstance(vector, list | tuple | np.ndarray) or len(vector) != dim:
+            continue
+        try:
+            row = np.asarray(vector, dtype=np.float64)
+        except (TypeError, ValueError):
+            continue
+        if row.shape == (dim,):
+            matrix[i] = row
+            ok[i] = True
+    return matrix, ok
