@@ -63,6 +63,15 @@ def tokenize(text: str) -> list[str]:
     return [t for t in map(normalize, _TOKEN.findall(text.lower())) if t]
 
 
+@lru_cache(maxsize=1 << 18)
+def _word_tokens(word: bytes) -> tuple[str, ...]:
+    """The tokens of one raw word of the batch tokenizer (usually one, or none)."""
+    if word.isalnum():  # plain ASCII letters and digits
+        token = normalize(word.decode())
+        return (token,) if token else ()
+    return tuple(tokenize(word.decode("utf-8", "replace")))
+
+
 def keyword_stems(text: str) -> list[str]:
     """Distinct substrings to match a word and its plural with ``LIKE``:
     the common prefix of the word and its normal form (``queries`` → ``quer``)."""
@@ -114,18 +123,18 @@ class TokenBatch:
         rows = np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int64)
         word_ids = np.concatenate(id_parts) if id_parts else np.zeros(0, dtype=np.int64)
 
-        vocab: dict[str, int] = {}
-        parts: list[list[int]] = [
-            ([vocab.setdefault(t, len(vocab))] if (t := normalize(word.decode())) else [])
-            if word.isalnum() else  # plain ASCII letters and digits: a single token
-            [vocab.setdefault(t, len(vocab)) for t in tokenize(word.decode("utf-8", "replace"))]
-            for word in raw_ids]
-        counts = np.array([len(p) for p in parts], dtype=np.int64)
+        vocab_ids: defaultdict[str, int] = defaultdict()
+        vocab_ids.default_factory = vocab_ids.__len__
+        word_tokens = list(map(_word_tokens, raw_ids))
+        counts = np.fromiter(map(len, word_tokens), dtype=np.int64, count=len(word_tokens))
         if counts.max(initial=0) <= 1:  # the usual case: a word is one token or a stop word
-            mapping = np.array([p[0] if p else -1 for p in parts], dtype=np.int64)
+            mapping = np.array([vocab_ids[w[0]] if w else -1 for w in word_tokens],
+                               dtype=np.int64)
             terms = mapping[word_ids]
             kept = terms >= 0
-            return cls(len(texts), rows[kept], terms[kept], vocab)
+            return cls(len(texts), rows[kept], terms[kept], dict(vocab_ids))
+        parts = [[vocab_ids[t] for t in w] for w in word_tokens]
+        vocab = dict(vocab_ids)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
         flat = np.fromiter(chain.from_iterable(parts), dtype=np.int64, count=int(counts.sum()))
         per_word = counts[word_ids]

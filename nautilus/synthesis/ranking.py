@@ -58,6 +58,7 @@ MAX_TEXT_CHARS = 20_000
 #: Fields that describe a row's vector, not its content.
 _NOT_TEXT = frozenset({"embedding", "embedding_model"})
 _EMBEDDING_OF = methodcaller("get", "embedding")
+_IS_STR = str.__instancecheck__  # a C-level predicate for filter()
 
 
 @dataclass
@@ -322,7 +323,8 @@ class RankingSynthesizer:
         return similarity
 
     def _texts(self, rows: list[dict[str, Any]]) -> list[str]:
-        texts = [" ".join([v for k, v in row.items() if type(v) is str and k not in _NOT_TEXT])
+        texts = [" ".join(filter(_IS_STR, row.values())) if "embedding_model" not in row
+                 else " ".join([v for k, v in row.items() if type(v) is str and k not in _NOT_TEXT])
                  for row in rows]
         long_rows = [i for i, t in enumerate(texts) if len(t) > MAX_TEXT_CHARS]
         if long_rows:
