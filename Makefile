@@ -28,8 +28,7 @@ test: lint
 	$(BIN)/pytest
 
 bench: $(BSTAMP)
-	$(BIN)/python benchmarks/quality.py --out docs/benchmarks-quality.md
-	$(BIN)/python benchmarks/speed.py --out docs/benchmarks-speed.md --plot docs/speed-scaling.png
+	$(BIN)/python benchmarks/report.py --out docs/benchmarks.md --plot docs/speed-scaling.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

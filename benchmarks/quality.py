@@ -49,6 +49,8 @@ from nautilus.log import configure_logging
 SOURCE_LIMIT = 30
 SOURCES = ("fts", "sql", "vector")
 LEVELS = (None, "low", "medium", "high")
+#: The stage-1 cap of the second boost-safety table: half of the 90-row union.
+SAFETY_CAP = 45
 Strategy = Callable[[list[AdapterResult], str], list[str]]
 
 
@@ -211,7 +213,7 @@ def run(datasets: Path, only: str | None) -> tuple[str, dict[str, Any]]:
                 summary[f"{name}/{scenario}"] = {k: mean(v["ndcg"]) for k, v in scores.items()
                                                  if not k.startswith("_")}
                 if scenario == "partitioned":
-                    for cap in (None, 30):
+                    for cap in (None, SAFETY_CAP):
                         sections.append(safety_table(
                             name, boost_safety(collection, fetched, cap), cap))
                 print(f"{name}/{scenario}: {time.perf_counter() - started:.1f} s",

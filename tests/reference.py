@@ -102,7 +102,8 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
             vector = hashing_vector(tokenize(row_text(c["row"])), dim)
         else:
             vector = [float(x) for x in vector]
-        c["score"] = cosine(vector, query_vector) + c["bump"]
+        relevance = cosine(vector, query_vector)
+        c["score"] = relevance + c["bump"] * abs(relevance)
     ordered = sorted(candidates, key=lambda c: (-c["score"], c["routing"], c["rank"]))
     if top_k is not None:
         ordered = ordered[:top_k]

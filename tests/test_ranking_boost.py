@@ -40,12 +40,19 @@ def test_no_boost_is_the_identity() -> None:
     assert stage2_score(0.25, none.bump) == 0.25
 
 
+def test_stage2_worked_example() -> None:
+    # high adds 8% of the row's own relevance; nothing to an irrelevant row.
+    assert stage2_score(0.5, BOOST_LEVELS["high"].bump) == pytest.approx(0.5 + 0.08 * 0.5)
+    assert stage2_score(0.0, BOOST_LEVELS["high"].bump) == 0.0
+    assert stage2_score(-0.2, BOOST_LEVELS["high"].bump) == pytest.approx(-0.2 + 0.08 * 0.2)
+
+
 def test_stage1_key_worked_example() -> None:
-    # high: rank 10 counts as rank 10 / 2 = 5, so its key is 1 / (60 + 5).
-    assert stage1_key(10.0, BOOST_LEVELS["high"].multiplier) == pytest.approx(1 / 65)
-    # ...which ties an unboosted rank-5 row, and beats rank 6.
-    assert stage1_key(10.0, 2.0) == stage1_key(5.0)
-    assert stage1_key(10.0, 2.0) > stage1_key(6.0)
+    # high: rank 9 counts as rank 9 / 1.5 = 6, so its key is 1 / (60 + 6).
+    assert stage1_key(9.0, BOOST_LEVELS["high"].multiplier) == pytest.approx(1 / 66)
+    # ...which ties an unboosted rank-6 row, and beats rank 7.
+    assert stage1_key(9.0, 1.5) == pytest.approx(stage1_key(6.0))
+    assert stage1_key(9.0, 1.5) > stage1_key(7.0)
 
 
 def test_stage1_is_rank_aware_not_source_first() -> None:
@@ -77,11 +84,13 @@ def test_stage1_reach_matches_the_keys(level: str, other_rank: int) -> None:
 
 def test_stage1_reach_documented_values() -> None:
     # docs/configuration.md: at high, another source's rank-5 row can be overtaken
-    # by boosted ranks 1-9, never 10; nothing but rank 1 reaches a rank-1 row.
-    assert stage1_reach("high", 5) == 9
+    # by boosted ranks 1-7, never 8; nothing but rank 1 reaches a rank-1 row.
+    assert stage1_reach("high", 5) == 7
     assert stage1_reach("high", 1) == 1
-    assert stage1_reach("low", 4) == 4
-    assert stage1_reach("medium", 4) == 5
+    assert stage1_reach("medium", 5) == 6
+    assert stage1_reach("low", 5) == 5
+    assert stage1_reach("low", 10) == 10
+    assert all(stage1_reach(level, 1) == 1 for level in LEVELS)
 
 
 @given(relevance=st.floats(-1, 1), rank=st.integers(1, 10_000))
@@ -94,7 +103,8 @@ def test_both_stages_are_monotonic_in_level(relevance: float, rank: int) -> None
 
 @given(boosted=st.floats(0, 1), other=st.floats(0, 1))
 def test_stage2_is_bounded_by_the_bump(boosted: float, other: float) -> None:
-    """A boosted row overtakes an unboosted one only if it was within `bump` of it."""
+    """A boosted row overtakes an unboosted one only if that one was less than
+    `bump` (relative to the boosted row's relevance) above it."""
     bump = BOOST_LEVELS["high"].bump
     if stage2_score(boosted, bump) > stage2_score(other) and boosted < other:
-        assert other - boosted < bump
+        assert other - boosted < bump * boosted

@@ -34,7 +34,7 @@ import structlog
 
 from nautilus.adapters.embedder import Embedder, HashingEmbedder, TokenEmbedder, embedder_from_name
 from nautilus.models import AdapterResult, RankedRow
-from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_score, weights_for
+from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.lexical import (
     IDF_FLOOR,
@@ -182,8 +182,10 @@ class RankingSynthesizer:
                 factors = idf_factors(batch, weights, self.idf_floor)
         similarity = self._similarities(cands, query_vector, query_in_embedder_space, texts,
                                         batch)
-        bump = bumps[cands.source_index] if n_sources else np.zeros(n)
-        scores: FloatArray = stage2_score(similarity * factors, bump)
+        relevance = similarity * factors
+        bump: FloatArray = stage2_bump(relevance, bumps[cands.source_index] if n_sources
+                                       else np.zeros(n))
+        scores = relevance + bump
         return self._select(cands, scores, similarity, factors, keys, bump)
 
     def _flatten(self, results: list[AdapterResult], warn: bool) -> _Candidates:
