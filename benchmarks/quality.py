@@ -105,9 +105,29 @@ def ranking(**options: Any) -> Strategy:
     return order
 
 
+def onnx_embedder() -> Any:
+    """The real model (nautilus[embed]) shared by every run, or None without the extra."""
+    global _ONNX
+    if _ONNX is None:
+        try:
+            from nautilus.adapters.onnx_embedder import OnnxEmbedder
+            _ONNX = OnnxEmbedder(cache_size=100_000)
+        except ImportError:
+            _ONNX = False
+    return _ONNX or None
+
+
+_ONNX: Any = None
+
+
 def strategies() -> dict[str, Strategy]:
-    return {"passthrough": passthrough, "round-robin": round_robin, "RRF k=60": rrf,
-            "nautilus IDF off": ranking(idf=False), "nautilus IDF on": ranking(idf=True)}
+    out = {"passthrough": passthrough, "round-robin": round_robin, "RRF k=60": rrf,
+           "nautilus IDF off": ranking(idf=False), "nautilus IDF on": ranking(idf=True)}
+    model = onnx_embedder()
+    if model is not None:
+        out["nautilus MiniLM (onnx) IDF off"] = ranking(idf=False, embedder=model)
+        out["nautilus MiniLM (onnx) IDF on"] = ranking(idf=True, embedder=model)
+    return out
 
 
 def fetch(broker: Broker, collection: Collection) -> dict[str, list[AdapterResult]]:

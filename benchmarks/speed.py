@@ -117,6 +117,49 @@ def measure(sizes: list[int]) -> list[dict[str, Any]]:
     return out
 
 
+def demo_rows(n: int) -> list[dict[str, Any]]:
+    """Real English rows (the bundled demo's tickets, runbooks and postmortems),
+    cycled with a unique id so that every row is new to the cache."""
+    import json
+    demo = ROOT / "nautilus" / "demo"
+    docs = [json.loads(line) for name in ("tickets", "runbooks", "postmortems")
+            for line in (demo / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [{**docs[i % len(docs)], "id": f"row-{i}"} for i in range(n)]
+
+
+def measure_model(counts: tuple[int, ...] = (30, 60, 100, 200, 300)) -> list[dict[str, Any]]:
+    """rank() latency with the real model (nautilus[embed]) by candidate count, on
+    real English rows: cold (every row new to the cache) and warm (all seen before)."""
+    try:
+        from nautilus.adapters.onnx_embedder import OnnxEmbedder
+    except ImportError:
+        return []
+    out = []
+    for n in counts:
+        rows = demo_rows(n)
+        embedder = OnnxEmbedder(cache_size=10_000)
+        ranker = RankingSynthesizer(top_k=TOP_K, idf=True, embedder=embedder)
+        embedder.embed(QUERY)  # load the model outside the timing
+        results = split(rows)
+        started = time.perf_counter()
+        ranker.rank(results, {"query": QUERY})
+        cold = time.perf_counter() - started
+        warm = best_time(partial(ranker.rank, results, {"query": QUERY}))
+        out.append({"rows": n, "cold_s": cold, "warm_s": warm})
+        print(f"   onnx {n:>5}: cold {cold * 1000:.0f} ms, warm {warm * 1000:.1f} ms",
+              file=sys.stderr)
+    return out
+
+
+def model_table(results: list[dict[str, Any]]) -> str:
+    if not results:
+        return "(the embed extra is not installed: no model timings)"
+    lines = ["| candidates scored | cold cache | rows/s cold | warm cache |", "|---|---|---|---|"]
+    lines += [f"| {r['rows']} | {r['cold_s'] * 1000:,.0f} ms | {r['rows'] / r['cold_s']:,.0f} | "
+              f"{r['warm_s'] * 1000:.1f} ms |" for r in results]
+    return "\n".join(lines)
+
+
 def table(results: list[dict[str, Any]]) -> str:
     lines = ["| rows | kind | rank() time | rows/s | × passthrough time | "
              "speed-up vs reference | peak memory |", "|---|---|---|---|---|---|---|"]
@@ -174,7 +217,8 @@ def main() -> int:
     args = parser.parse_args()
     configure_logging("warning", "console")
     results = measure(args.sizes)
-    text = f"Machine: {machine()}.\n\n" + table(results)
+    text = (f"Machine: {machine()}.\n\n" + table(results) + "\n\n"
+            + model_table(measure_model()))
     print(text)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

@@ -48,7 +48,8 @@ class Broker:
         """
         settings = settings if settings is not None else NautilusSettings()
         config_path = Path(path or settings.config or bundled_demo_config()).expanduser()
-        sources, limit = build_sources(config_path, settings.data_dir, settings.embedder)
+        sources, limit = build_sources(config_path, settings.data_dir, settings.embedder,
+                                       settings.embedder_cache_size)
         known = {s.id.lower() for s in sources}
         unknown = [sid for sid in settings.source_boosts if sid not in known]
         if unknown:

@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(log.log_level.strip().lower(), log.log_format.strip().lower())
     try:
         return int(args.run(args))
-    except (ConfigError, SourceConfigError) as exc:
+    except (ConfigError, SourceConfigError, ImportError) as exc:
         print(f"nautilus: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,7 +29,7 @@ logger = structlog.get_logger("nautilus.config")
 #: numbers; a guard test keeps the two in sync.
 VALID_LEVELS: tuple[str, ...] = ("low", "medium", "high")
 DEFAULT_LEVEL = "medium"
-VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "noop")
+VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "noop")
 VALID_LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
 VALID_LOG_FORMATS: tuple[str, ...] = ("auto", "console", "json")
 
@@ -228,6 +228,7 @@ class NautilusSettings(LogSettings):
     ranking_max_candidates: int | None = None
     ranking_dedup_key: str | None = None
     embedder: str = "hashing"
+    embedder_cache_size: int = 10_000
     config_strict: bool = False
     config: str | None = None
     data_dir: Path = Path("~/.cache/nautilus")
@@ -260,6 +261,15 @@ class NautilusSettings(LogSettings):
                                                     data.get("ranking_dedup_key")))
         take("embedder", _parse_choice(var("embedder"), data.get("embedder"),
                                        VALID_EMBEDDERS, "hashing"))
+        cache_size, cache_problem = _parse_positive_int(var("embedder_cache_size"),
+                                                        data.get("embedder_cache_size"))
+        if str(data.get("embedder_cache_size", "")).strip() == "0":
+            cache_size, cache_problem = 0, None  # 0 turns the cache off
+        if cache_problem is not None:
+            cache_problem = replace(cache_problem, reason="not an integer >= 0",
+                                    valid="an integer >= 0 (0: no cache)")
+        take("embedder_cache_size", (10_000 if cache_size is None else cache_size,
+                                     cache_problem))
         take("log_level", _parse_choice(var("log_level"), data.get("log_level"),
                                         VALID_LOG_LEVELS, "info"))
         take("log_format", _parse_choice(var("log_format"), data.get("log_format"),

@@ -97,7 +97,8 @@ def load_source_specs(path: Path) -> tuple[list[dict[str, Any]], int]:
     return specs, limit
 
 
-def build_sources(path: Path, data_dir: Path, embedder_name: str) -> tuple[list[Source], int]:
+def build_sources(path: Path, data_dir: Path, embedder_name: str,
+                  cache_size: int = 10_000) -> tuple[list[Source], int]:
     """Instantiate the sources a config file lists (databases are built on first use)."""
     specs, limit = load_source_specs(path)
     base = path.parent
@@ -110,7 +111,7 @@ def build_sources(path: Path, data_dir: Path, embedder_name: str) -> tuple[list[
             raise SourceConfigError(f"{path}: source {spec['id']!r} has unknown type {kind!r} "
                                     f"(valid: {', '.join(_FACTORIES)})")
         try:
-            sources.append(factory(spec, base, data, embedder_name))
+            sources.append(factory(spec, base, data, embedder_name, cache_size))
         except KeyError as exc:
             raise SourceConfigError(f"{path}: source {spec['id']!r} ({kind}) "
                                     f"is missing option {exc}") from exc
@@ -145,21 +146,22 @@ def _string_list(spec: dict[str, Any], key: str) -> list[str]:
     return value
 
 
-_Factory = Callable[[dict[str, Any], Path, Path, str], Source]
+_Factory = Callable[[dict[str, Any], Path, Path, str, int], Source]
 
 _FACTORIES: dict[str, _Factory] = {
-    "sqlite_table": lambda s, base, data, _e: SqliteTableSource(
+    "sqlite_table": lambda s, base, data, _e, _c: SqliteTableSource(
         s["id"], _under(data, s["path"]), _under(base, s["seed"]), s["table"],
         _string_list(s, "search_columns"), _timeout(s)),
-    "sqlite_fts": lambda s, base, data, _e: SqliteFtsSource(
+    "sqlite_fts": lambda s, base, data, _e, _c: SqliteFtsSource(
         s["id"], _under(data, s["path"]), _under(base, s["seed"]), _string_list(s, "columns"),
         s.get("id_field", "id"), _timeout(s)),
-    "sqlite_graph": lambda s, base, data, _e: SqliteGraphSource(
+    "sqlite_graph": lambda s, base, data, _e, _c: SqliteGraphSource(
         s["id"], _under(data, s["path"]), _under(base, s["entities"]),
         _under(base, s["edges"]), _timeout(s)),
-    "sqlite_vector": lambda s, base, data, embedder: SqliteVectorSource(
+    "sqlite_vector": lambda s, base, data, embedder, cache: SqliteVectorSource(
         s["id"], _under(data, s["path"]), _under(base, s["seed"]),
         _string_list(s, "text_fields"), embedder_from_name(
-            "hashing" if embedder == "noop" else embedder, _positive_int(s, "dim", 1024)),
+            "hashing" if embedder == "noop" else embedder, _positive_int(s, "dim", 1024),
+            cache),
         _timeout(s)),
 }

@@ -79,6 +79,10 @@ def test_defaults_are_all_unset() -> None:
     ("NAUTILUS_RANKING_IDF", "FALSE", "ranking_idf", False),
     ("NAUTILUS_RANKING_DEDUP_KEY", "id", "ranking_dedup_key", "id"),
     ("NAUTILUS_EMBEDDER", "NOOP", "embedder", "noop"),
+    ("NAUTILUS_EMBEDDER", "onnx", "embedder", "onnx"),
+    ("NAUTILUS_EMBEDDER_CACHE_SIZE", "500", "embedder_cache_size", 500),
+    ("NAUTILUS_EMBEDDER_CACHE_SIZE", "0", "embedder_cache_size", 0),
+    ("NAUTILUS_EMBEDDER_CACHE_SIZE", "", "embedder_cache_size", 10_000),
 ])
 def test_env_values_parse(monkeypatch: pytest.MonkeyPatch, variable: str, value: str,
                           field: str, expected: object) -> None:
@@ -99,7 +103,9 @@ def test_env_values_parse(monkeypatch: pytest.MonkeyPatch, variable: str, value:
     ("NAUTILUS_RANKING_MAX_CANDIDATES", "0", "ranking_max_candidates", None, "integer >= 1"),
     ("NAUTILUS_RANKING_IDF", "maybe", "ranking_idf", False, "true/false"),
     ("NAUTILUS_RANKING_IDF", "2", "ranking_idf", False, "true/false"),
-    ("NAUTILUS_EMBEDDER", "bert", "embedder", "hashing", "hashing, noop"),
+    ("NAUTILUS_EMBEDDER", "bert", "embedder", "hashing", "hashing, onnx, noop"),
+    ("NAUTILUS_EMBEDDER_CACHE_SIZE", "-1", "embedder_cache_size", 10_000, "integer >= 0"),
+    ("NAUTILUS_EMBEDDER_CACHE_SIZE", "big", "embedder_cache_size", 10_000, "integer >= 0"),
     ("NAUTILUS_LOG_LEVEL", "loud", "log_level", "info", "debug, info"),
     ("NAUTILUS_LOG_FORMAT", "xml", "log_format", "auto", "auto, console, json"),
     ("NAUTILUS_CONFIG_STRICT", "sure", "config_strict", False, "true/false"),

@@ -52,7 +52,9 @@ class SqliteVectorSource(SqliteSource):
                            "embedding BLOB)")
         docs = list(read_jsonl(self.seed))
         texts = [" ".join(str(d.get(f, "")) for f in self.text_fields) for d in docs]
-        vectors = np.array([self.embedder.embed(t) for t in texts], dtype=np.float32)
+        embed_batch = getattr(self.embedder, "embed_batch", None)
+        vectors = (np.asarray(embed_batch(texts), dtype=np.float32) if callable(embed_batch)
+                   else np.array([self.embedder.embed(t) for t in texts], dtype=np.float32))
         connection.executemany(
             "INSERT INTO docs VALUES (?, ?, ?)",
             ((i, json.dumps(doc), vectors[i].tobytes()) for i, doc in enumerate(docs)))

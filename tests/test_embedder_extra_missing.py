@@ -1,0 +1,31 @@
+"""Asking for the model without its extra fails with a message naming the extra."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+BLOCK_ONNX = "import sys; sys.modules['onnxruntime'] = None; "
+
+
+def test_missing_extra_names_it_in_python() -> None:
+    code = BLOCK_ONNX + ("from nautilus.adapters.embedder import embedder_from_name\n"
+                         "try:\n    embedder_from_name('onnx')\n"
+                         "except ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "pip install 'nautilus[embed]'" in out
+
+
+def test_missing_extra_is_a_clear_cli_error(tmp_path: Path) -> None:
+    code = BLOCK_ONNX + "from nautilus.cli import main; sys.exit(main(['query', 'disk']))"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")},
+           "NAUTILUS_EMBEDDER": "onnx", "NAUTILUS_DATA_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env)
+    assert result.returncode == 1
+    assert "pip install 'nautilus[embed]'" in result.stderr
+    assert "Traceback" not in result.stderr

