@@ -175,8 +175,8 @@ def summarize(row: dict[str, Any], width: int = 72) -> str:
     text = next((str(row[f]) for f in _SUMMARY_FIELDS if isinstance(row.get(f), str)), None)
     if text is None:
         text = " ".join(str(v) for k, v in row.items() if isinstance(v, str) and k != "id")
-    if row.get("relation") not in (None, "matched") and row.get("via"):
-        text = f"{text} [{row['relation']} {row['via']}]"
+    if isinstance(row.get("edge"), str):
+        text = f"{text} [{row['edge']}]"
     line = f"{ident}  {text}" if ident is not None and str(ident) not in text else text
     line = " ".join(line.split())
     return textwrap.shorten(line, width=width, placeholder="…") if line else "(no text)"

@@ -124,10 +124,10 @@ def test_graph_returns_matches_then_neighbours(tmp_path: Path) -> None:
     ])
     graph = SqliteGraphSource("graph", tmp_path / "g.db", entities, edges)
     rows = search(graph, "orders-db slow")
-    assert [(r["id"], r["relation"], r["via"]) for r in rows] == [
-        ("orders-db", "matched", None),
-        ("backup", "backs_up_to", "orders-db"),
-        ("checkout", "writes_to_by", "orders-db"),
+    assert [(r["id"], r["relation"], r["direction"], r["edge"]) for r in rows] == [
+        ("orders-db", "matched", None, None),
+        ("backup", "backs_up_to", "out", "orders-db backs_up_to backup"),
+        ("checkout", "writes_to", "in", "checkout writes_to orders-db"),
     ]
     assert search(graph, "nothing here") == []
 

@@ -15,7 +15,9 @@ class SqliteGraphSource(SqliteSource):
     """Entities (``id``, ``name``, ``kind``, ``description``, …) and edges (``src``,
     ``dst``, ``relation``). A search matches entity names against the query's
     words; it returns the matched entities, best match first, then each one's
-    neighbours with the relation that connects them (``relation``, ``via``)."""
+    neighbours with the edge that connects them: ``relation`` (the edge's label),
+    ``direction`` (``out`` from the matched entity, or ``in``), ``via`` (the
+    matched entity) and ``edge`` (``"checkout-api writes_to orders-db"``)."""
 
     def __init__(self, source_id: str, path: Path, entities: Path, edges: Path,
                  timeout_s: float = 5.0) -> None:
@@ -51,17 +53,20 @@ class SqliteGraphSource(SqliteSource):
                 scored.append((-hits / len(name_words), entity["id"], entity))
         scored.sort(key=lambda item: (item[0], item[1]))
         matched = [entity for _, _, entity in scored]
-        rows: list[Row] = [{**e, "relation": "matched", "via": None} for e in matched]
+        rows: list[Row] = [{**e, "relation": "matched", "direction": None, "via": None,
+                            "edge": None} for e in matched]
         seen = {e["id"] for e in matched}
         by_id = {e["id"]: e for e in entities}
         for entity in matched:
             neighbours = connection.execute(
-                "SELECT dst AS other, relation FROM edges WHERE src = ? "
-                "UNION ALL SELECT src AS other, relation || '_by' FROM edges WHERE dst = ? "
-                "ORDER BY 1", (entity["id"], entity["id"]))
-            for other, relation in neighbours:
+                "SELECT dst AS other, relation, 'out' FROM edges WHERE src = ? "
+                "UNION ALL SELECT src AS other, relation, 'in' FROM edges WHERE dst = ? "
+                "ORDER BY 1, 3", (entity["id"], entity["id"]))
+            for other, relation, direction in neighbours:
                 if other in seen or other not in by_id:
                     continue
                 seen.add(other)
-                rows.append({**by_id[other], "relation": relation, "via": entity["id"]})
+                src, dst = (entity["id"], other) if direction == "out" else (other, entity["id"])
+                rows.append({**by_id[other], "relation": relation, "direction": direction,
+                             "via": entity["id"], "edge": f"{src} {relation} {dst}"})
         return rows[:limit]
