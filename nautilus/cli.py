@@ -190,7 +190,7 @@ def _ranked_table(ranking: list[RankedRow], explain: bool) -> str:
     for r in ranking:
         line = f"{r.rank:>4}  {r.source_id[:12]:<12} {r.score:>7.4f}  "
         if explain:
-            line += (f"{r.similarity:>6.3f} {r.idf_factor:>5.2f} {r.boost_bump:>5.2f} "
+            line += (f"{r.similarity:>6.3f} {r.idf_factor:>5.2f} {r.boost_bump:>5.3f} "
                      f"{r.stage1_key:>7.5f}  ")
         line += summarize(r.row, 60 if explain else 72)
         if explain and r.also_from:
