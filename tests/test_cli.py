@@ -155,3 +155,15 @@ def test_demo_prints_passthrough_beside_ranked() -> None:
     assert result.stdout.count("query: ") == 3
     assert "passthrough" in result.stdout and "ranked (top 8, IDF on)" in result.stdout
     assert "INC-1043" in result.stdout
+
+
+def test_log_format_and_level_are_honoured() -> None:
+    bad = {"NAUTILUS_RANKING_IDF": "perhaps"}
+    console = run("config", env={**bad, "NAUTILUS_LOG_FORMAT": "console"})
+    assert "config_value_skipped" in console.stderr
+    assert not console.stderr.lstrip().startswith("{")  # key=value lines, not JSON
+    as_json = run("config", env={**bad, "NAUTILUS_LOG_FORMAT": "json"})
+    event = json.loads(as_json.stderr.strip().splitlines()[0])
+    assert event["event"] == "config_value_skipped" and event["level"] == "warning"
+    quiet = run("config", env={**bad, "NAUTILUS_LOG_LEVEL": "error"})
+    assert quiet.stderr == "" and "NAUTILUS_RANKING_IDF" in quiet.stdout
