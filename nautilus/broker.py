@@ -68,6 +68,21 @@ class Broker:
                      synthesizer=type(synthesizer).__name__)
         return cls(sources, synthesizer, limit)
 
+    def close(self) -> None:
+        """Release every source (a failing ``close`` is logged, never raised)."""
+        for source in self.sources:
+            try:
+                source.close()
+            except Exception as exc:
+                logger.warning("source_close_failed", source_id=source.id,
+                               error_type=type(exc).__name__, error=str(exc)[:200])
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def request(self, query: str, context: Mapping[str, Any] | None = None) -> BrokerResponse:
         """Synchronous :meth:`arequest`.
 

@@ -241,3 +241,22 @@ def test_adapter_result_errors_are_skipped_by_both_synthesizers() -> None:
     results = [AdapterResult("a", rows)]
     assert BasicSynthesizer().merge(results) == {"a": rows}
     assert BasicSynthesizer().merge(results)["a"] is not rows  # a fresh list
+
+
+class ClosingSource(FakeSource):
+    def __init__(self, source_id: str, fail: bool = False) -> None:
+        super().__init__(source_id)
+        self.closed, self.fail = False, fail
+
+    def close(self) -> None:
+        self.closed = True
+        if self.fail:
+            raise OSError("already gone")
+
+
+def test_close_releases_every_source_even_if_one_fails() -> None:
+    sources = [ClosingSource("a", fail=True), ClosingSource("b")]
+    with capture_logs() as logs, Broker(sources) as broker:
+        broker.request("x")
+    assert all(s.closed for s in sources)
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["source_close_failed"]
