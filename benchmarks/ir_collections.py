@@ -23,8 +23,15 @@ class Collection:
     qrels: dict[str, dict[str, int]]           # query id -> doc id -> grade >= 1
 
 
+class MissingDatasets(SystemExit):
+    """The shared collections are not where we looked: a clear exit, no traceback."""
+
+
 def load(name: str, root: Path = DATASETS) -> Collection:
     folder = root / name
+    if not (folder / "corpus.jsonl").is_file():
+        raise MissingDatasets(f"benchmark: no collection {name!r} under {root} (expected "
+                              f"../shared/datasets beside the project; pass --datasets DIR)")
     docs = []
     with (folder / "corpus.jsonl").open(encoding="utf-8") as handle:
         for line in handle:
