@@ -15,12 +15,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import structlog
-from pydantic import Field, model_validator
+from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 logger = structlog.get_logger("nautilus.config")
@@ -161,9 +161,10 @@ def parse_source_boosts(raw: str | Mapping[str, object] | None) -> dict[str, str
 
 # --- scalar parsers: each returns (value, problem) and never raises -----------------
 
-def _parse_positive_int(var: str, raw: object) -> tuple[int | None, ConfigProblem | None]:
+def _parse_int(var: str, raw: object, minimum: int = 1, default: int | None = None,
+               valid: str = "an integer >= 1, or unset") -> tuple[int | None, ConfigProblem | None]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return None, None
+        return default, None
     value: int | None = None
     if isinstance(raw, int) and not isinstance(raw, bool):
         value = raw
@@ -171,9 +172,8 @@ def _parse_positive_int(var: str, raw: object) -> tuple[int | None, ConfigProble
         text = raw.strip()
         if re.fullmatch(r"\+?[0-9]{1,18}", text):
             value = int(text)
-    if value is None or value < 1:
-        return None, ConfigProblem(var, cut(raw), "not an integer >= 1",
-                                   "an integer >= 1, or unset")
+    if value is None or value < minimum:
+        return default, ConfigProblem(var, cut(raw), f"not an integer >= {minimum}", valid)
     return value, None
 
 
@@ -232,14 +232,18 @@ class NautilusSettings(LogSettings):
     config_strict: bool = False
     config: str | None = None
     data_dir: Path = Path("~/.cache/nautilus")
-    problems: Annotated[tuple[ConfigProblem, ...], NoDecode] = Field(
-        default=(), exclude=True, repr=False)
+    _problems: tuple[ConfigProblem, ...] = PrivateAttr(default=())
 
-    @model_validator(mode="before")
+    @property
+    def problems(self) -> tuple[ConfigProblem, ...]:
+        """Every value that was skipped while these settings were built."""
+        return self._problems
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _skip_bad_values(cls, data: Any) -> Any:
+    def _skip_bad_values(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
         if not isinstance(data, dict):
-            return data
+            return handler(data)
         data = dict(data)
         found: list[ConfigProblem] = []
 
@@ -253,7 +257,7 @@ class NautilusSettings(LogSettings):
             return "NAUTILUS_" + field.upper()
 
         for field in ("ranking_top_k", "ranking_max_candidates"):
-            take(field, _parse_positive_int(var(field), data.get(field)))
+            take(field, _parse_int(var(field), data.get(field)))
         take("ranking_idf", _parse_bool(var("ranking_idf"), data.get("ranking_idf"), False))
         strict, strict_problem = _parse_bool(var("config_strict"), data.get("config_strict"), False)
         take("config_strict", (strict, strict_problem))
@@ -261,15 +265,9 @@ class NautilusSettings(LogSettings):
                                                     data.get("ranking_dedup_key")))
         take("embedder", _parse_choice(var("embedder"), data.get("embedder"),
                                        VALID_EMBEDDERS, "hashing"))
-        cache_size, cache_problem = _parse_positive_int(var("embedder_cache_size"),
-                                                        data.get("embedder_cache_size"))
-        if str(data.get("embedder_cache_size", "")).strip() == "0":
-            cache_size, cache_problem = 0, None  # 0 turns the cache off
-        if cache_problem is not None:
-            cache_problem = replace(cache_problem, reason="not an integer >= 0",
-                                    valid="an integer >= 0 (0: no cache)")
-        take("embedder_cache_size", (10_000 if cache_size is None else cache_size,
-                                     cache_problem))
+        take("embedder_cache_size", _parse_int(
+            var("embedder_cache_size"), data.get("embedder_cache_size"), minimum=0,
+            default=10_000, valid="an integer >= 0 (0: no cache)"))
         take("log_level", _parse_choice(var("log_level"), data.get("log_level"),
                                         VALID_LOG_LEVELS, "info"))
         take("log_format", _parse_choice(var("log_format"), data.get("log_format"),
@@ -286,8 +284,9 @@ class NautilusSettings(LogSettings):
             log_problem(problem)
         if strict and found:
             raise ConfigError(tuple(found))
-        data["problems"] = tuple(found)
-        return data
+        settings = handler(data)
+        settings._problems = tuple(found)
+        return settings
 
     @property
     def ranking_enabled(self) -> bool:
@@ -305,7 +304,6 @@ class NautilusSettings(LogSettings):
 def _unknown_variables(cls: type[BaseSettings]) -> list[ConfigProblem]:
     """``NAUTILUS_*`` variables that match no setting: most likely a typo."""
     known = {"NAUTILUS_" + name.upper() for name in cls.model_fields}
-    known.discard("NAUTILUS_PROBLEMS")
     return [
         ConfigProblem(name, "(set)", "unknown variable (a typo?); ignored",
                       ", ".join(sorted(known)))
