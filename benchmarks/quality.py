@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -105,19 +106,14 @@ def ranking(**options: Any) -> Strategy:
     return order
 
 
+@lru_cache(maxsize=1)
 def onnx_embedder() -> Any:
     """The real model (nautilus[embed]) shared by every run, or None without the extra."""
-    global _ONNX
-    if _ONNX is None:
-        try:
-            from nautilus.adapters.onnx_embedder import OnnxEmbedder
-            _ONNX = OnnxEmbedder(cache_size=100_000)
-        except ImportError:
-            _ONNX = False
-    return _ONNX or None
-
-
-_ONNX: Any = None
+    try:
+        from nautilus.adapters.onnx_embedder import OnnxEmbedder
+        return OnnxEmbedder(cache_size=100_000)
+    except ImportError:  # the extra is not installed (OnnxEmbedder says which part)
+        return None
 
 
 def strategies() -> dict[str, Strategy]:

@@ -127,7 +127,7 @@ def _timeout(spec: dict[str, Any]) -> float:
     return float(value)
 
 
-def _positive_int(spec: dict[str, Any], key: str, default: int) -> int:
+def _vector_dim(spec: dict[str, Any], key: str, default: int) -> int:
     value = spec.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 16:
         raise ValueError(f"{key} must be an integer >= 16, got {value!r}")
@@ -161,7 +161,7 @@ _FACTORIES: dict[str, _Factory] = {
     "sqlite_vector": lambda s, base, data, embedder, cache: SqliteVectorSource(
         s["id"], _under(data, s["path"]), _under(base, s["seed"]),
         _string_list(s, "text_fields"), embedder_from_name(
-            "hashing" if embedder == "noop" else embedder, _positive_int(s, "dim", 1024),
+            "hashing" if embedder == "noop" else embedder, _vector_dim(s, "dim", 1024),
             cache),
         _timeout(s)),
 }

@@ -8,7 +8,6 @@ second, and it is deterministic across processes and machines.
 
 from __future__ import annotations
 
-import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,7 +43,8 @@ class TokenEmbedder(Protocol):
     dim: int
     model_id: str
 
-    def embed_tokens(self, batch: TokenBatch) -> SparseRows: ...
+    def embed_tokens(self, batch: TokenBatch,
+                     token_weights: Mapping[str, float] | None = None) -> SparseRows: ...
 
     def embed_weighted(self, tokens: list[str],
                        weights: Mapping[str, float]) -> npt.NDArray[np.float64]: ...
@@ -89,7 +89,6 @@ class NoopEmbedder:
         return [0.0] * self.dim
 
 
-_MASK64 = (1 << 64) - 1
 DEFAULT_DIM = 1 << 16
 
 
@@ -126,50 +125,48 @@ class HashingEmbedder:
 
     def embed_weighted(self, tokens: list[str],
                        weights: Mapping[str, float]) -> npt.NDArray[np.float64]:
-        """The vector of a token sequence with each feature scaled by a token weight
+        """The vector of one token sequence with each feature scaled by a token weight
         (a unigram ``t`` by ``w(t)``, a bigram ``a b`` by ``sqrt(w(a) · w(b))``).
 
         With all weights 1 this is ``embed``; the synthesizer passes batch-local
         IDF weights to embed the query, so hub tokens count for little in it.
         """
-        hashes = [_term_hash(t) for t in tokens]
-        unigrams: dict[int, tuple[float, int]] = {}
-        for token, h in zip(tokens, hashes, strict=True):
-            unigrams[h] = (weights.get(token, 1.0), unigrams.get(h, (0.0, 0))[1] + 1)
-        bigrams: dict[int, tuple[float, int]] = {}
-        if self.bigrams:
-            for i in range(len(tokens) - 1):
-                h = (((hashes[i] * 1000003) & _MASK64) ^ hashes[i + 1]) % (1 << 32)
-                weight = math.sqrt(weights.get(tokens[i], 1.0) * weights.get(tokens[i + 1], 1.0))
-                bigrams[h] = (weight, bigrams.get(h, (0.0, 0))[1] + 1)
-        vector = np.zeros(self.dim, dtype=np.float64)
-        for features in (unigrams, bigrams):
-            for h, (weight, count) in features.items():
-                sign = -1.0 if (h >> 31) & 1 else 1.0
-                vector[h % self.dim] += sign * weight * (1.0 + math.log(count))
-        norm = float(np.linalg.norm(vector))
-        return vector / norm if norm > 0 else vector
+        vector: npt.NDArray[np.float64] = self.embed_tokens(
+            TokenBatch.from_tokens([tokens]), weights).dense()[0]
+        return vector
 
-    def embed_tokens(self, batch: TokenBatch) -> SparseRows:
+    def embed_tokens(self, batch: TokenBatch,
+                     token_weights: Mapping[str, float] | None = None) -> SparseRows:
+        """Sparse unit vectors of a token batch; ``token_weights`` scales features
+        as in :meth:`embed_weighted` (absent tokens weigh 1)."""
         vocab_terms = list(batch.vocab)
         term_hashes = np.fromiter((_term_hash(t) for t in vocab_terms), dtype=np.uint64,
                                   count=len(vocab_terms))
+        term_weights = (np.array([token_weights.get(t, 1.0) for t in vocab_terms])
+                        if token_weights else None)
         rows, terms, counts = batch.pairs()
         feature_rows = [rows]
         feature_hashes = [term_hashes[terms]]
         feature_counts = [counts]
+        feature_scales = [term_weights[terms]] if term_weights is not None else []
         if self.bigrams and len(batch.terms) > 1:
             b_rows, first, second = batch.bigrams()
             mixed = (term_hashes[first] * np.uint64(1000003)) ^ term_hashes[second]
             width = np.uint64(1 << 32)
-            keys, b_counts = np.unique(b_rows.astype(np.uint64) * width + (mixed % width),
-                                       return_counts=True)
+            keys, first_seen, b_counts = np.unique(
+                b_rows.astype(np.uint64) * width + (mixed % width),
+                return_index=True, return_counts=True)
             feature_rows.append((keys // width).astype(np.int64))
             feature_hashes.append(keys % width)
             feature_counts.append(b_counts.astype(np.int64))
+            if term_weights is not None:
+                feature_scales.append(
+                    np.sqrt(term_weights[first] * term_weights[second])[first_seen])
         all_rows = np.concatenate(feature_rows)
         hashes = np.concatenate(feature_hashes)
         weights = 1.0 + np.log(np.concatenate(feature_counts).astype(np.float64))
+        if feature_scales:
+            weights *= np.concatenate(feature_scales)
         signs = np.where((hashes >> np.uint64(31)) & np.uint64(1), -1.0, 1.0)
         columns = (hashes % np.uint64(self.dim)).astype(np.int64)
         # Sum features that share a (row, bucket), then L2-normalise each row.
@@ -180,6 +177,14 @@ class HashingEmbedder:
         safe = np.where(norms > 0, norms, 1.0)
         return SparseRows(batch.n_texts, self.dim, out_rows, keys % self.dim,
                           values / safe[out_rows])
+
+
+def embed_texts(embedder: Embedder, texts: list[str]) -> npt.NDArray[np.float64]:
+    """Vectors of many texts: the embedder's ``embed_batch`` when it has one, else ``embed``."""
+    embed_batch = getattr(embedder, "embed_batch", None)
+    if callable(embed_batch):
+        return np.asarray(embed_batch(texts), dtype=np.float64)
+    return np.array([embedder.embed(t) for t in texts], dtype=np.float64)
 
 
 def embedder_from_name(name: str, dim: int | None = None, cache_size: int = 10_000) -> Embedder:

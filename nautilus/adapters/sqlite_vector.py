@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from nautilus.adapters.base import Row, SqliteSource, quote_identifier, read_jsonl
-from nautilus.adapters.embedder import Embedder, HashingEmbedder
+from nautilus.adapters.embedder import Embedder, HashingEmbedder, embed_texts
 
 
 class SqliteVectorSource(SqliteSource):
@@ -52,9 +52,7 @@ class SqliteVectorSource(SqliteSource):
                            "embedding BLOB)")
         docs = list(read_jsonl(self.seed))
         texts = [" ".join(str(d.get(f, "")) for f in self.text_fields) for d in docs]
-        embed_batch = getattr(self.embedder, "embed_batch", None)
-        vectors = (np.asarray(embed_batch(texts), dtype=np.float32) if callable(embed_batch)
-                   else np.array([self.embedder.embed(t) for t in texts], dtype=np.float32))
+        vectors = embed_texts(self.embedder, texts).astype(np.float32)
         connection.executemany(
             "INSERT INTO docs VALUES (?, ?, ?)",
             ((i, json.dumps(doc), vectors[i].tobytes()) for i, doc in enumerate(docs)))

@@ -143,6 +143,15 @@ class TokenBatch:
                                                             per_word)
         return cls(len(texts), np.repeat(rows, per_word), flat[first + within], vocab)
 
+    @classmethod
+    def from_tokens(cls, token_lists: list[list[str]]) -> TokenBatch:
+        """A batch of texts that are already tokens (e.g. a tokenised query)."""
+        vocab: dict[str, int] = {}
+        terms = [vocab.setdefault(t, len(vocab)) for tokens in token_lists for t in tokens]
+        lengths = [len(tokens) for tokens in token_lists]
+        rows = np.repeat(np.arange(len(token_lists), dtype=np.int64), lengths)
+        return cls(len(token_lists), rows, np.array(terms, dtype=np.int64), vocab)
+
     def pairs(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Distinct (text, term) pairs and each one's count in its text."""
         if self._pairs is None:

@@ -32,7 +32,13 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from nautilus.adapters.embedder import Embedder, HashingEmbedder, TokenEmbedder, embedder_from_name
+from nautilus.adapters.embedder import (
+    Embedder,
+    HashingEmbedder,
+    TokenEmbedder,
+    embed_texts,
+    embedder_from_name,
+)
 from nautilus.models import AdapterResult, RankedRow
 from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.synthesis.basic import BasicSynthesizer
@@ -210,8 +216,8 @@ class RankingSynthesizer:
             if warn and not isinstance(result.rows, list):
                 logger.warning("rank_rows_not_a_list", source_id=sid,
                                type=type(result.rows).__name__)
-            start = next_rank[index]
-            positions = np.arange(start, start + len(source_rows), dtype=np.int64)
+            start, given = next_rank[index], len(source_rows)
+            positions = np.arange(start, start + given, dtype=np.int64)
             is_dict = [type(row) is dict or isinstance(row, dict) for row in source_rows]
             if not all(is_dict):
                 not_a_dict += is_dict.count(False)
@@ -220,7 +226,7 @@ class RankingSynthesizer:
             rows.extend(source_rows)
             index_parts.append(np.full(len(source_rows), index, dtype=np.int64))
             rank_parts.append(positions)
-            next_rank[index] = start + len(result.rows if isinstance(result.rows, list) else [])
+            next_rank[index] = start + given  # ranks count the rows left out too
         if warn and not_a_dict:
             logger.warning("rank_row_not_a_dict", count=not_a_dict,
                            action="left out of the ranking")
@@ -307,11 +313,7 @@ class RankingSynthesizer:
                 sims = self.embedder.embed_tokens(batch).dot(query_unit)
                 return sims[to_embed] if texts_cover_all else sims
             picked = [texts[i] for i in to_embed] if texts_cover_all else texts
-            embed_batch = getattr(self.embedder, "embed_batch", None)
-            if callable(embed_batch):
-                matrix = np.asarray(embed_batch(picked), dtype=np.float64)
-            else:
-                matrix = np.array([self.embedder.embed(t) for t in picked], dtype=np.float64)
+            matrix = embed_texts(self.embedder, picked)
             if matrix.shape != (len(picked), dim):
                 raise ValueError(f"embedder returned shape {matrix.shape}, "
                                  f"expected {(len(picked), dim)}")
@@ -326,8 +328,10 @@ class RankingSynthesizer:
         return similarity
 
     def _texts(self, rows: list[dict[str, Any]]) -> list[str]:
+        # A row's text is its string values; "embedding" is never a string, so only
+        # rows naming their vector's model need the slower, key-aware join.
         texts = [" ".join(filter(_IS_STR, row.values())) if "embedding_model" not in row
-                 else " ".join([v for k, v in row.items() if type(v) is str and k not in _NOT_TEXT])
+                 else " ".join(v for k, v in row.items() if _IS_STR(v) and k not in _NOT_TEXT)
                  for row in rows]
         long_rows = [i for i, t in enumerate(texts) if len(t) > MAX_TEXT_CHARS]
         if long_rows:
