@@ -42,10 +42,10 @@ from ir_collections import (
 )
 
 from nautilus import AdapterResult, Broker, RankingSynthesizer
-from nautilus.adapters.sqlite_fts import SqliteFtsSource
-from nautilus.adapters.sqlite_table import SqliteTableSource
-from nautilus.adapters.sqlite_vector import SqliteVectorSource
 from nautilus.log import configure_logging
+from nautilus.sources.sqlite_fts import SqliteFtsSource
+from nautilus.sources.sqlite_table import SqliteTableSource
+from nautilus.sources.sqlite_vector import SqliteVectorSource
 
 SOURCE_LIMIT = 30
 SOURCES = ("fts", "sql", "vector")
@@ -110,7 +110,7 @@ def ranking(**options: Any) -> Strategy:
 def onnx_embedder() -> Any:
     """The real model (nautilus[embed]) shared by every run, or None without the extra."""
     try:
-        from nautilus.adapters.onnx_embedder import OnnxEmbedder
+        from nautilus.embedders.onnx import OnnxEmbedder
         return OnnxEmbedder(cache_size=100_000)
     except ImportError:  # the extra is not installed (OnnxEmbedder says which part)
         return None

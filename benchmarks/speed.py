@@ -131,7 +131,7 @@ def measure_model(counts: tuple[int, ...] = (30, 60, 100, 200, 300)) -> list[dic
     """rank() latency with the real model (nautilus[embed]) by candidate count, on
     real English rows: cold (every row new to the cache) and warm (all seen before)."""
     try:
-        from nautilus.adapters.onnx_embedder import OnnxEmbedder
+        from nautilus.embedders.onnx import OnnxEmbedder
     except ImportError:
         return []
     out = []

@@ -1,13 +1,13 @@
 """nautilus — the ranking layer for retrieval brokers."""
 
-from nautilus.adapters.embedder import (
+from nautilus.broker import Broker
+from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, parse_source_boosts
+from nautilus.embedders import (
     Embedder,
     EmbeddingUnavailableError,
     HashingEmbedder,
     NoopEmbedder,
 )
-from nautilus.broker import Broker
-from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, parse_source_boosts
 from nautilus.hashing import compute_response_hash
 from nautilus.log import configure_logging
 from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow

@@ -16,11 +16,11 @@ from typing import Any
 
 import structlog
 
-from nautilus.adapters.base import Source
 from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, log_problem
 from nautilus.hashing import compute_response_hash
 from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow
-from nautilus.sources_config import DEFAULT_LIMIT, build_sources, bundled_demo_config
+from nautilus.sources.base import Source
+from nautilus.sources.config import DEFAULT_LIMIT, build_sources, bundled_demo_config
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer

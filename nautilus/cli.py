@@ -25,7 +25,7 @@ from nautilus.config import (
 )
 from nautilus.log import configure_logging
 from nautilus.models import RankedRow
-from nautilus.sources_config import SourceConfigError, bundled_demo_config, load_source_specs
+from nautilus.sources.config import SourceConfigError, bundled_demo_config, load_source_specs
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
 

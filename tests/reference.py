@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from nautilus.ranking_boost import BOOST_LEVELS, RRF_K
-from nautilus.synthesis.lexical import tokenize
+from nautilus.text import tokenize
 
 MASK64 = (1 << 64) - 1
 DIM = 1 << 16

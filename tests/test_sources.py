@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from nautilus import HashingEmbedder
-from nautilus.adapters.base import SqliteSource
-from nautilus.adapters.sqlite_fts import SqliteFtsSource, fts_match_expression
-from nautilus.adapters.sqlite_graph import SqliteGraphSource
-from nautilus.adapters.sqlite_table import SqliteTableSource
-from nautilus.adapters.sqlite_vector import SqliteVectorSource
+from nautilus.sources.base import SqliteSource
+from nautilus.sources.sqlite_fts import SqliteFtsSource, fts_match_expression
+from nautilus.sources.sqlite_graph import SqliteGraphSource
+from nautilus.sources.sqlite_table import SqliteTableSource
+from nautilus.sources.sqlite_vector import SqliteVectorSource
 
 DOCS = [
     {"id": "d1", "title": "Disk full on orders-db", "body": "WAL files filled the disk"},

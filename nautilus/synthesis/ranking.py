@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from nautilus.adapters.embedder import (
+from nautilus.embedders import (
     Embedder,
     HashingEmbedder,
     TokenEmbedder,
@@ -42,7 +42,7 @@ from nautilus.adapters.embedder import (
 from nautilus.models import AdapterResult, RankedRow
 from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.synthesis.basic import BasicSynthesizer
-from nautilus.synthesis.lexical import (
+from nautilus.text import (
     IDF_FLOOR,
     TokenBatch,
     idf_factors,

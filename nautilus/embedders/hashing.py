@@ -12,42 +12,11 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.synthesis.lexical import TokenBatch
-
-
-class EmbeddingUnavailableError(RuntimeError):
-    """No embedding can be had (e.g. the no-op embedder in strict mode)."""
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Anything with ``embed(text) -> list[float]``.
-
-    An embedder may also offer ``embed_batch(texts) -> ndarray (n, dim)``; the
-    synthesizer uses it when present. ``model_id`` (optional) names the vector
-    space, so vectors from different models are never compared.
-    """
-
-    def embed(self, text: str) -> list[float]: ...
-
-
-@runtime_checkable
-class TokenEmbedder(Protocol):
-    """An embedder that can embed a pre-tokenised batch sparsely (the fast path)."""
-
-    dim: int
-    model_id: str
-
-    def embed_tokens(self, batch: TokenBatch,
-                     token_weights: Mapping[str, float] | None = None) -> SparseRows: ...
-
-    def embed_weighted(self, tokens: list[str],
-                       weights: Mapping[str, float]) -> npt.NDArray[np.float64]: ...
+from nautilus.text import TokenBatch
 
 
 @dataclass(frozen=True)
@@ -70,23 +39,6 @@ class SparseRows:
         out = np.zeros((self.n_rows, self.dim), dtype=np.float64)
         np.add.at(out, (self.rows, self.columns), self.values)
         return out
-
-
-class NoopEmbedder:
-    """An embedder that has no embeddings: strict raises, non-strict gives zeros."""
-
-    model_id = "noop"
-
-    def __init__(self, strict: bool = True, dim: int = 1) -> None:
-        self.strict = strict
-        self.dim = dim
-
-    def embed(self, text: str) -> list[float]:
-        if self.strict:
-            raise EmbeddingUnavailableError(
-                "NoopEmbedder has no embeddings; pass context['embedding'] or choose "
-                "NAUTILUS_EMBEDDER=hashing")
-        return [0.0] * self.dim
 
 
 DEFAULT_DIM = 1 << 16
@@ -177,31 +129,3 @@ class HashingEmbedder:
         safe = np.where(norms > 0, norms, 1.0)
         return SparseRows(batch.n_texts, self.dim, out_rows, keys % self.dim,
                           values / safe[out_rows])
-
-
-def embed_texts(embedder: Embedder, texts: list[str]) -> npt.NDArray[np.float64]:
-    """Vectors of many texts: the embedder's ``embed_batch`` when it has one, else ``embed``."""
-    embed_batch = getattr(embedder, "embed_batch", None)
-    if callable(embed_batch):
-        return np.asarray(embed_batch(texts), dtype=np.float64)
-    return np.array([embedder.embed(t) for t in texts], dtype=np.float64)
-
-
-def embedder_from_name(name: str, dim: int | None = None, cache_size: int = 10_000) -> Embedder:
-    """The embedder ``NAUTILUS_EMBEDDER`` names (validated by the settings);
-    ``dim`` sizes the hashing embedder (sources that store vectors want it small).
-
-    ``onnx`` raises ``ImportError`` naming the extra when it is not installed.
-    One ``onnx`` embedder is shared per cache size, so the model loads once a process.
-    """
-    if name == "noop":
-        return NoopEmbedder(strict=True)
-    if name == "onnx":
-        return _shared_onnx(cache_size)
-    return HashingEmbedder(dim=dim or DEFAULT_DIM)
-
-
-@lru_cache(maxsize=4)
-def _shared_onnx(cache_size: int) -> Embedder:
-    from nautilus.adapters.onnx_embedder import OnnxEmbedder
-    return OnnxEmbedder(cache_size=cache_size)

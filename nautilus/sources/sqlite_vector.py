@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from nautilus.adapters.base import Row, SqliteSource, quote_identifier, read_jsonl
-from nautilus.adapters.embedder import Embedder, HashingEmbedder, embed_texts
+from nautilus.embedders import Embedder, HashingEmbedder, embed_texts
+from nautilus.sources.base import Row, SqliteSource, quote_identifier, read_jsonl
 
 
 class SqliteVectorSource(SqliteSource):

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nautilus.adapters.base import Row, SqliteSource, read_jsonl
-from nautilus.synthesis.lexical import tokenize
+from nautilus.sources.base import Row, SqliteSource, read_jsonl
+from nautilus.text import tokenize
 
 
 class SqliteGraphSource(SqliteSource):

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nautilus.adapters.base import Row, SqliteSource, quote_identifier, read_jsonl
-from nautilus.synthesis.lexical import keyword_stems
+from nautilus.sources.base import Row, SqliteSource, quote_identifier, read_jsonl
+from nautilus.text import keyword_stems
 
 #: SQLite's default limit on host parameters is 999 (older builds) — keep well under.
 MAX_KEYWORDS = 32

@@ -29,12 +29,12 @@ from typing import Any
 
 import yaml
 
-from nautilus.adapters.base import Source
-from nautilus.adapters.embedder import embedder_from_name
-from nautilus.adapters.sqlite_fts import SqliteFtsSource
-from nautilus.adapters.sqlite_graph import SqliteGraphSource
-from nautilus.adapters.sqlite_table import SqliteTableSource
-from nautilus.adapters.sqlite_vector import SqliteVectorSource
+from nautilus.embedders import embedder_from_name
+from nautilus.sources.base import Source
+from nautilus.sources.sqlite_fts import SqliteFtsSource
+from nautilus.sources.sqlite_graph import SqliteGraphSource
+from nautilus.sources.sqlite_table import SqliteTableSource
+from nautilus.sources.sqlite_vector import SqliteVectorSource
 
 DEFAULT_LIMIT = 30
 DEFAULT_TIMEOUT_S = 5.0
@@ -47,7 +47,7 @@ class SourceConfigError(Exception):
 
 def bundled_demo_config() -> Path:
     """The demo ``nautilus.yaml`` shipped inside the package."""
-    return Path(__file__).resolve().parent / "demo" / "nautilus.yaml"
+    return Path(__file__).resolve().parents[1] / "demo" / "nautilus.yaml"
 
 
 def expand_variables(value: Any, where: str = "") -> Any:

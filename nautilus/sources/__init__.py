@@ -1,0 +1,1 @@
+"""Sources: the protocol (``base``), the sources file (``config``), one module per type."""
