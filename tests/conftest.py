@@ -1,4 +1,5 @@
-"""Every test starts with no NAUTILUS_* variable and no .env in its working directory."""
+"""Test set-up: hypothesis profiles (derandomized under CI); every test starts with no
+NAUTILUS_* variable and no .env in its working directory."""
 
 from __future__ import annotations
 
@@ -6,6 +7,15 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests: random exploration on a developer's machine; under CI (CI=true)
+# the same fixed examples every run, so a red CI is a real regression, never luck.
+# A failure found locally is kept as an @example on its test.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("dev", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE")
+                      or ("ci" if os.environ.get("CI") else "dev"))
 
 
 @pytest.fixture(autouse=True)
