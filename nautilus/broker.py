@@ -14,10 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, log_problem
 from nautilus.hashing import compute_response_hash
+from nautilus.log import get_logger
 from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow
 from nautilus.sources.base import Source
 from nautilus.sources.config import DEFAULT_LIMIT, build_sources, bundled_demo_config
@@ -25,7 +24,7 @@ from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
 
-logger = structlog.get_logger("nautilus.broker")
+logger = get_logger("nautilus.broker")
 
 
 class Broker:

@@ -1,4 +1,4 @@
-"""The ``nautilus`` command: ``config``, ``query`` and ``demo``.
+"""The ``nautilus`` command: ``config``, ``query``, ``sources`` and ``demo``.
 
 Output goes to stdout, logs to stderr. No input produces a traceback: known
 problems print one clear line and exit 1; usage errors exit 2.
@@ -12,9 +12,8 @@ import json
 import sys
 import textwrap
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
-
-import structlog
 
 from nautilus.broker import Broker
 from nautilus.config import (
@@ -22,21 +21,29 @@ from nautilus.config import (
     ConfigProblem,
     LogSettings,
     NautilusSettings,
+    collect_source_boosts,
+    parse_int_setting,
 )
-from nautilus.log import configure_logging
+from nautilus.log import configure_logging, get_logger
 from nautilus.models import RankedRow
-from nautilus.sources.config import SourceConfigError, bundled_demo_config, load_source_specs
+from nautilus.sources.config import (
+    SourceConfigError,
+    build_sources,
+    bundled_demo_config,
+    sources_json_schema,
+)
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
 
-logger = structlog.get_logger("nautilus.cli")
+logger = get_logger("nautilus.cli")
 
 DEMO_QUERIES = (
     "orders database disk almost full",
     "users keep getting logged out of their sessions",
     "card payments failing with timeouts at checkout",
 )
-_SUMMARY_FIELDS = ("title", "name", "summary", "description", "text", "body")
+_SUMMARY_FIELDS = ("title", "name", "subject", "question", "summary", "description", "text",
+                   "body", "answer", "content")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,23 +68,33 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nautilus", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
-    config = commands.add_parser("config", help="show the effective settings and every "
-                                                "skipped entry")
+    config = commands.add_parser("config", help="show the effective settings, every "
+                                                "skipped entry and the sources file's status")
+    config.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
     config.add_argument("--json", action="store_true", help="one JSON object on stdout")
     config.add_argument("--strict", action="store_true",
-                        help="exit 1 if any entry was skipped (for deployment pipelines)")
+                        help="exit 1 if any entry was skipped or the sources file is broken "
+                             "(for deployment pipelines)")
+    config.add_argument("--schema", action="store_true",
+                        help="print the sources file's JSON Schema and exit")
     config.set_defaults(run=_run_config)
 
     query = commands.add_parser("query", help="ask every source and show the ranked answer")
     query.add_argument("text", help="the query")
     query.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
-    query.add_argument("--top-k", type=int, metavar="K", help="keep the K best rows")
-    query.add_argument("--boost", action="append", default=[], metavar="ID:LEVEL",
+    query.add_argument("--top-k", type=_top_k, metavar="K", help="keep the K best rows")
+    query.add_argument("--boost", action="append", default=[], type=_boost, metavar="ID:LEVEL",
                        help="boost a source (repeatable); replaces NAUTILUS_SOURCE_BOOSTS")
     query.add_argument("--idf", action="store_true", help="turn on the batch-local IDF factor")
     query.add_argument("--json", action="store_true", help="the BrokerResponse as one JSON object")
     query.add_argument("--explain", action="store_true", help="show each score's components")
     query.set_defaults(run=_run_query)
+
+    sources = commands.add_parser("sources", help="manage the sources' built data")
+    actions = sources.add_subparsers(dest="action", required=True)
+    rebuild = actions.add_parser("rebuild", help="rebuild every SQLite source's database now")
+    rebuild.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
+    rebuild.set_defaults(run=_run_sources_rebuild)
 
     demo = commands.add_parser("demo", help="run demo queries: passthrough beside ranked")
     demo.add_argument("--top-k", type=int, default=8, metavar="K")
@@ -88,37 +105,57 @@ def _parser() -> argparse.ArgumentParser:
 # --- config ------------------------------------------------------------------------------
 
 def _run_config(args: argparse.Namespace) -> int:
+    if args.schema:
+        print(json.dumps(sources_json_schema(), indent=2, sort_keys=True))
+        return 0
     settings = NautilusSettings()
-    problems = list(settings.problems) + _unknown_boost_sources(settings)
+    path = _config_path(settings, args.config)
+    source_ids, source_error = _check_sources(settings, path)
+    problems = list(settings.problems) + _unknown_boost_sources(settings, source_ids)
     if args.json:
         print(json.dumps({
             "settings": settings.effective(),
             "ranking_enabled": settings.ranking_enabled,
             "skipped": [{"variable": p.variable, "value": p.value, "reason": p.reason,
                          "valid": p.valid, "message": p.message} for p in problems],
+            "sources_file": {"path": str(path), "ok": source_error is None,
+                             "error": source_error, "sources": source_ids or []},
         }, indent=2, sort_keys=True))
     else:
         print(_settings_table(settings))
         print(f"\nranking: {'on' if settings.ranking_enabled else 'off (exact passthrough)'}")
+        print(f"sources: {path}: " + (f"ERROR {source_error}" if source_error is not None
+                                      else ", ".join(source_ids or []) or "(none)"))
         print("skipped:" if problems else "skipped: none")
         for problem in problems:
             print(f"  - {problem.message}")
-    if args.strict and problems:
+    if args.strict and (problems or source_error is not None):
         for problem in problems:
             print(f"nautilus: {problem.message}", file=sys.stderr)
+        if source_error is not None:
+            print(f"nautilus: {source_error}", file=sys.stderr)
         return 1
     return 0
 
 
-def _unknown_boost_sources(settings: NautilusSettings) -> list[ConfigProblem]:
-    """Boosted ids that no source in the sources file has (checked without opening them)."""
-    if not settings.source_boosts:
-        return []
+def _check_sources(settings: NautilusSettings, path: Path) -> tuple[list[str] | None, str | None]:
+    """Validate the sources file as a broker would (without building databases):
+    its source ids, or the problem."""
     try:
-        specs, _ = load_source_specs(_config_path(settings, None))
-    except SourceConfigError:
+        sources, _ = build_sources(path, settings.data_dir, settings.embedder,
+                                   settings.embedder_cache_size)
+    except (SourceConfigError, ImportError) as exc:
+        return None, str(exc)
+    for source in sources:
+        source.close()
+    return [s.id for s in sources], None
+
+
+def _unknown_boost_sources(settings: NautilusSettings,
+                           ids: list[str] | None) -> list[ConfigProblem]:
+    """Boosted ids that no source in the sources file has."""
+    if not settings.source_boosts or ids is None:
         return []
-    ids = [str(s["id"]) for s in specs]
     known = {i.lower() for i in ids}
     return [ConfigProblem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
                           ", ".join(ids)) for sid in settings.source_boosts if sid not in known]
@@ -137,12 +174,54 @@ def _settings_table(settings: NautilusSettings) -> str:
     return "\n".join(f"{name:<{width}}  {shown}" for name, shown in rows)
 
 
-def _config_path(settings: NautilusSettings, given: str | None) -> Any:
-    from pathlib import Path
+def _config_path(settings: NautilusSettings, given: str | None) -> Path:
     return Path(given or settings.config or bundled_demo_config()).expanduser()
 
 
+# --- sources -----------------------------------------------------------------------------
+
+def _run_sources_rebuild(args: argparse.Namespace) -> int:
+    settings = NautilusSettings()
+    path = _config_path(settings, args.config)
+    sources, _ = build_sources(path, settings.data_dir, settings.embedder,
+                               settings.embedder_cache_size)
+    failed = 0
+    for source in sources:
+        rebuild = getattr(source, "rebuild", None)
+        if rebuild is None:
+            print(f"{source.id}: nothing to build")
+            continue
+        try:
+            rebuild()
+        except Exception as exc:  # one source's failure must not hide the others'
+            failed += 1
+            print(f"nautilus: {source.id}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        print(f"{source.id}: rebuilt {getattr(source, 'path', '')}")
+    for source in sources:
+        source.close()
+    return 1 if failed else 0
+
+
 # --- query -------------------------------------------------------------------------------
+
+def _top_k(text: str) -> int:
+    """``--top-k``: an integer >= 1 (argparse names the flag in its error)."""
+    value, problem = parse_int_setting("--top-k", text)
+    if problem is not None or value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+    return value
+
+
+def _boost(text: str) -> str:
+    """``--boost``: one ``id:level`` entry, checked like NAUTILUS_SOURCE_BOOSTS."""
+    boosts, problems = collect_source_boosts(text)
+    if problems:
+        raise argparse.ArgumentTypeError(f"{problems[0].value!r}: {problems[0].reason} "
+                                         f"(valid levels: {problems[0].valid})")
+    if not boosts:
+        raise argparse.ArgumentTypeError("empty entry (expected ID or ID:LEVEL)")
+    return text
 
 def _run_query(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
@@ -155,17 +234,23 @@ def _run_query(args: argparse.Namespace) -> int:
     settings = NautilusSettings(**overrides)
     broker = Broker.from_config(args.config, settings)
     response = broker.request(args.text)
+    all_failed = bool(broker.sources) and len(response.sources_errored) == len(broker.sources)
     if args.json:
         print(json.dumps(response.to_dict(), default=str))
-        return 0
-    print(f"query: {args.text}")
-    print(f"synthesizer: {type(broker.synthesizer).__name__}"
-          + (f"  (boosts: {', '.join(f'{k}:{v}' for k, v in settings.source_boosts.items())})"
-             if settings.source_boosts else ""))
-    print(_ranked_table(response.ranking, args.explain))
-    for error in response.sources_errored:
-        print(f"error: {error.source_id}: {error.error_type}: {error.message}")
-    print(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")
+    else:
+        ranked = isinstance(broker.synthesizer, RankingSynthesizer)
+        applied: dict[str, str] = getattr(broker.synthesizer, "source_boosts", {})
+        print(f"query: {args.text}")
+        print(f"synthesizer: {type(broker.synthesizer).__name__}"
+              + (f"  (boosts: {', '.join(f'{k}:{v}' for k, v in applied.items())})"
+                 if applied else ""))
+        print(_ranked_table(response.ranking, args.explain, ranked))
+        for error in response.sources_errored:
+            print(f"error: {error.source_id}: {error.error_type}: {error.message}")
+        print(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")
+    if all_failed:
+        print("nautilus: every source failed (see the errors above)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -182,13 +267,14 @@ def summarize(row: dict[str, Any], width: int = 72) -> str:
     return textwrap.shorten(line, width=width, placeholder="…") if line else "(no text)"
 
 
-def _ranked_table(ranking: list[RankedRow], explain: bool) -> str:
+def _ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -> str:
     head = f"{'rank':>4}  {'source':<12} {'score':>7}  "
     if explain:
         head += f"{'sim':>6} {'idf':>5} {'bump':>5} {'stage1':>7}  "
     lines = [head + "row"]
     for r in ranking:
-        line = f"{r.rank:>4}  {r.source_id[:12]:<12} {r.score:>7.4f}  "
+        score = f"{r.score:>7.4f}" if ranked else f"{'-':>7}"  # passthrough: no score
+        line = f"{r.rank:>4}  {r.source_id[:12]:<12} {score}  "
         if explain:
             line += (f"{r.similarity:>6.3f} {r.idf_factor:>5.2f} {r.boost_bump:>5.3f} "
                      f"{r.stage1_key:>7.5f}  ")

@@ -12,18 +12,25 @@ a bad manifest never starts serving.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import structlog
 from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
-logger = structlog.get_logger("nautilus.config")
+from nautilus.log import get_logger
+
+logger = get_logger("nautilus.config")
 
 #: Valid boost levels, weakest first. ``ranking_boost.BOOST_LEVELS`` holds their
 #: numbers; a guard test keeps the two in sync.
@@ -177,6 +184,9 @@ def _parse_int(var: str, raw: object, minimum: int = 1, default: int | None = No
     return value, None
 
 
+parse_int_setting = _parse_int  # the CLI checks --top-k with the same rules
+
+
 def _parse_bool(var: str, raw: object, default: bool) -> tuple[bool, ConfigProblem | None]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return default, None
@@ -234,6 +244,16 @@ class NautilusSettings(LogSettings):
     data_dir: Path = Path("~/.cache/nautilus")
     _problems: tuple[ConfigProblem, ...] = PrivateAttr(default=())
 
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _DotEnvTypos(dotenv_settings),
+                file_secret_settings)
+
     @property
     def problems(self) -> tuple[ConfigProblem, ...]:
         """Every value that was skipped while these settings were built."""
@@ -278,7 +298,13 @@ class NautilusSettings(LogSettings):
         boosts, boost_problems = collect_source_boosts(raw_boosts)
         data["source_boosts"] = boosts
         found.extend(boost_problems)
-        found.extend(_unknown_variables(cls))
+        found.extend(_unknown_variables(cls, data.pop(_DOTENV_UNKNOWN, ())))
+        raw_dir = data.get("data_dir")
+        if isinstance(raw_dir, str) and not raw_dir.strip():
+            data.pop("data_dir")
+            found.append(ConfigProblem(var("data_dir"), raw_dir, "empty (databases would be "
+                                       "built in the working directory)",
+                                       "a folder, e.g. ~/.cache/nautilus (the default)"))
 
         for problem in found:
             log_problem(problem)
@@ -301,12 +327,47 @@ class NautilusSettings(LogSettings):
         return {"NAUTILUS_" + name.upper(): value for name, value in values.items()}
 
 
-def _unknown_variables(cls: type[BaseSettings]) -> list[ConfigProblem]:
-    """``NAUTILUS_*`` variables that match no setting: most likely a typo."""
+_DOTENV_UNKNOWN = "__nautilus_dotenv_unknown__"
+
+
+class _DotEnvTypos(PydanticBaseSettingsSource):
+    """The ``.env`` source, plus the ``NAUTILUS_*`` names in the file that match no
+    setting (handed to the validator under a private key, which it removes)."""
+
+    def __init__(self, inner: PydanticBaseSettingsSource) -> None:
+        super().__init__(inner.settings_cls)
+        self.inner = inner
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self.inner.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        values = dict(self.inner())
+        names = getattr(self.inner, "env_vars", {})
+        known = set(self.settings_cls.model_fields)
+        unknown = sorted(n.upper() for n in names
+                         if n.lower().startswith("nautilus_")
+                         and n.lower().removeprefix("nautilus_") not in known)
+        for name in unknown:
+            values.pop(name.lower().removeprefix("nautilus_"), None)
+        if unknown:
+            values[_DOTENV_UNKNOWN] = unknown
+        return values
+
+
+def _unknown_variables(cls: type[BaseSettings],
+                       in_dotenv: Iterable[str] = ()) -> list[ConfigProblem]:
+    """``NAUTILUS_*`` variables (environment or ``.env``) that match no setting:
+    most likely a typo."""
     known = {"NAUTILUS_" + name.upper() for name in cls.model_fields}
-    return [
-        ConfigProblem(name, "(set)", "unknown variable (a typo?); ignored",
-                      ", ".join(sorted(known)))
-        for name in sorted(os.environ)
-        if name.upper().startswith("NAUTILUS_") and name.upper() not in known
-    ]
+    valid = ", ".join(sorted(known))
+    found = {name.upper(): "(set)" for name in os.environ
+             if name.upper().startswith("NAUTILUS_") and name.upper() not in known}
+    for name in in_dotenv:
+        found.setdefault(name.upper(), "(set in .env)")
+    problems = []
+    for name, where in sorted(found.items()):
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f"did you mean {close[0]}?" if close else "a typo?"
+        problems.append(ConfigProblem(name, where, f"unknown variable ({hint}); ignored", valid))
+    return problems

@@ -1,35 +1,62 @@
-"""structlog set-up: one call, logs to stderr, console on a terminal, JSON otherwise.
+"""Logging: the library only emits; the command line (or the app) decides where logs go.
 
-stdout is kept for a command's output, so ``nautilus query --json | jq`` works
-while warnings still reach the operator (and their log shipper) on stderr.
+Every nautilus module gets its logger from :func:`get_logger`: a structlog logger
+that uses structlog's global processors but hands its output to the standard
+library logger of the same name (``nautilus.broker``, ``nautilus.sources``, …).
+So, as a library, nautilus never configures logging and never writes to stdout:
+
+- an application that configures nothing sees only warnings and errors, on
+  stderr (Python's last-resort handler);
+- ``logging.basicConfig(level=logging.INFO)`` (or any handler on the
+  ``nautilus`` logger) turns the rest on;
+- an application that configures structlog gets nautilus' events through its
+  own processors, and ``structlog.testing.capture_logs()`` sees them.
+
+:func:`configure_logging` is what the ``nautilus`` command calls with
+``NAUTILUS_LOG_LEVEL`` / ``NAUTILUS_LOG_FORMAT``; an application may call it too.
+stdout is kept for a command's output, so ``nautilus query --json | jq`` works.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 import structlog
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO,
            "warning": logging.WARNING, "error": logging.ERROR}
+_HANDLER_NAME = "nautilus-configure-logging"
 
 
-def configure_logging(level: str = "info", fmt: str = "auto",
+def get_logger(name: str) -> Any:
+    """The logger a nautilus module logs with (a structlog logger over stdlib ``name``)."""
+    return structlog.wrap_logger(logging.getLogger(name))
+
+
+def configure_logging(level: str | None = None, fmt: str | None = None,
                       stream: TextIO | None = None) -> None:
-    """Configure structlog for nautilus' command line (or an app that wants the same).
+    """Send nautilus' logs to ``stream`` (default stderr) at ``level``, rendered as ``fmt``.
 
+    ``level``/``fmt`` default to ``NAUTILUS_LOG_LEVEL`` / ``NAUTILUS_LOG_FORMAT``.
     ``fmt``: ``console`` (coloured key=value), ``json`` (one object a line, for
     alerting), or ``auto`` — console when ``stream`` is a terminal, else JSON.
-    Unknown values fall back to ``info`` / ``auto``; settings already warned.
+    Unknown values fall back to ``info`` / ``auto``; the settings already warned.
+    Calling it again replaces the previous set-up.
     """
+    if level is None or fmt is None:
+        from nautilus.config import LogSettings  # the settings import this module
+        settings = LogSettings()
+        level = level if level is not None else settings.log_level.strip().lower()
+        fmt = fmt if fmt is not None else settings.log_format.strip().lower()
     out = stream if stream is not None else sys.stderr
     use_console = fmt == "console" or (fmt != "json" and out.isatty())
     renderer: structlog.typing.Processor = (
         structlog.dev.ConsoleRenderer(colors=out.isatty()) if use_console
         else structlog.processors.JSONRenderer(sort_keys=True)
     )
+    numeric = _LEVELS.get(level, logging.INFO)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -38,7 +65,16 @@ def configure_logging(level: str = "info", fmt: str = "auto",
             structlog.processors.format_exc_info,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=False,
     )
+    target = logging.getLogger("nautilus")
+    for old in [h for h in target.handlers if h.get_name() == _HANDLER_NAME]:
+        target.removeHandler(old)
+    handler = logging.StreamHandler(out)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    target.addHandler(handler)
+    target.setLevel(numeric)
+    target.propagate = False

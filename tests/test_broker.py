@@ -200,10 +200,11 @@ sources:
     ("sources: [{id: t, type: sqlite_table, path: x.db}]", "missing option 'seed'"),
     ("sources: [{id: t, type: sqlite_fts, path: x, seed: y, columns: [a], timeout_s: -1}]",
      "timeout_s"),
-    ("sources: [{id: a, type: sqlite_fts}, {id: A, type: sqlite_fts}]", "duplicate source id"),
+    ("sources: [{id: a, type: sqlite_graph, path: a, entities: e, edges: d},"
+     " {id: A, type: sqlite_graph, path: a, entities: e, edges: d}]", "duplicate source id"),
     ("just a string", "expected a mapping"),
     ("sources: [\n  - bad: [", "not valid YAML"),
-    ("limit: 0\nsources: []", "limit must be an integer"),
+    ("limit: 0\nsources: []", "limit: Input should be greater than or equal to 1, got 0"),
     ("!!python/object/apply:os.system ['echo pwned']", "not valid YAML"),
 ])
 def test_bad_config_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
@@ -218,15 +219,19 @@ def test_missing_config_file_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_a_broken_source_fails_only_its_own_requests(tmp_path: Path) -> None:
     (tmp_path / "ok.jsonl").write_text('{"id": "a", "title": "disk full"}\n', encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text('{"id": "b", "title": "disk"}\n', encoding="utf-8")
     path = write_config(tmp_path, """
 sources:
   - {id: ok, type: sqlite_table, path: ok.db, seed: ok.jsonl, table: t, search_columns: [title]}
-  - {id: broken, type: sqlite_fts, path: b.db, seed: missing.jsonl, columns: [title]}
+  - {id: broken, type: sqlite_fts, path: b.db, seed: b.jsonl, columns: [title]}
 """)
-    response = Broker.from_config(path).request("disk")
+    broker = Broker.from_config(path)
+    (tmp_path / "b.jsonl").unlink()  # the seed disappears after start-up
+    response = broker.request("disk")
     assert response.data == {"ok": [{"id": "a", "title": "disk full"}]}
     [error] = response.sources_errored
-    assert error.source_id == "broken" and error.error_type == "FileNotFoundError"
+    assert error.source_id == "broken" and error.error_type == "SeedError"
+    assert "b.jsonl not found" in error.message
 
 
 def test_ranking_is_deterministic_across_requests() -> None:

@@ -124,20 +124,26 @@ def test_a_failing_source_is_listed_while_the_others_answer(tmp_path: Path) -> N
     config.write_text("""
 sources:
   - {id: ok, type: sqlite_table, path: ok.db, seed: ok.jsonl, table: t, search_columns: [title]}
-  - {id: broken, type: sqlite_fts, path: b.db, seed: missing.jsonl, columns: [title]}
+  - {id: broken, type: sqlite_fts, path: notes.txt, seed: ok.jsonl, columns: [title]}
 """, encoding="utf-8")
+    data = Path(os.environ["NAUTILUS_DATA_DIR"])
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "notes.txt").write_text("someone else's file\n", encoding="utf-8")
     result = run("query", "disk", "--config", str(config), "--top-k", "5")
     assert result.returncode == 0, result.stderr
-    assert "error: broken: FileNotFoundError" in result.stdout
+    assert "error: broken: ForeignFileError: refusing to replace" in result.stdout
     assert "ok" in result.stdout and "disk full" in result.stdout
+    assert (data / "notes.txt").read_text(encoding="utf-8") == "someone else's file\n"
 
 
 @pytest.mark.parametrize(("args", "env", "code", "message"), [
-    (["query", "x", "--top-k", "abc"], {}, 2, "invalid int value"),
+    (["query", "x", "--top-k", "abc"], {}, 2, "argument --top-k: 'abc' is not an integer >= 1"),
+    (["query", "x", "--top-k", "0"], {}, 2, "argument --top-k: '0' is not an integer >= 1"),
     (["query", "x"], {"NAUTILUS_CONFIG": "/nonexistent/nautilus.yaml"}, 1,
      "cannot read sources config"),
     (["query", "x"], {"NAUTILUS_RANKING_IDF": "perhaps"}, 0, "config_value_skipped"),
-    (["query", "x", "--boost", "graph:hgih"], {}, 0, "source_boost_skipped"),
+    (["query", "x", "--boost", "faqs:hgih"], {}, 2,
+     "argument --boost: 'faqs:hgih': unknown level 'hgih' for 'faqs' (valid levels: low, "),
     (["bogus"], {}, 2, "invalid choice"),
     ([], {}, 2, "required"),
 ])

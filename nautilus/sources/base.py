@@ -9,19 +9,33 @@ may simply raise.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import difflib
+import hashlib
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import quote
 
-import structlog
+from nautilus.log import get_logger
 
-logger = structlog.get_logger("nautilus.sources")
+try:  # a cross-process lock; without fcntl (Windows) the in-process lock still holds
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+logger = get_logger("nautilus.sources")
 
 Row = dict[str, Any]
+
+#: Bump when the layout of a built database changes: every database is rebuilt.
+BUILD_FORMAT = "2"
+META_TABLE = "nautilus_meta"
 
 
 @runtime_checkable
@@ -34,35 +48,166 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
+class ForeignFileError(RuntimeError):
+    """A source's ``path`` holds a file nautilus did not build: it is never replaced."""
+
+
+class SeedError(ValueError):
+    """A seed file that cannot be used: missing, not JSON lines, empty, or lacking a field."""
+
+
 def read_jsonl(path: Path) -> Iterator[Row]:
     """The objects of a JSON-lines file; blank lines skipped, a bad line is a clear error."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    if path.suffix.lower() in {".csv", ".tsv"}:
+        raise SeedError(f"{path}: seeds are JSON lines (one JSON object a line), not CSV; "
+                        "convert it, e.g. with: python -c \"import csv,json,sys; "
+                        "[print(json.dumps(r)) for r in csv.DictReader(sys.stdin)]\" "
+                        "< in.csv > out.jsonl")
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise SeedError(f"seed file {path} not found") from None
+    except OSError as exc:
+        raise SeedError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise SeedError(f"{path}:{number}: not valid UTF-8") from None
             if not line.strip():
                 continue
             try:
                 value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+            except (json.JSONDecodeError, RecursionError) as exc:
+                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+                raise SeedError(f"{path}:{number}: not valid JSON ({reason}); seeds are "
+                                "JSON lines, one object a line") from None
             if not isinstance(value, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object")
+                raise SeedError(f"{path}:{number}: expected a JSON object, "
+                                f"got {type(value).__name__}")
             yield value
 
 
-class SqliteSource:
-    """A source served from a SQLite file built once from a bundled seed.
+def load_seed(path: Path, columns: Iterable[str] = (), every_row: Iterable[str] = (),
+              allow_empty: bool = False) -> list[Row]:
+    """A seed's rows, checked: not empty, ``columns`` present in some row, ``every_row``
+    fields present in each row. Every failure is a :class:`SeedError` naming the file."""
+    rows = list(read_jsonl(path))
+    if not rows and not allow_empty:
+        raise SeedError(f"seed file {path} has no rows")
+    fields = list(dict.fromkeys(k for row in rows for k in row))
+    for name in columns:
+        if name not in fields:
+            close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
+            hint = f" — did you mean {close[0]!r}?" if close else ""
+            raise SeedError(f"seed file {path} has no field {name!r}{hint} "
+                            f"(fields: {', '.join(fields[:30])})")
+    required = list(every_row)
+    for number, row in enumerate(rows, start=1):
+        missing = [name for name in required if row.get(name) is None]
+        if missing:
+            raise SeedError(f"seed file {path}: row {number} has no {missing[0]!r}")
+    return rows
 
-    The first search builds the database (into a temporary file, renamed into
-    place, so concurrent processes never see half a database) if it does not
-    exist; every search then opens it read-only in a worker thread. Building
-    lazily means a broken source fails its own requests, never broker start-up.
+
+def file_digest(paths: Iterable[Path]) -> str:
+    """sha256 over the contents of ``paths`` (streamed)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        try:
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        except FileNotFoundError:
+            raise SeedError(f"seed file {path} not found") from None
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def read_only_uri(path: Path) -> str:
+    """A SQLite URI that opens ``path`` read-only, whatever characters the path has."""
+    return f"file:{quote(str(path))}?mode=ro"
+
+
+_PATH_LOCKS: dict[str, threading.Lock] = {}
+_PATH_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def build_lock(path: Path) -> Iterator[None]:
+    """One builder per database file: a process-wide lock keyed by the resolved path,
+    and an ``flock`` on a lock file beside it for other processes."""
+    key = str(path.resolve())
+    with _PATH_LOCKS_GUARD:
+        lock = _PATH_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if fcntl is None:  # pragma: no cover
+            yield
+            return
+        with path.with_name(f".{path.name}.lock").open("a") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+class SqliteSource:
+    """A source served from a SQLite file that nautilus builds from seed files.
+
+    The database records a fingerprint of what it was built from — the seeds'
+    contents, the options that shape it, the embedder model — and every search
+    checks it (a ``stat`` of the seeds and the database when nothing changed):
+    a changed seed is answered on the next query. A rebuild writes a temporary
+    file (unique per process and thread) and renames it into place, under a
+    lock per database file, so readers never see half a database and a
+    database is never missing. A file nautilus did not build is never replaced.
     """
+
+    #: Whether this source's row order carries relevance (the broker reads it).
+    ranked: bool | None = None
+    #: Tables a database built before fingerprints existed has (recognised, rebuilt).
+    legacy_tables: frozenset[str] = frozenset()
 
     def __init__(self, source_id: str, path: Path, timeout_s: float = 5.0) -> None:
         self.id = source_id
         self.path = path
         self.timeout_s = timeout_s
-        self._build_lock = threading.Lock()
+        self._seed_state: tuple[tuple[tuple[int, int, int] | None, ...], str] | None = None
+        self._verified: tuple[tuple[int, int, int] | None, str] | None = None
+
+    # --- what a subclass provides ---------------------------------------------------
+
+    def seeds(self) -> list[Path]:
+        """The files the database is built from."""
+        return []
+
+    def options(self) -> dict[str, Any]:
+        """The options that shape the built database (a change rebuilds it)."""
+        return {}
+
+    def model(self) -> str:
+        """The embedder model of stored vectors ("" when none)."""
+        return ""
+
+    def build(self, connection: sqlite3.Connection) -> None:
+        raise NotImplementedError
+
+    def query_rows(self, connection: sqlite3.Connection, query: str,
+                   context: Mapping[str, Any], limit: int) -> list[Row]:
+        raise NotImplementedError
+
+    # --- serving --------------------------------------------------------------------
 
     async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
         return await asyncio.to_thread(self._search_in_thread, query, context, limit)
@@ -72,46 +217,113 @@ class SqliteSource:
 
     def _search_in_thread(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
         self.ensure_built()
-        connection = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+        connection = sqlite3.connect(read_only_uri(self.path), uri=True)
         connection.row_factory = sqlite3.Row
         try:
             return self.query_rows(connection, query, context, limit)
         finally:
             connection.close()
 
-    def ensure_built(self) -> None:
-        with self._build_lock:
-            if self.path.exists() and not self.needs_rebuild():
-                return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
-            partial.unlink(missing_ok=True)
-            connection = sqlite3.connect(partial)
+    # --- building -------------------------------------------------------------------
+
+    def fingerprint(self) -> dict[str, str]:
+        """What the database must have been built from; seeds are hashed again only
+        when their ``stat`` changes."""
+        seeds = self.seeds()
+        stats = tuple(_stat_key(p) for p in seeds)
+        if self._seed_state is None or self._seed_state[0] != stats:
+            self._seed_state = (stats, file_digest(seeds))
+        return {"built_by": "nautilus", "format": BUILD_FORMAT, "kind": type(self).__name__,
+                "seed": self._seed_state[1],
+                "options": json.dumps(self.options(), sort_keys=True, default=str),
+                "model": self.model()}
+
+    def ensure_built(self, force: bool = False) -> str | None:
+        """Build or rebuild the database if it is missing or stale; the reason, or None."""
+        expected = self.fingerprint()
+        digest = json.dumps(expected, sort_keys=True)
+        if not force and self._verified == (_stat_key(self.path), digest):
+            return None
+        with build_lock(self.path):
+            reason = "forced" if force else _stale_reason(self._stored(), expected)
+            if reason is not None:
+                logger.info("source_rebuilding", source_id=self.id, path=str(self.path),
+                            reason=reason)
+                self._build_and_replace(expected)
+                logger.info("source_database_built", source_id=self.id, path=str(self.path))
+            self._verified = (_stat_key(self.path), digest)
+            return reason
+
+    def rebuild(self) -> str:
+        """Rebuild the database now, whatever its fingerprint (``nautilus sources rebuild``)."""
+        return self.ensure_built(force=True) or "forced"
+
+    def _stored(self) -> dict[str, str] | None:
+        """The fingerprint stored in the database; None when there is no database.
+
+        Raises when the file exists but nautilus did not build it.
+        """
+        if not self.path.exists():
+            return None
+        refusal = ForeignFileError(f"refusing to replace {self.path}: it is not a database "
+                                   "nautilus built (move it away, or choose another 'path')")
+        try:
+            connection = sqlite3.connect(read_only_uri(self.path), uri=True)
             try:
-                self.build(connection)
-                connection.commit()
-            except BaseException:
+                tables = {name for (name,) in connection.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if META_TABLE in tables:
+                    return dict(connection.execute(f"SELECT key, value FROM {META_TABLE}"))
+            finally:
                 connection.close()
-                partial.unlink(missing_ok=True)
-                raise
+        except sqlite3.Error:
+            raise refusal from None
+        if self.legacy_tables and self.legacy_tables <= tables:
+            return {}  # built by a nautilus without fingerprints
+        raise refusal
+
+    def _build_and_replace(self, fingerprint: dict[str, str]) -> None:
+        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}."
+                                      f"{threading.get_ident()}.{uuid.uuid4().hex[:8]}.partial")
+        connection = sqlite3.connect(partial)
+        try:
+            self.build(connection)
+            connection.execute(f"CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
+            connection.executemany(f"INSERT INTO {META_TABLE} VALUES (?, ?)",
+                                   sorted(fingerprint.items()))
+            connection.commit()
+        except BaseException:
             connection.close()
-            os.replace(partial, self.path)
-            logger.info("source_database_built", source_id=self.id, path=str(self.path))
+            partial.unlink(missing_ok=True)
+            raise
+        connection.close()
+        os.replace(partial, self.path)
 
-    def needs_rebuild(self) -> bool:
-        """Whether an existing database is stale (the vector source checks its model)."""
-        return False
 
-    def build(self, connection: sqlite3.Connection) -> None:
-        raise NotImplementedError
-
-    def query_rows(self, connection: sqlite3.Connection, query: str,
-                   context: Mapping[str, Any], limit: int) -> list[Row]:
-        raise NotImplementedError
+def _stale_reason(stored: dict[str, str] | None, expected: dict[str, str]) -> str | None:
+    if stored is None:
+        return "no database yet"
+    if not stored:
+        return "built by an older nautilus"
+    for key, why in (("format", "nautilus' database layout changed"),
+                     ("kind", "the source type changed"),
+                     ("seed", "the seed changed"),
+                     ("options", "the source's options changed"),
+                     ("model", "the embedder model changed")):
+        if stored.get(key) != expected[key]:
+            return why
+    return None
 
 
 def quote_identifier(name: str) -> str:
     """A SQL identifier from configuration, quoted; rejects anything but plain names."""
-    if not name.replace("_", "").isalnum():
+    if not name or not name.replace("_", "").isalnum():
         raise ValueError(f"invalid column or table name {name!r}")
     return f'"{name}"'
+
+
+def escape_identifier(name: str) -> str:
+    """Any field name of a seed as a quoted SQL identifier (quotes doubled)."""
+    if "\x00" in name:
+        raise SeedError(f"field name {name!r} contains a NUL character")
+    return '"' + name.replace('"', '""') + '"'

@@ -5,9 +5,20 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from nautilus.sources.base import Row, SqliteSource, quote_identifier, read_jsonl
+from pydantic import Field, field_validator
+
+from nautilus.sources.base import Row, SqliteSource, load_seed, quote_identifier
+from nautilus.sources.schema import (
+    BuildContext,
+    ColumnList,
+    SourceSpec,
+    column_list,
+    register_source_type,
+    resolve_data_path,
+    resolve_seed_path,
+)
 from nautilus.text import tokenize
 
 
@@ -25,25 +36,37 @@ def fts_match_expression(query: str) -> str:
 class SqliteFtsSource(SqliteSource):
     """Rows of a JSONL seed indexed in FTS5 over ``columns``; ``id_field`` stored unindexed."""
 
+    ranked = True
+    legacy_tables = frozenset({"docs"})
+
     def __init__(self, source_id: str, path: Path, seed: Path, columns: list[str],
                  id_field: str = "id", timeout_s: float = 5.0) -> None:
         super().__init__(source_id, path, timeout_s)
         self.seed = seed
         for name in (id_field, *columns):
             quote_identifier(name)  # rejects anything but plain names, at start-up
+        if not columns:
+            raise ValueError("columns must name at least one column")
         self.columns = list(columns)
         self.id_field = id_field
 
+    def seeds(self) -> list[Path]:
+        return [self.seed]
+
+    def options(self) -> dict[str, Any]:
+        return {"columns": self.columns, "id_field": self.id_field}
+
     def build(self, connection: sqlite3.Connection) -> None:
+        docs = load_seed(self.seed, self.columns)
         fields = [f"{quote_identifier(self.id_field)} UNINDEXED"]
-        fields += [quote_identifier(c) for c in self.columns]
+        fields += [quote_identifier(c) for c in self.columns if c != self.id_field]
+        names = [self.id_field, *(c for c in self.columns if c != self.id_field)]
         connection.execute(f"CREATE VIRTUAL TABLE docs USING fts5({', '.join(fields)}, "
                            "tokenize = 'porter unicode61')")
-        names = [self.id_field, *self.columns]
         placeholders = ", ".join("?" for _ in names)
         connection.executemany(
             f"INSERT INTO docs VALUES ({placeholders})",
-            ([_text(doc.get(n)) for n in names] for doc in read_jsonl(self.seed)))
+            ([_text(doc.get(n)) for n in names] for doc in docs))
 
     def query_rows(self, connection: sqlite3.Connection, query: str,
                    context: Mapping[str, Any], limit: int) -> list[Row]:
@@ -58,3 +81,28 @@ class SqliteFtsSource(SqliteSource):
 
 def _text(value: object) -> str:
     return "" if value is None else str(value)
+
+
+@register_source_type
+class SqliteFtsSpec(SourceSpec):
+    """``sqlite_fts``: an FTS5 full-text index built from a JSONL seed, BM25 order."""
+
+    type: Literal["sqlite_fts"]
+    path: str = Field(description="database file, relative to NAUTILUS_DATA_DIR")
+    seed: str = Field(description="JSONL seed, relative to the sources file")
+    columns: ColumnList = Field(description="seed fields indexed and returned")
+    id_field: str = Field("id", min_length=1, max_length=128,
+                          description="seed field returned as the row's id (not indexed)")
+
+    @field_validator("id_field")
+    @classmethod
+    def _id_field(cls, value: str) -> str:
+        return column_list([value])[0]
+
+    def build(self, ctx: BuildContext) -> SqliteFtsSource:
+        seed = resolve_seed_path(ctx, self.seed)
+        named = [*self.columns, self.id_field] if "id_field" in self.model_fields_set \
+            else self.columns
+        load_seed(seed, named)
+        return SqliteFtsSource(self.id, resolve_data_path(ctx, self.path), seed, self.columns,
+                               self.id_field, self.timeout_s)

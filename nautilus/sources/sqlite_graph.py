@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from nautilus.sources.base import Row, SqliteSource, read_jsonl
+from pydantic import Field
+
+from nautilus.sources.base import Row, SqliteSource, load_seed
+from nautilus.sources.schema import (
+    BuildContext,
+    SourceSpec,
+    register_source_type,
+    resolve_data_path,
+    resolve_seed_path,
+)
 from nautilus.text import tokenize
+
+_EDGE_FIELDS = ("src", "dst", "relation")
 
 
 class SqliteGraphSource(SqliteSource):
-    """Entities (``id``, ``name``, ``kind``, ``description``, …) and edges (``src``,
-    ``dst``, ``relation``). A search matches entity names against the query's
-    words; it returns the matched entities, best match first, then each one's
-    neighbours with the edge that connects them: ``relation`` (the edge's label),
-    ``direction`` (``out`` from the matched entity, or ``in``), ``via`` (the
-    matched entity) and ``edge`` (``"checkout-api writes_to orders-db"``)."""
+    """Entities (each with an ``id``; ``name`` defaults to the id; every other field
+    is kept as written) and edges (``src``, ``dst``, ``relation``). A search
+    matches entity names against the query's words; it returns the matched
+    entities, best match first, then each one's neighbours with the edge that
+    connects them: ``relation`` (the edge's label), ``direction`` (``out`` from
+    the matched entity, or ``in``), ``via`` (the matched entity) and ``edge``
+    (``"checkout-api writes_to orders-db"``)."""
+
+    ranked = True
+    legacy_tables = frozenset({"entities", "edges"})
 
     def __init__(self, source_id: str, path: Path, entities: Path, edges: Path,
                  timeout_s: float = 5.0) -> None:
@@ -25,17 +41,22 @@ class SqliteGraphSource(SqliteSource):
         self.entities = entities
         self.edges = edges
 
+    def seeds(self) -> list[Path]:
+        return [self.entities, self.edges]
+
     def build(self, connection: sqlite3.Connection) -> None:
+        entities = load_seed(self.entities, every_row=("id",))
+        edges = load_seed(self.edges, every_row=_EDGE_FIELDS, allow_empty=True)
         connection.execute("CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL, "
-                           "kind TEXT, team TEXT, description TEXT)")
+                           "doc TEXT NOT NULL)")
         connection.execute("CREATE TABLE edges (src TEXT, dst TEXT, relation TEXT)")
         connection.executemany(
-            "INSERT INTO entities VALUES (?, ?, ?, ?, ?)",
-            ((e["id"], e.get("name", e["id"]), e.get("kind"), e.get("team"), e.get("description"))
-             for e in read_jsonl(self.entities)))
+            "INSERT OR REPLACE INTO entities VALUES (?, ?, ?)",
+            ((str(e["id"]), str(e.get("name") or e["id"]), json.dumps(e, ensure_ascii=False))
+             for e in entities))
         connection.executemany(
             "INSERT INTO edges VALUES (?, ?, ?)",
-            ((e["src"], e["dst"], e["relation"]) for e in read_jsonl(self.edges)))
+            ((str(e["src"]), str(e["dst"]), str(e["relation"])) for e in edges))
         connection.execute("CREATE INDEX edges_src ON edges (src)")
         connection.execute("CREATE INDEX edges_dst ON edges (dst)")
 
@@ -44,29 +65,48 @@ class SqliteGraphSource(SqliteSource):
         words = set(tokenize(query))
         if not words:
             return []
-        entities = [dict(r) for r in connection.execute("SELECT * FROM entities ORDER BY id")]
+        records = connection.execute("SELECT id, name, doc FROM entities ORDER BY id")
+        entities = {key: (name, json.loads(doc)) for key, name, doc in records}
         scored = []
-        for entity in entities:
-            name_words = set(tokenize(entity["name"].replace("-", " ")))
+        for key, (name, doc) in entities.items():
+            name_words = set(tokenize(name.replace("-", " ")))
             hits = len(words & name_words)
             if hits:
-                scored.append((-hits / len(name_words), entity["id"], entity))
+                scored.append((-hits / len(name_words), key, doc))
         scored.sort(key=lambda item: (item[0], item[1]))
-        matched = [entity for _, _, entity in scored]
-        rows: list[Row] = [{**e, "relation": "matched", "direction": None, "via": None,
-                            "edge": None} for e in matched]
-        seen = {e["id"] for e in matched}
-        by_id = {e["id"]: e for e in entities}
-        for entity in matched:
+        rows: list[Row] = [{**doc, "relation": "matched", "direction": None, "via": None,
+                            "edge": None} for _, _, doc in scored]
+        seen = {key for _, key, _ in scored}
+        for _, key, _ in scored:
             neighbours = connection.execute(
                 "SELECT dst AS other, relation, 'out' FROM edges WHERE src = ? "
                 "UNION ALL SELECT src AS other, relation, 'in' FROM edges WHERE dst = ? "
-                "ORDER BY 1, 3", (entity["id"], entity["id"]))
+                "ORDER BY 1, 3", (key, key))
             for other, relation, direction in neighbours:
-                if other in seen or other not in by_id:
+                if other in seen or other not in entities:
                     continue
                 seen.add(other)
-                src, dst = (entity["id"], other) if direction == "out" else (other, entity["id"])
-                rows.append({**by_id[other], "relation": relation, "direction": direction,
-                             "via": entity["id"], "edge": f"{src} {relation} {dst}"})
+                src, dst = (key, other) if direction == "out" else (other, key)
+                rows.append({**entities[other][1], "relation": relation, "direction": direction,
+                             "via": key, "edge": f"{src} {relation} {dst}"})
         return rows[:limit]
+
+
+@register_source_type
+class SqliteGraphSpec(SourceSpec):
+    """``sqlite_graph``: entities and edges from two JSONL seeds, matched by name."""
+
+    type: Literal["sqlite_graph"]
+    path: str = Field(description="database file, relative to NAUTILUS_DATA_DIR")
+    entities: str = Field(description="JSONL seed of entities (each with 'id'; 'name' "
+                                      "optional), relative to the sources file")
+    edges: str = Field(description="JSONL seed of edges ('src', 'dst', 'relation'), "
+                                   "relative to the sources file")
+
+    def build(self, ctx: BuildContext) -> SqliteGraphSource:
+        entities = resolve_seed_path(ctx, self.entities)
+        edges = resolve_seed_path(ctx, self.edges)
+        load_seed(entities, every_row=("id",))
+        load_seed(edges, every_row=_EDGE_FIELDS, allow_empty=True)
+        return SqliteGraphSource(self.id, resolve_data_path(ctx, self.path), entities, edges,
+                                 self.timeout_s)

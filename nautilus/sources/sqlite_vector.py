@@ -1,8 +1,9 @@
 """Rows with stored embeddings, searched by cosine similarity in numpy.
 
 Vectors record the model that made them (``embedding_model``): a database built
-by another embedder is rebuilt, never mixed, and every returned row says which
-space its ``embedding`` (a list of floats, JSON-native) lives in.
+by another embedder is rebuilt (the model is part of the build fingerprint),
+never mixed, and every returned row says which space its ``embedding`` (a list
+of floats, JSON-native) lives in.
 """
 
 from __future__ import annotations
@@ -11,46 +12,57 @@ import json
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import Field
 
-from nautilus.embedders import Embedder, HashingEmbedder, embed_texts
-from nautilus.sources.base import Row, SqliteSource, quote_identifier, read_jsonl
+from nautilus.embedders import Embedder, HashingEmbedder, embed_texts, embedder_from_name
+from nautilus.sources.base import Row, SqliteSource, load_seed, quote_identifier
+from nautilus.sources.schema import (
+    BuildContext,
+    ColumnList,
+    SourceSpec,
+    register_source_type,
+    resolve_data_path,
+    resolve_seed_path,
+)
+
+MAX_DIM = 65_536
 
 
 class SqliteVectorSource(SqliteSource):
     """Documents of a JSONL seed, embedded over ``text_fields`` at build time."""
+
+    ranked = True
+    legacy_tables = frozenset({"meta", "docs"})
 
     def __init__(self, source_id: str, path: Path, seed: Path, text_fields: list[str],
                  embedder: Embedder | None = None, timeout_s: float = 5.0) -> None:
         super().__init__(source_id, path, timeout_s)
         for name in text_fields:
             quote_identifier(name)
+        if not text_fields:
+            raise ValueError("text_fields must name at least one field")
         self.seed = seed
         self.text_fields = list(text_fields)
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder(dim=1024)
         self.model_id = str(getattr(self.embedder, "model_id", type(self.embedder).__name__))
-        self._cache: tuple[int, list[str], Any, Any] | None = None
+        self._cache: tuple[Any, list[str], Any, Any] | None = None
 
-    def needs_rebuild(self) -> bool:
-        try:
-            connection = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
-            try:
-                (stored,) = connection.execute(
-                    "SELECT value FROM meta WHERE key = 'model'").fetchone()
-            finally:
-                connection.close()
-        except (sqlite3.Error, TypeError):
-            return True
-        return bool(stored != self.model_id)
+    def seeds(self) -> list[Path]:
+        return [self.seed]
+
+    def options(self) -> dict[str, Any]:
+        return {"text_fields": self.text_fields}
+
+    def model(self) -> str:
+        return self.model_id
 
     def build(self, connection: sqlite3.Connection) -> None:
-        connection.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
-        connection.execute("INSERT INTO meta VALUES ('model', ?)", (self.model_id,))
         connection.execute("CREATE TABLE docs (position INTEGER PRIMARY KEY, doc TEXT, "
                            "embedding BLOB)")
-        docs = list(read_jsonl(self.seed))
+        docs = load_seed(self.seed, self.text_fields)
         texts = [" ".join(str(d.get(f, "")) for f in self.text_fields) for d in docs]
         vectors = embed_texts(self.embedder, texts).astype(np.float32)
         connection.executemany(
@@ -78,7 +90,8 @@ class SqliteVectorSource(SqliteSource):
 
     def _load(self, connection: sqlite3.Connection) -> tuple[list[str], Any, Any]:
         """Documents and their vectors, read once per database file version."""
-        stamp = self.path.stat().st_mtime_ns
+        stat = self.path.stat()
+        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         cached = self._cache
         if cached is not None and cached[0] == stamp:
             return cached[1], cached[2], cached[3]
@@ -89,3 +102,23 @@ class SqliteVectorSource(SqliteSource):
         row_norms = np.linalg.norm(matrix, axis=1)
         self._cache = (stamp, docs, matrix, row_norms)
         return docs, matrix, row_norms
+
+
+@register_source_type
+class SqliteVectorSpec(SourceSpec):
+    """``sqlite_vector``: documents of a JSONL seed with stored embeddings, cosine order."""
+
+    type: Literal["sqlite_vector"]
+    path: str = Field(description="database file, relative to NAUTILUS_DATA_DIR")
+    seed: str = Field(description="JSONL seed, relative to the sources file")
+    text_fields: ColumnList = Field(description="seed fields joined into the embedded text")
+    dim: int = Field(1024, ge=16, le=MAX_DIM,
+                     description="vector size of the hashing embedder (ignored by 'onnx')")
+
+    def build(self, ctx: BuildContext) -> SqliteVectorSource:
+        seed = resolve_seed_path(ctx, self.seed)
+        load_seed(seed, self.text_fields)
+        embedder = embedder_from_name("hashing" if ctx.embedder_name == "noop"
+                                      else ctx.embedder_name, self.dim, ctx.cache_size)
+        return SqliteVectorSource(self.id, resolve_data_path(ctx, self.path), seed,
+                                  self.text_fields, embedder, self.timeout_s)

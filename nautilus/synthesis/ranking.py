@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import structlog
 
 from nautilus.embedders import (
     Embedder,
@@ -52,8 +51,9 @@ from nautilus.text import (
 
 if TYPE_CHECKING:
     from nautilus.config import NautilusSettings
+from nautilus.log import get_logger
 
-logger = structlog.get_logger("nautilus.ranking")
+logger = get_logger("nautilus.ranking")
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
