@@ -212,11 +212,19 @@ def _read_yaml(path: Path) -> Any:
                                 f"(byte 0x{raw[exc.start]:02x})") from None
     try:
         return yaml.load(text, Loader=_BoundedLoader)
+    except _TooDeep as exc:
+        raise SourceConfigError(f"{path}:{exc.line}: nested too deeply (more than "
+                                f"{MAX_DEPTH} levels)") from None
     except RecursionError:
-        raise SourceConfigError(f"{path}: nested too deeply (more than {MAX_DEPTH} "
-                                "levels)") from None
+        raise SourceConfigError(f"{path}: nested too deeply") from None
     except yaml.YAMLError as exc:
         raise SourceConfigError(f"{path}: not valid YAML: {exc}") from None
+
+
+class _TooDeep(yaml.YAMLError):
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -227,7 +235,7 @@ class _BoundedLoader(yaml.SafeLoader):
         try:
             if self._nesting > MAX_DEPTH:
                 mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise yaml.YAMLError(f"nested more than {MAX_DEPTH} levels deep{mark}")
+                raise _TooDeep(mark.line + 1)
             return super().compose_node(parent, index)
         finally:
             self._nesting -= 1
