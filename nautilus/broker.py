@@ -98,6 +98,8 @@ class Broker:
 
     async def arequest(self, query: str,
                        context: Mapping[str, Any] | None = None) -> BrokerResponse:
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
         started = time.perf_counter()
         request_id = uuid.uuid4().hex
         ctx = {**(context or {}), "query": query}

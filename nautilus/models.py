@@ -72,7 +72,8 @@ class BrokerResponse:
         return {
             "request_id": self.request_id,
             "data": self.data,
-            "ranking": [r.explain() for r in self.ranking],
+            # each entry says which row it is: the row's own id (None if it has none)
+            "ranking": [{"id": r.row.get("id"), **r.explain()} for r in self.ranking],
             "sources_queried": list(self.sources_queried),
             "sources_errored": [asdict(e) for e in self.sources_errored],
             "duration_ms": self.duration_ms,

@@ -217,3 +217,17 @@ def test_the_settings_data_dir_is_where_databases_go(tmp_path: Path) -> None:
     settings = NautilusSettings(data_dir=tmp_path / "elsewhere")
     ids(Broker.from_config(shop(tmp_path), settings), "disk")
     assert (tmp_path / "elsewhere" / "shop" / "tickets.db").exists()
+
+
+def test_a_query_that_is_not_a_string_is_a_clear_error(tmp_path: Path) -> None:
+    """Item 11: request(None) failed every source with AttributeError."""
+    broker = Broker.from_config(shop(tmp_path))
+    with pytest.raises(TypeError, match="query must be a string, got NoneType"):
+        broker.request(None)  # type: ignore[arg-type]
+
+
+def test_json_ranking_entries_say_which_row_they_are(tmp_path: Path) -> None:
+    """Item 11: `nautilus query --json | jq '.ranking[0]'` showed no id."""
+    broker = Broker.from_config(shop(tmp_path), NautilusSettings(ranking_top_k=3))
+    ranking = broker.request("disk full").to_dict()["ranking"]
+    assert ranking[0]["id"] == "t1" and ranking[0]["source_id"] in {"tickets", "notes", "vectors"}

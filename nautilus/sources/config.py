@@ -66,9 +66,6 @@ def build_sources(path: Path, data_dir: Path, embedder_name: str,
     """Validate a sources file and build its sources (seeds checked, paths resolved;
     databases are built on first use). A :class:`SourceConfigError` names the problem."""
     document = load_sources(path)
-    if not str(data_dir).strip():
-        raise SourceConfigError("NAUTILUS_DATA_DIR is empty; set it to the folder where "
-                                "nautilus may build its databases")
     ctx = BuildContext(base_dir=path.parent, data_dir=data_dir.expanduser(),
                        embedder_name=embedder_name, cache_size=cache_size)
     sources: list[Source] = []
