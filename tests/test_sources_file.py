@@ -11,9 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from nautilus import Broker
-from nautilus.sources.config import SOURCE_TYPES, SourceConfigError, sources_json_schema
+from nautilus.sources.config import (
+    SOURCE_TYPES,
+    SourceConfigError,
+    build_sources,
+    sources_json_schema,
+)
 from nautilus.sources.schema import BuildContext, SourceSpec
 
 FAQS = [
@@ -244,3 +251,62 @@ def test_a_new_type_registers_and_builds(tmp_path: Path) -> None:
         assert broker.sources[0].ranked is True  # type: ignore[attr-defined]
     finally:
         SOURCE_TYPES.pop("echo_test")
+
+
+# --- fuzzing: any file is a SourcesFile or a SourceConfigError, never anything else ------
+
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(),
+                     st.text(max_size=12), st.sampled_from(["faqs.jsonl", "../x", "${HOME}",
+                                                            "${NOPE:-7}", "question"]))
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+_ENTRY = st.fixed_dictionaries(
+    {"id": st.one_of(st.just("faqs"), _SCALARS),
+     "type": st.one_of(st.sampled_from(sorted(SOURCE_TYPES)), _SCALARS)},
+    optional={"path": st.one_of(st.just("f.db"), _SCALARS),
+              "seed": st.one_of(st.just("faqs.jsonl"), _SCALARS),
+              "columns": st.one_of(st.just(["question"]), _VALUES),
+              "search_columns": st.one_of(st.just(["question"]), _VALUES),
+              "text_fields": st.one_of(st.just(["question"]), _VALUES),
+              "table": _SCALARS, "timeout_s": _SCALARS, "dim": _SCALARS,
+              "entities": _SCALARS, "edges": _SCALARS, "ranked": _SCALARS})
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=st.one_of(_VALUES, st.fixed_dictionaries(
+    {"sources": st.lists(_ENTRY, max_size=3)}, optional={"limit": _SCALARS})))
+@example(document={"sources": [{"id": "faqs", "type": "sqlite_table", "path": "f.db",
+                                "seed": "faqs.jsonl", "table": 5,
+                                "search_columns": ["question"]}]})
+@example(document={"limit": float("nan"), "sources": []})
+def test_any_document_validates_or_is_a_source_config_error(tmp_path: Path,
+                                                            document: Any) -> None:
+    write_jsonl(tmp_path / "faqs.jsonl", FAQS)
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(json.dumps(document, allow_nan=True), encoding="utf-8")  # JSON is YAML
+    try:
+        sources, limit = build_sources(path, tmp_path / "data", "hashing")
+    except SourceConfigError as exc:
+        assert str(exc) and "Traceback" not in str(exc)
+        return
+    assert 1 <= limit <= 10_000
+    for source in sources:
+        assert 0 < source.timeout_s <= 3600
+        source.close()
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=200))
+@example(text="sources: [&a [1, 2], *a, *b]")
+@example(text="sources:\n  - !!python/name:os.system")
+def test_any_text_validates_or_is_a_source_config_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "fuzz.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        sources, limit = build_sources(path, tmp_path / "data", "hashing")
+    except SourceConfigError as exc:
+        assert str(exc).startswith(str(path)) or "cannot read" in str(exc)
+        return
+    assert sources == [] and 1 <= limit <= 10_000  # no seed exists: only an empty list builds
