@@ -187,3 +187,23 @@ def test_the_table_view_shows_a_subject_field() -> None:
     from nautilus.cli import summarize
     line = summarize({"id": "m1", "subject": "Printer jam on floor 3", "body": "paper stuck"})
     assert "Printer jam on floor 3" in line
+
+
+def test_three_processes_on_a_fresh_data_dir_all_answer(folder: Path) -> None:
+    """Issue 10, item 2, across processes: the file lock lets one build while the others
+    wait, and every process then reads the same database."""
+    (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
+    processes = [subprocess.Popen([NAUTILUS, "query", "password", "--json", "--config",
+                                   str(folder / "shop.yaml")], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=base)
+                 for _ in range(3)]
+    for process in processes:
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        response = json.loads(out)
+        assert response["sources_errored"] == []
+        assert [r["id"] for r in response["data"]["faqs"]] == ["f1"]
+    built = [p.name for p in (Path(os.environ["NAUTILUS_DATA_DIR"]) / "shop").iterdir()]
+    assert sorted(built) == [".faqs.db.lock", "faqs.db"]
