@@ -148,6 +148,9 @@ class Broker:
             return AdapterResult(source.id, [], elapsed, error), None
 
         try:
+            prepare = getattr(source, "prepare", None)
+            if prepare is not None:  # building data (a SQLite seed) is not answering:
+                await prepare()      # it is not cut off by the query's timeout_s
             rows = await asyncio.wait_for(source.search(query, ctx, self.limit), timeout)
         except TimeoutError:
             return failed("timeout", f"no answer within {timeout:g} s")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import sys
 import textwrap
@@ -234,7 +233,6 @@ def _run_query(args: argparse.Namespace) -> int:
         overrides["ranking_idf"] = True
     settings = NautilusSettings(**overrides)
     broker = Broker.from_config(args.config, settings)
-    _prepare(broker)
     response = broker.request(args.text)
     all_failed = bool(broker.sources) and len(response.sources_errored) == len(broker.sources)
     if args.json:
@@ -254,17 +252,6 @@ def _run_query(args: argparse.Namespace) -> int:
         print("nautilus: every source failed (see the errors above)", file=sys.stderr)
         return 1
     return 0
-
-
-def _prepare(broker: Broker) -> None:
-    """Build missing or stale SQLite databases before the timed request, so a first
-    build (slow with a real embedding model) is not cut off by the source's
-    ``timeout_s``. A failure here is reported by the request itself."""
-    for source in broker.sources:
-        ensure_built = getattr(source, "ensure_built", None)
-        if ensure_built is not None:
-            with contextlib.suppress(Exception):
-                ensure_built()
 
 
 def summarize(row: dict[str, Any], width: int = 72) -> str:

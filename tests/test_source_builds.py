@@ -231,3 +231,20 @@ def test_json_ranking_entries_say_which_row_they_are(tmp_path: Path) -> None:
     broker = Broker.from_config(shop(tmp_path), NautilusSettings(ranking_top_k=3))
     ranking = broker.request("disk full").to_dict()["ranking"]
     assert ranking[0]["id"] == "t1" and ranking[0]["source_id"] in {"tickets", "notes", "vectors"}
+
+
+def test_a_slow_build_is_not_cut_off_by_the_query_timeout(tmp_path: Path) -> None:
+    """timeout_s bounds the answer, not the build: a first onnx build used to time out."""
+    import sqlite3
+    import time
+
+    class SlowTable(SqliteTableSource):
+        def build(self, connection: sqlite3.Connection) -> None:
+            time.sleep(0.5)
+            super().build(connection)
+
+    seed = write_jsonl(tmp_path / "t.jsonl", ROWS)
+    slow = SlowTable("slow", tmp_path / "slow.db", seed, "t", ["title"], timeout_s=0.1)
+    response = Broker([slow]).request("disk")
+    assert response.sources_errored == []
+    assert [r["id"] for r in response.data["slow"]] == ["t1"]

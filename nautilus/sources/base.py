@@ -209,6 +209,11 @@ class SqliteSource:
 
     # --- serving --------------------------------------------------------------------
 
+    async def prepare(self) -> None:
+        """Build or refresh the database; the broker awaits this before the timed search,
+        so a (re)build is never cut off by ``timeout_s`` and a changed seed is answered."""
+        await asyncio.to_thread(self.ensure_built)
+
     async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
         return await asyncio.to_thread(self._search_in_thread, query, context, limit)
 
