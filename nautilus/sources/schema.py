@@ -64,7 +64,7 @@ class BuildContext:
 class SourceSpec(BaseModel):
     """Options every source type has. Subclasses narrow ``type`` to a ``Literal``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1, max_length=100,
                     description="unique; what NAUTILUS_SOURCE_BOOSTS names")
