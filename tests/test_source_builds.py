@@ -248,3 +248,14 @@ def test_a_slow_build_is_not_cut_off_by_the_query_timeout(tmp_path: Path) -> Non
     response = Broker([slow]).request("disk")
     assert response.sources_errored == []
     assert [r["id"] for r in response.data["slow"]] == ["t1"]
+
+
+def test_an_up_to_date_database_is_served_without_taking_the_build_lock(tmp_path: Path) -> None:
+    """Databases built at deployment may sit in a read-only folder: reading needs no lock."""
+    path = shop(tmp_path)
+    ids(Broker.from_config(path), "disk")
+    folder = Path(os.environ["NAUTILUS_DATA_DIR"]) / "shop"
+    for lock in folder.glob(".*.lock"):
+        lock.unlink()
+    assert ids(Broker.from_config(path), "disk")["tickets"] == ["t1"]
+    assert list(folder.glob(".*.lock")) == []

@@ -247,8 +247,13 @@ class SqliteSource:
         """Build or rebuild the database if it is missing or stale; the reason, or None."""
         expected = self.fingerprint()
         digest = json.dumps(expected, sort_keys=True)
-        if not force and self._verified == (_stat_key(self.path), digest):
-            return None
+        if not force:
+            if self._verified == (_stat_key(self.path), digest):
+                return None
+            stat = _stat_key(self.path)  # fresh already: no lock (the folder may be read-only)
+            if stat is not None and _stale_reason(self._stored(), expected) is None:
+                self._verified = (stat, digest)
+                return None
         with build_lock(self.path):
             reason = "forced" if force else _stale_reason(self._stored(), expected)
             if reason is not None:
