@@ -1,0 +1,95 @@
+"""The sweep: which alternatives, the paired bootstrap, the hijack check, the recommendation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nautilus.config import NautilusSettings
+from nautilus.embedders import HashingEmbedder
+from nautilus.evaluation.sweep import (
+    HIJACK_FLOOR,
+    Alternative,
+    Scored,
+    alternatives,
+    bootstrap_ci,
+    compare,
+    current_settings,
+    recommend,
+)
+
+SOURCES = ["fts", "sql", "vector"]
+
+
+def test_bootstrap_is_deterministic_and_exact_on_a_constant_difference() -> None:
+    assert bootstrap_ci(np.full(20, 0.1)) == pytest.approx((0.1, 0.1, 0.1))
+    diffs = np.random.default_rng(1).normal(0.05, 0.2, size=40)
+    first, second = bootstrap_ci(diffs), bootstrap_ci(diffs)
+    assert first == second  # fixed seed: the same interval every run
+    mean, low, high = first
+    assert mean == pytest.approx(diffs.mean()) and low < mean < high
+
+
+def names_and_env(settings: NautilusSettings) -> list[tuple[str, dict[str, str]]]:
+    current = current_settings(settings, SOURCES)
+    return [(a.name, dict(a.env))
+            for a in alternatives(current, SOURCES, HashingEmbedder(), sweep=True)]
+
+
+def test_from_passthrough_the_sweep_tries_idf_on_and_every_source_at_every_level() -> None:
+    rows = names_and_env(NautilusSettings())
+    assert [name for name, _ in rows] == [
+        "current (passthrough)", "IDF on",  # IDF off is passthrough itself: not listed twice
+        "fts:low", "fts:medium", "fts:high", "sql:low", "sql:medium", "sql:high",
+        "vector:low", "vector:medium", "vector:high"]
+    assert dict(rows)["IDF on"] == {"NAUTILUS_RANKING_IDF": "true"}
+    assert dict(rows)["sql:high"] == {"NAUTILUS_SOURCE_BOOSTS": "sql:high"}
+
+
+def test_from_boosted_settings_alternatives_change_one_thing_each() -> None:
+    rows = dict(names_and_env(NautilusSettings(ranking_idf=True, source_boosts="fts:high,"
+                                                                            "ghost:low")))
+    assert rows["passthrough"] == {"NAUTILUS_RANKING_IDF": "", "NAUTILUS_SOURCE_BOOSTS": ""}
+    assert rows["IDF off"] == {"NAUTILUS_RANKING_IDF": "false"}
+    assert "IDF on" not in rows  # the current settings already
+    assert rows["fts:none"] == {"NAUTILUS_SOURCE_BOOSTS": ""}
+    assert rows["sql:low"] == {"NAUTILUS_SOURCE_BOOSTS": "fts:high,sql:low"}  # no 'ghost'
+    alts = alternatives(current_settings(NautilusSettings(ranking_idf=True,
+                                                          source_boosts="fts:high"), SOURCES),
+                        SOURCES, HashingEmbedder(), sweep=True)
+    assert [a.name for a in alts if a.same_as_current] == ["fts:high"]
+
+
+def scored(name: str, ndcg: list[float], recall: dict[str, float], kind: str = "boost",
+           source: str | None = "fts") -> Scored:
+    alternative = Alternative(name, kind, None, (("NAUTILUS_SOURCE_BOOSTS", name),), source)
+    values = np.array(ndcg)
+    return Scored(alternative, values, values, values, dict.fromkeys(SOURCES, 1 / 3), recall)
+
+
+def test_a_gain_that_hijacks_another_source_is_never_recommended() -> None:
+    base_recall = {"fts": 0.3, "sql": 0.2, "vector": 0.3}
+    current = scored("current", [0.3] * 30, base_recall, kind="current", source=None)
+    # fts:high gains +0.2 on every query but leaves sql 0.1 / 0.2 = 0.5 of its recall
+    hijack = scored("fts:high", [0.5] * 30, {"fts": 0.6, "sql": 0.1, "vector": 0.3})
+    # sql:low gains +0.05 on every query and keeps the others' recall
+    gentle = scored("sql:low", [0.35] * 30, {"fts": 0.3, "sql": 0.25, "vector": 0.27},
+                    source="sql")
+    entries = [current, hijack, gentle]
+    compare(entries, {"fts": current, "sql": current})
+    assert hijack.worst_kept == ("sql", pytest.approx(0.5)) and not hijack.safe
+    assert gentle.worst_kept == ("vector", pytest.approx(0.9)) and gentle.safe
+    assert HIJACK_FLOOR == 0.8
+    rec = recommend(entries)
+    assert rec.best is gentle and rec.qualifying == [gentle]
+
+
+def test_nothing_is_recommended_without_a_ci_above_zero() -> None:
+    recall = {"fts": 0.3, "sql": 0.2, "vector": 0.3}
+    current = scored("current", [0.3, 0.5] * 15, recall, kind="current", source=None)
+    noisy = scored("fts:low", [0.5, 0.3] * 15, recall)  # +0.2 / -0.2: mean 0, CI spans it
+    entries = [current, noisy]
+    compare(entries, {"fts": current})
+    rec = recommend(entries)
+    assert noisy.delta is not None and noisy.delta[1] < 0 < noisy.delta[2]
+    assert rec.best is None and "no alternative improves nDCG@10" in rec.reason
