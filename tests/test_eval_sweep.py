@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import io
+import json
+import math
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from nautilus.config import NautilusSettings
 from nautilus.embedders import HashingEmbedder
+from nautilus.evaluation.evaluate import run_eval
+from nautilus.evaluation.progress import Progress
+from nautilus.evaluation.report import text_report
 from nautilus.evaluation.sweep import (
     HIJACK_FLOOR,
     Alternative,
@@ -93,3 +101,50 @@ def test_nothing_is_recommended_without_a_ci_above_zero() -> None:
     rec = recommend(entries)
     assert noisy.delta is not None and noisy.delta[1] < 0 < noisy.delta[2]
     assert rec.best is None and "no alternative improves nDCG@10" in rec.reason
+
+
+def test_a_failing_source_is_counted_and_the_others_are_still_scored(tmp_path: Path) -> None:
+    """In process, on a real sources file: one good FTS source, one whose seed is missing."""
+    seed = tmp_path / "docs.jsonl"
+    seed.write_text("".join(json.dumps({"id": f"d{i}", "text": text}) + "\n" for i, text in
+                            enumerate(["disk full on the orders database", "login loop",
+                                       "checkout payment timeout"])), encoding="utf-8")
+    config = tmp_path / "nautilus.yaml"
+    config.write_text(f"""
+sources:
+  - {{id: kb, type: sqlite_fts, path: {tmp_path}/kb.db, seed: docs.jsonl, columns: [text]}}
+  - {{id: broken, type: sqlite_table, path: {tmp_path}/b.db, seed: missing.jsonl,
+      table: t, search_columns: [text]}}
+""", encoding="utf-8")
+    queries = tmp_path / "q.tsv"
+    queries.write_text("q1\torders disk full\nq2\tpayment timeout\nq3\tunjudged\n",
+                       encoding="utf-8")
+    judgments = tmp_path / "qrels.txt"
+    judgments.write_text("q1 0 d0 1\nq2 0 d2 2\nq2 0 gone 1\nq9 0 d1 1\n", encoding="utf-8")
+    result = run_eval(queries, judgments, str(config), NautilusSettings(), progress=False)
+    cov = result.coverage
+    assert cov.errors == {"broken": 2} and cov.evaluated == 2
+    assert cov.never_seen == ["gone"] and cov.judged_unknown_query == ["q9"]
+    assert cov.unjudged == ["q3"] and cov.relevant_returned == 2
+    assert result.scored[0].ndcg.tolist() == [1.0, pytest.approx(2 / (2 + 1 / math.log2(3)))]
+    text = text_report(result)
+    assert "source errors: broken failed 2 of 2 queries" in text
+    assert "never seen: 1 of 3 judged-relevant ids" in text and "'gone'" in text
+    assert "judged queries missing from the queries file: 1 ('q9')" in text
+
+
+def test_the_progress_bar_draws_on_a_terminal_only() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    shown = Terminal()
+    with Progress(3, "ranking", stream=shown) as bar:
+        for _ in range(3):
+            bar.step()
+    assert "ranking [" in shown.getvalue() and "3/3" in shown.getvalue()
+    assert shown.getvalue().endswith("\r\033[K")  # erased when done
+    piped = io.StringIO()
+    with Progress(3, "ranking", stream=piped) as bar:
+        bar.step(3)
+    assert piped.getvalue() == ""
