@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,15 +68,26 @@ def run(args: argparse.Namespace) -> int:
         print(f"nautilus: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(json_report(result), indent=2, sort_keys=True))
+        text = json.dumps(json_report(result), indent=2, sort_keys=True)
     elif args.markdown:
-        print(markdown_report(result))
+        text = markdown_report(result)
     elif args.recommend and not args.sweep:
-        print("\n".join(recommendation_lines(result)))
+        text = "\n".join(recommendation_lines(result))
     else:
-        print(text_report(result))
+        text = text_report(result)
     if args.plot is not None:
         print(f"plot written to {args.plot}", file=sys.stderr)
+    return _emit(text)
+
+
+def _emit(text: str) -> int:
+    """Print the report; a reader that stopped early (``| head``) is not an error."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush is quiet
+        os.close(devnull)
     return 0
 
 
