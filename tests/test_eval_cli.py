@@ -64,7 +64,8 @@ def test_sweep_prints_the_table_and_a_recommendation(adi: dict[str, Path]) -> No
         assert column in header
     names = [line.split("  ")[0].strip() for line in out.splitlines()[
         out.splitlines().index(header) + 1:] if line and not line.startswith(("shares", "#"))]
-    for name in ("current (passthrough)", "IDF on", "fts:low", "sql:medium", "vector:high"):
+    for name in ("current (passthrough)", "ranked, no boost (reference)", "IDF on", "fts:low",
+                 "sql:medium", "vector:high"):
         assert name in names
     assert "# recommendation:" in out
     assert "Traceback" not in result.stderr
@@ -81,9 +82,14 @@ def test_json_agrees_with_the_text_and_the_recommendation_is_supported(
     assert results[0]["name"] == "current (passthrough)" and results[0]["delta_ndcg"] is None
     boosts = [r for r in results if r["kind"] == "boost"]
     assert len(boosts) == 9
+    references = sweep_json["hijack_references"]
+    assert isinstance(references, dict)
     for entry in boosts:  # the hijack check: every other source, never the boosted one
-        assert entry["source"] not in entry["recall_kept"]
         assert set(entry["recall_kept"]) == {"fts", "sql", "vector"} - {entry["source"]}
+        base = references[entry["source"]]["source_recall"]
+        for sid, kept in entry["recall_kept"].items():
+            assert kept == (pytest.approx(entry["source_recall"][sid] / base[sid])
+                            if base[sid] else None)
     rec = sweep_json["recommendation"]
     assert isinstance(rec, dict)
     if rec["name"] is not None:

@@ -31,13 +31,23 @@ def _current_line(result: EvalResult) -> str:
     return " ".join(shown)
 
 
+def _listed(result: EvalResult) -> list[Scored]:
+    """The current settings, then — when they are passthrough — the unboosted ranking the
+    boosts are checked against (not deployable alone: no knob selects it), then the sweep."""
+    shown = result.scored[:1]
+    if not result.ranking_enabled:
+        refs = {id(r): r for r in result.references.values() if r is not result.scored[0]}
+        shown += list(refs.values())
+    return shown + result.scored[1:]
+
+
 def _rows(result: EvalResult) -> tuple[list[str], list[list[str]]]:
     k = result.k
     head = ["setting", f"nDCG@{k}", f"recall@{k}", "MRR", f"Δ nDCG@{k} [95% CI]"]
     head += [f"{sid} share" for sid in result.sources]
     head += [f"others' recall@{k} kept (worst)"]
     rows = []
-    for entry in result.scored:
+    for entry in _listed(result):
         delta = ("—" if entry.delta is None
                  else f"{entry.delta[0]:+.3f} [{entry.delta[1]:+.3f}, {entry.delta[2]:+.3f}]")
         row = [_setting(entry), f"{entry.ndcg.mean():.3f}", f"{entry.recall.mean():.3f}",
@@ -137,7 +147,9 @@ def text_report(result: EvalResult) -> str:
     lines.append(f"shares are of the top {result.k}; Δ is paired against the current settings "
                  f"(bootstrap 95% CI, fixed seed); 'kept' = the other sources' recall@{result.k} "
                  f"relative to the same ranking without the boost (a recommendation keeps "
-                 f">= {HIJACK_FLOOR:g})")
+                 f">= {HIJACK_FLOOR:g})"
+                 + ("; 'ranked, no boost' is that ranking (ranking on, every knob at its default)"
+                    if not result.ranking_enabled else ""))
     rec = recommendation_lines(result)
     if rec:
         lines += ["", *rec]
@@ -195,6 +207,7 @@ def json_report(result: EvalResult) -> dict[str, Any]:
             "judged_unknown_queries": cov.judged_unknown_query, "source_errors": cov.errors,
         },
         "results": [_scored_dict(s) for s in result.scored],
+        "hijack_references": {sid: _scored_dict(r) for sid, r in result.references.items()},
         "recall_floor": HIJACK_FLOOR,
         "recommendation": None if rec is None else {
             "env": dict(rec.best.alternative.env) if rec.best else None,

@@ -264,13 +264,17 @@ def unboosted_reference(settings: NautilusSettings, source: str,
     """The same ranking without ``source``'s boost (ranking kept on): the hijack baseline."""
     boosts = {k: v for k, v in settings.source_boosts.items() if k != source.lower()}
     changed = settings.model_copy(update={"source_boosts": boosts})
-    return Alternative(f"{source}:none (ranked)", "reference",
+    name = (f"{source}:none (ranked)" if boosts != settings.source_boosts
+            else "ranked, no boost (reference)")
+    return Alternative(name, "reference",
                        RankingSynthesizer.from_settings(changed, embedder=embedder))
 
 
 def compare(scored: list[Scored], references: Mapping[str, Scored]) -> None:
     """Fill each alternative's paired nDCG difference and its hijack check, in place."""
     current = scored[0]
+    for reference in {id(r): r for r in references.values() if r is not current}.values():
+        reference.delta = bootstrap_ci(reference.ndcg - current.ndcg)
     for entry in scored[1:]:
         entry.delta = bootstrap_ci(entry.ndcg - current.ndcg)
         alt = entry.alternative
