@@ -70,7 +70,7 @@ def test_bad_judgments_name_the_file_line_and_the_expected_form(
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ('{"_id": "1", "text": "ok"}\n{"title": "no id"}\n', r"q.txt:2: expected fields '_id'"),
+    ('{"_id": "1", "text": "ok"}\n{"title": "no id"}\n', r"q.txt: query #2: expected fields '_id'"),
     ('{"_id": "1", "text": "ok"}\n{broken\n', "q.txt:2: not valid JSON"),
     ("just some words\n", r"q.txt:1: expected 'query-id<TAB>text'"),
     ("<top><num> Number: 1</top>", "topic #1 needs a <num> and a non-empty <title>"),

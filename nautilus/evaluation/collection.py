@@ -20,7 +20,7 @@ from pathlib import Path
 
 from nautilus.config import LogSettings, NautilusSettings
 from nautilus.log import configure_logging
-from nautilus.sources.base import SqliteSource
+from nautilus.sources.base import SqliteSource, read_jsonl
 from nautilus.sources.config import SourceConfigError, build_sources
 
 LAYOUTS = ("partitioned", "hybrid")
@@ -61,22 +61,18 @@ class CollectionError(Exception):
 def read_corpus(dataset: Path) -> list[dict[str, str]]:
     """``corpus.jsonl`` as ``{"id", "title", "text"}`` documents."""
     path = dataset / "corpus.jsonl"
+    if not path.is_file():
+        raise CollectionError(f"{dataset}: no corpus.jsonl (a BEIR collection folder has "
+                              "corpus.jsonl, queries.jsonl, qrels/)")
     docs = []
     try:
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    doc = json.loads(line)
-                    docs.append({"id": str(doc["_id"]), "title": str(doc.get("title") or ""),
-                                 "text": str(doc.get("text") or "")})
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    raise CollectionError(f"{path}:{number}: expected a JSON object with "
-                                          f"'_id' ({type(exc).__name__})") from exc
-    except OSError as exc:
-        raise CollectionError(f"{dataset}: no readable corpus.jsonl (a BEIR collection "
-                              f"folder has corpus.jsonl, queries.jsonl, qrels/)") from exc
+        for number, doc in enumerate(read_jsonl(path), start=1):
+            if "_id" not in doc:
+                raise CollectionError(f"{path}: document #{number} has no '_id'")
+            docs.append({"id": str(doc["_id"]), "title": str(doc.get("title") or ""),
+                         "text": str(doc.get("text") or "")})
+    except ValueError as exc:  # read_jsonl names the file and the line
+        raise CollectionError(str(exc)) from exc
     return docs
 
 

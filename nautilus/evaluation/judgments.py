@@ -19,10 +19,11 @@ was expected — never a traceback.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from nautilus.sources.base import read_jsonl
 
 
 class EvalInputError(Exception):
@@ -74,29 +75,24 @@ def read_queries(path: Path) -> Queries:
     if not stripped:
         raise EvalInputError(f"{path}: empty queries file")
     if stripped.startswith("{"):
-        return Queries(_jsonl_queries(path, text), "beir-jsonl")
+        return Queries(_jsonl_queries(path), "beir-jsonl")
     if re.search(r"<top>", text, re.I):
         return Queries(_trec_topics(path, text), "trec-topics")
     return Queries(_tsv_queries(path, text), "tsv")
 
 
-def _jsonl_queries(path: Path, text: str) -> dict[str, str]:
+def _jsonl_queries(path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise EvalInputError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
-        if not isinstance(value, dict):
-            raise EvalInputError(f"{path}:{number}: expected a JSON object")
-        qid = value.get("_id", value.get("id"))
-        query = value.get("text", value.get("query"))
-        if qid is None or not isinstance(query, str):
-            raise EvalInputError(f"{path}:{number}: expected fields '_id' and 'text' "
-                                 f"(found: {', '.join(map(str, value)) or 'none'})")
-        out[str(qid)] = query
+    try:
+        for number, value in enumerate(read_jsonl(path), start=1):
+            qid = value.get("_id", value.get("id"))
+            query = value.get("text", value.get("query"))
+            if qid is None or not isinstance(query, str):
+                raise EvalInputError(f"{path}: query #{number}: expected fields '_id' and "
+                                     f"'text' (found: {', '.join(map(str, value)) or 'none'})")
+            out[str(qid)] = query
+    except ValueError as exc:  # read_jsonl names the file and the line
+        raise EvalInputError(str(exc)) from exc
     return out
 
 
