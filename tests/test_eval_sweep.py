@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nautilus.broker import Broker
 from nautilus.config import NautilusSettings
 from nautilus.embedders import HashingEmbedder
 from nautilus.evaluation.evaluate import run_eval
@@ -103,8 +104,10 @@ def test_nothing_is_recommended_without_a_ci_above_zero() -> None:
     assert rec.best is None and "no alternative improves nDCG@10" in rec.reason
 
 
-def test_a_failing_source_is_counted_and_the_others_are_still_scored(tmp_path: Path) -> None:
-    """In process, on a real sources file: one good FTS source, one whose seed is missing."""
+@pytest.fixture
+def small(tmp_path: Path) -> dict[str, Path]:
+    """A real sources file: one good FTS source, one table source whose seed is missing;
+    three queries (one unjudged), judgments with an id no source holds and an unknown query."""
     seed = tmp_path / "docs.jsonl"
     seed.write_text("".join(json.dumps({"id": f"d{i}", "text": text}) + "\n" for i, text in
                             enumerate(["disk full on the orders database", "login loop",
@@ -121,6 +124,12 @@ sources:
                        encoding="utf-8")
     judgments = tmp_path / "qrels.txt"
     judgments.write_text("q1 0 d0 1\nq2 0 d2 2\nq2 0 gone 1\nq9 0 d1 1\n", encoding="utf-8")
+    return {"config": config, "queries": queries, "judgments": judgments}
+
+
+def test_a_failing_source_is_counted_and_the_others_are_still_scored(
+        small: dict[str, Path]) -> None:
+    queries, judgments, config = small["queries"], small["judgments"], small["config"]
     result = run_eval(queries, judgments, str(config), NautilusSettings(), progress=False)
     cov = result.coverage
     assert cov.errors == {"broken": 2} and cov.evaluated == 2
@@ -148,3 +157,19 @@ def test_the_progress_bar_draws_on_a_terminal_only() -> None:
     with Progress(3, "ranking", stream=piped) as bar:
         bar.step(3)
     assert piped.getvalue() == ""
+
+
+def test_a_sweep_asks_the_sources_once_per_query(small: dict[str, Path],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    fetch = Broker.fetch
+
+    async def counted(self: Broker, query: str, context: object = None) -> object:
+        calls.append(query)
+        return await fetch(self, query)
+
+    monkeypatch.setattr(Broker, "fetch", counted)
+    result = run_eval(small["queries"], small["judgments"], str(small["config"]),
+                      NautilusSettings(), sweep=True, progress=False)
+    assert len(result.scored) > 5  # passthrough, IDF on, two sources at three levels
+    assert sorted(calls) == ["orders disk full", "payment timeout"]  # one fan-out each
