@@ -168,7 +168,7 @@ def _first_copies(pairs: list[tuple[str, dict[str, Any]]],
     return out
 
 
-def bootstrap_ci(diffs: FloatArray, resamples: int = BOOTSTRAP_RESAMPLES,
+def bootstrap_ci(diffs: Sequence[float] | FloatArray, resamples: int = BOOTSTRAP_RESAMPLES,
                  seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
     """Mean of paired per-query differences and its 95% percentile bootstrap interval.
 
