@@ -42,7 +42,8 @@ def add_parser(commands: Any) -> None:
                         help=f"metric depth: nDCG@K, recall@K, share of the top K "
                              f"(default {DEFAULT_K})")
     parser.add_argument("--sweep", action="store_true",
-                        help="also passthrough, IDF off/on and each source at each boost level")
+                        help="also passthrough, IDF off/on and each source at each boost level, "
+                             "and a recommendation")
     parser.add_argument("--recommend", action="store_true",
                         help="print only the recommended NAUTILUS_* lines (implies --sweep; "
                              "with --sweep: after the table)")
