@@ -1,15 +1,17 @@
-"""Loading the shared BEIR-format collections and scoring rankings against their judgments."""
+"""Loading the shared BEIR-format collections; the metrics are ``nautilus eval``'s."""
 
 from __future__ import annotations
 
 import csv
 import json
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from nautilus.evaluation.metrics import ndcg_at, recall_at
+from nautilus.evaluation.sweep import bootstrap_ci
+
+#: One implementation: `nautilus eval`'s metrics, checked against trec_eval in the tests.
+__all__ = ["DATASETS", "NAMES", "Collection", "bootstrap_ci", "load", "ndcg_at", "recall_at"]
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 NAMES = ("cranfield", "cisi", "cacm", "adi")
@@ -49,26 +51,3 @@ def load(name: str, root: Path = DATASETS) -> Collection:
             if str(q["_id"]) in qrels:
                 queries[str(q["_id"])] = q["text"]
     return Collection(name, docs, queries, qrels)
-
-
-def ndcg_at(ranked: Sequence[str], grades: dict[str, int], k: int = 10) -> float:
-    """nDCG@k with linear gain (as pytrec_eval / BEIR); the ideal uses every judged doc."""
-    dcg = sum(grades.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:k]))
-    ideal = sorted(grades.values(), reverse=True)[:k]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
-
-
-def recall_at(ranked: Sequence[str], grades: dict[str, int], k: int | None = 10) -> float:
-    top = ranked if k is None else ranked[:k]
-    return len(set(top) & set(grades)) / len(grades) if grades else 0.0
-
-
-def bootstrap_ci(diffs: Sequence[float], resamples: int = 10_000,
-                 seed: int = 0) -> tuple[float, float, float]:
-    """Mean of paired per-query differences and its 95% percentile bootstrap interval."""
-    values = np.asarray(diffs, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(values.mean()), float(low), float(high)

@@ -1,4 +1,4 @@
-"""The ``nautilus`` command: ``config``, ``query``, ``sources`` and ``demo``.
+"""The ``nautilus`` command: ``config``, ``query``, ``sources``, ``demo`` and ``eval``.
 
 Output goes to stdout, logs to stderr. No input produces a traceback: known
 problems print one clear line and exit 1; usage errors exit 2.
@@ -24,6 +24,7 @@ from nautilus.config import (
     collect_source_boosts,
     parse_int_setting,
 )
+from nautilus.evaluation import command as eval_command
 from nautilus.log import configure_logging, get_logger
 from nautilus.models import RankedRow
 from nautilus.sources.config import (
@@ -99,6 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run demo queries: passthrough beside ranked")
     demo.add_argument("--top-k", type=int, default=8, metavar="K")
     demo.set_defaults(run=_run_demo)
+
+    eval_command.add_parser(commands)
     return parser
 
 

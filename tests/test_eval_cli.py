@@ -1,0 +1,171 @@
+"""`nautilus eval` end to end: a real subprocess on adi (82 documents, 35 queries) served by
+three SQLite sources that `python -m nautilus.evaluation.collection` prepares."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from eval_support import dataset, qrels
+
+NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    """No NAUTILUS_* from the caller: the current settings are passthrough. The sources file
+    names its databases by absolute path, so the data folder stays unused."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=300,
+                          env={**env, "NAUTILUS_DATA_DIR": "/nonexistent/nautilus-data"})
+
+
+@pytest.fixture(scope="module")
+def adi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = dataset("adi")
+    out = tmp_path_factory.mktemp("adi")
+    made = run(sys.executable, "-m", "nautilus.evaluation.collection", str(folder), str(out))
+    assert made.returncode == 0, made.stderr
+    config = Path(made.stdout.strip())
+    assert config == out / "nautilus.yaml" and (out / "vector.db").is_file()
+    trec = out / "qrels.trec"
+    trec.write_text("".join(f"{q} 0 {d} {g}\n" for q, per in qrels(folder).items()
+                            for d, g in per.items()), encoding="utf-8")
+    return {"config": config, "queries": folder / "queries.jsonl",
+            "judgments": folder / "qrels" / "test.tsv", "trec": trec, "out": out}
+
+
+def eval_args(adi: dict[str, Path], judgments: str = "judgments") -> list[str]:
+    return [NAUTILUS, "eval", "--config", str(adi["config"]), "--queries", str(adi["queries"]),
+            "--judgments", str(adi[judgments])]
+
+
+@pytest.fixture(scope="module")
+def sweep_json(adi: dict[str, Path]) -> dict[str, object]:
+    result = run(*eval_args(adi), "--sweep", "--json")
+    assert result.returncode == 0, result.stderr
+    out: dict[str, object] = json.loads(result.stdout)
+    return out
+
+
+def test_sweep_prints_the_table_and_a_recommendation(adi: dict[str, Path]) -> None:
+    result = run(*eval_args(adi), "--sweep")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "35 judged queries" in out and "sources: fts, sql, vector" in out
+    assert "returned 153 of 170 judged-relevant" in out  # the ceiling
+    header = next(line for line in out.splitlines() if line.startswith("setting"))
+    for column in ("nDCG@10", "recall@10", "MRR", "Δ nDCG@10 [95% CI]", "fts share",
+                   "others' recall@10 kept"):
+        assert column in header
+    names = [line.split("  ")[0].strip() for line in out.splitlines()[
+        out.splitlines().index(header) + 1:] if line and not line.startswith(("shares", "#"))]
+    for name in ("current (passthrough)", "ranked, no boost (reference)", "IDF on", "fts:low",
+                 "sql:medium", "vector:high"):
+        assert name in names
+    assert "# recommendation:" in out
+    assert "Traceback" not in result.stderr
+
+
+def test_json_agrees_with_the_text_and_the_recommendation_is_supported(
+        sweep_json: dict[str, object]) -> None:
+    coverage = sweep_json["coverage"]
+    assert isinstance(coverage, dict)
+    assert coverage["evaluated"] == 35 and coverage["relevant_total"] == 170
+    assert coverage["relevant_returned"] == 153 and coverage["never_seen"] == []
+    results = sweep_json["results"]
+    assert isinstance(results, list)
+    assert results[0]["name"] == "current (passthrough)" and results[0]["delta_ndcg"] is None
+    boosts = [r for r in results if r["kind"] == "boost"]
+    assert len(boosts) == 9
+    references = sweep_json["hijack_references"]
+    assert isinstance(references, dict)
+    for entry in boosts:  # the hijack check: every other source, never the boosted one
+        assert set(entry["recall_kept"]) == {"fts", "sql", "vector"} - {entry["source"]}
+        base = references[entry["source"]]["source_recall"]
+        for sid, kept in entry["recall_kept"].items():
+            assert kept == (pytest.approx(entry["source_recall"][sid] / base[sid])
+                            if base[sid] else None)
+    rec = sweep_json["recommendation"]
+    assert isinstance(rec, dict)
+    if rec["name"] is not None:
+        best = next(r for r in results if r["name"] == rec["name"])
+        assert best["delta_ndcg"]["ci_low"] > 0
+        assert all(v is None or v >= 0.8 for v in best["recall_kept"].values())
+        assert all(k.startswith("NAUTILUS_") for k in rec["env"])
+    else:
+        assert rec["reason"]
+
+
+def test_trec_qrels_give_the_same_numbers_as_beir(adi: dict[str, Path],
+                                                  sweep_json: dict[str, object]) -> None:
+    result = run(*eval_args(adi, "trec"), "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["formats"] == {"queries": "beir-jsonl", "judgments": "trec"}
+    results = sweep_json["results"]
+    assert isinstance(results, list)
+    current = {k: v for k, v in results[0].items() if k != "safe"}
+    assert {k: v for k, v in out["results"][0].items() if k != "safe"} == current
+
+
+def test_recommend_alone_prints_only_env_file_lines(adi: dict[str, Path],
+                                                   tmp_path: Path) -> None:
+    subset = tmp_path / "queries.jsonl"  # 12 queries keep this sweep short
+    subset.write_text("".join(adi["queries"].read_text(encoding="utf-8").splitlines(True)[:12]),
+                      encoding="utf-8")
+    args = eval_args(adi)
+    args[args.index(str(adi["queries"]))] = str(subset)
+    result = run(*args, "--recommend")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("# recommendation:")
+    assert all(line.startswith(("#", "NAUTILUS_")) for line in lines)  # a .env fragment
+    assert "recall@10  " not in result.stdout  # no table
+
+
+def test_judgments_no_row_carries_are_reported_not_dropped(adi: dict[str, Path],
+                                                           tmp_path: Path) -> None:
+    judgments = tmp_path / "qrels.tsv"
+    judgments.write_text(adi["judgments"].read_text(encoding="utf-8")
+                         + "1\tnot-in-any-source\t1\n", encoding="utf-8")
+    args = eval_args(adi)
+    args[args.index(str(adi["judgments"]))] = str(judgments)
+    result = run(*args)
+    assert result.returncode == 0, result.stderr
+    assert "never seen: 1 of" in result.stdout and "'not-in-any-source'" in result.stdout
+    assert "returned 153 of 171 judged-relevant" in result.stdout
+
+    wrong = run(*eval_args(adi), "--id-field", "title")
+    assert wrong.returncode == 0, wrong.stderr
+    assert "is --id-field right?" in wrong.stdout and "row fields seen:" in wrong.stdout
+
+
+def test_input_errors_are_one_line_and_exit_1(adi: dict[str, Path], tmp_path: Path) -> None:
+    result = run(NAUTILUS, "eval", "--config", str(adi["config"]), "--queries",
+                 str(tmp_path / "missing.jsonl"), "--judgments", str(adi["judgments"]))
+    assert result.returncode == 1
+    assert "missing.jsonl: no such file" in result.stderr and "Traceback" not in result.stderr
+    usage = run(NAUTILUS, "eval", "--queries", str(adi["queries"]))
+    assert usage.returncode == 2 and "--judgments" in usage.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is not None,
+                    reason="matplotlib is installed")
+def test_plot_without_matplotlib_names_the_extra(adi: dict[str, Path], tmp_path: Path) -> None:
+    result = run(*eval_args(adi), "--plot", str(tmp_path / "p.png"))
+    assert result.returncode == 1
+    assert "pip install 'nautilus[bench]'" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
+                    reason="needs nautilus[bench]")
+def test_plot_writes_a_png(adi: dict[str, Path], tmp_path: Path) -> None:
+    result = run(*eval_args(adi), "--plot", str(tmp_path / "p.png"), "--markdown")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| setting |" in result.stdout

@@ -1,0 +1,91 @@
+"""Reading judged queries: BEIR and TREC formats detected from the content; clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from eval_support import dataset, qrels, queries
+
+from nautilus.evaluation.judgments import EvalInputError, read_judgments, read_queries
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_beir_files_of_a_shared_collection_read_as_beir(tmp_path: Path) -> None:
+    folder = dataset("adi")
+    read = read_queries(folder / "queries.jsonl")
+    judged = read_judgments(folder / "qrels" / "test.tsv")
+    assert read.format == "beir-jsonl" and read.texts == queries(folder)
+    assert judged.format == "beir-tsv" and judged.grades == qrels(folder)
+    assert read_judgments(folder).grades == judged.grades  # the collection folder works too
+
+
+def test_trec_qrels_are_detected_and_equal_the_beir_ones(tmp_path: Path) -> None:
+    folder = dataset("cranfield")  # graded 1-4
+    beir = qrels(folder)
+    lines = [f"{q} 0 {d} {g}" for q, per in beir.items() for d, g in per.items()]
+    trec = read_judgments(write(tmp_path / "qrels.txt", "\n".join(lines) + "\n"))
+    assert trec.format == "trec" and trec.grades == beir
+
+
+def test_trec_topics_and_tsv_queries(tmp_path: Path) -> None:
+    topics = write(tmp_path / "topics.txt", """
+<top>
+<num> Number: 401
+<title> foreign minorities, Germany
+<desc> Description:
+What language and cultural differences impede the integration?
+</top>
+<top>
+<num> Number: 402 <title> behavioral genetics
+</top>
+""")
+    read = read_queries(topics)
+    assert read.format == "trec-topics"
+    assert read.texts == {"401": "foreign minorities, Germany", "402": "behavioral genetics"}
+    tsv = read_queries(write(tmp_path / "q.tsv", "qid\ttext\n1\tdisk full\n2\tlogin loops\n"))
+    assert tsv.format == "tsv" and tsv.texts == {"1": "disk full", "2": "login loops"}
+
+
+def test_a_headerless_beir_tsv_and_a_repeated_pair(tmp_path: Path) -> None:
+    read = read_judgments(write(tmp_path / "q.tsv", "1\td1\t1\n1\td2\t2\n1\td1\t0\n"))
+    assert read.format == "beir-tsv" and read.grades == {"1": {"d1": 0, "d2": 2}}
+    assert read.repeated == 1
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("query-id\tcorpus-id\tscore\n1\td1\n", "q.txt:2: expected 3 columns"),
+    ("1 0 d1 high\n", "q.txt:1: grade 'high' is not an integer"),
+    ("1 0 d1 1 extra stuff\n", "expected a BEIR qrels line"),
+    ("", "empty judgments file"),
+])
+def test_bad_judgments_name_the_file_line_and_the_expected_form(
+        tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(EvalInputError, match=message):
+        read_judgments(write(tmp_path / "q.txt", text))
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"_id": "1", "text": "ok"}\n{"title": "no id"}\n', r"q.txt: query #2: expected fields '_id'"),
+    ('{"_id": "1", "text": "ok"}\n{broken\n', "q.txt:2: not valid JSON"),
+    ("just some words\n", r"q.txt:1: expected 'query-id<TAB>text'"),
+    ("<top><num> Number: 1</top>", "topic #1 needs a <num> and a non-empty <title>"),
+])
+def test_bad_queries_name_the_file_line_and_the_expected_form(
+        tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(EvalInputError, match=message):
+        read_queries(write(tmp_path / "q.txt", text))
+
+
+def test_a_missing_file_and_an_ambiguous_folder(tmp_path: Path) -> None:
+    with pytest.raises(EvalInputError, match="no such file"):
+        read_queries(tmp_path / "nope.jsonl")
+    (tmp_path / "qrels").mkdir()
+    write(tmp_path / "qrels" / "dev.tsv", "1\td\t1\n")
+    write(tmp_path / "qrels" / "train.tsv", "1\td\t1\n")
+    with pytest.raises(EvalInputError, match=r"without test\.tsv .*dev\.tsv, train\.tsv"):
+        read_judgments(tmp_path)
