@@ -5,6 +5,7 @@ limit: 30                      # rows asked of each source (optional)
 sources:
   - id: tickets                # unique; what NAUTILUS_SOURCE_BOOSTS names
     type: sqlite_table         # sqlite_table | sqlite_fts | sqlite_graph | sqlite_vector
+                               # | postgres_fts | pgvector | postgres_table (docs/sources.md)
     path: demo/tickets.db      # relative: under NAUTILUS_DATA_DIR
     seed: tickets.jsonl        # relative: beside this file
     table: tickets
@@ -27,10 +28,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import yaml
 
 from nautilus.embedders import embedder_from_name
+from nautilus.sources import postgres_fts, postgres_table, postgres_vector
 from nautilus.sources.base import Source
+from nautilus.sources.postgres_base import validation_message
+from nautilus.sources.schema import SOURCE_TYPES, BuildContext
 from nautilus.sources.sqlite_fts import SqliteFtsSource
 from nautilus.sources.sqlite_graph import SqliteGraphSource
 from nautilus.sources.sqlite_table import SqliteTableSource
@@ -165,3 +170,22 @@ _FACTORIES: dict[str, _Factory] = {
             cache),
         _timeout(s)),
 }
+
+
+#: The typed source types (the PostgreSQL ones), registered by their modules.
+POSTGRES_TYPES = (postgres_fts.PostgresFtsSpec, postgres_table.PostgresTableSpec,
+                  postgres_vector.PgvectorSpec)
+
+
+def _from_schema(kind: str) -> _Factory:
+    def factory(spec: dict[str, Any], base: Path, data: Path, embedder: str,
+                cache: int) -> Source:
+        try:
+            model = SOURCE_TYPES[kind].model_validate(spec)
+        except pydantic.ValidationError as exc:  # never str(exc): it echoes input (a DSN)
+            raise ValueError(validation_message(exc)) from None
+        return model.build(BuildContext(base, data, embedder, cache))
+    return factory
+
+
+_FACTORIES.update({kind: _from_schema(kind) for kind in SOURCE_TYPES})

@@ -14,7 +14,7 @@ from nautilus.text import keyword_stems
 MAX_KEYWORDS = 32
 
 
-def _like_pattern(word: str) -> str:
+def like_pattern(word: str) -> str:
     escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
 
@@ -46,7 +46,7 @@ class SqliteTableSource(SqliteSource):
             return []
         clauses = " OR ".join(f"{column} LIKE ? ESCAPE '\\'"
                               for _ in words for column in self.search_columns)
-        params = [_like_pattern(w) for w in words for _ in self.search_columns]
+        params = [like_pattern(w) for w in words for _ in self.search_columns]
         cursor = connection.execute(
             f"SELECT * FROM {self.table} WHERE {clauses} ORDER BY rowid LIMIT ?",
             (*params, limit))
