@@ -9,7 +9,7 @@ different spaces are never compared. Each row carries its ``distance``, its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
@@ -61,36 +61,50 @@ class PgvectorSource(PostgresSource):
         if not any(vector):
             return None  # no known word: every distance would be undefined
         column = sql.Identifier("t", self.embedding_column)
+        # The WHERE gate is a one-time filter: with another model's vectors in the table
+        # no distance is ever computed, and ``before``'s check says why.
         statement = sql.SQL(
             "SELECT to_jsonb(t) - %s::text[], {column}::real[], {column} <=> %s::vector AS d "
-            "FROM {table} AS t ORDER BY d LIMIT %s").format(column=column, table=self.table)
+            "FROM {table} AS t WHERE ({model}) = %s ORDER BY d LIMIT %s").format(
+                column=column, table=self.table, model=self._model_query())
         literal = "[" + ",".join(repr(x) for x in vector) + "]"
-        return statement, [[self.embedding_column], literal, limit]
+        return statement, [[self.embedding_column], literal, self.table_name,
+                           self.embedding_column, self.model_id, limit]
 
-    async def before(self, conn: AsyncConnection[Any], limit: int) -> None:
-        from psycopg import errors, sql
-        try:
-            cursor = await conn.execute(
-                sql.SQL("SELECT model FROM {} WHERE table_name = %s AND column_name = %s")
-                .format(sql.Identifier(MODELS_TABLE)), (self.table_name, self.embedding_column))
-        except errors.UndefinedTable:
-            raise PostgresSourceError(
-                f"{self.id}: no {MODELS_TABLE} table says which model made the vectors of "
-                f"{self.table_name}.{self.embedding_column}; load it with 'nautilus load'"
-            ) from None
-        record = await cursor.fetchone()
-        if record is None:
-            raise PostgresSourceError(
-                f"{self.id}: {MODELS_TABLE} has no entry for {self.table_name}."
-                f"{self.embedding_column}; load it with 'nautilus load'")
-        if record[0] != self.model_id:
-            raise VectorModelMismatchError(
-                f"{self.id}: the vectors in {self.table_name}.{self.embedding_column} were made "
-                f"by {record[0]!r}, the query would be embedded by {self.model_id!r}: vectors "
-                f"of different models are never compared (set NAUTILUS_EMBEDDER to the model "
-                f"that loaded the table, or reload it: nautilus load --replace)")
+    def _model_query(self) -> Composed:
+        from psycopg import sql
+        return sql.SQL("SELECT model FROM {} WHERE table_name = %s AND column_name = %s"
+                       ).format(sql.Identifier(MODELS_TABLE))
+
+    async def before(self, conn: AsyncConnection[Any],
+                     limit: int) -> Callable[[], Awaitable[None]] | None:
         if limit > HNSW_EF_SEARCH_DEFAULT:
             await conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(limit),))
+        cursor = await conn.execute(self._model_query(),
+                                    (self.table_name, self.embedding_column))
+
+        async def verify() -> None:
+            record = await cursor.fetchone()
+            if record is None:
+                raise PostgresSourceError(
+                    f"{self.id}: {MODELS_TABLE} has no entry for {self.table_name}."
+                    f"{self.embedding_column}; load it with 'nautilus load'")
+            if record[0] != self.model_id:
+                raise VectorModelMismatchError(
+                    f"{self.id}: the vectors in {self.table_name}.{self.embedding_column} were "
+                    f"made by {record[0]!r}, the query would be embedded by "
+                    f"{self.model_id!r}: vectors of different models are never compared (set "
+                    f"NAUTILUS_EMBEDDER to the model that loaded the table, or reload it: "
+                    f"nautilus load --replace)")
+        return verify
+
+    def explain(self, error: Exception) -> Exception | None:
+        from psycopg import errors
+        if isinstance(error, errors.UndefinedTable) and MODELS_TABLE in str(error):
+            return PostgresSourceError(
+                f"{self.id}: no {MODELS_TABLE} table says which model made the vectors of "
+                f"{self.table_name}.{self.embedding_column}; load it with 'nautilus load'")
+        return None
 
     def to_row(self, record: Sequence[Any]) -> Row:
         return {**super().to_row(record), "embedding": [float(x) for x in record[1]],
