@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 #: At most this many words of a query become OR-ed terms (each one bound parameter).
 MAX_TERMS = 32
 #: ``ts_rank_cd`` normalisation 1: divide by 1 + log(document length), so long
-#: documents do not win by repeating words.
+#: documents do not win by repeating words. Chosen on the shared collections (nDCG@10 of
+#: this source alone, options 0/1/2/4/8/32): 1 is best on adi (.320) and cisi (.217) and
+#: near-best on cranfield (.276; 4 gives .285); 0, the default, gives .316/.188/.238.
 RANK_NORMALIZATION = 1
 _LANGUAGE = re.compile(r"^[a-z_]+$")
 
