@@ -9,7 +9,8 @@ most 30 rows each, over the same partitions of the corpus:
 
 Relevance: each source alone and the union ordered by passthrough, RRF and the
 RankingSynthesizer (IDF on). Latency: each source's ``search`` timed one call at
-a time (no concurrency), p50 and p95 over every query, per backend.
+a time (no concurrency; the two backends interleaved query by query, so both
+see the same machine), p50 and p95 over every query, per backend.
 
     python benchmarks/quality.py --backend postgres [--only NAME] [--dsn DSN] [--out FILE]
 
@@ -90,22 +91,25 @@ def postgres_sources(seeds: list[Path], dsn: str, prefix: str) -> list[Source]:
     ]
 
 
-def fetch_timed(sources: Sequence[Source], collection: Collection
-                ) -> tuple[Fetched, dict[str, list[float]]]:
-    """Every query's results, and each source's latencies (ms), one call at a time."""
-    async def run() -> tuple[Fetched, dict[str, list[float]]]:
-        fetched: Fetched = {}
-        latency: dict[str, list[float]] = {s.id: [] for s in sources}
-        for source in sources:  # warm: build SQLite files, open pools, load vectors
-            await source.search("warm up", {}, SOURCE_LIMIT)
-        for qid, text in collection.queries.items():
-            results = []
+def fetch_timed(backends: dict[str, Sequence[Source]], collection: Collection
+                ) -> tuple[dict[str, Fetched], dict[str, dict[str, list[float]]]]:
+    """Every query's results and each source's latencies (ms) at each backend, one call
+    at a time, the backends interleaved query by query so both see the same machine."""
+    async def run() -> tuple[dict[str, Fetched], dict[str, dict[str, list[float]]]]:
+        fetched: dict[str, Fetched] = {b: {} for b in backends}
+        latency = {b: {s.id: [] for s in sources} for b, sources in backends.items()}
+        for sources in backends.values():  # warm: build SQLite files, open pools
             for source in sources:
-                started = time.perf_counter()
-                rows = await source.search(text, {"query": text}, SOURCE_LIMIT)
-                latency[source.id].append((time.perf_counter() - started) * 1000)
-                results.append(AdapterResult(source.id, rows))
-            fetched[qid] = results
+                await source.search("warm up", {}, SOURCE_LIMIT)
+        for qid, text in collection.queries.items():
+            for backend, sources in backends.items():
+                results = []
+                for source in sources:
+                    started = time.perf_counter()
+                    rows = await source.search(text, {"query": text}, SOURCE_LIMIT)
+                    latency[backend][source.id].append((time.perf_counter() - started) * 1000)
+                    results.append(AdapterResult(source.id, rows))
+                fetched[backend][qid] = results
         return fetched, latency
     return asyncio.run(run())
 
@@ -162,13 +166,15 @@ def relevance_table(title: str, by_backend: dict[str, dict[str, tuple[float, flo
 
 
 def latency_table(title: str, latency: dict[str, dict[str, list[float]]]) -> str:
-    lines = [f"**{title}** — per-source latency, ms (one call at a time)", "",
-             "| source | SQLite p50 | SQLite p95 | PostgreSQL p50 | PostgreSQL p95 |",
-             "|---|---|---|---|---|"]
+    lines = [f"**{title}** — per-source latency, ms (one call at a time, backends "
+             "interleaved)", "",
+             "| source | SQLite p50 | SQLite p95 | PostgreSQL p50 | PostgreSQL p95 "
+             "| p50 ratio PG/SQLite |", "|---|---|---|---|---|---|"]
     for kind in KINDS:
         s, p = latency["sqlite"][kind], latency["postgres"][kind]
-        lines.append(f"| {kind} | {np.percentile(s, 50):.2f} | {np.percentile(s, 95):.2f} "
-                     f"| {np.percentile(p, 50):.2f} | {np.percentile(p, 95):.2f} |")
+        s50, p50 = float(np.percentile(s, 50)), float(np.percentile(p, 50))
+        lines.append(f"| {kind} | {s50:.2f} | {np.percentile(s, 95):.2f} "
+                     f"| {p50:.2f} | {np.percentile(p, 95):.2f} | {p50 / s50:.1f}× |")
     return "\n".join(lines)
 
 
@@ -204,10 +210,9 @@ def run(datasets: Path, only: str | None, dsn: str | None = None,
                 backends = {"sqlite": sqlite_sources(seeds, folder),
                             "postgres": postgres_sources(seeds, server_dsn,
                                                          f"bench_{name}_{scenario}")}
-                by_backend, latency = {}, {}
-                for backend, sources in backends.items():
-                    fetched, latency[backend] = fetch_timed(sources, collection)
-                    by_backend[backend] = scores(collection, fetched)
+                fetched, latency = fetch_timed(backends, collection)
+                by_backend = {b: scores(collection, f) for b, f in fetched.items()}
+                for sources in backends.values():
                     for source in sources:
                         source.close()
                 title = f"{name} — {scenario}"

@@ -265,3 +265,13 @@ def test_mask_dsn_hides_passwords_in_both_forms() -> None:
         "postgresql://db/kb?password=***&user=app"
     assert mask_dsn("host=db user=app password='s3 cret' dbname=kb") == \
         "host=db user=app password=*** dbname=kb"
+
+
+def test_a_spec_shows_its_dsn_masked_wherever_it_is_printed() -> None:
+    from nautilus.sources.postgres_fts import PostgresFtsSpec
+    spec = PostgresFtsSpec(id="kb", type="postgres_fts", table="kb", columns=["title"],
+                           dsn="postgresql://app:hunter2@db.internal/kb")  # type: ignore[arg-type]
+    shown = [repr(spec), str(spec), json.dumps(spec.model_dump(mode="json")), str(spec.dsn)]
+    assert all("hunter2" not in text for text in shown)
+    assert "postgresql://app:***@db.internal/kb" in repr(spec)
+    assert spec.dsn.get_secret_value().endswith("hunter2@db.internal/kb")
