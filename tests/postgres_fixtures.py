@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nautilus.demo_postgres import embedded_postgres
+from nautilus.demo_postgres import embedded_postgres, remove_later
 
 
 class PgServer:
@@ -49,7 +48,7 @@ def pg_server() -> Iterator[PgServer]:
         finally:
             context.__exit__(None, None, None)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_later(folder)
 
 
 @pytest.fixture(scope="module")
