@@ -105,6 +105,7 @@ def _run_config(args: argparse.Namespace) -> int:
             "ranking_enabled": settings.ranking_enabled,
             "skipped": [{"variable": p.variable, "value": p.value, "reason": p.reason,
                          "valid": p.valid, "message": p.message} for p in problems],
+            "sources": _sources_listing(settings),
         }, indent=2, sort_keys=True))
     else:
         print(_settings_table(settings))
@@ -112,11 +113,25 @@ def _run_config(args: argparse.Namespace) -> int:
         print("skipped:" if problems else "skipped: none")
         for problem in problems:
             print(f"  - {problem.message}")
+        print("sources:")
+        for source in _sources_listing(settings):
+            print("  - " + "  ".join(source.values()))
     if args.strict and problems:
         for problem in problems:
             print(f"nautilus: {problem.message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _sources_listing(settings: NautilusSettings) -> list[dict[str, str]]:
+    """id and type of each source in the sources file, and a database's DSN, masked."""
+    from nautilus.sources.postgres_base import mask_dsn
+    try:
+        specs, _ = load_source_specs(_config_path(settings, None))
+    except SourceConfigError:
+        return []
+    return [{"id": str(s["id"]), "type": str(s.get("type")),
+             **({"dsn": mask_dsn(str(s["dsn"]))} if "dsn" in s else {})} for s in specs]
 
 
 def _unknown_boost_sources(settings: NautilusSettings) -> list[ConfigProblem]:

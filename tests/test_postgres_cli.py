@@ -94,3 +94,15 @@ def test_demo_postgres_answers_from_a_real_postgres() -> None:
     assert "runbooks: PostgreSQL full text, postmortems: pgvector" in result.stdout
     assert result.stdout.count("query: ") == 3 and "error:" not in result.stdout
     assert "RB-01 PostgreSQL disk almost full" in result.stdout  # a row served by postgres_fts
+
+
+def test_config_lists_the_sources_with_their_dsn_masked(tmp_path: Path) -> None:
+    path = sources(tmp_path)
+    env = {"NAUTILUS_CONFIG": str(path), "KB_DSN": "postgresql://app:hunter2@db.internal/kb"}
+    text = run("config", env=env)
+    as_json = run("config", "--json", env=env)
+    assert text.returncode == as_json.returncode == 0, text.stderr + as_json.stderr
+    assert "text  postgres_fts  postgresql://app:***@db.internal/kb" in text.stdout
+    assert json.loads(as_json.stdout)["sources"][1] == {
+        "id": "vectors", "type": "pgvector", "dsn": "postgresql://app:***@db.internal/kb"}
+    assert "hunter2" not in text.stdout + text.stderr + as_json.stdout + as_json.stderr

@@ -220,15 +220,17 @@ def test_load_creates_gin_and_hnsw_indexes_the_queries_use(pg_dsn: str, loaded: 
     assert "USING gin (search_tsv)" in indexes["fts_docs_search_tsv_gin"]
     assert "USING gin (to_tsvector(" in indexes["fts_expr_docs_tsv_gin"]
     assert "USING hnsw (embedding vector_cosine_ops)" in indexes["vec_docs_embedding_hnsw"]
-    source = built(loaded, "fts_expr")
-    statement, params = source.statement("disk", 5)
-    source.close()
     import psycopg
-    with psycopg.connect(pg_dsn) as conn:
-        conn.execute("SET enable_seqscan = off")
-        plan = "\n".join(r[0] for r in conn.execute(b"EXPLAIN " + statement.as_bytes(conn),
-                                                    params).fetchall())
-    assert "fts_expr_docs_tsv_gin" in plan
+    for source_id, index in (("fts_expr", "fts_expr_docs_tsv_gin"),
+                             ("vec", "vec_docs_embedding_hnsw")):
+        source = built(loaded, source_id)
+        statement, params = source.statement("disk full", 5)
+        source.close()
+        with psycopg.connect(pg_dsn) as conn:
+            conn.execute("SET enable_seqscan = off")
+            plan = "\n".join(r[0] for r in conn.execute(
+                b"EXPLAIN " + statement.as_bytes(conn), params).fetchall())
+        assert index in plan, plan
 
 
 def test_load_refuses_to_mix_models_unless_replacing(pg_dsn: str, loaded: Path) -> None:
