@@ -277,3 +277,15 @@ def test_a_spec_shows_its_dsn_masked_wherever_it_is_printed() -> None:
     assert all("hunter2" not in text for text in shown)
     assert "postgresql://app:***@db.internal/kb" in repr(spec)
     assert spec.dsn.get_secret_value().endswith("hunter2@db.internal/kb")
+
+
+def test_ranked_is_declared_per_type_and_a_spec_may_override_it(tmp_path: Path) -> None:
+    from nautilus.sources.postgres_table import PostgresTableSpec
+    from nautilus.sources.schema import BuildContext
+    context = BuildContext(tmp_path, tmp_path, "hashing")
+    options = {"id": "t", "type": "postgres_table", "dsn": "postgresql://db/kb", "table": "t",
+               "columns": ["title"]}
+    assert PostgresTableSpec.model_validate(options).build(context).ranked is False  # type: ignore[attr-defined]
+    declared = PostgresTableSpec.model_validate({**options, "ranked": True}).build(context)
+    assert declared.ranked is True  # type: ignore[attr-defined]
+    assert PostgresFtsSource.ranked is True and PgvectorSource.ranked is True

@@ -284,7 +284,9 @@ class PostgresSource:
     rows (``to_row``); ``before`` may run checks in the same transaction.
     """
 
-    ranked: ClassVar[bool] = True
+    #: Whether the order of the rows is evidence of relevance (the ranker uses it);
+    #: a spec's ``ranked`` overrides it per source.
+    ranked: bool = True
     #: Whether ``statement`` does CPU work (embedding the query) and belongs in a thread.
     prepare_in_thread: ClassVar[bool] = False
 
@@ -435,6 +437,13 @@ class PostgresSource:
                 raise clearer from None
             raise
         return [self.to_row(record) for record in records]
+
+
+def finish(spec: PostgresSpec, source: PostgresSource) -> PostgresSource:
+    """Apply the options every source type shares after construction (``ranked``)."""
+    if spec.ranked is not None:
+        source.ranked = spec.ranked
+    return source
 
 
 def spec_kwargs(spec: PostgresSpec) -> dict[str, Any]:

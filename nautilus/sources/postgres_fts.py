@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator
 
 from nautilus.sources.base import Row, Source
-from nautilus.sources.postgres_base import PostgresSource, PostgresSpec, spec_kwargs
+from nautilus.sources.postgres_base import PostgresSource, PostgresSpec, finish, spec_kwargs
 from nautilus.sources.schema import BuildContext, register_source_type
 from nautilus.text import tokenize
 
@@ -107,5 +107,6 @@ class PostgresFtsSpec(PostgresSpec):
         return value
 
     def build(self, ctx: BuildContext) -> Source:
-        return PostgresFtsSource(**spec_kwargs(self), tsvector_column=self.tsvector_column,
-                                 language=self.language, match=self.match)
+        return finish(self, PostgresFtsSource(
+            **spec_kwargs(self), tsvector_column=self.tsvector_column, language=self.language,
+            match=self.match))

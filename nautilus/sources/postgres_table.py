@@ -8,12 +8,12 @@ wildcards in the query escaped, ordered by ``order_by`` (default the id).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from nautilus.sources.base import Source
-from nautilus.sources.postgres_base import PostgresSource, PostgresSpec, spec_kwargs
+from nautilus.sources.postgres_base import PostgresSource, PostgresSpec, finish, spec_kwargs
 from nautilus.sources.schema import BuildContext, register_source_type
 from nautilus.sources.sqlite_table import MAX_KEYWORDS, like_pattern
 from nautilus.text import keyword_stems
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class PostgresTableSource(PostgresSource):
     """Rows whose ``columns`` contain any of the query's word stems (``ILIKE``)."""
 
-    ranked: ClassVar[bool] = False
+    ranked = False
 
     def __init__(self, source_id: str, dsn: str, table: str, columns: Sequence[str],
                  id_field: str = "id", limit: int | None = None, timeout_s: float = 5.0,
@@ -54,4 +54,4 @@ class PostgresTableSpec(PostgresSpec):
     order_by: str | None = Field(default=None, min_length=1)
 
     def build(self, ctx: BuildContext) -> Source:
-        return PostgresTableSource(**spec_kwargs(self), order_by=self.order_by)
+        return finish(self, PostgresTableSource(**spec_kwargs(self), order_by=self.order_by))

@@ -20,6 +20,7 @@ from nautilus.sources.postgres_base import (
     PostgresSource,
     PostgresSourceError,
     PostgresSpec,
+    finish,
     spec_kwargs,
 )
 from nautilus.sources.schema import BuildContext, register_source_type
@@ -124,7 +125,7 @@ class PgvectorSpec(PostgresSpec):
     dim: int = Field(default=1024, ge=16, le=2000)  # the hashing embedder's size (HNSW: ≤ 2000)
 
     def build(self, ctx: BuildContext) -> Source:
-        return PgvectorSource(**spec_kwargs(self),
-                              embedder=vector_embedder(ctx.embedder_name, self.dim,
-                                                       ctx.cache_size),
-                              embedding_column=self.embedding_column)
+        return finish(self, PgvectorSource(
+            **spec_kwargs(self), embedder=vector_embedder(ctx.embedder_name, self.dim,
+                                                          ctx.cache_size),
+            embedding_column=self.embedding_column))
