@@ -14,6 +14,7 @@ RankingSynthesizer with IDF off and on, and the oracle (the union sorted by
 judgment: the upper bound). Then a boost-safety table.
 
     python benchmarks/quality.py [--datasets DIR] [--only NAME] [--out FILE.md]
+    python benchmarks/quality.py --backend postgres   # SQLite beside PostgreSQL (backends.py)
 """
 
 from __future__ import annotations
@@ -242,9 +243,16 @@ def main() -> int:
     parser.add_argument("--datasets", type=Path, default=DATASETS)
     parser.add_argument("--only", choices=NAMES)
     parser.add_argument("--out", type=Path, help="write the markdown tables here")
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite",
+                        help="postgres: SQLite and PostgreSQL side by side (backends.py)")
+    parser.add_argument("--dsn", help="with --backend postgres: this server, not an embedded one")
     args = parser.parse_args()
     configure_logging("warning", "console")
-    text, _ = run(args.datasets, args.only)
+    if args.backend == "postgres":
+        from backends import run as run_backends
+        text = run_backends(args.datasets, args.only, args.dsn)
+    else:
+        text, _ = run(args.datasets, args.only)
     print(text)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

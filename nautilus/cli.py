@@ -1,4 +1,4 @@
-"""The ``nautilus`` command: ``config``, ``query``, ``sources``, ``demo`` and ``eval``.
+"""The ``nautilus`` command: ``config``, ``query``, ``sources``, ``load``, ``demo`` and ``eval``.
 
 Output goes to stdout, logs to stderr. No input produces a traceback: known
 problems print one clear line and exit 1; usage errors exit 2.
@@ -31,6 +31,7 @@ from nautilus.sources.config import (
     SourceConfigError,
     build_sources,
     bundled_demo_config,
+    load_sources,
     sources_json_schema,
 )
 from nautilus.synthesis.basic import BasicSynthesizer
@@ -96,9 +97,17 @@ def _parser() -> argparse.ArgumentParser:
     rebuild = actions.add_parser("rebuild", help="rebuild every SQLite source's database now")
     rebuild.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
     rebuild.set_defaults(run=_run_sources_rebuild)
+    load = commands.add_parser("load", help="create the PostgreSQL sources' tables and indexes "
+                                            "and load their seed files (idempotent)")
+    load.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG)")
+    load.add_argument("--replace", action="store_true",
+                      help="drop and rebuild each table (e.g. to change the embedding model)")
+    load.set_defaults(run=_run_load)
 
     demo = commands.add_parser("demo", help="run demo queries: passthrough beside ranked")
     demo.add_argument("--top-k", type=int, default=8, metavar="K")
+    demo.add_argument("--postgres", action="store_true",
+                      help="serve the demo from an embedded PostgreSQL started on the fly")
     demo.set_defaults(run=_run_demo)
 
     eval_command.add_parser(commands)
@@ -113,7 +122,8 @@ def _run_config(args: argparse.Namespace) -> int:
         return 0
     settings = NautilusSettings()
     path = _config_path(settings, args.config)
-    source_ids, source_error = _check_sources(settings, path)
+    listing, source_error = _check_sources(settings, path)
+    source_ids = None if listing is None else [s["id"] for s in listing]
     problems = list(settings.problems) + _unknown_boost_sources(settings, source_ids)
     if args.json:
         print(json.dumps({
@@ -122,13 +132,15 @@ def _run_config(args: argparse.Namespace) -> int:
             "skipped": [{"variable": p.variable, "value": p.value, "reason": p.reason,
                          "valid": p.valid, "message": p.message} for p in problems],
             "sources_file": {"path": str(path), "ok": source_error is None,
-                             "error": source_error, "sources": source_ids or []},
+                             "error": source_error, "sources": listing or []},
         }, indent=2, sort_keys=True))
     else:
         print(_settings_table(settings))
         print(f"\nranking: {'on' if settings.ranking_enabled else 'off (exact passthrough)'}")
         print(f"sources: {path}: " + (f"ERROR {source_error}" if source_error is not None
-                                      else ", ".join(source_ids or []) or "(none)"))
+                                      else "" if listing else "(none)"))
+        for source in listing or []:
+            print("  - " + "  ".join(source.values()))
         print("skipped:" if problems else "skipped: none")
         for problem in problems:
             print(f"  - {problem.message}")
@@ -141,9 +153,10 @@ def _run_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_sources(settings: NautilusSettings, path: Path) -> tuple[list[str] | None, str | None]:
+def _check_sources(settings: NautilusSettings,
+                   path: Path) -> tuple[list[dict[str, str]] | None, str | None]:
     """Validate the sources file as a broker would (without building databases):
-    its source ids, or the problem."""
+    each source's id and type (and a database's DSN, password masked), or the problem."""
     try:
         sources, _ = build_sources(path, settings.data_dir, settings.embedder,
                                    settings.embedder_cache_size)
@@ -151,7 +164,9 @@ def _check_sources(settings: NautilusSettings, path: Path) -> tuple[list[str] | 
         return None, str(exc)
     for source in sources:
         source.close()
-    return [s.id for s in sources], None
+    return [{"id": spec.id, "type": spec.type,
+             **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {})}  # Dsn masks itself
+            for spec in load_sources(path).specs], None
 
 
 def _unknown_boost_sources(settings: NautilusSettings,
@@ -290,15 +305,54 @@ def _ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) 
     return "\n".join(lines)
 
 
+# --- load --------------------------------------------------------------------------------
+
+def _run_load(args: argparse.Namespace) -> int:
+    from nautilus.sources.postgres_load import (
+        LoadError,
+        default_progress,
+        load_postgres,
+        postgres_specs,
+    )
+    settings = NautilusSettings()
+    if not (args.config or settings.config):
+        print("nautilus: load needs a sources file: --config FILE or NAUTILUS_CONFIG",
+              file=sys.stderr)
+        return 2
+    path = _config_path(settings, args.config)
+    specs = postgres_specs(load_sources(path).specs)
+    try:
+        reports = load_postgres(specs, path.parent, settings.embedder, args.replace,
+                                settings.embedder_cache_size, default_progress())
+    except LoadError as exc:
+        print(f"nautilus: {exc}", file=sys.stderr)
+        return 1
+    for report in reports:
+        print(f"{report.source_id} ({report.kind}): {report.loaded} rows loaded into "
+              f"{report.table} ({report.in_table} in the table)")
+    if not reports:
+        print("nothing to load: no PostgreSQL source in this file has a 'seed'")
+    return 0
+
+
 # --- demo --------------------------------------------------------------------------------
 
 def _run_demo(args: argparse.Namespace) -> int:
     settings = NautilusSettings()
+    if args.postgres:
+        from nautilus.demo_postgres import run_postgres_demo
+        return run_postgres_demo(settings, lambda broker: _show_demo(broker, args.top_k,
+                                                                     "PostgreSQL "))
     broker = Broker.from_config(None, settings.model_copy(update={"config": None}))
-    ranker = RankingSynthesizer(top_k=args.top_k, idf=True)
+    _show_demo(broker, args.top_k)
+    return 0
+
+
+def _show_demo(broker: Broker, top_k: int, kind: str = "") -> None:
+    ranker = RankingSynthesizer(top_k=top_k, idf=True)
     width = 56
-    print("nautilus demo: four sources (tickets: SQL table, graph: service graph, "
-          "runbooks: full text, postmortems: vectors)")
+    print(f"nautilus demo: four sources (tickets: {kind}SQL table, graph: service graph, "
+          f"runbooks: {kind}full text, postmortems: {'pgvector' if kind else 'vectors'})")
     for query in DEMO_QUERIES:
         results = asyncio.run(broker.fetch(query))
         passthrough = [(sid, row) for sid, rows in BasicSynthesizer().merge(results).items()
@@ -306,9 +360,12 @@ def _run_demo(args: argparse.Namespace) -> int:
         ranked = ranker.rank(results, {"query": query})
         total = len(passthrough)
         print(f"\nquery: {query!r}   ({total} rows from {len(results)} sources)")
-        print(f"  {'passthrough (first ' + str(args.top_k) + ' of ' + str(total) + ')':<{width}}"
-              f" | ranked (top {args.top_k}, IDF on)")
-        for i in range(args.top_k):
+        for result in results:
+            if result.error is not None:
+                print(f"  error: {result.source_id}: {result.error.message}")
+        print(f"  {'passthrough (first ' + str(top_k) + ' of ' + str(total) + ')':<{width}}"
+              f" | ranked (top {top_k}, IDF on)")
+        for i in range(top_k):
             left = (f"{passthrough[i][0][:9]:<9} {summarize(passthrough[i][1], width - 11)}"
                     if i < total else "")
             right = (f"{ranked[i].score:.3f} {ranked[i].source_id[:9]:<9} "
@@ -316,7 +373,6 @@ def _run_demo(args: argparse.Namespace) -> int:
             print(f"  {left:<{width}} | {right}")
     print("\nTry: nautilus query 'orders-db replication lag' --top-k 5 --explain "
           "--boost graph:high")
-    return 0
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+# A real PostgreSQL for the postgres_* sources: one server a session, a database a module.
+from postgres_fixtures import pg_dsn, pg_server  # noqa: F401
+
 # Property tests: random exploration on a developer's machine; under CI (CI=true)
 # the same fixed examples every run, so a red CI is a real regression, never luck.
 # A failure found locally is kept as an @example on its test.

@@ -5,6 +5,7 @@ limit: 30                      # rows asked of each source (optional, 1..10000)
 sources:
   - id: tickets                # unique; what NAUTILUS_SOURCE_BOOSTS names
     type: sqlite_table         # sqlite_table | sqlite_fts | sqlite_graph | sqlite_vector
+                               # | postgres_fts | pgvector | postgres_table (docs/sources.md)
     path: demo/tickets.db      # inside NAUTILUS_DATA_DIR
     seed: tickets.jsonl        # relative: beside this file
     table: tickets
@@ -20,7 +21,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nautilus.sources import sqlite_fts, sqlite_graph, sqlite_table, sqlite_vector
+from nautilus.sources import (
+    postgres_fts,
+    postgres_table,
+    postgres_vector,
+    sqlite_fts,
+    sqlite_graph,
+    sqlite_table,
+    sqlite_vector,
+)
 from nautilus.sources.base import Source
 from nautilus.sources.schema import (
     DEFAULT_LIMIT,
@@ -48,7 +57,8 @@ __all__ = [
     "load_sources",
     "sources_json_schema",
 ]
-_BUILT_IN = (sqlite_fts, sqlite_graph, sqlite_table, sqlite_vector)  # registered on import
+_BUILT_IN = (sqlite_fts, sqlite_graph, sqlite_table, sqlite_vector,  # registered on import
+             postgres_fts, postgres_table, postgres_vector)
 
 
 def bundled_demo_config() -> Path:

@@ -45,6 +45,8 @@ MAX_DEPTH = 64                    # nesting of mappings and lists
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SOURCE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _TOP_LEVEL = ("limit", "sources")
+#: Options whose value is never echoed in a message (a DSN carries a password).
+SECRET_OPTIONS = frozenset({"dsn"})
 
 
 class SourceConfigError(Exception):
@@ -58,7 +60,7 @@ class BuildContext:
     base_dir: Path        # the sources file's folder (seeds resolve against it)
     data_dir: Path        # NAUTILUS_DATA_DIR (built SQLite files live inside it)
     embedder_name: str
-    cache_size: int
+    cache_size: int = 10_000
 
 
 class SourceSpec(BaseModel):
@@ -174,7 +176,9 @@ def _describe(exc: ValidationError, model: type[BaseModel]) -> str:
             messages.append(f"missing option {loc!r}")
         else:
             message = str(error["msg"]).removeprefix("Value error, ")
-            messages.append(f"{loc}: {message}, got {_shown(error.get('input'))}")
+            secret = bool(error["loc"]) and str(error["loc"][-1]) in SECRET_OPTIONS
+            got = "" if secret else f", got {_shown(error.get('input'))}"  # never echo a DSN
+            messages.append(f"{loc}: {message}{got}")
     return "; ".join(messages)
 
 

@@ -36,7 +36,7 @@ MAX_WORD_CHARS = 256
 _SEARCH_TABLE = "nautilus_search"
 
 
-def _like_pattern(word: str) -> str:
+def like_pattern(word: str) -> str:
     word = word[:MAX_WORD_CHARS]
     escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -100,7 +100,7 @@ class SqliteTableSource(SqliteSource):
         cursor = connection.execute(
             f"SELECT t.* FROM {self.table} AS t JOIN {_SEARCH_TABLE} AS s ON s.id = t.rowid "
             f"WHERE {clauses} ORDER BY t.rowid LIMIT ?",
-            (*(_like_pattern(w) for w in words), limit))
+            (*(like_pattern(w) for w in words), limit))
         return [dict(row) for row in cursor]
 
 

