@@ -7,7 +7,6 @@ problems print one clear line and exit 1; usage errors exit 2.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import textwrap
@@ -23,6 +22,7 @@ from nautilus.config import (
     LogSettings,
     NautilusSettings,
 )
+from nautilus.hashing import json_default
 from nautilus.log import configure_logging
 from nautilus.models import RankedRow
 from nautilus.sources.config import SourceConfigError, bundled_demo_config, load_source_specs
@@ -156,7 +156,7 @@ def _run_query(args: argparse.Namespace) -> int:
     broker = Broker.from_config(args.config, settings)
     response = broker.request(args.text)
     if args.json:
-        print(json.dumps(response.to_dict(), default=str))
+        print(json.dumps(response.to_dict(), default=json_default))
         return 0
     print(f"query: {args.text}")
     print(f"synthesizer: {type(broker.synthesizer).__name__}"
@@ -211,7 +211,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     print("nautilus demo: four sources (tickets: SQL table, graph: service graph, "
           "runbooks: full text, postmortems: vectors)")
     for query in DEMO_QUERIES:
-        results = asyncio.run(broker.fetch(query))
+        results = broker.fetch_sync(query)
         passthrough = [(sid, row) for sid, rows in BasicSynthesizer().merge(results).items()
                        for row in rows]
         ranked = ranker.rank(results, {"query": query})
