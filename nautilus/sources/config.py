@@ -115,7 +115,7 @@ def build_sources(path: Path, data_dir: Path, embedder_name: str,
         except KeyError as exc:
             raise SourceConfigError(f"{path}: source {spec['id']!r} ({kind}) "
                                     f"is missing option {exc}") from exc
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, AttributeError) as exc:  # e.g. `table: null`
             raise SourceConfigError(f"{path}: source {spec['id']!r} ({kind}): {exc}") from exc
     return sources, limit
 

@@ -410,7 +410,11 @@ def _as_vector(value: Any) -> FloatArray | None:
     """A finite, non-zero float64 vector, or None."""
     if _vector_problem(value) is not None:
         return None
-    return np.asarray(value, dtype=np.float64)
+    array = np.asarray(value, dtype=np.float64)
+    peak = float(np.abs(array).max())
+    # Only the direction counts: bring extreme magnitudes (1e200, 1e-200) into a range
+    # where the squared norm neither overflows nor underflows.
+    return array / peak if not 1e-100 < peak < 1e100 else array
 
 
 def _vector_problem(value: Any) -> str | None:
