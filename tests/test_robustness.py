@@ -230,6 +230,16 @@ def test_features_that_cancel_never_give_a_zero_vector() -> None:
     assert np.count_nonzero(alone) == 1 and np.isclose(np.abs(alone).sum(), 1.0)
 
 
+@pytest.mark.parametrize("query", ["standby ms", "merchant 10", "idempotency applied",
+                                   "jwk sale"])  # the demo vocabulary's four such pairs
+def test_a_query_of_two_cancelling_words_is_ranked(query: str) -> None:
+    rows = [{"t": word} for word in query.split()] + [{"t": "unrelated text"}]
+    with capture_logs() as logs:
+        ranking = RankingSynthesizer().rank([AdapterResult("s", rows)], {"query": query})
+    assert not [e for e in logs if e["log_level"] == "warning"]
+    assert len(ranking) == 3 and any(r.similarity > 0 for r in ranking)
+
+
 def test_cli_query_of_two_colliding_words_is_ranked(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
     env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
