@@ -328,14 +328,19 @@ def test_the_hash_of_fuzzed_data_is_the_same_in_another_process(tmp_path: Path) 
 @given(top_k=st.none() | st.integers(1, 50), idf=st.booleans(),
        boosts=st.text(alphabet="graphtickets:,highlowmedium ", max_size=30),
        cap=st.none() | st.integers(1, 50), results=results(), query=text)
+@example(top_k=1, idf=False, boosts="", cap=None, query="",  # blank query: passthrough
+         results=[AdapterResult("tickets", [{}, {}])])
 def test_settings_from_any_values_rank_without_raising(
         top_k: int | None, idf: bool, boosts: str, cap: int | None,
         results: list[AdapterResult], query: str) -> None:
     settings_ = NautilusSettings(ranking_top_k=top_k, ranking_idf=idf, source_boosts=boosts,
                                  ranking_max_candidates=cap)
-    _, ranking = RankingSynthesizer.from_settings(settings_).merge_ranked(
-        results, {"query": query})
-    assert top_k is None or len(ranking) <= top_k
+    with capture_logs() as logs:
+        _, ranking = RankingSynthesizer.from_settings(settings_).merge_ranked(
+            results, {"query": query})
+    passthrough = any(e.get("action") == "passthrough" for e in logs)  # a blank query
+    assert top_k is None or passthrough or len(ranking) <= top_k
+    assert [r.rank for r in ranking] == list(range(1, len(ranking) + 1))
 
 
 source_values = st.one_of(st.none(), st.booleans(), st.integers(-3, 10**6), floats,
