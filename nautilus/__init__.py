@@ -10,7 +10,7 @@ from nautilus.embedders import (
 )
 from nautilus.hashing import compute_response_hash
 from nautilus.log import configure_logging
-from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow
+from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
 from nautilus.ranking_boost import BOOST_LEVELS, BoostWeights
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
@@ -33,6 +33,7 @@ __all__ = [
     "NoopEmbedder",
     "RankedRow",
     "RankingSynthesizer",
+    "SourceWarning",
     "Synthesizer",
     "compute_response_hash",
     "configure_logging",

@@ -2,22 +2,27 @@
 
 A failing source never fails the request: an exception, a timeout or a return
 that is not a list becomes an ``ErrorRecord`` in ``sources_errored`` and the
-other sources' rows are untouched.
+other sources' rows are untouched. A bad row never fails its source: a row that is
+not an object or has no canonical JSON form (so it could be neither hashed nor
+printed) is dropped with one warning per source, reported in ``sources_warned``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, log_problem
 from nautilus.hashing import compute_response_hash
 from nautilus.log import get_logger
-from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow
+from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
+from nautilus.rows import screen_rows
 from nautilus.sources.base import Source
 from nautilus.sources.config import DEFAULT_LIMIT, build_sources, bundled_demo_config
 from nautilus.synthesis.base import Synthesizer
@@ -25,6 +30,12 @@ from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 logger = get_logger("nautilus.broker")
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+#: How many dropped rows a warning describes one by one.
+_REASONS_SHOWN = 3
 
 
 class Broker:
@@ -89,12 +100,8 @@ class Broker:
         ``asyncio.run`` does) rather than block the loop: call
         ``await broker.arequest(...)`` there.
         """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.arequest(query, context))
-        raise RuntimeError("Broker.request() was called inside a running event loop; "
-                           "use 'await broker.arequest(...)' instead")
+        return run_sync(self.arequest(query, context), "Broker.request()",
+                        "await broker.arequest(...)")
 
     async def arequest(self, query: str,
                        context: Mapping[str, Any] | None = None) -> BrokerResponse:
@@ -102,12 +109,13 @@ class Broker:
             raise TypeError(f"query must be a string, got {type(query).__name__}")
         started = time.perf_counter()
         request_id = uuid.uuid4().hex
-        ctx = {**(context or {}), "query": query}
+        ctx = _request_context(query, context)
         raw = await self._fan_out(query, ctx)
-        results = [result for result, _ in raw]
-        source_hashes = {result.source_id: compute_response_hash(raw_rows)
-                         for result, raw_rows in raw if result.error is None}
+        results = [result for result, _, _ in raw]
+        source_hashes = {result.source_id: raw_hash
+                         for result, raw_hash, _ in raw if result.error is None}
         errors = [r.error for r in results if r.error is not None]
+        warnings = [warning for _, _, warning in raw if warning is not None]
         if isinstance(self.synthesizer, RankingSynthesizer):
             data, ranking = self.synthesizer.merge_ranked(results, ctx)
         else:
@@ -119,33 +127,43 @@ class Broker:
             request_id=request_id, data=data, ranking=ranking,
             sources_queried=[s.id for s in self.sources], sources_errored=errors,
             duration_ms=round((time.perf_counter() - started) * 1000),
-            response_hash=compute_response_hash(data), source_response_hashes=source_hashes)
+            response_hash=compute_response_hash(data), source_response_hashes=source_hashes,
+            sources_warned=warnings)
         logger.info("request_served", request_id=request_id, sources=len(self.sources),
                     errored=[e.source_id for e in errors], rows=sum(map(len, data.values())),
-                    duration_ms=response.duration_ms)
+                    warned=[w.source_id for w in warnings], duration_ms=response.duration_ms)
         return response
 
     async def fetch(self, query: str,
                     context: Mapping[str, Any] | None = None) -> list[AdapterResult]:
-        """Every source's result for ``query``, unsynthesised (errors included)."""
-        ctx = {**(context or {}), "query": query}
-        return [result for result, _ in await self._fan_out(query, ctx)]
+        """Every source's result for ``query``, unsynthesised (errors included; rows
+        without a canonical form dropped, as in :meth:`arequest`)."""
+        ctx = _request_context(query, context)
+        return [result for result, _, _ in await self._fan_out(query, ctx)]
 
-    async def _fan_out(self, query: str,
-                       ctx: Mapping[str, Any]) -> list[tuple[AdapterResult, Any]]:
+    def fetch_sync(self, query: str,
+                   context: Mapping[str, Any] | None = None) -> list[AdapterResult]:
+        """Synchronous :meth:`fetch`, returning at the sources' deadlines like :meth:`request`."""
+        return run_sync(self.fetch(query, context), "Broker.fetch_sync()",
+                        "await broker.fetch(...)")
+
+    async def _fan_out(self, query: str, ctx: Mapping[str, Any],
+                       ) -> list[tuple[AdapterResult, str, SourceWarning | None]]:
         return list(await asyncio.gather(*(self._call(s, query, ctx) for s in self.sources)))
 
-    async def _call(self, source: Source, query: str,
-                    ctx: Mapping[str, Any]) -> tuple[AdapterResult, Any]:
+    async def _call(self, source: Source, query: str, ctx: Mapping[str, Any],
+                    ) -> tuple[AdapterResult, str, SourceWarning | None]:
+        """(the source's result, the hash of its raw rows, what was dropped from them)."""
         started = time.perf_counter()
         timeout = getattr(source, "timeout_s", 5.0)
 
-        def failed(error_type: str, message: str) -> tuple[AdapterResult, Any]:
+        def failed(error_type: str, message: str,
+                   ) -> tuple[AdapterResult, str, SourceWarning | None]:
             elapsed = round((time.perf_counter() - started) * 1000)
             logger.warning("source_failed", source_id=source.id, error_type=error_type,
                            message=message, duration_ms=elapsed)
             error = ErrorRecord(source.id, error_type, message)
-            return AdapterResult(source.id, [], elapsed, error), None
+            return AdapterResult(source.id, [], elapsed, error), "", None
 
         try:
             prepare = getattr(source, "prepare", None)
@@ -155,12 +173,88 @@ class Broker:
         except TimeoutError:
             return failed("timeout", f"no answer within {timeout:g} s")
         except Exception as exc:  # a source is someone else's code: isolate every failure
-            return failed(type(exc).__name__, str(exc)[:500] or type(exc).__name__)
+            return failed(type(exc).__name__, _message(exc))
         if not isinstance(rows, list):
             return failed("invalid_response", f"expected a list of rows, got {type(rows).__name__}")
-        good = [row for row in rows if isinstance(row, dict)]
-        if len(good) != len(rows):
-            logger.warning("source_rows_invalid", source_id=source.id,
-                           count=len(rows) - len(good), action="rows that are not objects dropped")
+        good, raw_hash, dropped = screen_rows(rows)
+        warning = None
+        if dropped:
+            positions = tuple(position for position, _ in dropped)
+            reasons = [f"row {position}: {reason}" for position, reason in dropped]
+            shown = "; ".join(reasons[:_REASONS_SHOWN])
+            more = len(reasons) - _REASONS_SHOWN
+            message = f"{len(dropped)} row(s) dropped: {shown}" + (f"; and {more} more"
+                                                                    if more > 0 else "")
+            warning = SourceWarning(source.id, "rows_dropped", message, len(dropped), positions)
+            logger.warning("source_rows_invalid", source_id=source.id, count=len(dropped),
+                           positions=list(positions[:20]), reasons=reasons[:_REASONS_SHOWN],
+                           action="dropped; the source's other rows are used")
         elapsed = round((time.perf_counter() - started) * 1000)
-        return AdapterResult(source.id, good, elapsed), rows
+        return AdapterResult(source.id, good, elapsed), raw_hash, warning
+
+
+def _request_context(query: Any, context: Any) -> dict[str, Any]:
+    """The context the sources and the synthesizer see; a bad query or context is one
+    clear error here, before any source is called."""
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a string, got {type(query).__name__}: {query!r:.80}")
+    if context is not None and not isinstance(context, Mapping):
+        raise TypeError(f"context must be a mapping (or None), got {type(context).__name__}")
+    return {**(context or {}), "query": query}
+
+
+def _message(exc: BaseException) -> str:
+    """An exception's message for an ``ErrorRecord`` (its type if it has none or it fails)."""
+    try:
+        return str(exc)[:500] or type(exc).__name__
+    except Exception:
+        return type(exc).__name__
+
+
+class _AbandoningExecutor(ThreadPoolExecutor):
+    """Runs each call in its own daemon thread, and never waits for one at shutdown.
+
+    ``asyncio.run`` joins the loop's worker threads before it returns, so a source
+    stuck in a blocking call (a long SQLite query) held ``request()`` far past its
+    deadline although the fan-out had given up on it. Here a timed-out call is
+    abandoned: its thread finishes (or the process exits) on its own, its result is
+    discarded, and the next request runs on a fresh loop and fresh threads.
+    """
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        future: Future[T] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # handed to the awaiting task, like the stock pool
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        threading.Thread(target=run, name="nautilus-worker", daemon=True).start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Nothing to join: abandoned calls end on their own."""
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(_AbandoningExecutor())
+    return loop
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T], name: str, instead: str) -> T:
+    """Run ``coroutine`` to completion on a fresh event loop whose worker threads are
+    never waited for (see :class:`_AbandoningExecutor`). Inside a running loop this
+    raises ``RuntimeError`` (as ``asyncio.run`` does) naming the awaitable to use."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        with asyncio.Runner(loop_factory=_new_loop) as runner:
+            return runner.run(coroutine)
+    coroutine.close()
+    raise RuntimeError(f"{name} was called inside a running event loop; use '{instead}' instead")

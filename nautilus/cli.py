@@ -7,7 +7,6 @@ problems print one clear line and exit 1; usage errors exit 2.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import textwrap
@@ -25,6 +24,7 @@ from nautilus.config import (
     parse_int_setting,
 )
 from nautilus.evaluation import command as eval_command
+from nautilus.hashing import json_default
 from nautilus.log import configure_logging, get_logger
 from nautilus.models import RankedRow
 from nautilus.sources.config import (
@@ -254,7 +254,7 @@ def _run_query(args: argparse.Namespace) -> int:
     response = broker.request(args.text)
     all_failed = bool(broker.sources) and len(response.sources_errored) == len(broker.sources)
     if args.json:
-        print(json.dumps(response.to_dict(), default=str))
+        print(json.dumps(response.to_dict(), default=json_default))
     else:
         ranked = isinstance(broker.synthesizer, RankingSynthesizer)
         applied: dict[str, str] = getattr(broker.synthesizer, "source_boosts", {})
@@ -354,7 +354,7 @@ def _show_demo(broker: Broker, top_k: int, kind: str = "") -> None:
     print(f"nautilus demo: four sources (tickets: {kind}SQL table, graph: service graph, "
           f"runbooks: {kind}full text, postmortems: {'pgvector' if kind else 'vectors'})")
     for query in DEMO_QUERIES:
-        results = asyncio.run(broker.fetch(query))
+        results = broker.fetch_sync(query)
         passthrough = [(sid, row) for sid, rows in BasicSynthesizer().merge(results).items()
                        for row in rows]
         ranked = ranker.rank(results, {"query": query})

@@ -16,6 +16,23 @@ class ErrorRecord:
     trace_id: str = ""
 
 
+@dataclass(frozen=True)
+class SourceWarning:
+    """Something a source returned that was left out, while the rest of its answer was used.
+
+    ``warning_type`` is ``"rows_dropped"``: ``count`` rows at ``positions`` (1-based, in
+    the source's own order) were not JSON objects or had no canonical JSON form (a
+    cycle, keys of mixed types, an integer too long to print, a value whose ``str``
+    raises, a mapping whose methods raise); ``message`` says why, for the first few.
+    """
+
+    source_id: str
+    warning_type: str
+    message: str
+    count: int = 0
+    positions: tuple[int, ...] = ()
+
+
 @dataclass
 class AdapterResult:
     """One source's answer: its rows in the source's own order, or an error."""
@@ -67,6 +84,7 @@ class BrokerResponse:
     duration_ms: int = 0
     response_hash: str = ""
     source_response_hashes: dict[str, str] = field(default_factory=dict)
+    sources_warned: list[SourceWarning] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,4 +97,6 @@ class BrokerResponse:
             "duration_ms": self.duration_ms,
             "response_hash": self.response_hash,
             "source_response_hashes": dict(self.source_response_hashes),
+            "sources_warned": [{**asdict(w), "positions": list(w.positions)}
+                               for w in self.sources_warned],
         }

@@ -42,6 +42,8 @@ class SparseRows:
 
 
 DEFAULT_DIM = 1 << 16
+#: A vector norm at or below this is features cancelling out, not a real vector.
+_CANCELLED = 1e-9
 
 
 @lru_cache(maxsize=1 << 18)
@@ -54,7 +56,9 @@ class HashingEmbedder:
     """Feature hashing of word unigrams and bigrams, log term frequency, L2-normalised.
 
     Each feature goes to bucket ``h mod dim`` with sign ``±1`` from another bit of
-    ``h`` (so collisions cancel on average instead of adding up). Bigrams
+    ``h`` (so collisions cancel on average instead of adding up). A text whose
+    features all cancel (two words in one bucket with opposite signs) would embed to
+    zero; it takes its features unsigned instead, so no text with words is zero. Bigrams
     (``"disk full"``) reward phrase matches. ``dim`` trades collisions for size:
     ranking works on sparse vectors, so the default 65,536 costs nothing there
     and keeps collisions rare (on the shared collections, nDCG@10 fell by 0.06
@@ -126,6 +130,15 @@ class HashingEmbedder:
         values = np.bincount(inverse, weights=weights * signs, minlength=len(keys))
         out_rows = keys // self.dim
         norms = np.sqrt(np.bincount(out_rows, weights=values * values, minlength=batch.n_texts))
+        cancelled = (norms <= _CANCELLED) & (np.bincount(out_rows, minlength=batch.n_texts) > 0)
+        if cancelled.any():
+            # Every feature of a text met one of opposite sign in its bucket ("standby ms"):
+            # rather than a zero vector (a query that switches ranking off), such a text
+            # takes its features unsigned. Texts with any feature left are unchanged.
+            unsigned = np.bincount(inverse, weights=weights, minlength=len(keys))
+            values = np.where(cancelled[out_rows], unsigned, values)
+            norms = np.sqrt(np.bincount(out_rows, weights=values * values,
+                                        minlength=batch.n_texts))
         safe = np.where(norms > 0, norms, 1.0)
         return SparseRows(batch.n_texts, self.dim, out_rows, keys % self.dim,
                           values / safe[out_rows])

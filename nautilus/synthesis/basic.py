@@ -17,5 +17,6 @@ class BasicSynthesizer:
         for result in results:
             if result.error is not None:
                 continue
-            merged.setdefault(result.source_id, []).extend(result.rows)
+            rows = result.rows if isinstance(result.rows, list) else []  # None: no rows
+            merged.setdefault(result.source_id, []).extend(rows)
         return merged

@@ -20,7 +20,6 @@ falls back to passthrough). Rows are never mutated.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,8 +37,10 @@ from nautilus.embedders import (
     embed_texts,
     embedder_from_name,
 )
+from nautilus.hashing import NoCanonicalFormError, canonical_json
 from nautilus.models import AdapterResult, RankedRow
 from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
+from nautilus.rows import mapping_problem
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.text import (
     IDF_FLOOR,
@@ -102,8 +103,11 @@ class RankingSynthesizer:
         self.source_boosts = boosts
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
         self.max_candidates = max_candidates
+        if (not isinstance(idf_floor, int | float) or isinstance(idf_floor, bool)
+                or not 0.0 <= idf_floor <= 1.0):  # also rejects NaN
+            raise ValueError(f"idf_floor must be a number in [0, 1], got {idf_floor!r}")
         self.dedup_key = dedup_key
-        self.idf_floor = idf_floor
+        self.idf_floor = float(idf_floor)
 
     @classmethod
     def from_settings(cls, settings: NautilusSettings,
@@ -156,7 +160,8 @@ class RankingSynthesizer:
             return None
         cands = self._flatten(results, warn=True)
         n_sources = len(cands.source_ids)
-        level_weights = [weights_for(self.source_boosts.get(s.lower())) for s in cands.source_ids]
+        level_weights = [weights_for(self.source_boosts.get(s.lower()) if isinstance(s, str)
+                                     else None) for s in cands.source_ids]
         multipliers = np.array([w.multiplier for w in level_weights] or [1.0])
         bumps = np.array([w.bump for w in level_weights] or [0.0])
 
@@ -218,7 +223,8 @@ class RankingSynthesizer:
                                type=type(result.rows).__name__)
             start, given = next_rank[index], len(source_rows)
             positions = np.arange(start, start + given, dtype=np.int64)
-            is_dict = [type(row) is dict or isinstance(row, dict) for row in source_rows]
+            is_dict = [type(row) is dict or (isinstance(row, dict) and mapping_problem(row) is None)
+                       for row in source_rows]
             if not all(is_dict):
                 not_a_dict += is_dict.count(False)
                 positions = positions[np.array(is_dict, dtype=bool)]
@@ -229,6 +235,7 @@ class RankingSynthesizer:
             next_rank[index] = start + given  # ranks count the rows left out too
         if warn and not_a_dict:
             logger.warning("rank_row_not_a_dict", count=not_a_dict,
+                           reason="not a dict, or a dict subclass whose methods fail",
                            action="left out of the ranking")
         empty = np.zeros(0, dtype=np.int64)
         return _Candidates(source_ids, np.concatenate(index_parts) if index_parts else empty,
@@ -374,12 +381,18 @@ class RankingSynthesizer:
         kept: list[int] = []
         first_copy: dict[str, int] = {}
         also_from: dict[int, list[tuple[str, int]]] = {}
+        uncomparable = 0
         for i in order.tolist():
             value = cands.rows[i].get(key) if key is not None else None
             if value is None or (isinstance(value, float) and math.isnan(value)):
                 kept.append(i)
                 continue
-            canonical = json.dumps(value, sort_keys=True, default=str)
+            try:
+                canonical = canonical_json(value)
+            except NoCanonicalFormError:  # cyclic, mixed keys…: cannot equal another row's
+                uncomparable += 1
+                kept.append(i)
+                continue
             if canonical in first_copy:
                 best = first_copy[canonical]
                 also_from.setdefault(best, []).append(
@@ -387,6 +400,9 @@ class RankingSynthesizer:
             else:
                 first_copy[canonical] = i
                 kept.append(i)
+        if uncomparable:
+            logger.warning("rank_dedup_value_invalid", key=key, count=uncomparable,
+                           reason="no canonical JSON form", action="kept as distinct rows")
         return np.array(kept, dtype=np.int64), also_from
 
 
@@ -394,7 +410,11 @@ def _as_vector(value: Any) -> FloatArray | None:
     """A finite, non-zero float64 vector, or None."""
     if _vector_problem(value) is not None:
         return None
-    return np.asarray(value, dtype=np.float64)
+    array = np.asarray(value, dtype=np.float64)
+    peak = float(np.abs(array).max())
+    # Only the direction counts: bring extreme magnitudes (1e200, 1e-200) into a range
+    # where the squared norm neither overflows nor underflows.
+    return array / peak if not 1e-100 < peak < 1e100 else array
 
 
 def _vector_problem(value: Any) -> str | None:
@@ -402,8 +422,8 @@ def _vector_problem(value: Any) -> str | None:
         return f"not a list of numbers ({type(value).__name__})"
     try:
         array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        return "holds non-numeric values"
+    except (TypeError, ValueError, OverflowError):
+        return "holds non-numeric values (or numbers beyond float64)"
     if array.ndim != 1 or array.size == 0:
         return f"not a flat vector (shape {array.shape})"
     if not np.isfinite(array).all():
@@ -436,8 +456,8 @@ def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: FloatArray,
     picked = values if len(candidates) == len(values) else [values[i] for i in candidates]
     matrix: FloatArray | None = None
     if set(map(type, picked)) == {np.ndarray}:  # the fast path: one copy into a matrix
-        lengths = np.fromiter(map(len, picked), dtype=np.int64, count=len(picked))
-        try:
+        try:  # a 0-d array has no len(): the slow path flags it
+            lengths = np.fromiter(map(len, picked), dtype=np.int64, count=len(picked))
             if (lengths == dim).all():
                 matrix = np.concatenate(picked).reshape(len(picked), dim).astype(
                     np.float64, copy=False)
@@ -471,14 +491,15 @@ def _stack(vectors: list[Any], dim: int) -> tuple[FloatArray, npt.NDArray[np.boo
             matrix = np.array(vectors, dtype=np.float64).reshape(len(vectors), dim)
             ok[:] = True
             return matrix, ok
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     for i, vector in enumerate(vectors):
-        if not isinstance(vector, list | tuple | np.ndarray) or len(vector) != dim:
+        if (not isinstance(vector, list | tuple | np.ndarray) or getattr(vector, "ndim", 1) != 1
+                or len(vector) != dim):
             continue
         try:
             row = np.asarray(vector, dtype=np.float64)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             continue
         if row.shape == (dim,):
             matrix[i] = row

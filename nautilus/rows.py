@@ -1,0 +1,70 @@
+"""What makes a row usable: the one rule the broker and the synthesizer share.
+
+A source is someone else's code, and a row is whatever it returned. A row is used
+when it is a dict, has a canonical JSON form (see :mod:`nautilus.hashing`: so the
+response can be hashed and printed) and, for a dict subclass, its mapping methods
+work. Anything else is dropped from its source, never the request's failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nautilus.hashing import NoCanonicalFormError, canonical_json, describe_error, hash_canonical
+
+
+def screen_rows(rows: list[Any]) -> tuple[list[dict[str, Any]], str, list[tuple[int, str]]]:
+    """Split a source's rows: (the usable rows, the response hash of the raw rows, and
+    ``(position, reason)`` for each row dropped).
+
+    A row is usable when it is a dict, has a canonical JSON form (so the response can
+    be hashed and printed) and, for a dict subclass, its mapping methods work. The raw
+    hash covers every returned item that has a canonical form, objects or not (when
+    one has none, it is built from the per-row texts, each row encoded once more).
+    """
+    good: list[dict[str, Any]] = []
+    dropped: list[tuple[int, str]] = []
+    try:  # the common case: the whole list encodes at once (6x faster than row by row)
+        raw_hash = hash_canonical(canonical_json(rows))
+        encodable = [True] * len(rows)
+    except NoCanonicalFormError:
+        encoded: list[str] = []
+        encodable = []
+        for position, row in enumerate(rows, start=1):
+            try:
+                encoded.append(canonical_json(row))
+                encodable.append(True)
+            except NoCanonicalFormError as exc:
+                dropped.append((position, str(exc)))
+                encodable.append(False)
+        raw_hash = hash_canonical("[" + ",".join(encoded) + "]")
+    for position, (row, ok) in enumerate(zip(rows, encodable, strict=True), start=1):
+        if not ok:
+            continue
+        if type(row) is dict:
+            good.append(row)
+        elif not isinstance(row, dict):
+            dropped.append((position, f"not a JSON object ({type(row).__name__})"))
+        elif (problem := mapping_problem(row)) is not None:
+            dropped.append((position, problem))
+        else:
+            good.append(row)
+    dropped.sort()
+    return good, raw_hash, dropped
+
+
+def mapping_problem(row: dict[str, Any]) -> str | None:
+    """Why a dict subclass cannot be read like a dict (its methods may be overridden)."""
+    try:
+        row.get("embedding")
+        _ = "embedding_model" in row
+        for _ in row.items():
+            pass
+        for _ in row.values():
+            pass
+        for key in row:
+            row[key]
+        len(row)
+    except Exception as exc:
+        return f"a {type(row).__name__} whose mapping methods fail ({describe_error(exc)})"
+    return None

@@ -1,0 +1,377 @@
+"""A standing fuzz suite: whatever rows, contexts, settings or sources-file values come in,
+nothing raises, nothing is mutated, the output has the promised size, and the same input
+gives the same bytes — in this process and in another one (issue 10).
+
+Under CI the examples are derandomized (tests/conftest.py). Explore locally with more:
+
+    NAUTILUS_FUZZ_EXAMPLES=5000 HYPOTHESIS_PROFILE=dev .venv/bin/pytest tests/test_fuzz.py
+
+Every failure found that way is kept below as an ``@example``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+from test_broker import FakeSource
+
+from nautilus import (
+    AdapterResult,
+    BasicSynthesizer,
+    Broker,
+    ErrorRecord,
+    NautilusSettings,
+    RankingSynthesizer,
+    compute_response_hash,
+)
+from nautilus.hashing import NoCanonicalFormError, canonical_json, json_default
+from nautilus.rows import mapping_problem
+from nautilus.sources.config import SourceConfigError, build_sources
+
+#: Examples per property: small under CI (the suite adds seconds), larger when exploring.
+EXAMPLES = int(os.environ.get("NAUTILUS_FUZZ_EXAMPLES", "60"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+#: For the properties whose examples cost the most (whole settings objects).
+FUZZ_FEWER = settings(FUZZ, max_examples=max(10, EXAMPLES // 3))
+
+SOURCE_IDS = ("tickets", "graph", "runbooks", "postmortems")
+WORDS = ("disk", "full", "orders", "database", "standby", "ms", "lag", "cpu", "é", "日本",
+         "", " ", "\x00", "DISK", "disk-full", "ümlaut")
+
+
+class RaisingStr:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+    __repr__ = __str__
+
+
+class GetRaises(dict[str, Any]):
+    def get(self, key: Any, default: Any = None) -> Any:
+        raise KeyError(key)
+
+
+class ItemsRaises(dict[str, Any]):
+    def items(self) -> Any:
+        raise RuntimeError("items")
+
+    def values(self) -> Any:
+        raise RuntimeError("values")
+
+
+# --- strategies -----------------------------------------------------------------------------
+
+text = st.one_of(
+    st.lists(st.sampled_from(WORDS), max_size=8).map(" ".join),
+    st.text(max_size=40),
+    st.sampled_from(["disk " * 6000, "x" * 25_000]),  # longer than the 20,000-char cut
+)
+floats = st.floats(allow_nan=True, allow_infinity=True)
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), floats, text,
+    st.sampled_from([10**400, 0.0, -0.0, 1e308]),
+    st.builds(lambda: -(10**4301)),  # built, not listed: hypothesis cannot repr it
+    st.binary(max_size=8),
+)
+hashables = st.one_of(st.none(), st.booleans(), st.integers(-99, 99), st.text(max_size=6))
+values = st.recursive(
+    st.one_of(scalars, st.frozensets(hashables, max_size=4), st.sets(hashables, max_size=4)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner),
+                            st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+@st.composite
+def vectors(draw: st.DrawFn) -> Any:
+    """An embedding field: right-size, wrong-size, odd shape, odd numbers, not a vector."""
+    dim = draw(st.sampled_from([0, 1, 3, 4, 8]))
+    numbers = st.one_of(st.floats(-1e6, 1e6), floats, st.integers(-5, 5),
+                        st.sampled_from([10**400, 1e308]))
+    kind = draw(st.sampled_from(["list", "array", "tuple", "0d", "2d", "text", "nested"]))
+    items = draw(st.lists(numbers, min_size=dim, max_size=dim))
+    if kind == "list":
+        return items
+    if kind == "tuple":
+        return tuple(items)
+    if kind == "array":
+        finite = [x for x in items if isinstance(x, float)]
+        return np.array(finite, dtype=np.float64)
+    if kind == "0d":
+        return np.array(1.0)
+    if kind == "2d":
+        return np.ones((2, max(dim, 1)))
+    if kind == "nested":
+        return [items, items]
+    return draw(text)
+
+
+@st.composite
+def rows(draw: st.DrawFn) -> Any:
+    kind = draw(st.sampled_from(["plain"] * 6 + ["odd", "cycle", "mixed_keys", "get_raises",
+                                                  "items_raises", "str_raises", "not_a_dict"]))
+    row: dict[Any, Any] = draw(st.dictionaries(
+        st.sampled_from(["id", "t", "title", "body", "score", "k", "tags"]), values, max_size=5))
+    if draw(st.booleans()):
+        row["t"] = draw(text)
+    if draw(st.booleans()):
+        row["embedding"] = draw(vectors())
+        if draw(st.booleans()):
+            row["embedding_model"] = draw(st.sampled_from(["hashing-v1-4", "other", None, 3]))
+    if kind == "odd":
+        odd = draw(st.sampled_from(["huge", float("nan"), b"\xff", {1, "a"}, (1, [2]),
+                                    RaisingStr]))
+        row[draw(st.sampled_from(["n", "v"]))] = 10**5000 if odd == "huge" else odd
+    elif kind == "cycle":
+        row["self"] = row
+    elif kind == "mixed_keys":
+        row[1] = "one"
+    elif kind == "get_raises":
+        return GetRaises(row)
+    elif kind == "items_raises":
+        return ItemsRaises(row)
+    elif kind == "str_raises":
+        row["v"] = RaisingStr()
+    elif kind == "not_a_dict":
+        return draw(st.one_of(scalars, st.lists(scalars, max_size=2)))
+    return row
+
+
+@st.composite
+def results(draw: st.DrawFn) -> list[AdapterResult]:
+    out = []
+    for sid in draw(st.lists(st.one_of(st.sampled_from(SOURCE_IDS), st.integers(0, 2)),
+                             max_size=4)):
+        if draw(st.integers(0, 9)) == 0:
+            out.append(AdapterResult(sid, [], error=ErrorRecord(str(sid), "timeout", "slow")))
+            continue
+        source_rows = draw(st.one_of(st.lists(rows(), max_size=8),
+                                     st.sampled_from([None, "garbage", ()])))
+        out.append(AdapterResult(sid, source_rows))
+    return out
+
+
+contexts = st.one_of(
+    st.none(),
+    st.sampled_from([[], "query as a string", 5]),
+    st.fixed_dictionaries({}, optional={"query": st.one_of(text, scalars),
+                                        "embedding": vectors()}),
+)
+
+
+@st.composite
+def synthesizers(draw: st.DrawFn) -> RankingSynthesizer:
+    boosts = draw(st.dictionaries(st.sampled_from([*SOURCE_IDS, "nope"]),
+                                  st.sampled_from(["low", "medium", "high"]), max_size=3))
+    return RankingSynthesizer(
+        top_k=draw(st.none() | st.integers(1, 12)), idf=draw(st.booleans()),
+        source_boosts=boosts, max_candidates=draw(st.none() | st.integers(1, 20)),
+        dedup_key=draw(st.sampled_from([None, "id", "t", "k", "tags", "embedding"])),
+        idf_floor=draw(st.floats(0.0, 1.0)))
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+def snapshot(value: Any) -> Any:
+    """What a row looks like now, comparable later even when it has no canonical form."""
+    try:
+        return canonical_json(value)
+    except NoCanonicalFormError:
+        if isinstance(value, dict):
+            return (type(value), [(id(k), id(v)) for k, v in dict.items(value)])
+        return (type(value), id(value))
+
+
+def rankable(result: AdapterResult) -> list[Any]:
+    if result.error is not None or not isinstance(result.rows, list):
+        return []
+    return [r for r in result.rows if type(r) is dict
+            or (isinstance(r, dict) and mapping_problem(r) is None)]
+
+
+def fingerprint(merged: Mapping[Any, list[Any]], ranking: list[Any]) -> Any:
+    return ([(sid, [id(r) for r in rs]) for sid, rs in merged.items()],
+            [(r.source_id, id(r.row), r.rank, r.source_rank, r.score) for r in ranking])
+
+
+# --- properties -----------------------------------------------------------------------------
+
+@FUZZ
+@given(synth=synthesizers(), results=results(), context=contexts)
+@example(synth=RankingSynthesizer(dedup_key="k"),
+         results=[AdapterResult("s", [{"t": "disk", "k": {1: "a", "b": 2}}])],
+         context={"query": "disk"})
+@example(synth=RankingSynthesizer(), results=[AdapterResult("s", None)],  # type: ignore[arg-type]
+         context=None)
+@example(synth=RankingSynthesizer(),
+         results=[AdapterResult("s", [{"t": "disk", "embedding": np.array(1.0)}])],
+         context={"embedding": [10**400, 1.0]})
+@example(synth=RankingSynthesizer(top_k=1),  # |q|² overflowed: a RuntimeWarning, zero scores
+         results=[AdapterResult("s", [{"embedding": [1.0]}, {"t": "disk"}])],
+         context={"embedding": [1.3407807929942597e154]})
+@example(synth=RankingSynthesizer(top_k=1), results=[AdapterResult("s", [{}, {}])],
+         context=None)  # passthrough is never trimmed
+def test_rank_never_raises_keeps_rows_and_is_deterministic(
+        synth: RankingSynthesizer, results: list[AdapterResult], context: Any) -> None:
+    before = [[snapshot(r) for r in res.rows] if isinstance(res.rows, list) else res.rows
+              for res in results]
+    with capture_logs() as logs:
+        merged, ranking = synth.merge_ranked(results, context)
+    passthrough = any(e.get("action") == "passthrough" for e in logs)
+    again = synth.merge_ranked(results, context)
+    assert fingerprint(merged, ranking) == fingerprint(*again)
+    after = [[snapshot(r) for r in res.rows] if isinstance(res.rows, list) else res.rows
+             for res in results]
+    assert before == after  # rows never mutated
+    assert [r.rank for r in ranking] == list(range(1, len(ranking) + 1))
+    assert all(math.isfinite(r.score) for r in ranking)
+    eligible = sum(len(rankable(r)) for r in results)
+    if passthrough:  # no query vector: exactly BasicSynthesizer, no trim (DESIGN.md)
+        assert fingerprint(merged, []) == fingerprint(BasicSynthesizer().merge(results), [])
+        assert len(ranking) == eligible
+    elif synth.top_k is not None:
+        assert len(ranking) <= synth.top_k
+    if synth.top_k is None and synth.max_candidates is None and synth.dedup_key is None:
+        assert len(ranking) == eligible  # no trim: every rankable row, once
+    else:
+        assert len(ranking) <= eligible
+    successful = {r.source_id for r in results if r.error is None}
+    assert set(merged) == successful
+    ranked_ids = {id(r.row) for r in ranking}
+    assert len(ranked_ids) == len(ranking)
+
+
+@FUZZ
+@given(source_rows=st.lists(st.one_of(st.lists(rows(), max_size=6),
+                                      st.sampled_from(["x", 3, ()])), min_size=1, max_size=3),
+       query=text, ranking=st.booleans())
+def test_broker_answers_every_source_and_hashes_what_it_returns(
+        source_rows: list[Any], query: str, ranking: bool) -> None:
+    sources = [FakeSource(f"s{i}", rs) for i, rs in enumerate(source_rows)]
+    broker = Broker(sources, RankingSynthesizer(top_k=5, idf=True) if ranking else None)
+    response = broker.request(query)
+    errored = {e.source_id for e in response.sources_errored}
+    assert errored == {f"s{i}" for i, rs in enumerate(source_rows) if not isinstance(rs, list)}
+    warned = {w.source_id: w for w in response.sources_warned}
+    for i, rs in enumerate(source_rows):
+        if not isinstance(rs, list):
+            continue
+        good = [r for r in rs if snapshot(r).__class__ is str and isinstance(r, dict)
+                and mapping_problem(r) is None]
+        dropped = len(rs) - len(good)
+        assert (warned[f"s{i}"].count if f"s{i}" in warned else 0) == dropped
+        if not ranking:
+            assert response.data[f"s{i}"] == good
+    assert response.response_hash == compute_response_hash(response.data)
+    json.dumps(response.to_dict(), default=json_default)  # the whole response can be printed
+
+
+# --- the hash is the same in another process ------------------------------------------------
+
+hash_data = st.dictionaries(st.sampled_from(SOURCE_IDS), st.lists(st.dictionaries(
+    st.text(max_size=5), values, max_size=4), max_size=3), max_size=3)
+
+_HASH_CHILD = """
+import pickle, sys
+from nautilus.hashing import NoCanonicalFormError, compute_response_hash
+out = []
+for data in pickle.load(open(sys.argv[1], "rb")):
+    try:
+        out.append(compute_response_hash(data))
+    except NoCanonicalFormError:
+        out.append(None)
+print("\\n".join(map(str, out)))
+"""
+
+
+def test_the_hash_of_fuzzed_data_is_the_same_in_another_process(tmp_path: Path) -> None:
+    collected: list[Any] = []
+
+    @FUZZ
+    @given(data=hash_data)
+    def collect(data: Any) -> None:
+        collected.append(data)
+
+    collect()
+    mine = []
+    for data in collected:
+        try:
+            mine.append(compute_response_hash(data))
+        except NoCanonicalFormError:
+            mine.append(None)
+    dump = tmp_path / "data.pickle"
+    dump.write_bytes(pickle.dumps(collected))
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    done = subprocess.run([sys.executable, "-c", _HASH_CHILD, str(dump)], capture_output=True,
+                          text=True, env=env, timeout=120, check=True)
+    assert done.stdout.split("\n")[:len(mine)] == [str(h) for h in mine]
+    assert any(h is not None for h in mine)
+
+
+# --- settings and sources-file values --------------------------------------------------------
+
+@FUZZ_FEWER
+@given(top_k=st.none() | st.integers(1, 50), idf=st.booleans(),
+       boosts=st.text(alphabet="graphtickets:,highlowmedium ", max_size=30),
+       cap=st.none() | st.integers(1, 50), results=results(), query=text)
+@example(top_k=1, idf=False, boosts="", cap=None, query="",  # blank query: passthrough
+         results=[AdapterResult("tickets", [{}, {}])])
+def test_settings_from_any_values_rank_without_raising(
+        top_k: int | None, idf: bool, boosts: str, cap: int | None,
+        results: list[AdapterResult], query: str) -> None:
+    settings_ = NautilusSettings(ranking_top_k=top_k, ranking_idf=idf, source_boosts=boosts,
+                                 ranking_max_candidates=cap)
+    with capture_logs() as logs:
+        _, ranking = RankingSynthesizer.from_settings(settings_).merge_ranked(
+            results, {"query": query})
+    passthrough = any(e.get("action") == "passthrough" for e in logs)  # a blank query
+    assert top_k is None or passthrough or len(ranking) <= top_k
+    assert [r.rank for r in ranking] == list(range(1, len(ranking) + 1))
+
+
+source_values = st.one_of(st.none(), st.booleans(), st.integers(-3, 10**6), floats,
+                          st.text(max_size=12), st.lists(st.text(max_size=5), max_size=3),
+                          st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@FUZZ
+@given(kind=st.sampled_from(["sqlite_table", "sqlite_fts", "sqlite_graph", "sqlite_vector",
+                             "nope", 3]),
+       field=st.sampled_from(["timeout_s", "table", "search_columns", "columns", "dim", "path",
+                              "seed", "limit", "id", "text_fields", "entities"]),
+       value=source_values)
+@example(kind="sqlite_table", field="table", value=None)  # was an AttributeError
+def test_sources_file_values_are_a_clear_error_or_a_broker(kind: Any, field: str, value: Any,
+                                                           tmp_path_factory: Any) -> None:
+    root = tmp_path_factory.mktemp("cfg")
+    spec: dict[str, Any] = {"id": "s", "type": kind, "path": "s.db", "seed": "s.jsonl",
+                            "table": "t", "search_columns": ["title"], "columns": ["title"],
+                            "entities": "e.jsonl", "edges": "d.jsonl",
+                            "text_fields": ["title"]}
+    document: dict[str, Any] = {"sources": [spec]}
+    if field == "limit":
+        document["limit"] = value
+    else:
+        spec[field] = value
+    config = root / "nautilus.yaml"
+    config.write_text(yaml.safe_dump(document))
+    try:
+        sources, limit = build_sources(config, root / "data", "hashing", 0)
+    except SourceConfigError as exc:
+        assert str(exc)
+        return
+    assert [s.id for s in sources] == [spec["id"]] and limit >= 1
