@@ -1,4 +1,4 @@
-"""The ``nautilus`` command: ``config``, ``query`` and ``demo``.
+"""The ``nautilus`` command: ``config``, ``query``, ``serve`` and ``demo``.
 
 Output goes to stdout, logs to stderr. No input produces a traceback: known
 problems print one clear line and exit 1; usage errors exit 2.
@@ -25,6 +25,7 @@ from nautilus.config import (
 )
 from nautilus.log import configure_logging
 from nautilus.models import RankedRow
+from nautilus.service.manifest import with_manifest
 from nautilus.sources.config import SourceConfigError, bundled_demo_config, load_source_specs
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
@@ -66,7 +67,13 @@ def _parser() -> argparse.ArgumentParser:
     config.add_argument("--json", action="store_true", help="one JSON object on stdout")
     config.add_argument("--strict", action="store_true",
                         help="exit 1 if any entry was skipped (for deployment pipelines)")
-    config.set_defaults(run=_run_config)
+    config.add_argument("--env-file", metavar="FILE",
+                        help="check the NAUTILUS_* settings of this dotenv file instead of "
+                             "the environment")
+    config.add_argument("--manifest", metavar="FILE",
+                        help="check the NAUTILUS_* env of a Kubernetes Deployment/StatefulSet "
+                             "(with its ConfigMaps) or a compose file, without deploying it")
+    config.set_defaults(run=with_manifest(_run_config))
 
     query = commands.add_parser("query", help="ask every source and show the ranked answer")
     query.add_argument("text", help="the query")
@@ -78,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--json", action="store_true", help="the BrokerResponse as one JSON object")
     query.add_argument("--explain", action="store_true", help="show each score's components")
     query.set_defaults(run=_run_query)
+
+    serve = commands.add_parser("serve", help="run the HTTP service (extra nautilus[serve])")
+    serve.add_argument("--host", help="address to bind (default NAUTILUS_SERVE_HOST, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default NAUTILUS_SERVE_PORT, 8000)")
+    serve.add_argument("--workers", type=int, metavar="N",
+                       help="worker processes (default NAUTILUS_SERVE_WORKERS, 1)")
+    serve.set_defaults(run=_run_serve)
 
     demo = commands.add_parser("demo", help="run demo queries: passthrough beside ranked")
     demo.add_argument("--top-k", type=int, default=8, metavar="K")
@@ -199,6 +213,13 @@ def _ranked_table(ranking: list[RankedRow], explain: bool) -> str:
     if len(lines) == 1:
         lines.append("  (no rows)")
     return "\n".join(lines)
+
+
+# --- serve -------------------------------------------------------------------------------
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from nautilus.service.server import serve  # the web stack only when serving
+    return serve(args.host, args.port, args.workers)
 
 
 # --- demo --------------------------------------------------------------------------------
