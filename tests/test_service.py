@@ -214,3 +214,11 @@ def test_openapi_fuzzing_finds_no_server_error(server: Server, tmp_path: Path) -
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "No issues found" in result.stdout, result.stdout[-4000:]
     assert re.search(r"Tested:\s+5\b", result.stdout), result.stdout[-4000:]  # every operation
+
+
+def test_cors_is_off_unless_configured(server: Server) -> None:
+    preflight = httpx.options(server.url + "/v1/query", headers={
+        "Origin": "https://app.example.com", "Access-Control-Request-Method": "POST"})
+    assert "access-control-allow-origin" not in preflight.headers
+    assert "access-control-allow-origin" not in post(
+        server, {"query": QUERY}, headers={"Origin": "https://app.example.com"}).headers

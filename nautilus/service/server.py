@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
+from types import FrameType
 
 import structlog
 
@@ -21,6 +23,14 @@ from nautilus.config import NautilusSettings
 logger = structlog.get_logger("nautilus.service")
 
 _MULTIPROC = "PROMETHEUS_MULTIPROC_DIR"
+
+
+class _Terminated(Exception):
+    """SIGTERM, re-raised by uvicorn once its graceful shutdown is done."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise _Terminated
 
 
 def serve(host: str | None = None, port: int | None = None,
@@ -45,13 +55,20 @@ def serve(host: str | None = None, port: int | None = None,
     else:
         own_dir = tempfile.mkdtemp(prefix="nautilus-metrics-")
         os.environ[_MULTIPROC] = own_dir
-    logger.info("serve_starting", host=host, port=port, workers=workers)
+    logger.info("serve_starting", host=host, port=port, workers=workers,
+                metrics_dir=os.environ[_MULTIPROC])
+    # uvicorn drains in-flight requests on SIGTERM, then raises the signal again with
+    # the handler it found: ours turns that into a clean exit 0 that still cleans up.
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         uvicorn.run("nautilus.service.app:create_app", factory=True, host=host, port=port,
                     workers=workers, access_log=False, log_level="warning",
                     timeout_graceful_shutdown=int(settings.serve_request_timeout_s) + 5,
                     server_header=False)
+    except _Terminated:
+        pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if own_dir is not None:
             shutil.rmtree(own_dir, ignore_errors=True)
             os.environ.pop(_MULTIPROC, None)
