@@ -32,7 +32,7 @@ class FieldProblem:
         return f"{self.field}: {self.value!r}: {self.reason} (valid: {self.valid})"
 
 
-@dataclass
+@dataclass(eq=False)  # an exception compares and hashes by identity
 class ProblemError(Exception):
     """Raised anywhere in a request; the app turns it into a problem+json response."""
 
