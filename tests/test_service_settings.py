@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ from structlog.testing import capture_logs
 from nautilus.config import ConfigError, NautilusSettings
 
 ROOT = Path(__file__).resolve().parents[1]
+NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 
 
 def test_defaults_are_a_loopback_single_worker_service() -> None:
@@ -73,3 +77,27 @@ def test_every_serve_variable_is_documented() -> None:
     example = (ROOT / ".env.example").read_text()
     assert named == fields  # no name in the code that is not a setting
     assert {n for n in named if n not in docs or n not in example} == set()
+
+
+def _serve(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    return subprocess.run([NAUTILUS, "serve", "--port", "1"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env={**base, **env,
+                                                          "NAUTILUS_DATA_DIR": str(tmp_path)})
+
+
+def test_serve_refuses_to_start_on_a_bad_setting_in_strict_mode(tmp_path: Path) -> None:
+    result = _serve({"NAUTILUS_CONFIG_STRICT": "true", "NAUTILUS_SERVE_WORKERS": "many"},
+                    tmp_path)
+    assert result.returncode == 1
+    assert "NAUTILUS_SERVE_WORKERS: 'many': not an integer >= 1" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_serve_refuses_an_unusable_api_keys_file(tmp_path: Path) -> None:
+    empty = tmp_path / "keys"
+    empty.write_text("# no key yet\n")
+    for path, reason in ((tmp_path / "missing", "cannot read it"), (empty, "holds no key")):
+        result = _serve({"NAUTILUS_SERVE_API_KEYS_FILE": str(path)}, tmp_path)
+        assert result.returncode == 1 and "NAUTILUS_SERVE_API_KEYS_FILE" in result.stderr
+        assert reason in result.stderr and "Traceback" not in result.stderr

@@ -64,6 +64,10 @@ def serve(host: str | None = None, port: int | None = None,
         uvicorn.run("nautilus.service.app:create_app", factory=True, host=host, port=port,
                     workers=workers, access_log=False, log_level="warning",
                     timeout_graceful_shutdown=int(settings.serve_request_timeout_s) + 5,
+                    # longer than a load balancer's idle timeout (60 s on the usual ones):
+                    # the balancer, never the server, closes an idle connection, so a
+                    # request is never sent on a connection the server is closing
+                    timeout_keep_alive=75,
                     server_header=False)
     except _Terminated:
         pass
