@@ -42,6 +42,7 @@ from nautilus.service.limits import (
 from nautilus.service.overrides import QueryRequest, forbid_overrides, parse_request, plan
 from nautilus.service.problems import FieldProblem, ProblemError, invalid, problem_response
 from nautilus.service.readiness import Readiness
+from nautilus.service.runner import BrokerLoop
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 logger = structlog.get_logger("nautilus.service")
@@ -63,6 +64,7 @@ class ServiceState:
     readiness: Readiness
     api_keys: tuple[bytes, ...]
     problems: tuple[ConfigProblem, ...]
+    runner: BrokerLoop
 
 
 def create_app(settings: NautilusSettings | None = None) -> FastAPI:
@@ -89,9 +91,10 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
                           ", ".join(s.id for s in raw_sources))
             for sid in settings.source_boosts if sid not in known)
         readiness = Readiness(raw_sources, settings.serve_probe_interval_s)
+        runner = BrokerLoop()
         app.state.service = ServiceState(effective, broker, embedder,
                                          ConcurrencyLimit(settings.serve_max_concurrency),
-                                         readiness, api_keys, problems)
+                                         readiness, api_keys, problems, runner)
         metrics.start([s.id for s in raw_sources], len(problems))
         prober = asyncio.create_task(readiness.run())
         logger.info("serve_ready", sources=[s.id for s in raw_sources],
@@ -103,6 +106,7 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
             prober.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await prober
+            runner.stop()  # uvicorn has drained the in-flight requests by now
             broker.close()
             logger.info("serve_stopped")
 
@@ -205,7 +209,8 @@ async def _answer(request: Request, state: ServiceState) -> Response:
     run = plan(parsed, state.broker, settings, state.embedder, settings.serve_max_query_chars)
     deadline = settings.serve_request_timeout_s
     try:
-        response = await asyncio.wait_for(run.broker.arequest(parsed.query), deadline)
+        response = await asyncio.wait_for(
+            state.runner.run(run.broker.arequest(parsed.query)), deadline)
     except TimeoutError:
         metrics.REJECTED.labels("deadline").inc()
         raise ProblemError(504, "deadline", "Deadline exceeded",
