@@ -85,6 +85,9 @@ def main() -> int:
     model = speed.model_table(speed.measure_model())
     text = (HEADER.format(date=time.strftime("%Y-%m-%d"), machine=speed.machine())
             + relevance + SPEED + speed.table(results) + MODEL + model + "\n")
+    previous = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
+    if "<!-- load:begin -->" in previous:  # benchmarks/load.py's section is kept as it is
+        text += "\n" + previous[previous.index("<!-- load:begin -->"):]
     args.out.write_text(text, encoding="utf-8")
     print(f"wrote {args.out} and {args.plot}", file=sys.stderr)
     return 0

@@ -1,4 +1,5 @@
-"""The ``nautilus`` command: ``config``, ``query``, ``sources``, ``load``, ``demo`` and ``eval``.
+"""The ``nautilus`` command: ``config``, ``query``, ``sources``, ``load``, ``serve``, ``demo``
+and ``eval``.
 
 Output goes to stdout, logs to stderr. No input produces a traceback: known
 problems print one clear line and exit 1; usage errors exit 2.
@@ -27,6 +28,7 @@ from nautilus.evaluation import command as eval_command
 from nautilus.hashing import json_default
 from nautilus.log import configure_logging, get_logger
 from nautilus.models import RankedRow
+from nautilus.service.manifest import with_manifest
 from nautilus.sources.config import (
     SourceConfigError,
     build_sources,
@@ -79,7 +81,13 @@ def _parser() -> argparse.ArgumentParser:
                              "(for deployment pipelines)")
     config.add_argument("--schema", action="store_true",
                         help="print the sources file's JSON Schema and exit")
-    config.set_defaults(run=_run_config)
+    config.add_argument("--env-file", metavar="FILE",
+                        help="check the NAUTILUS_* settings of this dotenv file instead of "
+                             "the environment")
+    config.add_argument("--manifest", metavar="FILE",
+                        help="check the NAUTILUS_* env of a Kubernetes Deployment/StatefulSet "
+                             "(with its ConfigMaps) or a compose file, without deploying it")
+    config.set_defaults(run=with_manifest(_run_config))
 
     query = commands.add_parser("query", help="ask every source and show the ranked answer")
     query.add_argument("text", help="the query")
@@ -103,6 +111,12 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--replace", action="store_true",
                       help="drop and rebuild each table (e.g. to change the embedding model)")
     load.set_defaults(run=_run_load)
+    serve = commands.add_parser("serve", help="run the HTTP service (extra nautilus[serve])")
+    serve.add_argument("--host", help="address to bind (default NAUTILUS_SERVE_HOST, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default NAUTILUS_SERVE_PORT, 8000)")
+    serve.add_argument("--workers", type=int, metavar="N",
+                       help="worker processes (default NAUTILUS_SERVE_WORKERS, 1)")
+    serve.set_defaults(run=_run_serve)
 
     demo = commands.add_parser("demo", help="run demo queries: passthrough beside ranked")
     demo.add_argument("--top-k", type=int, default=8, metavar="K")
@@ -333,6 +347,13 @@ def _run_load(args: argparse.Namespace) -> int:
     if not reports:
         print("nothing to load: no PostgreSQL source in this file has a 'seed'")
     return 0
+
+
+# --- serve -------------------------------------------------------------------------------
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from nautilus.service.server import serve  # the web stack only when serving
+    return serve(args.host, args.port, args.workers)
 
 
 # --- demo --------------------------------------------------------------------------------

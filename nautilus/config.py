@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -169,7 +169,8 @@ def parse_source_boosts(raw: str | Mapping[str, object] | None) -> dict[str, str
 # --- scalar parsers: each returns (value, problem) and never raises -----------------
 
 def _parse_int(var: str, raw: object, minimum: int = 1, default: int | None = None,
-               valid: str = "an integer >= 1, or unset") -> tuple[int | None, ConfigProblem | None]:
+               valid: str = "an integer >= 1, or unset",
+               maximum: int | None = None) -> tuple[int | None, ConfigProblem | None]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return default, None
     value: int | None = None
@@ -181,10 +182,38 @@ def _parse_int(var: str, raw: object, minimum: int = 1, default: int | None = No
             value = int(text)
     if value is None or value < minimum:
         return default, ConfigProblem(var, cut(raw), f"not an integer >= {minimum}", valid)
+    if maximum is not None and value > maximum:
+        return default, ConfigProblem(var, cut(raw), f"greater than {maximum}", valid)
     return value, None
 
 
 parse_int_setting = _parse_int  # the CLI checks --top-k with the same rules
+
+
+def _parse_seconds(var: str, raw: object, default: float) -> tuple[float, ConfigProblem | None]:
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return default, None
+    value: float | None = None
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        value = float(raw)
+    elif isinstance(raw, str) and re.fullmatch(r"\+?([0-9]{1,9}(\.[0-9]*)?|\.[0-9]+)", raw.strip()):
+        value = float(raw.strip())
+    if value is None or not value > 0:
+        return default, ConfigProblem(var, cut(raw), "not a number of seconds > 0",
+                                      "a number > 0, such as 2.5")
+    return value, None
+
+
+def _parse_origins(var: str, raw: object) -> tuple[list[str], ConfigProblem | None]:
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return [], None
+    items = raw if isinstance(raw, list) else str(raw).split(",")
+    origins = [str(o).strip().rstrip("/") for o in items if str(o).strip()]
+    bad = [o for o in origins if o != "*" and not re.fullmatch(r"https?://[^\s/]+", o)]
+    if bad:
+        return [], ConfigProblem(var, cut(bad[0]), "not an origin",
+                                 "'*' or comma-separated origins such as https://app.example.com")
+    return origins, None
 
 
 def _parse_bool(var: str, raw: object, default: bool) -> tuple[bool, ConfigProblem | None]:
@@ -242,6 +271,18 @@ class NautilusSettings(LogSettings):
     config_strict: bool = False
     config: str | None = None
     data_dir: Path = Path("~/.cache/nautilus")
+    # `nautilus serve` (nautilus/service/): read once at start-up by each worker.
+    serve_host: str = "127.0.0.1"
+    serve_port: int = 8000
+    serve_workers: int = 1
+    serve_allow_overrides: bool = True
+    serve_max_query_chars: int = 1000
+    serve_max_body_bytes: int = 16_384
+    serve_max_concurrency: int = 64
+    serve_request_timeout_s: float = 10.0
+    serve_probe_interval_s: float = 10.0
+    serve_api_keys_file: str | None = None
+    serve_cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     _problems: tuple[ConfigProblem, ...] = PrivateAttr(default=())
 
     @classmethod
@@ -292,6 +333,7 @@ class NautilusSettings(LogSettings):
                                         VALID_LOG_LEVELS, "info"))
         take("log_format", _parse_choice(var("log_format"), data.get("log_format"),
                                          VALID_LOG_FORMATS, "auto"))
+        _take_serve_settings(data, take)
         raw_boosts = data.get("source_boosts")
         if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):
             raw_boosts = str(raw_boosts)
@@ -325,6 +367,37 @@ class NautilusSettings(LogSettings):
         """The settings as plain JSON-able values, keyed by environment variable."""
         values = self.model_dump(mode="json")
         return {"NAUTILUS_" + name.upper(): value for name, value in values.items()}
+
+
+def _take_serve_settings(
+    data: dict[str, Any], take: Callable[[str, tuple[Any, ConfigProblem | None]], None],
+) -> None:
+    """The ``NAUTILUS_SERVE_*`` knobs, each warned about and skipped like the others."""
+    def var(field: str) -> str:
+        return "NAUTILUS_" + field.upper()
+
+    host = data.get("serve_host")
+    if host is not None and not (isinstance(host, str) and host.strip()
+                                 and re.fullmatch(r"[A-Za-z0-9.:\-\[\]]{1,253}", host.strip())):
+        take("serve_host", ("127.0.0.1", ConfigProblem(
+            var("serve_host"), cut(host), "not a host name or address",
+            "an address such as 127.0.0.1 or 0.0.0.0")))
+    elif host is not None:
+        data["serve_host"] = host.strip()
+    take("serve_port", _parse_int(var("serve_port"), data.get("serve_port"), default=8000,
+                                  maximum=65535, valid="an integer from 1 to 65535"))
+    for field, default in (("serve_workers", 1), ("serve_max_query_chars", 1000),
+                           ("serve_max_body_bytes", 16_384), ("serve_max_concurrency", 64)):
+        take(field, _parse_int(var(field), data.get(field), default=default,
+                               valid="an integer >= 1"))
+    take("serve_allow_overrides", _parse_bool(var("serve_allow_overrides"),
+                                              data.get("serve_allow_overrides"), True))
+    for field, seconds in (("serve_request_timeout_s", 10.0), ("serve_probe_interval_s", 10.0)):
+        take(field, _parse_seconds(var(field), data.get(field), seconds))
+    take("serve_api_keys_file", _parse_field_name(var("serve_api_keys_file"),
+                                                  data.get("serve_api_keys_file")))
+    take("serve_cors_origins", _parse_origins(var("serve_cors_origins"),
+                                              data.get("serve_cors_origins")))
 
 
 _DOTENV_UNKNOWN = "__nautilus_dotenv_unknown__"

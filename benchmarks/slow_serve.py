@@ -1,0 +1,65 @@
+"""``nautilus serve`` with one source made slow (or a request made to fail), for the
+load benchmark and the service tests.
+
+    python benchmarks/slow_serve.py --slow runbooks --delay 3 -- serve --port 8123
+
+Everything else is the real command: this only wraps the named source's
+``search`` in a sleep (or makes ``Broker.arequest`` raise for one query, to prove
+that an unexpected error becomes a clean 500) before calling ``nautilus.cli.main``.
+Single worker only: the patch lives in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from nautilus import cli
+from nautilus.broker import Broker
+
+
+class SlowSource:
+    def __init__(self, inner: Any, delay: float) -> None:
+        self.inner, self.delay = inner, delay
+        self.id, self.timeout_s = inner.id, inner.timeout_s
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
+        await asyncio.sleep(self.delay)
+        return await self.inner.search(query, context, limit)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slow", help="id of the source to slow down")
+    parser.add_argument("--delay", type=float, default=1.0, help="seconds added to each search")
+    parser.add_argument("--explode-on", help="a query for which Broker.arequest raises")
+    parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- the nautilus arguments")
+    args = parser.parse_args()
+    original_from_config = Broker.from_config.__func__  # type: ignore[attr-defined]
+    original_arequest = Broker.arequest
+
+    def from_config(cls: type[Broker], *a: Any, **k: Any) -> Broker:
+        broker: Broker = original_from_config(cls, *a, **k)
+        broker.sources = [SlowSource(s, args.delay) if s.id == args.slow else s
+                          for s in broker.sources]
+        return broker
+
+    async def arequest(self: Broker, query: str, context: Any = None) -> Any:
+        if args.explode_on is not None and query == args.explode_on:
+            raise RuntimeError("internal detail that must not reach the client")
+        return await original_arequest(self, query, context)
+
+    Broker.from_config = classmethod(from_config)  # type: ignore[assignment]
+    Broker.arequest = arequest  # type: ignore[method-assign]
+    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
+    return cli.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

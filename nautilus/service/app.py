@@ -1,0 +1,316 @@
+"""The FastAPI application: one broker per worker, built in the lifespan from settings.
+
+Routes: ``POST /v1/query``, ``GET /v1/config``, ``/healthz``, ``/readyz``,
+``/metrics``. Every response carries ``X-Request-ID``; every request logs one
+``http_request`` line; every error is problem+json with the request id, never a
+stack trace (the log has the detail).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from nautilus.broker import Broker
+from nautilus.config import ConfigProblem, NautilusSettings, cut
+from nautilus.embedders import Embedder, embedder_from_name
+from nautilus.log import configure_logging, get_logger
+from nautilus.service import metrics
+from nautilus.service.limits import (
+    ConcurrencyLimit,
+    check_api_key,
+    load_api_keys,
+    read_body,
+    valid_request_id,
+)
+from nautilus.service.overrides import QueryRequest, forbid_overrides, parse_request, plan
+from nautilus.service.problems import FieldProblem, ProblemError, invalid, problem_response
+from nautilus.service.readiness import Readiness
+from nautilus.service.runner import BrokerLoop
+from nautilus.synthesis.ranking import RankingSynthesizer
+
+logger = get_logger("nautilus.service")
+
+_ROUTES = frozenset({"/v1/query", "/v1/config", "/healthz", "/readyz", "/metrics",
+                     "/openapi.json", "/docs"})
+_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|DSN", re.IGNORECASE)
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+@dataclass
+class ServiceState:
+    """What a worker builds once at start-up and every request shares."""
+
+    settings: NautilusSettings
+    broker: Broker
+    embedder: Embedder | None
+    limit: ConcurrencyLimit
+    readiness: Readiness
+    api_keys: tuple[bytes, ...]
+    problems: tuple[ConfigProblem, ...]
+    runner: BrokerLoop
+
+
+def create_app(settings: NautilusSettings | None = None) -> FastAPI:
+    """The application (``uvicorn --factory nautilus.service.app:create_app``)."""
+    settings = settings if settings is not None else NautilusSettings()
+    configure_logging(settings.log_level, settings.log_format)
+    api_keys = load_api_keys(settings.serve_api_keys_file)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        broker = Broker.from_config(None, settings)
+        known = {s.id.lower() for s in broker.sources}
+        effective = settings.model_copy(update={"source_boosts": {
+            k: v for k, v in settings.source_boosts.items() if k in known}})
+        raw_sources = list(broker.sources)
+        broker.sources = [metrics.TimedSource(s) for s in raw_sources]
+        # Per-request overrides reuse the ranking embedder (onnx is shared per process).
+        embedder = (broker.synthesizer.embedder
+                    if isinstance(broker.synthesizer, RankingSynthesizer)
+                    else embedder_from_name("hashing") if settings.embedder == "hashing"
+                    else None)
+        problems = settings.problems + tuple(
+            ConfigProblem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
+                          ", ".join(s.id for s in raw_sources))
+            for sid in settings.source_boosts if sid not in known)
+        readiness = Readiness(raw_sources, settings.serve_probe_interval_s)
+        runner = BrokerLoop()
+        app.state.service = ServiceState(effective, broker, embedder,
+                                         ConcurrencyLimit(settings.serve_max_concurrency),
+                                         readiness, api_keys, problems, runner)
+        metrics.start([s.id for s in raw_sources], len(problems))
+        prober = asyncio.create_task(readiness.run())
+        logger.info("serve_ready", sources=[s.id for s in raw_sources],
+                    synthesizer=type(broker.synthesizer).__name__,
+                    config_problems=len(problems))
+        try:
+            yield
+        finally:
+            prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await prober
+            runner.stop()  # uvicorn has drained the in-flight requests by now
+            broker.close()
+            logger.info("serve_stopped")
+
+    app = FastAPI(title="nautilus", version="0.1.0", lifespan=lifespan,
+                  description="The ranking layer for retrieval brokers, over HTTP.")
+    _add_routes(app)
+    _add_error_handlers(app)
+    if settings.serve_cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.serve_cors_origins,
+                           allow_methods=["GET", "POST"],
+                           allow_headers=["Content-Type", "Authorization", "X-API-Key",
+                                          "X-Request-ID"],
+                           expose_headers=["X-Request-ID", "Retry-After"])
+    app.add_middleware(RequestContext)
+    return app
+
+
+def _state(request: Request) -> ServiceState:
+    state: ServiceState = request.app.state.service
+    return state
+
+
+def _request_id(request: Request) -> str:
+    rid: str = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
+    return rid
+
+
+_QUERY_SCHEMA = QueryRequest.model_json_schema()
+_PROBLEM = {"content": {"application/problem+json": {"schema": {"type": "object"}}}}
+
+
+def _add_routes(app: FastAPI) -> None:
+    @app.post("/v1/query", summary="Rank every source's rows for a query",
+              openapi_extra={"requestBody": {
+                  "required": True,
+                  "content": {"application/json": {"schema": _QUERY_SCHEMA}}}},
+              responses={401: _PROBLEM, 403: _PROBLEM, 413: _PROBLEM, 422: _PROBLEM,
+                         503: _PROBLEM, 504: _PROBLEM})
+    async def query(request: Request) -> Response:
+        """The BrokerResponse as JSON — the same object as ``nautilus query --json``.
+
+        A JSON body is accepted whatever its Content-Type (``curl -d`` works).
+        """
+        state = _state(request)
+        check_api_key(request, state.api_keys)
+        state.limit.acquire()
+        metrics.IN_FLIGHT.inc()
+        try:
+            return await _answer(request, state)
+        finally:
+            state.limit.release()
+            metrics.IN_FLIGHT.dec()
+
+    @app.get("/v1/config", summary="Effective settings and skipped problems")
+    async def config(request: Request) -> dict[str, Any]:
+        state = _state(request)
+        check_api_key(request, state.api_keys)
+        return {
+            "settings": {k: _mask(k, v) for k, v in state.settings.effective().items()},
+            "ranking_enabled": state.settings.ranking_enabled,
+            "synthesizer": type(state.broker.synthesizer).__name__,
+            "sources": [s.id for s in state.broker.sources],
+            "skipped": [{"variable": p.variable, "value": _mask(p.variable, p.value),
+                         "reason": p.reason, "valid": p.valid} for p in state.problems],
+        }
+
+    @app.get("/healthz", summary="The process is alive (touches no dependency)")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Every source answered a probe recently",
+             responses={503: _PROBLEM})
+    async def readyz(request: Request) -> Response:
+        failing = _state(request).readiness.failing()
+        if failing:
+            raise ProblemError(503, "not-ready", "Not ready",
+                               "sources not answering: " + ", ".join(sorted(failing)),
+                               extra={"failing": failing}, headers={"Retry-After": "5"})
+        body = {"status": "ready", "sources": sorted(_state(request).readiness.health)}
+        return Response(json.dumps(body).encode(), media_type="application/json")
+
+    @app.get("/metrics", summary="Prometheus metrics (all workers)")
+    async def prometheus() -> Response:
+        payload, content_type = metrics.render()
+        return Response(payload, media_type=content_type)
+
+
+async def _answer(request: Request, state: ServiceState) -> Response:
+    settings = state.settings
+    body = await read_body(request, settings.serve_max_body_bytes)
+    try:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise invalid([FieldProblem("body", cut(body[:80].decode("utf-8", "replace")),
+                                    f"not valid JSON ({getattr(exc, 'msg', exc)})",
+                                    'a JSON object such as {"query": "disk full"}')]) from None
+    parsed = parse_request(payload)
+    if not settings.serve_allow_overrides:
+        forbid_overrides(parsed)
+    run = plan(parsed, state.broker, settings, state.embedder, settings.serve_max_query_chars)
+    deadline = settings.serve_request_timeout_s
+    try:
+        response = await asyncio.wait_for(
+            state.runner.run(run.broker.arequest(parsed.query)), deadline)
+    except TimeoutError:
+        metrics.REJECTED.labels("deadline").inc()
+        raise ProblemError(504, "deadline", "Deadline exceeded",
+                           f"no answer within {deadline:g} s "
+                           "(NAUTILUS_SERVE_REQUEST_TIMEOUT_S)") from None
+    metrics.record_response(response)
+    rid = _request_id(request)
+    broker_request_id = response.request_id
+    response.request_id = rid
+    out = response.to_dict()
+    if parsed.explain:
+        out["explain"] = {**run.explain, "broker_request_id": broker_request_id}
+    return Response(json.dumps(out, default=str).encode(), media_type="application/json")
+
+
+def _mask(name: str, value: Any) -> Any:
+    """Never a secret in a response: named secrets hidden, URL credentials cut."""
+    if value is None:
+        return None
+    if _SECRET_NAME.search(name) and not name.endswith("_FILE"):
+        return "***"
+    if isinstance(value, str):
+        return _URL_CREDENTIALS.sub("***@", value)
+    return value
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    async def on_problem(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, ProblemError):  # registered for ProblemError only
+            raise exc
+        if exc.status == 503 and exc.slug == "overloaded":
+            metrics.REJECTED.labels("overloaded").inc()
+        return problem_response(exc, _request_id(request))
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, StarletteHTTPException):
+            raise exc
+        error = ProblemError(exc.status_code, f"http-{exc.status_code}",
+                             str(exc.detail) if exc.detail else "Error",
+                             f"{request.method} {request.url.path}: {exc.detail}",
+                             headers=dict(exc.headers or {}))
+        return problem_response(error, _request_id(request))
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, RequestValidationError):
+            raise exc
+        problems = [FieldProblem(".".join(str(p) for p in e["loc"]), cut(e.get("input")),
+                                 str(e["msg"]).lower(), "see /openapi.json")
+                    for e in exc.errors()]
+        return problem_response(invalid(problems), _request_id(request))
+
+    app.add_exception_handler(ProblemError, on_problem)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(RequestValidationError, on_validation)
+
+
+class RequestContext:
+    """Pure ASGI middleware: request id, one access-log line, request metrics, and the
+    last line of defence — an unexpected error becomes a 500 problem with the request
+    id (the log carries the exception)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = next((v.decode("latin-1") for k, v in scope["headers"]
+                      if k == b"x-request-id"), None)
+        rid = given if given is not None and valid_request_id(given) else uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = rid
+        started = time.perf_counter()
+        status = 500
+        sent_start = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, sent_start
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                sent_start = True
+                MutableHeaders(scope=message)["X-Request-ID"] = rid
+            await send(message)
+
+        path: str = scope["path"]
+        with structlog.contextvars.bound_contextvars(request_id=rid):
+            try:
+                await self.app(scope, receive, send_with_id)
+            except Exception as exc:
+                logger.error("request_failed", path=path, error_type=type(exc).__name__,
+                             error=str(exc)[:500], exc_info=True)
+                if not sent_start:
+                    error = ProblemError(500, "internal", "Internal error",
+                                         "the service failed to answer; quote the request id "
+                                         "to the operator")
+                    await problem_response(error, rid)(scope, receive, send_with_id)
+            finally:
+                elapsed = time.perf_counter() - started
+                route = path if path in _ROUTES else "other"
+                metrics.REQUEST_DURATION.labels(route, str(status)).observe(elapsed)
+                logger.info("http_request", method=scope["method"], path=path[:200],
+                            status=status, duration_ms=round(elapsed * 1000, 2),
+                            client=(scope.get("client") or ("", 0))[0])

@@ -1,0 +1,110 @@
+"""Limits that keep one worker healthy: body size, concurrency, API keys."""
+
+from __future__ import annotations
+
+import hmac
+import re
+from pathlib import Path
+
+from starlette.requests import Request
+
+from nautilus.config import ConfigError, ConfigProblem, cut
+from nautilus.service.problems import ProblemError
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+
+
+def valid_request_id(value: str | None) -> bool:
+    """A client's ``X-Request-ID`` is echoed only when it is short and plain."""
+    return value is not None and _REQUEST_ID.fullmatch(value) is not None
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The request body, refused with 413 as soon as it passes ``max_bytes``
+    (a declared ``Content-Length`` is checked before anything is read)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise _too_large(max_bytes)
+    size = 0
+    chunks: list[bytes] = []
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise _too_large(max_bytes)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(max_bytes: int) -> ProblemError:
+    return ProblemError(413, "body-too-large", "Request body too large",
+                        f"the body exceeds {max_bytes} bytes (NAUTILUS_SERVE_MAX_BODY_BYTES)",
+                        extra={"field": "body", "valid": f"at most {max_bytes} bytes"})
+
+
+class ConcurrencyLimit:
+    """At most ``limit`` queries at once in this worker; the next one is refused
+    (503 + Retry-After) instead of waiting in an unbounded queue. One event loop
+    per worker, so a plain counter is enough."""
+
+    def __init__(self, limit: int, retry_after_s: int = 1) -> None:
+        self.limit = limit
+        self.in_flight = 0
+        self.retry_after_s = retry_after_s
+
+    def acquire(self) -> None:
+        if self.in_flight >= self.limit:
+            raise ProblemError(
+                503, "overloaded", "Service overloaded",
+                f"{self.limit} queries are already running in this worker "
+                "(NAUTILUS_SERVE_MAX_CONCURRENCY); retry shortly",
+                headers={"Retry-After": str(self.retry_after_s)})
+        self.in_flight += 1
+
+    def release(self) -> None:
+        self.in_flight -= 1
+
+
+def load_api_keys(path: str | None) -> tuple[bytes, ...]:
+    """Keys from the file, one a line (blank lines and ``#`` comments ignored).
+
+    A set but unreadable or empty file is an error: an operator who asked for
+    authentication never gets an open service by mistake.
+    """
+    if path is None:
+        return ()
+    def problem(reason: str) -> ConfigError:
+        return ConfigError((ConfigProblem("NAUTILUS_SERVE_API_KEYS_FILE", cut(path), reason,
+                                          "a readable file, one key a line"),))
+
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or type(exc).__name__
+        raise problem(f"cannot read it ({reason})") from None
+    keys = tuple(line.strip().encode() for line in text.splitlines()
+                 if line.strip() and not line.strip().startswith("#"))
+    if not keys:
+        raise problem("holds no key")
+    return keys
+
+
+def check_api_key(request: Request, keys: tuple[bytes, ...]) -> None:
+    """Accept ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``.
+
+    Every key is compared in constant time (no early exit), and the 401 says the
+    same thing whether the header was missing, malformed or wrong.
+    """
+    if not keys:
+        return
+    given = request.headers.get("x-api-key")
+    if given is None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        given = token.strip() if scheme.lower() == "bearer" else ""
+    candidate = given.encode("utf-8", "replace")
+    matched = False
+    for key in keys:
+        matched |= hmac.compare_digest(candidate, key)
+    if not matched:
+        raise ProblemError(401, "unauthorized", "Unauthorized",
+                           "missing or invalid credentials",
+                           headers={"WWW-Authenticate": "Bearer"})

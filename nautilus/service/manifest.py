@@ -1,0 +1,226 @@
+"""The ``NAUTILUS_*`` environment of a deployment manifest, for ``nautilus config``.
+
+``nautilus config --strict --manifest deploy/k8s/deployment.yaml`` checks a
+manifest's settings without deploying it, so a pipeline rejects ``graph:hgih``
+before it ships. Read here:
+
+- Kubernetes (multi-document YAML): the containers of every Deployment,
+  StatefulSet, DaemonSet or Pod; ``env`` entries with a ``value``,
+  ``valueFrom.configMapKeyRef`` and ``envFrom.configMapRef`` resolved against the
+  ConfigMaps in the same file (``env`` wins over ``envFrom``, as in Kubernetes);
+- compose: every service's ``environment`` (mapping or ``KEY=VALUE`` list) and
+  ``env_file``;
+- ``--env-file``: a dotenv file.
+
+A value the file cannot show (a Secret, a field reference, a ConfigMap that is
+not in the file, a compose ``${VAR}``) is reported as a problem of the manifest:
+the gate cannot vouch for it. Secret values are never read or printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from dotenv import dotenv_values
+
+from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, cut
+
+_WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "Pod")
+_PREFIX = "NAUTILUS_"
+
+
+@dataclass
+class Target:
+    """One container's (or compose service's) environment, as the manifest sets it."""
+
+    where: str
+    env: dict[str, str]
+    problems: list[ConfigProblem] = field(default_factory=list)
+
+
+def _is_ours(name: object) -> bool:
+    return isinstance(name, str) and name.upper().startswith(_PREFIX)
+
+
+def _fail(path: str | Path, reason: str, valid: str) -> ConfigError:
+    return ConfigError((ConfigProblem("--manifest", str(path), reason, valid),))
+
+
+def read_env_file(path: str | Path) -> dict[str, str]:
+    """``KEY=VALUE`` lines (``export``, quotes and ``#`` comments as in dotenv)."""
+    if not Path(path).is_file():
+        raise ConfigError((ConfigProblem("--env-file", str(path), "no such file",
+                                         "a dotenv file of KEY=VALUE lines"),))
+    return {k: v or "" for k, v in dotenv_values(path).items()}
+
+
+def read_manifest(path: str | Path) -> list[Target]:
+    """Every container or compose service that sets a ``NAUTILUS_*`` variable."""
+    try:
+        documents = [d for d in yaml.safe_load_all(Path(path).read_text(encoding="utf-8"))
+                     if isinstance(d, dict)]
+    except OSError as exc:
+        raise _fail(path, f"cannot read it ({exc.strerror})", "a readable file") from None
+    except yaml.YAMLError as exc:
+        raise _fail(path, f"not valid YAML ({str(exc).splitlines()[0]})",
+                    "Kubernetes or compose YAML") from None
+    targets: list[Target] = []
+    for document in documents:
+        if isinstance(document.get("services"), dict):
+            targets.extend(_compose(document["services"], Path(path).parent))
+    config_maps = {str(d.get("metadata", {}).get("name")): d.get("data") or {}
+                   for d in documents if d.get("kind") == "ConfigMap"}
+    for document in documents:
+        if document.get("kind") in _WORKLOADS:
+            targets.extend(_workload(document, config_maps))
+    found = [t for t in targets if any(_is_ours(k) for k in t.env) or t.problems]
+    if not found:
+        raise _fail(path, "no container or compose service sets a NAUTILUS_* variable",
+                    "a Deployment, StatefulSet, DaemonSet, Pod or compose file")
+    return found
+
+
+def _workload(document: Mapping[str, Any], config_maps: Mapping[str, Any]) -> list[Target]:
+    kind = document["kind"]
+    name = (document.get("metadata") or {}).get("name", "?")
+    spec = document.get("spec") or {}
+    pod = spec if kind == "Pod" else ((spec.get("template") or {}).get("spec") or {})
+    targets = []
+    for container in pod.get("containers") or []:
+        if not isinstance(container, dict):
+            continue
+        target = Target(f"{kind}/{name} container {container.get('name', '?')}", {})
+        for source in container.get("envFrom") or []:
+            _env_from(source, config_maps, target)
+        for entry in container.get("env") or []:
+            if isinstance(entry, dict) and _is_ours(entry.get("name")):
+                _env_entry(entry, config_maps, target)
+        targets.append(target)
+    return targets
+
+
+def _env_from(source: Any, config_maps: Mapping[str, Any], target: Target) -> None:
+    if not isinstance(source, dict):
+        return
+    prefix = str(source.get("prefix") or "")
+    ref = source.get("configMapRef")
+    if isinstance(ref, dict):
+        data = config_maps.get(str(ref.get("name")))
+        if data is None:
+            target.problems.append(ConfigProblem(
+                "envFrom", cut(str(ref.get("name"))), "ConfigMap not in this file; not checked",
+                ", ".join(config_maps) or "a ConfigMap in the same file"))
+            return
+        for key, value in data.items():
+            target.env[prefix + str(key)] = "" if value is None else str(value)
+    elif isinstance(source.get("secretRef"), dict):
+        target.problems.append(ConfigProblem(
+            "envFrom", cut(str(source["secretRef"].get("name"))),
+            "a Secret's variables cannot be checked here", "NAUTILUS_* in a ConfigMap or env"))
+
+
+def _env_entry(entry: Mapping[str, Any], config_maps: Mapping[str, Any], target: Target) -> None:
+    name = str(entry["name"])
+    if "value" in entry:
+        value = entry["value"]
+        target.env[name] = "" if value is None else str(value).lower() if isinstance(
+            value, bool) else str(value)
+        return
+    ref = (entry.get("valueFrom") or {}).get("configMapKeyRef")
+    if isinstance(ref, dict):
+        data = config_maps.get(str(ref.get("name")))
+        if data is not None and ref.get("key") in data:
+            target.env[name] = str(data[ref["key"]])
+            return
+        target.problems.append(ConfigProblem(
+            name, f"configMapKeyRef {ref.get('name')}/{ref.get('key')}",
+            "not found in this file; not checked", ", ".join(config_maps) or "(no ConfigMap)"))
+        return
+    target.problems.append(ConfigProblem(
+        name, "(valueFrom)", "a Secret or field reference cannot be checked here",
+        "a value or a configMapKeyRef"))
+
+
+def _compose(services: Mapping[str, Any], base: Path) -> list[Target]:
+    targets = []
+    for service, spec in services.items():
+        if not isinstance(spec, dict):
+            continue
+        target = Target(f"compose service {service}", {})
+        env_files = spec.get("env_file") or []
+        for item in [env_files] if isinstance(env_files, str | dict) else env_files:
+            file = item.get("path") if isinstance(item, dict) else item
+            target.env.update(read_env_file(base / str(file)))
+        environment = spec.get("environment") or {}
+        entries = (environment.items() if isinstance(environment, dict)
+                   else (str(e).partition("=")[::2] if "=" in str(e) else (str(e), None)
+                         for e in environment))
+        for key, value in entries:
+            if not _is_ours(key):
+                continue
+            if value is None:
+                target.problems.append(ConfigProblem(
+                    str(key), "(from the host)", "no value in the file; not checked",
+                    "KEY=VALUE"))
+            elif "${" in str(value):
+                target.problems.append(ConfigProblem(
+                    str(key), cut(str(value)), "interpolated at deploy time; not checked",
+                    "a literal value"))
+            else:
+                target.env[str(key)] = str(value).lower() if isinstance(value, bool) else str(
+                    value)
+        targets.append(target)
+    return targets
+
+
+@contextlib.contextmanager
+def environment(env: Mapping[str, str]) -> Iterator[None]:
+    """Settings read from ``env`` alone: this process's ``NAUTILUS_*`` variables and the
+    working directory's ``.env`` are set aside meanwhile (and restored after)."""
+    saved = {k: v for k, v in os.environ.items() if _is_ours(k)}
+    env_file = NautilusSettings.model_config.get("env_file")
+    for key in saved:
+        del os.environ[key]
+    os.environ.update({k: v for k, v in env.items() if _is_ours(k)})
+    NautilusSettings.model_config["env_file"] = None
+    try:
+        yield
+    finally:
+        for key in [k for k in os.environ if _is_ours(k)]:
+            del os.environ[key]
+        os.environ.update(saved)
+        NautilusSettings.model_config["env_file"] = env_file
+
+
+def with_manifest(run: Callable[[argparse.Namespace], int],
+                  ) -> Callable[[argparse.Namespace], int]:
+    """``nautilus config`` over a manifest's (or an env file's) environment instead of
+    this process's; the manifest's own problems print on stderr and fail ``--strict``."""
+    def checked(args: argparse.Namespace) -> int:
+        env_file, manifest = getattr(args, "env_file", None), getattr(args, "manifest", None)
+        if not env_file and not manifest:
+            return run(args)
+        base = read_env_file(env_file) if env_file else {}
+        targets = ([Target(f"{t.where}", {**base, **t.env}, t.problems)
+                    for t in read_manifest(manifest)] if manifest
+                   else [Target(f"env file {env_file}", base)])
+        status = 0
+        for target in targets:
+            print(f"nautilus: checking {target.where}", file=sys.stderr)
+            with environment(target.env):
+                status = max(status, run(args))
+            for problem in target.problems:
+                print(f"nautilus: {target.where}: {problem.message}", file=sys.stderr)
+            if target.problems and args.strict:
+                status = max(status, 1)
+        return status
+
+    return checked

@@ -1,0 +1,158 @@
+"""``POST /v1/query``'s body, and its per-request overrides turned into a broker.
+
+Overrides go through the same parsers as the environment variables
+(``collect_source_boosts`` for ``boosts``, the integer and boolean parsers for
+``top_k`` and ``idf``), so a level or an id means the same thing in a manifest
+and in a request; a bad value is refused with 422 instead of being skipped,
+because the caller is there to fix it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nautilus.broker import Broker
+from nautilus.config import (
+    NautilusSettings,
+    _parse_bool,
+    _parse_int,
+    collect_source_boosts,
+    cut,
+)
+from nautilus.embedders import Embedder
+from nautilus.service.problems import FieldProblem, ProblemError, invalid
+from nautilus.synthesis.base import Synthesizer
+from nautilus.synthesis.basic import BasicSynthesizer
+from nautilus.synthesis.ranking import RankingSynthesizer
+
+OVERRIDES = ("top_k", "boosts", "idf", "sources")
+
+
+class QueryRequest(BaseModel):
+    """A query and optional per-request overrides of the ranking knobs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(description="the query text", min_length=1)
+    top_k: int | None = Field(default=None, description="keep the K best rows (>= 1); "
+                              "overrides NAUTILUS_RANKING_TOP_K")
+    boosts: dict[str, str] | None = Field(
+        default=None, description="{source_id: low|medium|high}; replaces "
+        "NAUTILUS_SOURCE_BOOSTS for this request")
+    idf: bool | None = Field(default=None, description="overrides NAUTILUS_RANKING_IDF")
+    sources: list[str] | None = Field(default=None, description="ask only these sources")
+    explain: bool = Field(default=False, description="add the effective ranking settings "
+                          "of this request under 'explain'")
+
+
+def parse_request(payload: object) -> QueryRequest:
+    """The body as a :class:`QueryRequest`, or 422 naming each bad field."""
+    try:
+        return QueryRequest.model_validate(payload)
+    except ValidationError as exc:
+        fields = ", ".join(QueryRequest.model_fields)
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error["loc"]) or "body"
+            valid = _valid_for(error["type"], where, fields)
+            message = error["msg"]
+            problems.append(FieldProblem(where, cut(error.get("input")),
+                                         message[:1].lower() + message[1:], valid))
+        raise invalid(problems) from None
+
+
+def _valid_for(error_type: str, where: str, fields: str) -> str:
+    if error_type == "extra_forbidden":
+        return fields
+    if error_type in ("model_type", "model_attributes_type"):
+        return "a JSON object with " + fields
+    if where == "query":
+        return "a non-empty string"
+    if where.startswith("boosts"):
+        return "an object {source_id: low|medium|high}"
+    if where.startswith("sources"):
+        return "a list of source ids"
+    if where == "top_k":
+        return "an integer >= 1"
+    if where in ("idf", "explain"):
+        return "true or false"
+    return "see the OpenAPI schema at /openapi.json"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one request runs: a broker (shared, or a light per-request one)."""
+
+    broker: Broker
+    explain: dict[str, Any]
+
+
+def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
+         embedder: Embedder | None, max_query_chars: int) -> Plan:
+    """Validate the overrides against the settings' parsers and the broker's sources."""
+    problems: list[FieldProblem] = []
+    if len(request.query) > max_query_chars:
+        problems.append(FieldProblem("query", f"({len(request.query)} characters)",
+                                     "too long (NAUTILUS_SERVE_MAX_QUERY_CHARS)",
+                                     f"at most {max_query_chars} characters"))
+    ids = [s.id for s in broker.sources]
+    known = {i.lower(): i for i in ids}
+    update: dict[str, Any] = {}
+    if request.top_k is not None:
+        top_k, problem = _parse_int("top_k", request.top_k)
+        if problem:
+            problems.append(FieldProblem("top_k", problem.value, problem.reason,
+                                         "an integer >= 1"))
+        update["ranking_top_k"] = top_k
+    if request.idf is not None:
+        idf, problem = _parse_bool("idf", request.idf, False)
+        update["ranking_idf"] = idf
+    if request.boosts is not None:
+        boosts, boost_problems = collect_source_boosts(request.boosts)
+        problems.extend(FieldProblem("boosts", p.value, p.reason, p.valid)
+                        for p in boost_problems)
+        for sid in boosts:
+            if sid not in known:
+                problems.append(FieldProblem("boosts", sid, f"no source has id {sid!r}",
+                                             ", ".join(ids)))
+        update["source_boosts"] = boosts
+    chosen = list(broker.sources)
+    if request.sources is not None:
+        wanted = [s.strip().lower() for s in request.sources]
+        for raw, sid in zip(request.sources, wanted, strict=True):
+            if sid not in known:
+                problems.append(FieldProblem("sources", cut(raw), "unknown source id",
+                                             ", ".join(ids)))
+        if not wanted:
+            problems.append(FieldProblem("sources", "[]", "no source asked",
+                                         "one or more of: " + ", ".join(ids)))
+        chosen = [s for s in broker.sources if s.id.lower() in set(wanted)]
+    if problems:
+        raise invalid(problems)
+    effective = settings.model_copy(update=update) if update else settings
+    explain = {"synthesizer": type(broker.synthesizer).__name__,
+               "top_k": effective.ranking_top_k, "idf": effective.ranking_idf,
+               "boosts": effective.source_boosts, "sources": [s.id for s in chosen],
+               "overrides": [name for name in OVERRIDES if getattr(request, name) is not None]}
+    if not update and request.sources is None:
+        return Plan(broker, explain)
+    synthesizer: Synthesizer = broker.synthesizer
+    if update:
+        synthesizer = (RankingSynthesizer.from_settings(effective, embedder=embedder)
+                       if effective.ranking_enabled else BasicSynthesizer())
+    explain["synthesizer"] = type(synthesizer).__name__
+    return Plan(Broker(chosen, synthesizer, broker.limit), explain)
+
+
+def forbid_overrides(request: QueryRequest) -> None:
+    """403 when the operator turned overrides off and the request carries one."""
+    given = [name for name in OVERRIDES if getattr(request, name) is not None]
+    if given:
+        raise ProblemError(
+            403, "overrides-forbidden", "Overrides forbidden",
+            f"this service does not accept per-request overrides ({', '.join(given)}): "
+            "NAUTILUS_SERVE_ALLOW_OVERRIDES=false",
+            extra={"field": given[0], "setting": "NAUTILUS_SERVE_ALLOW_OVERRIDES"})

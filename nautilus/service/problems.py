@@ -1,0 +1,64 @@
+"""Errors as RFC 9457 problem details (``application/problem+json``).
+
+Every error body carries ``type``, ``title``, ``status``, ``detail`` and the
+``request_id``; a validation problem adds the ``field``, the bad ``value`` and the
+``valid`` choices (and ``errors``, one entry per problem), so a client or an API
+gateway can show the operator what to fix. Nothing else — never a stack trace.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.responses import Response
+
+MEDIA_TYPE = "application/problem+json"
+_TYPE_BASE = "urn:nautilus:problem:"
+
+
+@dataclass(frozen=True)
+class FieldProblem:
+    """One bad field of a request."""
+
+    field: str
+    value: str
+    reason: str
+    valid: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.field}: {self.value!r}: {self.reason} (valid: {self.valid})"
+
+
+@dataclass(eq=False)  # an exception compares and hashes by identity
+class ProblemError(Exception):
+    """Raised anywhere in a request; the app turns it into a problem+json response."""
+
+    status: int
+    slug: str
+    title: str
+    detail: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.title}: {self.detail}"
+
+
+def invalid(problems: list[FieldProblem]) -> ProblemError:
+    """422 naming every bad field, its value and the valid choices."""
+    first = problems[0]
+    return ProblemError(
+        422, "invalid-request", "Invalid request", "; ".join(p.message for p in problems),
+        extra={"field": first.field, "value": first.value, "valid": first.valid,
+               "errors": [{"field": p.field, "value": p.value, "reason": p.reason,
+                           "valid": p.valid} for p in problems]})
+
+
+def problem_response(error: ProblemError, request_id: str) -> Response:
+    body = {"type": _TYPE_BASE + error.slug, "title": error.title, "status": error.status,
+            "detail": error.detail, **error.extra, "request_id": request_id}
+    return Response(json.dumps(body, default=str).encode(), status_code=error.status,
+                    media_type=MEDIA_TYPE, headers=error.headers)
