@@ -16,22 +16,28 @@ from eval_support import dataset, qrels
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 
 
+#: The databases' folder, shared by this module's runs (set by the ``adi`` fixture).
+DATA_DIR: list[Path] = []
+
+
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    """No NAUTILUS_* from the caller: the current settings are passthrough. The sources file
-    names its databases by absolute path, so the data folder stays unused."""
+    """No NAUTILUS_* from the caller: the current settings are passthrough; the databases
+    live in this module's data folder."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     return subprocess.run(list(args), capture_output=True, text=True, timeout=300,
-                          env={**env, "NAUTILUS_DATA_DIR": "/nonexistent/nautilus-data"})
+                          env={**env, "NAUTILUS_DATA_DIR": str(DATA_DIR[0])})
 
 
 @pytest.fixture(scope="module")
 def adi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = dataset("adi")
     out = tmp_path_factory.mktemp("adi")
+    DATA_DIR[:] = [out / "data"]
     made = run(sys.executable, "-m", "nautilus.evaluation.collection", str(folder), str(out))
     assert made.returncode == 0, made.stderr
     config = Path(made.stdout.strip())
-    assert config == out / "nautilus.yaml" and (out / "vector.db").is_file()
+    assert config == out / "nautilus.yaml"
+    assert (out / "data" / "eval" / "adi-partitioned" / "vector.db").is_file()
     trec = out / "qrels.trec"
     trec.write_text("".join(f"{q} 0 {d} {g}\n" for q, per in qrels(folder).items()
                             for d, g in per.items()), encoding="utf-8")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -106,19 +107,23 @@ def test_nothing_is_recommended_without_a_ci_above_zero() -> None:
 
 @pytest.fixture
 def small(tmp_path: Path) -> dict[str, Path]:
-    """A real sources file: one good FTS source, one table source whose seed is missing;
+    """A real sources file: one good FTS source, one table source whose database path holds
+    a file nautilus did not build (it fails every query: it is never overwritten);
     three queries (one unjudged), judgments with an id no source holds and an unknown query."""
     seed = tmp_path / "docs.jsonl"
     seed.write_text("".join(json.dumps({"id": f"d{i}", "text": text}) + "\n" for i, text in
                             enumerate(["disk full on the orders database", "login loop",
                                        "checkout payment timeout"])), encoding="utf-8")
     config = tmp_path / "nautilus.yaml"
-    config.write_text(f"""
+    config.write_text("""
 sources:
-  - {{id: kb, type: sqlite_fts, path: {tmp_path}/kb.db, seed: docs.jsonl, columns: [text]}}
-  - {{id: broken, type: sqlite_table, path: {tmp_path}/b.db, seed: missing.jsonl,
-      table: t, search_columns: [text]}}
+  - {id: kb, type: sqlite_fts, path: kb.db, seed: docs.jsonl, columns: [text]}
+  - {id: broken, type: sqlite_table, path: b.db, seed: docs.jsonl,
+      table: t, search_columns: [text]}
 """, encoding="utf-8")
+    data = Path(os.environ["NAUTILUS_DATA_DIR"])
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "b.db").write_text("not a database nautilus built\n", encoding="utf-8")
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\torders disk full\nq2\tpayment timeout\nq3\tunjudged\n",
                        encoding="utf-8")

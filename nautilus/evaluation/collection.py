@@ -34,20 +34,20 @@ limit: {limit}
 sources:
   - id: fts
     type: sqlite_fts
-    path: {out}/fts.db
+    path: eval/{name}-{layout}/fts.db   # inside NAUTILUS_DATA_DIR
     seed: fts.jsonl
     columns: [title, text]
     timeout_s: 60
   - id: sql
     type: sqlite_table
-    path: {out}/sql.db
+    path: eval/{name}-{layout}/sql.db   # inside NAUTILUS_DATA_DIR
     seed: sql.jsonl
     table: docs
     search_columns: [title, text]
     timeout_s: 60
   - id: vector
     type: sqlite_vector
-    path: {out}/vector.db
+    path: eval/{name}-{layout}/vector.db   # inside NAUTILUS_DATA_DIR
     seed: vector.jsonl
     text_fields: [title, text]
     timeout_s: 60
@@ -78,7 +78,8 @@ def read_corpus(dataset: Path) -> list[dict[str, str]]:
 
 def write_sources(dataset: Path, out: Path, layout: str = "partitioned",
                   settings: NautilusSettings | None = None) -> Path:
-    """Seeds, ``nautilus.yaml`` and built databases in ``out``; returns the config path."""
+    """Seeds and ``nautilus.yaml`` in ``out``, databases built under ``NAUTILUS_DATA_DIR``
+    (rebuilt when a seed changes); returns the config path."""
     if layout not in LAYOUTS:
         raise CollectionError(f"layout {layout!r} (valid: {', '.join(LAYOUTS)})")
     docs = read_corpus(dataset)
@@ -88,7 +89,6 @@ def write_sources(dataset: Path, out: Path, layout: str = "partitioned",
     for name, part in zip(SOURCES, parts, strict=True):
         (out / f"{name}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in part),
                                            encoding="utf-8")
-        (out / f"{name}.db").unlink(missing_ok=True)  # a new seed: rebuild
     config = out / "nautilus.yaml"
     config.write_text(_CONFIG.format(name=dataset.name, layout=layout, dataset=dataset,
                                      out=out, limit=SOURCE_LIMIT), encoding="utf-8")
@@ -105,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nautilus.evaluation.collection",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("dataset", type=Path, help="a BEIR collection folder")
-    parser.add_argument("out", type=Path, help="where seeds, databases and nautilus.yaml go")
+    parser.add_argument("out", type=Path, help="where the seeds and nautilus.yaml go "
+                                               "(databases: under NAUTILUS_DATA_DIR)")
     parser.add_argument("--layout", choices=LAYOUTS, default="partitioned")
     args = parser.parse_args(argv)
     log = LogSettings()
