@@ -59,6 +59,7 @@ SOURCES = ("sql", "graph", "fts", "vector")
 QUERY = "orders database replication lag after failover"
 TOP_K = 10
 LATENCY_SIZES = (40, 120, 400)
+LATENCY_CALLS = 400
 #: Each kind of row is measured only where the code under test supports it.
 HAS_MATRIX = "embeddings" in {f.name for f in dataclasses.fields(AdapterResult)}
 
@@ -169,7 +170,7 @@ def other_core_busy(busy: bool) -> Iterator[None]:
         spinner.wait()
 
 
-def latency(calls: int = 400) -> list[dict[str, Any]]:
+def latency(calls: int = LATENCY_CALLS) -> list[dict[str, Any]]:
     """p50 / p99 of one small rank() request, quiet and with the other core busy;
     the naive ranker's p50 on the same batch beside it."""
     out = []
@@ -184,11 +185,12 @@ def latency(calls: int = 400) -> list[dict[str, Any]]:
                 for _ in range(10):  # warm caches (token and hash LRUs) as a server would be
                     ranker.rank(results, context)
                 gc.collect()
-                times = []
+                times, cpu = [], []
                 for _ in range(count):
-                    started = time.perf_counter()
+                    started, started_cpu = time.perf_counter(), time.process_time()
                     ranker.rank(results, context)
                     times.append(time.perf_counter() - started)
+                    cpu.append(time.process_time() - started_cpu)
                 naive = []
                 for _ in range(max(20, count // 4)):
                     started = time.perf_counter()
@@ -196,7 +198,8 @@ def latency(calls: int = 400) -> list[dict[str, Any]]:
                     naive.append(time.perf_counter() - started)
                 p50, p99 = np.percentile(times, [50, 99])
                 out.append({"rows": n, "busy": busy, "calls": count, "p50_s": float(p50),
-                            "p99_s": float(p99), "naive_p50_s": float(np.median(naive))})
+                            "p99_s": float(p99), "cpu_p50_s": float(np.median(cpu)),
+                            "naive_p50_s": float(np.median(naive))})
                 print(f"latency {n:>4} rows {'busy' if busy else 'quiet'}: p50 "
                       f"{p50 * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms", file=sys.stderr)
     return out
@@ -283,10 +286,11 @@ def model_table(results: list[dict[str, Any]]) -> str:
 
 
 def latency_table(results: list[dict[str, Any]]) -> str:
-    lines = ["| rows | machine | p50 | p99 | naive ranker p50 | × naive |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| rows | machine | p50 | p99 | CPU time p50 | naive ranker p50 | × naive |",
+             "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['rows']} | {'other core busy' if r['busy'] else 'as is'} | "
               f"{r['p50_s'] * 1000:.2f} ms | {r['p99_s'] * 1000:.2f} ms | "
+              f"{r['cpu_p50_s'] * 1000:.2f} ms | "
               f"{r['naive_p50_s'] * 1000:.2f} ms | {r['naive_p50_s'] / r['p50_s']:.1f}× faster |"
               for r in results]
     return "\n".join(lines)
@@ -345,7 +349,8 @@ def machine() -> str:
 # --- before / after ----------------------------------------------------------------------
 
 def run_all(sizes: list[int], model_counts: tuple[int, ...]) -> dict[str, Any]:
-    return {"latency": latency(), "throughput": measure(sizes),
+    return {"latency": latency(LATENCY_CALLS) if LATENCY_CALLS else [],
+            "throughput": measure(sizes) if sizes else [],
             "model": measure_model(model_counts)}
 
 
@@ -394,11 +399,13 @@ def compare(rev: str, rounds: int, args: list[str]) -> str:
     lines = [f"Machine: {machine()}. Before: `{rev}`; after: the working tree; "
              f"best of {rounds} round(s), each running both.", "",
              "| rows | machine | p50 before | p50 after | p99 before | p99 after | "
-             "× naive before | × naive after |", "|---|---|---|---|---|---|---|---|"]
+             "CPU p50 before | CPU p50 after | × naive before | × naive after |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for b, a in zip(before["latency"], after["latency"], strict=True):
         lines.append(f"| {a['rows']} | {'other core busy' if a['busy'] else 'as is'} | "
                      f"{b['p50_s'] * 1000:.2f} ms | {a['p50_s'] * 1000:.2f} ms | "
                      f"{b['p99_s'] * 1000:.2f} ms | {a['p99_s'] * 1000:.2f} ms | "
+                     f"{b['cpu_p50_s'] * 1000:.2f} ms | {a['cpu_p50_s'] * 1000:.2f} ms | "
                      f"{b['naive_p50_s'] / b['p50_s']:.1f} | {a['naive_p50_s'] / a['p50_s']:.1f} |")
     lines += ["", "| rows | kind | rank() before | rank() after | rows/s before | rows/s after | "
               "× naive before | × naive after |", "|---|---|---|---|---|---|---|---|"]
@@ -433,8 +440,12 @@ def compare(rev: str, rounds: int, args: list[str]) -> str:
 
 
 def main() -> int:
+    global LATENCY_CALLS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1_000, 10_000, 100_000],
+                        help="throughput batch sizes (none: skip)")
+    parser.add_argument("--latency-calls", type=int, default=LATENCY_CALLS,
+                        help="calls per small-request size at 40 rows (0: skip latency)")
     parser.add_argument("--model-counts", type=int, nargs="*", default=[30, 60, 100, 200, 300])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path)
@@ -444,7 +455,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     configure_logging("warning", "console")
-    passed = ["--sizes", *map(str, args.sizes), "--model-counts", *map(str, args.model_counts)]
+    LATENCY_CALLS = args.latency_calls
+    passed = ["--sizes", *map(str, args.sizes), "--model-counts", *map(str, args.model_counts),
+              "--latency-calls", str(args.latency_calls)]
     if args.compare:
         text = compare(args.compare, max(1, args.rounds), passed)
     else:
