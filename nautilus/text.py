@@ -84,76 +84,6 @@ def keyword_stems(text: str) -> list[str]:
     return list(stems)
 
 
-#: Below this many bytes of text, ``bytes.split`` beats numpy's fixed costs.
-_NUMPY_SPLIT_MIN_BYTES = 1 << 14
-#: ``_LOW_BYTES[k]``: a mask keeping the low ``k`` bytes of a little-endian uint64.
-_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
-_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
-
-
-def _distinct_words(data: bytes) -> tuple[list[bytes], npt.NDArray[np.int64]]:
-    """``data.split()`` on text whose only whitespace is b" " (and no NUL), without a
-    Python object per occurrence: the distinct words in order of first appearance,
-    and each occurrence's index among them.
-
-    A word of up to 16 bytes is exactly its bytes read as two little-endian uint64
-    (unaligned loads from a strided view); occurrences are grouped by a hash of the
-    pair and every occurrence is checked equal to its group's first, so the
-    grouping is exact. Longer words (rare) are told apart by a dict.
-    """
-    n = len(data)
-    text = np.frombuffer(data, dtype=np.uint8)
-    edges = np.diff((text != 0x20).view(np.int8), prepend=np.int8(0), append=np.int8(0))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1)
-    lengths = ends - starts
-    padded = data + bytes(16)
-    loads = np.ndarray((n + 9,), dtype="<u8", buffer=padded, strides=(1,))
-    short = np.flatnonzero(lengths <= 16)
-    at, size = starts[short], lengths[short]
-    low = loads[at] & _LOW_BYTES[np.minimum(size, 8)]
-    high = loads[at + 8] & _LOW_BYTES[np.clip(size - 8, 0, 8)]
-    keys = low * _MIX[0] ^ high * _MIX[1]
-    by_key = np.argsort(keys)  # an unstable sort is enough: firsts come from a minimum
-    sorted_keys = keys[by_key]
-    new_group = np.empty(len(keys), dtype=bool)
-    new_group[:1] = True
-    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new_group[1:])
-    boundaries = np.flatnonzero(new_group)
-    first = (np.minimum.reduceat(by_key, boundaries) if len(keys)
-             else np.zeros(0, dtype=np.int64))
-    inverse_short = np.empty(len(keys), dtype=np.int64)
-    inverse_short[by_key] = np.cumsum(new_group) - 1
-    representative = first[inverse_short]
-    if not (np.array_equal(low, low[representative])
-            and np.array_equal(high, high[representative])):  # a hash collision: no grouping
-        first = np.arange(len(short))
-        inverse_short = first.copy()
-    group_first = [short[first]]  # each group's first occurrence (a word position)
-    inverse = np.empty(len(starts), dtype=np.int64)
-    inverse[short] = inverse_short
-    long_words = np.flatnonzero(lengths > 16)
-    if len(long_words):
-        seen: dict[bytes, int] = {}
-        firsts: list[int] = []
-        long_ids = []
-        for position, s, e in zip(long_words.tolist(), starts[long_words].tolist(),
-                                  ends[long_words].tolist(), strict=True):
-            word_id = seen.setdefault(data[s:e], len(seen))
-            if word_id == len(firsts):
-                firsts.append(position)
-            long_ids.append(word_id)
-        inverse[long_words] = len(first) + np.array(long_ids, dtype=np.int64)
-        group_first.append(np.array(firsts, dtype=np.int64))
-    firsts_all = np.concatenate(group_first)
-    order = np.argsort(firsts_all, kind="stable")  # groups by first appearance
-    renumber = np.empty_like(order)
-    renumber[order] = np.arange(len(order))
-    word_starts, word_ends = starts[firsts_all[order]].tolist(), ends[firsts_all[order]].tolist()
-    distinct = [data[s:e] for s, e in zip(word_starts, word_ends, strict=True)]
-    return distinct, renumber[inverse]
-
-
 @dataclass
 class TokenBatch:
     """The tokens of many texts as flat arrays: occurrence ``i`` of the batch is
@@ -183,23 +113,14 @@ class TokenBatch:
             chunk = texts[start:start + _CHUNK]
             joined = " \x02 ".join(t if "\x02" not in t else t.replace("\x02", " ")
                                    for t in chunk)
-            data = joined.lower().encode("utf-8", "replace").translate(_ASCII_SPLIT)
-            found = _distinct_words(data) if len(data) >= _NUMPY_SPLIT_MIN_BYTES else None
-            if found is None:  # a small chunk: bytes.split and one C-level itemgetter call
-                words = data.split()
-                distinct: list[bytes] = list(dict.fromkeys(words))
-            else:  # numpy over the bytes: only the distinct words become Python objects
-                distinct, inverse = found
-            for word in distinct:  # new words get the next ids, in order of first appearance
+            words = joined.lower().encode("utf-8", "replace").translate(_ASCII_SPLIT).split()
+            # New words get the next ids in order of first appearance; then one C-level
+            # itemgetter call looks every occurrence up (3× a map over the words).
+            for word in dict.fromkeys(words):
                 if word not in raw_ids:
                     raw_ids[word] = len(raw_ids)
-            if found is not None:
-                ids = np.fromiter(map(raw_ids.__getitem__, distinct), dtype=np.int64,
-                                  count=len(distinct))[inverse]
-            elif len(words) > 1:
-                ids = np.fromiter(itemgetter(*words)(raw_ids), dtype=np.int64, count=len(words))
-            else:
-                ids = np.array([raw_ids[w] for w in words], dtype=np.int64)
+            ids = (np.fromiter(itemgetter(*words)(raw_ids), dtype=np.int64, count=len(words))
+                   if len(words) > 1 else np.array([raw_ids[w] for w in words], dtype=np.int64))
             is_separator = ids == separator
             keep = ~is_separator
             row_parts.append((start + np.cumsum(is_separator))[keep])

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from nautilus import AdapterResult, HashingEmbedder, NoopEmbedder, RankingSynthesizer
 from nautilus.embedders import SparseVector, TokenEmbedder, is_token_embedder
-from nautilus.text import TokenBatch, _distinct_words, tokenize
+from nautilus.text import TokenBatch, tokenize
 
 TEXTS = ["Disk full on the orders database", "orders replication lag after failover",
          "login page slow", "disk disk full again", "the and of", ""]
@@ -147,27 +147,3 @@ def test_batch_tokens_equal_tokenize_per_text(texts: list[str]) -> None:
     for i, text in enumerate(texts):
         got = [words[t] for t in batch.terms[batch.rows == i].tolist()]
         assert got == tokenize(text.replace("\x02", " "))
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.binary(min_size=1, max_size=24).map(
-    lambda b: bytes(0x61 if c == 0 or bytes([c]).isspace() else c for c in b)), max_size=40),
-       st.integers(0, 3))
-def test_numpy_word_split_equals_bytes_split(words: list[bytes], pad: int) -> None:
-    """Words of 1-24 bytes (both sides of the 16-byte exact-key limit), any bytes but
-    whitespace and NUL (the batch tokenizer turns those into spaces first)."""
-    data = b" " * pad + b"  ".join(words) + b" " * pad
-    distinct, inverse = _distinct_words(data)
-    assert [distinct[i] for i in inverse.tolist()] == data.split()
-    assert distinct == list(dict.fromkeys(data.split()))
-
-
-def test_large_batches_take_the_numpy_split_and_tokenise_the_same() -> None:
-    texts = [f"Row {i}: disk full on host-{i % 7}; queries and incidents, "
-             f"{'supercalifragilisticexpialidocious' if i % 5 == 0 else 'ok'} \x02 é"
-             for i in range(2_000)]
-    batch = TokenBatch.from_texts(texts)
-    words = {i: w for w, i in batch.vocab.items()}
-    for i in (0, 1, 5, 1_999):
-        got = [words[t] for t in batch.terms[batch.rows == i].tolist()]
-        assert got == tokenize(texts[i].replace("\x02", " "))
