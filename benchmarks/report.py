@@ -46,12 +46,24 @@ SPEED = """
 
 ## Speed (`benchmarks/speed.py`)
 
+*Small requests*: one `rank()` call over four sources, 40 / 120 / 400 text rows
+in all, the default hashing embedder, IDF on, `top_k=10`; p50 and p99 over many
+calls, on the machine as it is and with one busy-looping process on the other
+core. The naive ranker is a pure-Python `Counter` tf-idf cosine over the same rows.
+
+"""
+
+THROUGHPUT = """
+
 `rank()` with `top_k=10` over four sources; the best of several repeats. *Text*
 rows look like tickets (id, title of 4-8 words, body of 15-40 Zipf-distributed
 words, a severity) and are ranked with IDF on; *vector* rows carry a 384-d
-vector as a numpy array or a list of floats (the query vector comes from the
-caller). Baselines in the same run: passthrough (`BasicSynthesizer.merge`) and
-the plain-Python reference implementation of `tests/reference.py`.
+vector as a numpy array or a list of floats, or come as one float32 matrix per
+source (`AdapterResult.embeddings`); the query vector comes from the caller.
+Baselines in the same run: passthrough (`BasicSynthesizer.merge`), the naive
+pure-Python tf-idf ranker and the plain-Python reference implementation of
+`tests/reference.py`. Before/after numbers of the speed work (issue 14) are in
+[tuning.md](tuning.md#speed).
 
 ![rank() scaling](speed-scaling.png)
 
@@ -80,11 +92,13 @@ def main() -> int:
     args = parser.parse_args()
     configure_logging("warning", "console")
     relevance, _ = quality.run(args.datasets, None)
+    latency = speed.latency()
     results = speed.measure([1_000, 10_000, 100_000])
     speed.plot(results, args.plot)
     model = speed.model_table(speed.measure_model())
     text = (HEADER.format(date=time.strftime("%Y-%m-%d"), machine=speed.machine())
-            + relevance + SPEED + speed.table(results) + MODEL + model + "\n")
+            + relevance + SPEED + speed.latency_table(latency) + THROUGHPUT
+            + speed.table(results) + MODEL + model + "\n")
     previous = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
     if "<!-- load:begin -->" in previous:  # benchmarks/load.py's section is kept as it is
         text += "\n" + previous[previous.index("<!-- load:begin -->"):]

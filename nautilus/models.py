@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 @dataclass(frozen=True)
@@ -35,12 +38,20 @@ class SourceWarning:
 
 @dataclass
 class AdapterResult:
-    """One source's answer: its rows in the source's own order, or an error."""
+    """One source's answer: its rows in the source's own order, or an error.
+
+    ``embeddings`` (optional): the rows' vectors as one matrix, row ``i`` for
+    ``rows[i]`` (float32 or float64, shape ``(len(rows), dim)``). A source that
+    keeps its vectors in an array hands them over this way and the ranker scores
+    them in one product, without gathering a vector per row; it takes precedence
+    over the rows' own ``embedding`` values, which keep working without it.
+    """
 
     source_id: str
     rows: list[dict[str, Any]]
     duration_ms: int = 0
     error: ErrorRecord | None = None
+    embeddings: npt.NDArray[Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

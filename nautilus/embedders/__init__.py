@@ -6,8 +6,9 @@ from nautilus.embedders.base import (
     NoopEmbedder,
     TokenEmbedder,
     embed_texts,
+    is_token_embedder,
 )
-from nautilus.embedders.hashing import HashingEmbedder, SparseRows
+from nautilus.embedders.hashing import HashingEmbedder, SparseRows, SparseVector
 from nautilus.embedders.registry import embedder_from_name
 
 __all__ = [
@@ -16,7 +17,9 @@ __all__ = [
     "HashingEmbedder",
     "NoopEmbedder",
     "SparseRows",
+    "SparseVector",
     "TokenEmbedder",
     "embed_texts",
     "embedder_from_name",
+    "is_token_embedder",
 ]

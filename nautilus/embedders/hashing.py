@@ -8,6 +8,7 @@ second, and it is deterministic across processes and machines.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +39,47 @@ class SparseRows:
     def dense(self) -> npt.NDArray[np.float64]:
         out = np.zeros((self.n_rows, self.dim), dtype=np.float64)
         np.add.at(out, (self.rows, self.columns), self.values)
+        return out
+
+    def dot_sparse(self, vector: SparseVector) -> npt.NDArray[np.float64]:
+        """Each row's dot product with a sparse ``vector``: only the row entries that
+        share a bucket with it are multiplied, never a ``dim``-long array."""
+        if len(vector.columns) == 0:
+            return np.zeros(self.n_rows, dtype=np.float64)
+        at = np.searchsorted(vector.columns, self.columns)
+        np.minimum(at, len(vector.columns) - 1, out=at)
+        hit = vector.columns[at] == self.columns
+        products = np.bincount(self.rows[hit], weights=self.values[hit] * vector.values[at[hit]],
+                               minlength=self.n_rows)
+        return products.astype(np.float64, copy=False)
+
+
+@dataclass(frozen=True)
+class SparseVector:
+    """One ``dim``-dimensional vector by its non-zero entries (``columns`` sorted, distinct).
+
+    A hashed query has a handful of features in 65,536 dimensions: keeping it
+    sparse spares every request an O(dim) array, its norm (a multi-threaded BLAS
+    call on a large vector) and its validation.
+    """
+
+    dim: int
+    columns: npt.NDArray[np.int64]
+    values: npt.NDArray[np.float64]
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (self.dim,)
+
+    def norm(self) -> float:
+        return math.sqrt(float(np.einsum("i,i", self.values, self.values)))
+
+    def scaled(self, factor: float) -> SparseVector:
+        return SparseVector(self.dim, self.columns, self.values * factor)
+
+    def dense(self) -> npt.NDArray[np.float64]:
+        out = np.zeros(self.dim, dtype=np.float64)
+        out[self.columns] = self.values
         return out
 
 
@@ -87,16 +129,19 @@ class HashingEmbedder:
         With all weights 1 this is ``embed``; the synthesizer passes batch-local
         IDF weights to embed the query, so hub tokens count for little in it.
         """
-        vector: npt.NDArray[np.float64] = self.embed_tokens(
-            TokenBatch.from_tokens([tokens]), weights).dense()[0]
-        return vector
+        return self.embed_query(tokens, weights).dense()
+
+    def embed_query(self, tokens: list[str], weights: Mapping[str, float]) -> SparseVector:
+        """:meth:`embed_weighted` as a :class:`SparseVector` (what the synthesizer uses)."""
+        one = self.embed_tokens(TokenBatch.from_tokens([tokens]), weights)
+        return SparseVector(self.dim, one.columns, one.values)
 
     def embed_tokens(self, batch: TokenBatch,
                      token_weights: Mapping[str, float] | None = None) -> SparseRows:
         """Sparse unit vectors of a token batch; ``token_weights`` scales features
         as in :meth:`embed_weighted` (absent tokens weigh 1)."""
         vocab_terms = list(batch.vocab)
-        term_hashes = np.fromiter((_term_hash(t) for t in vocab_terms), dtype=np.uint64,
+        term_hashes = np.fromiter(map(_term_hash, vocab_terms), dtype=np.uint64,
                                   count=len(vocab_terms))
         term_weights = (np.array([token_weights.get(t, 1.0) for t in vocab_terms])
                         if token_weights else None)

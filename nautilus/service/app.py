@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from nautilus.blas import limit_blas_threads
 from nautilus.broker import Broker
 from nautilus.config import ConfigProblem, NautilusSettings, cut
 from nautilus.embedders import Embedder, embedder_from_name
@@ -75,6 +76,9 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # This worker process is ours: one BLAS thread, so concurrent requests do not
+        # contend with BLAS's own threads (nautilus.blas; threadpoolctl is in the extra).
+        limit_blas_threads(1)
         broker = Broker.from_config(None, settings)
         known = {s.id.lower() for s in broker.sources}
         effective = settings.model_copy(update={"source_boosts": {

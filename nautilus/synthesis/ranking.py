@@ -33,9 +33,10 @@ import numpy.typing as npt
 from nautilus.embedders import (
     Embedder,
     HashingEmbedder,
-    TokenEmbedder,
+    SparseVector,
     embed_texts,
     embedder_from_name,
+    is_token_embedder,
 )
 from nautilus.hashing import NoCanonicalFormError, canonical_json
 from nautilus.models import AdapterResult, RankedRow
@@ -58,14 +59,43 @@ logger = get_logger("nautilus.ranking")
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+#: A query vector: dense (given by the caller, or from a dense embedder) or sparse
+#: (a lexical embedder's few hashed features out of 65,536 dimensions).
+QueryVector = FloatArray | SparseVector
 
 #: A row's text is cut to this many characters before tokenising or embedding,
 #: so one 1 MB field cannot stall a request; the cut is logged.
 MAX_TEXT_CHARS = 20_000
+#: Below this many matrix entries a matrix-vector product is an ``einsum`` on this
+#: thread, not a BLAS call: OpenBLAS splits even a 40 × 384 ``gemv`` over all
+#: cores, and under load its threads wait for each other (milliseconds, not µs).
+_BLAS_MIN_ENTRIES = 1 << 20
 #: Fields that describe a row's vector, not its content.
 _NOT_TEXT = frozenset({"embedding", "embedding_model"})
 _EMBEDDING_OF = methodcaller("get", "embedding")
 _IS_STR = str.__instancecheck__  # a C-level predicate for filter()
+
+
+@dataclass
+class _Matrices:
+    """Vectors handed over as matrices (``AdapterResult.embeddings``): for each
+    candidate, which matrix holds its vector (-1: none) and at which row."""
+
+    parts: list[tuple[Any, int]]  # (the matrix as given, how many rows its source gave)
+    matrix_of: IntArray
+    row_in: IntArray
+
+    @classmethod
+    def build(cls, parts: list[tuple[int, Any, int, IntArray]], n: int) -> _Matrices | None:
+        """From (first candidate, matrix, rows given, row of each kept row) per source."""
+        if not parts:
+            return None
+        matrix_of = np.full(n, -1, dtype=np.int64)
+        row_in = np.zeros(n, dtype=np.int64)
+        for m, (offset, _, _, rows) in enumerate(parts):
+            matrix_of[offset:offset + len(rows)] = m
+            row_in[offset:offset + len(rows)] = rows
+        return cls([(matrix, given) for _, matrix, given, _ in parts], matrix_of, row_in)
 
 
 @dataclass
@@ -76,10 +106,14 @@ class _Candidates:
     source_index: IntArray
     source_rank: IntArray
     rows: list[dict[str, Any]]
+    matrices: _Matrices | None = None
 
     def take(self, keep: IntArray) -> _Candidates:
+        matrices = self.matrices
+        if matrices is not None:
+            matrices = _Matrices(matrices.parts, matrices.matrix_of[keep], matrices.row_in[keep])
         return _Candidates(self.source_ids, self.source_index[keep], self.source_rank[keep],
-                           [self.rows[i] for i in keep])
+                           [self.rows[i] for i in keep], matrices)
 
 
 class RankingSynthesizer:
@@ -186,9 +220,9 @@ class RankingSynthesizer:
                                     else "")
             weights = query_token_weights(batch, query_tokens)
             embedder = self.embedder
-            if isinstance(embedder, TokenEmbedder) and query_in_embedder_space and query_tokens:
+            if is_token_embedder(embedder) and query_in_embedder_space and query_tokens:
                 # A lexical embedder can weight the query's own tokens: hubs fade from it.
-                weighted = _as_vector(embedder.embed_weighted(query_tokens, weights))
+                weighted = _as_vector(embedder.embed_query(query_tokens, weights))
                 query_vector = weighted if weighted is not None else query_vector
             else:
                 factors = idf_factors(batch, weights, self.idf_floor)
@@ -207,6 +241,7 @@ class RankingSynthesizer:
         index_parts: list[IntArray] = []
         rank_parts: list[IntArray] = []
         rows: list[dict[str, Any]] = []
+        matrix_parts: list[tuple[int, Any, int, IntArray]] = []
         not_a_dict = 0
         for result in results:
             if result.error is not None:
@@ -229,6 +264,8 @@ class RankingSynthesizer:
                 not_a_dict += is_dict.count(False)
                 positions = positions[np.array(is_dict, dtype=bool)]
                 source_rows = [row for row, ok in zip(source_rows, is_dict, strict=True) if ok]
+            if result.embeddings is not None:
+                matrix_parts.append((len(rows), result.embeddings, given, positions - start))
             rows.extend(source_rows)
             index_parts.append(np.full(len(source_rows), index, dtype=np.int64))
             rank_parts.append(positions)
@@ -239,9 +276,10 @@ class RankingSynthesizer:
                            action="left out of the ranking")
         empty = np.zeros(0, dtype=np.int64)
         return _Candidates(source_ids, np.concatenate(index_parts) if index_parts else empty,
-                           np.concatenate(rank_parts) if rank_parts else empty, rows)
+                           np.concatenate(rank_parts) if rank_parts else empty, rows,
+                           _Matrices.build(matrix_parts, len(rows)))
 
-    def _query_vector(self, ctx: Mapping[str, Any]) -> tuple[FloatArray | None, bool]:
+    def _query_vector(self, ctx: Mapping[str, Any]) -> tuple[QueryVector | None, bool]:
         """(query vector, whether it is in the embedder's own space)."""
         given = ctx.get("embedding")
         if given is not None:
@@ -258,8 +296,8 @@ class RankingSynthesizer:
             return None, True
         try:
             embedder = self.embedder
-            if isinstance(embedder, TokenEmbedder):  # straight to an array, no list of floats
-                vector = _as_vector(embedder.embed_weighted(tokenize(query[:MAX_TEXT_CHARS]), {}))
+            if is_token_embedder(embedder):  # a sparse vector: no list of 65,536 floats
+                vector = _as_vector(embedder.embed_query(tokenize(query[:MAX_TEXT_CHARS]), {}))
             else:
                 vector = _as_vector(embedder.embed(query[:MAX_TEXT_CHARS]))
         except Exception as exc:  # an embedder is third-party code: never let it fail a request
@@ -271,18 +309,18 @@ class RankingSynthesizer:
                            action="passthrough")
         return vector, True
 
-    def _similarities(self, cands: _Candidates, query: FloatArray, query_in_embedder_space: bool,
+    def _similarities(self, cands: _Candidates, query: QueryVector, query_in_embedder_space: bool,
                       texts: list[str] | None, batch: TokenBatch | None) -> FloatArray:
         """Cosine similarity of each candidate to the query.
 
         ``texts``/``batch``: every candidate's text and tokens when already built."""
         n = len(cands.rows)
         dim = query.shape[0]
-        query_unit = query / np.linalg.norm(query)
+        query_unit = _unit(query)
         similarity = np.zeros(n, dtype=np.float64)
         own_model = getattr(self.embedder, "model_id", None) if query_in_embedder_space else None
 
-        with_vector, sims, invalid = _row_vector_similarities(cands.rows, query_unit, own_model)
+        with_vector, sims, invalid = _vector_similarities(cands, query_unit, own_model)
         similarity[with_vector] = sims
         if invalid:
             logger.warning("rank_row_vector_invalid", count=invalid,
@@ -295,7 +333,7 @@ class RankingSynthesizer:
             if texts is None:
                 texts = self._texts([cands.rows[i] for i in to_embed.tolist()])
                 batch = (TokenBatch.from_texts(texts)
-                         if isinstance(self.embedder, TokenEmbedder) else None)
+                         if is_token_embedder(self.embedder) else None)
                 covers_all = False
             else:
                 covers_all = True
@@ -304,7 +342,7 @@ class RankingSynthesizer:
         return np.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0)
 
     def _embed_rows(self, texts: list[str], batch: TokenBatch | None, to_embed: IntArray,
-                    texts_cover_all: bool, query_unit: FloatArray,
+                    texts_cover_all: bool, query_unit: QueryVector,
                     query_in_embedder_space: bool) -> FloatArray:
         """Similarity of the rows in ``to_embed`` through the embedder; zeros where it fails."""
         dim = query_unit.shape[0]
@@ -316,8 +354,11 @@ class RankingSynthesizer:
                            action="scored 0")
             return zeros
         try:
-            if isinstance(self.embedder, TokenEmbedder) and batch is not None:
-                sims = self.embedder.embed_tokens(batch).dot(query_unit)
+            embedder = self.embedder
+            if is_token_embedder(embedder) and batch is not None:
+                rows = embedder.embed_tokens(batch)
+                sims = (rows.dot_sparse(query_unit) if isinstance(query_unit, SparseVector)
+                        else rows.dot(query_unit))
                 return sims[to_embed] if texts_cover_all else sims
             picked = [texts[i] for i in to_embed] if texts_cover_all else texts
             matrix = embed_texts(self.embedder, picked)
@@ -329,9 +370,10 @@ class RankingSynthesizer:
                            error_type=type(exc).__name__, error=str(exc)[:200],
                            action="those rows scored 0")
             return zeros
-        norms = np.linalg.norm(matrix, axis=1)
+        norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
         finite = np.isfinite(norms) & (norms > 0)
-        similarity: FloatArray = np.divide(matrix @ query_unit, norms, out=zeros, where=finite)
+        similarity: FloatArray = np.divide(_matvec(matrix, query_unit), norms, out=zeros,
+                                           where=finite)
         return similarity
 
     def _texts(self, rows: list[dict[str, Any]]) -> list[str]:
@@ -406,10 +448,12 @@ class RankingSynthesizer:
         return np.array(kept, dtype=np.int64), also_from
 
 
-def _as_vector(value: Any) -> FloatArray | None:
-    """A finite, non-zero float64 vector, or None."""
+def _as_vector(value: Any) -> QueryVector | None:
+    """A finite, non-zero float64 vector (dense, or sparse as a lexical embedder gives), or None."""
     if _vector_problem(value) is not None:
         return None
+    if isinstance(value, SparseVector):
+        return value
     array = np.asarray(value, dtype=np.float64)
     peak = float(np.abs(array).max())
     # Only the direction counts: bring extreme magnitudes (1e200, 1e-200) into a range
@@ -417,7 +461,35 @@ def _as_vector(value: Any) -> FloatArray | None:
     return array / peak if not 1e-100 < peak < 1e100 else array
 
 
+def _unit(vector: QueryVector) -> QueryVector:
+    """``vector / |vector|`` without BLAS (``np.linalg.norm`` of a long vector is a
+    multi-threaded ``ddot``) and, for a sparse vector, without densifying it."""
+    if isinstance(vector, SparseVector):
+        return SparseVector(vector.dim, vector.columns, vector.values / vector.norm())
+    unit: FloatArray = vector / math.sqrt(float(np.einsum("i,i", vector, vector)))
+    return unit
+
+
+def _matvec(matrix: npt.NDArray[np.floating[Any]], vector: QueryVector) -> FloatArray:
+    """``matrix @ vector`` in float64; a BLAS call only for a large matrix (see
+    ``_BLAS_MIN_ENTRIES``); a sparse vector touches only its own columns."""
+    if isinstance(vector, SparseVector):
+        product: FloatArray = np.einsum("ij,j->i", matrix[:, vector.columns], vector.values,
+                                        dtype=np.float64)
+        return product
+    if matrix.size < _BLAS_MIN_ENTRIES or matrix.dtype != np.float64:
+        product = np.einsum("ij,j->i", matrix, vector, dtype=np.float64)
+        return product
+    product = (matrix @ vector).astype(np.float64, copy=False)
+    return product
+
+
 def _vector_problem(value: Any) -> str | None:
+    if isinstance(value, SparseVector):
+        values = value.values
+        if not np.isfinite(values).all():
+            return "holds NaN or infinity"
+        return None if values.any() else "is all zeros"
     if not isinstance(value, list | tuple | np.ndarray):
         return f"not a list of numbers ({type(value).__name__})"
     try:
@@ -433,7 +505,76 @@ def _vector_problem(value: Any) -> str | None:
     return None
 
 
-def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: FloatArray,
+def _vector_similarities(cands: _Candidates, query_unit: QueryVector, own_model: str | None,
+                         ) -> tuple[list[int] | IntArray, FloatArray, int]:
+    """:func:`_row_vector_similarities`, with the rows whose source handed its vectors
+    over as a matrix (``AdapterResult.embeddings``) scored from that matrix instead."""
+    matrices = cands.matrices
+    if matrices is None:
+        return _row_vector_similarities(cands.rows, query_unit, own_model)
+    positions, sims, invalid = _matrix_similarities(matrices, cands.rows, query_unit, own_model)
+    rest = np.ones(len(cands.rows), dtype=bool)
+    rest[positions] = False
+    others = np.flatnonzero(rest)
+    if len(others):
+        found, other_sims, other_invalid = _row_vector_similarities(
+            [cands.rows[i] for i in others.tolist()], query_unit, own_model)
+        positions = np.concatenate((positions, others[found]))
+        sims = np.concatenate((sims, other_sims))
+        invalid += other_invalid
+    return positions, sims, invalid
+
+
+def _matrix_problem(matrix: Any, given: int, dim: int) -> str | None:
+    if not isinstance(matrix, np.ndarray):
+        return f"not a numpy array ({type(matrix).__name__})"
+    if matrix.dtype.kind not in "fiu":
+        return f"not numeric (dtype {matrix.dtype})"
+    if matrix.shape != (given, dim):
+        return f"shape {matrix.shape}, expected {(given, dim)} (rows given, query dimension)"
+    return None
+
+
+def _matrix_similarities(matrices: _Matrices, rows: list[dict[str, Any]],
+                         query_unit: QueryVector, own_model: str | None,
+                         ) -> tuple[IntArray, FloatArray, int]:
+    """Cosine of each matrix-backed candidate to the query: (their positions, their
+    similarities, how many matrix rows were not finite). A matrix of the wrong shape
+    or kind is warned about once and its rows fall back to their own ``embedding``."""
+    dim = query_unit.shape[0]
+    found: list[IntArray] = []
+    sims: list[FloatArray] = []
+    invalid = 0
+    for m, (matrix, given) in enumerate(matrices.parts):
+        at = np.flatnonzero(matrices.matrix_of == m)
+        if not len(at):
+            continue
+        problem = _matrix_problem(matrix, given, dim)
+        if problem is not None:
+            logger.warning("rank_embeddings_invalid", reason=problem,
+                           action="using each row's own embedding or text instead")
+            continue
+        if own_model is not None:  # as for row vectors: another model's vectors are not used
+            models = [rows[i].get("embedding_model", own_model) for i in at.tolist()]
+            at = at[np.array([model == own_model for model in models], dtype=bool)]
+        picked = matrices.row_in[at]
+        whole = len(picked) == len(matrix) and bool((picked == np.arange(len(matrix))).all())
+        part = matrix if whole else matrix[picked]
+        with np.errstate(invalid="ignore", over="ignore"):
+            dots = _matvec(part, query_unit)
+            norms = np.sqrt(np.einsum("ij,ij->i", part, part, dtype=np.float64))
+        usable = np.isfinite(dots) & np.isfinite(norms)
+        if not usable.all():  # NaN or infinity inside a vector: its row falls back
+            invalid += int((~usable).sum())
+            at, dots, norms = at[usable], dots[usable], norms[usable]
+        found.append(at)
+        sims.append(np.divide(dots, norms, out=np.zeros(len(dots)), where=norms > 0))
+    if not found:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), invalid
+    return np.concatenate(found), np.concatenate(sims), invalid
+
+
+def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: QueryVector,
                              own_model: str | None) -> tuple[list[int], FloatArray, int]:
     """Cosine of each row's own ``embedding`` to the query, for the rows whose vector
     is usable: (their positions, their similarities, how many vectors were invalid).
@@ -471,7 +612,7 @@ def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: FloatArray,
     else:
         invalid = 0
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite rows are dropped next
-        dots = matrix @ query_unit
+        dots = _matvec(matrix, query_unit)
         norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
     usable = np.isfinite(dots) & np.isfinite(norms)
     if not usable.all():  # NaN or infinity inside a vector: its row falls back to its text

@@ -1,0 +1,151 @@
+"""Identical-output check: the working tree ranks the speed benchmark's batches exactly
+as an earlier revision does (same order, scores within 1e-9).
+
+Both sides run in subprocesses on the same batches: "before" imports the ``nautilus``
+package of REV (extracted with ``git archive``, no checkout), "after" the working tree.
+Each prints every ranked row as (source_id, source_rank, score); the parent compares.
+Vectors handed over as one matrix (``AdapterResult.embeddings``, after only) are
+compared with the same vectors given row by row to "before".
+
+    python benchmarks/same_output.py [--rev 739186b]
+
+Exit status 0 when every batch matches, 1 otherwise (the first differences are printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+#: The commit this branch started from: the implementation before the speed work.
+DEFAULT_REV = "739186b"
+TOLERANCE = 1e-9
+
+
+def batches() -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
+    """(name, results, ranker keywords, context) — the speed benchmark's rows and more."""
+    import numpy as np
+    import speed
+
+    from nautilus import AdapterResult
+
+    out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
+    for n in (*speed.LATENCY_SIZES, 1_000, 10_000):
+        results = speed.split(speed.text_rows(n, np.random.default_rng(n)))
+        for idf in (True, False):
+            for top_k in (speed.TOP_K, None):
+                out.append((f"text {n} idf={idf} top_k={top_k}", results,
+                            {"top_k": top_k, "idf": idf}, {"query": speed.QUERY}))
+        out.append((f"text {n} other query", results, {"idf": True},
+                    {"query": "sev3 row the and of lag"}))
+    boosts = {"graph": "high", "sql": "low"}
+    results = speed.split(speed.text_rows(400, np.random.default_rng(7)))
+    out.append(("text 400 boosts + cap", results,
+                {"top_k": 20, "idf": True, "source_boosts": boosts, "max_candidates": 200},
+                {"query": speed.QUERY}))
+    rng = np.random.default_rng(1)
+    query_vector = rng.normal(size=speed.DIM)
+    for n in (40, 400, 10_000):
+        for as_list in (False, True):
+            results = speed.split(speed.vector_rows(n, rng, as_list=as_list))
+            out.append((f"vectors {n} {'list' if as_list else 'numpy'}", results,
+                        {"top_k": None}, {"embedding": query_vector.tolist()}))
+    # One float32 matrix per source; "before" gets the same values row by row.
+    for n in (40, 10_000):
+        matrix = np.random.default_rng(n + 1).normal(size=(n, speed.DIM)).astype(np.float32)
+        rows = [{"id": f"row-{i}"} for i in range(n)]
+        k = len(speed.SOURCES)
+        parts = [(s, rows[i::k], np.ascontiguousarray(matrix[i::k]))
+                 for i, s in enumerate(speed.SOURCES)]
+        by_row = [AdapterResult(s, [{**row, "embedding": v.tolist()}
+                                    for row, v in zip(part, m, strict=True)])
+                  for s, part, m in parts]
+        context: dict[str, Any] = {"embedding": query_vector.tolist()}
+        if speed.HAS_MATRIX:
+            context["_matrix"] = [AdapterResult(s, part, embeddings=m) for s, part, m in parts]
+        out.append((f"matrix {n}", by_row, {"top_k": None}, context))
+    return out
+
+
+def rank_all() -> list[dict[str, Any]]:
+    """Rank every batch with the ``nautilus`` on sys.path (run in a subprocess)."""
+    from nautilus import RankingSynthesizer
+    from nautilus.log import configure_logging
+
+    configure_logging("error", "console")
+    out = []
+    for name, results, kwargs, context in batches():
+        matrix_results = context.pop("_matrix", None)
+        if matrix_results is not None and os.environ.get("SAME_OUTPUT_SIDE") == "after":
+            results = matrix_results
+        ranked = RankingSynthesizer(**kwargs).rank(results, context)
+        out.append({"name": name, "rows": [(r.source_id, r.source_rank, r.score)
+                                           for r in ranked]})
+    return out
+
+
+def _side(label: str, pythonpath: Path | None) -> list[dict[str, Any]]:
+    env = dict(os.environ, SAME_OUTPUT_SIDE=label)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    done = subprocess.run([sys.executable, __file__, "--child"], env=env, check=True,
+                          capture_output=True, text=True)
+    data: list[dict[str, Any]] = json.loads(done.stdout)
+    return data
+
+
+def compare(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
+    problems = []
+    before_by = {b["name"]: b["rows"] for b in before}
+    for batch in after:
+        name, rows = batch["name"], batch["rows"]
+        old = before_by.get(name)
+        if old is None:
+            problems.append(f"{name}: no 'before' ranking")
+            continue
+        if [r[:2] for r in old] != [r[:2] for r in rows]:
+            first = next((i for i, (a, b) in enumerate(zip(old, rows, strict=False))
+                          if a[:2] != b[:2]), min(len(old), len(rows)))
+            problems.append(f"{name}: order differs from place {first + 1} "
+                            f"(before {old[first:first + 2]}, after {rows[first:first + 2]})")
+            continue
+        worst = max((abs(a[2] - b[2]) for a, b in zip(old, rows, strict=True)), default=0.0)
+        if worst > TOLERANCE:
+            problems.append(f"{name}: scores differ by up to {worst:.3g}")
+        else:
+            print(f"same: {name} ({len(rows)} rows, max score difference {worst:.1e})")
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rev", default=DEFAULT_REV, help="the 'before' revision")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    if args.child:
+        json.dump(rank_all(), sys.stdout)
+        return 0
+    from speed import _checkout
+
+    with tempfile.TemporaryDirectory(prefix="nautilus-before-") as tmp:
+        before = _side("before", _checkout(args.rev, Path(tmp)))
+    after = _side("after", None)
+    problems = compare(before, after)
+    for problem in problems:
+        print("DIFFERENT:", problem)
+    print(f"{len(after) - len(problems)} of {len(after)} batches identical "
+          f"(order exact, scores within {TOLERANCE:g}) to {args.rev}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
