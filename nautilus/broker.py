@@ -159,4 +159,6 @@ class Broker:
             logger.warning("source_rows_invalid", source_id=source.id,
                            count=len(rows) - len(good), action="rows that are not objects dropped")
         elapsed = round((time.perf_counter() - started) * 1000)
-        return AdapterResult(source.id, good, elapsed), rows
+        ranked = getattr(source, "ranked", None)
+        return AdapterResult(source.id, good, elapsed,
+                             ranked=ranked if isinstance(ranked, bool) else None), rows

@@ -23,7 +23,11 @@ def fts_match_expression(query: str) -> str:
 
 
 class SqliteFtsSource(SqliteSource):
-    """Rows of a JSONL seed indexed in FTS5 over ``columns``; ``id_field`` stored unindexed."""
+    """Rows of a JSONL seed indexed in FTS5 over ``columns``; ``id_field`` stored unindexed.
+
+    Rows come best first, each with its ``bm25`` score (SQLite's: lower is better)."""
+
+    ranked = True  # BM25 order: evidence the ranking counts (nautilus/synthesis/fusion.py)
 
     def __init__(self, source_id: str, path: Path, seed: Path, columns: list[str],
                  id_field: str = "id", timeout_s: float = 5.0) -> None:
@@ -51,7 +55,7 @@ class SqliteFtsSource(SqliteSource):
         if not expression:
             return []
         cursor = connection.execute(
-            "SELECT * FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT ?",
+            "SELECT *, bm25(docs) AS bm25 FROM docs WHERE docs MATCH ? ORDER BY bm25 LIMIT ?",
             (expression, limit))
         return [dict(row) for row in cursor]
 

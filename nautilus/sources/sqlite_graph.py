@@ -19,6 +19,10 @@ class SqliteGraphSource(SqliteSource):
     ``direction`` (``out`` from the matched entity, or ``in``), ``via`` (the
     matched entity) and ``edge`` (``"checkout-api writes_to orders-db"``)."""
 
+    #: Name matches come first, then neighbours in id order: partly an order of
+    #: relevance, so the ranking judges it per batch (None) rather than trust it.
+    ranked: bool | None = None
+
     def __init__(self, source_id: str, path: Path, entities: Path, edges: Path,
                  timeout_s: float = 5.0) -> None:
         super().__init__(source_id, path, timeout_s)

@@ -22,6 +22,8 @@ def _like_pattern(word: str) -> str:
 class SqliteTableSource(SqliteSource):
     """Rows whose ``search_columns`` contain any of the query's words (``LIKE``), by rowid."""
 
+    ranked = False  # rowid order says nothing about relevance: never counted as evidence
+
     def __init__(self, source_id: str, path: Path, seed: Path, table: str,
                  search_columns: list[str], timeout_s: float = 5.0) -> None:
         super().__init__(source_id, path, timeout_s)

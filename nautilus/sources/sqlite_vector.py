@@ -20,7 +20,11 @@ from nautilus.sources.base import Row, SqliteSource, quote_identifier, read_json
 
 
 class SqliteVectorSource(SqliteSource):
-    """Documents of a JSONL seed, embedded over ``text_fields`` at build time."""
+    """Documents of a JSONL seed, embedded over ``text_fields`` at build time.
+
+    Rows come most similar first, each with its cosine ``similarity`` to the query."""
+
+    ranked = True  # cosine order: evidence the ranking counts (nautilus/synthesis/fusion.py)
 
     def __init__(self, source_id: str, path: Path, seed: Path, text_fields: list[str],
                  embedder: Embedder | None = None, timeout_s: float = 5.0) -> None:
@@ -73,7 +77,7 @@ class SqliteVectorSource(SqliteSource):
             if scores[i] <= 0:
                 break
             rows.append({**json.loads(docs[i]), "embedding": matrix[i].tolist(),
-                         "embedding_model": self.model_id})
+                         "embedding_model": self.model_id, "similarity": float(scores[i])})
         return rows
 
     def _load(self, connection: sqlite3.Connection) -> tuple[list[str], Any, Any]:
