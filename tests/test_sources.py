@@ -151,7 +151,7 @@ def test_vector_source_rebuilds_when_the_embedder_changes(tmp_path: Path) -> Non
     small = SqliteVectorSource("vec", path, seed, ["title"], HashingEmbedder(dim=64))
     rows = search(small, "disk")
     assert len(rows[0]["embedding"]) == 64
-    assert rows[0]["embedding_model"] == "hashing-v1-64"
+    assert rows[0]["embedding_model"] == "hashing-v2-64"
 
 
 def test_bad_seed_line_fails_the_search_with_a_clear_message(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from nautilus.sources.base import Row, SqliteSource, quote_identifier, read_jsonl
-from nautilus.text import tokenize
+from nautilus.text import plain_tokens
 
 
 def fts_match_expression(query: str) -> str:
@@ -18,7 +18,7 @@ def fts_match_expression(query: str) -> str:
     in user text (``"``, ``NEAR``, ``*``, ``:``, ``-``, ``AND``) is matched as
     plain words and can neither raise nor change the query's meaning.
     """
-    words = dict.fromkeys(tokenize(query))
+    words = dict.fromkeys(plain_tokens(query))
     return " OR ".join(f'"{w}"' for w in words)
 
 
