@@ -19,7 +19,7 @@ embedder and with MiniLM (onnx). Every cell has the paired 95% bootstrap interva
 of nautilus minus that strategy, per query. Then boost-safety tables.
 
     python benchmarks/quality.py [--datasets DIR] [--only NAME] [--out FILE.md]
-                                 [--onnx-queries N] [--no-safety]
+                                 [--onnx-queries N] [--no-safety] [--work-dir DIR]
 """
 
 from __future__ import annotations
@@ -292,10 +292,11 @@ def safety_table(name: str, rows: list[tuple[str, str, float, float, float]],
 
 
 def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
-        safety: bool = True) -> tuple[str, dict[str, Any]]:
+        safety: bool = True, work_dir: Path | None = None) -> tuple[str, dict[str, Any]]:
     sections, summary, cells = [], {}, {}
     vector_embedder = onnx_embedder()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = str(work_dir) if work_dir is not None else scratch
         for name in NAMES:
             if only and name != only:
                 continue
@@ -330,9 +331,11 @@ def main() -> int:
     parser.add_argument("--onnx-queries", type=int, default=None,
                         help="run the onnx strategy on the first N queries of each collection")
     parser.add_argument("--no-safety", action="store_true", help="skip the boost-safety tables")
+    parser.add_argument("--work-dir", type=Path, help="keep the source databases here and reuse "
+                        "them on the next run (the MiniLM vector build is the slow part)")
     args = parser.parse_args()
     configure_logging("warning", "console")
-    text, _ = run(args.datasets, args.only, args.onnx_queries, not args.no_safety)
+    text, _ = run(args.datasets, args.only, args.onnx_queries, not args.no_safety, args.work_dir)
     print(text)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")
