@@ -247,7 +247,8 @@ def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]]) -> str:
                paired(ours, scores[best]["ndcg"]), f"{mean(ours) / bm25:.2f}" if bm25 else "—"]
         if NAUTILUS_ONNX in scores:
             onnx = scores[NAUTILUS_ONNX]["ndcg"]
-            row += [f"{mean(onnx):.3f}", paired(onnx, scores[best]["ndcg"]),
+            shown = f"{mean(onnx):.3f}" + (f" ({len(onnx)} q)" if len(onnx) < len(ours) else "")
+            row += [shown, paired(onnx, scores[best]["ndcg"]),
                     paired(onnx, scores["central BM25+dense"]["ndcg"])]
         else:
             row += ["—", "—", "—"]
