@@ -3,17 +3,23 @@
 For each shared collection, three real SQLite sources of different kinds answer
 every judged query, at most 30 rows each:
 
-* ``fts``    — FTS5, BM25 order;
+* ``fts``    — FTS5, BM25 order (declares itself ranked);
 * ``sql``    — a plain table with a keyword filter, rows in table order (unranked);
-* ``vector`` — stored hashing-embedder vectors, cosine order.
+* ``vector`` — stored all-MiniLM-L6-v2 vectors (``nautilus[embed]``; 1,024-d hashing
+  vectors without it), cosine order (ranked).
 
 Scenarios: *partitioned* (each source holds a third of the corpus) and *hybrid*
 (each holds all of it; a document returned by several sources counts once).
-Strategies order the union: passthrough, round-robin, RRF (k=60, equal weights),
-RankingSynthesizer with IDF off and on, and the oracle (the union sorted by
-judgment: the upper bound). Then a boost-safety table.
+Simple fusions order the union: passthrough, round-robin, RRF (k=60, equal
+weights) and RRF over the ranked sources only (fts + vector). Central indexes
+over the whole corpus: BM25 (the hybrid fts list) and BM25+dense (RRF of the
+hybrid fts and vector lists). nautilus: RankingSynthesizer with IDF on, its
+default settings otherwise (copies collapse by text), with the default hashing
+embedder and with MiniLM (onnx). Every cell has the paired 95% bootstrap interval
+of nautilus minus that strategy, per query. Then boost-safety tables.
 
     python benchmarks/quality.py [--datasets DIR] [--only NAME] [--out FILE.md]
+                                 [--onnx-queries N] [--no-safety] [--work-dir DIR]
     python benchmarks/quality.py --backend postgres   # SQLite beside PostgreSQL (backends.py)
 """
 
@@ -56,7 +62,8 @@ SAFETY_CAP = 45
 Strategy = Callable[[list[AdapterResult], str], list[str]]
 
 
-def build_broker(collection: Collection, scenario: str, folder: Path) -> Broker:
+def build_broker(collection: Collection, scenario: str, folder: Path,
+                 vector_embedder: Any = None) -> Broker:
     parts = ([collection.docs[i::3] for i in range(3)] if scenario == "partitioned"
              else [collection.docs] * 3)
     folder.mkdir(parents=True, exist_ok=True)
@@ -72,7 +79,7 @@ def build_broker(collection: Collection, scenario: str, folder: Path) -> Broker:
         SqliteTableSource("sql", db / f"{scenario}-sql.db", seeds[1], "docs", ["title", "text"],
                           timeout_s=60),
         SqliteVectorSource("vector", db / f"{scenario}-vector.db", seeds[2], ["title", "text"],
-                           timeout_s=60),
+                           embedder=vector_embedder, timeout_s=600),
     ]
     return Broker(sources, limit=SOURCE_LIMIT)
 
@@ -93,14 +100,33 @@ def round_robin(results: list[AdapterResult], query: str) -> list[str]:
 def rrf(results: list[AdapterResult], query: str, k: int = 60) -> list[str]:
     scores: dict[str, float] = {}
     for result in results:
+        seen: set[str] = set()
         for rank, row in enumerate(result.rows, start=1):
+            if str(row["id"]) in seen:
+                continue
+            seen.add(str(row["id"]))
             doc = str(row["id"])
             scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
     return sorted(scores, key=lambda d: -scores[d])
 
 
+def rrf_ranked(results: list[AdapterResult], query: str) -> list[str]:
+    """RRF over the sources that declare their order relevance (fts, vector)."""
+    return rrf([r for r in results if r.ranked], query)
+
+
+def central_bm25(hybrid: list[AdapterResult]) -> list[str]:
+    """One BM25 index over the whole corpus: the hybrid scenario's fts list."""
+    return unique_ids([row for r in hybrid if r.source_id == "fts" for row in r.rows])
+
+
+def central_hybrid(hybrid: list[AdapterResult]) -> list[str]:
+    """BM25 + dense over the whole corpus: RRF of the hybrid fts and vector lists."""
+    return rrf([r for r in hybrid if r.source_id in ("fts", "vector")], "")
+
+
 def ranking(**options: Any) -> Strategy:
-    ranker = RankingSynthesizer(dedup_key="id", **options)
+    ranker = RankingSynthesizer(**options)
 
     def order(results: list[AdapterResult], query: str) -> list[str]:
         return unique_ids([r.row for r in ranker.rank(results, {"query": query})])
@@ -117,13 +143,18 @@ def onnx_embedder() -> Any:
         return None
 
 
+NAUTILUS = "nautilus (default)"
+NAUTILUS_ONNX = "nautilus (onnx)"
+SIMPLE = ("passthrough", "round-robin", "RRF k=60", "RRF ranked only")
+
+
 def strategies() -> dict[str, Strategy]:
-    out = {"passthrough": passthrough, "round-robin": round_robin, "RRF k=60": rrf,
-           "nautilus IDF off": ranking(idf=False), "nautilus IDF on": ranking(idf=True)}
+    out: dict[str, Strategy] = {"passthrough": passthrough, "round-robin": round_robin,
+                                "RRF k=60": rrf, "RRF ranked only": rrf_ranked,
+                                NAUTILUS: ranking(idf=True)}
     model = onnx_embedder()
     if model is not None:
-        out["nautilus MiniLM (onnx) IDF off"] = ranking(idf=False, embedder=model)
-        out["nautilus MiniLM (onnx) IDF on"] = ranking(idf=True, embedder=model)
+        out[NAUTILUS_ONNX] = ranking(idf=True, embedder=model)
     return out
 
 
@@ -133,14 +164,25 @@ def fetch(broker: Broker, collection: Collection) -> dict[str, list[AdapterResul
     return asyncio.run(run())
 
 
-def evaluate(collection: Collection, fetched: dict[str, list[AdapterResult]]
+def evaluate(collection: Collection, fetched: dict[str, list[AdapterResult]],
+             hybrid: dict[str, list[AdapterResult]], onnx_queries: int | None = None,
              ) -> dict[str, dict[str, list[float]]]:
-    """Per strategy, per metric, one value per query (query order)."""
+    """Per strategy, per metric, one value per query (query order). ``hybrid``: the
+    hybrid scenario's results, for the central-index baselines. The onnx strategy
+    runs on the first ``onnx_queries`` queries only when given (paired on those)."""
     out: dict[str, dict[str, list[float]]] = {}
     for name, strategy in strategies().items():
         per = out.setdefault(name, {"ndcg": [], "recall": []})
-        for qid, results in fetched.items():
+        for i, (qid, results) in enumerate(fetched.items()):
+            if name == NAUTILUS_ONNX and onnx_queries is not None and i >= onnx_queries:
+                break
             ranked = strategy(results, collection.queries[qid])
+            per["ndcg"].append(ndcg_at(ranked, collection.qrels[qid]))
+            per["recall"].append(recall_at(ranked, collection.qrels[qid]))
+    for name, central in (("central BM25", central_bm25), ("central BM25+dense", central_hybrid)):
+        per = out.setdefault(name, {"ndcg": [], "recall": []})
+        for qid in fetched:
+            ranked = central(hybrid[qid])
             per["ndcg"].append(ndcg_at(ranked, collection.qrels[qid]))
             per["recall"].append(recall_at(ranked, collection.qrels[qid]))
     oracle = out.setdefault("oracle (upper bound)", {"ndcg": [], "recall": []})
@@ -160,21 +202,58 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def paired(ours: list[float], theirs: list[float]) -> str:
+    """Mean of ours − theirs over the queries both ran, with its 95% bootstrap interval."""
+    n = min(len(ours), len(theirs))
+    if n == 0:
+        return "—"
+    delta, low, high = bootstrap_ci([a - b for a, b in zip(ours[:n], theirs[:n], strict=True)])
+    return f"{delta:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
 def quality_table(name: str, scenario: str, scores: dict[str, dict[str, list[float]]]) -> str:
     union = mean(scores["_union"]["recall"])
     n = len(scores["_union"]["recall"])
-    lines = [f"**{name} — {scenario}** ({n} queries; union recall {union:.3f})", "",
-             "| strategy | nDCG@10 | recall@10 | Δ nDCG@10 vs RRF [95% CI] |",
-             "|---|---|---|---|"]
-    baseline = scores["RRF k=60"]["ndcg"]
+    ours = [s for s in (NAUTILUS, NAUTILUS_ONNX) if s in scores]
+    subset = ""
+    if NAUTILUS_ONNX in scores and len(scores[NAUTILUS_ONNX]["ndcg"]) < n:
+        subset = (f"; onnx on the first {len(scores[NAUTILUS_ONNX]['ndcg'])} queries, its "
+                  "Δ paired on those")
+    lines = [f"**{name} — {scenario}** ({n} queries; union recall {union:.3f}{subset})", "",
+             "| strategy | nDCG@10 | recall@10 | " + " | ".join(
+                 f"Δ {s} − strategy [95% CI]" for s in ours) + " |",
+             "|---|---|---|" + "---|" * len(ours)]
     for strategy, metric in scores.items():
         if strategy.startswith("_"):
             continue
-        diffs = [a - b for a, b in zip(metric["ndcg"], baseline, strict=True)]
-        delta, low, high = bootstrap_ci(diffs)
-        shown = "—" if strategy == "RRF k=60" else f"{delta:+.3f} [{low:+.3f}, {high:+.3f}]"
+        cells = ["—" if strategy == s else paired(scores[s]["ndcg"], metric["ndcg"])
+                 for s in ours]
         lines.append(f"| {strategy} | {mean(metric['ndcg']):.3f} | {mean(metric['recall']):.3f} "
-                     f"| {shown} |")
+                     "| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]]) -> str:
+    """nautilus against the best simple fusion and the central indexes, every cell."""
+    lines = ["**Summary: nautilus against the best simple fusion and the central indexes** "
+             "(nDCG@10; Δ paired per query, 95% bootstrap interval)", "",
+             "| cell | nautilus (default) | best simple fusion | Δ [95% CI] | ÷ central BM25 "
+             "| nautilus (onnx) | Δ vs best simple [95% CI] | Δ vs central BM25+dense [95% CI] |",
+             "|---|---|---|---|---|---|---|---|"]
+    for cell, scores in cells.items():
+        best = max(SIMPLE, key=lambda s: mean(scores[s]["ndcg"]))
+        ours = scores[NAUTILUS]["ndcg"]
+        bm25 = mean(scores["central BM25"]["ndcg"])
+        row = [cell, f"{mean(ours):.3f}", f"{mean(scores[best]['ndcg']):.3f} ({best})",
+               paired(ours, scores[best]["ndcg"]), f"{mean(ours) / bm25:.2f}" if bm25 else "—"]
+        if NAUTILUS_ONNX in scores:
+            onnx = scores[NAUTILUS_ONNX]["ndcg"]
+            shown = f"{mean(onnx):.3f}" + (f" ({len(onnx)} q)" if len(onnx) < len(ours) else "")
+            row += [shown, paired(onnx, scores[best]["ndcg"]),
+                    paired(onnx, scores["central BM25+dense"]["ndcg"])]
+        else:
+            row += ["—", "—", "—"]
+        lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
@@ -214,27 +293,35 @@ def safety_table(name: str, rows: list[tuple[str, str, float, float, float]],
     return "\n".join(lines)
 
 
-def run(datasets: Path, only: str | None) -> tuple[str, dict[str, Any]]:
-    sections, summary = [], {}
-    with tempfile.TemporaryDirectory() as tmp:
+def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
+        safety: bool = True, work_dir: Path | None = None) -> tuple[str, dict[str, Any]]:
+    sections, summary, cells = [], {}, {}
+    vector_embedder = onnx_embedder()
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = str(work_dir) if work_dir is not None else scratch
         for name in NAMES:
             if only and name != only:
                 continue
             collection = load(name, datasets)
+            fetched_by = {}
+            for scenario in ("hybrid", "partitioned"):
+                broker = build_broker(collection, scenario, Path(tmp) / name, vector_embedder)
+                fetched_by[scenario] = fetch(broker, collection)
             for scenario in ("partitioned", "hybrid"):
                 started = time.perf_counter()
-                broker = build_broker(collection, scenario, Path(tmp) / name)
-                fetched = fetch(broker, collection)
-                scores = evaluate(collection, fetched)
+                fetched = fetched_by[scenario]
+                scores = evaluate(collection, fetched, fetched_by["hybrid"], onnx_queries)
                 sections.append(quality_table(name, scenario, scores))
+                cells[f"{name} {scenario}"] = scores
                 summary[f"{name}/{scenario}"] = {k: mean(v["ndcg"]) for k, v in scores.items()
                                                  if not k.startswith("_")}
-                if scenario == "partitioned":
+                if scenario == "partitioned" and safety:
                     for cap in (None, SAFETY_CAP):
                         sections.append(safety_table(
                             name, boost_safety(collection, fetched, cap), cap))
                 print(f"{name}/{scenario}: {time.perf_counter() - started:.1f} s",
-                      file=sys.stderr)
+                      file=sys.stderr, flush=True)
+    sections.insert(0, floor_table(cells))
     return "\n\n".join(sections), summary
 
 
@@ -243,6 +330,11 @@ def main() -> int:
     parser.add_argument("--datasets", type=Path, default=DATASETS)
     parser.add_argument("--only", choices=NAMES)
     parser.add_argument("--out", type=Path, help="write the markdown tables here")
+    parser.add_argument("--onnx-queries", type=int, default=None,
+                        help="run the onnx strategy on the first N queries of each collection")
+    parser.add_argument("--no-safety", action="store_true", help="skip the boost-safety tables")
+    parser.add_argument("--work-dir", type=Path, help="keep the source databases here and reuse "
+                        "them on the next run (the MiniLM vector build is the slow part)")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite",
                         help="postgres: SQLite and PostgreSQL side by side (backends.py)")
     parser.add_argument("--dsn", help="with --backend postgres: this server, not an embedded one")
@@ -252,7 +344,8 @@ def main() -> int:
         from backends import run as run_backends
         text = run_backends(args.datasets, args.only, args.dsn)
     else:
-        text, _ = run(args.datasets, args.only)
+        text, _ = run(args.datasets, args.only, args.onnx_queries, not args.no_safety,
+                      args.work_dir)
     print(text)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

@@ -28,17 +28,20 @@ numbers drove is in [tuning.md](tuning.md).
 ## Relevance (`benchmarks/quality.py`)
 
 Each shared collection (`../shared/datasets`, BEIR format) is served by three real
-SQLite sources, at most 30 rows each: **fts** (FTS5, BM25 order), **sql** (a plain
-table, keyword filter, rows in table order — unranked) and **vector** (stored
-1,024-d hashing vectors, cosine order). *Partitioned*: each source holds a third of
-the corpus; *hybrid*: each holds all of it and a document from several sources
-counts once. nautilus runs with its defaults (hashing embedder, 65,536 dimensions)
-and `NAUTILUS_RANKING_DEDUP_KEY=id`; the *MiniLM (onnx)* rows use
-`NAUTILUS_EMBEDDER=onnx` (`nautilus[embed]`, all-MiniLM-L6-v2 int8) instead;
-RRF is k=60 with equal weights (LangChain's
-EnsembleRetriever default); the oracle sorts the union by judgment (the upper
-bound of any reordering). Δ is the mean paired per-query difference against RRF
-with a 95% bootstrap interval (10,000 resamples).
+SQLite sources, at most 30 rows each: **fts** (FTS5, BM25 order; declares itself
+ranked), **sql** (a plain table, keyword filter, rows in table order — unranked)
+and **vector** (stored all-MiniLM-L6-v2 vectors, `nautilus[embed]`, cosine order;
+ranked). *Partitioned*: each source holds a third of the corpus; *hybrid*: each
+holds all of it and a document from several sources counts once. Baselines:
+passthrough, round-robin, RRF (k=60, equal weights — LangChain's
+EnsembleRetriever default), RRF over the ranked sources only (fts + vector), and
+two central indexes over the whole corpus — **central BM25** (the hybrid fts
+list) and **central BM25+dense** (RRF of the hybrid fts and vector lists); the
+oracle sorts the union by judgment (the upper bound of any reordering).
+nautilus runs with IDF on and its defaults otherwise (copies collapse by text):
+*default* = hashing embedder, *onnx* = `NAUTILUS_EMBEDDER=onnx`. Every Δ is the
+mean paired per-query difference of nautilus minus that strategy with a 95%
+bootstrap interval (10,000 resamples).
 
 """
 

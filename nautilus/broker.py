@@ -190,7 +190,10 @@ class Broker:
                            positions=list(positions[:20]), reasons=reasons[:_REASONS_SHOWN],
                            action="dropped; the source's other rows are used")
         elapsed = round((time.perf_counter() - started) * 1000)
-        return AdapterResult(source.id, good, elapsed), raw_hash, warning
+        ranked = getattr(source, "ranked", None)  # the source's word on its own order
+        result = AdapterResult(source.id, good, elapsed,
+                               ranked=ranked if isinstance(ranked, bool) else None)
+        return result, raw_hash, warning
 
 
 def _request_context(query: Any, context: Any) -> dict[str, Any]:

@@ -45,6 +45,9 @@ class AdapterResult:
     keeps its vectors in an array hands them over this way and the ranker scores
     them in one product, without gathering a vector per row; it takes precedence
     over the rows' own ``embedding`` values, which keep working without it.
+    ``ranked`` is the source's word on whether that order means relevance (a BM25
+    or vector index: True; a table in id order: False); None leaves it to the
+    ranking to detect per batch (nautilus/synthesis/fusion.py).
     """
 
     source_id: str
@@ -52,16 +55,23 @@ class AdapterResult:
     duration_ms: int = 0
     error: ErrorRecord | None = None
     embeddings: npt.NDArray[Any] | None = None
+    ranked: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RankedRow:
     """One row's place in the global ranking, and why it is there.
 
-    ``score = similarity * idf_factor + boost_bump``. ``stage1_key`` is the
-    fused rank key used by the candidate cap. ``also_from`` lists the other
-    ``(source_id, source_rank)`` pairs that returned the same row when
-    de-duplication is on.
+    ``score = relevance + boost_bump`` with ``relevance = content + evidence``
+    (nautilus/synthesis/fusion.py): ``content`` is the content vote
+    ``1 / (60 + content_rank)``, ``content_rank`` the row's rank by content
+    similarity (``similarity * idf_factor``) among the batch's documents;
+    ``evidence`` is the sum of the ranked sources' votes for the row's document,
+    ``source_weight / (60 + rank)`` each, from ``voters`` sources;
+    ``source_weight`` is the weight of this row's own source (1 declared ranked,
+    0 unranked, else detected). ``stage1_key`` is the fused rank key used by the
+    candidate cap. ``also_from`` lists the other ``(source_id, source_rank)``
+    pairs that returned the same document (collapsed into this row).
     """
 
     source_id: str
@@ -74,6 +84,12 @@ class RankedRow:
     stage1_key: float = 0.0
     boost_bump: float = 0.0
     also_from: tuple[tuple[str, int], ...] = ()
+    relevance: float = 0.0
+    content: float = 0.0
+    content_rank: int = 0
+    evidence: float = 0.0
+    voters: int = 0
+    source_weight: float = 0.0
 
     def explain(self) -> dict[str, Any]:
         """The score and its components, without the row (for logs and ``--explain``)."""

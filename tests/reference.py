@@ -1,5 +1,8 @@
 """A plain-Python reference of RankingSynthesizer.rank, written for clarity, not speed.
 
+Content similarity and the fusion with the sources' votes (fusion.py) as the
+docs describe them: a vote per ranked source, a content vote, copies collapsed.
+
 The vectorised path must match it (scores with assert_allclose, order exactly).
 It handles text rows and rows carrying a valid ``embedding`` with the hashing
 embedder; bad-input fallbacks are tested separately. Vectors are dicts
@@ -70,41 +73,104 @@ def idf_weights(token_sets: list[set[str]], query_tokens: list[str]) -> dict[str
     return {t: math.log(1 + n / df[t]) / math.log(1 + n) if df[t] else 1.0 for t in query_tokens}
 
 
+def doc_key(row: dict[str, Any]) -> str | None:
+    """Copies share this: the string fields by name, lower-cased, whitespace collapsed."""
+    parts = [f"{k}\x1f{' '.join(v.lower().split())}" for k, v in sorted(row.items())
+             if isinstance(v, str) and k not in ("embedding", "embedding_model") and v.strip()]
+    return "\x1e".join(parts) or None
+
+
+def spearman(x: list[float], y: list[float]) -> float:
+    def ranks(values: list[float]) -> list[float]:
+        return [sum(1 for w in values if w < v) + (sum(1 for w in values if w == v) + 1) / 2
+                for v in values]
+    rx, ry = ranks(x), ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else 0.0
+
+
 def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
                    top_k: int | None = None, idf: bool = False,
                    boosts: dict[str, str] | None = None, max_candidates: int | None = None,
-                   dim: int = DIM) -> list[tuple[str, int, float]]:
-    """(source_id, source_rank, score) best first, with the hashing embedder of ``dim``."""
+                   dim: int = DIM, declared: dict[str, bool] | None = None,
+                   ) -> list[tuple[str, int, float]]:
+    """(source_id, source_rank, score) best first, with the hashing embedder of ``dim``.
+
+    Copies (same :func:`doc_key`) collapse into the best-scored one."""
     boosts = boosts or {}
-    candidates = []
+    declared = declared or {}
+    union = []
     for routing, (sid, rows) in enumerate(sources):
         level = BOOST_LEVELS.get(boosts.get(sid, ""))
         multiplier = level.multiplier if level else 1.0
         bump = level.bump if level else 0.0
         for position, row in enumerate(rows, start=1):
-            key = 1.0 / (RRF_K + position / multiplier)
-            candidates.append({"sid": sid, "routing": routing, "rank": position, "row": row,
-                               "key": key, "bump": bump})
-    if max_candidates is not None and len(candidates) > max_candidates:
-        by_key = sorted(candidates, key=lambda c: (-c["key"], c["routing"], c["rank"]))
-        kept = {id(c) for c in by_key[:max_candidates]}
-        candidates = [c for c in candidates if id(c) in kept]
+            union.append({"sid": sid, "routing": routing, "rank": position, "row": row,
+                          "key": 1.0 / (RRF_K + position / multiplier),
+                          "plain": 1.0 / (RRF_K + position), "bump": bump,
+                          "doc": doc_key(row) or f"alone-{routing}-{position}"})
+    kept, reference = union, union
+    if max_candidates is not None and len(union) > max_candidates:
+        def cap(key: str) -> list[dict[str, Any]]:
+            best = sorted(union, key=lambda c: (-c[key], c["routing"], c["rank"]))
+            chosen = {id(c) for c in best[:max_candidates]}
+            return [c for c in union if id(c) in chosen]
+        kept, reference = cap("key"), cap("plain")
+    scored = [c for c in union if any(c is x for x in kept) or any(c is x for x in reference)]
 
     query_tokens = tokenize(query)
     weights = None
-    if idf and candidates and query_tokens:  # IDF weights the query's own tokens
-        token_sets = [set(tokenize(row_text(c["row"]))) for c in candidates]
+    if idf and reference and query_tokens:  # IDF weights the query's own tokens
+        token_sets = [set(tokenize(row_text(c["row"]))) for c in reference]
         weights = idf_weights(token_sets, list(dict.fromkeys(query_tokens)))
     query_vector = hashing_vector(query_tokens, dim, weights)
-    for c in candidates:
+    for c in scored:
         vector = c["row"].get("embedding")
         if vector is None or len(vector) != dim:
             vector = hashing_vector(tokenize(row_text(c["row"])), dim)
         else:
             vector = [float(x) for x in vector]
-        relevance = cosine(vector, query_vector)
+        c["sim"] = cosine(vector, query_vector)
+
+    # which sources are ranked: declared, else Spearman(order, similarity) on the reference
+    weight = {}
+    for sid, _ in sources:
+        if sid in declared:
+            weight[sid] = 1.0 if declared[sid] else 0.0
+            continue
+        mine = [c for c in reference if c["sid"] == sid]
+        if len(mine) < 3:
+            weight[sid] = 0.0
+            continue
+        rho = spearman([-c["rank"] for c in mine], [c["sim"] for c in mine])
+        weight[sid] = min(max(rho * math.sqrt(len(mine) - 1), 0.0), 1.0)
+    # each document's source votes over the whole union: best rank per (document, source)
+    best_rank: dict[tuple[str, str], int] = {}
+    for c in union:
+        pair = (c["doc"], c["sid"])
+        best_rank[pair] = min(best_rank.get(pair, c["rank"]), c["rank"])
+    evidence: dict[str, float] = {}
+    for (doc, sid), rank in best_rank.items():
+        evidence[doc] = evidence.get(doc, 0.0) + weight[sid] / (RRF_K + rank)
+    # content rank among the reference's documents (each at its most similar copy)
+    doc_sim: dict[str, float] = {}
+    for c in reference:
+        doc_sim[c["doc"]] = max(doc_sim.get(c["doc"], -math.inf), c["sim"])
+    for c in kept:
+        content_rank = 1 + sum(1 for s in doc_sim.values() if s > c["sim"])
+        content = 1.0 / (RRF_K + content_rank) if c["sim"] > 0 else 0.0
+        relevance = content + evidence[c["doc"]]
         c["score"] = relevance + c["bump"] * abs(relevance)
-    ordered = sorted(candidates, key=lambda c: (-c["score"], c["routing"], c["rank"]))
+    ordered = sorted(kept, key=lambda c: (-c["score"], c["routing"], c["rank"]))
+    seen: set[str] = set()
+    distinct = []
+    for c in ordered:
+        if c["doc"] not in seen:
+            seen.add(c["doc"])
+            distinct.append(c)
     if top_k is not None:
-        ordered = ordered[:top_k]
-    return [(c["sid"], c["rank"], c["score"]) for c in ordered]
+        distinct = distinct[:top_k]
+    return [(c["sid"], c["rank"], c["score"]) for c in distinct]

@@ -13,13 +13,16 @@ from reference import hashing_vector
 
 from nautilus import EmbeddingUnavailableError, HashingEmbedder, NoopEmbedder
 from nautilus.embedders import Embedder, embedder_from_name
-from nautilus.text import TokenBatch, keyword_stems, tokenize
+from nautilus.text import TokenBatch, keyword_stems, plain_tokens, tokenize
 
 
-def test_tokenize_drops_stop_words_and_folds_plurals() -> None:
-    assert tokenize("The Incidents of the queries, and DISKS!") == ["incident", "query", "disk"]
+def test_tokenize_drops_stop_words_folds_plurals_and_stems() -> None:
+    assert tokenize("The Incidents of the queries, and DISKS!") == ["incid", "queri", "disk"]
+    assert tokenize("replication replicated") == ["replic", "replic"]  # Snowball English
     assert tokenize("") == []
     assert tokenize("status bus class") == ["status", "bus", "class"]
+    # for engines that stem by their own rules (FTS5 porter): plurals folded only
+    assert plain_tokens("The Incidents of the queries") == ["incident", "query"]
 
 
 def test_keyword_stems_match_singular_and_plural() -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from reference import reference_rank
+from reference import doc_key, reference_rank
 from structlog.testing import capture_logs
 
 from nautilus import (
@@ -28,39 +28,83 @@ HIGH_BUMP = 0.08
 DIM = HashingEmbedder().dim
 
 
-def vector_rows(*vectors: list[float]) -> list[dict[str, Any]]:
-    return [{"id": f"v{i}", "embedding": v} for i, v in enumerate(vectors)]
+def vector_rows(*vectors: list[float], prefix: str = "v") -> list[dict[str, Any]]:
+    return [{"id": f"{prefix}{i}", "embedding": v} for i, v in enumerate(vectors)]
+
+
+K = 60  # the reciprocal-rank constant of every vote (fusion.py)
 
 
 # --- worked examples ------------------------------------------------------------------------
 
 def test_worked_example_with_vectors_and_a_high_boost() -> None:
     # Query along x. Cosines: a = 1, b = 0.6 (3-4-5 triangle), c = 0, d = 0.58 (close to b).
-    # high adds 8% of a row's own relevance.
+    # Two rows a source are too few to judge its order: no source votes, content decides.
+    # Content ranks: a 1, b 2, d 3; c shares nothing with the query (no content vote).
+    # high adds 8% of a row's own relevance: d's 1.08 / 63 passes a's 1 / 61.
     results = [
-        AdapterResult("sql", vector_rows([2.0, 0.0], [3.0, 4.0])),    # a, b
-        AdapterResult("graph", vector_rows([0.0, 5.0], [0.58, math.sqrt(1 - 0.58**2)])),  # c, d
+        AdapterResult("sql", vector_rows([2.0, 0.0], [3.0, 4.0], prefix="s")),    # a, b
+        AdapterResult("graph", vector_rows([0.0, 5.0], [0.58, math.sqrt(1 - 0.58**2)],
+                                           prefix="g")),                          # c, d
     ]
     ranker = RankingSynthesizer(source_boosts={"graph": "high"}, embedder=NoopEmbedder())
     ranked = ranker.rank(results, {"embedding": [1.0, 0.0]})
     got = [(r.source_id, r.source_rank, r.score) for r in ranked]
     assert got == [
-        ("sql", 1, pytest.approx(1.0)),
-        ("graph", 2, pytest.approx(0.58 * 1.08)),   # d: 0.6264 overtakes b
-        ("sql", 2, pytest.approx(3 / 5)),           # b
-        ("graph", 1, pytest.approx(0.0)),           # c: a boost never lifts an unrelated row
+        ("graph", 2, pytest.approx(1.08 / (K + 3))),   # d
+        ("sql", 1, pytest.approx(1 / (K + 1))),        # a
+        ("sql", 2, pytest.approx(1 / (K + 2))),        # b
+        ("graph", 1, pytest.approx(0.0)),              # c: a boost never lifts an unrelated row
     ]
-    assert ranked[1].similarity == pytest.approx(0.58)
-    assert ranked[1].boost_bump == pytest.approx(0.58 * 0.08)
-    assert ranked[1].idf_factor == 1.0
+    assert ranked[0].similarity == pytest.approx(0.58)
+    assert ranked[0].content_rank == 3 and ranked[0].content == pytest.approx(1 / (K + 3))
+    assert ranked[0].boost_bump == pytest.approx(0.08 / (K + 3))
+    assert ranked[0].idf_factor == 1.0 and ranked[0].evidence == 0.0
     assert [r.rank for r in ranked] == [1, 2, 3, 4]
+
+
+def test_worked_example_of_source_votes() -> None:
+    # fts (declared ranked) returns x then y; vector (declared ranked) returns y then z;
+    # the table (declared unranked) returns w. Every row is equally similar to the query,
+    # so each has content rank 1 (no document is strictly more similar).
+    rows = {name: {"id": name, "embedding": [1.0, 0.0]} for name in "xyzw"}
+    results = [
+        AdapterResult("fts", [rows["x"], rows["y"]], ranked=True),
+        AdapterResult("vector", [rows["y"], rows["z"]], ranked=True),
+        AdapterResult("table", [rows["w"]], ranked=False),
+    ]
+    ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": [1.0, 0]})
+    content = 1 / (K + 1)
+    got = {r.row["id"]: r for r in ranked}
+    assert [r.row["id"] for r in ranked] == ["y", "x", "z", "w"]
+    assert got["y"].score == pytest.approx(content + 1 / (K + 2) + 1 / (K + 1))  # two votes
+    assert got["y"].voters == 2 and got["y"].also_from == (("vector", 1),)
+    assert got["x"].score == pytest.approx(content + 1 / (K + 1))
+    assert got["z"].score == pytest.approx(content + 1 / (K + 2))
+    assert got["w"].score == pytest.approx(content) and got["w"].source_weight == 0.0
+
+
+def test_an_unranked_source_is_detected_and_gets_no_vote() -> None:
+    # The table lists rows in id order: its order disagrees with content (rho = -1),
+    # so its weight is 0. The index lists them best first (rho = 1): full weight,
+    # since rho * sqrt(n - 1) = 2 >= 1.
+    texts = ["disk", "disk full", "disk full database"]
+    table = [{"id": f"t{i}", "title": t} for i, t in enumerate(texts)]
+    index = [{"id": f"i{i}", "title": t + " x"} for i, t in enumerate(reversed(texts))]
+    ranked = RankingSynthesizer().rank([AdapterResult("table", table),
+                                        AdapterResult("index", index)],
+                                       {"query": "disk full database"})
+    weight = {r.source_id: r.source_weight for r in ranked}
+    assert weight == {"table": 0.0, "index": 1.0}
+    for r in ranked:
+        assert r.evidence == pytest.approx(r.source_weight / (K + r.source_rank))
 
 
 def test_worked_example_top_k_and_merge_shape() -> None:
     results = [
-        AdapterResult("sql", vector_rows([1.0, 0.0], [0.0, 1.0])),
+        AdapterResult("sql", vector_rows([1.0, 0.0], [0.0, 1.0], prefix="s")),
         AdapterResult("down", [], error=ErrorRecord("down", "timeout", "slow")),
-        AdapterResult("graph", vector_rows([1.0, 1.0])),
+        AdapterResult("graph", vector_rows([1.0, 1.0], prefix="g")),
     ]
     ranker = RankingSynthesizer(top_k=2, embedder=NoopEmbedder())
     merged = ranker.merge(results, {"embedding": [1.0, 0.0]})
@@ -71,7 +115,8 @@ def test_worked_example_top_k_and_merge_shape() -> None:
 
 def test_ties_break_by_routing_order_then_source_rank() -> None:
     same = [1.0, 0.0]
-    results = [AdapterResult("b", vector_rows(same, same)), AdapterResult("a", vector_rows(same))]
+    results = [AdapterResult("b", vector_rows(same, same, prefix="b")),
+               AdapterResult("a", vector_rows(same, prefix="a"))]
     ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": same})
     assert [(r.source_id, r.source_rank) for r in ranked] == [("b", 1), ("b", 2), ("a", 1)]
 
@@ -124,7 +169,9 @@ def test_idf_factor_applies_to_rows_scored_by_their_own_vectors() -> None:
     assert next(r.row["title"] for r in ranked) == "checkout latency"
     assert [r.idf_factor for r in ranked] == pytest.approx(
         [1.0, 0.5 + 0.5 * w / (w + 1), 0.5 + 0.5 * w / (w + 1)])
-    assert [r.score for r in ranked] == pytest.approx([r.idf_factor for r in ranked])
+    # content ranks 1, 2, 2 (the two hub rows tie); the source's order agrees with
+    # content no better than chance (rho = 0): no source vote
+    assert [r.score for r in ranked] == pytest.approx([1 / (K + 1), 1 / (K + 2), 1 / (K + 2)])
 
 
 # --- the reference implementation -----------------------------------------------------------
@@ -216,8 +263,8 @@ def test_same_input_same_output(batch: tuple[list[Any], str], kw: dict[str, Any]
 @given(batch=batches(), top_k=st.integers(1, 40))
 def test_result_holds_min_of_k_and_rows(batch: tuple[list[Any], str], top_k: int) -> None:
     sources, query = batch
-    n_rows = sum(len(rows) for _, rows in sources)
-    assert len(fast_rank(sources, query, top_k=top_k)) == min(top_k, n_rows)
+    documents = {doc_key(row) or id(row) for _, rows in sources for row in rows}  # copies: one
+    assert len(fast_rank(sources, query, top_k=top_k)) == min(top_k, len(documents))
 
 
 @settings(max_examples=60, deadline=None)
@@ -226,14 +273,34 @@ def test_no_boosts_changes_nothing(batch: tuple[list[Any], str], idf: bool) -> N
     sources, query = batch
     plain = RankingSynthesizer(idf=idf).rank([AdapterResult(s, r) for s, r in sources],
                                              {"query": query})
-    assert all(r.boost_bump == 0.0 and r.score == r.similarity * r.idf_factor for r in plain)
+    assert all(r.boost_bump == 0.0 and r.score == r.relevance == r.content + r.evidence
+               for r in plain)
     # boosting a source that is not in the batch is the same as no boost
     absent = fast_rank(sources, query, idf=idf, boosts={"elsewhere": "high"})
     assert absent == [(r.source_id, r.source_rank, r.score) for r in plain]
 
 
+#: Found by CI (issue 9): with IDF computed over the capped candidates, raising sql to
+#: low let more sql rows through the cap, which changed every row's IDF weights and
+#: moved a graph row above sql rows it was below. The statistics now come from the
+#: rows the cap keeps without boosts.
+CAPPED_IDF_BATCH = ([
+    ("sql", [{"title": t} for t in [
+        "replica card disk database kafka", "session payment replica replica kafka replica",
+        "session card broker cert disk broker", "timeout cert timeout", "card",
+        "card broker latency", "checkout disk disk", "session kafka", "broker",
+        "latency payment database latency dns"]]),
+    ("graph", [{"title": t} for t in [
+        "redis timeout broker timeout", "", "", "database", "", "card latency session database",
+        "redis broker"]]),
+    ("fts", [{"title": "full full payment checkout timeout"}]),
+], "disk disk disk full")
+
+
 @settings(max_examples=100, deadline=None)
 @given(batch=batches(), kw=knobs, target=st.sampled_from(SOURCE_IDS))
+@example(batch=CAPPED_IDF_BATCH, kw={"top_k": 10, "idf": True, "max_candidates": 14,
+                                     "boosts": {"sql": "low", "graph": "low"}}, target="sql")
 def test_raising_a_level_never_lowers_that_source(batch: tuple[list[Any], str],
                                                   kw: dict[str, Any], target: str) -> None:
     sources, query = batch
@@ -272,8 +339,8 @@ def test_stage2_displacement_stays_within_the_bump(batch: tuple[list[Any], str],
     for i, x in enumerate(ranked):
         for y in ranked[i + 1:]:
             if x.source_id == "graph" and y.source_id != "graph":
-                x_relevance = x.similarity * x.idf_factor
-                overtaken = y.similarity * y.idf_factor - x_relevance
+                x_relevance = x.relevance
+                overtaken = y.relevance - x_relevance
                 assert overtaken <= bump * abs(x_relevance) + 1e-12
 
 
@@ -411,10 +478,12 @@ def test_numpy_row_vectors_are_used_and_not_copied_into_the_output() -> None:
 def test_vectors_of_another_model_are_not_compared() -> None:
     embedder = HashingEmbedder()
     text = "disk full on the orders database"
-    foreign = {"title": text, "embedding": [1.0] * DIM, "embedding_model": "other-model"}
-    own = {"title": text, "embedding": embedder.embed(text), "embedding_model": embedder.model_id}
-    ranked = RankingSynthesizer(embedder=embedder).rank([AdapterResult("a", [foreign, own])],
-                                                        {"query": "disk full"})
+    foreign = {"id": 1, "title": text, "embedding": [1.0] * DIM,
+               "embedding_model": "other-model"}
+    own = {"id": 2, "title": text, "embedding": embedder.embed(text),
+           "embedding_model": embedder.model_id}
+    ranked = RankingSynthesizer(embedder=embedder, dedup_key="id").rank(
+        [AdapterResult("a", [foreign, own])], {"query": "disk full"})
     assert ranked[0].similarity == pytest.approx(ranked[1].similarity)
 
 

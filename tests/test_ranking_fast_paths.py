@@ -110,7 +110,7 @@ def test_bad_matrix_falls_back_to_the_rows_own_vectors(embeddings: Any, reason: 
     warnings = [e for e in logs if e["log_level"] == "warning"]
     assert [e["event"] for e in warnings] == ["rank_embeddings_invalid"]
     assert reason in warnings[0]["reason"]
-    assert ranked[0].row["id"] == "v1" and ranked[0].score == pytest.approx(1.0)
+    assert ranked[0].row["id"] == "v1" and ranked[0].similarity == pytest.approx(1.0)
 
 
 def test_non_finite_matrix_row_falls_back_to_its_text() -> None:

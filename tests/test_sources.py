@@ -45,7 +45,8 @@ def test_fts_builds_once_and_ranks_by_bm25(fts: SqliteFtsSource) -> None:
     rows = search(fts, "disk full")
     assert fts.path.exists()
     assert rows[0]["id"] == "d1"
-    assert set(rows[0]) == {"id", "title", "body"}
+    assert set(rows[0]) == {"id", "title", "body", "bm25"}  # its own score beside the row
+    assert [r["bm25"] for r in rows] == sorted(r["bm25"] for r in rows)  # lower is better
     mtime = fts.path.stat().st_mtime_ns
     search(fts, "lag")
     assert fts.path.stat().st_mtime_ns == mtime  # not rebuilt
@@ -150,7 +151,7 @@ def test_vector_source_rebuilds_when_the_embedder_changes(tmp_path: Path) -> Non
     small = SqliteVectorSource("vec", path, seed, ["title"], HashingEmbedder(dim=64))
     rows = search(small, "disk")
     assert len(rows[0]["embedding"]) == 64
-    assert rows[0]["embedding_model"] == "hashing-v1-64"
+    assert rows[0]["embedding_model"] == "hashing-v2-64"
 
 
 def test_bad_seed_line_fails_the_search_with_a_clear_message(tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ class HashingEmbedder:
             raise ValueError(f"HashingEmbedder dim must be >= 16, got {dim}")
         self.dim = dim
         self.bigrams = bigrams
-        self.model_id = f"hashing-v1-{dim}{'-bigram' if bigrams else ''}"
+        self.model_id = f"hashing-v2-{dim}{'-bigram' if bigrams else ''}"
 
     def embed(self, text: str) -> list[float]:
         return [float(x) for x in self.embed_batch([text])[0]]

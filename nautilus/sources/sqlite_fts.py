@@ -19,7 +19,7 @@ from nautilus.sources.schema import (
     resolve_data_path,
     resolve_seed_path,
 )
-from nautilus.text import tokenize
+from nautilus.text import plain_tokens
 
 
 def fts_match_expression(query: str) -> str:
@@ -29,14 +29,17 @@ def fts_match_expression(query: str) -> str:
     in user text (``"``, ``NEAR``, ``*``, ``:``, ``-``, ``AND``) is matched as
     plain words and can neither raise nor change the query's meaning.
     """
-    words = dict.fromkeys(tokenize(query))
+    words = dict.fromkeys(plain_tokens(query))
     return " OR ".join(f'"{w}"' for w in words)
 
 
 class SqliteFtsSource(SqliteSource):
-    """Rows of a JSONL seed indexed in FTS5 over ``columns``; ``id_field`` stored unindexed."""
+    """Rows of a JSONL seed indexed in FTS5 over ``columns``; ``id_field`` stored unindexed.
 
-    ranked = True
+    Rows come best first, each with its ``bm25`` score (SQLite's: lower is better)."""
+
+    ranked = True  # BM25 order: evidence the ranking counts (nautilus/synthesis/fusion.py)
+
     legacy_tables = frozenset({"docs"})
 
     def __init__(self, source_id: str, path: Path, seed: Path, columns: list[str],
@@ -74,7 +77,7 @@ class SqliteFtsSource(SqliteSource):
         if not expression:
             return []
         cursor = connection.execute(
-            "SELECT * FROM docs WHERE docs MATCH ? ORDER BY bm25(docs) LIMIT ?",
+            "SELECT *, bm25(docs) AS bm25 FROM docs WHERE docs MATCH ? ORDER BY bm25 LIMIT ?",
             (expression, limit))
         return [dict(row) for row in cursor]
 

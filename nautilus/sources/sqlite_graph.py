@@ -32,8 +32,11 @@ class SqliteGraphSource(SqliteSource):
     the matched entity, or ``in``), ``via`` (the matched entity) and ``edge``
     (``"checkout-api writes_to orders-db"``)."""
 
-    ranked = True
     legacy_tables = frozenset({"entities", "edges"})
+
+    #: Name matches come first, then neighbours in id order: partly an order of
+    #: relevance, so the ranking judges it per batch (None) rather than trust it.
+    ranked: bool | None = None
 
     def __init__(self, source_id: str, path: Path, entities: Path, edges: Path,
                  timeout_s: float = 5.0) -> None:

@@ -55,8 +55,9 @@ class SqliteTableSource(SqliteSource):
     only) and a word matches its plural.
     """
 
-    ranked = False
     legacy_tables = frozenset()  # set per instance: the table's own name
+
+    ranked = False  # rowid order says nothing about relevance: never counted as evidence
 
     def __init__(self, source_id: str, path: Path, seed: Path, table: str,
                  search_columns: list[str], timeout_s: float = 5.0) -> None:

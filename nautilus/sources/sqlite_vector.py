@@ -32,9 +32,12 @@ MAX_DIM = 65_536
 
 
 class SqliteVectorSource(SqliteSource):
-    """Documents of a JSONL seed, embedded over ``text_fields`` at build time."""
+    """Documents of a JSONL seed, embedded over ``text_fields`` at build time.
 
-    ranked = True
+    Rows come most similar first, each with its cosine ``similarity`` to the query."""
+
+    ranked = True  # cosine order: evidence the ranking counts (nautilus/synthesis/fusion.py)
+
     legacy_tables = frozenset({"meta", "docs"})
 
     def __init__(self, source_id: str, path: Path, seed: Path, text_fields: list[str],
@@ -85,7 +88,7 @@ class SqliteVectorSource(SqliteSource):
             if scores[i] <= 0:
                 break
             rows.append({**json.loads(docs[i]), "embedding": matrix[i].tolist(),
-                         "embedding_model": self.model_id})
+                         "embedding_model": self.model_id, "similarity": float(scores[i])})
         return rows
 
     def _load(self, connection: sqlite3.Connection) -> tuple[list[str], Any, Any]:

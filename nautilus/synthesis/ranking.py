@@ -2,16 +2,21 @@
 
 One pass per request, on numpy arrays built once (DESIGN.md, "RankingSynthesizer.rank"):
 
-1. flatten the successful results into candidates (source, source_rank, row);
+1. flatten the successful results into candidates (source, source_rank, row) and
+   number the documents (copies: the same ``dedup_key`` value, else the same text);
 2. stage 1 — when ``max_candidates`` is exceeded, keep the best candidates by the
    fused rank key ``1 / (60 + source_rank / multiplier)`` (boosts in rank space);
+   the batch statistics (IDF, which sources are ranked, content ranks) come from
+   the rows the cap keeps *without* boosts, so a boost never changes another
+   row's relevance;
 3. the query vector: ``context["embedding"]``, else the embedder on ``context["query"]``,
    else no ranking at all (passthrough, exactly ``BasicSynthesizer``);
 4. row vectors: a row's own ``embedding`` when it is in the query's space, else
    the embedder on the row's text (its string fields);
-5. relevance = cosine similarity × the batch-local IDF factor (when on);
+5. content similarity = cosine × the batch-local IDF factor (when on); relevance
+   = the content vote fused with the ranked sources' votes (``fusion.py``);
 6. stage 2 — ``score = relevance + bump`` of the row's source level;
-7. sort by (score desc, routing index, source_rank), de-duplicate, keep ``top_k``.
+7. sort by (score desc, routing index, source_rank), collapse copies, keep ``top_k``.
 
 It never raises on bad input: each kind of problem is one structured warning per
 call, and the affected rows are scored without the broken part (or the call
@@ -38,10 +43,10 @@ from nautilus.embedders import (
     embedder_from_name,
     is_token_embedder,
 )
-from nautilus.hashing import NoCanonicalFormError, canonical_json
 from nautilus.models import AdapterResult, RankedRow
 from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.rows import mapping_problem
+from nautilus.synthesis import fusion
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.text import (
     IDF_FLOOR,
@@ -114,6 +119,24 @@ class _Candidates:
             matrices = _Matrices(matrices.parts, matrices.matrix_of[keep], matrices.row_in[keep])
         return _Candidates(self.source_ids, self.source_index[keep], self.source_rank[keep],
                            [self.rows[i] for i in keep], matrices)
+
+
+@dataclass
+class _Scores:
+    """The score of each candidate and its components (fusion.py), parallel arrays."""
+
+    score: FloatArray
+    similarity: FloatArray
+    factor: FloatArray
+    key: FloatArray
+    bump: FloatArray
+    relevance: FloatArray
+    content: FloatArray
+    content_rank: IntArray
+    evidence: FloatArray
+    voters: IntArray
+    weight: FloatArray
+    doc: IntArray
 
 
 class RankingSynthesizer:
@@ -201,24 +224,35 @@ class RankingSynthesizer:
 
         ranks = cands.source_rank.astype(np.float64)
         keys: FloatArray = stage1_key(ranks, multipliers[cands.source_index])
-        if self.max_candidates is not None and len(cands.rows) > self.max_candidates:
-            order = np.lexsort((cands.source_rank, cands.source_index, -keys))
-            keep = np.sort(order[: self.max_candidates])
-            cands, keys = cands.take(keep), keys[keep]
-        n = len(cands.rows)
-        if n == 0:
+        if not cands.rows:
             return []
+        texts_all = self._texts(cands.rows) if self.idf else None
+        doc = fusion.document_numbers(cands.rows, self.dedup_key, _NOT_TEXT)
+        declared = self._declared(results, cands.source_ids)
+        # Stage 1: the cap keeps rows by the boosted key; the statistics come from the rows
+        # it keeps without boosts (the reference), which no boost can change.
+        everyone = np.arange(len(cands.rows))
+        kept, reference = everyone, everyone
+        if self.max_candidates is not None and len(cands.rows) > self.max_candidates:
+            kept = self._cap(cands, keys)
+            reference = self._cap(cands, stage1_key(ranks))
+        scored = np.union1d(kept, reference)  # sorted positions into the whole union
+        sub = cands.take(scored)
+        n = len(scored)
+        where_ref = np.searchsorted(scored, reference)
 
         factors = np.ones(n, dtype=np.float64)
         texts: list[str] | None = None
         batch: TokenBatch | None = None
-        if self.idf:
-            texts = self._texts(cands.rows)
+        if self.idf and texts_all is not None:
+            texts = [texts_all[i] for i in scored.tolist()]
             batch = TokenBatch.from_texts(texts)
+            ref_batch = batch if len(reference) == n else TokenBatch.from_texts(
+                [texts_all[i] for i in reference.tolist()])
             raw_query = ctx.get("query")
             query_tokens = tokenize(raw_query[:MAX_TEXT_CHARS] if isinstance(raw_query, str)
                                     else "")
-            weights = query_token_weights(batch, query_tokens)
+            weights = query_token_weights(ref_batch, query_tokens)
             embedder = self.embedder
             if is_token_embedder(embedder) and query_in_embedder_space and query_tokens:
                 # A lexical embedder can weight the query's own tokens: hubs fade from it.
@@ -226,13 +260,45 @@ class RankingSynthesizer:
                 query_vector = weighted if weighted is not None else query_vector
             else:
                 factors = idf_factors(batch, weights, self.idf_floor)
-        similarity = self._similarities(cands, query_vector, query_in_embedder_space, texts,
-                                        batch)
-        relevance = similarity * factors
-        bump: FloatArray = stage2_bump(relevance, bumps[cands.source_index] if n_sources
+        similarity = self._similarities(sub, query_vector, query_in_embedder_space, texts, batch)
+        content_similarity = similarity * factors
+
+        # Fusion: which sources are ranked (declared, else detected on the reference rows),
+        # their votes for each document over the whole union, and the content vote.
+        source_weight, _ = fusion.source_weights(
+            sub.source_index[where_ref], sub.source_rank[where_ref],
+            content_similarity[where_ref], declared)
+        evidence_all, voters_all = fusion.source_evidence(
+            doc, cands.source_index, cands.source_rank, source_weight)
+        sub_doc = doc[scored]
+        content_rank = fusion.content_ranks(content_similarity, sub_doc, where_ref)
+        content = fusion.content_vote(content_rank, content_similarity)
+        evidence = evidence_all[scored]
+        relevance = content + evidence
+        bump: FloatArray = stage2_bump(relevance, bumps[sub.source_index] if n_sources
                                        else np.zeros(n))
-        scores = relevance + bump
-        return self._select(cands, scores, similarity, factors, keys, bump)
+        scores = _Scores(relevance + bump, similarity, factors, keys[scored], bump, relevance,
+                         content, content_rank, evidence, voters_all[scored],
+                         source_weight[sub.source_index], sub_doc)
+        if len(kept) < n:  # rows scored only for the statistics leave now
+            keep = np.searchsorted(scored, kept)
+            sub, scores = sub.take(keep), _take_scores(scores, keep)
+        return self._select(sub, scores)
+
+    def _cap(self, cands: _Candidates, keys: FloatArray) -> IntArray:
+        """Positions of the ``max_candidates`` best rows by ``keys`` (ascending positions)."""
+        order = np.lexsort((cands.source_rank, cands.source_index, -keys))
+        return np.sort(order[: self.max_candidates])
+
+    @staticmethod
+    def _declared(results: list[AdapterResult], source_ids: list[str]) -> list[bool | None]:
+        """Each source's own word on whether its order is relevance (AdapterResult.ranked)."""
+        said: dict[str, bool] = {}
+        for result in results:
+            ranked = getattr(result, "ranked", None)
+            if result.error is None and isinstance(ranked, bool):
+                said.setdefault(result.source_id, ranked)
+        return [said.get(sid) for sid in source_ids]
 
     def _flatten(self, results: list[AdapterResult], warn: bool) -> _Candidates:
         source_ids: list[str] = []
@@ -390,62 +456,48 @@ class RankingSynthesizer:
                 texts[i] = texts[i][:MAX_TEXT_CHARS]
         return texts
 
-    def _select(self, cands: _Candidates, scores: FloatArray, similarity: FloatArray,
-                factors: FloatArray, keys: FloatArray, bump: FloatArray) -> list[RankedRow]:
-        n = len(cands.rows)
-        top_k = self.top_k
-        if top_k is not None and top_k < n and self.dedup_key is None:
-            # Only the K best need sorting; keep every row tied with the K-th so
-            # the tie-break stays deterministic.
-            threshold = np.partition(-scores, top_k - 1)[top_k - 1]
-            pool = np.flatnonzero(-scores <= threshold)
-        else:
-            pool = np.arange(n)
-        order = pool[np.lexsort((cands.source_rank[pool], cands.source_index[pool],
-                                 -scores[pool]))]
-        also_from: dict[int, list[tuple[str, int]]] = {}
-        if self.dedup_key is not None:
-            order, also_from = self._dedup(cands, order)
-        if top_k is not None:
-            order = order[:top_k]
+    def _select(self, cands: _Candidates, scores: _Scores) -> list[RankedRow]:
+        order = np.lexsort((cands.source_rank, cands.source_index, -scores.score))
+        order, also_from = self._dedup(cands, order, scores.doc)
+        if self.top_k is not None:
+            order = order[: self.top_k]
         sids = cands.source_ids
+        s = scores
         return [
-            RankedRow(sids[cands.source_index[i]], cands.rows[i], float(scores[i]), place,
-                      int(cands.source_rank[i]), float(similarity[i]), float(factors[i]),
-                      float(keys[i]), float(bump[i]), tuple(also_from.get(int(i), ())))
+            RankedRow(sids[cands.source_index[i]], cands.rows[i], float(s.score[i]), place,
+                      int(cands.source_rank[i]), float(s.similarity[i]), float(s.factor[i]),
+                      float(s.key[i]), float(s.bump[i]), tuple(also_from.get(int(i), ())),
+                      relevance=float(s.relevance[i]), content=float(s.content[i]),
+                      content_rank=int(s.content_rank[i]), evidence=float(s.evidence[i]),
+                      voters=int(s.voters[i]), source_weight=float(s.weight[i]))
             for place, i in enumerate(order.tolist(), start=1)
         ]
 
-    def _dedup(self, cands: _Candidates,
-               order: IntArray) -> tuple[IntArray, dict[int, list[tuple[str, int]]]]:
-        """Keep the best copy of each ``dedup_key`` value; record where the others came from."""
-        key = self.dedup_key
-        kept: list[int] = []
-        first_copy: dict[str, int] = {}
+    @staticmethod
+    def _dedup(cands: _Candidates, order: IntArray,
+               doc: IntArray) -> tuple[IntArray, dict[int, list[tuple[str, int]]]]:
+        """Keep the best copy of each document (rows in ``order``, best first); record
+        where the others came from."""
+        first = np.zeros(len(doc), dtype=bool)
+        _, where = np.unique(doc[order], return_index=True)
+        first[where] = True
+        if first.all():
+            return order, {}
+        kept = order[first]
+        best_of: dict[int, int] = {}
         also_from: dict[int, list[tuple[str, int]]] = {}
-        uncomparable = 0
-        for i in order.tolist():
-            value = cands.rows[i].get(key) if key is not None else None
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                kept.append(i)
-                continue
-            try:
-                canonical = canonical_json(value)
-            except NoCanonicalFormError:  # cyclic, mixed keys…: cannot equal another row's
-                uncomparable += 1
-                kept.append(i)
-                continue
-            if canonical in first_copy:
-                best = first_copy[canonical]
-                also_from.setdefault(best, []).append(
-                    (cands.source_ids[cands.source_index[i]], int(cands.source_rank[i])))
+        for i, is_first in zip(order.tolist(), first.tolist(), strict=True):
+            d = int(doc[i])
+            if is_first:
+                best_of[d] = i
             else:
-                first_copy[canonical] = i
-                kept.append(i)
-        if uncomparable:
-            logger.warning("rank_dedup_value_invalid", key=key, count=uncomparable,
-                           reason="no canonical JSON form", action="kept as distinct rows")
-        return np.array(kept, dtype=np.int64), also_from
+                also_from.setdefault(best_of[d], []).append(
+                    (cands.source_ids[cands.source_index[i]], int(cands.source_rank[i])))
+        return kept, also_from
+
+
+def _take_scores(scores: _Scores, keep: IntArray) -> _Scores:
+    return _Scores(*(getattr(scores, f)[keep] for f in _Scores.__dataclass_fields__))
 
 
 def _as_vector(value: Any) -> QueryVector | None:

@@ -1,0 +1,198 @@
+"""Fusing content relevance with the sources' own evidence: the math, on numpy arrays.
+
+A BM25 or vector index ranked its rows with corpus-wide statistics the
+synthesizer cannot see, so its order is evidence; a SQL table in id order is
+not. The fused relevance of a row is reciprocal-rank fusion (Cormack et al.,
+k = 60) over *votes*:
+
+* one vote per **ranked source** that returned the row's document, at the rank
+  it gave it, weighted by how sure we are the source's order means something:
+  ``w_j / (k + rank)``; a document several sources returned (agreement) collects
+  several votes;
+* one vote from **content**: the row's rank by content similarity among the
+  batch's documents, ``CONTENT_WEIGHT / (k + content_rank)`` (none when its
+  similarity is not positive: it shares nothing with the query).
+
+So where ranked sources overlap their agreement dominates, and where they hold
+disjoint shards each document has one source vote and content decides between
+shards (rank 1 of one shard is worth rank 1 of another). Ranks, not scores, are
+fused: the sources' scores are on scales nobody calibrated (docs/tuning.md
+records what scores did).
+
+**Which sources are ranked.** A source may declare it (``ranked`` on its result,
+from the sources file or the source class): declared ranked weighs 1, declared
+unranked 0. Otherwise it is detected per batch: Spearman's rank correlation
+``rho`` between the source's order and content similarity over its ``n`` rows;
+``rho * sqrt(n - 1)`` is that correlation's z-score when the order is unrelated
+to content, and the weight is that z-score clipped to ``[0, 1]`` — an order that
+agrees with content less than chance counts for nothing, a clear agreement fully.
+
+Everything here is deterministic, never raises on finite input, and is a pure
+function of its arguments (the synthesizer feeds it statistics that no boost
+can change, so boosts stay monotone).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from nautilus.hashing import NoCanonicalFormError, canonical_json
+from nautilus.log import get_logger
+from nautilus.ranking_boost import RRF_K
+
+logger = get_logger("nautilus.ranking")
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: The content vote counts as much as one ranked source's vote (tuned: docs/tuning.md).
+CONTENT_WEIGHT = 1.0
+#: Fewer rows than this in a batch and an undeclared source's order cannot be judged: weight 0.
+MIN_ROWS_TO_DETECT = 3
+
+
+def average_ranks(values: FloatArray) -> FloatArray:
+    """1-based ranks of ``values`` ascending, ties sharing their average rank."""
+    n = len(values)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ends = np.concatenate((starts[1:], [n]))
+    mean_rank = (starts + ends + 1) / 2.0  # ranks start..end-1 (0-based) averaged, 1-based
+    ranks = np.empty(n, dtype=np.float64)
+    ranks[order] = np.repeat(mean_rank, ends - starts)
+    return ranks
+
+
+def spearman(x: FloatArray, y: FloatArray) -> float:
+    """Spearman's rank correlation (ties averaged); 0 when either side is constant."""
+    if len(x) < 2:
+        return 0.0
+    rx, ry = average_ranks(x), average_ranks(y)
+    rx -= rx.mean()
+    ry -= ry.mean()
+    denominator = math.sqrt(float(rx @ rx) * float(ry @ ry))
+    return float(rx @ ry) / denominator if denominator > 0 else 0.0
+
+
+def source_weights(source_index: IntArray, source_rank: IntArray, similarity: FloatArray,
+                   declared: Sequence[bool | None]) -> tuple[FloatArray, FloatArray]:
+    """(weight of each source's votes, the detected agreement ``rho`` or NaN if declared).
+
+    ``source_index``/``source_rank``/``similarity`` describe the rows the
+    detection looks at; ``declared[j]`` is source ``j``'s own word, if any.
+    """
+    n_sources = len(declared)
+    weights = np.zeros(n_sources, dtype=np.float64)
+    agreement = np.full(n_sources, np.nan)
+    for j, said in enumerate(declared):
+        if said is not None:
+            weights[j] = 1.0 if said else 0.0
+            continue
+        mine = source_index == j
+        n = int(mine.sum())
+        if n < MIN_ROWS_TO_DETECT:
+            agreement[j] = 0.0
+            continue
+        rho = spearman(-source_rank[mine].astype(np.float64), similarity[mine])
+        agreement[j] = rho
+        weights[j] = min(max(rho * math.sqrt(n - 1), 0.0), 1.0)
+    return weights, agreement
+
+
+def source_evidence(doc: IntArray, source_index: IntArray, source_rank: IntArray,
+                    weights: FloatArray, k: float = RRF_K) -> tuple[FloatArray, IntArray]:
+    """Each row's source votes: the sum over sources of ``w_j / (k + r)``, ``r`` the best
+    rank source ``j`` gave the row's document; and how many ranked sources voted.
+
+    ``doc`` numbers the documents (copies share a number)."""
+    n = len(doc)
+    if n == 0:
+        return np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int64)
+    width = int(source_index.max()) + 1
+    pair = doc * width + source_index
+    order = np.lexsort((source_rank, pair))
+    first = np.concatenate(([True], pair[order][1:] != pair[order][:-1]))
+    best = order[first]  # each (document, source) pair once, at its best rank
+    w = weights[source_index[best]]
+    votes = w / (k + source_rank[best].astype(np.float64))
+    n_docs = int(doc.max()) + 1
+    per_doc = np.bincount(doc[best], weights=votes, minlength=n_docs)
+    voters = np.bincount(doc[best], weights=(w > 0).astype(np.float64), minlength=n_docs)
+    evidence: FloatArray = per_doc[doc].astype(np.float64)
+    return evidence, voters[doc].astype(np.int64)
+
+
+def content_ranks(similarity: FloatArray, doc: IntArray, reference: IntArray) -> IntArray:
+    """Each row's content rank: 1 + the number of documents among the ``reference``
+    rows (positions into ``similarity``) whose best copy is strictly more similar.
+
+    A row outside the reference set is ranked as if inserted into it, so its rank
+    depends on its own similarity and the reference set only."""
+    if len(reference) == 0:
+        return np.ones(len(similarity), dtype=np.int64)
+    ref_doc = doc[reference]
+    ref_sim = similarity[reference]
+    order = np.lexsort((-ref_sim, ref_doc))
+    first = np.concatenate(([True], ref_doc[order][1:] != ref_doc[order][:-1]))
+    best = np.sort(ref_sim[order][first])  # one similarity per document, ascending
+    above = len(best) - np.searchsorted(best, similarity, side="right")
+    ranks: IntArray = (1 + above).astype(np.int64)
+    return ranks
+
+
+def content_vote(ranks: IntArray, similarity: FloatArray, k: float = RRF_K,
+                 weight: float = CONTENT_WEIGHT) -> FloatArray:
+    """The content vote of rows at content ``ranks``: ``weight / (k + rank)``, and 0
+    for a row with no positive similarity (it matches nothing of the query)."""
+    vote: FloatArray = np.where(similarity > 0, weight / (k + ranks.astype(np.float64)), 0.0)
+    return vote
+
+
+def canonical_text(row: Mapping[str, Any], skip: frozenset[str]) -> str:
+    """A row's string fields, by field name, lower-cased, whitespace collapsed:
+    two rows with the same canonical text are the same document."""
+    fields = [(str(k), v) for k, v in row.items() if isinstance(v, str) and k not in skip]
+    parts = [f"{key}\x1f{' '.join(value.lower().split())}"
+             for key, value in sorted(fields)  # str keys: a row may mix key types
+             if value.strip()]
+    return "\x1e".join(parts)
+
+
+def document_numbers(rows: Sequence[Mapping[str, Any]], dedup_key: str | None,
+                     skip: frozenset[str]) -> IntArray:
+    """Number the documents: copies (same ``dedup_key`` value, or without a key the
+    same canonical text) share a number; a row without a key value or text is its own."""
+    numbers = np.empty(len(rows), dtype=np.int64)
+    seen: dict[str, int] = {}
+    fresh = uncomparable = 0
+    for i, row in enumerate(rows):
+        try:
+            key = _key_of(row, dedup_key, skip)
+        except NoCanonicalFormError:  # cyclic, mixed key types…: it cannot equal another row
+            key, uncomparable = None, uncomparable + 1
+        number = -1 if key is None else seen.setdefault(key, len(seen))
+        numbers[i] = number
+        fresh += number < 0
+    if uncomparable:
+        logger.warning("rank_dedup_value_invalid", key=dedup_key, count=uncomparable,
+                       reason="no canonical JSON form", action="kept as distinct rows")
+    if fresh:  # rows that are nobody's copy get numbers after the shared ones
+        alone = numbers < 0
+        numbers[alone] = len(seen) + np.arange(int(alone.sum()), dtype=np.int64)
+    return numbers
+
+
+def _key_of(row: Mapping[str, Any], dedup_key: str | None, skip: frozenset[str]) -> str | None:
+    if dedup_key is None:
+        text = canonical_text(row, skip)
+        return text or None
+    value = row.get(dedup_key)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return canonical_json(value)

@@ -1,0 +1,110 @@
+"""fusion.py: the fusion math by hand, and the sources' own word on their order."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_sources import DOCS, write_jsonl
+
+from nautilus import AdapterResult, Broker, RankingSynthesizer
+from nautilus.sources.sqlite_fts import SqliteFtsSource
+from nautilus.sources.sqlite_table import SqliteTableSource
+from nautilus.sources.sqlite_vector import SqliteVectorSource
+from nautilus.synthesis import fusion
+
+K = 60
+
+
+def test_average_ranks_share_ties() -> None:
+    np.testing.assert_allclose(fusion.average_ranks(np.array([0.5, 0.1, 0.5, 0.9])),
+                               [2.5, 1.0, 2.5, 4.0])
+
+
+def test_spearman_worked_example() -> None:
+    # ranks of x: 1 2 3 4, of y: 1 3 2 4 -> 1 - 6 * (0 + 1 + 1 + 0) / (4 * (16 - 1)) = 0.8
+    assert fusion.spearman(np.array([1.0, 2, 3, 4]), np.array([10.0, 30, 20, 40])) == \
+        pytest.approx(0.8)
+    assert fusion.spearman(np.array([1.0, 2, 3]), np.array([5.0, 5, 5])) == 0.0
+
+
+def test_source_weights_declared_then_detected() -> None:
+    # source 0 declared unranked, 1 declared ranked, 2 undetected with 2 rows,
+    # 3 lists 5 rows best first (rho = 1: z = 1 * sqrt(4) = 2 -> weight 1),
+    # 4 lists them worst first (rho = -1 -> weight 0)
+    index = np.array([0, 0, 0, 1, 2, 2] + [3] * 5 + [4] * 5)
+    rank = np.array([1, 2, 3, 1, 1, 2] + [1, 2, 3, 4, 5] * 2)
+    sim = np.array([0.1, 0.2, 0.3, 0.0, 0.5, 0.4, 0.9, 0.8, 0.7, 0.6, 0.5,
+                    0.1, 0.2, 0.3, 0.4, 0.5])
+    weights, rho = fusion.source_weights(index, rank, sim, [False, True, None, None, None])
+    np.testing.assert_allclose(weights, [0.0, 1.0, 0.0, 1.0, 0.0])
+    assert math.isnan(rho[0]) and rho[3] == pytest.approx(1.0) and rho[4] == pytest.approx(-1.0)
+
+
+def test_a_weak_agreement_weighs_its_z_score() -> None:
+    # rho = 0.3 over 5 rows: z = 0.3 * 2 = 0.6
+    index = np.zeros(5, dtype=np.int64)
+    rank = np.arange(1, 6)
+    sim = np.array([0.3, 0.5, 0.1, 0.4, 0.2])  # rho(-rank, sim) = 1 - 6 * 14 / 120 = 0.3
+    weights, rho = fusion.source_weights(index, rank, sim, [None])
+    assert rho[0] == pytest.approx(0.3) and weights[0] == pytest.approx(0.6)
+
+
+def test_source_evidence_counts_each_source_once_at_its_best_rank() -> None:
+    doc = np.array([0, 1, 0, 0, 2])           # document 0 twice in source 0, once in 1
+    index = np.array([0, 0, 0, 1, 1])
+    rank = np.array([1, 2, 3, 4, 5])
+    evidence, voters = fusion.source_evidence(doc, index, rank, np.array([1.0, 0.5]))
+    d0 = 1 / (K + 1) + 0.5 / (K + 4)
+    np.testing.assert_allclose(evidence, [d0, 1 / (K + 2), d0, d0, 0.5 / (K + 5)])
+    assert voters.tolist() == [2, 1, 2, 2, 1]
+
+
+def test_content_ranks_count_documents_and_insert_outsiders() -> None:
+    sim = np.array([0.9, 0.9, 0.5, 0.7, 0.95])
+    doc = np.array([0, 0, 1, 2, 3])
+    reference = np.array([0, 1, 2, 3])         # row 4 is outside the reference
+    ranks = fusion.content_ranks(sim, doc, reference)
+    # documents in the reference by similarity: 0 (0.9), 2 (0.7), 1 (0.5)
+    assert ranks.tolist() == [1, 1, 3, 2, 1]
+    np.testing.assert_allclose(fusion.content_vote(ranks, np.array([1, 1, 1, 1, 0.0])),
+                               [1 / (K + 1)] * 2 + [1 / (K + 3), 1 / (K + 2), 0.0])
+
+
+def test_document_numbers_by_text_or_by_key() -> None:
+    rows = [{"id": "a", "title": "Disk  Full"}, {"id": "a", "title": "disk full",
+                                                   "embedding": [1.0]},
+            {"id": "b", "title": "disk full"}, {"n": 3}, {"n": 3}]
+    skip = frozenset({"embedding", "embedding_model"})
+    by_text = fusion.document_numbers(rows, None, skip).tolist()
+    assert by_text[0] == by_text[1] and len(set(by_text)) == 4  # no text: never a copy
+    by_key = fusion.document_numbers(rows, "n", skip).tolist()
+    assert by_key[3] == by_key[4] and len(set(by_key)) == 4
+
+
+def test_sources_declare_their_order_through_the_broker(tmp_path: Path) -> None:
+    seed = write_jsonl(tmp_path / "docs.jsonl", DOCS)
+    broker = Broker([
+        SqliteFtsSource("fts", tmp_path / "fts.db", seed, ["title", "body"]),
+        SqliteTableSource("sql", tmp_path / "sql.db", seed, "docs", ["title", "body"]),
+        SqliteVectorSource("vec", tmp_path / "vec.db", seed, ["title", "body"]),
+    ])
+    results = asyncio.run(broker.fetch("disk full"))
+    assert {r.source_id: r.ranked for r in results} == {"fts": True, "sql": False, "vec": True}
+    ranked = RankingSynthesizer().rank(results, {"query": "disk full"})
+    expected = {"fts": 1.0, "sql": 0.0, "vec": 1.0}
+    assert all(r.source_weight == expected[r.source_id] for r in ranked)
+    vec_rows = next(r.rows for r in results if r.source_id == "vec")
+    assert [r["similarity"] for r in vec_rows] == sorted((r["similarity"] for r in vec_rows),
+                                                         reverse=True)
+
+
+def test_ranking_never_mutates_rows_nor_adds_keys() -> None:
+    rows = [{"id": "x", "title": "disk full"}, {"id": "x", "title": "disk full"}]
+    before = [dict(r) for r in rows]
+    RankingSynthesizer(top_k=1).rank([AdapterResult("a", rows[:1], ranked=True),
+                                      AdapterResult("b", rows[1:])], {"query": "disk"})
+    assert rows == before
