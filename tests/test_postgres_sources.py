@@ -131,7 +131,7 @@ def test_pgvector_orders_by_cosine_distance_like_numpy(loaded: Path) -> None:
         assert row["distance"] == pytest.approx(expected[row["id"]], abs=1e-5)
         assert isinstance(row["embedding"], list) and len(row["embedding"]) == 256
         assert all(isinstance(x, float) for x in row["embedding"])
-        assert row["embedding_model"] == "hashing-v1-256"
+        assert row["embedding_model"] == "hashing-v2-256"
     assert rows == json.loads(json.dumps(rows))
 
 
@@ -140,7 +140,7 @@ def test_pgvector_refuses_a_query_embedded_by_another_model(pg_dsn: str, loaded:
                            embedder=HashingEmbedder(dim=512))
     with pytest.raises(VectorModelMismatchError) as info:
         search(other, "disk full")
-    assert "'hashing-v1-256'" in str(info.value) and "'hashing-v1-512'" in str(info.value)
+    assert "'hashing-v2-256'" in str(info.value) and "'hashing-v2-512'" in str(info.value)
 
 
 def test_pgvector_without_a_recorded_model_says_how_to_load(pg_dsn: str, loaded: Path) -> None:
@@ -240,7 +240,7 @@ def test_load_refuses_to_mix_models_unless_replacing(pg_dsn: str, loaded: Path) 
         (report,) = load_postgres(bigger, loaded.parent, "hashing", replace=True)
         assert report.in_table == 4
         assert execute(pg_dsn, "SELECT model, dim FROM nautilus_vector_models WHERE "
-                               "table_name = 'vec_docs'") == [("hashing-v1-128", 128)]
+                               "table_name = 'vec_docs'") == [("hashing-v2-128", 128)]
     finally:
         load_postgres(specs, loaded.parent, "hashing", replace=True)
 
