@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -75,8 +76,62 @@ def fold_plural(token: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    """The normalised tokens of ``text``, in order, stop words dropped."""
-    return [t for t in map(normalize, _TOKEN.findall(text.lower())) if t]
+    """The normalised tokens of ``text``, in order, stop words dropped.
+
+    Text beyond ASCII is folded first: accents on Latin, Greek and Cyrillic letters
+    are dropped (``crème`` matches ``creme``), and runs of CJK characters, written
+    without spaces, become overlapping character pairs (``電気ケトル`` → ``電気``,
+    ``気ケ``, ``ケト``, ``トル``; a query ``ケトル`` shares two of them), the usual
+    way to index CJK without a dictionary (Lucene's CJK bigrams)."""
+    lowered = text.lower()
+    if lowered.isascii():
+        return [t for t in map(normalize, _TOKEN.findall(lowered)) if t]
+    tokens: list[str] = []
+    for word in _TOKEN.findall(_fold_accents(lowered)):
+        if word.isascii():
+            token = normalize(word)
+            if token:
+                tokens.append(token)
+        else:
+            tokens.extend(_unicode_word_tokens(word))
+    return tokens
+
+
+#: Scripts written without spaces between words: Hiragana, Katakana, CJK ideographs
+#: (and extension A, compatibility), Hangul syllables.
+_CJK_RUN = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+)")
+
+
+def _fold_accents(text: str) -> str:
+    """``text`` without the combining accents of Latin, Greek and Cyrillic letters
+    (other scripts' marks, such as Japanese voicing marks, are kept)."""
+    kept: list[str] = []
+    base = ""
+    for char in unicodedata.normalize("NFKD", text):
+        if unicodedata.combining(char):
+            if base < "\u0530":  # a mark on a Latin, Greek or Cyrillic letter: an accent
+                continue
+        else:
+            base = char
+        kept.append(char)
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
+def _unicode_word_tokens(word: str) -> list[str]:
+    """The tokens of one non-ASCII word: CJK runs as character pairs (a lone character
+    as itself), the rest normalised like any word."""
+    tokens: list[str] = []
+    for part in _CJK_RUN.split(word):
+        if not part:
+            continue
+        if _CJK_RUN.fullmatch(part):
+            tokens.extend([part] if len(part) == 1 else
+                          [part[i:i + 2] for i in range(len(part) - 1)])
+        else:
+            token = normalize(part)
+            if token:
+                tokens.append(token)
+    return tokens
 
 
 def plain_tokens(text: str) -> list[str]:

@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import hashing_vector
 
-from nautilus import EmbeddingUnavailableError, HashingEmbedder, NoopEmbedder
+from nautilus import (
+    AdapterResult,
+    EmbeddingUnavailableError,
+    HashingEmbedder,
+    NoopEmbedder,
+    RankingSynthesizer,
+)
 from nautilus.embedders import Embedder, embedder_from_name
 from nautilus.text import TokenBatch, keyword_stems, plain_tokens, tokenize
 
@@ -111,3 +117,20 @@ def test_batch_tokenizer_equals_tokenize_on_each_text(texts: list[str]) -> None:
     for row, term in zip(batch.rows.tolist(), batch.terms.tolist(), strict=True):
         got[row].append(words[term])
     assert got == [tokenize(t) for t in texts]
+
+
+@pytest.mark.parametrize(("query", "text"), [
+    ("ケトル", "電気ケトル 1.7L ステンレス"),   # CJK is written without spaces
+    ("creme", "Crème brûlée with vanilla"),     # an accent the user did not type
+    ("CRÈME", "creme brulee"),
+    ("чайник", "ЭЛЕКТРИЧЕСКИЙ ЧАЙНИК"),         # Cyrillic, upper case
+])
+def test_unicode_words_match_and_score(query: str, text: str) -> None:
+    """A word a person would call a match shares tokens with the row, so it ranks with
+    a positive similarity (issue 11: ケトル and creme matched but scored 0)."""
+    assert set(tokenize(query)) & set(tokenize(text))
+    ranked = RankingSynthesizer(idf=True).rank(
+        [AdapterResult("shop", [{"id": "a", "title": "unrelated"}, {"id": "b", "title": text}])],
+        {"query": query})
+    assert ranked[0].row["id"] == "b" and ranked[0].similarity > 0
+    assert ranked[1].similarity == 0

@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 from nautilus.sources.base import Row, Source
 from nautilus.sources.postgres_base import PostgresSource, PostgresSpec, finish, spec_kwargs
 from nautilus.sources.schema import BuildContext, register_source_type
-from nautilus.text import tokenize
+from nautilus.text import plain_tokens
 
 if TYPE_CHECKING:
     from psycopg.sql import Composable, Composed
@@ -68,7 +68,8 @@ class PostgresFtsSource(PostgresSource):
         if self.match == "all":
             terms: list[str] = [query]
         else:
-            terms = list(dict.fromkeys(tokenize(query)))[:MAX_TERMS]
+            # Unstemmed words: PostgreSQL stems them by its text search configuration.
+            terms = list(dict.fromkeys(plain_tokens(query)))[:MAX_TERMS]
             if not terms:
                 return None
         tsquery = sql.SQL(" || ").join([to_query] * len(terms))
