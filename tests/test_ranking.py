@@ -24,7 +24,7 @@ from nautilus import (
 )
 from nautilus.text import TokenBatch, idf_factors, query_token_weights
 
-HIGH_BUMP = 0.08
+HIGH_BUMP = 0.02
 DIM = HashingEmbedder().dim
 
 
@@ -41,7 +41,8 @@ def test_worked_example_with_vectors_and_a_high_boost() -> None:
     # Query along x. Cosines: a = 1, b = 0.6 (3-4-5 triangle), c = 0, d = 0.58 (close to b).
     # Two rows a source are too few to judge its order: no source votes, content decides.
     # Content ranks: a 1, b 2, d 3; c shares nothing with the query (no content vote).
-    # high adds 8% of a row's own relevance: d's 1.08 / 63 passes a's 1 / 61.
+    # high adds 2% of a row's own relevance: d's 1.02 / 63 passes b's 1 / 62 (b is less
+    # than 2% more relevant), never a's 1 / 61.
     results = [
         AdapterResult("sql", vector_rows([2.0, 0.0], [3.0, 4.0], prefix="s")),    # a, b
         AdapterResult("graph", vector_rows([0.0, 5.0], [0.58, math.sqrt(1 - 0.58**2)],
@@ -51,15 +52,15 @@ def test_worked_example_with_vectors_and_a_high_boost() -> None:
     ranked = ranker.rank(results, {"embedding": [1.0, 0.0]})
     got = [(r.source_id, r.source_rank, r.score) for r in ranked]
     assert got == [
-        ("graph", 2, pytest.approx(1.08 / (K + 3))),   # d
         ("sql", 1, pytest.approx(1 / (K + 1))),        # a
+        ("graph", 2, pytest.approx(1.02 / (K + 3))),   # d
         ("sql", 2, pytest.approx(1 / (K + 2))),        # b
         ("graph", 1, pytest.approx(0.0)),              # c: a boost never lifts an unrelated row
     ]
-    assert ranked[0].similarity == pytest.approx(0.58)
-    assert ranked[0].content_rank == 3 and ranked[0].content == pytest.approx(1 / (K + 3))
-    assert ranked[0].boost_bump == pytest.approx(0.08 / (K + 3))
-    assert ranked[0].idf_factor == 1.0 and ranked[0].evidence == 0.0
+    assert ranked[1].similarity == pytest.approx(0.58)
+    assert ranked[1].content_rank == 3 and ranked[1].content == pytest.approx(1 / (K + 3))
+    assert ranked[1].boost_bump == pytest.approx(0.02 / (K + 3))
+    assert ranked[1].idf_factor == 1.0 and ranked[1].evidence == 0.0
     assert [r.rank for r in ranked] == [1, 2, 3, 4]
 
 

@@ -41,10 +41,10 @@ def test_no_boost_is_the_identity() -> None:
 
 
 def test_stage2_worked_example() -> None:
-    # high adds 8% of the row's own relevance; nothing to an irrelevant row.
-    assert stage2_score(0.5, BOOST_LEVELS["high"].bump) == pytest.approx(0.5 + 0.08 * 0.5)
+    # high adds 2% of the row's own relevance; nothing to an irrelevant row.
+    assert stage2_score(0.5, BOOST_LEVELS["high"].bump) == pytest.approx(0.5 + 0.02 * 0.5)
     assert stage2_score(0.0, BOOST_LEVELS["high"].bump) == 0.0
-    assert stage2_score(-0.2, BOOST_LEVELS["high"].bump) == pytest.approx(-0.2 + 0.08 * 0.2)
+    assert stage2_score(-0.2, BOOST_LEVELS["high"].bump) == pytest.approx(-0.2 + 0.02 * 0.2)
 
 
 def test_stage1_key_worked_example() -> None:
