@@ -155,13 +155,15 @@ def content_vote(ranks: IntArray, similarity: FloatArray, k: float = RRF_K,
 
 
 def canonical_text(row: Mapping[str, Any], skip: frozenset[str]) -> str:
-    """A row's string fields, by field name, lower-cased, whitespace collapsed:
-    two rows with the same canonical text are the same document."""
-    fields = [(str(k), v) for k, v in row.items() if isinstance(v, str) and k not in skip]
-    parts = [f"{key}\x1f{' '.join(value.lower().split())}"
-             for key, value in sorted(fields)  # str keys: a row may mix key types
-             if value.strip()]
-    return "\x1e".join(parts)
+    """A row's non-blank string fields, by field name, lower-cased, whitespace collapsed:
+    two rows with the same canonical text are the same document.
+
+    One string a row, built and normalised in a single pass (this runs on every row of
+    every request); NUL separates names from values (``str.split`` would eat the ASCII
+    separator characters)."""
+    fields = sorted((str(k), v) for k, v in row.items()
+                    if isinstance(v, str) and k not in skip and not v.isspace() and v)
+    return " ".join("\0".join(f"{k}\0{v}" for k, v in fields).lower().split())
 
 
 def document_numbers(rows: Sequence[Mapping[str, Any]], dedup_key: str | None,
