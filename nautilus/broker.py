@@ -34,6 +34,10 @@ logger = get_logger("nautilus.broker")
 P = ParamSpec("P")
 T = TypeVar("T")
 
+#: How long a source may take to build or refresh its data (``prepare``) before a
+#: request gives up on it: a build is not cut off by the query's ``timeout_s``, but a
+#: hung one must not hang the request.
+PREPARE_TIMEOUT_S = 300.0
 #: How many dropped rows a warning describes one by one.
 _REASONS_SHOWN = 3
 
@@ -42,10 +46,12 @@ class Broker:
     """Sources plus a synthesizer. Build one with :meth:`from_config`."""
 
     def __init__(self, sources: Sequence[Source], synthesizer: Synthesizer | None = None,
-                 limit: int = DEFAULT_LIMIT) -> None:
+                 limit: int = DEFAULT_LIMIT,
+                 prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> None:
         self.sources = list(sources)
         self.synthesizer: Synthesizer = synthesizer or BasicSynthesizer()
         self.limit = limit
+        self.prepare_timeout_s = prepare_timeout_s
 
     @classmethod
     def from_config(cls, path: str | Path | None = None,
@@ -165,10 +171,16 @@ class Broker:
             error = ErrorRecord(source.id, error_type, message)
             return AdapterResult(source.id, [], elapsed, error), "", None
 
+        prepare = getattr(source, "prepare", None)
+        if prepare is not None:  # building data (a SQLite seed) is not answering: it gets
+            try:                 # its own, generous deadline, not the query's timeout_s
+                await asyncio.wait_for(prepare(), self.prepare_timeout_s)
+            except TimeoutError:
+                return failed("build_timeout",
+                              f"data not built within {self.prepare_timeout_s:g} s")
+            except Exception as exc:
+                return failed(type(exc).__name__, _message(exc))
         try:
-            prepare = getattr(source, "prepare", None)
-            if prepare is not None:  # building data (a SQLite seed) is not answering:
-                await prepare()      # it is not cut off by the query's timeout_s
             rows = await asyncio.wait_for(source.search(query, ctx, self.limit), timeout)
         except TimeoutError:
             return failed("timeout", f"no answer within {timeout:g} s")

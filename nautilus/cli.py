@@ -113,13 +113,13 @@ def _parser() -> argparse.ArgumentParser:
     load.set_defaults(run=_run_load)
     serve = commands.add_parser("serve", help="run the HTTP service (extra nautilus[serve])")
     serve.add_argument("--host", help="address to bind (default NAUTILUS_SERVE_HOST, 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default NAUTILUS_SERVE_PORT, 8000)")
-    serve.add_argument("--workers", type=int, metavar="N",
+    serve.add_argument("--port", type=_port, help="port (default NAUTILUS_SERVE_PORT, 8000)")
+    serve.add_argument("--workers", type=_top_k, metavar="N",
                        help="worker processes (default NAUTILUS_SERVE_WORKERS, 1)")
     serve.set_defaults(run=_run_serve)
 
     demo = commands.add_parser("demo", help="run demo queries: passthrough beside ranked")
-    demo.add_argument("--top-k", type=int, default=8, metavar="K")
+    demo.add_argument("--top-k", type=_top_k, default=8, metavar="K")
     demo.add_argument("--postgres", action="store_true",
                       help="serve the demo from an embedded PostgreSQL started on the fly")
     demo.set_defaults(run=_run_demo)
@@ -243,6 +243,13 @@ def _top_k(text: str) -> int:
     if problem is not None or value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
     return value
+
+
+def _port(text: str) -> int:
+    """``--port``: 1-65535."""
+    if not text.strip().isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
+    return int(text)
 
 
 def _boost(text: str) -> str:

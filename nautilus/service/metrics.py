@@ -133,7 +133,14 @@ class TimedSource:
         self.inner = inner
         self.id = inner.id
         self.timeout_s = inner.timeout_s
+        self.ranked: bool | None = getattr(inner, "ranked", None)  # the broker reads both
         self._observe: Callable[[float], None] = SOURCE_DURATION.labels(inner.id).observe
+
+    async def prepare(self) -> None:
+        """The wrapped source's build step (untimed here: the broker bounds it)."""
+        prepare = getattr(self.inner, "prepare", None)
+        if prepare is not None:
+            await prepare()
 
     async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
         started = time.perf_counter()

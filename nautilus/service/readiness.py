@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from nautilus.broker import PREPARE_TIMEOUT_S
 from nautilus.log import get_logger
 from nautilus.sources.base import Source
 
@@ -42,6 +43,9 @@ class Readiness:
     async def _probe(self, source: Source) -> None:
         health = self.health[source.id]
         try:
+            prepare = getattr(source, "prepare", None)
+            if prepare is not None:  # a source whose data cannot be built is not ready
+                await asyncio.wait_for(prepare(), PREPARE_TIMEOUT_S)
             rows = await asyncio.wait_for(
                 source.search(PROBE_QUERY, {"query": PROBE_QUERY}, 1), source.timeout_s)
         except TimeoutError:
