@@ -337,3 +337,14 @@ def escape_identifier(name: str) -> str:
     if "\x00" in name:
         raise SeedError(f"field name {name!r} contains a NUL character")
     return '"' + name.replace('"', '""') + '"'
+
+
+class SeededSqliteSource(SqliteSource):
+    """A SQLite source built from one seed file (the table, full-text and vector types)."""
+
+    def __init__(self, source_id: str, path: Path, seed: Path, timeout_s: float = 5.0) -> None:
+        super().__init__(source_id, path, timeout_s)
+        self.seed = seed
+
+    def seeds(self) -> list[Path]:
+        return [self.seed]

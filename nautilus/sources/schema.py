@@ -89,6 +89,18 @@ class SourceSpec(BaseModel):
         """The source object (checks seeds and paths; data is built on first use)."""
 
 
+class SqliteSpec(SourceSpec):
+    """Options of every SQLite type: the database file nautilus builds."""
+
+    path: str = Field(description="database file, relative to NAUTILUS_DATA_DIR")
+
+
+class SeededSqliteSpec(SqliteSpec):
+    """A SQLite type built from one JSONL seed."""
+
+    seed: str = Field(description="JSONL seed, relative to the sources file")
+
+
 #: Every known source type by name; :func:`register_source_type` adds to it.
 SOURCE_TYPES: dict[str, type[SourceSpec]] = {}
 

@@ -9,11 +9,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from nautilus.sources.base import Row, SqliteSource, load_seed, quote_identifier
+from nautilus.sources.base import Row, SeededSqliteSource, load_seed, quote_identifier
 from nautilus.sources.schema import (
     BuildContext,
     ColumnList,
-    SourceSpec,
+    SeededSqliteSpec,
     column_list,
     register_source_type,
     resolve_data_path,
@@ -33,7 +33,7 @@ def fts_match_expression(query: str) -> str:
     return " OR ".join(f'"{w}"' for w in words)
 
 
-class SqliteFtsSource(SqliteSource):
+class SqliteFtsSource(SeededSqliteSource):
     """Rows of a JSONL seed indexed in FTS5 over ``columns``; ``id_field`` stored unindexed.
 
     Rows come best first, each with its ``bm25`` score (SQLite's: lower is better)."""
@@ -44,17 +44,13 @@ class SqliteFtsSource(SqliteSource):
 
     def __init__(self, source_id: str, path: Path, seed: Path, columns: list[str],
                  id_field: str = "id", timeout_s: float = 5.0) -> None:
-        super().__init__(source_id, path, timeout_s)
-        self.seed = seed
+        super().__init__(source_id, path, seed, timeout_s)
         for name in (id_field, *columns):
             quote_identifier(name)  # rejects anything but plain names, at start-up
         if not columns:
             raise ValueError("columns must name at least one column")
         self.columns = list(columns)
         self.id_field = id_field
-
-    def seeds(self) -> list[Path]:
-        return [self.seed]
 
     def options(self) -> dict[str, Any]:
         return {"columns": self.columns, "id_field": self.id_field}
@@ -87,12 +83,10 @@ def _text(value: object) -> str:
 
 
 @register_source_type
-class SqliteFtsSpec(SourceSpec):
+class SqliteFtsSpec(SeededSqliteSpec):
     """``sqlite_fts``: an FTS5 full-text index built from a JSONL seed, BM25 order."""
 
     type: Literal["sqlite_fts"]
-    path: str = Field(description="database file, relative to NAUTILUS_DATA_DIR")
-    seed: str = Field(description="JSONL seed, relative to the sources file")
     columns: ColumnList = Field(description="seed fields indexed and returned")
     id_field: str = Field("id", min_length=1, max_length=128,
                           description="seed field returned as the row's id (not indexed)")

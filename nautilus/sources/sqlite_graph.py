@@ -13,7 +13,7 @@ from pydantic import Field
 from nautilus.sources.base import Row, SqliteSource, load_seed
 from nautilus.sources.schema import (
     BuildContext,
-    SourceSpec,
+    SqliteSpec,
     register_source_type,
     resolve_data_path,
     resolve_seed_path,
@@ -96,11 +96,10 @@ class SqliteGraphSource(SqliteSource):
 
 
 @register_source_type
-class SqliteGraphSpec(SourceSpec):
+class SqliteGraphSpec(SqliteSpec):
     """``sqlite_graph``: entities and edges from two JSONL seeds, matched by name."""
 
     type: Literal["sqlite_graph"]
-    path: str = Field(description="database file, relative to NAUTILUS_DATA_DIR")
     entities: str = Field(description="JSONL seed of entities (each with 'id'; 'name' "
                                       "optional), relative to the sources file")
     edges: str = Field(description="JSONL seed of edges ('src', 'dst', 'relation'), "

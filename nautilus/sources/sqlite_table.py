@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 
 from nautilus.sources.base import (
     Row,
-    SqliteSource,
+    SeededSqliteSource,
     escape_identifier,
     load_seed,
     quote_identifier,
@@ -20,7 +20,7 @@ from nautilus.sources.base import (
 from nautilus.sources.schema import (
     BuildContext,
     ColumnList,
-    SourceSpec,
+    SeededSqliteSpec,
     column_list,
     register_source_type,
     resolve_data_path,
@@ -47,7 +47,7 @@ def _cell(value: Any) -> Any:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
 
 
-class SqliteTableSource(SqliteSource):
+class SqliteTableSource(SeededSqliteSource):
     """Rows whose ``search_columns`` contain any of the query's words, by rowid.
 
     Matching is case-insensitive for every script (a lower-cased copy of the
@@ -61,18 +61,14 @@ class SqliteTableSource(SqliteSource):
 
     def __init__(self, source_id: str, path: Path, seed: Path, table: str,
                  search_columns: list[str], timeout_s: float = 5.0) -> None:
-        super().__init__(source_id, path, timeout_s)
+        super().__init__(source_id, path, seed, timeout_s)
         if not search_columns:
             raise ValueError("search_columns must name at least one column")
-        self.seed = seed
         self.table_name = table
         self.table = quote_identifier(table)
         self.search_columns = [quote_identifier(c) for c in search_columns]
         self.search_names = list(search_columns)
         self.legacy_tables = frozenset({table})
-
-    def seeds(self) -> list[Path]:
-        return [self.seed]
 
     def options(self) -> dict[str, Any]:
         return {"table": self.table_name, "search_columns": self.search_names}
@@ -106,12 +102,10 @@ class SqliteTableSource(SqliteSource):
 
 
 @register_source_type
-class SqliteTableSpec(SourceSpec):
+class SqliteTableSpec(SeededSqliteSpec):
     """``sqlite_table``: a SQL table built from a JSONL seed, filtered by keyword."""
 
     type: Literal["sqlite_table"]
-    path: str = Field(description="database file, relative to NAUTILUS_DATA_DIR")
-    seed: str = Field(description="JSONL seed, relative to the sources file")
     table: str = Field(min_length=1, max_length=128, description="table name")
     search_columns: ColumnList = Field(description="seed fields the query's words are "
                                                    "looked for in")

@@ -18,11 +18,11 @@ import numpy as np
 from pydantic import Field
 
 from nautilus.embedders import Embedder, HashingEmbedder, embed_texts, embedder_from_name
-from nautilus.sources.base import Row, SqliteSource, load_seed, quote_identifier
+from nautilus.sources.base import Row, SeededSqliteSource, load_seed, quote_identifier
 from nautilus.sources.schema import (
     BuildContext,
     ColumnList,
-    SourceSpec,
+    SeededSqliteSpec,
     register_source_type,
     resolve_data_path,
     resolve_seed_path,
@@ -31,7 +31,7 @@ from nautilus.sources.schema import (
 MAX_DIM = 65_536
 
 
-class SqliteVectorSource(SqliteSource):
+class SqliteVectorSource(SeededSqliteSource):
     """Documents of a JSONL seed, embedded over ``text_fields`` at build time.
 
     Rows come most similar first, each with its cosine ``similarity`` to the query."""
@@ -42,19 +42,15 @@ class SqliteVectorSource(SqliteSource):
 
     def __init__(self, source_id: str, path: Path, seed: Path, text_fields: list[str],
                  embedder: Embedder | None = None, timeout_s: float = 5.0) -> None:
-        super().__init__(source_id, path, timeout_s)
+        super().__init__(source_id, path, seed, timeout_s)
         for name in text_fields:
             quote_identifier(name)
         if not text_fields:
             raise ValueError("text_fields must name at least one field")
-        self.seed = seed
         self.text_fields = list(text_fields)
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder(dim=1024)
         self.model_id = str(getattr(self.embedder, "model_id", type(self.embedder).__name__))
         self._cache: tuple[Any, list[str], Any, Any] | None = None
-
-    def seeds(self) -> list[Path]:
-        return [self.seed]
 
     def options(self) -> dict[str, Any]:
         return {"text_fields": self.text_fields}
@@ -108,12 +104,10 @@ class SqliteVectorSource(SqliteSource):
 
 
 @register_source_type
-class SqliteVectorSpec(SourceSpec):
+class SqliteVectorSpec(SeededSqliteSpec):
     """``sqlite_vector``: documents of a JSONL seed with stored embeddings, cosine order."""
 
     type: Literal["sqlite_vector"]
-    path: str = Field(description="database file, relative to NAUTILUS_DATA_DIR")
-    seed: str = Field(description="JSONL seed, relative to the sources file")
     text_fields: ColumnList = Field(description="seed fields joined into the embedded text")
     dim: int = Field(1024, ge=16, le=MAX_DIM,
                      description="vector size of the hashing embedder (ignored by 'onnx')")
