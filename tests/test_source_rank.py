@@ -30,7 +30,8 @@ KEPT = {"a": 1, "c": 3, "e": 5}  # row id -> its position in HOSTILE
 
 def hostile_broker(ranking: bool) -> Broker:
     plain = FakeSource("plain", [{"id": "p", "t": "orders-db disk"},
-                                 {"id": "c", "t": "orders-db disk alert"}])  # a copy of c
+                                 {"id": "c", "t": "orders-db disk alert"},  # a copy of c
+                                 {"id": "e", "t": "orders-db disk full"}])  # e, closer
     return Broker([FakeSource("hostile", HOSTILE), plain],
                   RankingSynthesizer(dedup_key="id") if ranking else None)
 
@@ -50,6 +51,8 @@ def test_rows_after_a_dropped_row_keep_their_position_in_the_source(ranking: boo
     copies = {(s, r.row["id"]): n for r in response.ranking for s, n in r.also_from}
     hostile = {rid: n for (sid, rid), n in {**ranked, **copies}.items() if sid == "hostile"}
     assert hostile == KEPT
+    if ranking:  # e collapsed into plain's better copy: also_from keeps its position
+        assert copies[("hostile", "e")] == 5
     assert not set(hostile.values()) & set(warned.positions)
     out = json.loads(json.dumps(response.to_dict()))
     assert sorted(ranks_of(out, "hostile")) == sorted(KEPT.values())
