@@ -1,11 +1,13 @@
-"""``nautilus serve`` with one source made slow (or a request made to fail), for the
-load benchmark and the service tests.
+"""``nautilus serve`` with one source made slow (or given a bad row, or a request made
+to fail), for the load benchmark and the service and CLI tests.
 
     python benchmarks/slow_serve.py --slow runbooks --delay 3 -- serve --port 8123
+    python benchmarks/slow_serve.py --bad-row runbooks -- query "disk full" --json
 
 Everything else is the real command: this only wraps the named source's
-``search`` in a sleep (or makes ``Broker.arequest`` raise for one query, to prove
-that an unexpected error becomes a clean 500) before calling ``nautilus.cli.main``.
+``search`` in a sleep (or puts a row that is not an object second in its answer,
+or makes ``Broker.arequest`` raise for one query, to prove that an unexpected
+error becomes a clean 500) before calling ``nautilus.cli.main``.
 Single worker only: the patch lives in this process.
 """
 
@@ -34,10 +36,32 @@ class SlowSource:
         self.inner.close()
 
 
+class BadRowSource:
+    """The source's own answer with ``None`` put second: a bad row in the middle."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.id, self.timeout_s = inner.id, inner.timeout_s
+        self.ranked: bool | None = getattr(inner, "ranked", None)
+
+    async def prepare(self) -> None:
+        prepare = getattr(self.inner, "prepare", None)
+        if prepare is not None:
+            await prepare()
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
+        rows = await self.inner.search(query, context, limit)
+        return [*rows[:1], None, *rows[1:]]
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slow", help="id of the source to slow down")
     parser.add_argument("--delay", type=float, default=1.0, help="seconds added to each search")
+    parser.add_argument("--bad-row", help="id of the source whose answer gets a bad row second")
     parser.add_argument("--explode-on", help="a query for which Broker.arequest raises")
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- the nautilus arguments")
     args = parser.parse_args()
@@ -46,6 +70,8 @@ def main() -> int:
 
     def from_config(cls: type[Broker], *a: Any, **k: Any) -> Broker:
         broker: Broker = original_from_config(cls, *a, **k)
+        broker.sources = [BadRowSource(s) if s.id == args.bad_row else s
+                          for s in broker.sources]
         broker.sources = [SlowSource(s, args.delay) if s.id == args.slow else s
                           for s in broker.sources]
         return broker

@@ -10,6 +10,7 @@ printed) is dropped with one warning per source, reported in ``sources_warned``.
 from __future__ import annotations
 
 import asyncio
+import operator
 import threading
 import time
 import uuid
@@ -126,9 +127,7 @@ class Broker:
             data, ranking = self.synthesizer.merge_ranked(results, ctx)
         else:
             data = self.synthesizer.merge(results, ctx)
-            flat = [(sid, i + 1, row) for sid, rows in data.items() for i, row in enumerate(rows)]
-            ranking = [RankedRow(sid, row, 0.0, place, source_rank)
-                       for place, (sid, source_rank, row) in enumerate(flat, start=1)]
+            ranking = _passthrough_ranking(results, data)
         response = BrokerResponse(
             request_id=request_id, data=data, ranking=ranking,
             sources_queried=[s.id for s in self.sources], sources_errored=errors,
@@ -189,7 +188,7 @@ class Broker:
         if not isinstance(rows, list):
             return failed("invalid_response", f"expected a list of rows, got {type(rows).__name__}")
         good, raw_hash, dropped = screen_rows(rows)
-        warning = None
+        warning, source_ranks = None, None
         if dropped:
             positions = tuple(position for position, _ in dropped)
             reasons = [f"row {position}: {reason}" for position, reason in dropped]
@@ -198,14 +197,40 @@ class Broker:
             message = f"{len(dropped)} row(s) dropped: {shown}" + (f"; and {more} more"
                                                                     if more > 0 else "")
             warning = SourceWarning(source.id, "rows_dropped", message, len(dropped), positions)
+            gone = set(positions)  # the kept rows keep their place in the source's answer
+            source_ranks = tuple(p for p in range(1, len(rows) + 1) if p not in gone)
             logger.warning("source_rows_invalid", source_id=source.id, count=len(dropped),
                            positions=list(positions[:20]), reasons=reasons[:_REASONS_SHOWN],
                            action="dropped; the source's other rows are used")
         elapsed = round((time.perf_counter() - started) * 1000)
         ranked = getattr(source, "ranked", None)  # the source's word on its own order
         result = AdapterResult(source.id, good, elapsed,
-                               ranked=ranked if isinstance(ranked, bool) else None)
+                               ranked=ranked if isinstance(ranked, bool) else None,
+                               source_ranks=source_ranks)
         return result, raw_hash, warning
+
+
+def _passthrough_ranking(results: list[AdapterResult],
+                         data: dict[str, list[dict[str, Any]]]) -> list[RankedRow]:
+    """The merged rows in order, unscored, each at its position in its source's own
+    answer (``AdapterResult.source_ranks``: rows after a dropped one keep their place);
+    a synthesizer that did not keep a source's rows as given numbers them in ``data``."""
+    given: dict[str, tuple[list[dict[str, Any]], list[int]]] = {}
+    for result in results:
+        if result.error is None:
+            rows, ranks = given.setdefault(result.source_id, ([], []))
+            start = ranks[-1] if ranks else 0  # a source id twice: its ranks continue
+            ranks.extend(start + rank for rank in (result.source_ranks
+                                                   or range(1, len(result.rows) + 1)))
+            rows.extend(result.rows)
+    ranking: list[RankedRow] = []
+    for sid, rows in data.items():
+        kept, ranks = given.get(sid, ([], []))
+        as_given = len(kept) == len(rows) and all(map(operator.is_, kept, rows))
+        for i, row in enumerate(rows):
+            ranking.append(RankedRow(sid, row, 0.0, len(ranking) + 1,
+                                     ranks[i] if as_given else i + 1))
+    return ranking
 
 
 def _request_context(query: Any, context: Any) -> dict[str, Any]:

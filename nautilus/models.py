@@ -48,6 +48,12 @@ class AdapterResult:
     ``ranked`` is the source's word on whether that order means relevance (a BM25
     or vector index: True; a table in id order: False); None leaves it to the
     ranking to detect per batch (nautilus/synthesis/fusion.py).
+    ``source_ranks`` (optional): each row's 1-based position in the source's own
+    answer, ``rows[i]`` at ``source_ranks[i]`` (strictly increasing), for when rows
+    were left out of it — the broker sets it when it drops bad rows, so the rows after
+    a dropped one keep their place (``RankedRow.source_rank``, the fusion's rank
+    votes, ``SourceWarning.positions`` all count the same way). None: ``rows[i]``
+    is at ``i + 1``. ``embeddings`` is indexed by ``rows``, never by these.
     """
 
     source_id: str
@@ -56,6 +62,7 @@ class AdapterResult:
     error: ErrorRecord | None = None
     embeddings: npt.NDArray[Any] | None = None
     ranked: bool | None = None
+    source_ranks: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

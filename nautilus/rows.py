@@ -3,12 +3,15 @@
 A source is someone else's code, and a row is whatever it returned. A row is used
 when it is a dict, has a canonical JSON form (see :mod:`nautilus.hashing`: so the
 response can be hashed and printed) and, for a dict subclass, its mapping methods
-work. Anything else is dropped from its source, never the request's failure.
+work. Anything else is dropped from its source, never the request's failure. The rows
+kept keep their place: a row's source rank is its position in the source's own answer.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from nautilus.hashing import NoCanonicalFormError, canonical_json, describe_error, hash_canonical
 
@@ -67,4 +70,28 @@ def mapping_problem(row: dict[str, Any]) -> str | None:
         len(row)
     except Exception as exc:
         return f"a {type(row).__name__} whose mapping methods fail ({describe_error(exc)})"
+    return None
+
+
+#: The largest source rank taken from ``AdapterResult.source_ranks`` (a position in a
+#: list, far from where int64 sums or float64 keys lose it).
+MAX_SOURCE_RANK = 1 << 40
+
+
+def source_ranks_problem(ranks: Any, given: int) -> str | None:
+    """Why ``ranks`` (``AdapterResult.source_ranks``) cannot be the positions of ``given``
+    rows in their source's answer: one strictly increasing integer >= 1 a row (None: it can)."""
+    if not isinstance(ranks, tuple | list | np.ndarray):
+        return f"not a tuple of integers ({type(ranks).__name__})"
+    try:
+        array = np.asarray(ranks)
+    except (TypeError, ValueError, OverflowError):
+        return "not a flat sequence of integers"
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        return f"not a flat sequence of integers (dtype {array.dtype}, shape {array.shape})"
+    if len(array) != given:
+        return f"{len(array)} ranks for {given} rows"
+    if given and not (array[0] >= 1 and array[-1] <= MAX_SOURCE_RANK
+                      and bool((array[1:] > array[:-1]).all())):
+        return f"not strictly increasing integers in 1..{MAX_SOURCE_RANK}"
     return None

@@ -45,7 +45,7 @@ from nautilus.embedders import (
 )
 from nautilus.models import AdapterResult, RankedRow
 from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
-from nautilus.rows import mapping_problem
+from nautilus.rows import mapping_problem, source_ranks_problem
 from nautilus.synthesis import fusion
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.text import (
@@ -323,19 +323,23 @@ class RankingSynthesizer:
                 logger.warning("rank_rows_not_a_list", source_id=sid,
                                type=type(result.rows).__name__)
             start, given = next_rank[index], len(source_rows)
-            positions = np.arange(start, start + given, dtype=np.int64)
+            ranks = self._source_ranks(result, given, warn)
+            positions = ranks + (start - 1)
+            at = np.arange(given, dtype=np.int64)  # where each kept row is in result.rows
             is_dict = [type(row) is dict or (isinstance(row, dict) and mapping_problem(row) is None)
                        for row in source_rows]
             if not all(is_dict):
                 not_a_dict += is_dict.count(False)
-                positions = positions[np.array(is_dict, dtype=bool)]
+                keep = np.array(is_dict, dtype=bool)
+                positions, at = positions[keep], at[keep]
                 source_rows = [row for row, ok in zip(source_rows, is_dict, strict=True) if ok]
             if result.embeddings is not None:
-                matrix_parts.append((len(rows), result.embeddings, given, positions - start))
+                matrix_parts.append((len(rows), result.embeddings, given, at))
             rows.extend(source_rows)
             index_parts.append(np.full(len(source_rows), index, dtype=np.int64))
             rank_parts.append(positions)
-            next_rank[index] = start + given  # ranks count the rows left out too
+            # ranks count the rows left out too (here, and by the broker: source_ranks)
+            next_rank[index] = start + (int(ranks[-1]) if given else 0)
         if warn and not_a_dict:
             logger.warning("rank_row_not_a_dict", count=not_a_dict,
                            reason="not a dict, or a dict subclass whose methods fail",
@@ -344,6 +348,21 @@ class RankingSynthesizer:
         return _Candidates(source_ids, np.concatenate(index_parts) if index_parts else empty,
                            np.concatenate(rank_parts) if rank_parts else empty, rows,
                            _Matrices.build(matrix_parts, len(rows)))
+
+    @staticmethod
+    def _source_ranks(result: AdapterResult, given: int, warn: bool) -> IntArray:
+        """Each given row's 1-based position in its source's own answer: the result's
+        ``source_ranks`` when usable, else ``1..given`` (warned about when not)."""
+        said = getattr(result, "source_ranks", None)
+        if said is not None:
+            problem = source_ranks_problem(said, given)
+            if problem is None:
+                ranks: IntArray = np.asarray(said, dtype=np.int64)
+                return ranks
+            if warn:
+                logger.warning("rank_source_ranks_invalid", source_id=result.source_id,
+                               reason=problem, action="rows ranked in the order given")
+        return np.arange(1, given + 1, dtype=np.int64)
 
     def _query_vector(self, ctx: Mapping[str, Any]) -> tuple[QueryVector | None, bool]:
         """(query vector, whether it is in the embedder's own space)."""
