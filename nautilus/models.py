@@ -72,9 +72,10 @@ class RankedRow:
     ``voters`` sources; ``source_weight`` is the weight of this row's own source (1
     declared ranked, 0 unranked, else detected); ``unranked_vote`` stands in for an
     unranked source's order when no ranked source returned the document:
-    ``content_weight · (1 - source_weight) / (60 + its content rank in that source)``. ``stage1_key`` is the fused rank key used by the
-    candidate cap. ``also_from`` lists the other ``(source_id, source_rank)``
-    pairs that returned the same document (collapsed into this row).
+    ``content_weight · (1 - source_weight) / (60 + its content rank in that source)``.
+    ``stage1_key`` is the fused rank key used by the candidate cap. ``also_from``
+    lists the other ``(source_id, source_rank)`` pairs that returned the same
+    document (collapsed into this row).
     """
 
     source_id: str
