@@ -309,15 +309,16 @@ def summarize(row: dict[str, Any], width: int = 72) -> str:
 def _ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -> str:
     head = f"{'rank':>4}  {'source':<12} {'score':>7}  "
     if explain:
-        head += f"{'sim':>6} {'idf':>5} {'c.rank':>6} {'content':>7} {'evid.':>7} {'w':>4} " \
-                f"{'bump':>6} {'stage1':>7}  "
+        head += f"{'sim':>6} {'idf':>5} {'c.rank':>6} {'content':>7} {'c.w':>4} {'evid.':>7} " \
+                f"{'w':>4} {'unrank.':>7} {'bump':>6} {'stage1':>7}  "
     lines = [head + "row"]
     for r in ranking:
         score = f"{r.score:>7.4f}" if ranked else f"{'-':>7}"  # passthrough: no score
         line = f"{r.rank:>4}  {r.source_id[:12]:<12} {score}  "
         if explain:
             line += (f"{r.similarity:>6.3f} {r.idf_factor:>5.2f} {r.content_rank:>6} "
-                     f"{r.content:>7.5f} {r.evidence:>7.5f} {r.source_weight:>4.2f} "
+                     f"{r.content:>7.5f} {r.content_weight:>4.2f} {r.evidence:>7.5f} "
+                     f"{r.source_weight:>4.2f} {r.unranked_vote:>7.5f} "
                      f"{r.boost_bump:>6.4f} {r.stage1_key:>7.5f}  ")
         line += summarize(r.row, 60 if explain else 72)
         if explain and r.also_from:

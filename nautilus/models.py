@@ -69,16 +69,20 @@ class AdapterResult:
 class RankedRow:
     """One row's place in the global ranking, and why it is there.
 
-    ``score = relevance + boost_bump`` with ``relevance = content + evidence``
-    (nautilus/synthesis/fusion.py): ``content`` is the content vote
-    ``1 / (60 + content_rank)``, ``content_rank`` the row's rank by content
-    similarity (``similarity * idf_factor``) among the batch's documents;
-    ``evidence`` is the sum of the ranked sources' votes for the row's document,
-    ``source_weight / (60 + rank)`` each, from ``voters`` sources;
-    ``source_weight`` is the weight of this row's own source (1 declared ranked,
-    0 unranked, else detected). ``stage1_key`` is the fused rank key used by the
-    candidate cap. ``also_from`` lists the other ``(source_id, source_rank)``
-    pairs that returned the same document (collapsed into this row).
+    ``score = relevance + boost_bump`` with ``relevance = content + evidence +
+    unranked_vote`` (nautilus/synthesis/fusion.py): ``content`` is the content vote
+    ``content_weight / (60 + content_rank)``, ``content_rank`` the row's rank by
+    content similarity (``similarity * idf_factor``) among the batch's documents,
+    ``content_weight`` the batch's (1 when the ranked sources share no document,
+    falling to 0 as they share more); ``evidence`` is the sum of the ranked sources'
+    votes for the row's document, ``source_weight / (60 + rank)`` each, from
+    ``voters`` sources; ``source_weight`` is the weight of this row's own source (1
+    declared ranked, 0 unranked, else detected); ``unranked_vote`` stands in for an
+    unranked source's order when no ranked source returned the document:
+    ``content_weight · (1 - source_weight) / (60 + its content rank in that source)``.
+    ``stage1_key`` is the fused rank key used by the candidate cap. ``also_from``
+    lists the other ``(source_id, source_rank)`` pairs that returned the same
+    document (collapsed into this row).
     """
 
     source_id: str
@@ -97,6 +101,8 @@ class RankedRow:
     evidence: float = 0.0
     voters: int = 0
     source_weight: float = 0.0
+    unranked_vote: float = 0.0
+    content_weight: float = 1.0
 
     def explain(self) -> dict[str, Any]:
         """The score and its components, without the row (for logs and ``--explain``)."""

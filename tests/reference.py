@@ -1,7 +1,8 @@
 """A plain-Python reference of RankingSynthesizer.rank, written for clarity, not speed.
 
 Content similarity and the fusion with the sources' votes (fusion.py) as the
-docs describe them: a vote per ranked source, a content vote, copies collapsed.
+docs describe them: a vote per ranked source, a content vote weighted by how many
+documents the ranked sources share, unranked sources voting by content, copies collapsed.
 
 The vectorised path must match it (scores with assert_allclose, order exactly).
 It handles text rows and rows carrying a valid ``embedding`` with the hashing
@@ -159,10 +160,34 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
     doc_sim: dict[str, float] = {}
     for c in reference:
         doc_sim[c["doc"]] = max(doc_sim.get(c["doc"], -math.inf), c["sim"])
+    # content weight: 1 when no document has two ranked voters, 0 from a 10% share on
+    ranked_docs: dict[str, int] = {}
+    for doc, sid in best_rank:
+        if weight[sid] > 0:
+            ranked_docs[doc] = ranked_docs.get(doc, 0) + 1
+    shared = (sum(1 for n in ranked_docs.values() if n >= 2) / len(ranked_docs)
+              if ranked_docs else 0.0)
+    content_weight = max(1.0 - shared / 0.1, 0.0)
+    # unranked sources: a document no other ranked source returned gets the vote of its
+    # content rank among that source's reference rows (its best such vote)
+    unranked: dict[str, float] = {}
+    for c in scored:
+        if weight[c["sid"]] >= 1 or c["sim"] <= 0 or content_weight <= 0:
+            continue
+        others = ranked_docs.get(c["doc"], 0) - (1 if weight[c["sid"]] > 0 else 0)
+        if others > 0:
+            continue
+        own_sim: dict[str, float] = {}
+        for r in reference:
+            if r["sid"] == c["sid"]:
+                own_sim[r["doc"]] = max(own_sim.get(r["doc"], -math.inf), r["sim"])
+        rank = 1 + sum(1 for s in own_sim.values() if s > c["sim"])
+        vote = content_weight * (1.0 - weight[c["sid"]]) / (RRF_K + rank)
+        unranked[c["doc"]] = max(unranked.get(c["doc"], 0.0), vote)
     for c in kept:
         content_rank = 1 + sum(1 for s in doc_sim.values() if s > c["sim"])
-        content = 1.0 / (RRF_K + content_rank) if c["sim"] > 0 else 0.0
-        relevance = content + evidence[c["doc"]]
+        content = content_weight / (RRF_K + content_rank) if c["sim"] > 0 else 0.0
+        relevance = content + evidence[c["doc"]] + unranked.get(c["doc"], 0.0)
         c["score"] = relevance + c["bump"] * abs(relevance)
     ordered = sorted(kept, key=lambda c: (-c["score"], c["routing"], c["rank"]))
     seen: set[str] = set()

@@ -39,10 +39,13 @@ K = 60  # the reciprocal-rank constant of every vote (fusion.py)
 
 def test_worked_example_with_vectors_and_a_high_boost() -> None:
     # Query along x. Cosines: a = 1, b = 0.6 (3-4-5 triangle), c = 0, d = 0.58 (close to b).
-    # Two rows a source are too few to judge its order: no source votes, content decides.
-    # Content ranks: a 1, b 2, d 3; c shares nothing with the query (no content vote).
-    # high adds 2% of a row's own relevance: d's 1.02 / 63 passes b's 1 / 62 (b is less
-    # than 2% more relevant), never a's 1 / 61.
+    # Two rows a source are too few to judge its order: both sources are unranked, so no
+    # ranked source shares a document (content weight 1) and each row votes twice by
+    # content: its rank among the batch's documents (a 1, b 2, d 3) and among its own
+    # source's rows, standing in for the order an unranked source did not give (a 1, b 2;
+    # d 1). c shares nothing with the query: no vote at all.
+    # high adds 2% of a row's own relevance: d's 1.02 (1/63 + 1/61) passes b's 2/62, and
+    # a's 2/61, which is less than 2% more relevant; c stays at 0.
     results = [
         AdapterResult("sql", vector_rows([2.0, 0.0], [3.0, 4.0], prefix="s")),    # a, b
         AdapterResult("graph", vector_rows([0.0, 5.0], [0.58, math.sqrt(1 - 0.58**2)],
@@ -52,22 +55,30 @@ def test_worked_example_with_vectors_and_a_high_boost() -> None:
     ranked = ranker.rank(results, {"embedding": [1.0, 0.0]})
     got = [(r.source_id, r.source_rank, r.score) for r in ranked]
     assert got == [
-        ("sql", 1, pytest.approx(1 / (K + 1))),        # a
-        ("graph", 2, pytest.approx(1.02 / (K + 3))),   # d
-        ("sql", 2, pytest.approx(1 / (K + 2))),        # b
+        ("graph", 2, pytest.approx(1.02 * (1 / (K + 3) + 1 / (K + 1)))),   # d
+        ("sql", 1, pytest.approx(2 / (K + 1))),        # a
+        ("sql", 2, pytest.approx(2 / (K + 2))),        # b
         ("graph", 1, pytest.approx(0.0)),              # c: a boost never lifts an unrelated row
     ]
-    assert ranked[1].similarity == pytest.approx(0.58)
-    assert ranked[1].content_rank == 3 and ranked[1].content == pytest.approx(1 / (K + 3))
-    assert ranked[1].boost_bump == pytest.approx(0.02 / (K + 3))
-    assert ranked[1].idf_factor == 1.0 and ranked[1].evidence == 0.0
+    d = ranked[0]
+    assert d.similarity == pytest.approx(0.58) and d.content_weight == 1.0
+    assert d.content_rank == 3 and d.content == pytest.approx(1 / (K + 3))
+    assert d.unranked_vote == pytest.approx(1 / (K + 1))
+    assert d.boost_bump == pytest.approx(0.02 * (1 / (K + 3) + 1 / (K + 1)))
+    assert d.idf_factor == 1.0 and d.evidence == 0.0 and d.voters == 0
     assert [r.rank for r in ranked] == [1, 2, 3, 4]
+    # without the boost, a (2/61) is ahead of d (1/63 + 1/61)
+    plain = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": [1.0, 0.0]})
+    assert [(r.source_id, r.source_rank) for r in plain][:2] == [("sql", 1), ("graph", 2)]
 
 
 def test_worked_example_of_source_votes() -> None:
     # fts (declared ranked) returns x then y; vector (declared ranked) returns y then z;
-    # the table (declared unranked) returns w. Every row is equally similar to the query,
-    # so each has content rank 1 (no document is strictly more similar).
+    # the table (declared unranked) returns w. One of the three documents the ranked
+    # sources returned (y) came from both: a third shared, past the 10% at which content
+    # stops counting (the sources search one corpus; their ranks compare directly).
+    # So the scores are the sources' votes alone, and w, which only the table returned,
+    # gets nothing: its stand-in vote is content's, weighted 0 too.
     rows = {name: {"id": name, "embedding": [1.0, 0.0]} for name in "xyzw"}
     results = [
         AdapterResult("fts", [rows["x"], rows["y"]], ranked=True),
@@ -75,14 +86,38 @@ def test_worked_example_of_source_votes() -> None:
         AdapterResult("table", [rows["w"]], ranked=False),
     ]
     ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": [1.0, 0]})
-    content = 1 / (K + 1)
     got = {r.row["id"]: r for r in ranked}
     assert [r.row["id"] for r in ranked] == ["y", "x", "z", "w"]
-    assert got["y"].score == pytest.approx(content + 1 / (K + 2) + 1 / (K + 1))  # two votes
+    assert all(r.content_weight == 0.0 and r.content == 0.0 for r in ranked)
+    assert got["y"].score == pytest.approx(1 / (K + 2) + 1 / (K + 1))  # two votes
     assert got["y"].voters == 2 and got["y"].also_from == (("vector", 1),)
-    assert got["x"].score == pytest.approx(content + 1 / (K + 1))
-    assert got["z"].score == pytest.approx(content + 1 / (K + 2))
-    assert got["w"].score == pytest.approx(content) and got["w"].source_weight == 0.0
+    assert got["x"].score == pytest.approx(1 / (K + 1))
+    assert got["z"].score == pytest.approx(1 / (K + 2))
+    assert got["w"].score == 0.0 and got["w"].source_weight == 0.0
+
+
+def test_worked_example_of_disjoint_shards_and_an_unranked_table() -> None:
+    # fts (ranked) holds x, y; the table (unranked) holds v, w, listed worst first. No
+    # document is shared (disjoint shards): content weight 1, and content decides
+    # between the shards. Cosines: v 1.0, x 0.8, w 0.6, y 0.0 (content ranks v 1, x 2, w 3).
+    # The table's rows vote at their content rank within the table (v 1, w 2), as
+    # if it were an index ordered by content; its own order counts for nothing.
+    def row(name: str, cos: float) -> dict[str, Any]:
+        return {"id": name, "embedding": [cos, math.sqrt(1 - cos * cos)]}
+    results = [
+        AdapterResult("fts", [row("x", 0.8), row("y", 0.0)], ranked=True),
+        AdapterResult("table", [row("w", 0.6), row("v", 1.0)], ranked=False),
+    ]
+    ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": [1.0, 0]})
+    got = {r.row["id"]: r for r in ranked}
+    assert [r.row["id"] for r in ranked] == ["v", "x", "w", "y"]
+    assert got["v"].score == pytest.approx(1 / (K + 1) + 1 / (K + 1))
+    assert got["v"].unranked_vote == pytest.approx(1 / (K + 1)) and got["v"].evidence == 0.0
+    assert got["x"].score == pytest.approx(1 / (K + 2) + 1 / (K + 1))
+    assert got["x"].unranked_vote == 0.0 and got["x"].evidence == pytest.approx(1 / (K + 1))
+    assert got["w"].score == pytest.approx(1 / (K + 3) + 1 / (K + 2))
+    assert got["y"].score == pytest.approx(1 / (K + 2))  # fts's vote only: no similarity
+    assert all(r.content_weight == 1.0 for r in ranked)
 
 
 def test_an_unranked_source_is_detected_and_gets_no_vote() -> None:
@@ -171,8 +206,9 @@ def test_idf_factor_applies_to_rows_scored_by_their_own_vectors() -> None:
     assert [r.idf_factor for r in ranked] == pytest.approx(
         [1.0, 0.5 + 0.5 * w / (w + 1), 0.5 + 0.5 * w / (w + 1)])
     # content ranks 1, 2, 2 (the two hub rows tie); the source's order agrees with
-    # content no better than chance (rho = 0): no source vote
-    assert [r.score for r in ranked] == pytest.approx([1 / (K + 1), 1 / (K + 2), 1 / (K + 2)])
+    # content no better than chance (rho = 0): no source vote, and the source's stand-in
+    # vote (content ranks within it: the same 1, 2, 2) doubles each content vote
+    assert [r.score for r in ranked] == pytest.approx([2 / (K + 1), 2 / (K + 2), 2 / (K + 2)])
 
 
 # --- the reference implementation -----------------------------------------------------------
@@ -274,7 +310,8 @@ def test_no_boosts_changes_nothing(batch: tuple[list[Any], str], idf: bool) -> N
     sources, query = batch
     plain = RankingSynthesizer(idf=idf).rank([AdapterResult(s, r) for s, r in sources],
                                              {"query": query})
-    assert all(r.boost_bump == 0.0 and r.score == r.relevance == r.content + r.evidence
+    assert all(r.boost_bump == 0.0 and r.score == r.relevance
+               == r.content + r.evidence + r.unranked_vote
                for r in plain)
     # boosting a source that is not in the batch is the same as no boost
     absent = fast_rank(sources, query, idf=idf, boosts={"elsewhere": "high"})

@@ -10,14 +10,25 @@ k = 60) over *votes*:
   ``w_j / (k + rank)``; a document several sources returned (agreement) collects
   several votes;
 * one vote from **content**: the row's rank by content similarity among the
-  batch's documents, ``CONTENT_WEIGHT / (k + content_rank)`` (none when its
-  similarity is not positive: it shares nothing with the query).
+  batch's documents, ``c / (k + content_rank)`` (none when its similarity is not
+  positive: it shares nothing with the query);
+* for a document that only **unranked** sources returned, the vote such a source
+  would give it if it ordered its rows by content: ``c · (1 - w_j) / (k + r)``,
+  ``r`` the document's content rank among that source's rows. Without it a
+  table's rows would have one vote (content) against a ranked source's two,
+  and could never reach the top, boosted or not.
 
-So where ranked sources overlap their agreement dominates, and where they hold
-disjoint shards each document has one source vote and content decides between
-shards (rank 1 of one shard is worth rank 1 of another). Ranks, not scores, are
-fused: the sources' scores are on scales nobody calibrated (docs/tuning.md
-records what scores did).
+``c`` is the batch's **content weight**, read from the rows themselves. Where
+ranked sources hold disjoint shards (no document returned by two of them), a
+source's rank 1 is not comparable with another's and content must decide
+between shards: ``c = 1``. Where they search one corpus they return many of the
+same documents, their ranks are comparable directly, their agreement is the
+strongest signal, and content — computed from batch-local statistics — mostly
+adds noise to it: ``c`` falls linearly with the share of the ranked documents
+that more than one ranked source returned, to 0 at ``SHARED_FOR_NO_CONTENT``.
+
+Ranks, not scores, are fused: the sources' scores are on scales nobody
+calibrated (docs/tuning.md records what was measured).
 
 **Which sources are ranked.** A source may declare it (``ranked`` on its result,
 from the sources file or the source class): declared ranked weighs 1, declared
@@ -52,6 +63,11 @@ IntArray = npt.NDArray[np.int64]
 
 #: The content vote counts as much as one ranked source's vote (tuned: docs/tuning.md).
 CONTENT_WEIGHT = 1.0
+#: The share of ranked documents returned by more than one ranked source at which the
+#: content vote is off. Disjoint shards share none (a duplicate here and there stays
+#: well below it); two indexes over one corpus share 15-40% of their top 30 in the
+#: benchmark's collections (docs/tuning.md).
+SHARED_FOR_NO_CONTENT = 0.1
 #: Fewer rows than this in a batch and an undeclared source's order cannot be judged: weight 0.
 MIN_ROWS_TO_DETECT = 3
 
@@ -126,6 +142,49 @@ def source_evidence(doc: IntArray, source_index: IntArray, source_rank: IntArray
     voters = np.bincount(doc[best], weights=(w > 0).astype(np.float64), minlength=n_docs)
     evidence: FloatArray = per_doc[doc].astype(np.float64)
     return evidence, voters[doc].astype(np.int64)
+
+
+def content_weight(doc: IntArray, source_index: IntArray, weights: FloatArray,
+                   ) -> tuple[float, float]:
+    """(the batch's content weight ``c``, the share of the documents ranked sources
+    returned that more than one ranked source returned)."""
+    ranked = weights[source_index] > 0
+    if not ranked.any():
+        return CONTENT_WEIGHT, 0.0
+    width = int(source_index.max()) + 1
+    pairs = np.unique(doc[ranked] * width + source_index[ranked])  # (document, source) once
+    per_doc = np.bincount(pairs // width)
+    per_doc = per_doc[per_doc > 0]
+    shared = float((per_doc >= 2).mean())
+    return CONTENT_WEIGHT * max(1.0 - shared / SHARED_FOR_NO_CONTENT, 0.0), shared
+
+
+def unranked_votes(similarity: FloatArray, doc: IntArray, source_index: IntArray,
+                   reference: IntArray, weights: FloatArray, voters: IntArray,
+                   weight: float, k: float = RRF_K) -> FloatArray:
+    """Each row's vote from the unranked sources (``weights[j] < 1``) that returned its
+    document, when no other ranked source did: ``weight · (1 - w_j) / (k + r)``, ``r``
+    the document's content rank among source ``j``'s ``reference`` rows (its best over
+    several such sources; 0 for a document with no positive similarity).
+
+    ``voters`` counts, per row, the ranked sources that returned its document."""
+    votes = np.zeros(len(similarity), dtype=np.float64)
+    if weight <= 0 or len(similarity) == 0:
+        return votes
+    own_ranked = weights[source_index] > 0
+    alone = (voters - own_ranked) <= 0  # no ranked source besides this row's own
+    for j in np.flatnonzero(weights < 1).tolist():
+        mine = source_index == j
+        rows = mine & alone & (similarity > 0)
+        if not rows.any():
+            continue
+        ranks = content_ranks(similarity, doc, reference[mine[reference]])
+        vote = weight * (1.0 - weights[j]) / (k + ranks[rows].astype(np.float64))
+        votes[rows] = np.maximum(votes[rows], vote)
+    best = np.zeros(int(doc.max()) + 1, dtype=np.float64)
+    np.maximum.at(best, doc, votes)  # a document's copies share its vote
+    out: FloatArray = best[doc]
+    return out
 
 
 def content_ranks(similarity: FloatArray, doc: IntArray, reference: IntArray) -> IntArray:

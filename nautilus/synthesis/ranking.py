@@ -137,6 +137,8 @@ class _Scores:
     voters: IntArray
     weight: FloatArray
     doc: IntArray
+    unranked: FloatArray
+    content_weight: FloatArray
 
 
 class RankingSynthesizer:
@@ -264,22 +266,29 @@ class RankingSynthesizer:
         content_similarity = similarity * factors
 
         # Fusion: which sources are ranked (declared, else detected on the reference rows),
-        # their votes for each document over the whole union, and the content vote.
+        # their votes for each document over the whole union, how much content counts in
+        # this batch (from how many documents the ranked sources share), the content vote,
+        # and the votes standing in for unranked sources' orders.
         source_weight, _ = fusion.source_weights(
             sub.source_index[where_ref], sub.source_rank[where_ref],
             content_similarity[where_ref], declared)
         evidence_all, voters_all = fusion.source_evidence(
             doc, cands.source_index, cands.source_rank, source_weight)
+        weight, _ = fusion.content_weight(doc, cands.source_index, source_weight)
         sub_doc = doc[scored]
+        voters = voters_all[scored]
         content_rank = fusion.content_ranks(content_similarity, sub_doc, where_ref)
-        content = fusion.content_vote(content_rank, content_similarity)
+        content = fusion.content_vote(content_rank, content_similarity, weight=weight)
+        unranked = fusion.unranked_votes(content_similarity, sub_doc, sub.source_index,
+                                         where_ref, source_weight, voters, weight)
         evidence = evidence_all[scored]
-        relevance = content + evidence
+        relevance = content + evidence + unranked
         bump: FloatArray = stage2_bump(relevance, bumps[sub.source_index] if n_sources
                                        else np.zeros(n))
         scores = _Scores(relevance + bump, similarity, factors, keys[scored], bump, relevance,
-                         content, content_rank, evidence, voters_all[scored],
-                         source_weight[sub.source_index], sub_doc)
+                         content, content_rank, evidence, voters,
+                         source_weight[sub.source_index], sub_doc, unranked,
+                         np.full(n, weight))
         if len(kept) < n:  # rows scored only for the statistics leave now
             keep = np.searchsorted(scored, kept)
             sub, scores = sub.take(keep), _take_scores(scores, keep)
@@ -488,7 +497,9 @@ class RankingSynthesizer:
                       float(s.key[i]), float(s.bump[i]), tuple(also_from.get(int(i), ())),
                       relevance=float(s.relevance[i]), content=float(s.content[i]),
                       content_rank=int(s.content_rank[i]), evidence=float(s.evidence[i]),
-                      voters=int(s.voters[i]), source_weight=float(s.weight[i]))
+                      voters=int(s.voters[i]), source_weight=float(s.weight[i]),
+                      unranked_vote=float(s.unranked[i]),
+                      content_weight=float(s.content_weight[i]))
             for place, i in enumerate(order.tolist(), start=1)
         ]
 
