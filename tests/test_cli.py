@@ -97,7 +97,8 @@ def test_top_k_and_boost_from_the_environment_change_the_ranking() -> None:
                for r in graph_boosted)
     assert {r["source_id"] for r in boosted["ranking"]} - {"graph"}  # others still there
     for r in boosted["ranking"]:
-        assert r["score"] == pytest.approx(r["content"] + r["evidence"] + r["boost_bump"])
+        assert r["score"] == pytest.approx(r["content"] + r["evidence"] + r["unranked_vote"]
+                                           + r["boost_bump"])
 
 
 def test_cli_flags_override_the_environment() -> None:
