@@ -48,19 +48,26 @@ def hashing_vector(tokens: list[str], dim: int = DIM,
         for h, tf in counts.items():
             sign = -1.0 if (h >> 31) & 1 else 1.0
             vector[h % dim] = vector.get(h % dim, 0.0) + sign * weight_of[h] * (1.0 + math.log(tf))
+    # Sums run in bucket order, as the code's do: two texts whose similarities are equal
+    # must get the same bits here too, or a last-digit difference splits their content
+    # rank tie (a whole rank: 1/61 against 1/62), which the comparison cannot tolerate.
+    vector = dict(sorted(vector.items()))
     norm = math.sqrt(sum(x * x for x in vector.values()))
     return {b: x / norm for b, x in vector.items()} if norm else vector
 
 
 def cosine(row: Sparse | list[float], query: Sparse) -> float:
-    dense = isinstance(row, list)
-    values = row if dense else list(row.values())
-    norm_row = math.sqrt(sum(x * x for x in values))
-    norm_query = math.sqrt(sum(x * x for x in query.values()))
-    if norm_row == 0 or norm_query == 0:
+    """A hashed (sparse) row is already unit length and is used as it is, as the code
+    does: normalising it again would move its last digit and split exact ties."""
+    norm_query = math.sqrt(sum(x * x for _, x in sorted(query.items())))
+    if norm_query == 0:
         return 0.0
-    dot = sum((row[b] if dense else row.get(b, 0.0)) * q for b, q in query.items())
-    return dot / (norm_row * norm_query)
+    if not isinstance(row, list):
+        return sum(row.get(b, 0.0) * (q / norm_query) for b, q in sorted(query.items()))
+    norm_row = math.sqrt(sum(x * x for x in row))
+    if norm_row == 0:
+        return 0.0
+    return sum(row[b] * q for b, q in query.items()) / (norm_row * norm_query)
 
 
 def row_text(row: dict[str, Any]) -> str:

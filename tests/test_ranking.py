@@ -261,8 +261,24 @@ def assert_matches_reference(fast: list[tuple[str, int, float]],
     assert all(a >= b - tol for a, b in itertools.pairwise(scores))
 
 
+#: Found exploring (review of issue 9): two texts of equal similarity to the query (the
+#: same words in another order; words of the same counts) got the same bits in the code
+#: (its sums run in bucket order) but not in the reference (dict order, a unit vector
+#: normalised again), which split their content-rank tie: 2/61 against 2/62.
+SAME_WORDS_BATCH = ([("sql", []), ("graph", []), ("fts", [
+    {"title": "disk full full database replica"},
+    {"title": "disk database replica full full"}])], "disk")
+SAME_COUNTS_BATCH = ([("sql", []), ("graph", []), ("fts", [
+    {"title": "disk disk full database replica"},
+    {"title": "disk disk full database broker"}])], "disk")
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=batches(), kw=knobs)
+@example(batch=SAME_WORDS_BATCH, kw={"top_k": None, "idf": False, "boosts": {},
+                                     "max_candidates": None})
+@example(batch=SAME_COUNTS_BATCH, kw={"top_k": None, "idf": False, "boosts": {},
+                                      "max_candidates": None})
 def test_vectorised_path_matches_the_reference(
         batch: tuple[list[tuple[str, list[dict[str, Any]]]], str], kw: dict[str, Any]) -> None:
     sources, query = batch
