@@ -175,9 +175,11 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
     shared = (sum(1 for n in ranked_docs.values() if n >= 2) / len(ranked_docs)
               if ranked_docs else 0.0)
     content_weight = max(1.0 - shared / 0.1, 0.0)
-    # unranked sources: a document no other ranked source returned gets the vote of its
-    # content rank among that source's reference rows (its best such vote)
+    # unranked sources: a row whose document no other ranked source returned gets the vote
+    # of its content rank among its source's reference rows; copies share the best vote
+    # of the document's copies in the reference (a row outside it keeps its own if better)
     unranked: dict[str, float] = {}
+    own_vote: dict[int, float] = {}
     for c in scored:
         if weight[c["sid"]] >= 1 or c["sim"] <= 0 or content_weight <= 0:
             continue
@@ -190,11 +192,14 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
                 own_sim[r["doc"]] = max(own_sim.get(r["doc"], -math.inf), r["sim"])
         rank = 1 + sum(1 for s in own_sim.values() if s > c["sim"])
         vote = content_weight * (1.0 - weight[c["sid"]]) / (RRF_K + rank)
-        unranked[c["doc"]] = max(unranked.get(c["doc"], 0.0), vote)
+        own_vote[id(c)] = vote
+        if any(c is r for r in reference):
+            unranked[c["doc"]] = max(unranked.get(c["doc"], 0.0), vote)
     for c in kept:
         content_rank = 1 + sum(1 for s in doc_sim.values() if s > c["sim"])
         content = content_weight / (RRF_K + content_rank) if c["sim"] > 0 else 0.0
-        relevance = content + evidence[c["doc"]] + unranked.get(c["doc"], 0.0)
+        vote = max(own_vote.get(id(c), 0.0), unranked.get(c["doc"], 0.0))
+        relevance = content + evidence[c["doc"]] + vote
         c["score"] = relevance + c["bump"] * abs(relevance)
     ordered = sorted(kept, key=lambda c: (-c["score"], c["routing"], c["rank"]))
     seen: set[str] = set()

@@ -164,8 +164,10 @@ def unranked_votes(similarity: FloatArray, doc: IntArray, source_index: IntArray
                    weight: float, k: float = RRF_K) -> FloatArray:
     """Each row's vote from the unranked sources (``weights[j] < 1``) that returned its
     document, when no other ranked source did: ``weight · (1 - w_j) / (k + r)``, ``r``
-    the document's content rank among source ``j``'s ``reference`` rows (its best over
-    several such sources; 0 for a document with no positive similarity).
+    the document's content rank among source ``j``'s ``reference`` rows (0 for a row
+    with no positive similarity). A document's copies share their best vote — the best
+    among its copies in the ``reference`` and the row's own: a copy that only a boost
+    let past the cap must not lift (nor, pushed out, drop) the other copies.
 
     ``voters`` counts, per row, the ranked sources that returned its document."""
     votes = np.zeros(len(similarity), dtype=np.float64)
@@ -182,8 +184,8 @@ def unranked_votes(similarity: FloatArray, doc: IntArray, source_index: IntArray
         vote = weight * (1.0 - weights[j]) / (k + ranks[rows].astype(np.float64))
         votes[rows] = np.maximum(votes[rows], vote)
     best = np.zeros(int(doc.max()) + 1, dtype=np.float64)
-    np.maximum.at(best, doc, votes)  # a document's copies share its vote
-    out: FloatArray = best[doc]
+    np.maximum.at(best, doc[reference], votes[reference])  # copies share the reference's vote
+    out: FloatArray = np.maximum(votes, best[doc])
     return out
 
 
