@@ -82,8 +82,9 @@ def idf_weights(token_sets: list[set[str]], query_tokens: list[str]) -> dict[str
 
 
 def doc_key(row: dict[str, Any]) -> str | None:
-    """Copies share this: the string fields by name, lower-cased, whitespace collapsed."""
-    parts = [f"{k}\x1f{' '.join(v.lower().split())}" for k, v in sorted(row.items())
+    """Copies share this: the string fields by name, names and values lower-cased, each
+    value's whitespace collapsed (and none kept at its ends)."""
+    parts = [f"{k.lower()}\x1f{' '.join(v.lower().split())}" for k, v in sorted(row.items())
              if isinstance(v, str) and k not in ("embedding", "embedding_model") and v.strip()]
     return "\x1e".join(parts) or None
 

@@ -113,6 +113,16 @@ def test_document_numbers_by_text_or_by_key() -> None:
     assert by_key[3] == by_key[4] and len(set(by_key)) == 4
 
 
+
+def test_copies_by_text_ignore_the_whitespace_around_values_and_the_case_of_names() -> None:
+    skip = frozenset({"embedding", "embedding_model"})
+    rows = [{"title": "Disk full", "body": "db"}, {"title": " disk\tfull ", "body": "db\n"},
+            {"Title": "disk full", "BODY": " DB"}, {"title": "disk full", "body": "d b"}]
+    assert fusion.canonical_text(rows[0], skip) == "body\0db\0title\0disk full"
+    assert fusion.canonical_text(rows[1], skip) == "body\0db\0title\0disk full"
+    numbers = fusion.document_numbers(rows, None, skip).tolist()
+    assert numbers[0] == numbers[1] == numbers[2] != numbers[3]
+
 def test_sources_declare_their_order_through_the_broker(tmp_path: Path) -> None:
     seed = write_jsonl(tmp_path / "docs.jsonl", DOCS)
     broker = Broker([
