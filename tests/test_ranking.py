@@ -241,7 +241,9 @@ def fast_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
     ranker = RankingSynthesizer(top_k=kw.get("top_k"), idf=kw.get("idf", False),
                                 source_boosts=kw.get("boosts"),
                                 max_candidates=kw.get("max_candidates"))
-    ranked = ranker.rank([AdapterResult(s, rows) for s, rows in sources], {"query": query})
+    declared = kw.get("declared") or {}
+    ranked = ranker.rank([AdapterResult(s, rows, ranked=declared.get(s)) for s, rows in sources],
+                         {"query": query})
     return [(r.source_id, r.source_rank, r.score) for r in ranked]
 
 
@@ -312,6 +314,40 @@ def test_vectorised_path_matches_the_reference(
     fast = fast_rank(sources, query, **kw)
     ref = reference_rank(sources, query, top_k=kw["top_k"], idf=kw["idf"], boosts=kw["boosts"],
                          max_candidates=kw["max_candidates"])
+    assert_matches_reference(fast, ref)
+
+
+@st.composite
+def overlapping_batches(draw: st.DrawFn) -> tuple[list[tuple[str, list[dict[str, Any]]]], str]:
+    """Sources drawing their rows from one small pool of texts: copies across sources
+    are common, so ranked sources share documents (content weight below 1) and unranked
+    sources hold copies of ranked ones."""
+    pool = draw(st.lists(st.lists(st.sampled_from(WORDS), max_size=5).map(" ".join),
+                         min_size=1, max_size=8))
+    rows = st.lists(st.sampled_from(pool).map(lambda t: {"title": t}), max_size=10)
+    sources = [(sid, draw(rows)) for sid in SOURCE_IDS]
+    query = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4)))
+    return sources, query
+
+
+declared_knobs = st.fixed_dictionaries({
+    "top_k": st.one_of(st.none(), st.integers(1, 15)),
+    "idf": st.booleans(),
+    "boosts": st.dictionaries(st.sampled_from(SOURCE_IDS), st.sampled_from(
+        ["low", "medium", "high"]), max_size=2),
+    "max_candidates": st.one_of(st.none(), st.integers(1, 20)),
+    "declared": st.dictionaries(st.sampled_from(SOURCE_IDS), st.booleans(), max_size=3),
+})
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=overlapping_batches(), kw=declared_knobs)
+def test_reference_on_overlapping_and_declared_sources(
+        batch: tuple[list[tuple[str, list[dict[str, Any]]]], str], kw: dict[str, Any]) -> None:
+    sources, query = batch
+    fast = fast_rank(sources, query, **kw)
+    ref = reference_rank(sources, query, top_k=kw["top_k"], idf=kw["idf"], boosts=kw["boosts"],
+                         max_candidates=kw["max_candidates"], declared=kw["declared"])
     assert_matches_reference(fast, ref)
 
 
@@ -386,6 +422,20 @@ CAPPED_IDF_BATCH = ([
                                       "boosts": {"graph": "medium"}}, target="sql")
 def test_raising_a_level_never_lowers_that_source(batch: tuple[list[Any], str],
                                                   kw: dict[str, Any], target: str) -> None:
+    assert_raising_a_level_never_lowers(batch, kw, target)
+
+
+@settings(max_examples=100, deadline=None)
+@given(batch=overlapping_batches(), kw=declared_knobs, target=st.sampled_from(SOURCE_IDS))
+def test_raising_a_level_never_lowers_that_source_among_copies(
+        batch: tuple[list[Any], str], kw: dict[str, Any], target: str) -> None:
+    """The same with copies across sources and declared orders: shared votes, the
+    content weight and the unranked votes must not depend on what a boost lets in."""
+    assert_raising_a_level_never_lowers(batch, kw, target)
+
+
+def assert_raising_a_level_never_lowers(batch: tuple[list[Any], str], kw: dict[str, Any],
+                                        target: str) -> None:
     sources, query = batch
     runs = []
     for level in [None, "low", "medium", "high"]:
@@ -393,7 +443,8 @@ def test_raising_a_level_never_lowers_that_source(batch: tuple[list[Any], str],
         if level:
             boosts[target] = level
         runs.append(fast_rank(sources, query, top_k=kw["top_k"], idf=kw["idf"], boosts=boosts,
-                              max_candidates=kw["max_candidates"]))
+                              max_candidates=kw["max_candidates"],
+                              declared=kw.get("declared")))
     for before, after in itertools.pairwise(runs):
         pos_b = {(s, r): i for i, (s, r, _) in enumerate(before)}
         pos_a = {(s, r): i for i, (s, r, _) in enumerate(after)}
