@@ -120,6 +120,34 @@ def test_worked_example_of_disjoint_shards_and_an_unranked_table() -> None:
     assert all(r.content_weight == 1.0 for r in ranked)
 
 
+
+def test_worked_example_of_a_partial_content_weight() -> None:
+    # fts (ranked) returns a0..a9, vector (ranked) a0, b1..b10: of the 20 documents the
+    # ranked sources returned, one (a0) came from both: a 5% share, half of the 10% at
+    # which content stops counting, so content weight 1 - 0.05 / 0.1 = 0.5. It halves
+    # both content votes of the table's rows: t0 (cosine 1) is content rank 1 and rank 1
+    # within the table, 0.5/61 twice; t1 (cosine 0.5) rank 2 both ways. The ranked rows
+    # share nothing with the query: their sources' votes only.
+    def row(name: str, cos: float) -> dict[str, Any]:
+        return {"id": name, "embedding": [cos, math.sqrt(1 - cos * cos)]}
+    results = [
+        AdapterResult("fts", [row(f"a{i}", 0.0) for i in range(10)], ranked=True),
+        AdapterResult("vector", [row("a0", 0.0)] + [row(f"b{i}", 0.0) for i in range(1, 11)],
+                      ranked=True),
+        AdapterResult("table", [row("t1", 0.5), row("t0", 1.0)], ranked=False),
+    ]
+    ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": [1.0, 0]})
+    got = {r.row["id"]: r for r in ranked}
+    assert all(r.content_weight == pytest.approx(0.5) for r in ranked)
+    t0, t1 = got["t0"], got["t1"]
+    assert t0.content == pytest.approx(0.5 / (K + 1)) == t0.unranked_vote
+    assert t1.content == pytest.approx(0.5 / (K + 2)) == t1.unranked_vote
+    assert t0.score == pytest.approx(1 / (K + 1)) and t1.score == pytest.approx(1 / (K + 2))
+    assert got["a0"].score == pytest.approx(2 / (K + 1)) and got["a0"].voters == 2
+    assert got["a0"].also_from == (("vector", 1),)
+    # a0 (two votes) first, then t0; then a tie at 1/62 broken by the sources' order
+    assert [r.row["id"] for r in ranked][:5] == ["a0", "t0", "a1", "b1", "t1"]
+
 def test_an_unranked_source_is_detected_and_gets_no_vote() -> None:
     # The table lists rows in id order: its order disagrees with content (rho = -1),
     # so its weight is 0. The index lists them best first (rho = 1): full weight,
