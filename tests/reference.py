@@ -105,10 +105,12 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
                    top_k: int | None = None, idf: bool = False,
                    boosts: dict[str, str] | None = None, max_candidates: int | None = None,
                    dim: int = DIM, declared: dict[str, bool] | None = None,
+                   similarities: dict[tuple[str, int], float] | None = None,
                    ) -> list[tuple[str, int, float]]:
     """(source_id, source_rank, score) best first, with the hashing embedder of ``dim``.
 
-    Copies (same :func:`doc_key`) collapse into the best-scored one."""
+    Copies (same :func:`doc_key`) collapse into the best-scored one. ``similarities``,
+    when given, receives every scored row's similarity by (source_id, source_rank)."""
     boosts = boosts or {}
     declared = declared or {}
     union = []
@@ -143,6 +145,8 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         else:
             vector = [float(x) for x in vector]
         c["sim"] = cosine(vector, query_vector)
+        if similarities is not None:
+            similarities[(c["sid"], c["rank"])] = c["sim"]
 
     # which sources are ranked: declared, else Spearman(order, similarity) on the reference
     weight = {}
