@@ -185,6 +185,7 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
     # of the document's copies in the reference (a row outside it keeps its own if better)
     unranked: dict[str, float] = {}
     own_vote: dict[int, float] = {}
+    in_reference = {id(r) for r in reference}
     for c in scored:
         if weight[c["sid"]] >= 1 or c["sim"] <= 0 or content_weight <= 0:
             continue
@@ -198,7 +199,7 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         rank = 1 + sum(1 for s in own_sim.values() if s > c["sim"])
         vote = content_weight * (1.0 - weight[c["sid"]]) / (RRF_K + rank)
         own_vote[id(c)] = vote
-        if any(c is r for r in reference):
+        if id(c) in in_reference:
             unranked[c["doc"]] = max(unranked.get(c["doc"], 0.0), vote)
     for c in kept:
         content_rank = 1 + sum(1 for s in doc_sim.values() if s > c["sim"])
