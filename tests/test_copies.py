@@ -18,15 +18,15 @@ from nautilus.text import TokenBatch
 
 def texts_of(rows: list[dict[str, Any]], limit: int) -> list[str]:
     """The rows' texts as the ranker builds them, cut at ``limit``."""
-    return [t[:limit] for t in RankingSynthesizer()._texts(rows, warn=False)]
+    return [t[:limit] for t in RankingSynthesizer()._texts(rows)]
 
 
 def assert_same_numbers(rows: list[Any], limit: int = MAX_TEXT_CHARS) -> None:
     expected = fusion.document_numbers(rows, None, _NOT_TEXT).tolist()
     texts = texts_of(rows, limit)
-    by_words = copies.document_numbers(rows, texts, limit, _NOT_TEXT)
-    by_tokens = copies.document_numbers(rows, texts, limit, _NOT_TEXT,
-                                        TokenBatch.from_texts(texts))
+    by_words = copies.document_numbers(rows, _NOT_TEXT)
+    by_tokens = copies.document_numbers(rows, _NOT_TEXT, texts, TokenBatch.from_texts(texts),
+                                        limit)
     assert by_words.tolist() == expected
     assert by_tokens.tolist() == expected
 
@@ -119,9 +119,10 @@ def test_fingerprint_collisions_fall_back_to_the_canonical_text() -> None:
     are not copies; copies among them still collapse."""
     rows = [{"a": "x y", "b": "z"}, {"a": "z", "b": "x y"}, {"a": "y x", "b": "z"},
             {"b": "Z", "a": "x  Y"}]
-    numbers = copies.document_numbers(rows, texts_of(rows, MAX_TEXT_CHARS), MAX_TEXT_CHARS,
-                                      _NOT_TEXT)
-    assert numbers.tolist() == [0, 1, 2, 0]
+    texts = texts_of(rows, MAX_TEXT_CHARS)
+    for batch in (None, TokenBatch.from_texts(texts)):
+        numbers = copies.document_numbers(rows, _NOT_TEXT, texts, batch, MAX_TEXT_CHARS)
+        assert numbers.tolist() == [0, 1, 2, 0]
 
 
 @pytest.mark.parametrize("idf", [True, False])

@@ -4,33 +4,31 @@ The default de-duplication (no ``dedup_key``) calls two rows copies when their
 canonical texts are equal (:func:`nautilus.synthesis.fusion.canonical_text`:
 the non-blank string fields by name, lower-cased, whitespace collapsed).
 Building that text costs ~8 µs a row, a third of ``rank()`` at 10k rows. Here
-each row first gets a *fingerprint* that copies always share, computed with
-numpy from words the ranker has already cut: a 64-bit hash of the multiset of
-the tokens (or, without a token batch, of the whitespace-separated words) of
-the row's string values. Only rows whose fingerprint is not unique build their
-canonical text, and the numbers come out exactly as
-:func:`~nautilus.synthesis.fusion.document_numbers` gives them.
+each row first gets a *fingerprint* that copies always share: a 64-bit hash of
+the multiset of the tokens of its text (from the token batch the ranker built
+anyway) or, without a batch, of the words of its string fields (a field at a
+time over the whole batch, with numpy). Only rows whose fingerprint is shared,
+or that have no words, build their canonical text; the numbers come out exactly
+as :func:`~nautilus.synthesis.fusion.document_numbers` gives them (tests pin it).
 
 Why copies share a fingerprint: split a canonical text at its NULs and the
 pieces alternate field name and value (no name or value holds a NUL: checked),
 each value lower-cased with its whitespace runs collapsed. Equal canonical texts
-therefore have, value for value, the same words after ``lower().split()`` —
-which are the words of the row's text (its string values joined by spaces;
-``lower`` cannot look across a space or a NUL). For tokens: on ASCII the
-tokenizer's words are the runs of letters and digits of the lower-cased text,
-which whitespace cannot change either. Rows where the row's text is not that
-(cut at the length limit, a string ``embedding``, non-ASCII text under tokens,
-a ``\\x02`` under words) take their fingerprint from their canonical text
-instead; a batch with anything stranger (non-dict rows, keys that are not
-plain strings or hold a NUL, string subclasses, a NUL in a value) is numbered
-by ``fusion.document_numbers`` itself.
+therefore have, value for value, the same words after ``lower().split()``
+(``lower`` cannot look across a space or a NUL). On ASCII the tokenizer's words
+are the runs of letters and digits of the lower-cased text, which whitespace
+cannot change either. Rows whose text is not that (cut at the length limit, a
+string ``embedding``, non-ASCII text under tokens) take their fingerprint from
+their canonical text instead; a batch with anything stranger (non-dict rows,
+keys that are not plain strings or hold a NUL, string subclasses, a NUL in a
+value) is numbered by ``fusion.document_numbers`` itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import chain, repeat
-from operator import contains
+from operator import contains, methodcaller
 from typing import Any
 
 import numpy as np
@@ -46,40 +44,51 @@ U64 = npt.NDArray[np.uint64]
 MODEL_KEY = "embedding_model"
 _SEPARATOR = "\x02"
 _COUNT_MIX = np.uint64(0x9E3779B97F4A7C15)
+_SEPARATOR_HASH = np.int64(hash(_SEPARATOR)).view(np.uint64)
 
 
-def document_numbers(rows: list[dict[str, Any]], texts: list[str], text_limit: int,
-                     skip: frozenset[str], batch: TokenBatch | None = None) -> IntArray:
+def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
+                     texts: list[str] | None = None, batch: TokenBatch | None = None,
+                     text_limit: int = 0) -> IntArray:
     """``fusion.document_numbers(rows, None, skip)``, fast.
 
-    ``texts[i]`` is row ``i``'s text as the ranker builds it: its string values
-    joined by spaces (without the ``skip`` fields when the row has ``embedding_model``),
-    cut at ``text_limit`` characters. ``batch``, when given, holds the tokens of
-    exactly these texts."""
+    With ``texts`` and ``batch`` the fingerprints come from the batch's tokens:
+    ``texts[i]`` is row ``i``'s text as the ranker builds it (its string values joined
+    by spaces, without the ``skip`` fields when the row has ``embedding_model``, cut at
+    ``text_limit`` characters) and ``batch`` holds the tokens of exactly these texts.
+    Without them, from the words of the rows' string fields, one field at a time."""
     n = len(rows)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    keys = _plain_batch_keys(rows, texts)
+    keys = _plain_batch_keys(rows)
     if keys is None:
         return fusion.document_numbers(rows, None, skip)
-    if batch is not None and batch.n_texts == n and _non_decreasing(batch.rows):
+    if (texts is not None and batch is not None and batch.n_texts == n == len(texts)
+            and _non_decreasing(batch.rows)):
+        if any(map(contains, texts, repeat("\0"))):
+            return fusion.document_numbers(rows, None, skip)
         hashes = np.fromiter(map(hash, batch.vocab), dtype=np.int64,
                              count=len(batch.vocab)).view(np.uint64)
-        occurrence_rows, occurrence_hashes = batch.rows, hashes[batch.terms]
+        fingerprint, count = _bag_fingerprints(batch.rows, hashes[batch.terms], n)
         odd = ~np.fromiter(map(str.isascii, texts), dtype=bool, count=n)
+        odd |= np.fromiter(map(len, texts), dtype=np.int64, count=n) >= text_limit
+        for key in skip & keys:  # a string under a skipped field is in the text, not the canon
+            values = list(map(methodcaller("get", key), rows))
+            if str in set(map(type, values)):
+                odd |= np.fromiter((type(value) is str and MODEL_KEY not in row
+                                    for row, value in zip(rows, values, strict=True)),
+                                   dtype=bool, count=n)
         split_value: Callable[[str], list[str]] = tokenize
     else:
-        occurrence_rows, occurrence_hashes, has_separator = _words(texts)
-        odd = has_separator
+        by_fields = _field_word_fingerprints(rows, sorted(keys - skip))
+        if by_fields is None:
+            return fusion.document_numbers(rows, None, skip)
+        fingerprint, count = by_fields
+        odd = np.zeros(n, dtype=bool)
         split_value = str.split
-    odd |= np.fromiter(map(len, texts), dtype=np.int64, count=n) >= text_limit
-    for key in skip & keys:  # a string under a skipped field is in the text, not the canon
-        odd |= np.fromiter((type(row.get(key)) is str and MODEL_KEY not in row for row in rows),
-                           dtype=bool, count=n)
-    fingerprint, count = _bag_fingerprints(occurrence_rows, occurrence_hashes, n)
     canonical: dict[int, str] = {}
     odd_at = np.flatnonzero(odd).tolist()
-    if odd_at:
+    if odd_at:  # these rows' fingerprints come from their canonical text itself
         odd_rows, odd_hashes = [], []
         for j, i in enumerate(odd_at):
             canonical[i] = text = fusion.canonical_text(rows[i], skip)
@@ -92,10 +101,10 @@ def document_numbers(rows: list[dict[str, Any]], texts: list[str], text_limit: i
     return _numbers(rows, skip, fingerprint, count, canonical)
 
 
-def _plain_batch_keys(rows: list[dict[str, Any]], texts: list[str]) -> set[str] | None:
+def _plain_batch_keys(rows: list[dict[str, Any]]) -> set[str] | None:
     """The batch's field names, or None when the fingerprint's argument does not hold for
     the batch: a row that is not a plain dict, a key that is not a plain string or holds
-    a NUL, a string value of a str subclass, a NUL inside a value."""
+    a NUL, a string value of a str subclass."""
     if set(map(type, rows)) != {dict}:
         return None
     keys = set(chain.from_iterable(rows))
@@ -104,8 +113,6 @@ def _plain_batch_keys(rows: list[dict[str, Any]], texts: list[str]) -> set[str] 
     value_types = set(map(type, chain.from_iterable(map(dict.values, rows))))
     if any(t is not str and issubclass(t, str) for t in value_types):
         return None
-    if any(map(contains, texts, repeat("\0"))):
-        return None
     return keys
 
 
@@ -113,18 +120,36 @@ def _non_decreasing(values: IntArray) -> bool:
     return bool((values[1:] >= values[:-1]).all())
 
 
-def _words(texts: list[str]) -> tuple[IntArray, U64, npt.NDArray[np.bool_]]:
-    """The whitespace-separated words of the lower-cased texts: (row of each word, its hash),
-    and which texts hold the separator character (their words are not counted)."""
-    has_separator = np.fromiter(map(contains, texts, repeat(_SEPARATOR)), dtype=bool,
-                                count=len(texts))
-    if has_separator.any():
-        texts = ["" if odd else t for t, odd in zip(texts, has_separator.tolist(), strict=True)]
-    joined = f" {_SEPARATOR} ".join(texts)
-    hashes = np.fromiter(map(hash, joined.lower().split()), dtype=np.int64).view(np.uint64)
-    is_separator = hashes == np.int64(hash(_SEPARATOR)).view(np.uint64)
-    keep = ~is_separator
-    return np.cumsum(is_separator)[keep], hashes[keep], has_separator
+def _field_word_fingerprints(rows: list[dict[str, Any]], keys: list[str],
+                             ) -> tuple[U64, IntArray] | None:
+    """Fingerprints of the words (``lower().split()``) of each row's string ``keys``, a
+    field at a time over all rows (no per-row text), and the word counts. A value that
+    holds the separator character counts no words (so does its copy's: ``lower`` and
+    ``split`` keep that character). None when a value holds a NUL."""
+    n = len(rows)
+    fingerprint = np.zeros(n, dtype=np.uint64)
+    count = np.zeros(n, dtype=np.int64)
+    for key in keys:
+        values = list(map(methodcaller("get", key), rows))
+        if set(map(type, values)) != {str}:
+            values = [value if type(value) is str else "" for value in values]
+        joined = f" {_SEPARATOR} ".join(values)
+        if "\0" in joined:
+            return None
+        if joined.count(_SEPARATOR) != n - 1:  # a value holding it counts no words
+            values = ["" if _SEPARATOR in value else value for value in values]
+            joined = f" {_SEPARATOR} ".join(values)
+        hashes = np.fromiter(map(hash, joined.lower().split()), dtype=np.int64).view(np.uint64)
+        is_separator = hashes == _SEPARATOR_HASH
+        if int(is_separator.sum()) != n - 1:  # a word whose hash is the separator's
+            return None
+        keep = ~is_separator
+        field_fingerprint, field_count = _bag_fingerprints(np.cumsum(is_separator)[keep],
+                                                           hashes[keep], n)
+        with np.errstate(over="ignore"):
+            fingerprint += field_fingerprint
+        count += field_count
+    return fingerprint, count
 
 
 def _bag_fingerprints(rows: IntArray, hashes: U64, n: int) -> tuple[U64, IntArray]:

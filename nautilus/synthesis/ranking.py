@@ -261,7 +261,7 @@ class RankingSynthesizer:
                 factors = idf_factors(batch, weights, self.idf_floor)
         similarity, texts, batch = self._similarities(sub, query_vector, query_in_embedder_space,
                                                       texts, batch)
-        doc = self._documents(cands, texts_all, texts if n == len(cands.rows) else None, batch)
+        doc = self._documents(cands, texts if n == len(cands.rows) else None, batch)
         content_similarity = similarity * factors
 
         # Fusion: which sources are ranked (declared, else detected on the reference rows),
@@ -446,20 +446,16 @@ class RankingSynthesizer:
                                            where=finite)
         return similarity
 
-    def _documents(self, cands: _Candidates, texts_all: list[str] | None,
-                   texts: list[str] | None, batch: TokenBatch | None) -> IntArray:
+    def _documents(self, cands: _Candidates, texts: list[str] | None,
+                   batch: TokenBatch | None) -> IntArray:
         """The document number of every candidate (copies share one): by ``dedup_key``,
         else by canonical text, found from the row texts and tokens already built
         (``texts``/``batch``: of every candidate, in order, when the pass built them)."""
         if self.dedup_key is not None:
             return fusion.document_numbers(cands.rows, self.dedup_key, _NOT_TEXT)
-        if texts is None:
-            texts, batch = texts_all, None
-        if texts is None:
-            texts = self._texts(cands.rows, warn=False)
-        return copies.document_numbers(cands.rows, texts, MAX_TEXT_CHARS, _NOT_TEXT, batch)
+        return copies.document_numbers(cands.rows, _NOT_TEXT, texts, batch, MAX_TEXT_CHARS)
 
-    def _texts(self, rows: list[dict[str, Any]], warn: bool = True) -> list[str]:
+    def _texts(self, rows: list[dict[str, Any]]) -> list[str]:
         # A row's text is its string values; "embedding" is never a string, so only
         # rows naming their vector's model need the slower, key-aware join.
         texts = [" ".join(filter(_IS_STR, row.values())) if "embedding_model" not in row
@@ -467,9 +463,8 @@ class RankingSynthesizer:
                  for row in rows]
         long_rows = [i for i, t in enumerate(texts) if len(t) > MAX_TEXT_CHARS]
         if long_rows:
-            if warn:
-                logger.warning("rank_row_text_truncated", count=len(long_rows),
-                               limit_chars=MAX_TEXT_CHARS, action="scored on the first part")
+            logger.warning("rank_row_text_truncated", count=len(long_rows),
+                           limit_chars=MAX_TEXT_CHARS, action="scored on the first part")
             for i in long_rows:
                 texts[i] = texts[i][:MAX_TEXT_CHARS]
         return texts
