@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from nautilus.arrays import unique_inverse
 from nautilus.text import TokenBatch
 
 
@@ -171,7 +172,7 @@ class HashingEmbedder:
         signs = np.where((hashes >> np.uint64(31)) & np.uint64(1), -1.0, 1.0)
         columns = (hashes % np.uint64(self.dim)).astype(np.int64)
         # Sum features that share a (row, bucket), then L2-normalise each row.
-        keys, inverse = np.unique(all_rows * self.dim + columns, return_inverse=True)
+        keys, inverse = unique_inverse(all_rows * self.dim + columns)
         values = np.bincount(inverse, weights=weights * signs, minlength=len(keys))
         out_rows = keys // self.dim
         norms = np.sqrt(np.bincount(out_rows, weights=values * values, minlength=batch.n_texts))

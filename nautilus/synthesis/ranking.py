@@ -231,20 +231,21 @@ class RankingSynthesizer:
         # Stage 1: the cap keeps rows by the boosted key; the statistics come from the rows
         # it keeps without boosts (the reference), which no boost can change.
         everyone = np.arange(len(cands.rows))
-        kept, reference = everyone, everyone
+        kept = reference = scored = where_ref = everyone
+        sub = cands
         if self.max_candidates is not None and len(cands.rows) > self.max_candidates:
             kept = self._cap(cands, keys)
             reference = self._cap(cands, stage1_key(ranks))
-        scored = np.union1d(kept, reference)  # sorted positions into the whole union
-        sub = cands.take(scored)
+            scored = np.union1d(kept, reference)  # sorted positions into the whole union
+            sub = cands.take(scored)
+            where_ref = np.searchsorted(scored, reference)
         n = len(scored)
-        where_ref = np.searchsorted(scored, reference)
 
         factors = np.ones(n, dtype=np.float64)
         texts: list[str] | None = None
         batch: TokenBatch | None = None
         if self.idf and texts_all is not None:
-            texts = [texts_all[i] for i in scored.tolist()]
+            texts = texts_all if sub is cands else [texts_all[i] for i in scored.tolist()]
             batch = TokenBatch.from_texts(texts)
             ref_batch = batch if len(reference) == n else TokenBatch.from_texts(
                 [texts_all[i] for i in reference.tolist()])

@@ -1,0 +1,33 @@
+"""Array helpers the ranking's hot path needs faster than numpy's general versions."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+
+
+def unique_inverse(keys: IntArray) -> tuple[IntArray, IntArray]:
+    """``np.unique(keys, return_inverse=True)`` for non-negative int64 keys, by one
+    ``np.sort`` instead of an ``argsort``.
+
+    numpy sorts an int64 array with SIMD code several times faster than it argsorts
+    it (300k keys here: 2 ms against 28 ms). Each key is packed with its position into
+    one int64 (the key in the high bits, the position in the low ones), so the sorted
+    packed values carry the permutation. Keys too large to share 63 bits with the
+    positions (or negative) take ``np.unique`` itself."""
+    n = len(keys)
+    shift = max(n - 1, 1).bit_length()
+    if n == 0 or int(keys.min()) < 0 or int(keys.max()) >= 1 << (63 - shift):
+        found, at = np.unique(keys, return_inverse=True)
+        return found.astype(np.int64, copy=False), at.reshape(-1).astype(np.int64)
+    packed = np.sort((keys << shift) | np.arange(n, dtype=np.int64))
+    ordered = packed >> shift
+    starts = np.empty(n, dtype=bool)
+    starts[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[packed & ((1 << shift) - 1)] = np.cumsum(starts) - 1
+    unique: IntArray = ordered[starts]
+    return unique, inverse
