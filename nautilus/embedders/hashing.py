@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -95,6 +96,10 @@ def _term_hash(term: str) -> int:
     return zlib.crc32(term.encode("utf-8"))
 
 
+def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 class HashingEmbedder:
     """Feature hashing of word unigrams and bigrams, log term frequency, L2-normalised.
 
@@ -164,11 +169,11 @@ class HashingEmbedder:
             if term_weights is not None:
                 feature_scales.append(
                     np.sqrt(term_weights[first] * term_weights[second])[first_seen])
-        all_rows = np.concatenate(feature_rows)
-        hashes = np.concatenate(feature_hashes)
-        weights = 1.0 + np.log(np.concatenate(feature_counts).astype(np.float64))
+        all_rows = _joined(feature_rows)
+        hashes = _joined(feature_hashes)
+        weights = 1.0 + np.log(_joined(feature_counts).astype(np.float64))
         if feature_scales:
-            weights *= np.concatenate(feature_scales)
+            weights *= _joined(feature_scales)
         signs = np.where((hashes >> np.uint64(31)) & np.uint64(1), -1.0, 1.0)
         columns = (hashes % np.uint64(self.dim)).astype(np.int64)
         # Sum features that share a (row, bucket), then L2-normalise each row.
@@ -176,7 +181,9 @@ class HashingEmbedder:
         values = np.bincount(inverse, weights=weights * signs, minlength=len(keys))
         out_rows = keys // self.dim
         norms = np.sqrt(np.bincount(out_rows, weights=values * values, minlength=batch.n_texts))
-        cancelled = (norms <= _CANCELLED) & (np.bincount(out_rows, minlength=batch.n_texts) > 0)
+        cancelled = norms <= _CANCELLED  # a text without features, or whose features cancel
+        if cancelled.any():
+            cancelled &= np.bincount(out_rows, minlength=batch.n_texts) > 0
         if cancelled.any():
             # Every feature of a text met one of opposite sign in its bucket ("standby ms"):
             # rather than a zero vector (a query that switches ranking off), such a text

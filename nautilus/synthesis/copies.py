@@ -69,7 +69,7 @@ def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
             return fusion.document_numbers(rows, None, skip)
         hashes = np.fromiter(map(hash, batch.vocab), dtype=np.int64,
                              count=len(batch.vocab)).view(np.uint64)
-        fingerprint, count = _bag_fingerprints(batch.rows, hashes[batch.terms], n)
+        fingerprint, count = _bag_fingerprints(batch.rows, _mix(hashes)[batch.terms], n)
         odd = ~np.fromiter(map(str.isascii, texts), dtype=bool, count=n)
         odd |= np.fromiter(map(len, texts), dtype=np.int64, count=n) >= text_limit
         for key in skip & keys:  # a string under a skipped field is in the text, not the canon
@@ -96,7 +96,8 @@ def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
             odd_rows.append(np.full(len(units), j, dtype=np.int64))
             odd_hashes.append(np.fromiter(map(hash, units), dtype=np.int64, count=len(units)))
         odd_fingerprint, odd_count = _bag_fingerprints(
-            np.concatenate(odd_rows), np.concatenate(odd_hashes).view(np.uint64), len(odd_at))
+            np.concatenate(odd_rows), _mix(np.concatenate(odd_hashes).view(np.uint64)),
+            len(odd_at))
         fingerprint[odd_at], count[odd_at] = odd_fingerprint, odd_count
     return _numbers(rows, skip, fingerprint, count, canonical)
 
@@ -145,7 +146,7 @@ def _field_word_fingerprints(rows: list[dict[str, Any]], keys: list[str],
             return None
         keep = ~is_separator
         field_fingerprint, field_count = _bag_fingerprints(np.cumsum(is_separator)[keep],
-                                                           hashes[keep], n)
+                                                           _mix(hashes[keep]), n)
         with np.errstate(over="ignore"):
             fingerprint += field_fingerprint
         count += field_count
@@ -153,12 +154,11 @@ def _field_word_fingerprints(rows: list[dict[str, Any]], keys: list[str],
 
 
 def _bag_fingerprints(rows: IntArray, hashes: U64, n: int) -> tuple[U64, IntArray]:
-    """Per row (``rows`` non-decreasing): a hash of the multiset of its items' ``hashes``
-    (a sum of mixed hashes, mod 2**64: the order of the items does not matter), and
-    how many items it has."""
+    """Per row (``rows`` non-decreasing): a hash of the multiset of its items' (mixed)
+    ``hashes`` (their sum mod 2**64: the order of the items does not matter), and how
+    many items it has."""
     count = np.bincount(rows, minlength=n).astype(np.int64)
-    summed = np.concatenate((np.zeros(1, dtype=np.uint64), np.cumsum(_mix(hashes),
-                                                                   dtype=np.uint64)))
+    summed = np.concatenate((np.zeros(1, dtype=np.uint64), np.cumsum(hashes, dtype=np.uint64)))
     ends = np.cumsum(count)
     fingerprint: U64 = summed[ends] - summed[ends - count] + count.astype(np.uint64) * _COUNT_MIX
     return fingerprint, count
