@@ -19,9 +19,8 @@ import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain, count, repeat
+from itertools import chain
 from operator import itemgetter
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -194,13 +193,11 @@ class TokenBatch:
             words = joined.lower().encode("utf-8", "replace").translate(_ASCII_SPLIT).split()
             # New words get the next ids in order of first appearance; then one C-level
             # itemgetter call looks every occurrence up (3× a map over the words).
-            if start == 0:  # all C: dict.fromkeys keeps the order of first appearance
-                raw_ids = dict(zip(dict.fromkeys(chain(raw_ids, words)), count()))
-            else:  # only the chunk's distinct words, not every word seen so far
-                for word in dict.fromkeys(words):
-                    if word not in raw_ids:
-                        raw_ids[word] = len(raw_ids)
-            ids = _look_up(raw_ids, words)
+            for word in dict.fromkeys(words):
+                if word not in raw_ids:
+                    raw_ids[word] = len(raw_ids)
+            ids = (np.fromiter(itemgetter(*words)(raw_ids), dtype=np.int64, count=len(words))
+                   if len(words) > 1 else np.array([raw_ids[w] for w in words], dtype=np.int64))
             is_separator = ids == separator
             keep = ~is_separator
             row_parts.append((start + np.cumsum(is_separator))[keep])
@@ -208,21 +205,16 @@ class TokenBatch:
         rows = np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int64)
         word_ids = np.concatenate(id_parts) if id_parts else np.zeros(0, dtype=np.int64)
 
+        vocab_ids: defaultdict[str, int] = defaultdict()
+        vocab_ids.default_factory = vocab_ids.__len__
         word_tokens = list(map(_word_tokens, raw_ids))
         counts = np.fromiter(map(len, word_tokens), dtype=np.int64, count=len(word_tokens))
         if counts.max(initial=0) <= 1:  # the usual case: a word is one token or a stop word
-            # Each word's token ("" for none); tokens are numbered in order of first
-            # appearance, "" is -1. All C-level calls, no loop per word.
-            tokens = list(map(next, map(iter, word_tokens), repeat("")))
-            order = dict.fromkeys(tokens)
-            order.pop("", None)
-            vocab = dict(zip(order, count()))
-            mapping = _look_up({**vocab, "": -1}, tokens)
+            mapping = np.array([vocab_ids[w[0]] if w else -1 for w in word_tokens],
+                               dtype=np.int64)
             terms = mapping[word_ids]
             kept = terms >= 0
-            return cls(len(texts), rows[kept], terms[kept], vocab)
-        vocab_ids: defaultdict[str, int] = defaultdict()
-        vocab_ids.default_factory = vocab_ids.__len__
+            return cls(len(texts), rows[kept], terms[kept], dict(vocab_ids))
         parts = [[vocab_ids[t] for t in w] for w in word_tokens]
         vocab = dict(vocab_ids)
         starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
@@ -255,13 +247,6 @@ class TokenBatch:
         """Adjacent term pairs within each text: (text, first term, second term)."""
         same_text = self.rows[1:] == self.rows[:-1]
         return self.rows[1:][same_text], self.terms[:-1][same_text], self.terms[1:][same_text]
-
-
-def _look_up(ids: dict[Any, int], keys: list[Any]) -> npt.NDArray[np.int64]:
-    """``[ids[k] for k in keys]`` as an array, in one C-level ``itemgetter`` call."""
-    if len(keys) > 1:
-        return np.fromiter(itemgetter(*keys)(ids), dtype=np.int64, count=len(keys))
-    return np.array([ids[k] for k in keys], dtype=np.int64)
 
 
 def query_token_weights(batch: TokenBatch, query_tokens: list[str]) -> dict[str, float]:
