@@ -1,11 +1,17 @@
-"""Array helpers the ranking's hot path needs faster than numpy's general versions."""
+"""Helpers the ranking's hot path needs faster than numpy's or functools' general versions."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from operator import itemgetter
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 IntArray = npt.NDArray[np.int64]
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def unique_inverse(keys: IntArray) -> tuple[IntArray, IntArray]:
@@ -31,3 +37,28 @@ def unique_inverse(keys: IntArray) -> tuple[IntArray, IntArray]:
     inverse[packed & ((1 << shift) - 1)] = np.cumsum(starts) - 1
     unique: IntArray = ordered[starts]
     return unique, inverse
+
+
+def cached_values(cache: dict[K, V], compute: Callable[[K], V], keys: list[K],
+                  limit: int = 1 << 18) -> list[V]:
+    """``[compute(k) for k in keys]`` through ``cache``: when every key is known (a
+    server sees the same words again and again), one C-level ``itemgetter`` call
+    (~30 ns a key, against ~120 ns for an ``lru_cache`` hit). The cache is emptied
+    when it would grow past ``limit`` entries; another thread emptying it meanwhile
+    only costs recomputing."""
+    if len(keys) < 2:
+        return [cache[k] if k in cache else compute(k) for k in keys]
+    get = itemgetter(*keys)
+    try:
+        return list(get(cache))
+    except KeyError:
+        pass
+    missing = [k for k in dict.fromkeys(keys) if k not in cache]
+    if len(cache) + len(missing) > limit:
+        cache.clear()
+        missing = list(dict.fromkeys(keys))
+    cache.update(zip(missing, map(compute, missing), strict=True))
+    try:
+        return list(get(cache))
+    except KeyError:  # emptied by another thread since the update
+        return [compute(k) for k in keys]

@@ -25,6 +25,8 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer
 
+from nautilus.arrays import cached_values
+
 _TOKEN = re.compile(r"[^\W_]+")
 #: bytes.translate table: ASCII bytes other than letters and digits become spaces
 #: (the separator \x02 between joined texts is kept).
@@ -139,13 +141,15 @@ def plain_tokens(text: str) -> list[str]:
     return [fold_plural(t) for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
 
 
-@lru_cache(maxsize=1 << 18)
 def _word_tokens(word: bytes) -> tuple[str, ...]:
     """The tokens of one raw word of the batch tokenizer (usually one, or none)."""
     if word.isalnum():  # plain ASCII letters and digits
         token = normalize(word.decode())
         return (token,) if token else ()
     return tuple(tokenize(word.decode("utf-8", "replace")))
+
+
+_WORD_TOKENS: dict[bytes, tuple[str, ...]] = {}
 
 
 def keyword_stems(text: str) -> list[str]:
@@ -209,7 +213,7 @@ class TokenBatch:
 
         vocab_ids: defaultdict[str, int] = defaultdict()
         vocab_ids.default_factory = vocab_ids.__len__
-        word_tokens = list(map(_word_tokens, raw_ids))
+        word_tokens = cached_values(_WORD_TOKENS, _word_tokens, list(raw_ids))
         counts = np.fromiter(map(len, word_tokens), dtype=np.int64, count=len(word_tokens))
         if counts.max(initial=0) <= 1:  # the usual case: a word is one token or a stop word
             mapping = np.array([vocab_ids[w[0]] if w else -1 for w in word_tokens],

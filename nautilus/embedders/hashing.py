@@ -12,13 +12,12 @@ import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.arrays import unique_inverse
+from nautilus.arrays import cached_values, unique_inverse
 from nautilus.text import TokenBatch
 
 
@@ -90,10 +89,12 @@ DEFAULT_DIM = 1 << 16
 _CANCELLED = 1e-9
 
 
-@lru_cache(maxsize=1 << 18)
 def _term_hash(term: str) -> int:
     """A stable 32-bit hash (Python's ``hash`` is salted per process)."""
     return zlib.crc32(term.encode("utf-8"))
+
+
+_TERM_HASHES: dict[str, int] = {}
 
 
 def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
@@ -147,8 +148,8 @@ class HashingEmbedder:
         """Sparse unit vectors of a token batch; ``token_weights`` scales features
         as in :meth:`embed_weighted` (absent tokens weigh 1)."""
         vocab_terms = list(batch.vocab)
-        term_hashes = np.fromiter(map(_term_hash, vocab_terms), dtype=np.uint64,
-                                  count=len(vocab_terms))
+        term_hashes = np.fromiter(cached_values(_TERM_HASHES, _term_hash, vocab_terms),
+                                  dtype=np.uint64, count=len(vocab_terms))
         term_weights = (np.array([token_weights.get(t, 1.0) for t in vocab_terms])
                         if token_weights else None)
         rows, terms, counts = batch.pairs()

@@ -181,8 +181,13 @@ def _numbers(rows: list[dict[str, Any]], skip: frozenset[str], fingerprint: U64,
     appearance of their key, rows without a key (no text) after them. Only rows without
     a word or whose fingerprint another row shares are compared by canonical text."""
     n = len(rows)
-    _, inverse, shared = np.unique(fingerprint, return_inverse=True, return_counts=True)
-    compare = (shared[inverse.reshape(-1)] > 1) | (count == 0)
+    ordered = np.sort(fingerprint)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    compare = count == 0
+    if len(repeated):
+        compare |= np.isin(fingerprint, repeated)
+    elif not compare.any():  # no two rows can be copies, every row has a text
+        return np.arange(n, dtype=np.int64)
     first = np.arange(n, dtype=np.int64)  # each row's first copy; -1: no key at all
     seen: dict[str, int] = {}
     for i in np.flatnonzero(compare).tolist():
