@@ -65,7 +65,8 @@ def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
         return fusion.document_numbers(rows, None, skip)
     if (texts is not None and batch is not None and batch.n_texts == n == len(texts)
             and _non_decreasing(batch.rows)):
-        if any(map(contains, texts, repeat("\0"))):
+        value_types = set(map(type, chain.from_iterable(map(dict.values, rows))))
+        if _has_str_subclass(value_types) or any(map(contains, texts, repeat("\0"))):
             return fusion.document_numbers(rows, None, skip)
         hashes = np.fromiter(map(hash, batch.vocab), dtype=np.int64,
                              count=len(batch.vocab)).view(np.uint64)
@@ -105,16 +106,18 @@ def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
 def _plain_batch_keys(rows: list[dict[str, Any]]) -> set[str] | None:
     """The batch's field names, or None when the fingerprint's argument does not hold for
     the batch: a row that is not a plain dict, a key that is not a plain string or holds
-    a NUL, a string value of a str subclass."""
+    a NUL. (String values of a str subclass are checked by the caller.)"""
     if set(map(type, rows)) != {dict}:
         return None
     keys = set(chain.from_iterable(rows))
     if any(type(key) is not str or "\0" in key for key in keys):
         return None
-    value_types = set(map(type, chain.from_iterable(map(dict.values, rows))))
-    if any(t is not str and issubclass(t, str) for t in value_types):
-        return None
     return keys
+
+
+def _has_str_subclass(types: set[type]) -> bool:
+    """A str subclass may format or split unlike its characters: not for the fast path."""
+    return any(t is not str and issubclass(t, str) for t in types)
 
 
 def _non_decreasing(values: IntArray) -> bool:
@@ -126,13 +129,17 @@ def _field_word_fingerprints(rows: list[dict[str, Any]], keys: list[str],
     """Fingerprints of the words (``lower().split()``) of each row's string ``keys``, a
     field at a time over all rows (no per-row text), and the word counts. A value that
     holds the separator character counts no words (so does its copy's: ``lower`` and
-    ``split`` keep that character). None when a value holds a NUL."""
+    ``split`` keep that character). None when a value holds a NUL or is of a str
+    subclass."""
     n = len(rows)
     fingerprint = np.zeros(n, dtype=np.uint64)
     count = np.zeros(n, dtype=np.int64)
     for key in keys:
         values = list(map(methodcaller("get", key), rows))
-        if set(map(type, values)) != {str}:
+        types = set(map(type, values))
+        if _has_str_subclass(types):
+            return None
+        if types != {str}:
             values = [value if type(value) is str else "" for value in values]
         joined = f" {_SEPARATOR} ".join(values)
         if "\0" in joined:

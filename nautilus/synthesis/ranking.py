@@ -407,7 +407,7 @@ class RankingSynthesizer:
                          if is_token_embedder(self.embedder) else None)
             similarity[to_embed] = self._embed_rows(texts, batch, to_embed, covers_all,
                                                     query_unit, query_in_embedder_space)
-            if not covers_all and len(to_embed) < n:  # they are some candidates' only
+            if not covers_all and len(to_embed) < n:  # texts of some candidates only
                 texts, batch = None, None
         similarity = np.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0)
         return similarity, texts, batch
