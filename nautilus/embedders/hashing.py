@@ -12,11 +12,12 @@ import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from nautilus.arrays import cached_values, unique_inverse
 from nautilus.text import TokenBatch
 
 
@@ -88,10 +89,16 @@ DEFAULT_DIM = 1 << 16
 _CANCELLED = 1e-9
 
 
-@lru_cache(maxsize=1 << 18)
 def _term_hash(term: str) -> int:
     """A stable 32-bit hash (Python's ``hash`` is salted per process)."""
     return zlib.crc32(term.encode("utf-8"))
+
+
+_TERM_HASHES: dict[str, int] = {}
+
+
+def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 class HashingEmbedder:
@@ -141,8 +148,8 @@ class HashingEmbedder:
         """Sparse unit vectors of a token batch; ``token_weights`` scales features
         as in :meth:`embed_weighted` (absent tokens weigh 1)."""
         vocab_terms = list(batch.vocab)
-        term_hashes = np.fromiter(map(_term_hash, vocab_terms), dtype=np.uint64,
-                                  count=len(vocab_terms))
+        term_hashes = np.fromiter(cached_values(_TERM_HASHES, _term_hash, vocab_terms),
+                                  dtype=np.uint64, count=len(vocab_terms))
         term_weights = (np.array([token_weights.get(t, 1.0) for t in vocab_terms])
                         if token_weights else None)
         rows, terms, counts = batch.pairs()
@@ -163,19 +170,21 @@ class HashingEmbedder:
             if term_weights is not None:
                 feature_scales.append(
                     np.sqrt(term_weights[first] * term_weights[second])[first_seen])
-        all_rows = np.concatenate(feature_rows)
-        hashes = np.concatenate(feature_hashes)
-        weights = 1.0 + np.log(np.concatenate(feature_counts).astype(np.float64))
+        all_rows = _joined(feature_rows)
+        hashes = _joined(feature_hashes)
+        weights = 1.0 + np.log(_joined(feature_counts).astype(np.float64))
         if feature_scales:
-            weights *= np.concatenate(feature_scales)
+            weights *= _joined(feature_scales)
         signs = np.where((hashes >> np.uint64(31)) & np.uint64(1), -1.0, 1.0)
         columns = (hashes % np.uint64(self.dim)).astype(np.int64)
         # Sum features that share a (row, bucket), then L2-normalise each row.
-        keys, inverse = np.unique(all_rows * self.dim + columns, return_inverse=True)
+        keys, inverse = unique_inverse(all_rows * self.dim + columns)
         values = np.bincount(inverse, weights=weights * signs, minlength=len(keys))
         out_rows = keys // self.dim
         norms = np.sqrt(np.bincount(out_rows, weights=values * values, minlength=batch.n_texts))
-        cancelled = (norms <= _CANCELLED) & (np.bincount(out_rows, minlength=batch.n_texts) > 0)
+        cancelled = norms <= _CANCELLED  # a text without features, or whose features cancel
+        if cancelled.any():
+            cancelled &= np.bincount(out_rows, minlength=batch.n_texts) > 0
         if cancelled.any():
             # Every feature of a text met one of opposite sign in its bucket ("standby ms"):
             # rather than a zero vector (a query that switches ranking off), such a text
