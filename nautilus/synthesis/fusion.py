@@ -89,7 +89,11 @@ def spearman(x: FloatArray, y: FloatArray) -> float:
     """Spearman's rank correlation (ties averaged); 0 when either side is constant."""
     if len(x) < 2:
         return 0.0
-    rx, ry = average_ranks(x), average_ranks(y)
+    return _rank_correlation(average_ranks(x), average_ranks(y))
+
+
+def _rank_correlation(rx: FloatArray, ry: FloatArray) -> float:
+    """Pearson's correlation of two rank vectors (consumed): Spearman's rho."""
     rx -= rx.mean()
     ry -= ry.mean()
     denominator = math.sqrt(float(rx @ rx) * float(ry @ ry))
@@ -115,7 +119,12 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
         if n < MIN_ROWS_TO_DETECT:
             agreement[j] = 0.0
             continue
-        rho = spearman(-source_rank[mine].astype(np.float64), similarity[mine])
+        ranks = source_rank[mine]
+        if bool((ranks[1:] > ranks[:-1]).all()):  # rows in the source's order (as given):
+            order_ranks = np.arange(n, 0, -1, dtype=np.float64)  # what average_ranks gives
+            rho = _rank_correlation(order_ranks, average_ranks(similarity[mine]))
+        else:
+            rho = spearman(-ranks.astype(np.float64), similarity[mine])
         agreement[j] = rho
         weights[j] = min(max(rho * math.sqrt(n - 1), 0.0), 1.0)
     return weights, agreement
