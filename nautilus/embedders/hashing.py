@@ -139,9 +139,34 @@ class HashingEmbedder:
         return self.embed_query(tokens, weights).dense()
 
     def embed_query(self, tokens: list[str], weights: Mapping[str, float]) -> SparseVector:
-        """:meth:`embed_weighted` as a :class:`SparseVector` (what the synthesizer uses)."""
-        one = self.embed_tokens(TokenBatch.from_tokens([tokens]), weights)
-        return SparseVector(self.dim, one.columns, one.values)
+        """:meth:`embed_weighted` as a :class:`SparseVector` (what the synthesizer uses).
+
+        A query is one short text, embedded twice a request: without bigrams it takes a
+        path of a few numpy calls on its distinct terms, the same arithmetic as
+        :meth:`embed_tokens` in the same order (so the same vector)."""
+        if self.bigrams or not tokens:
+            one = self.embed_tokens(TokenBatch.from_tokens([tokens]), weights)
+            return SparseVector(self.dim, one.columns, one.values)
+        counts: dict[str, int] = {}
+        for token in tokens:  # distinct terms in order of first appearance, as a batch's
+            counts[token] = counts.get(token, 0) + 1
+        terms = list(counts)
+        hashes = np.fromiter(cached_values(_TERM_HASHES, _term_hash, terms),
+                             dtype=np.uint64, count=len(terms))
+        feature_weights = 1.0 + np.log(np.fromiter(counts.values(), dtype=np.int64,
+                                                   count=len(terms)).astype(np.float64))
+        if weights:
+            feature_weights *= np.array([weights.get(t, 1.0) for t in terms])
+        signs = np.where((hashes >> np.uint64(31)) & np.uint64(1), -1.0, 1.0)
+        columns, inverse = unique_inverse((hashes % np.uint64(self.dim)).astype(np.int64))
+        values = np.bincount(inverse, weights=feature_weights * signs, minlength=len(columns))
+        norm = math.sqrt(float(np.bincount(np.zeros(len(columns), dtype=np.int64),
+                                           weights=values * values)[0]))
+        if norm <= _CANCELLED:  # every feature cancelled: unsigned, as in embed_tokens
+            values = np.bincount(inverse, weights=feature_weights, minlength=len(columns))
+            norm = math.sqrt(float(np.bincount(np.zeros(len(columns), dtype=np.int64),
+                                               weights=values * values)[0]))
+        return SparseVector(self.dim, columns, values / norm)
 
     def embed_tokens(self, batch: TokenBatch,
                      token_weights: Mapping[str, float] | None = None) -> SparseRows:
