@@ -3,7 +3,8 @@ as an earlier revision does (same order, scores within 1e-9).
 
 Both sides run in subprocesses on the same batches: "before" imports the ``nautilus``
 package of REV (extracted with ``git archive``, no checkout), "after" the working tree.
-Each prints every ranked row as (source_id, source_rank, score); the parent compares.
+Each prints every ranked row as (source_id, source_rank, score, the copies collapsed
+into it); the parent compares.
 Vectors handed over as one matrix (``AdapterResult.embeddings``, after only) are
 compared with the same vectors given row by row to "before".
 
@@ -51,6 +52,11 @@ def batches() -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
     out.append(("text 400 boosts + cap", results,
                 {"top_k": 20, "idf": True, "source_boosts": boosts, "max_candidates": 200},
                 {"query": speed.QUERY}))
+    for n in (40, 400, 4_000):
+        results = copies_batch(n, np.random.default_rng(n + 2))
+        for idf in (True, False):
+            out.append((f"copies {n} idf={idf}", results, {"top_k": None, "idf": idf},
+                        {"query": speed.QUERY}))
     rng = np.random.default_rng(1)
     query_vector = rng.normal(size=speed.DIM)
     for n in (40, 400, 10_000):
@@ -75,6 +81,29 @@ def batches() -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
     return out
 
 
+def copies_batch(n: int, rng: Any) -> list[Any]:
+    """Text rows without ids, a third of them repeated by another source as a copy: the
+    same fields in another order, other case, other inner whitespace (a no-break space too),
+    a blank or non-text field more or less; some near-copies that differ in a word."""
+    import speed
+
+    from nautilus import AdapterResult
+
+    rows = [{k: v for k, v in row.items() if k != "id"} for row in speed.text_rows(n, rng)]
+    copies: list[dict[str, Any]] = []
+    for i, row in enumerate(rows[::3]):
+        variant = dict(reversed(list(row.items())))
+        variant["title"] = row["title"].upper()
+        variant["text"] = row["text"].replace(" ", ["\t", "\u00a0", "  \n "][i % 3], 2)
+        variant["note"] = [" ", 7, None][i % 3]
+        if i % 5 == 4:
+            variant["text"] += " extra"  # a near-copy: not the same document
+        copies.append(variant)
+    half = len(rows) // 2
+    return [AdapterResult("a", rows[:half]), AdapterResult("b", copies),
+            AdapterResult("c", rows[half:]), AdapterResult("d", copies[::2])]
+
+
 def rank_all() -> list[dict[str, Any]]:
     """Rank every batch with the ``nautilus`` on sys.path (run in a subprocess)."""
     from nautilus import RankingSynthesizer
@@ -87,7 +116,8 @@ def rank_all() -> list[dict[str, Any]]:
         if matrix_results is not None and os.environ.get("SAME_OUTPUT_SIDE") == "after":
             results = matrix_results
         ranked = RankingSynthesizer(**kwargs).rank(results, context)
-        out.append({"name": name, "rows": [(r.source_id, r.source_rank, r.score)
+        out.append({"name": name, "rows": [(r.source_id, r.source_rank, r.score,
+                                            [list(a) for a in getattr(r, "also_from", ())])
                                            for r in ranked]})
     return out
 
@@ -102,6 +132,11 @@ def _side(label: str, pythonpath: Path | None) -> list[dict[str, Any]]:
     return data
 
 
+def _place(row: list[Any]) -> list[Any]:
+    """What must be identical: the row, and where its collapsed copies came from."""
+    return [row[0], row[1], *row[3:]]
+
+
 def compare(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[str]:
     problems = []
     before_by = {b["name"]: b["rows"] for b in before}
@@ -111,9 +146,9 @@ def compare(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[s
         if old is None:
             problems.append(f"{name}: no 'before' ranking")
             continue
-        if [r[:2] for r in old] != [r[:2] for r in rows]:
+        if [_place(r) for r in old] != [_place(r) for r in rows]:
             first = next((i for i, (a, b) in enumerate(zip(old, rows, strict=False))
-                          if a[:2] != b[:2]), min(len(old), len(rows)))
+                          if _place(a) != _place(b)), min(len(old), len(rows)))
             problems.append(f"{name}: order differs from place {first + 1} "
                             f"(before {old[first:first + 2]}, after {rows[first:first + 2]})")
             continue

@@ -19,12 +19,13 @@ import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain
-from operator import itemgetter
+from itertools import chain, count
 
 import numpy as np
 import numpy.typing as npt
 import Stemmer
+
+from nautilus.arrays import cached_values
 
 _TOKEN = re.compile(r"[^\W_]+")
 #: bytes.translate table: ASCII bytes other than letters and digits become spaces
@@ -140,13 +141,15 @@ def plain_tokens(text: str) -> list[str]:
     return [fold_plural(t) for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
 
 
-@lru_cache(maxsize=1 << 18)
 def _word_tokens(word: bytes) -> tuple[str, ...]:
     """The tokens of one raw word of the batch tokenizer (usually one, or none)."""
     if word.isalnum():  # plain ASCII letters and digits
         token = normalize(word.decode())
         return (token,) if token else ()
     return tuple(tokenize(word.decode("utf-8", "replace")))
+
+
+_WORD_TOKENS: dict[bytes, tuple[str, ...]] = {}
 
 
 def keyword_stems(text: str) -> list[str]:
@@ -184,29 +187,33 @@ class TokenBatch:
         """
         raw_ids: dict[bytes, int] = {b"\x02": 0}
         separator = 0
+        fresh = count(1)
         row_parts, id_parts = [], []
         for start in range(0, len(texts), _CHUNK):
             chunk = texts[start:start + _CHUNK]
-            joined = " \x02 ".join(t if "\x02" not in t else t.replace("\x02", " ")
-                                   for t in chunk)
+            joined = " \x02 ".join(chunk)
+            if joined.count("\x02") != len(chunk) - 1:  # a text holds the separator
+                joined = " \x02 ".join(t.replace("\x02", " ") for t in chunk)
             words = joined.lower().encode("utf-8", "replace").translate(_ASCII_SPLIT).split()
-            # New words get the next ids in order of first appearance; then one C-level
-            # itemgetter call looks every occurrence up (3× a map over the words).
-            for word in dict.fromkeys(words):
-                if word not in raw_ids:
-                    raw_ids[word] = len(raw_ids)
-            ids = (np.fromiter(itemgetter(*words)(raw_ids), dtype=np.int64, count=len(words))
-                   if len(words) > 1 else np.array([raw_ids[w] for w in words], dtype=np.int64))
+            # One C-level pass: each occurrence takes its word's id, a new word the
+            # running count as its id (so ids grow in order of first appearance).
+            ids = np.fromiter(map(raw_ids.setdefault, words, fresh), dtype=np.int64,
+                              count=len(words))
             is_separator = ids == separator
             keep = ~is_separator
             row_parts.append((start + np.cumsum(is_separator))[keep])
             id_parts.append(ids[keep])
         rows = np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int64)
         word_ids = np.concatenate(id_parts) if id_parts else np.zeros(0, dtype=np.int64)
+        if len(word_ids):  # ids to positions in raw_ids (its order: first appearance)
+            position = np.zeros(int(word_ids.max()) + 1, dtype=np.int64)
+            position[np.fromiter(raw_ids.values(), dtype=np.int64, count=len(raw_ids))] = (
+                np.arange(len(raw_ids), dtype=np.int64))
+            word_ids = position[word_ids]
 
         vocab_ids: defaultdict[str, int] = defaultdict()
         vocab_ids.default_factory = vocab_ids.__len__
-        word_tokens = list(map(_word_tokens, raw_ids))
+        word_tokens = cached_values(_WORD_TOKENS, _word_tokens, list(raw_ids))
         counts = np.fromiter(map(len, word_tokens), dtype=np.int64, count=len(word_tokens))
         if counts.max(initial=0) <= 1:  # the usual case: a word is one token or a stop word
             mapping = np.array([vocab_ids[w[0]] if w else -1 for w in word_tokens],

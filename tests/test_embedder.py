@@ -134,3 +134,25 @@ def test_unicode_words_match_and_score(query: str, text: str) -> None:
         {"query": query})
     assert ranked[0].row["id"] == "b" and ranked[0].similarity > 0
     assert ranked[1].similarity == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(tokens=st.lists(st.sampled_from(["disk", "full", "orders", "db", "lag", "w858", "w7002",
+                                        "ケトル", "café"]), min_size=1, max_size=12),
+       weighted=st.booleans(), data=st.data())
+def test_the_query_path_embeds_as_the_batch_path(tokens: list[str], weighted: bool,
+                                                 data: st.DataObject) -> None:
+    # embed_query takes a short path for one text; it must give the batch path's vector
+    # bit for bit, including the unsigned fallback ("w858" and "w7002" share a bucket
+    # with opposite signs, so a query of just those two cancels).
+    weights = ({t: data.draw(st.floats(0.05, 1.0)) for t in tokens} if weighted else {})
+    embedder = HashingEmbedder()
+    fast = embedder.embed_query(tokens, weights)
+    batch = embedder.embed_tokens(TokenBatch.from_tokens([tokens]), weights)
+    assert fast.columns.tolist() == batch.columns.tolist()
+    assert fast.values.tolist() == batch.values.tolist()
+
+
+def test_a_cancelling_query_takes_its_features_unsigned() -> None:
+    vector = HashingEmbedder().embed_query(["w858", "w7002"], {})
+    assert vector.values.tolist() == [1.0]

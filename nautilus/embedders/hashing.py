@@ -12,11 +12,12 @@ import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from nautilus.arrays import cached_values, unique_inverse
 from nautilus.text import TokenBatch
 
 
@@ -88,10 +89,16 @@ DEFAULT_DIM = 1 << 16
 _CANCELLED = 1e-9
 
 
-@lru_cache(maxsize=1 << 18)
 def _term_hash(term: str) -> int:
     """A stable 32-bit hash (Python's ``hash`` is salted per process)."""
     return zlib.crc32(term.encode("utf-8"))
+
+
+_TERM_HASHES: dict[str, int] = {}
+
+
+def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 class HashingEmbedder:
@@ -132,17 +139,42 @@ class HashingEmbedder:
         return self.embed_query(tokens, weights).dense()
 
     def embed_query(self, tokens: list[str], weights: Mapping[str, float]) -> SparseVector:
-        """:meth:`embed_weighted` as a :class:`SparseVector` (what the synthesizer uses)."""
-        one = self.embed_tokens(TokenBatch.from_tokens([tokens]), weights)
-        return SparseVector(self.dim, one.columns, one.values)
+        """:meth:`embed_weighted` as a :class:`SparseVector` (what the synthesizer uses).
+
+        A query is one short text, embedded twice a request: without bigrams it takes a
+        path of a few numpy calls on its distinct terms, the same arithmetic as
+        :meth:`embed_tokens` in the same order (so the same vector)."""
+        if self.bigrams or not tokens:
+            one = self.embed_tokens(TokenBatch.from_tokens([tokens]), weights)
+            return SparseVector(self.dim, one.columns, one.values)
+        counts: dict[str, int] = {}
+        for token in tokens:  # distinct terms in order of first appearance, as a batch's
+            counts[token] = counts.get(token, 0) + 1
+        terms = list(counts)
+        hashes = np.fromiter(cached_values(_TERM_HASHES, _term_hash, terms),
+                             dtype=np.uint64, count=len(terms))
+        feature_weights = 1.0 + np.log(np.fromiter(counts.values(), dtype=np.int64,
+                                                   count=len(terms)).astype(np.float64))
+        if weights:
+            feature_weights *= np.array([weights.get(t, 1.0) for t in terms])
+        signs = np.where((hashes >> np.uint64(31)) & np.uint64(1), -1.0, 1.0)
+        columns, inverse = unique_inverse((hashes % np.uint64(self.dim)).astype(np.int64))
+        values = np.bincount(inverse, weights=feature_weights * signs, minlength=len(columns))
+        norm = math.sqrt(float(np.bincount(np.zeros(len(columns), dtype=np.int64),
+                                           weights=values * values)[0]))
+        if norm <= _CANCELLED:  # every feature cancelled: unsigned, as in embed_tokens
+            values = np.bincount(inverse, weights=feature_weights, minlength=len(columns))
+            norm = math.sqrt(float(np.bincount(np.zeros(len(columns), dtype=np.int64),
+                                               weights=values * values)[0]))
+        return SparseVector(self.dim, columns, values / norm)
 
     def embed_tokens(self, batch: TokenBatch,
                      token_weights: Mapping[str, float] | None = None) -> SparseRows:
         """Sparse unit vectors of a token batch; ``token_weights`` scales features
         as in :meth:`embed_weighted` (absent tokens weigh 1)."""
         vocab_terms = list(batch.vocab)
-        term_hashes = np.fromiter(map(_term_hash, vocab_terms), dtype=np.uint64,
-                                  count=len(vocab_terms))
+        term_hashes = np.fromiter(cached_values(_TERM_HASHES, _term_hash, vocab_terms),
+                                  dtype=np.uint64, count=len(vocab_terms))
         term_weights = (np.array([token_weights.get(t, 1.0) for t in vocab_terms])
                         if token_weights else None)
         rows, terms, counts = batch.pairs()
@@ -163,19 +195,21 @@ class HashingEmbedder:
             if term_weights is not None:
                 feature_scales.append(
                     np.sqrt(term_weights[first] * term_weights[second])[first_seen])
-        all_rows = np.concatenate(feature_rows)
-        hashes = np.concatenate(feature_hashes)
-        weights = 1.0 + np.log(np.concatenate(feature_counts).astype(np.float64))
+        all_rows = _joined(feature_rows)
+        hashes = _joined(feature_hashes)
+        weights = 1.0 + np.log(_joined(feature_counts).astype(np.float64))
         if feature_scales:
-            weights *= np.concatenate(feature_scales)
+            weights *= _joined(feature_scales)
         signs = np.where((hashes >> np.uint64(31)) & np.uint64(1), -1.0, 1.0)
         columns = (hashes % np.uint64(self.dim)).astype(np.int64)
         # Sum features that share a (row, bucket), then L2-normalise each row.
-        keys, inverse = np.unique(all_rows * self.dim + columns, return_inverse=True)
+        keys, inverse = unique_inverse(all_rows * self.dim + columns)
         values = np.bincount(inverse, weights=weights * signs, minlength=len(keys))
         out_rows = keys // self.dim
         norms = np.sqrt(np.bincount(out_rows, weights=values * values, minlength=batch.n_texts))
-        cancelled = (norms <= _CANCELLED) & (np.bincount(out_rows, minlength=batch.n_texts) > 0)
+        cancelled = norms <= _CANCELLED  # a text without features, or whose features cancel
+        if cancelled.any():
+            cancelled &= np.bincount(out_rows, minlength=batch.n_texts) > 0
         if cancelled.any():
             # Every feature of a text met one of opposite sign in its bucket ("standby ms"):
             # rather than a zero vector (a query that switches ranking off), such a text

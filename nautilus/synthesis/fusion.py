@@ -89,7 +89,11 @@ def spearman(x: FloatArray, y: FloatArray) -> float:
     """Spearman's rank correlation (ties averaged); 0 when either side is constant."""
     if len(x) < 2:
         return 0.0
-    rx, ry = average_ranks(x), average_ranks(y)
+    return _rank_correlation(average_ranks(x), average_ranks(y))
+
+
+def _rank_correlation(rx: FloatArray, ry: FloatArray) -> float:
+    """Pearson's correlation of two rank vectors (consumed): Spearman's rho."""
     rx -= rx.mean()
     ry -= ry.mean()
     denominator = math.sqrt(float(rx @ rx) * float(ry @ ry))
@@ -115,7 +119,12 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
         if n < MIN_ROWS_TO_DETECT:
             agreement[j] = 0.0
             continue
-        rho = spearman(-source_rank[mine].astype(np.float64), similarity[mine])
+        ranks = source_rank[mine]
+        if bool((ranks[1:] > ranks[:-1]).all()):  # rows in the source's order (as given):
+            order_ranks = np.arange(n, 0, -1, dtype=np.float64)  # what average_ranks gives
+            rho = _rank_correlation(order_ranks, average_ranks(similarity[mine]))
+        else:
+            rho = spearman(-ranks.astype(np.float64), similarity[mine])
         agreement[j] = rho
         weights[j] = min(max(rho * math.sqrt(n - 1), 0.0), 1.0)
     return weights, agreement
@@ -169,21 +178,36 @@ def unranked_votes(similarity: FloatArray, doc: IntArray, source_index: IntArray
     among its copies in the ``reference`` and the row's own: a copy that only a boost
     let past the cap must not lift (nor, pushed out, drop) the other copies.
 
-    ``voters`` counts, per row, the ranked sources that returned its document."""
-    votes = np.zeros(len(similarity), dtype=np.float64)
-    if weight <= 0 or len(similarity) == 0:
+    ``voters`` counts, per row, the ranked sources that returned its document. Every
+    unranked source is ranked in one pass: (source, similarity level) keys, sorted."""
+    n = len(similarity)
+    votes = np.zeros(n, dtype=np.float64)
+    if weight <= 0 or n == 0:
         return votes
-    own_ranked = weights[source_index] > 0
-    alone = (voters - own_ranked) <= 0  # no ranked source besides this row's own
-    for j in np.flatnonzero(weights < 1).tolist():
-        mine = source_index == j
-        rows = mine & alone & (similarity > 0)
-        if not rows.any():
-            continue
-        ranks = content_ranks(similarity, doc, reference[mine[reference]])
-        vote = weight * (1.0 - weights[j]) / (k + ranks[rows].astype(np.float64))
-        votes[rows] = np.maximum(votes[rows], vote)
-    best = np.zeros(int(doc.max()) + 1, dtype=np.float64)
+    row_weight = weights[source_index]
+    unranked = row_weight < 1
+    alone = (voters - (row_weight > 0)) <= 0  # no ranked source besides this row's own
+    rows = np.flatnonzero(unranked & alone & (similarity > 0))
+    if len(rows) == 0:
+        return votes
+    # Each (source, document) of the unranked sources' reference rows once, at its best
+    # copy; then a row's rank is 1 + the pairs of its own source that are more similar.
+    ref = reference[unranked[reference]]
+    n_docs = int(doc.max()) + 1
+    pair = source_index[ref] * n_docs + doc[ref]
+    order = np.lexsort((-similarity[ref], pair))
+    first = np.concatenate(([True], pair[order][1:] != pair[order][:-1]))[:len(ref)]
+    best_source = source_index[ref][order][first]
+    best_sim = similarity[ref][order][first]
+    levels = np.unique(np.concatenate((best_sim, similarity[rows])))  # exact, ascending
+    n_levels = len(levels)
+    keys = np.sort(best_source * n_levels + np.searchsorted(levels, best_sim))
+    source = source_index[rows]
+    level = np.searchsorted(levels, similarity[rows])
+    above = (np.searchsorted(keys, (source + 1) * n_levels, side="left")
+             - np.searchsorted(keys, source * n_levels + level, side="right"))
+    votes[rows] = weight * (1.0 - weights[source]) / (k + (1 + above).astype(np.float64))
+    best = np.zeros(n_docs, dtype=np.float64)
     np.maximum.at(best, doc[reference], votes[reference])  # copies share the reference's vote
     out: FloatArray = np.maximum(votes, best[doc])
     return out

@@ -46,7 +46,7 @@ from nautilus.embedders import (
 from nautilus.models import AdapterResult, RankedRow
 from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.rows import mapping_problem, source_ranks_problem
-from nautilus.synthesis import fusion
+from nautilus.synthesis import copies, fusion
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.text import (
     IDF_FLOOR,
@@ -229,25 +229,25 @@ class RankingSynthesizer:
         if not cands.rows:
             return []
         texts_all = self._texts(cands.rows) if self.idf else None
-        doc = fusion.document_numbers(cands.rows, self.dedup_key, _NOT_TEXT)
         declared = self._declared(results, cands.source_ids)
         # Stage 1: the cap keeps rows by the boosted key; the statistics come from the rows
         # it keeps without boosts (the reference), which no boost can change.
         everyone = np.arange(len(cands.rows))
-        kept, reference = everyone, everyone
+        kept = reference = scored = where_ref = everyone
+        sub = cands
         if self.max_candidates is not None and len(cands.rows) > self.max_candidates:
             kept = self._cap(cands, keys)
             reference = self._cap(cands, stage1_key(ranks))
-        scored = np.union1d(kept, reference)  # sorted positions into the whole union
-        sub = cands.take(scored)
+            scored = np.union1d(kept, reference)  # sorted positions into the whole union
+            sub = cands.take(scored)
+            where_ref = np.searchsorted(scored, reference)
         n = len(scored)
-        where_ref = np.searchsorted(scored, reference)
 
         factors = np.ones(n, dtype=np.float64)
         texts: list[str] | None = None
         batch: TokenBatch | None = None
         if self.idf and texts_all is not None:
-            texts = [texts_all[i] for i in scored.tolist()]
+            texts = texts_all if sub is cands else [texts_all[i] for i in scored.tolist()]
             batch = TokenBatch.from_texts(texts)
             ref_batch = batch if len(reference) == n else TokenBatch.from_texts(
                 [texts_all[i] for i in reference.tolist()])
@@ -262,7 +262,9 @@ class RankingSynthesizer:
                 query_vector = weighted if weighted is not None else query_vector
             else:
                 factors = idf_factors(batch, weights, self.idf_floor)
-        similarity = self._similarities(sub, query_vector, query_in_embedder_space, texts, batch)
+        similarity, texts, batch = self._similarities(sub, query_vector, query_in_embedder_space,
+                                                      texts, batch)
+        doc = self._documents(cands, texts if n == len(cands.rows) else None, batch)
         content_similarity = similarity * factors
 
         # Fusion: which sources are ranked (declared, else detected on the reference rows),
@@ -404,8 +406,10 @@ class RankingSynthesizer:
         return vector, True
 
     def _similarities(self, cands: _Candidates, query: QueryVector, query_in_embedder_space: bool,
-                      texts: list[str] | None, batch: TokenBatch | None) -> FloatArray:
-        """Cosine similarity of each candidate to the query.
+                      texts: list[str] | None, batch: TokenBatch | None,
+                      ) -> tuple[FloatArray, list[str] | None, TokenBatch | None]:
+        """Cosine similarity of each candidate to the query; and every candidate's text
+        and tokens, when they were given or built here (else None).
 
         ``texts``/``batch``: every candidate's text and tokens when already built."""
         n = len(cands.rows)
@@ -424,16 +428,17 @@ class RankingSynthesizer:
         has_vector[with_vector] = True
         to_embed = np.flatnonzero(~has_vector)
         if len(to_embed):
+            covers_all = texts is not None
             if texts is None:
                 texts = self._texts([cands.rows[i] for i in to_embed.tolist()])
                 batch = (TokenBatch.from_texts(texts)
                          if is_token_embedder(self.embedder) else None)
-                covers_all = False
-            else:
-                covers_all = True
             similarity[to_embed] = self._embed_rows(texts, batch, to_embed, covers_all,
                                                     query_unit, query_in_embedder_space)
-        return np.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0)
+            if not covers_all and len(to_embed) < n:  # texts of some candidates only
+                texts, batch = None, None
+        similarity = np.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0)
+        return similarity, texts, batch
 
     def _embed_rows(self, texts: list[str], batch: TokenBatch | None, to_embed: IntArray,
                     texts_cover_all: bool, query_unit: QueryVector,
@@ -469,6 +474,15 @@ class RankingSynthesizer:
         similarity: FloatArray = np.divide(_matvec(matrix, query_unit), norms, out=zeros,
                                            where=finite)
         return similarity
+
+    def _documents(self, cands: _Candidates, texts: list[str] | None,
+                   batch: TokenBatch | None) -> IntArray:
+        """The document number of every candidate (copies share one): by ``dedup_key``,
+        else by canonical text, found from the row texts and tokens already built
+        (``texts``/``batch``: of every candidate, in order, when the pass built them)."""
+        if self.dedup_key is not None:
+            return fusion.document_numbers(cands.rows, self.dedup_key, _NOT_TEXT)
+        return copies.document_numbers(cands.rows, _NOT_TEXT, texts, batch, MAX_TEXT_CHARS)
 
     def _texts(self, rows: list[dict[str, Any]]) -> list[str]:
         # A row's text is its string values; "embedding" is never a string, so only
