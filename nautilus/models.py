@@ -78,8 +78,9 @@ class RankedRow:
     votes for the row's document, ``source_weight / (60 + rank)`` each, from
     ``voters`` sources; ``source_weight`` is the weight of this row's own source (1
     declared ranked, 0 unranked, else detected); ``unranked_vote`` stands in for an
-    unranked source's order when no ranked source returned the document:
-    ``content_weight · (1 - source_weight) / (60 + its content rank in that source)``.
+    unranked source's order when no other ranked source returned the document:
+    ``content_weight · (1 - source_weight) / (60 + its content rank in that source)``,
+    the best of the row's own and its copies' in the unboosted reference.
     ``stage1_key`` is the fused rank key used by the candidate cap. ``also_from``
     lists the other ``(source_id, source_rank)`` pairs that returned the same
     document (collapsed into this row).

@@ -48,19 +48,26 @@ def hashing_vector(tokens: list[str], dim: int = DIM,
         for h, tf in counts.items():
             sign = -1.0 if (h >> 31) & 1 else 1.0
             vector[h % dim] = vector.get(h % dim, 0.0) + sign * weight_of[h] * (1.0 + math.log(tf))
+    # Sums run in bucket order, as the code's do: two texts whose similarities are equal
+    # must get the same bits here too, or a last-digit difference splits their content
+    # rank tie (a whole rank: 1/61 against 1/62), which the comparison cannot tolerate.
+    vector = dict(sorted(vector.items()))
     norm = math.sqrt(sum(x * x for x in vector.values()))
     return {b: x / norm for b, x in vector.items()} if norm else vector
 
 
 def cosine(row: Sparse | list[float], query: Sparse) -> float:
-    dense = isinstance(row, list)
-    values = row if dense else list(row.values())
-    norm_row = math.sqrt(sum(x * x for x in values))
-    norm_query = math.sqrt(sum(x * x for x in query.values()))
-    if norm_row == 0 or norm_query == 0:
+    """A hashed (sparse) row is already unit length and is used as it is, as the code
+    does: normalising it again would move its last digit and split exact ties."""
+    norm_query = math.sqrt(sum(x * x for _, x in sorted(query.items())))
+    if norm_query == 0:
         return 0.0
-    dot = sum((row[b] if dense else row.get(b, 0.0)) * q for b, q in query.items())
-    return dot / (norm_row * norm_query)
+    if not isinstance(row, list):
+        return sum(row.get(b, 0.0) * (q / norm_query) for b, q in sorted(query.items()))
+    norm_row = math.sqrt(sum(x * x for x in row))
+    if norm_row == 0:
+        return 0.0
+    return sum(row[b] * q for b, q in query.items()) / (norm_row * norm_query)
 
 
 def row_text(row: dict[str, Any]) -> str:
@@ -75,8 +82,9 @@ def idf_weights(token_sets: list[set[str]], query_tokens: list[str]) -> dict[str
 
 
 def doc_key(row: dict[str, Any]) -> str | None:
-    """Copies share this: the string fields by name, lower-cased, whitespace collapsed."""
-    parts = [f"{k}\x1f{' '.join(v.lower().split())}" for k, v in sorted(row.items())
+    """Copies share this: the string fields by name, names and values lower-cased, each
+    value's whitespace collapsed (and none kept at its ends)."""
+    parts = [f"{k.lower()}\x1f{' '.join(v.lower().split())}" for k, v in sorted(row.items())
              if isinstance(v, str) and k not in ("embedding", "embedding_model") and v.strip()]
     return "\x1e".join(parts) or None
 
@@ -97,10 +105,12 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
                    top_k: int | None = None, idf: bool = False,
                    boosts: dict[str, str] | None = None, max_candidates: int | None = None,
                    dim: int = DIM, declared: dict[str, bool] | None = None,
+                   similarities: dict[tuple[str, int], float] | None = None,
                    ) -> list[tuple[str, int, float]]:
     """(source_id, source_rank, score) best first, with the hashing embedder of ``dim``.
 
-    Copies (same :func:`doc_key`) collapse into the best-scored one."""
+    Copies (same :func:`doc_key`) collapse into the best-scored one. ``similarities``,
+    when given, receives every scored row's similarity by (source_id, source_rank)."""
     boosts = boosts or {}
     declared = declared or {}
     union = []
@@ -135,6 +145,8 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         else:
             vector = [float(x) for x in vector]
         c["sim"] = cosine(vector, query_vector)
+        if similarities is not None:
+            similarities[(c["sid"], c["rank"])] = c["sim"]
 
     # which sources are ranked: declared, else Spearman(order, similarity) on the reference
     weight = {}
@@ -168,9 +180,12 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
     shared = (sum(1 for n in ranked_docs.values() if n >= 2) / len(ranked_docs)
               if ranked_docs else 0.0)
     content_weight = max(1.0 - shared / 0.1, 0.0)
-    # unranked sources: a document no other ranked source returned gets the vote of its
-    # content rank among that source's reference rows (its best such vote)
+    # unranked sources: a row whose document no other ranked source returned gets the vote
+    # of its content rank among its source's reference rows; copies share the best vote
+    # of the document's copies in the reference (a row outside it keeps its own if better)
     unranked: dict[str, float] = {}
+    own_vote: dict[int, float] = {}
+    in_reference = {id(r) for r in reference}
     for c in scored:
         if weight[c["sid"]] >= 1 or c["sim"] <= 0 or content_weight <= 0:
             continue
@@ -183,11 +198,14 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
                 own_sim[r["doc"]] = max(own_sim.get(r["doc"], -math.inf), r["sim"])
         rank = 1 + sum(1 for s in own_sim.values() if s > c["sim"])
         vote = content_weight * (1.0 - weight[c["sid"]]) / (RRF_K + rank)
-        unranked[c["doc"]] = max(unranked.get(c["doc"], 0.0), vote)
+        own_vote[id(c)] = vote
+        if id(c) in in_reference:
+            unranked[c["doc"]] = max(unranked.get(c["doc"], 0.0), vote)
     for c in kept:
         content_rank = 1 + sum(1 for s in doc_sim.values() if s > c["sim"])
         content = content_weight / (RRF_K + content_rank) if c["sim"] > 0 else 0.0
-        relevance = content + evidence[c["doc"]] + unranked.get(c["doc"], 0.0)
+        vote = max(own_vote.get(id(c), 0.0), unranked.get(c["doc"], 0.0))
+        relevance = content + evidence[c["doc"]] + vote
         c["score"] = relevance + c["bump"] * abs(relevance)
     ordered = sorted(kept, key=lambda c: (-c["score"], c["routing"], c["rank"]))
     seen: set[str] = set()

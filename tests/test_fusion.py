@@ -96,6 +96,34 @@ def test_content_ranks_count_documents_and_insert_outsiders() -> None:
                                [1 / (K + 1)] * 2 + [1 / (K + 3), 1 / (K + 2), 0.0])
 
 
+
+def test_unranked_votes_rank_within_the_source_and_copies_share_the_reference_vote() -> None:
+    # Sources: 0 and 1 unranked (w 0), 2 half-ranked (w 0.5), 3 ranked (w 1).
+    # Rows 3 and 8 are outside the reference (only a boost let them past the cap).
+    sim = np.array([0.9, 0.5, 0.7, 0.5, 0.8, 0.6, 0.3, 0.3, 0.5])
+    doc = np.array([0, 1, 2, 1, 3, 4, 5, 5, 0])
+    index = np.array([0, 0, 0, 1, 1, 2, 0, 3, 1])
+    reference = np.array([0, 1, 2, 4, 5, 6, 7])
+    weights = np.array([0.0, 0.0, 0.5, 1.0])
+    voters = np.array([0, 0, 0, 0, 0, 1, 1, 1, 0])  # doc 4 by source 2, doc 5 by source 3
+    votes = fusion.unranked_votes(sim, doc, index, reference, weights, voters, weight=1.0)
+    np.testing.assert_allclose(votes, [
+        1 / (K + 1),    # source 0's reference by similarity: doc 0 (0.9), 2, 1, 5
+        1 / (K + 3),    # doc 1: not lifted by row 3, outside the reference
+        1 / (K + 2),
+        1 / (K + 2),    # its own: inserted into source 1's reference (row 4, 0.8): rank 2
+        1 / (K + 1),
+        0.5 / (K + 1),  # half-ranked and alone: the other half of a vote
+        0.0,            # doc 5: a ranked source (3) returned it, its vote stands
+        0.0,
+        1 / (K + 1),    # its own would be 1/62; its copy row 0 in the reference gives 1/61
+    ])
+    # the content weight scales every vote; at 0 there are none
+    np.testing.assert_allclose(
+        fusion.unranked_votes(sim, doc, index, reference, weights, voters, weight=0.25),
+        votes * 0.25)
+    assert not fusion.unranked_votes(sim, doc, index, reference, weights, voters, 0.0).any()
+
 def test_document_numbers_by_text_or_by_key() -> None:
     rows = [{"id": "a", "title": "Disk  Full"}, {"id": "a", "title": "disk full",
                                                    "embedding": [1.0]},
@@ -106,6 +134,16 @@ def test_document_numbers_by_text_or_by_key() -> None:
     by_key = fusion.document_numbers(rows, "n", skip).tolist()
     assert by_key[3] == by_key[4] and len(set(by_key)) == 4
 
+
+
+def test_copies_by_text_ignore_the_whitespace_around_values_and_the_case_of_names() -> None:
+    skip = frozenset({"embedding", "embedding_model"})
+    rows = [{"title": "Disk full", "body": "db"}, {"title": " disk\tfull ", "body": "db\n"},
+            {"Title": "disk full", "BODY": " DB"}, {"title": "disk full", "body": "d b"}]
+    assert fusion.canonical_text(rows[0], skip) == "body\0db\0title\0disk full"
+    assert fusion.canonical_text(rows[1], skip) == "body\0db\0title\0disk full"
+    numbers = fusion.document_numbers(rows, None, skip).tolist()
+    assert numbers[0] == numbers[1] == numbers[2] != numbers[3]
 
 def test_sources_declare_their_order_through_the_broker(tmp_path: Path) -> None:
     seed = write_jsonl(tmp_path / "docs.jsonl", DOCS)

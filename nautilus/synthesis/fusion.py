@@ -245,10 +245,11 @@ def canonical_text(row: Mapping[str, Any], skip: frozenset[str]) -> str:
 
     One string a row, built and normalised in a single pass (this runs on every row of
     every request); NUL separates names from values (``str.split`` would eat the ASCII
-    separator characters)."""
+    separator characters); each value is stripped first, or the whitespace it starts or
+    ends with would stay beside a NUL (``" disk"`` is ``"disk"``)."""
     fields = sorted((str(k), v) for k, v in row.items()
                     if isinstance(v, str) and k not in skip and not v.isspace() and v)
-    return " ".join("\0".join(f"{k}\0{v}" for k, v in fields).lower().split())
+    return " ".join("\0".join(f"{k}\0{v.strip()}" for k, v in fields).lower().split())
 
 
 def document_numbers(rows: Sequence[Mapping[str, Any]], dedup_key: str | None,
