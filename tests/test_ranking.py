@@ -255,13 +255,14 @@ def batches(draw: st.DrawFn) -> tuple[list[tuple[str, list[dict[str, Any]]]], st
     return sources, query
 
 
-knobs = st.fixed_dictionaries({
+KNOBS = {
     "top_k": st.one_of(st.none(), st.integers(1, 15)),
     "idf": st.booleans(),
     "boosts": st.dictionaries(st.sampled_from(SOURCE_IDS), st.sampled_from(
         ["low", "medium", "high"]), max_size=2),
     "max_candidates": st.one_of(st.none(), st.integers(1, 20)),
-})
+}
+knobs = st.fixed_dictionaries(KNOBS)
 
 
 def fast_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
@@ -403,11 +404,7 @@ def overlapping_batches(draw: st.DrawFn) -> tuple[list[tuple[str, list[dict[str,
 
 
 declared_knobs = st.fixed_dictionaries({
-    "top_k": st.one_of(st.none(), st.integers(1, 15)),
-    "idf": st.booleans(),
-    "boosts": st.dictionaries(st.sampled_from(SOURCE_IDS), st.sampled_from(
-        ["low", "medium", "high"]), max_size=2),
-    "max_candidates": st.one_of(st.none(), st.integers(1, 20)),
+    **KNOBS,
     "declared": st.dictionaries(st.sampled_from(SOURCE_IDS), st.booleans(), max_size=3),
 })
 

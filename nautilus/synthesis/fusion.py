@@ -153,19 +153,18 @@ def source_evidence(doc: IntArray, source_index: IntArray, source_rank: IntArray
     return evidence, voters[doc].astype(np.int64)
 
 
-def content_weight(doc: IntArray, source_index: IntArray, weights: FloatArray,
-                   ) -> tuple[float, float]:
-    """(the batch's content weight ``c``, the share of the documents ranked sources
-    returned that more than one ranked source returned)."""
+def content_weight(doc: IntArray, source_index: IntArray, weights: FloatArray) -> float:
+    """The batch's content weight ``c``, from the share of the documents ranked sources
+    returned that more than one ranked source returned."""
     ranked = weights[source_index] > 0
     if not ranked.any():
-        return CONTENT_WEIGHT, 0.0
+        return CONTENT_WEIGHT
     width = int(source_index.max()) + 1
     pairs = np.unique(doc[ranked] * width + source_index[ranked])  # (document, source) once
     per_doc = np.bincount(pairs // width)
     per_doc = per_doc[per_doc > 0]
     shared = float((per_doc >= 2).mean())
-    return CONTENT_WEIGHT * max(1.0 - shared / SHARED_FOR_NO_CONTENT, 0.0), shared
+    return CONTENT_WEIGHT * max(1.0 - shared / SHARED_FOR_NO_CONTENT, 0.0)
 
 
 def unranked_votes(similarity: FloatArray, doc: IntArray, source_index: IntArray,

@@ -276,7 +276,7 @@ class RankingSynthesizer:
             content_similarity[where_ref], declared)
         evidence_all, voters_all = fusion.source_evidence(
             doc, cands.source_index, cands.source_rank, source_weight)
-        weight, _ = fusion.content_weight(doc, cands.source_index, source_weight)
+        weight = fusion.content_weight(doc, cands.source_index, source_weight)
         sub_doc = doc[scored]
         voters = voters_all[scored]
         content_rank = fusion.content_ranks(content_similarity, sub_doc, where_ref)
