@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import hashing_vector
 
+import nautilus.text as text_module
 from nautilus import (
     AdapterResult,
     EmbeddingUnavailableError,
@@ -117,6 +119,30 @@ def test_batch_tokenizer_equals_tokenize_on_each_text(texts: list[str]) -> None:
     for row, term in zip(batch.rows.tolist(), batch.terms.tolist(), strict=True):
         got[row].append(words[term])
     assert got == [tokenize(t) for t in texts]
+
+
+#: Words at the batch tokenizer's edges: 8 and 16 bytes (its two integer keys), longer
+#: (grouped by bytes), repeated in other rows, non-ASCII inside and beside a word.
+EDGE_TEXTS = ["abcdefgh abcdefghi abcdefghijklmnop abcdefghijklmnopq ABCDEFGH",
+              "abcdefghijklmnopqrstuvwxyz0123 abcdefghijklmnopqrstuvwxyz0123 x",
+              "naïve-café électricité 電気ケトル abcdefghijklmnopqrstuvwxyz0123",
+              "", "   ", "the and of", "a\x02b", "abcdefgh abcdefgh"]
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_batch_tokenizer_is_exact_even_when_word_hashes_collide(collide: bool) -> None:
+    """Words are grouped by a hash and then checked exactly: with every hash equal (what
+    a hostile row would aim for) the batch still equals :func:`tokenize` on each text."""
+    zero = (np.uint64(0),) * 3
+    with mock.patch("nautilus.text._MIX", zero if collide else text_module._MIX):
+        batch = TokenBatch.from_texts(EDGE_TEXTS * 3)
+    words = {i: w for w, i in batch.vocab.items()}
+    got: list[list[str]] = [[] for _ in EDGE_TEXTS * 3]
+    for row, term in zip(batch.rows.tolist(), batch.terms.tolist(), strict=True):
+        got[row].append(words[term])
+    assert got == [tokenize(t) for t in EDGE_TEXTS * 3]
+    assert list(batch.vocab) == list(dict.fromkeys(t for text in EDGE_TEXTS
+                                                   for t in tokenize(text)))
 
 
 @pytest.mark.parametrize(("query", "text"), [
