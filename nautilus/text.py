@@ -25,14 +25,14 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer
 
-from nautilus.arrays import cached_values
+from nautilus.words import WordTokenCache, group_words
 
 _TOKEN = re.compile(r"[^\W_]+")
 #: bytes.translate table: ASCII bytes other than letters and digits become spaces
 #: (the separator \x02 between joined texts is kept).
 _ASCII_SPLIT = bytes(
     b if (chr(b).isalnum() or b >= 0x80 or b == 0x02) else 0x20 for b in range(256))
-_CHUNK = 4096
+_CHUNK = 2048
 
 STOPWORDS = frozenset("""
 a about above after again against all also am an and any are as at be because been
@@ -149,89 +149,34 @@ def _word_tokens(word: bytes) -> tuple[str, ...]:
     return tuple(tokenize(word.decode("utf-8", "replace")))
 
 
-_WORD_TOKENS: dict[bytes, tuple[str, ...]] = {}
 
-_SEPARATOR = b"\x02"
-#: ``_KEEP_FIRST[k]``: the mask of the first ``k`` bytes of a little-endian 8-byte integer.
-_KEEP_FIRST = np.array([(1 << 8 * k) - 1 for k in range(9)], dtype=np.uint64)
-#: Words up to this many bytes are keyed by numbers; longer ones (rare) by their bytes.
-_SHORT_WORD = 16
-#: Odd 64-bit constants of the word hash (a multiply-xorshift mix, as in splitmix64).
-_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
-        np.uint64(0xBF58476D1CE4E5B9))
+#: The word between two joined texts (no text holds it: see TokenBatch.from_texts).
+_SEPARATOR_KEY = np.uint64(0x02)
+_WORD_CACHE = WordTokenCache(_word_tokens)
 
 
-def _word_ids(data: bytes, raw_ids: dict[bytes, int]) -> npt.NDArray[np.int64]:
-    """The id in ``raw_ids`` of each word of ``data`` (its runs of bytes other than
-    space), new words added in order of first appearance, without a Python object per
-    word (``bytes.split`` and a dict lookup cost ~130 ns a word; this, a third of that).
-
-    A word of up to 16 bytes is exactly two integers: its first and its next 8 bytes,
-    the bytes past its end cleared (no word holds a NUL: the byte translation made
-    NUL a space). Words are grouped by a hash of the two with one ``np.sort`` of
-    (hash, position) packed into an int64, and every word is checked against its
-    group's first: a hash collision, which a hostile row could aim for, regroups them
-    exactly with ``np.unique``. Longer words, rare in text, are grouped by their bytes.
-    Only the first word of each group becomes a bytes object, to look its id up."""
-    padded = b" " + data + b" " * _SHORT_WORD
-    is_word = np.frombuffer(padded, dtype=np.uint8) != 0x20
-    edges = np.flatnonzero(is_word[1:] != is_word[:-1]) + 1
-    starts, ends = edges[0::2], edges[1::2]
-    lengths = ends - starts
-    # Every offset's next 8 bytes as one integer (an unaligned view: nothing is copied).
-    eight = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
-    long_words = np.flatnonzero(lengths > _SHORT_WORD)
-    short = np.flatnonzero(lengths <= _SHORT_WORD) if len(long_words) else None
-    at, size = (starts, lengths) if short is None else (starts[short], lengths[short])
-    first = eight[at] & _KEEP_FIRST[np.minimum(size, 8)]
-    second = eight[at + 8] & _KEEP_FIRST[np.clip(size - 8, 0, 8)]
-    word_group, leaders = _group_equal(first, second)  # leaders: each group's first word
-    if short is not None:
-        short_group, leaders = word_group, short[leaders]
-        word_group = np.empty(len(starts), dtype=np.int64)
-        word_group[short] = short_group
-        by_bytes: dict[bytes, int] = {}
-        n_short = len(leaders)
-        long_group = [by_bytes.setdefault(padded[s:e], n_short + len(by_bytes))
-                      for s, e in zip(starts[long_words].tolist(), ends[long_words].tolist(),
-                                      strict=True)]
-        word_group[long_words] = long_group
-        _, first_of = np.unique(np.array(long_group, dtype=np.int64), return_index=True)
-        leaders = np.concatenate((leaders, long_words[first_of]))
-    order = np.argsort(leaders)  # groups in order of first appearance
-    group_id = np.empty(len(leaders), dtype=np.int64)
-    group_id[order] = [raw_ids.setdefault(padded[s:e], len(raw_ids)) for s, e in zip(
-        starts[leaders[order]].tolist(), ends[leaders[order]].tolist(), strict=True)]
-    ids: npt.NDArray[np.int64] = group_id[word_group]
-    return ids
+def _terms(groups: npt.NDArray[np.int64], group_tokens: list[tuple[str, ...]],
+           vocab_ids: defaultdict[str, int]) -> tuple[npt.NDArray[np.int64],
+                                                      npt.NDArray[np.int64]]:
+    """How many tokens each word occurrence has, and their terms in order (``vocab_ids``
+    numbers new tokens as they come: groups are in order of first appearance)."""
+    counts = np.fromiter(map(len, group_tokens), dtype=np.int64, count=len(group_tokens))
+    if counts.max(initial=0) <= 1:  # the usual case: a word is one token or a stop word
+        mapping = np.array([vocab_ids[w[0]] if w else -1 for w in group_tokens],
+                           dtype=np.int64)
+        terms = mapping[groups]
+        return (terms >= 0).astype(np.int64), terms[terms >= 0]
+    parts = [[vocab_ids[t] for t in w] for w in group_tokens]
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    flat = np.fromiter(chain.from_iterable(parts), dtype=np.int64, count=int(counts.sum()))
+    per_word = counts[groups]
+    first = np.repeat(starts[groups], per_word)
+    within = np.arange(int(per_word.sum())) - np.repeat(np.cumsum(per_word) - per_word, per_word)
+    return per_word, flat[first + within]
 
 
-def _group_equal(first: npt.NDArray[np.uint64], second: npt.NDArray[np.uint64],
-                 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """The group of each (first, second) pair (equal pairs share one) and each group's
-    first position."""
-    n = len(first)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    shift = max(n - 1, 1).bit_length()
-    mixed = (first * _MIX[0]) ^ (second * _MIX[1])
-    mixed ^= mixed >> np.uint64(29)
-    mixed *= _MIX[2]
-    hashed = (mixed >> np.uint64(shift + 1)).astype(np.int64)  # 63 - shift bits
-    packed = np.sort((hashed << shift) | np.arange(n, dtype=np.int64))
-    position = packed & ((1 << shift) - 1)
-    starts = np.empty(n, dtype=bool)
-    starts[0] = True
-    np.not_equal(packed[1:] >> shift, packed[:-1] >> shift, out=starts[1:])
-    group = np.empty(n, dtype=np.int64)
-    group[position] = np.cumsum(starts) - 1
-    leaders = position[starts]  # sorted by (hash, position): a group's first is its least
-    leader = leaders[group]
-    if (first[leader] == first).all() and (second[leader] == second).all():
-        return group, leaders
-    _, first_at, exact = np.unique(np.stack((first, second), axis=1), axis=0,
-                                   return_index=True, return_inverse=True)
-    return exact.reshape(-1).astype(np.int64), first_at.astype(np.int64)
+def _joined(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def keyword_stems(text: str) -> list[str]:
@@ -268,41 +213,22 @@ class TokenBatch:
         (Unicode punctuation, stop words, plurals). Chunks of rows keep the
         temporary arrays small.
         """
-        raw_ids: dict[bytes, int] = {_SEPARATOR: 0}
-        row_parts, id_parts = [], []
+        vocab_ids: defaultdict[str, int] = defaultdict()
+        vocab_ids.default_factory = vocab_ids.__len__
+        row_parts, term_parts = [], []
         for start in range(0, len(texts), _CHUNK):
             chunk = texts[start:start + _CHUNK]
             joined = " \x02 ".join(chunk)
             if joined.count("\x02") != len(chunk) - 1:  # a text holds the separator
                 joined = " \x02 ".join(t.replace("\x02", " ") for t in chunk)
-            ids = _word_ids(joined.lower().encode("utf-8", "replace").translate(_ASCII_SPLIT),
-                            raw_ids)
-            is_separator = ids == raw_ids[_SEPARATOR]
-            keep = ~is_separator
-            row_parts.append((start + np.cumsum(is_separator))[keep])
-            id_parts.append(ids[keep])
-        rows = np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int64)
-        word_ids = np.concatenate(id_parts) if id_parts else np.zeros(0, dtype=np.int64)
-
-        vocab_ids: defaultdict[str, int] = defaultdict()
-        vocab_ids.default_factory = vocab_ids.__len__
-        word_tokens = cached_values(_WORD_TOKENS, _word_tokens, list(raw_ids))
-        counts = np.fromiter(map(len, word_tokens), dtype=np.int64, count=len(word_tokens))
-        if counts.max(initial=0) <= 1:  # the usual case: a word is one token or a stop word
-            mapping = np.array([vocab_ids[w[0]] if w else -1 for w in word_tokens],
-                               dtype=np.int64)
-            terms = mapping[word_ids]
-            kept = terms >= 0
-            return cls(len(texts), rows[kept], terms[kept], dict(vocab_ids))
-        parts = [[vocab_ids[t] for t in w] for w in word_tokens]
-        vocab = dict(vocab_ids)
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        flat = np.fromiter(chain.from_iterable(parts), dtype=np.int64, count=int(counts.sum()))
-        per_word = counts[word_ids]
-        first = np.repeat(starts[word_ids], per_word)
-        within = np.arange(int(per_word.sum())) - np.repeat(np.cumsum(per_word) - per_word,
-                                                            per_word)
-        return cls(len(texts), np.repeat(rows, per_word), flat[first + within], vocab)
+            words = group_words(joined.lower().encode("utf-8", "replace").translate(_ASCII_SPLIT))
+            separator = ((words.first == _SEPARATOR_KEY) & (words.second == 0)
+                         & ~words.is_long)[words.group]
+            keep = ~separator
+            rows, terms = _terms(words.group[keep], _WORD_CACHE.tokens_of(words), vocab_ids)
+            row_parts.append(np.repeat(start + np.cumsum(separator)[keep], rows))
+            term_parts.append(terms)
+        return cls(len(texts), _joined(row_parts), _joined(term_parts), dict(vocab_ids))
 
     @classmethod
     def from_tokens(cls, token_lists: list[list[str]]) -> TokenBatch:

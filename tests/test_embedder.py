@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import hashing_vector
 
-import nautilus.text as text_module
+import nautilus.words as words_module
 from nautilus import (
     AdapterResult,
     EmbeddingUnavailableError,
@@ -134,7 +134,7 @@ def test_batch_tokenizer_is_exact_even_when_word_hashes_collide(collide: bool) -
     """Words are grouped by a hash and then checked exactly: with every hash equal (what
     a hostile row would aim for) the batch still equals :func:`tokenize` on each text."""
     zero = (np.uint64(0),) * 3
-    with mock.patch("nautilus.text._MIX", zero if collide else text_module._MIX):
+    with mock.patch("nautilus.words._MIX", zero if collide else words_module._MIX):
         batch = TokenBatch.from_texts(EDGE_TEXTS * 3)
     words = {i: w for w, i in batch.vocab.items()}
     got: list[list[str]] = [[] for _ in EDGE_TEXTS * 3]

@@ -1,0 +1,93 @@
+"""The batch tokenizer's word grouping and its cache of known words: exact, whatever the
+hashes do, and safe to share between threads."""
+
+from __future__ import annotations
+
+import threading
+from unittest import mock
+
+import numpy as np
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+import nautilus.words as words_module
+from nautilus.words import WordTokenCache, group_words
+
+#: Words around the two integer keys' edges (8 and 16 bytes) and beyond, with bytes
+#: that are not ASCII (a UTF-8 text's) inside.
+WORD = st.text(alphabet="ab\x80\xe9", min_size=1, max_size=20).map(
+    lambda w: w.encode("latin-1"))
+
+
+def split_groups(data: bytes) -> list[int]:
+    """What group_words must give: equal words share a number, numbered as they come."""
+    numbers: dict[bytes, int] = {}
+    return [numbers.setdefault(w, len(numbers)) for w in data.split(b" ") if w]
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(WORD, max_size=40), collide=st.booleans())
+@example(words=[b"abcdefgh", b"abcdefgha", b"abcdefgh", b"a" * 16, b"a" * 17, b"a" * 17],
+         collide=False)
+@example(words=[b"abcdefgh", b"abcdefgha", b"abcdefgh", b"a" * 16, b"a" * 17, b"a" * 17],
+         collide=True)
+def test_group_words_groups_exactly_equal_words(words: list[bytes], collide: bool) -> None:
+    """Groups are equal words, in order of first appearance, even when every hash
+    collides (the constants zeroed): then the pairs are regrouped exactly."""
+    data = b"  ".join(words) + b" "
+    mix = (np.uint64(0),) * 3 if collide else words_module._MIX
+    with mock.patch("nautilus.words._MIX", mix):
+        groups = group_words(data)
+    assert groups.group.tolist() == split_groups(data)
+    distinct = list(dict.fromkeys(w for w in data.split(b" ") if w))
+    assert [groups.word(g) for g in range(len(distinct))] == distinct
+    assert groups.is_long.tolist() == [len(w) > words_module.SHORT_WORD for w in distinct]
+
+
+def word_tokens(word: bytes) -> tuple[str, ...]:
+    return (word.decode("latin-1").upper(),) if word != b"b" else ()
+
+
+def test_cache_gives_each_groups_tokens_and_empties_itself_at_its_limit() -> None:
+    cache = WordTokenCache(word_tokens, limit=3)
+    data = b"alpha beta b alpha gamma delta epsilon " + b"x" * 20
+    groups = group_words(data)
+    expected = [word_tokens(groups.word(g)) for g in range(len(groups.first))]
+    assert cache.tokens_of(groups) == expected  # filled: 6 short words, past the limit
+    assert cache.tokens_of(groups) == expected  # from the cache
+    fresh = group_words(b"zeta eta alpha")
+    assert cache.tokens_of(fresh) == [("ZETA",), ("ETA",), ("ALPHA",)]  # emptied, refilled
+    assert len(cache._index) == 3
+    assert cache.tokens_of(group_words(b"")) == []
+    assert cache.tokens_of(group_words(b"b")) == [()]
+
+
+def test_cache_lookup_is_checked_against_the_words_keys() -> None:
+    """Two words with the same hash: the second is not given the first one's tokens."""
+    cache = WordTokenCache(word_tokens)
+    cache.tokens_of(group_words(b"first"))
+    same_hash = group_words(b"second")
+    object.__setattr__(same_hash, "hashed", group_words(b"first").hashed.copy())
+    assert cache.tokens_of(same_hash) == [("SECOND",)]
+
+
+def test_cache_shared_by_threads_gives_every_thread_its_own_words() -> None:
+    """Threads filling and emptying one small cache at once: every answer is exact."""
+    cache = WordTokenCache(word_tokens, limit=40)
+    texts = [b" ".join(b"w%d_%d" % (t, i) for i in range(60)) for t in range(4)]
+    wrong: list[str] = []
+
+    def work(t: int) -> None:
+        for _ in range(30):
+            groups = group_words(texts[t])
+            got = cache.tokens_of(groups)
+            want = [word_tokens(groups.word(g)) for g in range(len(groups.first))]
+            if got != want:
+                wrong.append(f"thread {t}")
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
