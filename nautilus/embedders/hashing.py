@@ -157,8 +157,8 @@ class HashingEmbedder:
                                                    count=len(terms)).astype(np.float64))
         if weights:
             feature_weights *= np.array([weights.get(t, 1.0) for t in terms])
-        signs = np.where((hashes >> np.uint64(31)) & np.uint64(1), -1.0, 1.0)
-        columns, inverse = unique_inverse((hashes % np.uint64(self.dim)).astype(np.int64))
+        signs, buckets = self._signs_and_columns(hashes)
+        columns, inverse = unique_inverse(buckets)
         values = np.bincount(inverse, weights=feature_weights * signs, minlength=len(columns))
         norm = math.sqrt(float(np.bincount(np.zeros(len(columns), dtype=np.int64),
                                            weights=values * values)[0]))
@@ -167,6 +167,12 @@ class HashingEmbedder:
             norm = math.sqrt(float(np.bincount(np.zeros(len(columns), dtype=np.int64),
                                                weights=values * values)[0]))
         return SparseVector(self.dim, columns, values / norm)
+
+    def _signs_and_columns(self, hashes: npt.NDArray[np.uint64],
+                           ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+        """Each feature hash's sign (bit 31) and bucket (``h mod dim``)."""
+        signs = np.where((hashes >> np.uint64(31)) & np.uint64(1), -1.0, 1.0)
+        return signs, (hashes % np.uint64(self.dim)).astype(np.int64)
 
     def embed_tokens(self, batch: TokenBatch,
                      token_weights: Mapping[str, float] | None = None) -> SparseRows:
@@ -178,8 +184,11 @@ class HashingEmbedder:
         term_weights = (np.array([token_weights.get(t, 1.0) for t in vocab_terms])
                         if token_weights else None)
         rows, terms, counts = batch.pairs()
+        # A term's sign and bucket are worked out once, not once per text it is in.
+        term_signs, term_columns = self._signs_and_columns(term_hashes)
         feature_rows = [rows]
-        feature_hashes = [term_hashes[terms]]
+        feature_signs = [term_signs[terms]]
+        feature_columns = [term_columns[terms]]
         feature_counts = [counts]
         feature_scales = [term_weights[terms]] if term_weights is not None else []
         if self.bigrams and len(batch.terms) > 1:
@@ -190,18 +199,19 @@ class HashingEmbedder:
                 b_rows.astype(np.uint64) * width + (mixed % width),
                 return_index=True, return_counts=True)
             feature_rows.append((keys // width).astype(np.int64))
-            feature_hashes.append(keys % width)
+            b_signs, b_columns = self._signs_and_columns(keys % width)
+            feature_signs.append(b_signs)
+            feature_columns.append(b_columns)
             feature_counts.append(b_counts.astype(np.int64))
             if term_weights is not None:
                 feature_scales.append(
                     np.sqrt(term_weights[first] * term_weights[second])[first_seen])
         all_rows = _joined(feature_rows)
-        hashes = _joined(feature_hashes)
         weights = 1.0 + np.log(_joined(feature_counts).astype(np.float64))
         if feature_scales:
             weights *= _joined(feature_scales)
-        signs = np.where((hashes >> np.uint64(31)) & np.uint64(1), -1.0, 1.0)
-        columns = (hashes % np.uint64(self.dim)).astype(np.int64)
+        signs = _joined(feature_signs)
+        columns = _joined(feature_columns)
         # Sum features that share a (row, bucket), then L2-normalise each row.
         keys, inverse = unique_inverse(all_rows * self.dim + columns)
         values = np.bincount(inverse, weights=weights * signs, minlength=len(keys))
