@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer
 
-from nautilus.words import WordTokenCache, group_words
+from nautilus.words import WordGroups, WordTokenCache, group_words, merge
 
 _TOKEN = re.compile(r"[^\W_]+")
 #: bytes.translate table: ASCII bytes other than letters and digits become spaces
@@ -213,9 +213,9 @@ class TokenBatch:
         (Unicode punctuation, stop words, plurals). Chunks of rows keep the
         temporary arrays small.
         """
-        vocab_ids: defaultdict[str, int] = defaultdict()
-        vocab_ids.default_factory = vocab_ids.__len__
-        row_parts, term_parts = [], []
+        parts: list[WordGroups] = []
+        row_parts, group_parts = [], []
+        n_groups = 0
         for start in range(0, len(texts), _CHUNK):
             chunk = texts[start:start + _CHUNK]
             joined = " \x02 ".join(chunk)
@@ -225,10 +225,16 @@ class TokenBatch:
             separator = ((words.first == _SEPARATOR_KEY) & (words.second == 0)
                          & ~words.is_long)[words.group]
             keep = ~separator
-            rows, terms = _terms(words.group[keep], _WORD_CACHE.tokens_of(words), vocab_ids)
-            row_parts.append(np.repeat(start + np.cumsum(separator)[keep], rows))
-            term_parts.append(terms)
-        return cls(len(texts), _joined(row_parts), _joined(term_parts), dict(vocab_ids))
+            row_parts.append(start + np.cumsum(separator)[keep])
+            group_parts.append(words.group[keep] + n_groups)
+            n_groups += len(words.first)
+            parts.append(words)
+        groups = merge(parts) if parts else group_words(b"")
+        vocab_ids: defaultdict[str, int] = defaultdict()
+        vocab_ids.default_factory = vocab_ids.__len__
+        counts, terms = _terms(groups.group[_joined(group_parts)], _WORD_CACHE.tokens_of(groups),
+                               vocab_ids)
+        return cls(len(texts), np.repeat(_joined(row_parts), counts), terms, dict(vocab_ids))
 
     @classmethod
     def from_tokens(cls, token_lists: list[list[str]]) -> TokenBatch:
@@ -242,9 +248,14 @@ class TokenBatch:
     def pairs(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Distinct (text, term) pairs and each one's count in its text."""
         if self._pairs is None:
-            width = max(len(self.vocab), 1)
-            keys, counts = np.unique(self.rows * width + self.terms, return_counts=True)
-            self._pairs = (keys // width, keys % width, counts.astype(np.int64))
+            shift = max(len(self.vocab) - 1, 1).bit_length()  # (text, term) in one int64
+            keys = np.sort((self.rows << shift) | self.terms)
+            is_start = np.ones(len(keys), dtype=bool)
+            np.not_equal(keys[1:], keys[:-1], out=is_start[1:])
+            starts = np.flatnonzero(is_start)
+            counts = np.diff(np.append(starts, len(keys)))
+            keys = keys[starts]
+            self._pairs = (keys >> shift, keys & ((1 << shift) - 1), counts.astype(np.int64))
         return self._pairs
 
     def bigrams(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],

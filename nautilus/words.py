@@ -40,9 +40,10 @@ _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
 
 @dataclass(frozen=True)
 class WordGroups:
-    """The words of one byte text: ``group[i]`` is word ``i``'s group, equal words share
-    one, groups numbered in order of first appearance. Per group: its first word's span
-    in ``text`` and, for a short word, its two integer keys and their hash."""
+    """Equal words of a byte text grouped: ``group[i]`` is item ``i``'s group (a word's,
+    or, after :func:`merge`, a chunk's group's), groups numbered in order of first
+    appearance. Per group: its first word's span in ``text`` and its two integer keys
+    and their hash (of its first 16 bytes, for a long word)."""
 
     text: bytes
     group: IntArray
@@ -66,28 +67,51 @@ def group_words(data: bytes) -> WordGroups:
     lengths = ends - starts
     # Every offset's next 8 bytes as one integer (an unaligned view: nothing is copied).
     eight = np.ndarray((len(text) - 7,), dtype="<u8", buffer=text, strides=(1,))
-    long_words = np.flatnonzero(lengths > SHORT_WORD)
-    short = np.flatnonzero(lengths <= SHORT_WORD) if len(long_words) else None
-    at, size = (starts, lengths) if short is None else (starts[short], lengths[short])
-    first = eight[at] & _KEEP_FIRST[np.minimum(size, 8)]
-    second = eight[at + 8] & _KEEP_FIRST[np.clip(size - 8, 0, 8)]
-    hashed = _hash(first, second)
-    group, leaders = _group_equal(first, second, hashed)  # leaders: each group's first word
-    first, second, hashed = first[leaders], second[leaders], hashed[leaders]
-    is_long = np.zeros(len(leaders), dtype=bool)
-    if short is not None:
-        group, leaders = _with_long_words(text, starts, ends, short, group, short[leaders],
-                                          long_words)
-        n_long = len(leaders) - len(first)
-        first, second, hashed = (np.concatenate((keys, np.zeros(n_long, dtype=np.uint64)))
-                                 for keys in (first, second, hashed))
-        is_long = np.concatenate((is_long, np.ones(n_long, dtype=bool)))
+    first = eight[starts] & _KEEP_FIRST[np.minimum(lengths, 8)]
+    second = eight[starts + 8] & _KEEP_FIRST[np.clip(lengths - 8, 0, 8)]
+    return _grouped(text, starts, ends, first, second, _hash(first, second),
+                    lengths > SHORT_WORD)
+
+
+def merge(parts: list[WordGroups]) -> WordGroups:
+    """The groups of several texts' words (chunks of one batch) grouped again: the
+    result's ``group`` numbers the parts' groups, one after another."""
+    if len(parts) == 1:
+        only = parts[0]
+        return WordGroups(only.text, np.arange(len(only.first), dtype=np.int64), only.start,
+                          only.end, only.first, only.second, only.hashed, only.is_long)
+    offsets = np.cumsum([0] + [len(part.text) for part in parts[:-1]])
+    return _grouped(b"".join(part.text for part in parts),
+                    np.concatenate([p.start + o for p, o in zip(parts, offsets, strict=True)]),
+                    np.concatenate([p.end + o for p, o in zip(parts, offsets, strict=True)]),
+                    *(np.concatenate([getattr(p, name) for p in parts])
+                      for name in ("first", "second", "hashed", "is_long")))
+
+
+def _grouped(text: bytes, starts: IntArray, ends: IntArray, first: U64, second: U64,
+             hashed: U64, is_long: npt.NDArray[np.bool_]) -> WordGroups:
+    """Items (spans of ``text``) grouped: short ones by their keys, long ones by bytes."""
+    if not is_long.any():
+        group, leaders = _group_equal(first, second, hashed)
+    else:
+        short, long_items = np.flatnonzero(~is_long), np.flatnonzero(is_long)
+        short_group, short_leaders = _group_equal(first[short], second[short], hashed[short])
+        group = np.empty(len(starts), dtype=np.int64)
+        group[short] = short_group
+        by_bytes: dict[bytes, int] = {}
+        n_short = len(short_leaders)
+        long_group = np.array([by_bytes.setdefault(text[s:e], n_short + len(by_bytes)) for s, e
+                               in zip(starts[long_items].tolist(), ends[long_items].tolist(),
+                                      strict=True)], dtype=np.int64)
+        group[long_items] = long_group
+        _, first_of = np.unique(long_group, return_index=True)
+        leaders = np.concatenate((short[short_leaders], long_items[first_of]))
     order = np.argsort(leaders)  # groups renumbered in order of first appearance
     renumber = np.empty(len(order), dtype=np.int64)
     renumber[order] = np.arange(len(order), dtype=np.int64)
     leaders = leaders[order]
-    return WordGroups(text, renumber[group], starts[leaders], ends[leaders], first[order],
-                      second[order], hashed[order], is_long[order])
+    return WordGroups(text, renumber[group], starts[leaders], ends[leaders], first[leaders],
+                      second[leaders], hashed[leaders], is_long[leaders])
 
 
 def _hash(first: U64, second: U64) -> U64:
@@ -120,22 +144,6 @@ def _group_equal(first: U64, second: U64, hashed: U64) -> tuple[IntArray, IntArr
     _, first_at, exact = np.unique(np.stack((first, second), axis=1), axis=0,
                                    return_index=True, return_inverse=True)
     return exact.reshape(-1).astype(np.int64), first_at.astype(np.int64)
-
-
-def _with_long_words(text: bytes, starts: IntArray, ends: IntArray, short: IntArray,
-                     short_group: IntArray, short_leaders: IntArray, long_words: IntArray,
-                     ) -> tuple[IntArray, IntArray]:
-    """Groups of all words: the short words' groups, then the long words' grouped by bytes."""
-    group = np.empty(len(starts), dtype=np.int64)
-    group[short] = short_group
-    n_short = len(short_leaders)
-    by_bytes: dict[bytes, int] = {}
-    long_group = np.array([by_bytes.setdefault(text[s:e], n_short + len(by_bytes)) for s, e
-                           in zip(starts[long_words].tolist(), ends[long_words].tolist(),
-                                  strict=True)], dtype=np.int64)
-    group[long_words] = long_group
-    _, first_of = np.unique(long_group, return_index=True)
-    return group, np.concatenate((short_leaders, long_words[first_of]))
 
 
 class WordTokenCache:

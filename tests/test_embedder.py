@@ -129,12 +129,16 @@ EDGE_TEXTS = ["abcdefgh abcdefghi abcdefghijklmnop abcdefghijklmnopq ABCDEFGH",
               "", "   ", "the and of", "a\x02b", "abcdefgh abcdefgh"]
 
 
+@pytest.mark.parametrize("chunk", [2048, 2])
 @pytest.mark.parametrize("collide", [False, True])
-def test_batch_tokenizer_is_exact_even_when_word_hashes_collide(collide: bool) -> None:
+def test_batch_tokenizer_is_exact_even_when_word_hashes_collide(collide: bool,
+                                                                 chunk: int) -> None:
     """Words are grouped by a hash and then checked exactly: with every hash equal (what
-    a hostile row would aim for) the batch still equals :func:`tokenize` on each text."""
+    a hostile row would aim for) the batch still equals :func:`tokenize` on each text,
+    also when it is cut into chunks whose words are grouped again across them."""
     zero = (np.uint64(0),) * 3
-    with mock.patch("nautilus.words._MIX", zero if collide else words_module._MIX):
+    with (mock.patch("nautilus.words._MIX", zero if collide else words_module._MIX),
+          mock.patch("nautilus.text._CHUNK", chunk)):
         batch = TokenBatch.from_texts(EDGE_TEXTS * 3)
     words = {i: w for w, i in batch.vocab.items()}
     got: list[list[str]] = [[] for _ in EDGE_TEXTS * 3]

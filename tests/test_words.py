@@ -91,3 +91,19 @@ def test_cache_shared_by_threads_gives_every_thread_its_own_words() -> None:
     for thread in threads:
         thread.join()
     assert wrong == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(chunks=st.lists(st.lists(WORD, max_size=12), min_size=1, max_size=5))
+def test_merge_groups_equal_words_across_chunks(chunks: list[list[bytes]]) -> None:
+    """Chunks grouped one by one, then merged: the same groups as the whole text at once."""
+    parts = [group_words(b" ".join(words)) for words in chunks]
+    merged = words_module.merge(parts)
+    whole = [w for words in chunks for w in words]
+    numbers: dict[bytes, int] = {}
+    expected = [numbers.setdefault(w, len(numbers)) for w in whole]
+    got = [int(merged.group[offset + g]) for part, offset in zip(
+        parts, np.cumsum([0] + [len(p.first) for p in parts[:-1]]), strict=True)
+        for g in part.group.tolist()]
+    assert got == expected
+    assert [merged.word(g) for g in range(len(merged.first))] == list(numbers)
