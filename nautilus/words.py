@@ -166,17 +166,19 @@ class WordTokenCache:
         n = len(groups.first)
         if n == 0:
             return []
-        hashes: list[int] = groups.hashed.tolist()
-        get = itemgetter(*hashes)
-        try:
-            found = get(self._index)
-            entries = np.array([found] if n == 1 else found, dtype=np.int64)
-        except KeyError:
-            self._add(groups)
-            entries = np.fromiter(map(self._index.get, hashes, repeat(-1, n)), dtype=np.int64,
-                                  count=n)
+        short = np.flatnonzero(~groups.is_long)  # long words are never cached
+        hashes: list[int] = groups.hashed[short].tolist()
+        entries = np.full(n, -1, dtype=np.int64)
+        if hashes:
+            try:
+                found = itemgetter(*hashes)(self._index)
+                entries[short] = [found] if len(hashes) == 1 else found
+            except KeyError:
+                self._add(groups, short, hashes)
+                entries[short] = np.fromiter(map(self._index.get, hashes, repeat(-1)),
+                                             dtype=np.int64, count=len(hashes))
         first, second, tokens = self._entries
-        entries[groups.is_long | (entries >= len(first))] = -1
+        entries[entries >= len(first)] = -1  # (added after the index was read: an emptied cache)
         known = entries >= 0
         known[known] = ((first[entries[known]] == groups.first[known])
                         & (second[entries[known]] == groups.second[known]))
@@ -188,23 +190,23 @@ class WordTokenCache:
             out[g] = self._word_tokens(groups.word(g))
         return out
 
-    def _add(self, groups: WordGroups) -> None:
-        """Add the groups' short words that are not in the cache."""
+    def _add(self, groups: WordGroups, short: IntArray, hashes: list[int]) -> None:
+        """Add the short words (groups ``short``, with these hashes) not yet cached."""
         with self._lock:
             if len(self._index) > self._limit:
                 self._index = {}
                 self._entries = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64), [])
             index = self._index
             new: dict[int, int] = {}
-            for g, h in enumerate(groups.hashed.tolist()):
-                if h not in index and h not in new and not groups.is_long[g]:
+            for g, h in zip(short.tolist(), hashes, strict=True):
+                if h not in index and h not in new:
                     new[h] = g
             if not new:
                 return
             picked = np.fromiter(new.values(), dtype=np.int64, count=len(new))
             first, second, tokens = self._entries
             base = len(first)
-            del tokens[base:]  # (a lookup never reads past the keys' length)
+            del tokens[base:]  # what an add interrupted by an exception left past the keys
             tokens.extend(self._word_tokens(groups.word(g)) for g in picked.tolist())
             self._entries = (np.concatenate((first, groups.first[picked])),
                              np.concatenate((second, groups.second[picked])), tokens)

@@ -107,3 +107,13 @@ def test_merge_groups_equal_words_across_chunks(chunks: list[list[bytes]]) -> No
         for g in part.group.tolist()]
     assert got == expected
     assert [merged.word(g) for g in range(len(merged.first))] == list(numbers)
+
+
+def test_a_long_word_does_not_send_every_call_down_the_adding_path() -> None:
+    """Long words are never cached: a batch holding one must still be answered from
+    the cache once its short words are known."""
+    cache = WordTokenCache(word_tokens)
+    groups = group_words(b"alpha " + b"y" * 40 + b" beta")
+    first = cache.tokens_of(groups)
+    with mock.patch.object(WordTokenCache, "_add", side_effect=AssertionError("re-added")):
+        assert cache.tokens_of(groups) == first == [("ALPHA",), ("Y" * 40,), ("BETA",)]
