@@ -26,9 +26,10 @@ value) is numbered by ``fusion.document_numbers`` itself.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from itertools import chain, repeat
-from operator import contains, methodcaller
+from operator import contains, itemgetter, methodcaller
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,8 @@ def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
     keys = _plain_batch_keys(rows)
     if keys is None:
         return fusion.document_numbers(rows, None, skip)
+    if _distinct_by_one_field(rows, keys - skip, keys):
+        return np.arange(n, dtype=np.int64)
     if (texts is not None and batch is not None and batch.n_texts == n == len(texts)
             and _non_decreasing(batch.rows)):
         value_types = set(map(type, chain.from_iterable(map(dict.values, rows))))
@@ -109,10 +112,65 @@ def _plain_batch_keys(rows: list[dict[str, Any]]) -> set[str] | None:
     a NUL. (String values of a str subclass are checked by the caller.)"""
     if set(map(type, rows)) != {dict}:
         return None
-    keys = set(chain.from_iterable(rows))
+    keys: set[str] = set().union(*rows)  # faster than a set of chain.from_iterable(rows)
     if any(type(key) is not str or "\0" in key for key in keys):
         return None
     return keys
+
+
+def _distinct_by_one_field(rows: list[dict[str, Any]], fields: set[str],
+                           keys: set[str]) -> bool:
+    """True when one field proves that no two rows are copies (an id, say): every row
+    holds it as a non-empty ASCII string without whitespace, and those strings are
+    distinct once lower-cased. ~0.5 ms at 10k rows, against ~5 ms for fingerprints.
+
+    Why it is exact: with no NUL in any name or text value of the batch (checked here;
+    no str subclass either), a canonical text is an alternation of normalised names and
+    values. No other name of the batch (``keys``) reads as this one once lower-cased
+    without whitespace (checked), so the one value following this field's name in two
+    rows' canonical texts is each row's value, which normalisation leaves as its plain
+    ``lower()``: equal texts would need equal lower-cased values."""
+    n = len(rows)
+    squashed = Counter("".join(key.lower().split()) for key in keys)
+    first, last = rows[0], rows[-1]
+    for field in sorted(fields):
+        value = first.get(field)
+        if (type(value) is not str or squashed["".join(field.lower().split())] > 1
+                or (n > 1 and last.get(field) == value)):  # cheap rejects: not an id
+            continue
+        values = _values(rows, field)
+        if set(map(type, values)) != {str}:
+            continue
+        joined = _SEPARATOR.join(values)
+        if (not joined.isascii() or "\0" in joined or joined.count(_SEPARATOR) != n - 1
+                or len(joined.split(maxsplit=1)) != 1):
+            continue
+        lowered = joined.lower()
+        distinct = set(values) if lowered == joined else set(lowered.split(_SEPARATOR))
+        if len(distinct) != n or "" in distinct:
+            continue
+        return all(_plain_texts(rows, other) for other in fields - {field})
+    return False
+
+
+def _values(rows: list[dict[str, Any]], field: str) -> list[Any]:
+    """Each row's value under ``field`` (None where it has none); ``itemgetter`` is ~5×
+    faster than ``dict.get`` through ``methodcaller`` when every row has the field."""
+    try:
+        return list(map(itemgetter(field), rows))
+    except KeyError:
+        return list(map(methodcaller("get", field), rows))
+
+
+def _plain_texts(rows: list[dict[str, Any]], field: str) -> bool:
+    """No str subclass and no NUL among the rows' strings under ``field``."""
+    values = _values(rows, field)
+    types = set(map(type, values))
+    if _has_str_subclass(types):
+        return False
+    if types != {str}:
+        values = [value for value in values if type(value) is str]
+    return "\0" not in "".join(values)
 
 
 def _has_str_subclass(types: set[type]) -> bool:
