@@ -201,3 +201,20 @@ def test_sparse_query_against_a_matrix_of_several_blocks() -> None:
     got = {r.row["id"]: r.similarity for r in ranked}
     np.testing.assert_allclose([got[f"v{i}"] for i in range(600)],
                                _cosines(matrix, query / np.sqrt(query @ query)), atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 40), top_k=st.integers(1, 12), seed=st.integers(0, 2**16))
+def test_top_k_of_distinct_rows_is_the_head_of_the_full_order(n: int, top_k: int,
+                                                              seed: int) -> None:
+    """The top K taken from a partition (no copies) is the full ranking's head, ties at
+    the cut included (few distinct vectors: many equal scores)."""
+    rng = np.random.default_rng(seed)
+    choices = rng.normal(size=(3, 4))
+    rows = [{"id": f"v{i}", "embedding": choices[rng.integers(0, 3)]} for i in range(n)]
+    results = [AdapterResult(s, rows[i::3]) for i, s in enumerate("abc")]
+    context = {"embedding": rng.normal(size=4)}
+    full = RankingSynthesizer().rank(results, context)
+    head = RankingSynthesizer(top_k=top_k).rank(results, context)
+    assert triples(head) == triples(full)[:top_k]
+    assert [r.rank for r in head] == list(range(1, len(head) + 1))
