@@ -139,6 +139,9 @@ def source_evidence(doc: IntArray, source_index: IntArray, source_rank: IntArray
     n = len(doc)
     if n == 0:
         return np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int64)
+    if every_row_its_document(doc):  # each row is its document's only vote
+        w = weights[source_index]
+        return w / (k + source_rank.astype(np.float64)), (w > 0).astype(np.int64)
     width = int(source_index.max()) + 1
     pair = doc * width + source_index
     order = np.lexsort((source_rank, pair))
