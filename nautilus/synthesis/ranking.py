@@ -759,7 +759,8 @@ def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: QueryVector
     # (a dict subclass may define its own get), ~100 ns through methodcaller
     values: list[Any] = (list(map(dict.get, rows, repeat("embedding")))
                          if set(map(type, rows)) == {dict} else list(map(_EMBEDDING_OF, rows)))
-    present = list(map(is_not, values, repeat(None)))
+    types = set(map(type, values))
+    present = [] if type(None) not in types else list(map(is_not, values, repeat(None)))
     if all(present):
         candidates = np.arange(len(rows), dtype=np.int64)
     else:
@@ -769,12 +770,15 @@ def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: QueryVector
         candidates = candidates[np.array([m == own_model for m in models], dtype=bool)]
     if not len(candidates):
         return candidates, np.zeros(0), 0
-    picked = (values if len(candidates) == len(values)
-              else [values[i] for i in candidates.tolist()])
+    if len(candidates) == len(values):
+        picked = values
+    else:
+        picked = [values[i] for i in candidates.tolist()]
+        types = set(map(type, picked))
     products: tuple[FloatArray, FloatArray] | None = None
     invalid = 0
     with np.errstate(invalid="ignore", over="ignore"):  # non-finite rows are dropped next
-        if set(map(type, picked)) == {np.ndarray}:  # the fast path: no matrix of all rows
+        if types == {np.ndarray}:  # the fast path: no matrix of all rows
             try:  # a 0-d array has no len(); a vector that is not flat, or does not cast
                 # to float64 by itself (object, complex), fails the gathering: the slow path
                 if set(map(len, picked)) == {dim}:
