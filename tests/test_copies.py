@@ -147,7 +147,8 @@ def test_rank_collapses_the_same_copies_as_the_canonical_numbering(
 
     fast = ranked()
     monkeypatch.setattr(copies, "document_numbers",
-                        lambda rows, *_args: fusion.document_numbers(rows, None, _NOT_TEXT))
+                        lambda rows, *_args, **_kwargs: fusion.document_numbers(rows, None,
+                                                                                _NOT_TEXT))
     assert fast == ranked()
     assert any(also for *_, also in fast)
 

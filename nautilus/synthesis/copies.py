@@ -50,18 +50,19 @@ _SEPARATOR_HASH = np.int64(hash(_SEPARATOR)).view(np.uint64)
 
 def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
                      texts: list[str] | None = None, batch: TokenBatch | None = None,
-                     text_limit: int = 0) -> IntArray:
+                     text_limit: int = 0, plain: bool = False) -> IntArray:
     """``fusion.document_numbers(rows, None, skip)``, fast.
 
     With ``texts`` and ``batch`` the fingerprints come from the batch's tokens:
     ``texts[i]`` is row ``i``'s text as the ranker builds it (its string values joined
     by spaces, without the ``skip`` fields when the row has ``embedding_model``, cut at
     ``text_limit`` characters) and ``batch`` holds the tokens of exactly these texts.
-    Without them, from the words of the rows' string fields, one field at a time."""
+    Without them, from the words of the rows' string fields, one field at a time.
+    ``plain``: the caller knows every row is a plain dict (no subclass)."""
     n = len(rows)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    keys = _plain_batch_keys(rows)
+    keys = _plain_batch_keys(rows, plain)
     if keys is None:
         return fusion.document_numbers(rows, None, skip)
     if _distinct_by_one_field(rows, keys - skip, keys):
@@ -106,11 +107,11 @@ def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
     return _numbers(rows, skip, fingerprint, count, canonical)
 
 
-def _plain_batch_keys(rows: list[dict[str, Any]]) -> set[str] | None:
+def _plain_batch_keys(rows: list[dict[str, Any]], plain: bool = False) -> set[str] | None:
     """The batch's field names, or None when the fingerprint's argument does not hold for
     the batch: a row that is not a plain dict, a key that is not a plain string or holds
     a NUL. (String values of a str subclass are checked by the caller.)"""
-    if set(map(type, rows)) != {dict}:
+    if not plain and set(map(type, rows)) != {dict}:
         return None
     keys: set[str] = set().union(*rows)  # faster than a set of chain.from_iterable(rows)
     if any(type(key) is not str or "\0" in key for key in keys):

@@ -116,13 +116,14 @@ class _Candidates:
     source_rank: IntArray
     rows: list[dict[str, Any]]
     matrices: _Matrices | None = None
+    plain: bool = False  # every row is a plain dict (no subclass): C-level dict.get is safe
 
     def take(self, keep: IntArray) -> _Candidates:
         matrices = self.matrices
         if matrices is not None:
             matrices = _Matrices(matrices.parts, matrices.matrix_of[keep], matrices.row_in[keep])
         return _Candidates(self.source_ids, self.source_index[keep], self.source_rank[keep],
-                           [self.rows[i] for i in keep], matrices)
+                           [self.rows[i] for i in keep], matrices, self.plain)
 
 
 @dataclass
@@ -324,6 +325,7 @@ class RankingSynthesizer:
         rows: list[dict[str, Any]] = []
         matrix_parts: list[tuple[int, Any, int, IntArray]] = []
         not_a_dict = 0
+        plain = True
         for result in results:
             if result.error is not None:
                 continue
@@ -344,6 +346,7 @@ class RankingSynthesizer:
             is_dict = [] if set(map(type, source_rows)) <= {dict} else [  # plain dicts: fast
                 type(row) is dict or (isinstance(row, dict) and mapping_problem(row) is None)
                 for row in source_rows]
+            plain = plain and not is_dict
             if not all(is_dict):
                 not_a_dict += is_dict.count(False)
                 keep = np.array(is_dict, dtype=bool)
@@ -363,7 +366,7 @@ class RankingSynthesizer:
         empty = np.zeros(0, dtype=np.int64)
         return _Candidates(source_ids, np.concatenate(index_parts) if index_parts else empty,
                            np.concatenate(rank_parts) if rank_parts else empty, rows,
-                           _Matrices.build(matrix_parts, len(rows)))
+                           _Matrices.build(matrix_parts, len(rows)), plain)
 
     @staticmethod
     def _source_ranks(result: AdapterResult, given: int, warn: bool) -> IntArray:
@@ -487,7 +490,8 @@ class RankingSynthesizer:
         (``texts``/``batch``: of every candidate, in order, when the pass built them)."""
         if self.dedup_key is not None:
             return fusion.document_numbers(cands.rows, self.dedup_key, _NOT_TEXT)
-        return copies.document_numbers(cands.rows, _NOT_TEXT, texts, batch, MAX_TEXT_CHARS)
+        return copies.document_numbers(cands.rows, _NOT_TEXT, texts, batch, MAX_TEXT_CHARS,
+                                       plain=cands.plain)
 
     def _texts(self, rows: list[dict[str, Any]]) -> list[str]:
         # A row's text is its string values; "embedding" is never a string, so only
@@ -684,14 +688,14 @@ def _vector_similarities(cands: _Candidates, query_unit: QueryVector, own_model:
     over as a matrix (``AdapterResult.embeddings``) scored from that matrix instead."""
     matrices = cands.matrices
     if matrices is None:
-        return _row_vector_similarities(cands.rows, query_unit, own_model)
+        return _row_vector_similarities(cands.rows, query_unit, own_model, cands.plain)
     positions, sims, invalid = _matrix_similarities(matrices, cands.rows, query_unit, own_model)
     rest = np.ones(len(cands.rows), dtype=bool)
     rest[positions] = False
     others = np.flatnonzero(rest)
     if len(others):
         found, other_sims, other_invalid = _row_vector_similarities(
-            [cands.rows[i] for i in others.tolist()], query_unit, own_model)
+            [cands.rows[i] for i in others.tolist()], query_unit, own_model, cands.plain)
         positions = np.concatenate((positions, others[found]))
         sims = np.concatenate((sims, other_sims))
         invalid += other_invalid
@@ -747,18 +751,21 @@ def _matrix_similarities(matrices: _Matrices, rows: list[dict[str, Any]],
 
 
 def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: QueryVector,
-                             own_model: str | None) -> tuple[IntArray, FloatArray, int]:
+                             own_model: str | None, plain: bool = False,
+                             ) -> tuple[IntArray, FloatArray, int]:
     """Cosine of each row's own ``embedding`` to the query, for the rows whose vector
     is usable: (their positions, their similarities, how many vectors were invalid).
 
     A row's vector is skipped (re-embedded from its text) when it is missing, or
-    when ``own_model`` is set and the row says another model made it.
+    when ``own_model`` is set and the row says another model made it. ``plain``: every
+    row is known to be a plain dict.
     """
     dim = query_unit.shape[0]
     # map and C-level helpers: ~25 ns a row with dict.get, which only a plain dict may take
     # (a dict subclass may define its own get), ~100 ns through methodcaller
     values: list[Any] = (list(map(dict.get, rows, repeat("embedding")))
-                         if set(map(type, rows)) == {dict} else list(map(_EMBEDDING_OF, rows)))
+                         if plain or set(map(type, rows)) == {dict}
+                         else list(map(_EMBEDDING_OF, rows)))
     types = set(map(type, values))
     present = [] if type(None) not in types else list(map(is_not, values, repeat(None)))
     if all(present):
