@@ -632,12 +632,13 @@ def _row_dot(a: FloatArray, b: FloatArray) -> FloatArray:
 
 
 def _matrix_blocks(matrix: npt.NDArray[Any]) -> Iterator[npt.NDArray[np.float64]]:
-    """``matrix`` as float64 blocks of rows: itself when it is float64 already, else
-    converted ``_BLOCK_ROWS`` rows at a time (a block stays in the CPU cache, where
-    a whole float64 copy would not; ``einsum(..., dtype=float64)`` casts through a
-    small buffer and is several times slower)."""
+    """``matrix`` as float64 blocks of ``_BLOCK_ROWS`` rows: views when it is float64
+    already, else converted into one reused block (a block stays in the CPU cache, so
+    the dots and the norms read it there, where a whole float64 copy would not fit;
+    ``einsum(..., dtype=float64)`` casts through a small buffer, several times slower)."""
     if matrix.dtype == np.float64:
-        yield matrix
+        for start in range(0, len(matrix), _BLOCK_ROWS):
+            yield matrix[start:start + _BLOCK_ROWS]
         return
     buffer = np.empty((min(len(matrix), _BLOCK_ROWS), matrix.shape[1]), dtype=np.float64)
     for start in range(0, len(matrix), _BLOCK_ROWS):
@@ -797,7 +798,7 @@ def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: QueryVector
             matrix, ok = _stack(picked, dim)
             invalid = len(candidates) - int(ok.sum())
             matrix, candidates = matrix[ok], candidates[ok]
-            products = _dots_and_norms(iter((matrix,)), len(matrix), query_unit)
+            products = _dots_and_norms(_matrix_blocks(matrix), len(matrix), query_unit)
     dots, norms = products
     usable = np.isfinite(dots) & np.isfinite(norms)
     if not usable.all():  # NaN or infinity inside a vector: its row falls back to its text
