@@ -77,10 +77,14 @@ def average_ranks(values: FloatArray) -> FloatArray:
     n = len(values)
     order = np.argsort(values)  # ties share one rank: their order does not matter (SIMD sort)
     ordered = values[order]
-    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    distinct = ordered[1:] != ordered[:-1]
+    ranks = np.empty(n, dtype=np.float64)
+    if distinct.all():  # no ties (similarities, mostly): each rank is its place
+        ranks[order] = np.arange(1, n + 1, dtype=np.float64)
+        return ranks
+    starts = np.flatnonzero(np.concatenate(([True], distinct)))
     ends = np.concatenate((starts[1:], [n]))
     mean_rank = (starts + ends + 1) / 2.0  # ranks start..end-1 (0-based) averaged, 1-based
-    ranks = np.empty(n, dtype=np.float64)
     ranks[order] = np.repeat(mean_rank, ends - starts)
     return ranks
 
