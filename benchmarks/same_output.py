@@ -6,7 +6,8 @@ package of REV (extracted with ``git archive``, no checkout), "after" the workin
 Each prints every ranked row as (source_id, source_rank, score, the copies collapsed
 into it); the parent compares.
 Vectors handed over as one matrix (``AdapterResult.embeddings``, after only) are
-compared with the same vectors given row by row to "before".
+compared with the same vectors given row by row to "before"; the vector batches at
+4,000 rows also cover the top 10, a candidate cap and copies.
 
     python benchmarks/same_output.py [--rev 739186b]
 
@@ -78,6 +79,54 @@ def batches() -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
         if speed.HAS_MATRIX:
             context["_matrix"] = [AdapterResult(s, part, embeddings=m) for s, part, m in parts]
         out.append((f"matrix {n}", by_row, {"top_k": None}, context))
+    out += vector_batches(query_vector)
+    return out
+
+
+def vector_batches(query_vector: Any) -> list[tuple[str, list[Any], dict[str, Any],
+                                                    dict[str, Any]]]:
+    """Vector rows at a few thousand: numpy vectors (float64 and float32), a float32
+    matrix per source, each with the top 10 (the benchmark's setting), under a candidate
+    cap, and with copies (rows repeated by another source, same vector), whose paths
+    differ.
+
+    The copies batch stays below 2**20 vector entries: above it, main multiplied
+    float64 vectors with BLAS ``gemv``, which rounds the same vector differently at
+    different rows (copies 1e-16 apart, one ranked below its own document); the
+    code after ties them exactly (docs/tuning.md, issue 14's fourth pass)."""
+    import numpy as np
+    import speed
+
+    from nautilus import AdapterResult
+
+    out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
+    k = len(speed.SOURCES)
+    rng = np.random.default_rng(14)
+    matrix = rng.normal(size=(4_000, speed.DIM)).astype(np.float32)
+    rows = [{"id": f"row-{i}"} for i in range(len(matrix))]
+    with_copies = rows[:2_000] + rows[:250]  # the first rows again, under other sources
+    vectors = np.concatenate((matrix[:2_000], matrix[:250]))
+    for label, kwargs in (("top 10", {"top_k": 10}), ("all", {"top_k": None}),
+                          ("cap 1000 + boosts", {"top_k": 10, "max_candidates": 1_000,
+                                                 "source_boosts": {"graph": "high"}})):
+        context: dict[str, Any] = {"embedding": query_vector}
+        for name, batch_rows, batch in (("", rows, matrix), (" copies", with_copies, vectors)):
+            n = len(batch_rows)
+            parts = [(s, batch_rows[i::k], np.ascontiguousarray(batch[i::k]))
+                     for i, s in enumerate(speed.SOURCES)]
+            by_row = [AdapterResult(s, [{**row, "embedding": v.astype(np.float64)}
+                                        for row, v in zip(part, m, strict=True)])
+                      for s, part, m in parts]
+            as_float32 = [AdapterResult(s, [{**row, "embedding": v}
+                                            for row, v in zip(part, m, strict=True)])
+                          for s, part, m in parts]
+            out.append((f"numpy vectors {n}{name} {label}", by_row, kwargs, context))
+            out.append((f"float32 vectors {n}{name} {label}", as_float32, kwargs, context))
+            matrix_context = dict(context)
+            if speed.HAS_MATRIX:
+                matrix_context["_matrix"] = [AdapterResult(s, part, embeddings=m)
+                                             for s, part, m in parts]
+            out.append((f"float32 matrix {n}{name} {label}", by_row, kwargs, matrix_context))
     return out
 
 

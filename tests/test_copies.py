@@ -147,6 +147,48 @@ def test_rank_collapses_the_same_copies_as_the_canonical_numbering(
 
     fast = ranked()
     monkeypatch.setattr(copies, "document_numbers",
-                        lambda rows, *_args: fusion.document_numbers(rows, None, _NOT_TEXT))
+                        lambda rows, *_args, **_kwargs: fusion.document_numbers(rows, None,
+                                                                                _NOT_TEXT))
     assert fast == ranked()
     assert any(also for *_, also in fast)
+
+
+ID_VALUES = st.sampled_from(["a", "A", "b", "B", "row-1", "ROW-1", "x\x02y", "a\0b", "é", "k",
+                             "\u212a", "a b", "c\x1c", "", " ", None, 7])
+ID_KEYS = st.sampled_from(["id", "ID", " id", "i d", "text", "embedding"])
+
+
+@st.composite
+def id_batches(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Rows that mostly hold a distinct id-like value (the one-field proof of distinct
+    documents), with the cases it must reject: a value that is not a plain word,
+    another name that reads as the same name, a NUL or copy in another field."""
+    n = draw(st.integers(1, 8))
+    rows: list[dict[str, Any]] = [{"id": f"v{i}"} for i in range(n)]
+    for row in rows:
+        for key, value in draw(st.dictionaries(ID_KEYS, ID_VALUES, max_size=2)).items():
+            row[key] = value
+        if draw(st.booleans()):
+            row["text"] = draw(st.sampled_from(["disk full", "Disk  FULL", "x\0y", "v0"]))
+    return rows
+
+
+@settings(max_examples=200, deadline=None)
+@given(id_batches())
+@example([{"id": "a"}, {"ID": "a"}])                         # another name, read the same
+@example([{"id": "a", "ID": "b"}, {"id": "b", "ID": "a"}])
+@example([{"id": "A", "t": "x"}, {"id": "a", "t": "x"}])       # equal once lower-cased
+@example([{"id": "a", "t": "x\0id\0b"}, {"id": "b", "t": "x"}])  # a NUL in another field
+@example([{"id": "a"}, {"id": "b", "embedding": "s"}])
+def test_rows_with_an_id_number_as_the_canonical_text(rows: list[dict[str, Any]]) -> None:
+    assert_same_numbers(rows)
+
+
+def test_distinct_ids_prove_distinct_rows_without_fingerprints() -> None:
+    rows = [{"id": f"Row-{i}", "text": "same text", "embedding": [1.0]} for i in range(50)]
+    keys = copies._plain_batch_keys(rows)
+    assert keys is not None and copies._distinct_by_one_field(rows, keys - _NOT_TEXT, keys)
+    assert_same_numbers(rows)
+    rows[7]["id"] = "row-3"  # a copy of row 3 once lower-cased: the proof does not hold
+    assert not copies._distinct_by_one_field(rows, keys - _NOT_TEXT, keys)
+    assert_same_numbers(rows)

@@ -214,3 +214,35 @@ def test_an_unranked_row_outside_the_reference_ranks_first_among_none() -> None:
                                   np.array([0, 1]), np.array([1.0, 0.0]),
                                   np.array([1, 1, 0]), 1.0)
     assert votes.tolist() == [0.0, 0.0, 1 / (K + 1)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(1, 40), data=st.data())
+def test_ranks_without_copies_equal_the_paired_ranks(n: int, data: st.DataObject) -> None:
+    """Every row its own document, every row in the reference: the one-sort ranks equal
+    the general path's (which the same documents numbered in another order take)."""
+    similarity = np.array(data.draw(st.lists(st.sampled_from([-0.2, -0.0, 0.0, 0.1, 0.3, 0.8]),
+                                             min_size=n, max_size=n)))
+    source_index = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
+    weights = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.4, 1.0]), min_size=4,
+                                          max_size=4)))
+    voters = (weights[source_index] > 0).astype(np.int64)
+    every = np.arange(n, dtype=np.int64)
+    renumbered = every[::-1].copy()  # distinct documents, not in row order: general path
+    assert fusion.every_row_its_document(every, every)
+    assert not fusion.every_row_its_document(renumbered, every) or n == 1
+    assert (fusion.content_ranks(similarity, every, every).tolist()
+            == fusion.content_ranks(similarity, renumbered, every).tolist())
+    for weight in (0.5, 1.0):
+        fast = fusion.unranked_votes(similarity, every, source_index, every, weights, voters,
+                                     weight)
+        plain = _unranked_votes_by_source(similarity, renumbered, source_index, every,
+                                          weights, voters, weight)
+        assert fast.tolist() == plain.tolist()
+
+
+def test_descending_ranks_share_ties_within_each_group() -> None:
+    similarity = np.array([0.5, 0.9, 0.5, 0.1, 0.9, 0.5])
+    assert fusion.descending_ranks(similarity).tolist() == [3, 1, 3, 6, 1, 3]
+    groups = np.array([0, 1, 1, 0, 0, 1])
+    assert fusion.descending_ranks(similarity, groups).tolist() == [2, 1, 2, 3, 1, 2]

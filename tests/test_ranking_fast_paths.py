@@ -147,3 +147,74 @@ def test_batch_tokens_equal_tokenize_per_text(texts: list[str]) -> None:
     for i, text in enumerate(texts):
         got = [words[t] for t in batch.terms[batch.rows == i].tolist()]
         assert got == tokenize(text.replace("\x02", " "))
+
+
+def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    rows = matrix.astype(np.float64)
+    return np.array([float(r @ query) / float(np.sqrt(r @ r)) for r in rows])
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8", "i4"])
+def test_vectors_over_several_blocks_score_their_exact_cosines(dtype: str) -> None:
+    """More rows than one conversion block (and a last, partial block), as a matrix and
+    as per-row arrays of mixed dtypes: each row's similarity is its float64 cosine."""
+    rng = np.random.default_rng(5)
+    matrix = (rng.normal(size=(700, 12)) * 10).astype(dtype)
+    matrix[0] = matrix[1]  # equal vectors score exactly equal
+    query = rng.normal(size=12)
+    expected = _cosines(matrix, query / np.sqrt(query @ query))
+    rows = [{"id": f"v{i}"} for i in range(len(matrix))]
+    as_matrix = [AdapterResult("a", rows, embeddings=matrix)]
+    exact = {"f4": ["f4", "f8"], "f8": ["f8"], "i4": ["i4", "i8", "f8"]}[dtype]  # same values
+    per_row = [AdapterResult("a", [{**row, "embedding": vector.astype(exact[i % len(exact)])}
+                                   for i, (row, vector) in enumerate(zip(rows, matrix,
+                                                                         strict=True))])]
+    for results in (as_matrix, per_row):
+        ranked = RankingSynthesizer().rank(results, {"embedding": query})
+        got = {r.row["id"]: r.similarity for r in ranked}
+        np.testing.assert_allclose([got[f"v{i}"] for i in range(len(matrix))], expected,
+                                   rtol=0, atol=1e-12)
+        assert got["v0"] == got["v1"]
+
+
+def test_non_finite_vector_in_a_later_block_falls_back_alone() -> None:
+    matrix = np.ones((600, 4))
+    matrix[450, 2] = np.inf
+    rows = [{"id": f"v{i}"} for i in range(600)]
+    with capture_logs() as logs:
+        ranked = RankingSynthesizer().rank(
+            [AdapterResult("a", [{**r, "embedding": v} for r, v in zip(rows, matrix,
+                                                                      strict=True)])],
+            {"embedding": [1.0, 0.0, 0.0, 0.0]})
+    assert [e["count"] for e in logs if e["event"] == "rank_row_vector_invalid"] == [1]
+    assert {r.row["id"] for r in ranked if r.similarity == 0.0} == {"v450"}
+
+
+def test_sparse_query_against_a_matrix_of_several_blocks() -> None:
+    hashing = HashingEmbedder(dim=64)
+    rng = np.random.default_rng(6)
+    matrix = rng.normal(size=(600, 64)).astype(np.float32)
+    rows = [{"id": f"v{i}"} for i in range(600)]
+    ranked = RankingSynthesizer(embedder=hashing).rank(
+        [AdapterResult("a", rows, embeddings=matrix)], {"query": "disk full"})
+    query = np.array(hashing.embed("disk full"))
+    got = {r.row["id"]: r.similarity for r in ranked}
+    np.testing.assert_allclose([got[f"v{i}"] for i in range(600)],
+                               _cosines(matrix, query / np.sqrt(query @ query)), atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 40), top_k=st.integers(1, 12), seed=st.integers(0, 2**16))
+def test_top_k_of_distinct_rows_is_the_head_of_the_full_order(n: int, top_k: int,
+                                                              seed: int) -> None:
+    """The top K taken from a partition (no copies) is the full ranking's head, ties at
+    the cut included (few distinct vectors: many equal scores)."""
+    rng = np.random.default_rng(seed)
+    choices = rng.normal(size=(3, 4))
+    rows = [{"id": f"v{i}", "embedding": choices[rng.integers(0, 3)]} for i in range(n)]
+    results = [AdapterResult(s, rows[i::3]) for i, s in enumerate("abc")]
+    context = {"embedding": rng.normal(size=4)}
+    full = RankingSynthesizer().rank(results, context)
+    head = RankingSynthesizer(top_k=top_k).rank(results, context)
+    assert triples(head) == triples(full)[:top_k]
+    assert [r.rank for r in head] == list(range(1, len(head) + 1))

@@ -26,9 +26,10 @@ value) is numbered by ``fusion.document_numbers`` itself.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from itertools import chain, repeat
-from operator import contains, methodcaller
+from operator import contains, itemgetter, methodcaller
 from typing import Any
 
 import numpy as np
@@ -49,20 +50,23 @@ _SEPARATOR_HASH = np.int64(hash(_SEPARATOR)).view(np.uint64)
 
 def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
                      texts: list[str] | None = None, batch: TokenBatch | None = None,
-                     text_limit: int = 0) -> IntArray:
+                     text_limit: int = 0, plain: bool = False) -> IntArray:
     """``fusion.document_numbers(rows, None, skip)``, fast.
 
     With ``texts`` and ``batch`` the fingerprints come from the batch's tokens:
     ``texts[i]`` is row ``i``'s text as the ranker builds it (its string values joined
     by spaces, without the ``skip`` fields when the row has ``embedding_model``, cut at
     ``text_limit`` characters) and ``batch`` holds the tokens of exactly these texts.
-    Without them, from the words of the rows' string fields, one field at a time."""
+    Without them, from the words of the rows' string fields, one field at a time.
+    ``plain``: the caller knows every row is a plain dict (no subclass)."""
     n = len(rows)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    keys = _plain_batch_keys(rows)
+    keys = _plain_batch_keys(rows, plain)
     if keys is None:
         return fusion.document_numbers(rows, None, skip)
+    if _distinct_by_one_field(rows, keys - skip, keys):
+        return np.arange(n, dtype=np.int64)
     if (texts is not None and batch is not None and batch.n_texts == n == len(texts)
             and _non_decreasing(batch.rows)):
         value_types = set(map(type, chain.from_iterable(map(dict.values, rows))))
@@ -103,16 +107,71 @@ def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
     return _numbers(rows, skip, fingerprint, count, canonical)
 
 
-def _plain_batch_keys(rows: list[dict[str, Any]]) -> set[str] | None:
+def _plain_batch_keys(rows: list[dict[str, Any]], plain: bool = False) -> set[str] | None:
     """The batch's field names, or None when the fingerprint's argument does not hold for
     the batch: a row that is not a plain dict, a key that is not a plain string or holds
     a NUL. (String values of a str subclass are checked by the caller.)"""
-    if set(map(type, rows)) != {dict}:
+    if not plain and set(map(type, rows)) != {dict}:
         return None
-    keys = set(chain.from_iterable(rows))
+    keys: set[str] = set().union(*rows)  # faster than a set of chain.from_iterable(rows)
     if any(type(key) is not str or "\0" in key for key in keys):
         return None
     return keys
+
+
+def _distinct_by_one_field(rows: list[dict[str, Any]], fields: set[str],
+                           keys: set[str]) -> bool:
+    """True when one field proves that no two rows are copies (an id, say): every row
+    holds it as a non-empty ASCII string without whitespace, and those strings are
+    distinct once lower-cased. ~0.5 ms at 10k rows, against ~5 ms for fingerprints.
+
+    Why it is exact: with no NUL in any name or text value of the batch (checked here;
+    no str subclass either), a canonical text is an alternation of normalised names and
+    values. No other name of the batch (``keys``) reads as this one once lower-cased
+    without whitespace (checked), so the one value following this field's name in two
+    rows' canonical texts is each row's value, which normalisation leaves as its plain
+    ``lower()``: equal texts would need equal lower-cased values."""
+    n = len(rows)
+    squashed = Counter("".join(key.lower().split()) for key in keys)
+    first, last = rows[0], rows[-1]
+    for field in sorted(fields):
+        value = first.get(field)
+        if (type(value) is not str or squashed["".join(field.lower().split())] > 1
+                or (n > 1 and last.get(field) == value)):  # cheap rejects: not an id
+            continue
+        values = _values(rows, field)
+        if set(map(type, values)) != {str}:
+            continue
+        joined = _SEPARATOR.join(values)
+        if (not joined.isascii() or "\0" in joined or joined.count(_SEPARATOR) != n - 1
+                or len(joined.split(maxsplit=1)) != 1):
+            continue
+        lowered = joined.lower()
+        distinct = set(values) if lowered == joined else set(lowered.split(_SEPARATOR))
+        if len(distinct) != n or "" in distinct:
+            continue
+        return all(_plain_texts(rows, other) for other in fields - {field})
+    return False
+
+
+def _values(rows: list[dict[str, Any]], field: str) -> list[Any]:
+    """Each row's value under ``field`` (None where it has none); ``itemgetter`` is ~5×
+    faster than ``dict.get`` through ``methodcaller`` when every row has the field."""
+    try:
+        return list(map(itemgetter(field), rows))
+    except KeyError:
+        return list(map(methodcaller("get", field), rows))
+
+
+def _plain_texts(rows: list[dict[str, Any]], field: str) -> bool:
+    """No str subclass and no NUL among the rows' strings under ``field``."""
+    values = _values(rows, field)
+    types = set(map(type, values))
+    if _has_str_subclass(types):
+        return False
+    if types != {str}:
+        values = [value for value in values if type(value) is str]
+    return "\0" not in "".join(values)
 
 
 def _has_str_subclass(types: set[type]) -> bool:
