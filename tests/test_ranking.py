@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from nautilus import (
     NoopEmbedder,
     RankingSynthesizer,
 )
+from nautilus.embedders.hashing import SparseVector
 from nautilus.text import TokenBatch, idf_factors, query_token_weights
 
 HIGH_BUMP = 0.02
@@ -647,6 +649,42 @@ def test_embedder_failing_on_the_query_degrades_to_passthrough() -> None:
         merged = ranker.merge(results, {"query": "something else"})
     assert merged == BasicSynthesizer().merge(results)
     assert [e["event"] for e in logs] == ["rank_embedder_failed"]
+
+
+class WeightedQueryEmbedder(HashingEmbedder):
+    """A lexical embedder whose IDF-weighted query embedding fails in one of two ways."""
+
+    def __init__(self, failure: str) -> None:
+        super().__init__()
+        self.failure = failure
+
+    def embed_query(self, tokens: list[str], weights: Mapping[str, float]) -> SparseVector:
+        if weights and self.failure == "raises":
+            raise RuntimeError("weights rejected")
+        if weights and self.failure == "zero":
+            return SparseVector(self.dim, np.zeros(0, dtype=np.int64), np.zeros(0))
+        return super().embed_query(tokens, weights)
+
+
+def test_a_failing_weighted_query_embedding_degrades_to_passthrough() -> None:
+    """With IDF on, a lexical embedder's query is embedded once, with the batch's weights:
+    an embedder raising there is a warning and passthrough, never an exception."""
+    results = [AdapterResult("a", [{"title": "x"}, GOOD])]
+    ranker = RankingSynthesizer(top_k=1, idf=True, embedder=WeightedQueryEmbedder("raises"))
+    with capture_logs() as logs:
+        merged = ranker.merge(results, {"query": "disk full"})
+    assert merged == BasicSynthesizer().merge(results)
+    assert [e["event"] for e in logs] == ["rank_embedder_failed"]
+
+
+def test_an_unusable_weighted_query_falls_back_to_the_plain_query_vector() -> None:
+    results = [AdapterResult("a", [{"title": "x"}, GOOD])]
+    with capture_logs() as logs:
+        ranked = RankingSynthesizer(idf=True, embedder=WeightedQueryEmbedder("zero")).rank(
+            results, {"query": "disk full"})
+    plain = RankingSynthesizer(idf=False).rank(results, {"query": "disk full"})
+    assert ranked[0].row is GOOD and logs == []
+    assert [r.similarity for r in ranked] == [r.similarity for r in plain]
 
 
 @pytest.mark.parametrize("query_vector", [[NAN, 1.0], [0.0, 0.0], "abc", [[1.0]], []])

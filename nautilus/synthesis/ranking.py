@@ -68,6 +68,14 @@ IntArray = npt.NDArray[np.int64]
 #: (a lexical embedder's few hashed features out of 65,536 dimensions).
 QueryVector = FloatArray | SparseVector
 
+
+@dataclass(frozen=True)
+class _TokensToWeight:
+    """A lexical embedder's query not embedded yet: its tokens, to embed once with the
+    batch's IDF weights (embedding it plainly first would be thrown away)."""
+
+    tokens: list[str]
+
 #: A row's text is cut to this many characters before tokenising or embedding,
 #: so one 1 MB field cannot stall a request; the cut is logged.
 MAX_TEXT_CHARS = 20_000
@@ -219,8 +227,8 @@ class RankingSynthesizer:
     def _rank(self, results: list[AdapterResult],
               context: Mapping[str, Any] | None) -> list[RankedRow] | None:
         ctx: Mapping[str, Any] = context if isinstance(context, Mapping) else {}
-        query_vector, query_in_embedder_space = self._query_vector(ctx)
-        if query_vector is None:
+        query, query_in_embedder_space = self._query_vector(ctx)
+        if query is None:
             return None
         cands = self._flatten(results, warn=True)
         n_sources = len(cands.source_ids)
@@ -260,14 +268,18 @@ class RankingSynthesizer:
             query_tokens = tokenize(raw_query[:MAX_TEXT_CHARS] if isinstance(raw_query, str)
                                     else "")
             weights = query_token_weights(ref_batch, query_tokens)
-            embedder = self.embedder
-            if is_token_embedder(embedder) and query_in_embedder_space and query_tokens:
-                # A lexical embedder can weight the query's own tokens: hubs fade from it.
-                weighted = _as_vector(embedder.embed_query(query_tokens, weights))
-                query_vector = weighted if weighted is not None else query_vector
+            if isinstance(query, _TokensToWeight):
+                # A lexical embedder weights the query's own tokens: hubs fade from it.
+                query = self._weighted_query(query.tokens, weights)
+                if query is None:
+                    return None
             else:
                 factors = idf_factors(batch, weights, self.idf_floor)
-        similarity, texts, batch = self._similarities(sub, query_vector, query_in_embedder_space,
+        if isinstance(query, _TokensToWeight):  # (only an IDF pass defers the embedding)
+            query = self._weighted_query(query.tokens, {})
+            if query is None:
+                return None
+        similarity, texts, batch = self._similarities(sub, query, query_in_embedder_space,
                                                       texts, batch)
         doc = self._documents(cands, texts if n == len(cands.rows) else None, batch)
         content_similarity = similarity * factors
@@ -383,8 +395,11 @@ class RankingSynthesizer:
                                reason=problem, action="rows ranked in the order given")
         return np.arange(1, given + 1, dtype=np.int64)
 
-    def _query_vector(self, ctx: Mapping[str, Any]) -> tuple[QueryVector | None, bool]:
-        """(query vector, whether it is in the embedder's own space)."""
+    def _query_vector(self, ctx: Mapping[str, Any],
+                      ) -> tuple[QueryVector | _TokensToWeight | None, bool]:
+        """(query vector, whether it is in the embedder's own space). With IDF on, a lexical
+        embedder's query is left as its tokens, to embed once with the batch's weights: a
+        query with tokens always embeds to a usable vector (see :meth:`_weighted_query`)."""
         given = ctx.get("embedding")
         if given is not None:
             vector = _as_vector(given)
@@ -401,7 +416,10 @@ class RankingSynthesizer:
         try:
             embedder = self.embedder
             if is_token_embedder(embedder):  # a sparse vector: no list of 65,536 floats
-                vector = _as_vector(embedder.embed_query(tokenize(query[:MAX_TEXT_CHARS]), {}))
+                tokens = tokenize(query[:MAX_TEXT_CHARS])
+                if self.idf and tokens:
+                    return _TokensToWeight(tokens), True
+                vector = _as_vector(embedder.embed_query(tokens, {}))
             else:
                 vector = _as_vector(embedder.embed(query[:MAX_TEXT_CHARS]))
         except Exception as exc:  # an embedder is third-party code: never let it fail a request
@@ -412,6 +430,26 @@ class RankingSynthesizer:
             logger.warning("rank_query_vector_invalid", reason="the embedder gave no usable vector",
                            action="passthrough")
         return vector, True
+
+    def _weighted_query(self, tokens: list[str],
+                        weights: Mapping[str, float]) -> QueryVector | None:
+        """The query's tokens embedded with these weights (its plain vector if the weighted
+        one is unusable); None, with a warning, when the embedder fails or gives nothing."""
+        embedder = self.embedder
+        if not is_token_embedder(embedder):
+            return None
+        try:
+            vector = _as_vector(embedder.embed_query(tokens, weights))
+            if vector is None and weights:
+                vector = _as_vector(embedder.embed_query(tokens, {}))
+        except Exception as exc:  # an embedder is third-party code: never let it fail a request
+            logger.warning("rank_embedder_failed", target="query", error_type=type(exc).__name__,
+                           error=str(exc)[:200], action="passthrough")
+            return None
+        if vector is None:
+            logger.warning("rank_query_vector_invalid", reason="the embedder gave no usable vector",
+                           action="passthrough")
+        return vector
 
     def _similarities(self, cands: _Candidates, query: QueryVector, query_in_embedder_space: bool,
                       texts: list[str] | None, batch: TokenBatch | None,
