@@ -19,7 +19,7 @@ import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, count
 
 import numpy as np
 import numpy.typing as npt
@@ -155,17 +155,19 @@ _SEPARATOR_KEY = np.uint64(0x02)
 _WORD_CACHE = WordTokenCache(_word_tokens)
 
 
-def _terms(groups: npt.NDArray[np.int64], group_tokens: list[tuple[str, ...]],
-           vocab_ids: defaultdict[str, int]) -> tuple[npt.NDArray[np.int64],
-                                                      npt.NDArray[np.int64]]:
-    """How many tokens each word occurrence has, and their terms in order (``vocab_ids``
-    numbers new tokens as they come: groups are in order of first appearance)."""
-    counts = np.fromiter(map(len, group_tokens), dtype=np.int64, count=len(group_tokens))
-    if counts.max(initial=0) <= 1:  # the usual case: a word is one token or a stop word
-        mapping = np.array([vocab_ids[w[0]] if w else -1 for w in group_tokens],
-                           dtype=np.int64)
+def _terms(groups: npt.NDArray[np.int64], firsts: list[str],
+           group_tokens: list[tuple[str, ...]] | None, vocab_ids: defaultdict[str, int],
+           ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """How many tokens each word occurrence has, and their terms in order. ``vocab_ids``
+    numbers new tokens as they come (groups are in order of first appearance); ``""``
+    (a group without a token) is -1 in it. ``group_tokens``: given when a group has
+    several tokens, else each group has at most its first."""
+    if group_tokens is None:  # the usual case: a word is one token or a stop word
+        mapping = np.fromiter(map(vocab_ids.__getitem__, firsts), dtype=np.int64,
+                              count=len(firsts))
         terms = mapping[groups]
         return (terms >= 0).astype(np.int64), terms[terms >= 0]
+    counts = np.fromiter(map(len, group_tokens), dtype=np.int64, count=len(group_tokens))
     parts = [[vocab_ids[t] for t in w] for w in group_tokens]
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     flat = np.fromiter(chain.from_iterable(parts), dtype=np.int64, count=int(counts.sum()))
@@ -230,10 +232,11 @@ class TokenBatch:
             n_groups += len(words.first)
             parts.append(words)
         groups = merge(parts) if parts else group_words(b"")
-        vocab_ids: defaultdict[str, int] = defaultdict()
-        vocab_ids.default_factory = vocab_ids.__len__
-        counts, terms = _terms(groups.group[_joined(group_parts)], _WORD_CACHE.tokens_of(groups),
-                               vocab_ids)
+        # Terms numbered as they come (a C-level counter); "" stands for no token.
+        vocab_ids: defaultdict[str, int] = defaultdict(count().__next__, {"": -1})
+        counts, terms = _terms(groups.group[_joined(group_parts)],
+                               *_WORD_CACHE.tokens_of(groups), vocab_ids)
+        del vocab_ids[""]
         return cls(len(texts), np.repeat(_joined(row_parts), counts), terms, dict(vocab_ids))
 
     @classmethod

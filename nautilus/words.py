@@ -157,15 +157,14 @@ class WordTokenCache:
         self._limit = limit
         self._lock = threading.Lock()
         self._index: dict[int, int] = {}
-        # (first keys, second keys, tokens) of the entries, replaced as one (tokens only grow)
-        self._entries: tuple[U64, U64, list[Tokens]] = (
-            np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64), [])
+        self._entries = _Entries.empty()
 
-    def tokens_of(self, groups: WordGroups) -> list[Tokens]:
-        """Each group's tokens."""
+    def tokens_of(self, groups: WordGroups) -> tuple[list[str], list[Tokens] | None]:
+        """Each group's first token (``""`` for none) and, only when a group has more
+        than one token (CJK pairs), every group's tokens."""
         n = len(groups.first)
         if n == 0:
-            return []
+            return [], None
         short = np.flatnonzero(~groups.is_long)  # long words are never cached
         hashes: list[int] = groups.hashed[short].tolist()
         entries = np.full(n, -1, dtype=np.int64)
@@ -177,25 +176,26 @@ class WordTokenCache:
                 self._add(groups, short, hashes)
                 entries[short] = np.fromiter(map(self._index.get, hashes, repeat(-1)),
                                              dtype=np.int64, count=len(hashes))
-        first, second, tokens = self._entries
-        entries[entries >= len(first)] = -1  # (added after the index was read: an emptied cache)
-        known = entries >= 0
-        known[known] = ((first[entries[known]] == groups.first[known])
-                        & (second[entries[known]] == groups.second[known]))
+        cached = self._entries  # one snapshot for the check and the pick
+        known = cached.check(entries, groups)
         if known.all():
-            return list(itemgetter(*entries.tolist())(tokens)) if n > 1 else [tokens[entries[0]]]
-        out: list[Tokens] = [tokens[e] if ok else () for e, ok in
-                             zip(entries.tolist(), known.tolist(), strict=True)]
+            return cached.pick(entries)
+        tokens: list[Tokens] = [()] * n
+        if known.any():
+            _, known_tokens = cached.pick(entries[known], every=True)
+            for g, t in zip(np.flatnonzero(known).tolist(), known_tokens or [], strict=True):
+                tokens[g] = t
         for g in np.flatnonzero(~known).tolist():  # long words and hash collisions
-            out[g] = self._word_tokens(groups.word(g))
-        return out
+            tokens[g] = self._word_tokens(groups.word(g))
+        firsts = [t[0] if t else "" for t in tokens]
+        return firsts, (tokens if max(map(len, tokens)) > 1 else None)
 
     def _add(self, groups: WordGroups, short: IntArray, hashes: list[int]) -> None:
         """Add the short words (groups ``short``, with these hashes) not yet cached."""
         with self._lock:
             if len(self._index) > self._limit:
                 self._index = {}
-                self._entries = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64), [])
+                self._entries = _Entries.empty()
             index = self._index
             new: dict[int, int] = {}
             for g, h in zip(short.tolist(), hashes, strict=True):
@@ -204,10 +204,56 @@ class WordTokenCache:
             if not new:
                 return
             picked = np.fromiter(new.values(), dtype=np.int64, count=len(new))
-            first, second, tokens = self._entries
-            base = len(first)
-            del tokens[base:]  # what an add interrupted by an exception left past the keys
-            tokens.extend(self._word_tokens(groups.word(g)) for g in picked.tolist())
-            self._entries = (np.concatenate((first, groups.first[picked])),
-                             np.concatenate((second, groups.second[picked])), tokens)
+            base = len(self._entries.first)
+            self._entries = self._entries.extended(
+                groups.first[picked], groups.second[picked],
+                [self._word_tokens(groups.word(g)) for g in picked.tolist()])
             index.update(zip(new, range(base, base + len(new)), strict=True))
+
+
+@dataclass(frozen=True)
+class _Entries:
+    """The cache's entries, replaced as one: the words' two integer keys, how many tokens
+    each has, its first token (``""`` for none) and all its tokens. The two lists only
+    grow (an emptied cache gets new ones), so an older snapshot stays consistent."""
+
+    first: U64
+    second: U64
+    n_tokens: IntArray
+    firsts: list[str]
+    tokens: list[Tokens]
+
+    @staticmethod
+    def empty() -> _Entries:
+        keys = np.zeros(0, dtype=np.uint64)
+        return _Entries(keys, keys, np.zeros(0, dtype=np.int64), [], [])
+
+    def extended(self, first: U64, second: U64, tokens: list[Tokens]) -> _Entries:
+        base = len(self.first)
+        del self.tokens[base:], self.firsts[base:]  # what an interrupted add left behind
+        self.tokens.extend(tokens)
+        self.firsts.extend(t[0] if t else "" for t in tokens)
+        n_tokens = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        return _Entries(np.concatenate((self.first, first)),
+                        np.concatenate((self.second, second)),
+                        np.concatenate((self.n_tokens, n_tokens)), self.firsts, self.tokens)
+
+    def check(self, entries: IntArray, groups: WordGroups) -> npt.NDArray[np.bool_]:
+        """Which looked-up entries (``-1``: none) hold the groups' own words; entries
+        the index gave after another thread emptied the cache fail the check too."""
+        entries[entries >= len(self.first)] = -1
+        known = entries >= 0
+        known[known] = ((self.first[entries[known]] == groups.first[known])
+                        & (self.second[entries[known]] == groups.second[known]))
+        return known
+
+    def pick(self, entries: IntArray, every: bool = False,
+             ) -> tuple[list[str], list[Tokens] | None]:
+        """The entries' first tokens, and all their tokens if one has several (or
+        ``every``)."""
+        at = entries.tolist()
+        get = itemgetter(*at)
+        firsts = list(get(self.firsts)) if len(at) > 1 else [self.firsts[at[0]]]
+        if not every and int(self.n_tokens[entries].max()) <= 1:
+            return firsts, None
+        return firsts, list(get(self.tokens)) if len(at) > 1 else [self.tokens[at[0]]]
