@@ -144,7 +144,7 @@ def _distinct_by_one_field(rows: list[dict[str, Any]], fields: set[str],
             continue
         joined = _SEPARATOR.join(values)
         if (not joined.isascii() or "\0" in joined or joined.count(_SEPARATOR) != n - 1
-                or len(joined.split(maxsplit=1)) != 1):
+                or joined.split(maxsplit=1) != [joined]):  # whitespace anywhere, ends too
             continue
         lowered = joined.lower()
         distinct = set(values) if lowered == joined else set(lowered.split(_SEPARATOR))
