@@ -149,7 +149,6 @@ def _word_tokens(word: bytes) -> tuple[str, ...]:
     return tuple(tokenize(word.decode("utf-8", "replace")))
 
 
-
 #: The word between two joined texts (no text holds it: see TokenBatch.from_texts).
 _SEPARATOR_KEY = np.uint64(0x02)
 _WORD_CACHE = WordTokenCache(_word_tokens)
@@ -210,10 +209,11 @@ class TokenBatch:
 
         The per-word work runs in C and numpy: texts are joined (a ``\\x02`` word
         between them), every ASCII byte that is not a letter or digit becomes a
-        space, and :func:`_word_ids` numbers the words without a Python object per
-        word. Only each *distinct* raw word then goes through :func:`tokenize`
-        (Unicode punctuation, stop words, plurals). Chunks of rows keep the
-        temporary arrays small.
+        space, and :mod:`nautilus.words` groups equal words without a Python object
+        per word, chunk by chunk (the arrays stay in the CPU cache), then across the
+        chunks. Only each *distinct* word is looked up in the cache of known words'
+        tokens, and only a new one goes through :func:`tokenize` (Unicode
+        punctuation, stop words, plurals).
         """
         parts: list[WordGroups] = []
         row_parts, group_parts = [], []
