@@ -29,10 +29,13 @@ IntArray = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 Tokens = tuple[str, ...]
 
-#: ``_KEEP_FIRST[k]``: the mask of the first ``k`` bytes of a little-endian 8-byte integer.
-_KEEP_FIRST = np.array([(1 << 8 * k) - 1 for k in range(9)], dtype=np.uint64)
 #: Words up to this many bytes are keyed by two integers; longer ones by their bytes.
 SHORT_WORD = 16
+#: Masks of a word's first and next 8 bytes (read little-endian), by its length.
+_KEEP_FIRST = np.array([(1 << 8 * min(k, 8)) - 1 for k in range(SHORT_WORD + 1)],
+                       dtype=np.uint64)
+_KEEP_SECOND = np.array([(1 << 8 * max(k - 8, 0)) - 1 for k in range(SHORT_WORD + 1)],
+                        dtype=np.uint64)
 #: Odd 64-bit constants of the word hash (a multiply-xorshift mix, as in splitmix64).
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
         np.uint64(0xBF58476D1CE4E5B9))
@@ -67,8 +70,9 @@ def group_words(data: bytes) -> WordGroups:
     lengths = ends - starts
     # Every offset's next 8 bytes as one integer (an unaligned view: nothing is copied).
     eight = np.ndarray((len(text) - 7,), dtype="<u8", buffer=text, strides=(1,))
-    first = eight[starts] & _KEEP_FIRST[np.minimum(lengths, 8)]
-    second = eight[starts + 8] & _KEEP_FIRST[np.clip(lengths - 8, 0, 8)]
+    capped = np.minimum(lengths, SHORT_WORD)
+    first = eight[starts] & _KEEP_FIRST[capped]
+    second = eight[starts + 8] & _KEEP_SECOND[capped]
     return _grouped(text, starts, ends, first, second, _hash(first, second),
                     lengths > SHORT_WORD)
 
