@@ -210,10 +210,11 @@ class TokenBatch:
 
         The per-word work runs in C and numpy: texts are joined (a ``\\x02`` word
         between them), every ASCII byte that is not a letter or digit becomes a
-        space, and :func:`_word_ids` numbers the words without a Python object per
-        word. Only each *distinct* raw word then goes through :func:`tokenize`
-        (Unicode punctuation, stop words, plurals). Chunks of rows keep the
-        temporary arrays small.
+        space, and :func:`~nautilus.words.group_words` groups equal words without a
+        Python object per word. Only each *distinct* raw word of the batch then gets
+        its tokens: from the cache of known words (:class:`~nautilus.words.WordTokenCache`),
+        else through :func:`tokenize` (Unicode punctuation, stop words, plurals).
+        Chunks of rows keep the temporary arrays small.
         """
         parts: list[WordGroups] = []
         row_parts, group_parts = [], []
