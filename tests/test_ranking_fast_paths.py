@@ -190,6 +190,22 @@ def test_non_finite_vector_in_a_later_block_falls_back_alone() -> None:
     assert {r.row["id"] for r in ranked if r.similarity == 0.0} == {"v450"}
 
 
+@pytest.mark.parametrize("flat", [0, 1])
+def test_column_shaped_vector_is_never_a_rows_vector(flat: int) -> None:
+    """A (dim, 1) array is not a flat vector, whatever the batch's other vectors are
+    (040d521's one-copy stack took it whenever every numpy vector was that shape).
+    Found by a random differential run against 040d521."""
+    rng = np.random.default_rng(7)
+    vectors = [rng.normal(size=(4, 1)) for _ in range(3)]
+    vectors += [rng.normal(size=4) for _ in range(flat)]
+    rows = [{"id": f"v{i}", "text": "disk", "embedding": v} for i, v in enumerate(vectors)]
+    with capture_logs() as logs:
+        ranked = RankingSynthesizer().rank([AdapterResult("a", rows)],
+                                           {"embedding": [1.0, 0.0, 0.0, 0.0]})
+    assert [e["count"] for e in logs if e["event"] == "rank_row_vector_invalid"] == [3]
+    assert {r.row["id"] for r in ranked if r.similarity == 0.0} == {"v0", "v1", "v2"}
+
+
 def test_sparse_query_against_a_matrix_of_several_blocks() -> None:
     hashing = HashingEmbedder(dim=64)
     rng = np.random.default_rng(6)
