@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer
 
-from nautilus.words import WordGroups, WordTokenCache, group_words, merge
+from nautilus.words import GroupTokens, WordGroups, WordTokenCache, group_words, merge
 
 _TOKEN = re.compile(r"[^\W_]+")
 #: bytes.translate table: ASCII bytes other than letters and digits become spaces
@@ -154,20 +154,21 @@ _SEPARATOR_KEY = np.uint64(0x02)
 _WORD_CACHE = WordTokenCache(_word_tokens)
 
 
-def _terms(groups: npt.NDArray[np.int64], firsts: list[str],
-           group_tokens: list[tuple[str, ...]] | None, vocab_ids: defaultdict[str, int],
+def _terms(groups: npt.NDArray[np.int64], group_tokens: GroupTokens,
+           vocab_ids: defaultdict[str, int],
            ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """How many tokens each word occurrence has, and their terms in order. ``vocab_ids``
-    numbers new tokens as they come (groups are in order of first appearance); ``""``
-    (a group without a token) is -1 in it. ``group_tokens``: given when a group has
-    several tokens, else each group has at most its first."""
-    if group_tokens is None:  # the usual case: a word is one token or a stop word
+    """How many tokens each word occurrence (its group in ``groups``) has, and their
+    terms in order. ``vocab_ids`` numbers new tokens as they come (groups are in order
+    of first appearance); ``""`` (a group without a token) is -1 in it."""
+    if group_tokens.every is None:  # the usual case: a word is one token or a stop word
+        firsts = group_tokens.firsts
         mapping = np.fromiter(map(vocab_ids.__getitem__, firsts), dtype=np.int64,
                               count=len(firsts))
         terms = mapping[groups]
         return (terms >= 0).astype(np.int64), terms[terms >= 0]
-    counts = np.fromiter(map(len, group_tokens), dtype=np.int64, count=len(group_tokens))
-    parts = [[vocab_ids[t] for t in w] for w in group_tokens]
+    every = group_tokens.every
+    counts = np.fromiter(map(len, every), dtype=np.int64, count=len(every))
+    parts = [[vocab_ids[t] for t in w] for w in every]
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     flat = np.fromiter(chain.from_iterable(parts), dtype=np.int64, count=int(counts.sum()))
     per_word = counts[groups]
@@ -234,8 +235,8 @@ class TokenBatch:
         groups = merge(parts) if parts else group_words(b"")
         # Terms numbered as they come (a C-level counter); "" stands for no token.
         vocab_ids: defaultdict[str, int] = defaultdict(count().__next__, {"": -1})
-        counts, terms = _terms(groups.group[_joined(group_parts)],
-                               *_WORD_CACHE.tokens_of(groups), vocab_ids)
+        counts, terms = _terms(groups.group[_joined(group_parts)], _WORD_CACHE.tokens_of(groups),
+                               vocab_ids)
         del vocab_ids[""]
         return cls(len(texts), np.repeat(_joined(row_parts), counts), terms, dict(vocab_ids))
 

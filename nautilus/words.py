@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -150,6 +151,14 @@ def _group_equal(first: U64, second: U64, hashed: U64) -> tuple[IntArray, IntArr
     return exact.reshape(-1).astype(np.int64), first_at.astype(np.int64)
 
 
+class GroupTokens(NamedTuple):
+    """The tokens of a batch's word groups: each group's first (``""`` for none) and,
+    only when some group has several (CJK pairs), every group's tokens."""
+
+    firsts: list[str]
+    every: list[Tokens] | None
+
+
 class WordTokenCache:
     """The tokens of the short words seen before, by hash; each entry keeps the word's
     two integer keys, so a lookup is checked exactly. Emptied when it would grow past
@@ -163,12 +172,11 @@ class WordTokenCache:
         self._index: dict[int, int] = {}
         self._entries = _Entries.empty()
 
-    def tokens_of(self, groups: WordGroups) -> tuple[list[str], list[Tokens] | None]:
-        """Each group's first token (``""`` for none) and, only when a group has more
-        than one token (CJK pairs), every group's tokens."""
+    def tokens_of(self, groups: WordGroups) -> GroupTokens:
+        """The groups' tokens."""
         n = len(groups.first)
         if n == 0:
-            return [], None
+            return GroupTokens([], None)
         short = np.flatnonzero(~groups.is_long)  # long words are never cached
         hashes: list[int] = groups.hashed[short].tolist()
         entries = np.full(n, -1, dtype=np.int64)
@@ -186,13 +194,13 @@ class WordTokenCache:
             return cached.pick(entries)
         tokens: list[Tokens] = [()] * n
         if known.any():
-            _, known_tokens = cached.pick(entries[known], every=True)
-            for g, t in zip(np.flatnonzero(known).tolist(), known_tokens or [], strict=True):
+            known_tokens = cached.pick(entries[known], every=True).every or []
+            for g, t in zip(np.flatnonzero(known).tolist(), known_tokens, strict=True):
                 tokens[g] = t
         for g in np.flatnonzero(~known).tolist():  # long words and hash collisions
             tokens[g] = self._word_tokens(groups.word(g))
         firsts = [t[0] if t else "" for t in tokens]
-        return firsts, (tokens if max(map(len, tokens)) > 1 else None)
+        return GroupTokens(firsts, tokens if max(map(len, tokens)) > 1 else None)
 
     def _add(self, groups: WordGroups, short: IntArray, hashes: list[int]) -> None:
         """Add the short words (groups ``short``, with these hashes) not yet cached."""
@@ -218,8 +226,9 @@ class WordTokenCache:
 @dataclass(frozen=True)
 class _Entries:
     """The cache's entries, replaced as one: the words' two integer keys, how many tokens
-    each has, its first token (``""`` for none) and all its tokens. The two lists only
-    grow (an emptied cache gets new ones), so an older snapshot stays consistent."""
+    each has, its first token (``""`` for none) and all its tokens. The arrays are new
+    with each add; the two lists are shared by the snapshots and only grow past the
+    keys (an emptied cache gets new ones), so an older snapshot stays consistent."""
 
     first: U64
     second: U64
@@ -251,13 +260,13 @@ class _Entries:
                         & (self.second[entries[known]] == groups.second[known]))
         return known
 
-    def pick(self, entries: IntArray, every: bool = False,
-             ) -> tuple[list[str], list[Tokens] | None]:
+    def pick(self, entries: IntArray, every: bool = False) -> GroupTokens:
         """The entries' first tokens, and all their tokens if one has several (or
         ``every``)."""
         at = entries.tolist()
         get = itemgetter(*at)
         firsts = list(get(self.firsts)) if len(at) > 1 else [self.firsts[at[0]]]
         if not every and int(self.n_tokens[entries].max()) <= 1:
-            return firsts, None
-        return firsts, list(get(self.tokens)) if len(at) > 1 else [self.tokens[at[0]]]
+            return GroupTokens(firsts, None)
+        return GroupTokens(firsts, list(get(self.tokens)) if len(at) > 1
+                           else [self.tokens[at[0]]])

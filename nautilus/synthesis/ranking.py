@@ -275,7 +275,7 @@ class RankingSynthesizer:
                     return None
             else:
                 factors = idf_factors(batch, weights, self.idf_floor)
-        if isinstance(query, _TokensToWeight):  # (only an IDF pass defers the embedding)
+        if isinstance(query, _TokensToWeight):  # unreached (only IDF defers); narrows the type
             query = self._weighted_query(query.tokens, {})
             if query is None:
                 return None
