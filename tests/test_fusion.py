@@ -46,6 +46,47 @@ def test_a_source_in_its_own_order_is_judged_as_in_any_order(sims: list[float],
                                            abs=1e-12)
 
 
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 3), st.sampled_from([0.0, 0.1, 0.25, 0.5, -0.3]),
+                               st.integers(1, 6)), max_size=40),
+       declared=st.lists(st.sampled_from([None, None, True, False]), min_size=4, max_size=4),
+       in_order=st.booleans())
+def test_each_source_is_judged_on_its_own_rows_wherever_they_sit(
+        rows: list[tuple[int, float, int]], declared: list[bool | None], in_order: bool) -> None:
+    """Rows given source by source (the flattened order: slices) or interleaved (masks):
+    exactly the rho spearman gives on each source's rows alone. ``in_order``: each
+    source's rows come in its own order, with gaps (as a cap leaves them)."""
+    index = np.array([r[0] for r in rows], dtype=np.int64)
+    similarity = np.array([r[1] for r in rows])
+    rank = np.array([r[2] for r in rows], dtype=np.int64)
+    if in_order:
+        for j in range(4):
+            mine = np.flatnonzero(index == j)
+            rank[mine] = 3 * np.arange(1, len(mine) + 1)
+    by_source = np.argsort(index, kind="stable")
+    for order in (np.arange(len(rows)), by_source):
+        weights, rho = fusion.source_weights(index[order], rank[order], similarity[order],
+                                             declared)
+        for j, said in enumerate(declared):
+            mine = index == j
+            if said is not None:
+                assert weights[j] == float(said) and math.isnan(rho[j])
+            elif mine.sum() < fusion.MIN_ROWS_TO_DETECT:
+                assert weights[j] == 0.0 and rho[j] == 0.0
+            else:
+                assert rho[j] == fusion.spearman(-rank[mine].astype(float), similarity[mine])
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.sampled_from([0.0, 0.1, 0.5, -0.3, 2.0]) | st.floats(-1, 1),
+                       min_size=1, max_size=300))
+def test_average_ranks_have_the_mean_the_correlation_assumes(values: list[float]) -> None:
+    """_rank_correlation centres ranks on (n + 1) / 2 instead of calling mean(): the same
+    float, since the ranks are halves and their sum is exact."""
+    ranks = fusion.average_ranks(np.array(values))
+    assert ranks.mean() == (len(values) + 1) / 2.0
+
+
 def test_spearman_worked_example() -> None:
     # ranks of x: 1 2 3 4, of y: 1 3 2 4 -> 1 - 6 * (0 + 1 + 1 + 0) / (4 * (16 - 1)) = 0.8
     assert fusion.spearman(np.array([1.0, 2, 3, 4]), np.array([10.0, 30, 20, 40])) == \

@@ -97,9 +97,11 @@ def spearman(x: FloatArray, y: FloatArray) -> float:
 
 
 def _rank_correlation(rx: FloatArray, ry: FloatArray) -> float:
-    """Pearson's correlation of two rank vectors (consumed): Spearman's rho."""
-    rx -= rx.mean()
-    ry -= ry.mean()
+    """Pearson's correlation of two rank vectors (consumed): Spearman's rho. Ranks
+    1..n, ties averaged, have the mean ``(n + 1) / 2`` exactly (their sum is exact)."""
+    center = (len(rx) + 1) / 2.0
+    rx -= center
+    ry -= center
     denominator = math.sqrt(float(rx @ rx) * float(ry @ ry))
     return float(rx @ ry) / denominator if denominator > 0 else 0.0
 
@@ -114,16 +116,20 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
     n_sources = len(declared)
     weights = np.zeros(n_sources, dtype=np.float64)
     agreement = np.full(n_sources, np.nan)
+    # Each source's rows: a slice when they come source by source (as flattened).
+    together = bool((source_index[1:] >= source_index[:-1]).all())
+    ends = np.cumsum(np.bincount(source_index, minlength=n_sources)).tolist() if together else []
     for j, said in enumerate(declared):
         if said is not None:
             weights[j] = 1.0 if said else 0.0
             continue
-        mine = source_index == j
-        n = int(mine.sum())
+        mine: slice | npt.NDArray[np.bool_] = (
+            slice(ends[j - 1] if j else 0, ends[j]) if together else source_index == j)
+        ranks = source_rank[mine]
+        n = len(ranks)
         if n < MIN_ROWS_TO_DETECT:
             agreement[j] = 0.0
             continue
-        ranks = source_rank[mine]
         if bool((ranks[1:] > ranks[:-1]).all()):  # rows in the source's order (as given):
             order_ranks = np.arange(n, 0, -1, dtype=np.float64)  # what average_ranks gives
             rho = _rank_correlation(order_ranks, average_ranks(similarity[mine]))
