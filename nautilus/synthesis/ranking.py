@@ -483,7 +483,8 @@ class RankingSynthesizer:
                                                     query_unit, query_in_embedder_space)
             if not covers_all and len(to_embed) < n:  # texts of some candidates only
                 texts, batch = None, None
-        similarity = np.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0)
+        if not np.isfinite(similarity).all():  # (nan_to_num alone costs ~10 µs a request)
+            similarity = np.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0)
         return similarity, texts, batch
 
     def _embed_rows(self, texts: list[str], batch: TokenBatch | None, to_embed: IntArray,
