@@ -68,14 +68,6 @@ IntArray = npt.NDArray[np.int64]
 #: (a lexical embedder's few hashed features out of 65,536 dimensions).
 QueryVector = FloatArray | SparseVector
 
-
-@dataclass(frozen=True)
-class _TokensToWeight:
-    """A lexical embedder's query not embedded yet: its tokens, to embed once with the
-    batch's IDF weights (embedding it plainly first would be thrown away)."""
-
-    tokens: list[str]
-
 #: A row's text is cut to this many characters before tokenising or embedding,
 #: so one 1 MB field cannot stall a request; the cut is logged.
 MAX_TEXT_CHARS = 20_000
@@ -91,6 +83,14 @@ _VECDOT: Any = getattr(np, "vecdot", None)  # numpy >= 2.0
 _NOT_TEXT = frozenset({"embedding", "embedding_model"})
 _EMBEDDING_OF = methodcaller("get", "embedding")
 _IS_STR = str.__instancecheck__  # a C-level predicate for filter()
+
+
+@dataclass(frozen=True)
+class _TokensToWeight:
+    """A lexical embedder's query not embedded yet: its tokens, to embed once with the
+    batch's IDF weights (embedding it plainly first would be thrown away)."""
+
+    tokens: list[str]
 
 
 @dataclass
@@ -275,10 +275,8 @@ class RankingSynthesizer:
                     return None
             else:
                 factors = idf_factors(batch, weights, self.idf_floor)
-        if isinstance(query, _TokensToWeight):  # unreached (only IDF defers); narrows the type
-            query = self._weighted_query(query.tokens, {})
-            if query is None:
-                return None
+        # Only an IDF pass defers the query's embedding, and the pass above resolved it.
+        assert not isinstance(query, _TokensToWeight)
         similarity, texts, batch = self._similarities(sub, query, query_in_embedder_space,
                                                       texts, batch)
         doc = self._documents(cands, texts if n == len(cands.rows) else None, batch)
