@@ -10,12 +10,14 @@ tokens of words seen before (a server sees the same words request after request)
 A word of up to 16 bytes is exactly two integers: its first and its next 8 bytes, the
 bytes past its end cleared (no word holds a NUL: the byte translation made NUL a
 space). Grouping and the cache go by a 64-bit hash of the two and then check the two
-integers themselves, so a hash collision (which a hostile row could aim for) costs
-time, never a wrong token. Longer words, rare in text, go by their bytes.
+integers themselves, so a hash collision costs time, never a wrong token; and the hash
+is keyed afresh in each process, so a row cannot aim for one. Longer words, rare in
+text, go by their bytes.
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,8 +39,12 @@ _KEEP_FIRST = np.array([(1 << 8 * min(k, 8)) - 1 for k in range(SHORT_WORD + 1)]
                        dtype=np.uint64)
 _KEEP_SECOND = np.array([(1 << 8 * max(k - 8, 0)) - 1 for k in range(SHORT_WORD + 1)],
                         dtype=np.uint64)
-#: Odd 64-bit constants of the word hash (a multiply-xorshift mix, as in splitmix64).
-_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F),
+#: Odd 64-bit multipliers of the word hash (a multiply-xorshift mix, as in splitmix64).
+#: The first two are the key, drawn afresh in each process (as Python keys its str hash):
+#: a row cannot be written to collide with common words, which would send them down
+#: the exact but slower path batch after batch. Only timing depends on them: groups are
+#: numbered in order of first appearance and every lookup is checked against the words.
+_MIX = (np.uint64(secrets.randbits(64) | 1), np.uint64(secrets.randbits(64) | 1),
         np.uint64(0xBF58476D1CE4E5B9))
 
 

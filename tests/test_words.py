@@ -3,6 +3,9 @@ hashes do, and safe to share between threads."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 from unittest import mock
 
@@ -132,3 +135,22 @@ def test_a_long_word_does_not_send_every_call_down_the_adding_path() -> None:
     first = tokens(cache, groups)
     with mock.patch.object(WordTokenCache, "_add", side_effect=AssertionError("re-added")):
         assert tokens(cache, groups) == first == [("ALPHA",), ("Y" * 40,), ("BETA",)]
+
+
+def test_the_word_hash_is_keyed_per_process_and_the_tokens_do_not_depend_on_it() -> None:
+    """Each process draws its own key (a row cannot be written to collide with common
+    words), and the same texts give the same batch under any key."""
+    script = (
+        "import json, nautilus.words as w\n"
+        "from nautilus.text import TokenBatch\n"
+        "b = TokenBatch.from_texts(['Disk full on db-1', 'disks FULL again',"
+        " 'ok \\u00e9t\\u00e9'])\n"
+        "print(json.dumps([[int(k) for k in w._MIX[:2]], b.vocab, b.rows.tolist(),"
+        " b.terms.tolist()]))\n")
+    runs = [json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True,
+                                      text=True, check=True).stdout) for _ in range(2)]
+    (key_a, *batch_a), (key_b, *batch_b) = runs
+    assert key_a != key_b
+    assert all(k % 2 == 1 for k in key_a + key_b)  # odd: multiplying by it is a bijection
+    assert batch_a == batch_b
+    assert batch_a[0] == {"disk": 0, "full": 1, "db": 2, "1": 3, "ok": 4, "ete": 5}
