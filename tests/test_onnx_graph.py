@@ -27,6 +27,7 @@ from nautilus.embedders.onnx import (  # noqa: E402
     ModelFileError,
     OnnxEmbedder,
     _checked_bytes,
+    exact_int8_products,
 )
 from nautilus.embedders.onnx_graph import (  # noqa: E402
     ALL_KINDS,
@@ -107,6 +108,8 @@ def test_fused_float32_vectors_equal_the_shipped_graphs(
     np.testing.assert_allclose(embedder.embed_batch(TEXTS), reference, atol=2e-5)
 
 
+@pytest.mark.skipif(not exact_int8_products(),
+                    reason="this CPU's int8 products saturate: the embedder uses float32 here")
 def test_int8_vectors_stay_within_the_bound(reference: npt.NDArray[np.float32]) -> None:
     embedder = OnnxEmbedder(cache_size=0)
     assert embedder.int8 and embedder.int8_kinds == INT8_KINDS
@@ -143,3 +146,28 @@ def test_the_embedder_names_the_file_when_the_rewrite_fails(
     embedder = OnnxEmbedder(cache_size=0)
     with pytest.raises(ModelFileError, match=f"{embedder.model_path}: expected weight"):
         embedder.embed("x")
+
+
+@pytest.mark.parametrize(("flags", "machine", "exact"), [
+    ("fpu sse2 avx2 avx512f avx512_vnni amx_int8", "x86_64", True),
+    ("fpu sse2 avx2 avx_vnni", "x86_64", True),
+    ("fpu sse2 avx2 avx512f avx512bw", "x86_64", False),  # vpmaddubsw: 16-bit pair sums
+    ("fp asimd asimddp", "aarch64", True),
+    (None, "x86_64", False),  # flags unreadable: not assumed
+    (None, "arm64", True),
+])
+def test_int8_products_only_where_the_cpu_adds_them_exactly(
+        tmp_path: Path, flags: str | None, machine: str, exact: bool) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    if flags is not None:
+        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n", encoding="utf-8")
+    assert exact_int8_products(cpuinfo, machine) is exact
+
+
+def test_without_exact_int8_the_embedder_keeps_float32_products(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(onnx_embedder, "exact_int8_products", lambda: False)
+    embedder = OnnxEmbedder(cache_size=0)
+    assert (embedder.int8, embedder.model_id, embedder.batch) == (False, MODEL_ID, 16)
+    monkeypatch.setattr(onnx_embedder, "exact_int8_products", lambda: True)
+    assert OnnxEmbedder(cache_size=0).model_id == INT8_MODEL_ID

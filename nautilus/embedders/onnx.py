@@ -9,12 +9,14 @@ L2-normalised (what sentence-transformers does for this model).
 What is int8: the model file stores the weight matrices (and the word and position
 embeddings) as int8 with float32 scales. As shipped, its graph turns them back into
 float32 and every product runs in float32. At load time the graph is rewritten in
-memory (:mod:`nautilus.embedders.onnx_graph`): attention and GELU fused, and, by
-default (``int8=True``), 30 of the 36 weight products run in int8 on those int8
-weights, their inputs quantized per batch; the feed-forward down projections, the
-attention scores, layer norms and everything else stay float32. Vectors move a
-little (cosine ≥ 0.98 to the shipped graph's, docs/tuning.md), hence a model id of
-their own; ``int8=False`` gives the shipped graph's vectors, fused.
+memory (:mod:`nautilus.embedders.onnx_graph`): attention and GELU fused, and, where
+the CPU adds int8 products exactly (:func:`exact_int8_products`: x86 with VNNI or
+AMX, ARM), all 36 weight products run in int8 on those int8 weights, each one's
+input quantized to uint8 per text. The attention scores, layer norms, GELU and
+pooling stay float32. Vectors move a little (cosine >= 0.98 to the shipped graph's;
+nDCG@10 unchanged on the shared collections, docs/tuning.md), hence a model id of
+their own; ``int8=False`` (and CPUs without exact int8) give the shipped graph's
+vectors, fused.
 
 Embedding costs milliseconds a row, so row vectors are kept in an LRU cache
 keyed by a hash of the text (``NAUTILUS_EMBEDDER_CACHE_SIZE`` entries): a row
@@ -24,6 +26,7 @@ seen again is not embedded again.
 from __future__ import annotations
 
 import hashlib
+import platform
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -33,6 +36,9 @@ import numpy as np
 import numpy.typing as npt
 
 from nautilus.embedders.onnx_graph import INT8_KINDS, GraphRewriteError, rewrite
+from nautilus.log import get_logger
+
+logger = get_logger("nautilus.embedders.onnx")
 
 #: The vector space of the shipped graph's arithmetic (int8 weights, float32 products).
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
@@ -58,6 +64,30 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 TOKENIZER_PATH = Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6-v2" / \
     "tokenizer.json"
 EXTRA_HINT = "pip install 'nautilus[embed]'"
+
+
+#: x86 CPU flags with which onnxruntime adds int8 products in 32 bits (VNNI's vpdpbusd,
+#: AMX). Without them its u8×s8 kernels add pairs of products in 16 bits (vpmaddubsw),
+#: which saturates on full-range int8 weights such as this model's.
+EXACT_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+X86 = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
+
+
+def exact_int8_products(cpuinfo: Path = Path("/proc/cpuinfo"),
+                        machine: str | None = None) -> bool:
+    """Whether onnxruntime's int8 products are exact on this CPU: on ARM, and on x86
+    with one of :data:`EXACT_INT8_FLAGS`. An x86 whose flags cannot be read (no
+    ``/proc/cpuinfo``: macOS, Windows) counts as not."""
+    if (machine or platform.machine()).lower() not in X86:
+        return True
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("flags") and ":" in line:
+            return not EXACT_INT8_FLAGS.isdisjoint(line.split(":", 1)[1].split())
+    return False
 
 
 class ModelFileError(RuntimeError):
@@ -98,10 +128,12 @@ class OnnxEmbedder:
     int8_kinds: frozenset[str] = INT8_KINDS
 
     def __init__(self, cache_size: int = 10_000, threads: int | None = None,
-                 int8: bool = True) -> None:
+                 int8: bool | None = None) -> None:
         """``threads``: onnxruntime's intra-op threads (default: its own choice, one per
         physical core). ``int8``: run the weight products in int8 (see
-        :mod:`nautilus.embedders.onnx_graph`); False gives the shipped graph's vectors."""
+        :mod:`nautilus.embedders.onnx_graph`); False gives the shipped graph's vectors;
+        None (default): int8 where this CPU computes int8 products exactly
+        (:func:`exact_int8_products`)."""
         try:
             import onnx  # noqa: F401
             import onnxruntime  # noqa: F401
@@ -112,6 +144,12 @@ class OnnxEmbedder:
         self.model_path = _model_file()
         self.cache_size = max(0, cache_size)
         self.threads = threads
+        if int8 is None:
+            int8 = exact_int8_products()
+            if not int8:
+                logger.info("onnx_int8_products_off", reason="this CPU has no exact int8 "
+                            "dot product (x86 without VNNI, or its flags unreadable)",
+                            action="float32 products: the model file's own vectors, slower")
         self.int8 = int8
         self.model_id = INT8_MODEL_ID if int8 else MODEL_ID
         self.batch = INT8_BATCH if int8 else BATCH
