@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
+from structlog.testing import capture_logs
 
 EXTRA = "needs the embed extra: pip install 'nautilus[embed]'"
 onnx = pytest.importorskip("onnx", reason=EXTRA)
@@ -27,7 +28,7 @@ from nautilus.embedders.onnx import (  # noqa: E402
     ModelFileError,
     OnnxEmbedder,
     _checked_bytes,
-    exact_int8_products,
+    fast_int8_products_exact,
 )
 from nautilus.embedders.onnx_graph import (  # noqa: E402
     ALL_KINDS,
@@ -108,8 +109,6 @@ def test_fused_float32_vectors_equal_the_shipped_graphs(
     np.testing.assert_allclose(embedder.embed_batch(TEXTS), reference, atol=2e-5)
 
 
-@pytest.mark.skipif(not exact_int8_products(),
-                    reason="this CPU's int8 products saturate: the embedder uses float32 here")
 def test_int8_vectors_stay_within_the_bound(reference: npt.NDArray[np.float32]) -> None:
     embedder = OnnxEmbedder(cache_size=0)
     assert embedder.int8 and embedder.int8_kinds == INT8_KINDS
@@ -156,18 +155,22 @@ def test_the_embedder_names_the_file_when_the_rewrite_fails(
     (None, "x86_64", False),  # flags unreadable: not assumed
     (None, "arm64", True),
 ])
-def test_int8_products_only_where_the_cpu_adds_them_exactly(
+def test_the_fast_int8_kernels_are_used_only_where_they_are_exact(
         tmp_path: Path, flags: str | None, machine: str, exact: bool) -> None:
     cpuinfo = tmp_path / "cpuinfo"
     if flags is not None:
         cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n", encoding="utf-8")
-    assert exact_int8_products(cpuinfo, machine) is exact
+    assert fast_int8_products_exact(cpuinfo, machine) is exact
 
 
-def test_without_exact_int8_the_embedder_keeps_float32_products(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(onnx_embedder, "exact_int8_products", lambda: False)
-    embedder = OnnxEmbedder(cache_size=0)
-    assert (embedder.int8, embedder.model_id, embedder.batch) == (False, MODEL_ID, 16)
-    monkeypatch.setattr(onnx_embedder, "exact_int8_products", lambda: True)
-    assert OnnxEmbedder(cache_size=0).model_id == INT8_MODEL_ID
+def test_the_exact_kernels_give_the_same_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the fast kernels would saturate, onnxruntime's exact u8×u8 kernels run: one
+    vector space on every CPU, so one model id."""
+    fast = OnnxEmbedder(cache_size=0).embed_batch(TEXTS)
+    monkeypatch.setattr(onnx_embedder, "fast_int8_products_exact", lambda: False)
+    exact = OnnxEmbedder(cache_size=0)
+    assert (exact.int8, exact.model_id, exact.batch) == (True, INT8_MODEL_ID, 1)
+    with capture_logs() as logs:
+        vectors = exact.embed_batch(TEXTS)
+    assert [e["event"] for e in logs] == ["onnx_int8_exact_kernels"]
+    np.testing.assert_allclose(vectors, fast, atol=1e-6)

@@ -9,14 +9,14 @@ L2-normalised (what sentence-transformers does for this model).
 What is int8: the model file stores the weight matrices (and the word and position
 embeddings) as int8 with float32 scales. As shipped, its graph turns them back into
 float32 and every product runs in float32. At load time the graph is rewritten in
-memory (:mod:`nautilus.embedders.onnx_graph`): attention and GELU fused, and, where
-the CPU adds int8 products exactly (:func:`exact_int8_products`: x86 with VNNI or
-AMX, ARM), all 36 weight products run in int8 on those int8 weights, each one's
-input quantized to uint8 per text. The attention scores, layer norms, GELU and
-pooling stay float32. Vectors move a little (cosine >= 0.98 to the shipped graph's;
-nDCG@10 unchanged on the shared collections, docs/tuning.md), hence a model id of
-their own; ``int8=False`` (and CPUs without exact int8) give the shipped graph's
-vectors, fused.
+memory (:mod:`nautilus.embedders.onnx_graph`): attention and GELU fused, and (by
+default, ``int8=True``) all 36 weight products run in int8 on those int8 weights,
+each one's input quantized to uint8 per text; the attention scores, layer norms,
+GELU and pooling stay float32. The integer products are exact on every CPU (see
+:func:`fast_int8_products_exact`), so the vectors are the same everywhere; they move
+a little from the shipped graph's (cosine >= 0.98; nDCG@10 unchanged on the shared
+collections, docs/tuning.md), hence a model id of their own. ``int8=False`` gives
+the shipped graph's vectors, fused.
 
 Embedding costs milliseconds a row, so row vectors are kept in an LRU cache
 keyed by a hash of the text (``NAUTILUS_EMBEDDER_CACHE_SIZE`` entries): a row
@@ -66,17 +66,22 @@ TOKENIZER_PATH = Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6
 EXTRA_HINT = "pip install 'nautilus[embed]'"
 
 
-#: x86 CPU flags with which onnxruntime adds int8 products in 32 bits (VNNI's vpdpbusd,
-#: AMX). Without them its u8×s8 kernels add pairs of products in 16 bits (vpmaddubsw),
-#: which saturates on full-range int8 weights such as this model's.
+#: x86 CPU flags with which onnxruntime's fast u8×s8 products add in 32 bits (VNNI's
+#: vpdpbusd, AMX). Without them those kernels add pairs of products in 16 bits
+#: (vpmaddubsw), which saturates on full-range int8 weights such as this model's.
 EXACT_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 X86 = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
+#: onnxruntime's session option for exact int8 products on x86 without VNNI: the int8
+#: weights become uint8 (zero point 128) and the u8×u8 kernels run (no saturation).
+#: Not set where the fast kernels are exact: there it only costs time (771 vs 466 ms
+#: for 60 texts on the 2-core VNNI machine, the same vectors).
+EXACT_X86_OPTION = "session.x64quantprecision"
 
 
-def exact_int8_products(cpuinfo: Path = Path("/proc/cpuinfo"),
-                        machine: str | None = None) -> bool:
-    """Whether onnxruntime's int8 products are exact on this CPU: on ARM, and on x86
-    with one of :data:`EXACT_INT8_FLAGS`. An x86 whose flags cannot be read (no
+def fast_int8_products_exact(cpuinfo: Path = Path("/proc/cpuinfo"),
+                             machine: str | None = None) -> bool:
+    """Whether onnxruntime's fast u8×s8 products are exact on this CPU: on ARM, and on
+    x86 with one of :data:`EXACT_INT8_FLAGS`. An x86 whose flags cannot be read (no
     ``/proc/cpuinfo``: macOS, Windows) counts as not."""
     if (machine or platform.machine()).lower() not in X86:
         return True
@@ -128,12 +133,11 @@ class OnnxEmbedder:
     int8_kinds: frozenset[str] = INT8_KINDS
 
     def __init__(self, cache_size: int = 10_000, threads: int | None = None,
-                 int8: bool | None = None) -> None:
+                 int8: bool = True) -> None:
         """``threads``: onnxruntime's intra-op threads (default: its own choice, one per
         physical core). ``int8``: run the weight products in int8 (see
-        :mod:`nautilus.embedders.onnx_graph`); False gives the shipped graph's vectors;
-        None (default): int8 where this CPU computes int8 products exactly
-        (:func:`exact_int8_products`)."""
+        :mod:`nautilus.embedders.onnx_graph`); False gives the shipped graph's vectors
+        (slower)."""
         try:
             import onnx  # noqa: F401
             import onnxruntime  # noqa: F401
@@ -144,12 +148,6 @@ class OnnxEmbedder:
         self.model_path = _model_file()
         self.cache_size = max(0, cache_size)
         self.threads = threads
-        if int8 is None:
-            int8 = exact_int8_products()
-            if not int8:
-                logger.info("onnx_int8_products_off", reason="this CPU has no exact int8 "
-                            "dot product (x86 without VNNI, or its flags unreadable)",
-                            action="float32 products: the model file's own vectors, slower")
         self.int8 = int8
         self.model_id = INT8_MODEL_ID if int8 else MODEL_ID
         self.batch = INT8_BATCH if int8 else BATCH
@@ -186,6 +184,11 @@ class OnnxEmbedder:
             options.add_session_config_entry("session.inter_op.allow_spinning", "0")
             if self.threads:
                 options.intra_op_num_threads = self.threads
+            if self.int8 and not fast_int8_products_exact():
+                options.add_session_config_entry(EXACT_X86_OPTION, "1")
+                logger.info("onnx_int8_exact_kernels", reason="x86 without VNNI (or its "
+                            "flags unreadable): the fast int8 kernels would saturate",
+                            action="exact u8×u8 int8 products, slower; same vectors")
             try:
                 graph = self._graph(_checked_bytes(self.model_path, MODEL_SHA256))
             except GraphRewriteError as exc:
