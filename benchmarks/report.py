@@ -79,7 +79,7 @@ MODEL = """
 
 `rank()` latency over the demo's real English rows (tickets, runbooks,
 postmortems; each with a unique id so it is new to the cache), IDF on,
-all-MiniLM-L6-v2 int8 on onnxruntime (the
+all-MiniLM-L6-v2 on onnxruntime with int8 products (the
 model already loaded). *Cold*: no row in the cache; *warm*: every row embedded
 before (`NAUTILUS_EMBEDDER_CACHE_SIZE`). This is what
 `NAUTILUS_RANKING_MAX_CANDIDATES` bounds.

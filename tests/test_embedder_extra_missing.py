@@ -7,14 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 BLOCK_ONNX = "import sys; sys.modules['onnxruntime'] = None; "
 
 
-def test_missing_extra_names_it_in_python() -> None:
-    code = BLOCK_ONNX + ("from nautilus.embedders import embedder_from_name\n"
-                         "try:\n    embedder_from_name('onnx')\n"
-                         "except ImportError as e:\n    print(e)\n")
+@pytest.mark.parametrize("part", ["onnxruntime", "onnx", "tokenizers"])
+def test_missing_extra_names_it_in_python(part: str) -> None:
+    code = (f"import sys; sys.modules[{part!r}] = None\n"
+            "from nautilus.embedders import embedder_from_name\n"
+            "try:\n    embedder_from_name('onnx')\n"
+            "except ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert "pip install 'nautilus[embed]'" in out

