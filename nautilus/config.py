@@ -36,7 +36,7 @@ logger = get_logger("nautilus.config")
 #: numbers; a guard test keeps the two in sync.
 VALID_LEVELS: tuple[str, ...] = ("low", "medium", "high")
 DEFAULT_LEVEL = "medium"
-VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "noop")
+VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "onnx-float32", "noop")
 VALID_LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
 VALID_LOG_FORMATS: tuple[str, ...] = ("auto", "console", "json")
 

@@ -103,7 +103,7 @@ def test_env_values_parse(monkeypatch: pytest.MonkeyPatch, variable: str, value:
     ("NAUTILUS_RANKING_MAX_CANDIDATES", "0", "ranking_max_candidates", None, "integer >= 1"),
     ("NAUTILUS_RANKING_IDF", "maybe", "ranking_idf", False, "true/false"),
     ("NAUTILUS_RANKING_IDF", "2", "ranking_idf", False, "true/false"),
-    ("NAUTILUS_EMBEDDER", "bert", "embedder", "hashing", "hashing, onnx, noop"),
+    ("NAUTILUS_EMBEDDER", "bert", "embedder", "hashing", "hashing, onnx, onnx-float32, noop"),
     ("NAUTILUS_EMBEDDER_CACHE_SIZE", "-1", "embedder_cache_size", 10_000, "integer >= 0"),
     ("NAUTILUS_EMBEDDER_CACHE_SIZE", "big", "embedder_cache_size", 10_000, "integer >= 0"),
     ("NAUTILUS_LOG_LEVEL", "loud", "log_level", "info", "debug, info"),

@@ -134,3 +134,17 @@ def test_switching_the_embedder_rebuilds_the_vector_source(tmp_path: Path,
 
 def test_factory_shares_one_loaded_model() -> None:
     assert embedder_from_name("onnx") is embedder_from_name("onnx")
+
+
+def test_onnx_float32_is_the_model_files_own_vector_space() -> None:
+    """``NAUTILUS_EMBEDDER=onnx-float32`` serves vector tables loaded before the products
+    ran in int8; a table's model id names the setting that made it."""
+    from nautilus.embedders.onnx import INT8_MODEL_ID, MODEL_ID
+    from nautilus.embedders.registry import embedder_name_of
+
+    fast, exact = embedder_from_name("onnx"), embedder_from_name("onnx-float32")
+    assert (fast.model_id, exact.model_id) == (INT8_MODEL_ID, MODEL_ID)
+    assert embedder_from_name("onnx-float32") is exact
+    assert NautilusSettings(embedder="onnx-float32").embedder == "onnx-float32"
+    assert [embedder_name_of(m) for m in (INT8_MODEL_ID, MODEL_ID, "hashing-v2-256", "e5")] == [
+        "onnx", "onnx-float32", "hashing", None]

@@ -141,6 +141,7 @@ def test_pgvector_refuses_a_query_embedded_by_another_model(pg_dsn: str, loaded:
     with pytest.raises(VectorModelMismatchError) as info:
         search(other, "disk full")
     assert "'hashing-v2-256'" in str(info.value) and "'hashing-v2-512'" in str(info.value)
+    assert "set NAUTILUS_EMBEDDER=hashing," in str(info.value)  # the setting that made them
 
 
 def test_pgvector_without_a_recorded_model_says_how_to_load(pg_dsn: str, loaded: Path) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field
 
 from nautilus.embedders import Embedder, embedder_from_name
+from nautilus.embedders.registry import embedder_name_of
 from nautilus.sources.base import Row, Source
 from nautilus.sources.postgres_base import (
     PostgresSource,
@@ -91,12 +92,14 @@ class PgvectorSource(PostgresSource):
                     f"{self.id}: {MODELS_TABLE} has no entry for {self.table_name}."
                     f"{self.embedding_column}; load it with 'nautilus load'")
             if record[0] != self.model_id:
+                name = embedder_name_of(str(record[0]))
+                setting = (f"NAUTILUS_EMBEDDER={name}" if name is not None
+                           else "NAUTILUS_EMBEDDER to the model that loaded the table")
                 raise VectorModelMismatchError(
                     f"{self.id}: the vectors in {self.table_name}.{self.embedding_column} were "
                     f"made by {record[0]!r}, the query would be embedded by "
                     f"{self.model_id!r}: vectors of different models are never compared (set "
-                    f"NAUTILUS_EMBEDDER to the model that loaded the table, or reload it: "
-                    f"nautilus load --replace)")
+                    f"{setting}, or reload the table: nautilus load --replace)")
         return verify
 
     def explain(self, error: Exception) -> Exception | None:
