@@ -141,7 +141,13 @@ def test_pgvector_refuses_a_query_embedded_by_another_model(pg_dsn: str, loaded:
     with pytest.raises(VectorModelMismatchError) as info:
         search(other, "disk full")
     assert "'hashing-v2-256'" in str(info.value) and "'hashing-v2-512'" in str(info.value)
-    assert "set NAUTILUS_EMBEDDER=hashing," in str(info.value)  # the setting that made them
+    assert "embedder and dim that loaded the table" in str(info.value)
+    onnx_query = PgvectorSource("vec", pg_dsn, "vec_docs", ["title", "body"],
+                               embedder=HashingEmbedder(dim=256))
+    onnx_query.model_id = "all-MiniLM-L6-v2-onnx-int8-matmul"  # as if the query were onnx's
+    with pytest.raises(VectorModelMismatchError) as info:
+        search(onnx_query, "disk full")
+    assert "(set NAUTILUS_EMBEDDER=hashing, or reload" in str(info.value)  # what made them
 
 
 def test_pgvector_without_a_recorded_model_says_how_to_load(pg_dsn: str, loaded: Path) -> None:

@@ -93,13 +93,14 @@ class PgvectorSource(PostgresSource):
                     f"{self.embedding_column}; load it with 'nautilus load'")
             if record[0] != self.model_id:
                 name = embedder_name_of(str(record[0]))
-                setting = (f"NAUTILUS_EMBEDDER={name}" if name is not None
-                           else "NAUTILUS_EMBEDDER to the model that loaded the table")
+                fix = (f"set NAUTILUS_EMBEDDER={name}"
+                       if name is not None and name != embedder_name_of(self.model_id)
+                       else "query with the embedder and dim that loaded the table")
                 raise VectorModelMismatchError(
                     f"{self.id}: the vectors in {self.table_name}.{self.embedding_column} were "
                     f"made by {record[0]!r}, the query would be embedded by "
-                    f"{self.model_id!r}: vectors of different models are never compared (set "
-                    f"{setting}, or reload the table: nautilus load --replace)")
+                    f"{self.model_id!r}: vectors of different models are never compared "
+                    f"({fix}, or reload the table: nautilus load --replace)")
         return verify
 
     def explain(self, error: Exception) -> Exception | None:
