@@ -123,6 +123,19 @@ def test_int8_vectors_stay_within_the_bound(reference: npt.NDArray[np.float32]) 
     np.testing.assert_array_equal(alone, vectors)
 
 
+def test_texts_run_side_by_side_give_the_vectors_of_one_at_a_time() -> None:
+    """int8: texts run side by side on a pool, one onnxruntime thread each; the pool
+    changes the speed only. Without int8, batches on intra-op threads (no pool)."""
+    side_by_side = OnnxEmbedder(cache_size=0, threads=2)
+    one_at_a_time = OnnxEmbedder(cache_size=0, threads=1)
+    vectors = side_by_side.embed_batch(TEXTS * 3)
+    np.testing.assert_array_equal(vectors, one_at_a_time.embed_batch(TEXTS * 3))
+    assert side_by_side._pool is not None and one_at_a_time._pool is None
+    float32 = OnnxEmbedder(cache_size=0, threads=2, int8=False)
+    float32.embed_batch(TEXTS[:1])
+    assert float32._pool is None and float32.batch > 1
+
+
 def test_a_graph_of_another_shape_is_refused_with_what_was_found() -> None:
     from onnx import TensorProto, helper
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
