@@ -6,6 +6,9 @@ Skips, with the reason, without the embed extra; `make test` installs it.
 
 from __future__ import annotations
 
+import os
+import select
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -130,10 +133,36 @@ def test_texts_run_side_by_side_give_the_vectors_of_one_at_a_time() -> None:
     one_at_a_time = OnnxEmbedder(cache_size=0, threads=1)
     vectors = side_by_side.embed_batch(TEXTS * 3)
     np.testing.assert_array_equal(vectors, one_at_a_time.embed_batch(TEXTS * 3))
-    assert side_by_side._pool is not None and one_at_a_time._pool is None
+    assert side_by_side._side_by_side() is not None and one_at_a_time._side_by_side() is None
     float32 = OnnxEmbedder(cache_size=0, threads=2, int8=False)
     float32.embed_batch(TEXTS[:1])
-    assert float32._pool is None and float32.batch > 1
+    assert float32._side_by_side() is None and float32.batch > 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_embeds_side_by_side_on_a_pool_of_its_own() -> None:
+    """A child forked after the parent used its pool has none of the parent's threads:
+    the pool is made again there instead of taking work it would never run."""
+    embedder = OnnxEmbedder(cache_size=0, threads=2)
+    parent = embedder.embed_batch(TEXTS)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: embed, report, exit without running the parent's cleanup
+        try:
+            ok = np.array_equal(embedder.embed_batch(TEXTS), parent)
+            os.write(write, b"same" if ok else b"different")
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        ready, _, _ = select.select([read], [], [], 60)
+        assert ready, "the forked child did not answer within 60 s (a hung pool)"
+        assert os.read(read, 16) == b"same"
+    finally:
+        os.close(read)
+        if os.waitpid(pid, os.WNOHANG)[0] == 0:  # still running: a hung child
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 def test_a_graph_of_another_shape_is_refused_with_what_was_found() -> None:

@@ -168,7 +168,8 @@ class OnnxEmbedder:
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._workers = 1  # texts embedded side by side (set at load)
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool)
         self.cache_hits = 0
         self.cache_misses = 0
 
@@ -198,9 +199,7 @@ class OnnxEmbedder:
             options.add_session_config_entry("session.inter_op.allow_spinning", "0")
             if self.batch == 1:  # texts side by side (INT8_BATCH), one thread each
                 options.intra_op_num_threads = 1
-                workers = self.threads or _available_cores()
-                self._pool = (ThreadPoolExecutor(workers, thread_name_prefix="nautilus-onnx")
-                              if workers > 1 else None)
+                self._workers = self.threads or _available_cores()
             elif self.threads:
                 options.intra_op_num_threads = self.threads
             if self.int8 and not fast_int8_products_exact():
@@ -231,11 +230,23 @@ class OnnxEmbedder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         batches = [order[start:start + self.batch] for start in range(0, len(order), self.batch)]
         batch_texts = [[texts[i] for i in picked] for picked in batches]
-        pool = self._pool if len(batches) > 1 else None
+        pool = self._side_by_side() if len(batches) > 1 else None
         vectors = pool.map(self._run, batch_texts) if pool else map(self._run, batch_texts)
         for picked, batch_vectors in zip(batches, vectors, strict=True):
             out[picked] = batch_vectors
         return out
+
+    def _side_by_side(self) -> ThreadPoolExecutor | None:
+        """The pool texts run side by side on (None: one worker). Made on first use, and
+        again in a forked child, which keeps none of its parent's threads (the parent's
+        pool would take work there and never run it)."""
+        if self._workers <= 1:
+            return None
+        with self._lock:
+            if self._pool is None or self._pool[0] != os.getpid():
+                self._pool = (os.getpid(), ThreadPoolExecutor(
+                    self._workers, thread_name_prefix="nautilus-onnx"))
+            return self._pool[1]
 
     def _run(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """One ``session.run``: the texts' unit vectors, mean-pooled over real tokens."""
