@@ -148,3 +148,19 @@ def test_onnx_float32_is_the_model_files_own_vector_space() -> None:
     assert NautilusSettings(embedder="onnx-float32").embedder == "onnx-float32"
     assert [embedder_name_of(m) for m in (INT8_MODEL_ID, MODEL_ID, "hashing-v2-256", "e5")] == [
         "onnx", "onnx-float32", "hashing", None]
+
+
+def test_a_lone_surrogate_does_not_fail_the_batch(model: OnnxEmbedder) -> None:
+    """A JSON row or query may hold a lone surrogate (``json.loads('"\\ud800"')``), which the
+    tokenizer refuses: one such row used to fail the whole batch (every row scored 0, the
+    query passed through). It is embedded as its cache key reads it: the surrogate as "?"."""
+    broken = json.loads('"disk full \\ud800 on the database host"')
+    vectors = model.embed_batch(["checkout latency", broken])
+    clean = OnnxEmbedder(cache_size=0).embed_batch(["checkout latency",
+                                                    "disk full ? on the database host"])
+    np.testing.assert_array_equal(vectors, clean)
+    ranker = RankingSynthesizer(top_k=2, embedder=model)
+    ranked = ranker.rank([AdapterResult(source_id="s", rows=[{"title": broken},
+                                                            {"title": "checkout latency"}])],
+                         {"query": json.loads('"database out of disk \\udc80"')})
+    assert ranked[0].row["title"] == broken and ranked[0].similarity > 0.5

@@ -265,8 +265,10 @@ class OnnxEmbedder:
 
     def embed_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """Vectors for many texts; cached texts are not embedded again."""
-        keys = [hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=16).digest()
-                for t in texts]
+        # "replace": a lone surrogate (which JSON allows) becomes "?" rather than an error;
+        # a text is embedded as its key reads it (the tokenizer refuses surrogates).
+        encoded = [t.encode("utf-8", "replace") for t in texts]
+        keys = [hashlib.blake2b(e, digest_size=16).digest() for e in encoded]
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         missing: dict[bytes, list[int]] = {}
         with self._lock:
@@ -281,7 +283,7 @@ class OnnxEmbedder:
             self.cache_misses += sum(len(v) for v in missing.values())
         if missing:
             firsts = [positions[0] for positions in missing.values()]
-            vectors = self._encode([texts[i] for i in firsts])
+            vectors = self._encode([encoded[i].decode("utf-8") for i in firsts])
             with self._lock:
                 for (key, positions), vector in zip(missing.items(), vectors, strict=True):
                     out[positions] = vector
