@@ -216,3 +216,18 @@ def test_the_exact_kernels_give_the_same_vectors(monkeypatch: pytest.MonkeyPatch
         vectors = exact.embed_batch(TEXTS)
     assert [e["event"] for e in logs] == ["onnx_int8_exact_kernels"]
     np.testing.assert_allclose(vectors, fast, atol=1e-6)
+
+
+@pytest.mark.parametrize("threads", [-1, -3, 1.5, True])
+def test_a_bad_thread_count_is_refused_naming_it(threads: object) -> None:
+    """A negative count used to run one text at a time with int8 products and reach
+    onnxruntime as a negative intra-op count without; 0 and None mean one per core."""
+    with pytest.raises(ValueError, match=rf"threads must be an integer >= 0 or None .*"
+                                         rf"got {threads!r}"):
+        OnnxEmbedder(cache_size=0, threads=threads)  # type: ignore[arg-type]
+
+
+def test_zero_threads_means_one_per_core() -> None:
+    embedder = OnnxEmbedder(cache_size=0, threads=0)
+    embedder.embed("load")
+    assert embedder._workers == onnx_embedder._available_cores()

@@ -146,11 +146,15 @@ class OnnxEmbedder:
 
     def __init__(self, cache_size: int = 10_000, threads: int | None = None,
                  int8: bool = True) -> None:
-        """``threads``: how many CPU threads embedding uses (default: one per core this
-        process may run on): with int8 products, texts embedded side by side; else
-        onnxruntime's intra-op threads. ``int8``: run the weight products in int8 (see
-        :mod:`nautilus.embedders.onnx_graph`); False gives the shipped graph's vectors
-        (slower)."""
+        """``threads``: how many CPU threads embedding uses (None or 0, as onnxruntime's
+        0: one per core this process may run on): with int8 products, texts embedded side
+        by side; else onnxruntime's intra-op threads. ``int8``: run the weight products in
+        int8 (see :mod:`nautilus.embedders.onnx_graph`); False gives the shipped graph's
+        vectors (slower)."""
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or threads < 0):
+            raise ValueError(f"threads must be an integer >= 0 or None (0 or None: one per "
+                             f"core), got {threads!r}")
         try:
             import onnx  # noqa: F401
             import onnxruntime  # noqa: F401
