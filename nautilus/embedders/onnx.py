@@ -59,12 +59,12 @@ BATCH = 16
 #: with one scale per run, so a text batched with others (and their padding) would get
 #: a vector that depends on its companions (cosine down to 0.985 to its vector alone);
 #: alone, a text's vector depends on the text only, as the cache assumes. On 2 cores
-#: it costs about what batches of 16 do (docs/tuning.md).
+#: it costs about what batches of 16 do (docs/tuning.md). And so texts run side by side,
+#: one onnxruntime thread each: a one-text run is too small to split across threads
+#: (they meet at every node of the graph). 60 demo texts on 2 cores, median of 6:
+#: 230 ms side by side against 339 ms for one at a time on two intra-op threads (337
+#: against 412 ms with the other core busy); the same vectors.
 INT8_BATCH = 1
-#: ...and so texts run side by side, one onnxruntime thread each: a one-text run is too
-#: small to split across threads (they meet at every node of the graph). 60 demo texts
-#: on 2 cores, median of 6: 230 ms side by side against 339 ms for one at a time on two
-#: intra-op threads (337 against 412 ms with the other core busy); the same vectors.
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 TOKENIZER_PATH = Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6-v2" / \
