@@ -164,3 +164,13 @@ def test_a_lone_surrogate_does_not_fail_the_batch(model: OnnxEmbedder) -> None:
                                                             {"title": "checkout latency"}])],
                          {"query": json.loads('"database out of disk \\udc80"')})
     assert ranked[0].row["title"] == broken and ranked[0].similarity > 0.5
+
+
+def test_a_cached_vector_holds_its_own_row_not_its_batch() -> None:
+    """Each entry is 1.5 KiB (docs/configuration.md): an entry that kept a view of the
+    batch it was embedded in kept the whole batch's array alive while it stayed cached,
+    so a few hot rows from many batches held cache_size × batch rows."""
+    embedder = OnnxEmbedder(cache_size=1)
+    embedder.embed_batch([f"row {i}" for i in range(5)])
+    (vector,) = embedder._cache.values()
+    assert vector.flags.owndata and vector.nbytes == 384 * 4

@@ -291,8 +291,8 @@ class OnnxEmbedder:
             with self._lock:
                 for (key, positions), vector in zip(missing.items(), vectors, strict=True):
                     out[positions] = vector
-                    if self.cache_size:
-                        self._cache[key] = vector
+                    if self.cache_size:  # a copy: a view would keep the whole batch alive
+                        self._cache[key] = vector.copy()
                         self._cache.move_to_end(key)
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
