@@ -231,3 +231,21 @@ def test_zero_threads_means_one_per_core() -> None:
     embedder = OnnxEmbedder(cache_size=0, threads=0)
     embedder.embed("load")
     assert embedder._workers == onnx_embedder._available_cores()
+
+
+def test_a_failure_on_the_pool_reaches_the_caller_and_the_pool_keeps_working() -> None:
+    """A session (or tokenizer) failure inside a pool task is raised to the caller (the
+    ranker logs it as rank_embedder_failed) instead of being lost or hanging the call."""
+    embedder = OnnxEmbedder(cache_size=0, threads=2)
+    before = embedder.embed_batch(TEXTS)
+    session = embedder._session
+
+    class Failing:
+        def run(self, *args: object, **kwargs: object) -> None:
+            raise RuntimeError("session failed")
+
+    embedder._session = Failing()
+    with pytest.raises(RuntimeError, match="session failed"):
+        embedder.embed_batch(TEXTS * 4)
+    embedder._session = session
+    np.testing.assert_array_equal(embedder.embed_batch(TEXTS), before)
