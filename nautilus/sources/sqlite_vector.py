@@ -110,7 +110,7 @@ class SqliteVectorSpec(SeededSqliteSpec):
     type: Literal["sqlite_vector"]
     text_fields: ColumnList = Field(description="seed fields joined into the embedded text")
     dim: int = Field(1024, ge=16, le=MAX_DIM,
-                     description="vector size of the hashing embedder (ignored by 'onnx')")
+                     description="vector size of the hashing embedder (ignored by the onnx ones)")
 
     def build(self, ctx: BuildContext) -> SqliteVectorSource:
         seed = resolve_seed_path(ctx, self.seed)
