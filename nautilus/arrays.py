@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import itemgetter
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +37,14 @@ def unique_inverse(keys: IntArray) -> tuple[IntArray, IntArray]:
     inverse[packed & ((1 << shift) - 1)] = np.cumsum(starts) - 1
     unique: IntArray = ordered[starts]
     return unique, inverse
+
+
+def concatenated(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    """``np.concatenate(parts)``, without a copy for one part (its array itself) and
+    an empty int64 array for none."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def cached_values(cache: dict[K, V], compute: Callable[[K], V], keys: list[K],

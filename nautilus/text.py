@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer
 
+from nautilus.arrays import concatenated
 from nautilus.words import GroupTokens, WordGroups, WordTokenCache, group_words, merge
 
 _TOKEN = re.compile(r"[^\W_]+")
@@ -177,10 +178,6 @@ def _terms(groups: npt.NDArray[np.int64], group_tokens: GroupTokens,
     return per_word, flat[first + within]
 
 
-def _joined(parts: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-
-
 def keyword_stems(text: str) -> list[str]:
     """Distinct substrings to match a word and its plural with ``LIKE``:
     the common prefix of the word and its normal form (``queries`` → ``quer``)."""
@@ -235,10 +232,10 @@ class TokenBatch:
         groups = merge(parts) if parts else group_words(b"")
         # Terms numbered as they come (a C-level counter); "" stands for no token.
         vocab_ids: defaultdict[str, int] = defaultdict(count().__next__, {"": -1})
-        counts, terms = _terms(groups.group[_joined(group_parts)], _WORD_CACHE.tokens_of(groups),
-                               vocab_ids)
+        counts, terms = _terms(groups.group[concatenated(group_parts)],
+                               _WORD_CACHE.tokens_of(groups), vocab_ids)
         del vocab_ids[""]
-        return cls(len(texts), np.repeat(_joined(row_parts), counts), terms, dict(vocab_ids))
+        return cls(len(texts), np.repeat(concatenated(row_parts), counts), terms, dict(vocab_ids))
 
     @classmethod
     def from_tokens(cls, token_lists: list[list[str]]) -> TokenBatch:

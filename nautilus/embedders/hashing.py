@@ -12,12 +12,11 @@ import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.arrays import cached_values, unique_inverse
+from nautilus.arrays import cached_values, concatenated, unique_inverse
 from nautilus.text import TokenBatch
 
 
@@ -97,10 +96,6 @@ def _term_hash(term: str) -> int:
 
 
 _TERM_HASHES: dict[str, int] = {}
-
-
-def _joined(parts: list[npt.NDArray[Any]]) -> npt.NDArray[Any]:
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 class HashingEmbedder:
@@ -208,12 +203,12 @@ class HashingEmbedder:
             if term_weights is not None:
                 feature_scales.append(
                     np.sqrt(term_weights[first] * term_weights[second])[first_seen])
-        all_rows = _joined(feature_rows)
-        weights = 1.0 + np.log(_joined(feature_counts).astype(np.float64))
+        all_rows = concatenated(feature_rows)
+        weights = 1.0 + np.log(concatenated(feature_counts).astype(np.float64))
         if feature_scales:
-            weights *= _joined(feature_scales)
-        signs = _joined(feature_signs)
-        columns = _joined(feature_columns)
+            weights *= concatenated(feature_scales)
+        signs = concatenated(feature_signs)
+        columns = concatenated(feature_columns)
         # Sum features that share a (row, bucket), then L2-normalise each row.
         keys, inverse = unique_inverse(all_rows * self.dim + columns)
         values = np.bincount(inverse, weights=weights * signs, minlength=len(keys))
