@@ -46,6 +46,11 @@ DEMO_QUERIES = (
     "users keep getting logged out of their sessions",
     "card payments failing with timeouts at checkout",
 )
+#: What ``query`` says when no ranking knob is set (the rows are the sources' own order).
+RANKING_OFF = ("ranking: off — exact passthrough: rows in source order, no scores to explain; "
+               "set NAUTILUS_RANKING_TOP_K, NAUTILUS_RANKING_IDF, NAUTILUS_SOURCE_BOOSTS, "
+               "NAUTILUS_RANKING_MAX_CANDIDATES or NAUTILUS_RANKING_DEDUP_KEY "
+               "(or --top-k, --idf, --boost) to rank")
 _SUMMARY_FIELDS = ("title", "name", "subject", "question", "summary", "description", "text",
                    "body", "answer", "content")
 
@@ -98,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--idf", action="store_true", help="turn on the batch-local IDF factor")
     query.add_argument("--json", action="store_true", help="the BrokerResponse as one JSON object")
     query.add_argument("--explain", action="store_true", help="show each score's components")
+    query.add_argument("--vectors", action="store_true",
+                       help="with --json: keep the rows' vectors (the 'embedding' field)")
     query.set_defaults(run=_run_query)
 
     sources = commands.add_parser("sources", help="manage the sources' built data")
@@ -274,16 +281,20 @@ def _run_query(args: argparse.Namespace) -> int:
     broker = Broker.from_config(args.config, settings)
     response = broker.request(args.text)
     all_failed = bool(broker.sources) and len(response.sources_errored) == len(broker.sources)
+    ranked = isinstance(broker.synthesizer, RankingSynthesizer)
     if args.json:
-        print(json.dumps(response.to_dict(), default=json_default))
+        out = response.to_dict(vectors=args.vectors, ranking_enabled=ranked)
+        out["synthesizer"] = type(broker.synthesizer).__name__
+        print(json.dumps(out, default=json_default))
     else:
-        ranked = isinstance(broker.synthesizer, RankingSynthesizer)
         applied: dict[str, str] = getattr(broker.synthesizer, "source_boosts", {})
         print(f"query: {args.text}")
         print(f"synthesizer: {type(broker.synthesizer).__name__}"
               + (f"  (boosts: {', '.join(f'{k}:{v}' for k, v in applied.items())})"
                  if applied else ""))
-        print(_ranked_table(response.ranking, args.explain, ranked))
+        if not ranked:
+            print(RANKING_OFF)
+        print(_ranked_table(response.ranking, args.explain and ranked, ranked))
         for error in response.sources_errored:
             print(f"error: {error.source_id}: {error.error_type}: {error.message}")
         print(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")
