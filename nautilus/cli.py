@@ -176,8 +176,9 @@ def _run_config(args: argparse.Namespace) -> int:
 
 def _check_sources(settings: NautilusSettings,
                    path: Path) -> tuple[list[dict[str, str]] | None, str | None]:
-    """Validate the sources file as a broker would (without building databases):
-    each source's id and type (and a database's DSN, password masked), or the problem."""
+    """Validate the sources file as a broker would (without building databases or
+    connecting to one), and PostgreSQL sources' seeds as ``load`` would: each source's id
+    and type (and a database's DSN, password masked), or the problem."""
     try:
         sources, _ = build_sources(path, settings.data_dir, settings.embedder,
                                    settings.embedder_cache_size)
@@ -185,9 +186,15 @@ def _check_sources(settings: NautilusSettings,
         return None, str(exc)
     for source in sources:
         source.close()
+    specs = load_sources(path).specs
+    from nautilus.sources.postgres_load import LoadError, check_seeds, postgres_specs
+    try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
+        check_seeds(postgres_specs(specs), path.parent)
+    except LoadError as exc:
+        return None, f"{path}: {exc}"
     return [{"id": spec.id, "type": spec.type,
              **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {})}  # Dsn masks itself
-            for spec in load_sources(path).specs], None
+            for spec in specs], None
 
 
 def _unknown_boost_sources(settings: NautilusSettings,
