@@ -14,7 +14,6 @@ from typing import Any
 from postgres_fixtures import write_jsonl
 
 from nautilus.config import NautilusSettings
-from nautilus.sources.config import DEFAULT_DATA_DIR
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 ROWS = [{"id": "a1", "title": "Reset a password", "body": "use the forgot password link"},
@@ -162,4 +161,5 @@ def test_a_data_dir_that_is_set_keeps_relative_paths_as_written(tmp_path: Path) 
 
 
 def test_the_keyed_default_is_the_settings_default() -> None:
+    from nautilus.sources.config import DEFAULT_DATA_DIR
     assert NautilusSettings.model_fields["data_dir"].default == DEFAULT_DATA_DIR
