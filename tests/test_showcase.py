@@ -11,13 +11,14 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from nautilus.cli import DEMO_QUERIES
 
-NAUTILUS = str(Path(__import__("sys").executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 
 DISK_FULL = {"RB-01", "INC-1043", "PM-2026-10d", "orders-db"}
 LOGGED_OUT = {"INC-1046", "INC-1063", "INC-1054", "PM-2026-08", "PM-2026-10c", "RB-04",
@@ -62,7 +63,7 @@ def demo_columns() -> dict[str, list[str]]:
         heading = re.match(r"query: '(.*)'", line)
         if heading:
             current = columns.setdefault(heading.group(1), [])
-        elif "|" in line and current is not None:
+        elif "|" in line:
             right = re.match(r"\s*([\d.]+)\s+\S+\s+(\S+)", line.split("|", 1)[1])
             if right:
                 current.append(right.group(2))
