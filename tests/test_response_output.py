@@ -144,3 +144,14 @@ def test_service_says_whether_it_ranked(server: Server) -> None:
 
 def test_the_cli_and_the_service_send_the_same_keys(server: Server, tmp_path: Path) -> None:
     assert set(post(server, {"query": QUERY}).json()) == set(query_json())
+
+
+def test_vectors_is_no_ranking_override(tmp_path: Path) -> None:
+    """A service that forbids overrides still lets a client ask for the vectors."""
+    with running(tmp_path, {"NAUTILUS_SERVE_API_KEYS_FILE": "",
+                            "NAUTILUS_SERVE_ALLOW_OVERRIDES": "false"}) as srv:
+        assert wait_ready(srv).status_code == 200, srv.logs()
+        full = post(srv, {"query": QUERY, "vectors": True})
+        assert full.status_code == 200, full.text
+        assert rows_with(full.json()["data"], "embedding")
+        assert post(srv, {"query": QUERY, "top_k": 3}).status_code == 403
