@@ -46,6 +46,11 @@ DEMO_QUERIES = (
     "users keep getting logged out of their sessions",
     "card payments failing with timeouts at checkout",
 )
+#: What ``query`` says when no ranking knob is set (the rows are the sources' own order).
+RANKING_OFF = ("ranking: off — exact passthrough: rows in source order, no scores to explain; "
+               "set NAUTILUS_RANKING_TOP_K, NAUTILUS_RANKING_IDF, NAUTILUS_SOURCE_BOOSTS, "
+               "NAUTILUS_RANKING_MAX_CANDIDATES or NAUTILUS_RANKING_DEDUP_KEY "
+               "(or --top-k, --idf, --boost) to rank")
 _SUMMARY_FIELDS = ("title", "name", "subject", "question", "summary", "description", "text",
                    "body", "answer", "content")
 
@@ -98,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--idf", action="store_true", help="turn on the batch-local IDF factor")
     query.add_argument("--json", action="store_true", help="the BrokerResponse as one JSON object")
     query.add_argument("--explain", action="store_true", help="show each score's components")
+    query.add_argument("--vectors", action="store_true",
+                       help="with --json: keep the rows' vectors (the 'embedding' field)")
     query.set_defaults(run=_run_query)
 
     sources = commands.add_parser("sources", help="manage the sources' built data")
@@ -169,8 +176,9 @@ def _run_config(args: argparse.Namespace) -> int:
 
 def _check_sources(settings: NautilusSettings,
                    path: Path) -> tuple[list[dict[str, str]] | None, str | None]:
-    """Validate the sources file as a broker would (without building databases):
-    each source's id and type (and a database's DSN, password masked), or the problem."""
+    """Validate the sources file as a broker would (without building databases or
+    connecting to one), and PostgreSQL sources' seeds as ``load`` would: each source's id
+    and type (and a database's DSN, password masked), or the problem."""
     try:
         sources, _ = build_sources(path, settings.data_dir, settings.embedder,
                                    settings.embedder_cache_size)
@@ -178,9 +186,15 @@ def _check_sources(settings: NautilusSettings,
         return None, str(exc)
     for source in sources:
         source.close()
+    specs = load_sources(path).specs
+    from nautilus.sources.postgres_load import LoadError, check_seeds, postgres_specs
+    try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
+        check_seeds(postgres_specs(specs), path.parent)
+    except LoadError as exc:
+        return None, f"{path}: {exc}"
     return [{"id": spec.id, "type": spec.type,
              **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {})}  # Dsn masks itself
-            for spec in load_sources(path).specs], None
+            for spec in specs], None
 
 
 def _unknown_boost_sources(settings: NautilusSettings,
@@ -274,16 +288,20 @@ def _run_query(args: argparse.Namespace) -> int:
     broker = Broker.from_config(args.config, settings)
     response = broker.request(args.text)
     all_failed = bool(broker.sources) and len(response.sources_errored) == len(broker.sources)
+    ranked = isinstance(broker.synthesizer, RankingSynthesizer)
     if args.json:
-        print(json.dumps(response.to_dict(), default=json_default))
+        out = response.to_dict(vectors=args.vectors, ranking_enabled=ranked)
+        out["synthesizer"] = type(broker.synthesizer).__name__
+        print(json.dumps(out, default=json_default))
     else:
-        ranked = isinstance(broker.synthesizer, RankingSynthesizer)
         applied: dict[str, str] = getattr(broker.synthesizer, "source_boosts", {})
         print(f"query: {args.text}")
         print(f"synthesizer: {type(broker.synthesizer).__name__}"
               + (f"  (boosts: {', '.join(f'{k}:{v}' for k, v in applied.items())})"
                  if applied else ""))
-        print(_ranked_table(response.ranking, args.explain, ranked))
+        if not ranked:
+            print(RANKING_OFF)
+        print(_ranked_table(response.ranking, args.explain and ranked, ranked))
         for error in response.sources_errored:
             print(f"error: {error.source_id}: {error.error_type}: {error.message}")
         print(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")

@@ -129,10 +129,21 @@ class BrokerResponse:
     source_response_hashes: dict[str, str] = field(default_factory=dict)
     sources_warned: list[SourceWarning] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, *, vectors: bool | None = None,
+                ranking_enabled: bool | None = None) -> dict[str, Any]:
+        """The response as JSON-able values.
+
+        ``vectors=False`` leaves each row's vector (the :data:`VECTOR_FIELDS`) out of
+        ``data`` (copies; the rows are never changed), ``True`` keeps them; either is
+        written out as ``vectors_included`` (unset: ``data`` as it is, no such key).
+        ``response_hash`` always covers the rows as the sources returned them.
+        ``ranking_enabled`` (what the caller's synthesizer does) is written out when
+        given; ``False`` writes each ranking entry's score and its components as
+        ``null`` — a passthrough has no scores, and zeros would read as ones.
+        """
+        out: dict[str, Any] = {
             "request_id": self.request_id,
-            "data": self.data,
+            "data": self.data if vectors is not False else without_vectors(self.data),
             # each entry says which row it is: the row's own id (None if it has none)
             "ranking": [{"id": r.row.get("id"), **r.explain()} for r in self.ranking],
             "sources_queried": list(self.sources_queried),
@@ -143,3 +154,28 @@ class BrokerResponse:
             "sources_warned": [{**asdict(w), "positions": list(w.positions)}
                                for w in self.sources_warned],
         }
+        if vectors is not None:
+            out["vectors_included"] = vectors
+        if ranking_enabled is not None:
+            out["ranking_enabled"] = ranking_enabled
+            if not ranking_enabled:
+                for entry in out["ranking"]:
+                    entry.update(dict.fromkeys(SCORE_FIELDS))
+        return out
+
+
+#: Row fields that hold a vector: the built-in vector sources return theirs as
+#: ``embedding`` (1,024 floats with the hashing embedder), and the ranking reads it there.
+VECTOR_FIELDS = frozenset({"embedding"})
+#: A ranking entry's score and its components (what a passthrough does not compute).
+SCORE_FIELDS = ("score", "similarity", "idf_factor", "stage1_key", "boost_bump", "relevance",
+                "content", "content_rank", "evidence", "voters", "source_weight",
+                "unranked_vote", "content_weight")
+
+
+def without_vectors(data: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """``data`` with each row's vector fields left out (new dicts where a row had one)."""
+    return {sid: [{k: v for k, v in row.items() if k not in VECTOR_FIELDS}
+                  if isinstance(row, dict) and not VECTOR_FIELDS.isdisjoint(row) else row
+                  for row in rows]
+            for sid, rows in data.items()}

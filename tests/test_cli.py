@@ -78,7 +78,8 @@ def test_query_json_is_one_object_on_stdout_and_logs_go_to_stderr() -> None:
     response = json.loads(result.stdout)
     assert set(response) == {"request_id", "data", "ranking", "sources_queried",
                              "sources_errored", "duration_ms", "response_hash",
-                             "source_response_hashes", "sources_warned"}
+                             "source_response_hashes", "sources_warned", "ranking_enabled",
+                             "synthesizer", "vectors_included"}
     assert response["sources_queried"] == ["tickets", "graph", "runbooks", "postmortems"]
     for line in result.stderr.strip().splitlines():
         assert "event" in json.loads(line)  # every log line is a JSON object

@@ -111,7 +111,8 @@ def test_query_runs_with_the_network_unavailable(tmp_path: Path) -> None:
     env.update({"NAUTILUS_EMBEDDER": "onnx", "NAUTILUS_RANKING_TOP_K": "3",
                 "NAUTILUS_DATA_DIR": str(tmp_path), "HF_HUB_OFFLINE": "0"})
     result = subprocess.run(["unshare", "-n", NAUTILUS, "query", "users are signed out",
-                             "--json"], capture_output=True, text=True, env=env, timeout=300)
+                             "--json", "--vectors"], capture_output=True, text=True, env=env,
+                            timeout=300)
     assert result.returncode == 0, result.stderr
     response = json.loads(result.stdout)
     assert len(response["ranking"]) == 3 and response["sources_errored"] == []

@@ -224,7 +224,9 @@ async def _answer(request: Request, state: ServiceState) -> Response:
     rid = _request_id(request)
     broker_request_id = response.request_id
     response.request_id = rid
-    out = response.to_dict()
+    out = response.to_dict(vectors=parsed.vectors, ranking_enabled=isinstance(
+        run.broker.synthesizer, RankingSynthesizer))
+    out["synthesizer"] = type(run.broker.synthesizer).__name__
     if parsed.explain:
         out["explain"] = {**run.explain, "broker_request_id": broker_request_id}
     return Response(json.dumps(out, default=str).encode(), media_type="application/json")

@@ -46,6 +46,8 @@ class QueryRequest(BaseModel):
     sources: list[str] | None = Field(default=None, description="ask only these sources")
     explain: bool = Field(default=False, description="add the effective ranking settings "
                           "of this request under 'explain'")
+    vectors: bool = Field(default=False, description="keep the rows' vectors (the "
+                          "'embedding' field) in 'data'; left out by default")
 
 
 def parse_request(payload: object) -> QueryRequest:
@@ -77,7 +79,7 @@ def _valid_for(error_type: str, where: str, fields: str) -> str:
         return "a list of source ids"
     if where == "top_k":
         return "an integer >= 1"
-    if where in ("idf", "explain"):
+    if where in ("idf", "explain", "vectors"):
         return "true or false"
     return "see the OpenAPI schema at /openapi.json"
 

@@ -6,7 +6,7 @@ sources:
   - id: tickets                # unique; what NAUTILUS_SOURCE_BOOSTS names
     type: sqlite_table         # sqlite_table | sqlite_fts | sqlite_graph | sqlite_vector
                                # | postgres_fts | pgvector | postgres_table (docs/sources.md)
-    path: demo/tickets.db      # inside NAUTILUS_DATA_DIR
+    path: demo/tickets.db      # inside NAUTILUS_DATA_DIR (see project_dir)
     seed: tickets.jsonl        # relative: beside this file
     table: tickets
     search_columns: [title, description]
@@ -19,6 +19,8 @@ The models live in ``schema.py`` (shared options) and beside each source type
 
 from __future__ import annotations
 
+import hashlib
+import re
 from pathlib import Path
 
 from nautilus.sources import (
@@ -44,6 +46,7 @@ from nautilus.sources.schema import (
 )
 
 __all__ = [
+    "DEFAULT_DATA_DIR",
     "DEFAULT_LIMIT",
     "DEFAULT_TIMEOUT_S",
     "SOURCE_TYPES",
@@ -55,8 +58,11 @@ __all__ = [
     "expand_variables",
     "load_source_specs",
     "load_sources",
+    "project_dir",
     "sources_json_schema",
 ]
+#: NAUTILUS_DATA_DIR's default, shared by every project of the user (see project_dir).
+DEFAULT_DATA_DIR = Path("~/.cache/nautilus")
 _BUILT_IN = (sqlite_fts, sqlite_graph, sqlite_table, sqlite_vector,  # registered on import
              postgres_fts, postgres_table, postgres_vector)
 
@@ -71,13 +77,32 @@ def load_source_specs(path: Path) -> SourcesFile:
     return load_sources(path)
 
 
+def project_dir(path: Path, data_dir: Path) -> Path | None:
+    """Where a sources file's relative ``path:`` values live inside the data dir.
+
+    The default NAUTILUS_DATA_DIR is one folder for every project of a user, so two
+    sources files both saying ``path: shop/faqs.db`` would build (and rebuild, each on
+    the other's seed) the same file: under the default, each sources file gets a folder
+    of its own, ``projects/<file name>-<12 hex of its absolute path>``. A data dir that
+    is set is the project's own (the deploy files set one), and paths are used as written.
+    """
+    if data_dir.expanduser() != DEFAULT_DATA_DIR.expanduser():
+        return None
+    where = path.expanduser().resolve()
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", where.stem)[:40] or "sources"
+    key = hashlib.sha256(str(where).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return data_dir.expanduser() / "projects" / f"{stem}-{key}"
+
+
 def build_sources(path: Path, data_dir: Path, embedder_name: str,
                   cache_size: int = 10_000) -> tuple[list[Source], int]:
-    """Validate a sources file and build its sources (seeds checked, paths resolved;
-    databases are built on first use). A :class:`SourceConfigError` names the problem."""
+    """Validate a sources file and build its sources (seeds checked, paths resolved —
+    see :func:`project_dir`; databases are built on first use). A
+    :class:`SourceConfigError` names the problem."""
     document = load_sources(path)
     ctx = BuildContext(base_dir=path.parent, data_dir=data_dir.expanduser(),
-                       embedder_name=embedder_name, cache_size=cache_size)
+                       embedder_name=embedder_name, cache_size=cache_size,
+                       relative_dir=project_dir(path, data_dir))
     sources: list[Source] = []
     try:
         for i, spec in enumerate(document.specs):

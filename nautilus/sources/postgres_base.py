@@ -324,7 +324,22 @@ class PostgresSource:
         return None
 
     def explain(self, error: Exception) -> Exception | None:
-        """A clearer error for a driver error this source understands, else None."""
+        """A clearer error for a driver error this source understands, else None: a table
+        or column that is not there is, almost always, a table ``nautilus load`` never
+        filled (or one loaded from another seed)."""
+        from psycopg import errors
+        if isinstance(error, errors.UndefinedTable):
+            return PostgresSourceError(
+                f"{self.id}: table {self.table_name!r} does not exist in "
+                f"{mask_dsn(self.dsn)}: create and fill it with 'nautilus load --config "
+                f"<this sources file>' (it loads each source's seed), or set 'table' to a "
+                f"table that exists")
+        if isinstance(error, errors.UndefinedColumn):
+            detail = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            return PostgresSourceError(
+                f"{self.id}: {scrub(detail, self.dsn)} (table {self.table_name!r}, columns "
+                f"{self.columns}): load the seed that has them with 'nautilus load', or "
+                f"name the table's own columns in 'columns'")
         return None
 
     # the query path

@@ -68,8 +68,7 @@ def load_postgres(specs: Sequence[PostgresSpec], base_dir: Path, embedder_name: 
     for spec in specs:
         if spec.seed is None:
             continue
-        seed = Path(spec.seed).expanduser()
-        seed = seed if seed.is_absolute() else base_dir / seed
+        seed = seed_path(spec.seed, base_dir)
         try:
             reports.append(_load_one(spec, seed, embedder_name, replace, cache_size, progress))
         except LoadError:
@@ -86,11 +85,26 @@ def load_postgres(specs: Sequence[PostgresSpec], base_dir: Path, embedder_name: 
     return reports
 
 
-def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
-              cache_size: int, progress: TextIO | None) -> LoadReport:
-    import psycopg
-    from psycopg import sql
+def seed_path(seed: str, base_dir: Path) -> Path:
+    """A seed's path: relative paths are beside the sources file."""
+    path = Path(seed).expanduser()
+    return path if path.is_absolute() else base_dir / path
 
+
+def check_seeds(specs: Sequence[PostgresSpec], base_dir: Path) -> None:
+    """What ``load`` checks before it connects — each seed readable, its rows with an
+    ``id_field``, ``columns`` present — without a database (``nautilus config``)."""
+    for spec in specs:
+        if spec.seed is None:
+            continue
+        try:
+            read_seed(spec, seed_path(spec.seed, base_dir))
+        except (OSError, ValueError) as exc:
+            raise LoadError(f"source {spec.id!r}: {exc}") from exc
+
+
+def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
+    """The seed's rows and field names, checked against the source's options."""
     docs = list(read_jsonl(seed))
     names = list(dict.fromkeys(k for doc in docs for k in doc))
     for i, doc in enumerate(docs, start=1):
@@ -101,6 +115,15 @@ def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
     if missing:
         raise LoadError(f"source {spec.id!r}: columns {missing} are in no row of {seed} "
                         f"(fields: {', '.join(names)})")
+    return docs, names
+
+
+def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
+              cache_size: int, progress: TextIO | None) -> LoadReport:
+    import psycopg
+    from psycopg import sql
+
+    docs, names = read_seed(spec, seed)
     types = {name: _column_type([doc.get(name) for doc in docs]) for name in names}
     table = table_identifier(spec.table)
     embedder: Embedder | None = None

@@ -109,7 +109,7 @@ class PgvectorSource(PostgresSource):
             return PostgresSourceError(
                 f"{self.id}: no {MODELS_TABLE} table says which model made the vectors of "
                 f"{self.table_name}.{self.embedding_column}; load it with 'nautilus load'")
-        return None
+        return super().explain(error)
 
     def to_row(self, record: Sequence[Any]) -> Row:
         return {**super().to_row(record), "embedding": [float(x) for x in record[1]],

@@ -61,6 +61,7 @@ class BuildContext:
     data_dir: Path        # NAUTILUS_DATA_DIR (built SQLite files live inside it)
     embedder_name: str
     cache_size: int = 10_000
+    relative_dir: Path | None = None  # where relative paths go (None: data_dir itself)
 
 
 class SourceSpec(BaseModel):
@@ -309,9 +310,11 @@ def sources_json_schema() -> dict[str, Any]:
 
 
 def resolve_data_path(ctx: BuildContext, value: str, option: str = "path") -> Path:
-    """A built file's path: relative paths live under NAUTILUS_DATA_DIR; none may leave it."""
-    data = ctx.data_dir.expanduser().resolve()
+    """A built file's path: relative paths live under ``ctx.relative_dir`` (NAUTILUS_DATA_DIR
+    or this sources file's folder inside it); none may leave it."""
     given = Path(value).expanduser()
+    data = (ctx.data_dir if given.is_absolute() else ctx.relative_dir or ctx.data_dir
+            ).expanduser().resolve()
     full = (given if given.is_absolute() else data / given).resolve()
     if full == data or not full.is_relative_to(data):
         raise ValueError(f"{option} {value!r} is outside NAUTILUS_DATA_DIR ({data}); "
