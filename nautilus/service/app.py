@@ -156,10 +156,13 @@ def _add_routes(app: FastAPI) -> None:
         """
         state = _state(request)
         check_api_key(request, state.api_keys)
+        # The body first, under its own deadline: a slow client never holds a slot.
+        body = await read_body(request, state.settings.serve_max_body_bytes,
+                               state.settings.serve_body_timeout_s)
         state.limit.acquire()
         metrics.IN_FLIGHT.inc()
         try:
-            return await _answer(request, state)
+            return await _answer(request, state, body)
         finally:
             state.limit.release()
             metrics.IN_FLIGHT.dec()
@@ -198,9 +201,8 @@ def _add_routes(app: FastAPI) -> None:
         return Response(payload, media_type=content_type)
 
 
-async def _answer(request: Request, state: ServiceState) -> Response:
+async def _answer(request: Request, state: ServiceState, body: bytes) -> Response:
     settings = state.settings
-    body = await read_body(request, settings.serve_max_body_bytes)
     try:
         payload = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

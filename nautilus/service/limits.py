@@ -1,12 +1,13 @@
-"""Limits that keep one worker healthy: body size, concurrency, API keys."""
+"""Limits that keep one worker healthy: body size, body deadline, concurrency, API keys."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import re
 from pathlib import Path
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from nautilus.config import ConfigError, ConfigProblem, cut
 from nautilus.service.problems import ProblemError
@@ -19,19 +20,33 @@ def valid_request_id(value: str | None) -> bool:
     return value is not None and _REQUEST_ID.fullmatch(value) is not None
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
+async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
     """The request body, refused with 413 as soon as it passes ``max_bytes``
-    (a declared ``Content-Length`` is checked before anything is read)."""
+    (a declared ``Content-Length`` is checked before anything is read), and with
+    408 + ``Connection: close`` when it has not all arrived within ``timeout_s``:
+    a client that stalls or trickles its body holds a connection for that long
+    and never a concurrency slot (the caller takes the slot after this returns)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise _too_large(max_bytes)
     size = 0
     chunks: list[bytes] = []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise _too_large(max_bytes)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise _too_large(max_bytes)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ProblemError(408, "body-timeout", "Request body too slow",
+                           f"the body did not arrive within {timeout_s:g} s "
+                           "(NAUTILUS_SERVE_BODY_TIMEOUT_S)",
+                           headers={"Connection": "close"}) from None
+    except ClientDisconnect:  # nobody to answer; the access log shows the 400
+        raise ProblemError(400, "client-disconnected", "Client disconnected",
+                           "the client closed the connection before sending its body",
+                           headers={"Connection": "close"}) from None
     return b"".join(chunks)
 
 

@@ -62,7 +62,9 @@ def serve(host: str | None = None, port: int | None = None,
     try:
         uvicorn.run("nautilus.service.app:create_app", factory=True, host=host, port=port,
                     workers=workers, access_log=False, log_level="warning",
-                    timeout_graceful_shutdown=int(settings.serve_request_timeout_s) + 5,
+                    # a stalled body is cut at its own deadline: the drain outlasts both
+                    timeout_graceful_shutdown=int(max(settings.serve_request_timeout_s,
+                                                      settings.serve_body_timeout_s)) + 5,
                     # longer than a load balancer's idle timeout (60 s on the usual ones):
                     # the balancer, never the server, closes an idle connection, so a
                     # request is never sent on a connection the server is closing
