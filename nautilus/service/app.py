@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import re
 import time
 import uuid
@@ -24,7 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nautilus.blas import limit_blas_threads
@@ -36,6 +37,7 @@ from nautilus.service import metrics
 from nautilus.service.limits import (
     ConcurrencyLimit,
     check_api_key,
+    key_matches,
     load_api_keys,
     read_body,
     valid_request_id,
@@ -49,7 +51,7 @@ from nautilus.synthesis.ranking import RankingSynthesizer
 logger = get_logger("nautilus.service")
 
 _ROUTES = frozenset({"/v1/query", "/v1/config", "/healthz", "/readyz", "/metrics",
-                     "/openapi.json", "/docs"})
+                     "/openapi.json", "/docs", "/redoc"})
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|DSN", re.IGNORECASE)
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
@@ -114,9 +116,19 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
             broker.close()
             logger.info("serve_stopped")
 
+    # With API keys, the schema needs one too, and the browser pages (which cannot send
+    # a key) are off: an unauthenticated caller learns only what the probes say.
     app = FastAPI(title="nautilus", version="0.1.0", lifespan=lifespan,
-                  description="The ranking layer for retrieval brokers, over HTTP.")
+                  description="The ranking layer for retrieval brokers, over HTTP.",
+                  openapi_url=None if api_keys else "/openapi.json",
+                  docs_url=None if api_keys else "/docs",
+                  redoc_url=None if api_keys else "/redoc")
     _add_routes(app)
+    if api_keys:
+        @app.get("/openapi.json", include_in_schema=False)
+        async def openapi(request: Request) -> Response:
+            check_api_key(request, _state(request).api_keys)
+            return JSONResponse(app.openapi())
     _add_error_handlers(app)
     if settings.serve_cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.serve_cors_origins,
@@ -187,15 +199,24 @@ def _add_routes(app: FastAPI) -> None:
     @app.get("/readyz", summary="Every source answered a probe recently",
              responses={503: _PROBLEM})
     async def readyz(request: Request) -> Response:
-        failing = _state(request).readiness.failing()
+        """With API keys configured, only a caller with a key sees the sources and why
+        they fail (driver errors name hosts); a probe gets the status alone."""
+        state = _state(request)
+        detailed = not state.api_keys or key_matches(request, state.api_keys)
+        failing = state.readiness.failing()
         if failing:
-            raise ProblemError(503, "not-ready", "Not ready",
-                               "sources not answering: " + ", ".join(sorted(failing)),
-                               extra={"failing": failing}, headers={"Retry-After": "5"})
-        body = {"status": "ready", "sources": sorted(_state(request).readiness.health)}
+            detail = ("sources not answering: " + ", ".join(sorted(failing)) if detailed
+                      else f"{len(failing)} source(s) not answering")
+            raise ProblemError(503, "not-ready", "Not ready", detail,
+                               extra={"failing": failing} if detailed else {},
+                               headers={"Retry-After": "5"})
+        body: dict[str, Any] = {"status": "ready"}
+        if detailed:
+            body["sources"] = sorted(state.readiness.health)
         return Response(json.dumps(body).encode(), media_type="application/json")
 
-    @app.get("/metrics", summary="Prometheus metrics (all workers)")
+    @app.get("/metrics", summary="Prometheus metrics (all workers)",
+             response_class=PlainTextResponse)
     async def prometheus() -> Response:
         payload, content_type = metrics.render()
         return Response(payload, media_type=content_type)
@@ -204,10 +225,13 @@ def _add_routes(app: FastAPI) -> None:
 async def _answer(request: Request, state: ServiceState, body: bytes) -> Response:
     settings = state.settings
     try:
-        payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        payload = json.loads(body, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        # ValueError: bad JSON, NaN/Infinity, or an integer past Python's digit limit
+        reason = ("nested too deeply" if isinstance(exc, RecursionError)
+                  else getattr(exc, "msg", None) or str(exc).split(";")[0][:120])
         raise invalid([FieldProblem("body", cut(body[:80].decode("utf-8", "replace")),
-                                    f"not valid JSON ({getattr(exc, 'msg', exc)})",
+                                    f"not valid JSON ({reason})",
                                     'a JSON object such as {"query": "disk full"}')]) from None
     parsed = parse_request(payload)
     if not settings.serve_allow_overrides:
@@ -229,7 +253,29 @@ async def _answer(request: Request, state: ServiceState, body: bytes) -> Respons
     out = response.to_dict()
     if parsed.explain:
         out["explain"] = {**run.explain, "broker_request_id": broker_request_id}
-    return Response(json.dumps(out, default=str).encode(), media_type="application/json")
+    return Response(_strict_json(out), media_type="application/json")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _strict_json(value: Any) -> bytes:
+    """JSON any strict parser reads: a NaN or an infinity (a seed may hold one) is null."""
+    try:
+        return json.dumps(value, default=str, allow_nan=False).encode()
+    except ValueError:
+        return json.dumps(_finite(value), default=str, allow_nan=False).encode()
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _mask(name: str, value: Any) -> Any:

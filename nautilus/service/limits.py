@@ -103,23 +103,36 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
     return keys
 
 
-def check_api_key(request: Request, keys: tuple[bytes, ...]) -> None:
-    """Accept ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``.
+def key_matches(request: Request, keys: tuple[bytes, ...]) -> bool:
+    """Whether ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` holds one of ``keys``.
 
-    Every key is compared in constant time (no early exit), and the 401 says the
-    same thing whether the header was missing, malformed or wrong.
+    Either header may carry it (an empty or wrong ``X-API-Key`` does not hide a
+    good Bearer token). A header's raw bytes are compared with the key file's
+    UTF-8, so a non-ASCII key works as clients send it. Every candidate is
+    compared with every key in constant time (no early exit).
     """
-    if not keys:
-        return
+    candidates = []
     given = request.headers.get("x-api-key")
-    if given is None:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        given = token.strip() if scheme.lower() == "bearer" else ""
-    candidate = given.encode("utf-8", "replace")
+    if given is not None:
+        candidates.append(given.strip())
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer":
+        candidates.append(token.strip())
     matched = False
-    for key in keys:
-        matched |= hmac.compare_digest(candidate, key)
-    if not matched:
-        raise ProblemError(401, "unauthorized", "Unauthorized",
-                           "missing or invalid credentials",
-                           headers={"WWW-Authenticate": "Bearer"})
+    for candidate in candidates:
+        raw = candidate.encode("latin-1", "replace")  # starlette decoded the bytes as latin-1
+        for key in keys:
+            matched |= hmac.compare_digest(raw, key)
+    return matched
+
+
+def check_api_key(request: Request, keys: tuple[bytes, ...]) -> None:
+    """Refuse the request unless it carries a key (see :func:`key_matches`); nothing
+    to check when no key is configured.
+
+    The 401 says the same thing whether the header was missing, malformed or wrong.
+    """
+    if not keys or key_matches(request, keys):
+        return
+    raise ProblemError(401, "unauthorized", "Unauthorized", "missing or invalid credentials",
+                       headers={"WWW-Authenticate": "Bearer"})

@@ -47,6 +47,10 @@ def serve(host: str | None = None, port: int | None = None,
     host = host or settings.serve_host
     port = port if port is not None else settings.serve_port
     workers = workers or settings.serve_workers
+    # The workers read their settings again: give them the flags' values, so
+    # /v1/config reports the address actually bound.
+    os.environ.update(NAUTILUS_SERVE_HOST=host, NAUTILUS_SERVE_PORT=str(port),
+                      NAUTILUS_SERVE_WORKERS=str(workers))
     own_dir = None
     if os.environ.get(_MULTIPROC):  # the operator's directory: clear the last run's files
         for stale in Path(os.environ[_MULTIPROC]).glob("*.db"):
