@@ -68,7 +68,11 @@ def require_postgres() -> None:
 
 # --- DSNs --------------------------------------------------------------------------------
 
-_KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+# libpq's keyword values: '…' with \' and \\ escapes, or a bare word in which a
+# backslash escapes the next character (``password=Hunter\ TWO`` is "Hunter TWO").
+# An unterminated quote or a trailing backslash masks to the end, never less.
+_KEYWORD_PASSWORD = re.compile(
+    r"(password\s*=\s*)('(?:\\[\s\S]?|[^'\\])*'?|(?:\\[\s\S]?|[^\s\\])+)", re.IGNORECASE)
 
 
 def mask_dsn(dsn: str) -> str:
