@@ -17,12 +17,13 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat as stat_kind
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 from urllib.parse import quote
 
 from nautilus.log import get_logger
@@ -71,6 +72,31 @@ class NoSpaceError(OSError):
 NO_SPACE_BACKOFF_S = (30.0, 600.0)
 
 
+#: The longest seed line read (bytes): a file with no line end is refused at this
+#: size instead of being read whole into memory.
+MAX_SEED_LINE_BYTES = 16 << 20
+_KINDS = ((stat_kind.S_ISDIR, "a directory"), (stat_kind.S_ISFIFO, "a named pipe"),
+          (stat_kind.S_ISCHR, "a character device"), (stat_kind.S_ISBLK, "a block device"),
+          (stat_kind.S_ISSOCK, "a socket"))
+
+
+def open_seed(path: Path) -> BinaryIO:
+    """A seed opened for reading, refused unless it is a regular file: a device or a
+    pipe never ends (``/dev/zero``) or blocks until a writer comes (a FIFO)."""
+    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer; no effect on a file
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise SeedError(f"seed file {path} not found") from None
+    except OSError as exc:
+        raise SeedError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat_kind.S_ISREG(mode):
+        os.close(fd)
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise SeedError(f"seed file {path} is {kind}; a seed is a regular JSON-lines file")
+    return os.fdopen(fd, "rb")
+
+
 def read_jsonl(path: Path) -> Iterator[Row]:
     """The objects of a JSON-lines file; blank lines skipped, a bad line is a clear error."""
     if path.suffix.lower() in {".csv", ".tsv"}:
@@ -78,14 +104,12 @@ def read_jsonl(path: Path) -> Iterator[Row]:
                         "convert it, e.g. with: python -c \"import csv,json,sys; "
                         "[print(json.dumps(r)) for r in csv.DictReader(sys.stdin)]\" "
                         "< in.csv > out.jsonl")
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        raise SeedError(f"seed file {path} not found") from None
-    except OSError as exc:
-        raise SeedError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
-    with handle:
-        for number, raw in enumerate(handle, start=1):
+    with open_seed(path) as handle:
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_SEED_LINE_BYTES + 1),
+                                          b""), start=1):
+            if len(raw) > MAX_SEED_LINE_BYTES:
+                raise SeedError(f"{path}:{number}: line longer than {MAX_SEED_LINE_BYTES} "
+                                "bytes; seeds are JSON lines, one object a line")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -94,8 +118,10 @@ def read_jsonl(path: Path) -> Iterator[Row]:
                 continue
             try:
                 value = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            except (ValueError, RecursionError) as exc:  # ValueError: past the digit limit
+                reason = (exc.msg if isinstance(exc, json.JSONDecodeError)
+                          else "nested too deeply" if isinstance(exc, RecursionError)
+                          else str(exc).split(";")[0][:120])
                 raise SeedError(f"{path}:{number}: not valid JSON ({reason}); seeds are "
                                 "JSON lines, one object a line") from None
             if not isinstance(value, dict):
@@ -130,12 +156,9 @@ def file_digest(paths: Iterable[Path]) -> str:
     """sha256 over the contents of ``paths`` (streamed)."""
     digest = hashlib.sha256()
     for path in paths:
-        try:
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-        except FileNotFoundError:
-            raise SeedError(f"seed file {path} not found") from None
+        with open_seed(path) as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
         digest.update(b"\x00")
     return digest.hexdigest()
 
