@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import re
 import time
 import uuid
@@ -39,11 +38,18 @@ from nautilus.service.limits import (
     check_api_key,
     key_matches,
     load_api_keys,
+    parse_json_body,
     read_body,
     valid_request_id,
 )
 from nautilus.service.overrides import QueryRequest, forbid_overrides, parse_request, plan
-from nautilus.service.problems import FieldProblem, ProblemError, invalid, problem_response
+from nautilus.service.problems import (
+    FieldProblem,
+    ProblemError,
+    invalid,
+    problem_response,
+    strict_json,
+)
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
 from nautilus.synthesis.ranking import RankingSynthesizer
@@ -224,16 +230,7 @@ def _add_routes(app: FastAPI) -> None:
 
 async def _answer(request: Request, state: ServiceState, body: bytes) -> Response:
     settings = state.settings
-    try:
-        payload = json.loads(body, parse_constant=_no_constant)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        # ValueError: bad JSON, NaN/Infinity, or an integer past Python's digit limit
-        reason = ("nested too deeply" if isinstance(exc, RecursionError)
-                  else getattr(exc, "msg", None) or str(exc).split(";")[0][:120])
-        raise invalid([FieldProblem("body", cut(body[:80].decode("utf-8", "replace")),
-                                    f"not valid JSON ({reason})",
-                                    'a JSON object such as {"query": "disk full"}')]) from None
-    parsed = parse_request(payload)
+    parsed = parse_request(parse_json_body(body))
     if not settings.serve_allow_overrides:
         forbid_overrides(parsed)
     run = plan(parsed, state.broker, settings, state.embedder, settings.serve_max_query_chars)
@@ -253,29 +250,7 @@ async def _answer(request: Request, state: ServiceState, body: bytes) -> Respons
     out = response.to_dict()
     if parsed.explain:
         out["explain"] = {**run.explain, "broker_request_id": broker_request_id}
-    return Response(_strict_json(out), media_type="application/json")
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _strict_json(value: Any) -> bytes:
-    """JSON any strict parser reads: a NaN or an infinity (a seed may hold one) is null."""
-    try:
-        return json.dumps(value, default=str, allow_nan=False).encode()
-    except ValueError:
-        return json.dumps(_finite(value), default=str, allow_nan=False).encode()
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
+    return Response(strict_json(out), media_type="application/json")
 
 
 def _mask(name: str, value: Any) -> Any:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import re
 from pathlib import Path
 
 from starlette.requests import ClientDisconnect, Request
 
 from nautilus.config import ConfigError, ConfigProblem, cut
-from nautilus.service.problems import ProblemError
+from nautilus.service.problems import FieldProblem, ProblemError, invalid
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
@@ -48,6 +49,24 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
                            "the client closed the connection before sending its body",
                            headers={"Connection": "close"}) from None
     return b"".join(chunks)
+
+
+def parse_json_body(body: bytes) -> object:
+    """The body as JSON, or 422 naming ``body`` — also for what pushes the parser past
+    its limits (nesting past the recursion limit, an integer past Python's 4300
+    digits) and for ``NaN``/``Infinity``, which are not JSON numbers."""
+    try:
+        return json.loads(body, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        reason = ("nested too deeply" if isinstance(exc, RecursionError)
+                  else getattr(exc, "msg", None) or str(exc).split(";")[0][:120])
+        raise invalid([FieldProblem("body", cut(body[:80].decode("utf-8", "replace")),
+                                    f"not valid JSON ({reason})",
+                                    'a JSON object such as {"query": "disk full"}')]) from None
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _too_large(max_bytes: int) -> ProblemError:
