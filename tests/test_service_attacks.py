@@ -86,6 +86,8 @@ def test_stalled_bodies_hold_no_slot_are_cut_at_the_deadline_and_do_not_hold_shu
         stop.set()
         for raw in cut:
             assert_cut_with_a_408(raw)
+        assert f'nautilus_requests_rejected_total{{reason="body_timeout"}} {STALLED + 1}.0' \
+            in httpx.get(server.url + "/metrics").text
 
         # At SIGTERM, stalled clients are cut at the same deadline: a clean drain, exit 0.
         stalled = stall(server, STALLED)

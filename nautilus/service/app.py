@@ -270,6 +270,8 @@ def _add_error_handlers(app: FastAPI) -> None:
             raise exc
         if exc.status == 503 and exc.slug == "overloaded":
             metrics.REJECTED.labels("overloaded").inc()
+        elif exc.slug == "body-timeout":  # the live view of stalled clients
+            metrics.REJECTED.labels("body_timeout").inc()
         return problem_response(exc, _request_id(request))
 
     async def on_http(request: Request, exc: Exception) -> Response:
