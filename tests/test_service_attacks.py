@@ -27,13 +27,15 @@ STALLED_REQUEST = (b"POST /v1/query HTTP/1.1\r\nHost: nautilus\r\n"
                    b'{"query":"')
 
 
-def stall(server: Server, count: int) -> list[socket.socket]:
-    """``count`` connections that announce a 100-byte body, send 10 bytes and wait."""
+def stall(server: Server, count: int, sent: bytes = STALLED_REQUEST) -> list[socket.socket]:
+    """``count`` connections that send ``sent`` (by default: announce a 100-byte body and
+    send 10 bytes of it) and wait."""
     address = urlsplit(server.url)
     sockets = []
     for _ in range(count):
         sock = socket.create_connection((address.hostname, address.port), timeout=60)
-        sock.sendall(STALLED_REQUEST)
+        if sent:
+            sock.sendall(sent)
         sockets.append(sock)
     return sockets
 
@@ -63,6 +65,9 @@ def test_stalled_bodies_hold_no_slot_are_cut_at_the_deadline_and_do_not_hold_shu
     with running(tmp_path, env) as server:
         assert wait_ready(server).status_code == 200
         stalled = stall(server, STALLED)
+        # Headers that never end, and a connection that sends nothing: closed all the same.
+        silent = stall(server, 8, STALLED_REQUEST.split(b"Content-Length")[0]) + stall(
+            server, 8, b"")
         time.sleep(0.5)  # every stalled request has reached the application
         # A client that trickles its body, one byte at a time, is cut all the same.
         trickler = stall(server, 1)[0]
@@ -86,8 +91,12 @@ def test_stalled_bodies_hold_no_slot_are_cut_at_the_deadline_and_do_not_hold_shu
         stop.set()
         for raw in cut:
             assert_cut_with_a_408(raw)
+        with ThreadPoolExecutor(16) as pool:
+            assert list(pool.map(answer_of, silent)) == [b""] * 16  # closed, nothing said
+        scrape = httpx.get(server.url + "/metrics").text
         assert f'nautilus_requests_rejected_total{{reason="body_timeout"}} {STALLED + 1}.0' \
-            in httpx.get(server.url + "/metrics").text
+            in scrape
+        assert 'nautilus_requests_rejected_total{reason="header_timeout"} 16.0' in scrape
 
         # At SIGTERM, stalled clients are cut at the same deadline: a clean drain, exit 0.
         stalled = stall(server, STALLED)
