@@ -453,6 +453,7 @@ def quoted(password: str) -> str:
 @given(password=st.text(alphabet="aZ9 '\\=\t@:/", min_size=1, max_size=24),
        form=st.sampled_from([bare, quoted]))
 @example(password="Hunter TWO", form=bare)  # was masked only up to the backslash
+@example(password="://", form=bare)  # was taken for a URL, and not masked at all
 def test_mask_dsn_hides_any_keyword_password(password: str, form: Any) -> None:
     from psycopg.conninfo import conninfo_to_dict
 
@@ -460,6 +461,21 @@ def test_mask_dsn_hides_any_keyword_password(password: str, form: Any) -> None:
     dsn = f"host=db password={form(password)} dbname=kb"
     assert conninfo_to_dict(dsn)["password"] == password  # the DSN says what libpq reads
     assert conninfo_to_dict(mask_dsn(dsn)) == {"host": "db", "password": "***", "dbname": "kb"}
+
+
+@FUZZ
+@given(password=st.text(min_size=1, max_size=24), in_query=st.booleans())
+def test_mask_dsn_hides_any_url_password(password: str, in_query: bool) -> None:
+    from urllib.parse import quote
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    from nautilus.sources.postgres_base import mask_dsn
+    secret = quote(password.encode("utf-8", "surrogatepass"), safe="")
+    dsn = (f"postgresql://app@db/kb?password={secret}&sslmode=require" if in_query
+           else f"postgresql://app:{secret}@db/kb?sslmode=require")
+    assert conninfo_to_dict(mask_dsn(dsn)) == {"user": "app", "password": "***", "host": "db",
+                                               "dbname": "kb", "sslmode": "require"}
 
 
 seed_lines = st.one_of(
