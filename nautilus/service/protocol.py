@@ -15,6 +15,7 @@ import os
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from nautilus.config import _parse_seconds as parse_seconds
 from nautilus.service import metrics
 
 #: Read once a worker: ``nautilus serve`` exports the effective setting to its workers.
@@ -22,11 +23,8 @@ _VARIABLE = "NAUTILUS_SERVE_BODY_TIMEOUT_S"
 
 
 def _deadline() -> float:
-    try:
-        value = float(os.environ.get(_VARIABLE, "") or 5.0)
-    except ValueError:
-        return 5.0
-    return value if value > 0 else 5.0
+    value, _ = parse_seconds(_VARIABLE, os.environ.get(_VARIABLE), 5.0)  # the settings' rule
+    return value
 
 
 class HeaderDeadlineProtocol(HttpToolsProtocol):

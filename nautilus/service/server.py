@@ -51,7 +51,8 @@ def serve(host: str | None = None, port: int | None = None,
     # /v1/config reports the address actually bound.
     os.environ.update(NAUTILUS_SERVE_HOST=host, NAUTILUS_SERVE_PORT=str(port),
                       NAUTILUS_SERVE_WORKERS=str(workers),
-                      NAUTILUS_SERVE_BODY_TIMEOUT_S=repr(settings.serve_body_timeout_s))
+                      NAUTILUS_SERVE_BODY_TIMEOUT_S=(  # positional: what the parser reads
+                          f"{settings.serve_body_timeout_s:.20f}".rstrip("0").rstrip(".")))
     own_dir = None
     if os.environ.get(_MULTIPROC):  # the operator's directory: clear the last run's files
         for stale in Path(os.environ[_MULTIPROC]).glob("*.db"):
