@@ -117,6 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG)")
     load.add_argument("--replace", action="store_true",
                       help="drop and rebuild each table (e.g. to change the embedding model)")
+    load.add_argument("--prune", action="store_true",
+                      help="also delete the rows whose id is no longer in the seed "
+                           "(a load otherwise only inserts and updates)")
     load.set_defaults(run=_run_load)
     serve = commands.add_parser("serve", help="run the HTTP service (extra nautilus[serve])")
     serve.add_argument("--host", help="address to bind (default NAUTILUS_SERVE_HOST, 127.0.0.1)")
@@ -365,13 +368,14 @@ def _run_load(args: argparse.Namespace) -> int:
     specs = postgres_specs(load_sources(path).specs)
     try:
         reports = load_postgres(specs, path.parent, settings.embedder, args.replace,
-                                settings.embedder_cache_size, default_progress())
+                                settings.embedder_cache_size, default_progress(), args.prune)
     except LoadError as exc:
         print(f"nautilus: {exc}", file=sys.stderr)
         return 1
     for report in reports:
+        pruned = f", {report.pruned} pruned" if args.prune else ""
         print(f"{report.source_id} ({report.kind}): {report.loaded} rows loaded into "
-              f"{report.table} ({report.in_table} in the table)")
+              f"{report.table} ({report.in_table} in the table{pruned})")
     if not reports:
         print("nothing to load: no PostgreSQL source in this file has a 'seed'")
     return 0

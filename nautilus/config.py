@@ -280,6 +280,7 @@ class NautilusSettings(LogSettings):
     serve_max_body_bytes: int = 16_384
     serve_max_concurrency: int = 64
     serve_request_timeout_s: float = 10.0
+    serve_body_timeout_s: float = 5.0
     serve_probe_interval_s: float = 10.0
     serve_api_keys_file: str | None = None
     serve_cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -392,7 +393,8 @@ def _take_serve_settings(
                                valid="an integer >= 1"))
     take("serve_allow_overrides", _parse_bool(var("serve_allow_overrides"),
                                               data.get("serve_allow_overrides"), True))
-    for field, seconds in (("serve_request_timeout_s", 10.0), ("serve_probe_interval_s", 10.0)):
+    for field, seconds in (("serve_request_timeout_s", 10.0), ("serve_probe_interval_s", 10.0),
+                           ("serve_body_timeout_s", 5.0)):
         take(field, _parse_seconds(var(field), data.get(field), seconds))
     take("serve_api_keys_file", _parse_field_name(var("serve_api_keys_file"),
                                                   data.get("serve_api_keys_file")))

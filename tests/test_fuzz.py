@@ -375,3 +375,153 @@ def test_sources_file_values_are_a_clear_error_or_a_broker(kind: Any, field: str
         assert str(exc)
         return
     assert [s.id for s in sources] == [spec["id"]] and limit >= 1
+
+
+# --- hostile input: request bodies, answers, DSNs, seed lines, query words ----------------
+
+def nested(depth: int, inner: str = "1") -> str:
+    return "[" * depth + inner + "]" * depth
+
+
+json_fragments = st.one_of(
+    st.binary(max_size=120),
+    st.builds(lambda d: nested(d).encode(), st.integers(0, 3000)),  # past the recursion limit
+    st.builds(lambda n: ('{"query": "x", "top_k": 1' + "0" * n + "}").encode(),
+              st.integers(0, 6000)),  # past Python's 4300-digit limit
+    st.builds(lambda c, f: f'{{"query": "x", "{f}": {c}}}'.encode(),
+              st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-0", "true", "null"]),
+              st.sampled_from(["top_k", "idf", "explain", "boosts", "sources"])),
+    st.builds(lambda d, f: f'{{"query": "x", "{f}": {nested(d)}}}'.encode(),
+              st.integers(0, 1200), st.sampled_from(["boosts", "sources", "query", "top_k"])),
+    st.builds(lambda t: json.dumps({"query": t}).encode(), text),
+)
+
+
+@FUZZ
+@given(body=json_fragments)
+@example(body=nested(5000).encode())  # was a 500 (RecursionError)
+@example(body=b'{"query": "x", "top_k": 1' + b"0" * 5000 + b"}")  # was a 500 (digit limit)
+@example(body=b'{"query": "x", "top_k": NaN}')  # NaN was accepted as a number
+def test_any_request_body_is_a_request_or_a_422(body: bytes) -> None:
+    from nautilus.service.limits import parse_json_body
+    from nautilus.service.overrides import parse_request
+    from nautilus.service.problems import ProblemError
+    try:
+        parse_request(parse_json_body(body))
+    except ProblemError as exc:
+        assert exc.status == 422 and exc.extra["field"], exc
+
+
+answer_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=4),
+    max_leaves=30)
+
+
+@FUZZ
+@given(value=answer_values)
+@example(value={"peak": math.inf, "rows": [math.nan, -math.inf, 1.5]})
+def test_every_answer_body_is_strict_json(value: Any) -> None:
+    from nautilus.service.problems import strict_json
+
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"bare {name}")
+
+    def finite(v: Any) -> Any:
+        if isinstance(v, float):
+            return v if math.isfinite(v) else None
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [finite(x) for x in v]
+        return v
+
+    assert json.loads(strict_json(value), parse_constant=refuse) == finite(value)
+
+
+def bare(password: str) -> str:
+    """libpq's unquoted value: a backslash escapes the next character."""
+    return "".join("\\" + c if c in " '\\\t\n" else c for c in password)
+
+
+def quoted(password: str) -> str:
+    return "'" + password.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@FUZZ
+@given(password=st.text(alphabet="aZ9 '\\=\t@:/", min_size=1, max_size=24),
+       form=st.sampled_from([bare, quoted]))
+@example(password="Hunter TWO", form=bare)  # was masked only up to the backslash
+@example(password="://", form=bare)  # was taken for a URL, and not masked at all
+def test_mask_dsn_hides_any_keyword_password(password: str, form: Any) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    from nautilus.sources.postgres_base import mask_dsn
+    dsn = f"host=db password={form(password)} dbname=kb"
+    assert conninfo_to_dict(dsn)["password"] == password  # the DSN says what libpq reads
+    assert conninfo_to_dict(mask_dsn(dsn)) == {"host": "db", "password": "***", "dbname": "kb"}
+
+
+@FUZZ
+@given(password=st.text(min_size=1, max_size=24), in_query=st.booleans())
+def test_mask_dsn_hides_any_url_password(password: str, in_query: bool) -> None:
+    from urllib.parse import quote
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    from nautilus.sources.postgres_base import mask_dsn
+    secret = quote(password.encode("utf-8", "surrogatepass"), safe="")
+    dsn = (f"postgresql://app@db/kb?password={secret}&sslmode=require" if in_query
+           else f"postgresql://app:{secret}@db/kb?sslmode=require")
+    assert conninfo_to_dict(mask_dsn(dsn)) == {"user": "app", "password": "***", "host": "db",
+                                               "dbname": "kb", "sslmode": "require"}
+
+
+seed_lines = st.one_of(
+    st.binary(max_size=80),
+    st.builds(lambda d: ('{"id": "a", "v": ' + nested(d) + "}").encode(), st.integers(0, 3000)),
+    st.builds(lambda n: ('{"id": "a", "v": 1' + "0" * n + "}").encode(), st.integers(0, 6000)),
+    st.sampled_from([b'{"id": "a", "v": NaN}', b'{"id": "a", "v": -Infinity}', b"[1]", b"7",
+                     b'"text"', b"\xff\xfe", b"{}"]),
+)
+
+
+@FUZZ
+@given(lines=st.lists(seed_lines, max_size=4))
+@example(lines=[b'{"id": "a", "v": 1' + b"0" * 5000 + b"}"])  # was a bare ValueError
+def test_any_seed_line_is_a_row_or_a_seed_error(lines: list[bytes],
+                                                tmp_path_factory: Any) -> None:
+    from nautilus.sources.base import SeedError, read_jsonl
+    seed = tmp_path_factory.mktemp("seed") / "rows.jsonl"
+    seed.write_bytes(b"\n".join(line.replace(b"\n", b" ") for line in lines))
+    try:
+        rows = list(read_jsonl(seed))
+    except SeedError as exc:
+        assert str(seed) in str(exc)
+        return
+    assert all(isinstance(row, dict) for row in rows)
+
+
+@FUZZ
+@given(words=st.lists(text, max_size=300), repeat=st.integers(1, 400))
+@example(words=["disk"], repeat=120_000)  # a 120,000-word query timed out
+def test_any_query_costs_at_most_32_terms(words: list[str], repeat: int) -> None:
+    import sqlite3
+
+    from nautilus.sources.postgres_fts import MAX_TERMS, PostgresFtsSource
+    from nautilus.sources.sqlite_fts import fts_match_expression
+    query = " ".join(words + [f"w{i}" for i in range(repeat)])
+    expression = fts_match_expression(query)
+    assert expression.count(" OR ") < 32
+    with sqlite3.connect(":memory:") as connection:  # FTS5 accepts every expression
+        connection.execute("CREATE VIRTUAL TABLE docs USING fts5(title)")
+        if expression:
+            connection.execute("SELECT * FROM docs WHERE docs MATCH ?", (expression,))
+    source = PostgresFtsSource("web", "postgresql://localhost/kb", "docs", ["title"],
+                               match="all")
+    planned = source.statement(query, 10)
+    if planned is not None:
+        text_term = planned[1][1]
+        assert "\x00" not in text_term and len(text_term.split()) <= MAX_TERMS
+        text_term.encode("utf-8")  # no lone surrogate: the driver can send it

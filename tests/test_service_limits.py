@@ -117,7 +117,7 @@ def test_an_unexpected_error_is_a_500_with_only_the_request_id(guarded: Server) 
 
 def test_a_failing_source_makes_readyz_503_listing_it(guarded: Server) -> None:
     time.sleep(1.0)  # a couple of probe intervals
-    body = problem(httpx.get(guarded.url + "/readyz"), 503)
+    body = problem(httpx.get(guarded.url + "/readyz", headers={"X-API-Key": KEY}), 503)
     assert list(body["failing"]) == ["broken"]  # type: ignore[call-overload]
     assert "SeedError" in body["failing"]["broken"]  # type: ignore[index]
     assert httpx.get(guarded.url + "/healthz").status_code == 200  # alive all the same

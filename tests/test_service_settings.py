@@ -24,6 +24,7 @@ def test_defaults_are_a_loopback_single_worker_service() -> None:
     assert (s.serve_max_query_chars, s.serve_max_body_bytes, s.serve_max_concurrency) == (
         1000, 16_384, 64)
     assert (s.serve_request_timeout_s, s.serve_probe_interval_s) == (10.0, 10.0)
+    assert s.serve_body_timeout_s == 5.0
     assert s.serve_cors_origins == [] and s.problems == ()
 
 
@@ -46,6 +47,7 @@ def test_good_values_are_read_from_the_environment(monkeypatch: pytest.MonkeyPat
     ("MAX_CONCURRENCY", "-5", "serve_max_concurrency", 64, "an integer >= 1"),
     ("REQUEST_TIMEOUT_S", "0", "serve_request_timeout_s", 10.0, "a number > 0, such as 2.5"),
     ("PROBE_INTERVAL_S", "soon", "serve_probe_interval_s", 10.0, "a number > 0, such as 2.5"),
+    ("BODY_TIMEOUT_S", "-1", "serve_body_timeout_s", 5.0, "a number > 0, such as 2.5"),
     ("ALLOW_OVERRIDES", "nope", "serve_allow_overrides", True,
      "true/false, 1/0, yes/no, on/off"),
     ("HOST", "not a host", "serve_host", "127.0.0.1", "an address such as 127.0.0.1 or 0.0.0.0"),

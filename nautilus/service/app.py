@@ -24,7 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nautilus.blas import limit_blas_threads
@@ -36,12 +36,20 @@ from nautilus.service import metrics
 from nautilus.service.limits import (
     ConcurrencyLimit,
     check_api_key,
+    key_matches,
     load_api_keys,
+    parse_json_body,
     read_body,
     valid_request_id,
 )
 from nautilus.service.overrides import QueryRequest, forbid_overrides, parse_request, plan
-from nautilus.service.problems import FieldProblem, ProblemError, invalid, problem_response
+from nautilus.service.problems import (
+    FieldProblem,
+    ProblemError,
+    invalid,
+    problem_response,
+    strict_json,
+)
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
 from nautilus.synthesis.ranking import RankingSynthesizer
@@ -49,7 +57,7 @@ from nautilus.synthesis.ranking import RankingSynthesizer
 logger = get_logger("nautilus.service")
 
 _ROUTES = frozenset({"/v1/query", "/v1/config", "/healthz", "/readyz", "/metrics",
-                     "/openapi.json", "/docs"})
+                     "/openapi.json", "/docs", "/redoc"})
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|DSN", re.IGNORECASE)
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
@@ -114,9 +122,19 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
             broker.close()
             logger.info("serve_stopped")
 
+    # With API keys, the schema needs one too, and the browser pages (which cannot send
+    # a key) are off: an unauthenticated caller learns only what the probes say.
     app = FastAPI(title="nautilus", version="0.1.0", lifespan=lifespan,
-                  description="The ranking layer for retrieval brokers, over HTTP.")
+                  description="The ranking layer for retrieval brokers, over HTTP.",
+                  openapi_url=None if api_keys else "/openapi.json",
+                  docs_url=None if api_keys else "/docs",
+                  redoc_url=None if api_keys else "/redoc")
     _add_routes(app)
+    if api_keys:
+        @app.get("/openapi.json", include_in_schema=False)
+        async def openapi(request: Request) -> Response:
+            check_api_key(request, _state(request).api_keys)
+            return JSONResponse(app.openapi())
     _add_error_handlers(app)
     if settings.serve_cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.serve_cors_origins,
@@ -156,10 +174,13 @@ def _add_routes(app: FastAPI) -> None:
         """
         state = _state(request)
         check_api_key(request, state.api_keys)
+        # The body first, under its own deadline: a slow client never holds a slot.
+        body = await read_body(request, state.settings.serve_max_body_bytes,
+                               state.settings.serve_body_timeout_s)
         state.limit.acquire()
         metrics.IN_FLIGHT.inc()
         try:
-            return await _answer(request, state)
+            return await _answer(request, state, body)
         finally:
             state.limit.release()
             metrics.IN_FLIGHT.dec()
@@ -184,30 +205,32 @@ def _add_routes(app: FastAPI) -> None:
     @app.get("/readyz", summary="Every source answered a probe recently",
              responses={503: _PROBLEM})
     async def readyz(request: Request) -> Response:
-        failing = _state(request).readiness.failing()
+        """With API keys configured, only a caller with a key sees the sources and why
+        they fail (driver errors name hosts); a probe gets the status alone."""
+        state = _state(request)
+        detailed = not state.api_keys or key_matches(request, state.api_keys)
+        failing = state.readiness.failing()
         if failing:
-            raise ProblemError(503, "not-ready", "Not ready",
-                               "sources not answering: " + ", ".join(sorted(failing)),
-                               extra={"failing": failing}, headers={"Retry-After": "5"})
-        body = {"status": "ready", "sources": sorted(_state(request).readiness.health)}
+            detail = ("sources not answering: " + ", ".join(sorted(failing)) if detailed
+                      else f"{len(failing)} source(s) not answering")
+            raise ProblemError(503, "not-ready", "Not ready", detail,
+                               extra={"failing": failing} if detailed else {},
+                               headers={"Retry-After": "5"})
+        body: dict[str, Any] = {"status": "ready"}
+        if detailed:
+            body["sources"] = sorted(state.readiness.health)
         return Response(json.dumps(body).encode(), media_type="application/json")
 
-    @app.get("/metrics", summary="Prometheus metrics (all workers)")
+    @app.get("/metrics", summary="Prometheus metrics (all workers)",
+             response_class=PlainTextResponse)
     async def prometheus() -> Response:
         payload, content_type = metrics.render()
         return Response(payload, media_type=content_type)
 
 
-async def _answer(request: Request, state: ServiceState) -> Response:
+async def _answer(request: Request, state: ServiceState, body: bytes) -> Response:
     settings = state.settings
-    body = await read_body(request, settings.serve_max_body_bytes)
-    try:
-        payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise invalid([FieldProblem("body", cut(body[:80].decode("utf-8", "replace")),
-                                    f"not valid JSON ({getattr(exc, 'msg', exc)})",
-                                    'a JSON object such as {"query": "disk full"}')]) from None
-    parsed = parse_request(payload)
+    parsed = parse_request(parse_json_body(body))
     if not settings.serve_allow_overrides:
         forbid_overrides(parsed)
     run = plan(parsed, state.broker, settings, state.embedder, settings.serve_max_query_chars)
@@ -229,7 +252,7 @@ async def _answer(request: Request, state: ServiceState) -> Response:
     out["synthesizer"] = type(run.broker.synthesizer).__name__
     if parsed.explain:
         out["explain"] = {**run.explain, "broker_request_id": broker_request_id}
-    return Response(json.dumps(out, default=str).encode(), media_type="application/json")
+    return Response(strict_json(out), media_type="application/json")
 
 
 def _mask(name: str, value: Any) -> Any:
@@ -249,6 +272,8 @@ def _add_error_handlers(app: FastAPI) -> None:
             raise exc
         if exc.status == 503 and exc.slug == "overloaded":
             metrics.REJECTED.labels("overloaded").inc()
+        elif exc.slug == "body-timeout":  # the live view of stalled clients
+            metrics.REJECTED.labels("body_timeout").inc()
         return problem_response(exc, _request_id(request))
 
     async def on_http(request: Request, exc: Exception) -> Response:

@@ -1,15 +1,17 @@
-"""Limits that keep one worker healthy: body size, concurrency, API keys."""
+"""Limits that keep one worker healthy: body size, body deadline, concurrency, API keys."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import json
 import re
 from pathlib import Path
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from nautilus.config import ConfigError, ConfigProblem, cut
-from nautilus.service.problems import ProblemError
+from nautilus.service.problems import FieldProblem, ProblemError, invalid
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
@@ -19,20 +21,52 @@ def valid_request_id(value: str | None) -> bool:
     return value is not None and _REQUEST_ID.fullmatch(value) is not None
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
+async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
     """The request body, refused with 413 as soon as it passes ``max_bytes``
-    (a declared ``Content-Length`` is checked before anything is read)."""
+    (a declared ``Content-Length`` is checked before anything is read), and with
+    408 + ``Connection: close`` when it has not all arrived within ``timeout_s``:
+    a client that stalls or trickles its body holds a connection for that long
+    and never a concurrency slot (the caller takes the slot after this returns)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise _too_large(max_bytes)
     size = 0
     chunks: list[bytes] = []
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise _too_large(max_bytes)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise _too_large(max_bytes)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ProblemError(408, "body-timeout", "Request body too slow",
+                           f"the body did not arrive within {timeout_s:g} s "
+                           "(NAUTILUS_SERVE_BODY_TIMEOUT_S)",
+                           headers={"Connection": "close"}) from None
+    except ClientDisconnect:  # nobody to answer; the access log shows the 400
+        raise ProblemError(400, "client-disconnected", "Client disconnected",
+                           "the client closed the connection before sending its body",
+                           headers={"Connection": "close"}) from None
     return b"".join(chunks)
+
+
+def parse_json_body(body: bytes) -> object:
+    """The body as JSON, or 422 naming ``body`` — also for what pushes the parser past
+    its limits (nesting past the recursion limit, an integer past Python's 4300
+    digits) and for ``NaN``/``Infinity``, which are not JSON numbers."""
+    try:
+        return json.loads(body, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        reason = ("nested too deeply" if isinstance(exc, RecursionError)
+                  else getattr(exc, "msg", None) or str(exc).split(";")[0][:120])
+        raise invalid([FieldProblem("body", cut(body[:80].decode("utf-8", "replace")),
+                                    f"not valid JSON ({reason})",
+                                    'a JSON object such as {"query": "disk full"}')]) from None
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _too_large(max_bytes: int) -> ProblemError:
@@ -88,23 +122,36 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
     return keys
 
 
-def check_api_key(request: Request, keys: tuple[bytes, ...]) -> None:
-    """Accept ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``.
+def key_matches(request: Request, keys: tuple[bytes, ...]) -> bool:
+    """Whether ``Authorization: Bearer KEY`` or ``X-API-Key: KEY`` holds one of ``keys``.
 
-    Every key is compared in constant time (no early exit), and the 401 says the
-    same thing whether the header was missing, malformed or wrong.
+    Either header may carry it (an empty or wrong ``X-API-Key`` does not hide a
+    good Bearer token). A header's raw bytes are compared with the key file's
+    UTF-8, so a non-ASCII key works as clients send it. Every candidate is
+    compared with every key in constant time (no early exit).
     """
-    if not keys:
-        return
+    candidates = []
     given = request.headers.get("x-api-key")
-    if given is None:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        given = token.strip() if scheme.lower() == "bearer" else ""
-    candidate = given.encode("utf-8", "replace")
+    if given is not None:
+        candidates.append(given.strip())
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer":
+        candidates.append(token.strip())
     matched = False
-    for key in keys:
-        matched |= hmac.compare_digest(candidate, key)
-    if not matched:
-        raise ProblemError(401, "unauthorized", "Unauthorized",
-                           "missing or invalid credentials",
-                           headers={"WWW-Authenticate": "Bearer"})
+    for candidate in candidates:
+        raw = candidate.encode("latin-1", "replace")  # starlette decoded the bytes as latin-1
+        for key in keys:
+            matched |= hmac.compare_digest(raw, key)
+    return matched
+
+
+def check_api_key(request: Request, keys: tuple[bytes, ...]) -> None:
+    """Refuse the request unless it carries a key (see :func:`key_matches`); nothing
+    to check when no key is configured.
+
+    The 401 says the same thing whether the header was missing, malformed or wrong.
+    """
+    if not keys or key_matches(request, keys):
+        return
+    raise ProblemError(401, "unauthorized", "Unauthorized", "missing or invalid credentials",
+                       headers={"WWW-Authenticate": "Bearer"})

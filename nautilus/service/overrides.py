@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nautilus.broker import Broker
 from nautilus.config import (
@@ -43,11 +43,19 @@ class QueryRequest(BaseModel):
         default=None, description="{source_id: low|medium|high}; replaces "
         "NAUTILUS_SOURCE_BOOSTS for this request")
     idf: bool | None = Field(default=None, description="overrides NAUTILUS_RANKING_IDF")
-    sources: list[str] | None = Field(default=None, description="ask only these sources")
-    explain: bool = Field(default=False, description="add the effective ranking settings "
-                          "of this request under 'explain'")
+    sources: list[str] | None = Field(default=None, json_schema_extra={"minItems": 1},
+                                      description="ask only these sources")  # [] is a 422
+    explain: bool | None = Field(default=False, description="add the effective ranking "
+                                 "settings of this request under 'explain'")
     vectors: bool = Field(default=False, description="keep the rows' vectors (the "
                           "'embedding' field) in 'data'; left out by default")
+
+    @field_validator("top_k", mode="before")
+    @classmethod
+    def _no_bool_top_k(cls, value: object) -> object:
+        if isinstance(value, bool):  # JSON true is not the number 1
+            raise ValueError("a boolean is not a number of rows")
+        return value
 
 
 def parse_request(payload: object) -> QueryRequest:

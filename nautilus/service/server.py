@@ -47,6 +47,12 @@ def serve(host: str | None = None, port: int | None = None,
     host = host or settings.serve_host
     port = port if port is not None else settings.serve_port
     workers = workers or settings.serve_workers
+    # The workers read their settings again: give them the flags' values, so
+    # /v1/config reports the address actually bound.
+    os.environ.update(NAUTILUS_SERVE_HOST=host, NAUTILUS_SERVE_PORT=str(port),
+                      NAUTILUS_SERVE_WORKERS=str(workers),
+                      NAUTILUS_SERVE_BODY_TIMEOUT_S=(  # positional: what the parser reads
+                          f"{settings.serve_body_timeout_s:.20f}".rstrip("0").rstrip(".")))
     own_dir = None
     if os.environ.get(_MULTIPROC):  # the operator's directory: clear the last run's files
         for stale in Path(os.environ[_MULTIPROC]).glob("*.db"):
@@ -56,17 +62,22 @@ def serve(host: str | None = None, port: int | None = None,
         os.environ[_MULTIPROC] = own_dir
     logger.info("serve_starting", host=host, port=port, workers=workers,
                 metrics_dir=os.environ[_MULTIPROC])
+    # imported once the metrics directory is set (prometheus-client reads it on import)
+    from nautilus.service.protocol import HeaderDeadlineProtocol
     # uvicorn drains in-flight requests on SIGTERM, then raises the signal again with
     # the handler it found: ours turns that into a clean exit 0 that still cleans up.
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         uvicorn.run("nautilus.service.app:create_app", factory=True, host=host, port=port,
                     workers=workers, access_log=False, log_level="warning",
-                    timeout_graceful_shutdown=int(settings.serve_request_timeout_s) + 5,
+                    # a stalled body is cut at its own deadline: the drain outlasts both
+                    timeout_graceful_shutdown=int(max(settings.serve_request_timeout_s,
+                                                      settings.serve_body_timeout_s)) + 5,
                     # longer than a load balancer's idle timeout (60 s on the usual ones):
                     # the balancer, never the server, closes an idle connection, so a
                     # request is never sent on a connection the server is closing
                     timeout_keep_alive=75,
+                    http=HeaderDeadlineProtocol,  # slow headers are cut like slow bodies
                     server_header=False)
     except _Terminated:
         pass

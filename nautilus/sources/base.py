@@ -11,15 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import difflib
+import errno
+import glob
 import hashlib
 import json
 import os
 import sqlite3
+import stat as stat_kind
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 from urllib.parse import quote
 
 from nautilus.log import get_logger
@@ -56,6 +60,43 @@ class SeedError(ValueError):
     """A seed file that cannot be used: missing, not JSON lines, empty, or lacking a field."""
 
 
+class NoSpaceError(OSError):
+    """A build failed for lack of disk space; it is not tried again before its back-off
+    ends (a full disk must not cost every request a doomed build)."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+#: First and longest wait before a build that ran out of space is tried again.
+NO_SPACE_BACKOFF_S = (30.0, 600.0)
+
+
+#: The longest seed line read (bytes): a file with no line end is refused at this
+#: size instead of being read whole into memory.
+MAX_SEED_LINE_BYTES = 16 << 20
+_KINDS = ((stat_kind.S_ISDIR, "a directory"), (stat_kind.S_ISFIFO, "a named pipe"),
+          (stat_kind.S_ISCHR, "a character device"), (stat_kind.S_ISBLK, "a block device"),
+          (stat_kind.S_ISSOCK, "a socket"))
+
+
+def open_seed(path: Path) -> BinaryIO:
+    """A seed opened for reading, refused unless it is a regular file: a device or a
+    pipe never ends (``/dev/zero``) or blocks until a writer comes (a FIFO)."""
+    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer; no effect on a file
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise SeedError(f"seed file {path} not found") from None
+    except OSError as exc:
+        raise SeedError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat_kind.S_ISREG(mode):
+        os.close(fd)
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise SeedError(f"seed file {path} is {kind}; a seed is a regular JSON-lines file")
+    return os.fdopen(fd, "rb")
+
+
 def read_jsonl(path: Path) -> Iterator[Row]:
     """The objects of a JSON-lines file; blank lines skipped, a bad line is a clear error."""
     if path.suffix.lower() in {".csv", ".tsv"}:
@@ -63,14 +104,12 @@ def read_jsonl(path: Path) -> Iterator[Row]:
                         "convert it, e.g. with: python -c \"import csv,json,sys; "
                         "[print(json.dumps(r)) for r in csv.DictReader(sys.stdin)]\" "
                         "< in.csv > out.jsonl")
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        raise SeedError(f"seed file {path} not found") from None
-    except OSError as exc:
-        raise SeedError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
-    with handle:
-        for number, raw in enumerate(handle, start=1):
+    with open_seed(path) as handle:
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_SEED_LINE_BYTES + 1),
+                                          b""), start=1):
+            if len(raw) > MAX_SEED_LINE_BYTES:
+                raise SeedError(f"{path}:{number}: line longer than {MAX_SEED_LINE_BYTES} "
+                                "bytes; seeds are JSON lines, one object a line")
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -79,8 +118,10 @@ def read_jsonl(path: Path) -> Iterator[Row]:
                 continue
             try:
                 value = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            except (ValueError, RecursionError) as exc:  # ValueError: past the digit limit
+                reason = (exc.msg if isinstance(exc, json.JSONDecodeError)
+                          else "nested too deeply" if isinstance(exc, RecursionError)
+                          else str(exc).split(";")[0][:120])
                 raise SeedError(f"{path}:{number}: not valid JSON ({reason}); seeds are "
                                 "JSON lines, one object a line") from None
             if not isinstance(value, dict):
@@ -115,12 +156,9 @@ def file_digest(paths: Iterable[Path]) -> str:
     """sha256 over the contents of ``paths`` (streamed)."""
     digest = hashlib.sha256()
     for path in paths:
-        try:
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-        except FileNotFoundError:
-            raise SeedError(f"seed file {path} not found") from None
+        with open_seed(path) as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
         digest.update(b"\x00")
     return digest.hexdigest()
 
@@ -185,6 +223,8 @@ class SqliteSource:
         self.timeout_s = timeout_s
         self._seed_state: tuple[tuple[tuple[int, int, int] | None, ...], str] | None = None
         self._verified: tuple[tuple[int, int, int] | None, str] | None = None
+        self._swept = False
+        self._no_space: tuple[float, float, str] | None = None  # (retry at, delay, why)
 
     # --- what a subclass provides ---------------------------------------------------
 
@@ -247,6 +287,9 @@ class SqliteSource:
         """Build or rebuild the database if it is missing or stale; the reason, or None."""
         expected = self.fingerprint()
         digest = json.dumps(expected, sort_keys=True)
+        if not self._swept:  # once a process: what a builder killed earlier left behind
+            self._swept = True
+            self._sweep_if_idle()
         if not force:
             if self._verified == (_stat_key(self.path), digest):
                 return None
@@ -254,7 +297,12 @@ class SqliteSource:
             if stat is not None and _stale_reason(self._stored(), expected) is None:
                 self._verified = (stat, digest)
                 return None
+        if self._no_space is not None and time.monotonic() < self._no_space[0]:
+            retry_at, _, why = self._no_space
+            raise NoSpaceError(errno.ENOSPC, f"{why}; not tried again for another "
+                               f"{retry_at - time.monotonic():.0f} s")
         with build_lock(self.path):
+            self._sweep()  # under the lock, every partial file is a dead builder's
             reason = "forced" if force else _stale_reason(self._stored(), expected)
             if reason is not None:
                 logger.info("source_rebuilding", source_id=self.id, path=str(self.path),
@@ -292,22 +340,85 @@ class SqliteSource:
             return {}  # built by a nautilus without fingerprints
         raise refusal
 
+    def _partials(self) -> list[Path]:
+        """This database's temporary build files (and their SQLite journals)."""
+        return sorted(self.path.parent.glob(f".{glob.escape(self.path.name)}.*.partial*"))
+
+    def _sweep(self) -> None:
+        """Remove the partial files and journals of builders that died (kill -9, a crash,
+        a full disk): only the holder of the build lock ever has one open."""
+        for stale in self._partials():
+            with contextlib.suppress(OSError):
+                size = stale.stat().st_size
+                stale.unlink()
+                logger.info("source_partial_removed", source_id=self.id, path=str(stale),
+                            bytes=size)
+
+    def _sweep_if_idle(self) -> None:
+        """:meth:`_sweep` when partial files exist and no builder holds the lock now
+        (never waits for one; a folder nautilus cannot write is left alone)."""
+        if not self._partials():
+            return
+        with contextlib.suppress(OSError):
+            lock_path = self.path.with_name(f".{self.path.name}.lock")
+            with lock_path.open("a") as handle:
+                if fcntl is not None:
+                    try:
+                        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        return  # a build is running; it sweeps under the lock
+                try:
+                    self._sweep()
+                finally:
+                    if fcntl is not None:
+                        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
     def _build_and_replace(self, fingerprint: dict[str, str]) -> None:
         partial = self.path.with_name(f".{self.path.name}.{os.getpid()}."
                                       f"{threading.get_ident()}.{uuid.uuid4().hex[:8]}.partial")
-        connection = sqlite3.connect(partial)
         try:
-            self.build(connection)
-            connection.execute(f"CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
-            connection.executemany(f"INSERT INTO {META_TABLE} VALUES (?, ?)",
-                                   sorted(fingerprint.items()))
-            connection.commit()
-        except BaseException:
-            connection.close()
-            partial.unlink(missing_ok=True)
+            connection = sqlite3.connect(partial)
+            try:
+                self.build(connection)
+                connection.execute(
+                    f"CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
+                connection.executemany(f"INSERT INTO {META_TABLE} VALUES (?, ?)",
+                                       sorted(fingerprint.items()))
+                connection.commit()
+            finally:
+                connection.close()
+            os.replace(partial, self.path)
+        except BaseException as exc:
+            for leftover in (partial, *(partial.with_name(partial.name + suffix)
+                                        for suffix in ("-journal", "-wal", "-shm"))):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+            if _is_no_space(exc):
+                raise self._back_off(exc) from None
             raise
-        connection.close()
-        os.replace(partial, self.path)
+        if self._no_space is not None:
+            logger.info("source_build_recovered", source_id=self.id, path=str(self.path))
+            self._no_space = None
+
+    def _back_off(self, exc: BaseException) -> NoSpaceError:
+        """Remember a build that ran out of space; warn once per episode, not per request."""
+        first, longest = NO_SPACE_BACKOFF_S
+        delay = first if self._no_space is None else min(self._no_space[1] * 2, longest)
+        why = (f"no space left on the device to build {self.path} "
+               f"({type(exc).__name__}: {exc})")
+        if self._no_space is None:
+            logger.warning("source_build_no_space", source_id=self.id, path=str(self.path),
+                           error=str(exc), retry_in_s=delay)
+        self._no_space = (time.monotonic() + delay, delay, why)
+        return NoSpaceError(errno.ENOSPC, f"{why}; not tried again for {delay:.0f} s")
+
+
+def _is_no_space(exc: BaseException) -> bool:
+    """A write failed because the disk (or the quota) is full."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return (isinstance(exc, sqlite3.Error)
+            and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL)
 
 
 def _stale_reason(stored: dict[str, str] | None, expected: dict[str, str]) -> str | None:

@@ -68,12 +68,17 @@ def require_postgres() -> None:
 
 # --- DSNs --------------------------------------------------------------------------------
 
-_KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+# libpq's keyword values: '…' with \' and \\ escapes, or a bare word in which a
+# backslash escapes the next character (``password=Hunter\ TWO`` is "Hunter TWO").
+# An unterminated quote or a trailing backslash masks to the end, never less.
+_URL_FORM = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.\-]*://")
+_KEYWORD_PASSWORD = re.compile(
+    r"(password\s*=\s*)('(?:\\[\s\S]?|[^'\\])*'?|(?:\\[\s\S]?|[^\s\\])+)", re.IGNORECASE)
 
 
 def mask_dsn(dsn: str) -> str:
     """The DSN with its password replaced by ``***`` (URL or ``key=value`` form)."""
-    if "://" not in dsn:
+    if not _URL_FORM.match(dsn):  # a URL starts with its scheme; "://" may be in a password
         return _KEYWORD_PASSWORD.sub(r"\1***", dsn)
     try:
         parts = urlsplit(dsn)

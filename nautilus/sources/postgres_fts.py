@@ -31,6 +31,7 @@ MAX_TERMS = 32
 #: near-best on cranfield (.276; 4 gives .285); 0, the default, gives .316/.188/.238.
 RANK_NORMALIZATION = 1
 _LANGUAGE = re.compile(r"^[a-z_]+$")
+_UNSENDABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def tsvector_expression(columns: Sequence[str], language: str,
@@ -66,7 +67,12 @@ class PostgresFtsSource(PostgresSource):
         to_query = sql.SQL("websearch_to_tsquery({}::regconfig, %s)").format(
             sql.Literal(self.language))
         if self.match == "all":
-            terms: list[str] = [query]
+            # PostgreSQL text holds no NUL and the driver encodes no lone surrogate:
+            # both become spaces; the first MAX_TERMS words count, as for "any".
+            text = " ".join(_UNSENDABLE.sub(" ", query).split()[:MAX_TERMS])
+            if not text:
+                return None
+            terms: list[str] = [text]
         else:
             # Unstemmed words: PostgreSQL stems them by its text search configuration.
             terms = list(dict.fromkeys(plain_tokens(query)))[:MAX_TERMS]

@@ -52,6 +52,7 @@ class LoadReport:
     table: str
     loaded: int          # rows upserted from the seed
     in_table: int        # rows in the table afterwards
+    pruned: int = 0      # rows removed because the seed no longer has their id (--prune)
 
 
 def postgres_specs(specs: Iterable[SourceSpec]) -> list[PostgresSpec]:
@@ -61,8 +62,11 @@ def postgres_specs(specs: Iterable[SourceSpec]) -> list[PostgresSpec]:
 
 def load_postgres(specs: Sequence[PostgresSpec], base_dir: Path, embedder_name: str,
                   replace: bool = False, cache_size: int = 10_000,
-                  progress: TextIO | None = None) -> list[LoadReport]:
-    """Load every spec that has a seed; ``progress`` (a terminal) gets a bar per source."""
+                  progress: TextIO | None = None, prune: bool = False) -> list[LoadReport]:
+    """Load every spec that has a seed; ``progress`` (a terminal) gets a bar per source.
+
+    A load upserts: a row deleted from the seed stays in the table unless ``prune``
+    (its delete runs in the same transaction as the upsert) or ``replace``."""
     require_postgres()
     reports = []
     for spec in specs:
@@ -70,7 +74,8 @@ def load_postgres(specs: Sequence[PostgresSpec], base_dir: Path, embedder_name: 
             continue
         seed = seed_path(spec.seed, base_dir)
         try:
-            reports.append(_load_one(spec, seed, embedder_name, replace, cache_size, progress))
+            reports.append(_load_one(spec, seed, embedder_name, replace, cache_size, progress,
+                                     prune))
         except LoadError:
             raise
         except (OSError, ValueError) as exc:
@@ -119,7 +124,7 @@ def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
 
 
 def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
-              cache_size: int, progress: TextIO | None) -> LoadReport:
+              cache_size: int, progress: TextIO | None, prune: bool = False) -> LoadReport:
     import psycopg
     from psycopg import sql
 
@@ -145,11 +150,16 @@ def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
             vectors_column = spec.embedding_column
             _prepare_vectors(conn, spec, model_id(embedder), embedder, replace)
         _upsert(conn, spec, table, names, types, docs, embedder, vectors_column, progress)
+        pruned = 0
+        if prune:  # the seed's ids, compared as text whatever the column's type
+            pruned = conn.execute(sql.SQL("DELETE FROM {} WHERE NOT ({}::text = ANY(%s))")
+                                  .format(table, sql.Identifier(spec.id_field)),
+                                  [[str(doc[spec.id_field]) for doc in docs]]).rowcount
         _index(conn, spec, table)
         conn.commit()
         (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() \
             or (0,)
-    return LoadReport(spec.id, spec.type, spec.table, len(docs), int(count))
+    return LoadReport(spec.id, spec.type, spec.table, len(docs), int(count), max(pruned, 0))
 
 
 def _column_type(values: list[Any]) -> str:

@@ -42,6 +42,7 @@ MAX_TIMEOUT_S = 3600.0
 MAX_FILE_BYTES = 1 << 20          # a sources file is configuration, not data
 MAX_VALUES = 100_000              # values after expanding YAML aliases
 MAX_DEPTH = 64                    # nesting of mappings and lists
+MAX_FILE_NAME_BYTES = 200         # a built file's name, so its temporary names fit in 255
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SOURCE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _TOP_LEVEL = ("limit", "sources")
@@ -232,6 +233,9 @@ def _read_yaml(path: Path) -> Any:
     except _TooDeep as exc:
         raise SourceConfigError(f"{path}:{exc.line}: nested too deeply (more than "
                                 f"{MAX_DEPTH} levels)") from None
+    except _DuplicateKey as exc:
+        raise SourceConfigError(f"{path}:{exc.line}: duplicate key {exc.key!r} (first on "
+                                f"line {exc.first}); give each option once") from None
     except RecursionError:
         raise SourceConfigError(f"{path}: nested too deeply") from None
     except yaml.YAMLError as exc:
@@ -244,8 +248,27 @@ class _TooDeep(yaml.YAMLError):
         self.line = line
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: str, line: int, first: int) -> None:
+        super().__init__(key)
+        self.key, self.line, self.first = key, line, first
+
+
 class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.safe_load`` that refuses documents nested deeper than :data:`MAX_DEPTH`."""
+    """``yaml.safe_load`` that refuses documents nested deeper than :data:`MAX_DEPTH`
+    and mappings that give a key twice (YAML would silently keep the last value)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: dict[tuple[str, str], int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue  # a merge (<<) may be overridden: that is what it is for
+            key = (key_node.tag, key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _DuplicateKey(key_node.value, line, seen[key])
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         self._nesting = getattr(self, "_nesting", 0) + 1
@@ -320,6 +343,13 @@ def resolve_data_path(ctx: BuildContext, value: str, option: str = "path") -> Pa
         raise ValueError(f"{option} {value!r} is outside NAUTILUS_DATA_DIR ({data}); "
                          "built files live inside it (use a relative path such as "
                          "'shop/faqs.db')")
+    if full.is_dir():
+        raise ValueError(f"{option} {value!r} is a directory ({full}); it names the "
+                         "database file, such as 'shop/faqs.db'")
+    if len(full.name.encode("utf-8", "surrogateescape")) > MAX_FILE_NAME_BYTES:
+        raise ValueError(f"{option} {value!r}: file name longer than {MAX_FILE_NAME_BYTES} "
+                         "bytes (the system allows 255, and nautilus' temporary build files "
+                         "add up to 55)")
     return full
 
 

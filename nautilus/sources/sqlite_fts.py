@@ -21,15 +21,20 @@ from nautilus.sources.schema import (
 )
 from nautilus.text import plain_tokens
 
+#: At most this many distinct words of a query are searched (as the other types do): a
+#: query of 100,000 words must cost what a sentence costs, not an OR of them all.
+MAX_TERMS = 32
+
 
 def fts_match_expression(query: str) -> str:
     """The user's words as an FTS5 expression that means "any of these words".
 
     Each word is reduced to letters and digits and double-quoted, so FTS syntax
     in user text (``"``, ``NEAR``, ``*``, ``:``, ``-``, ``AND``) is matched as
-    plain words and can neither raise nor change the query's meaning.
+    plain words and can neither raise nor change the query's meaning. The first
+    :data:`MAX_TERMS` distinct words count.
     """
-    words = dict.fromkeys(plain_tokens(query))
+    words = list(dict.fromkeys(plain_tokens(query)))[:MAX_TERMS]
     return " OR ".join(f'"{w}"' for w in words)
 
 

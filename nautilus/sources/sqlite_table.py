@@ -114,7 +114,8 @@ class SqliteTableSpec(SeededSqliteSpec):
     @classmethod
     def _table_name(cls, value: str) -> str:
         column_list([value])
-        if value.lower() in {_SEARCH_TABLE, "nautilus_meta"}:
+        if value.lower() in {_SEARCH_TABLE, "nautilus_meta"} or \
+                value.lower().startswith("sqlite_"):  # SQLite's own (sqlite_master, …)
             raise ValueError(f"table name {value!r} is reserved")
         return value
 
