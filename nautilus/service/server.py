@@ -3,7 +3,9 @@
 The settings, the sources file and the API keys are checked once here, before
 any worker starts, so a bad manifest exits 1 with one clear message instead of
 a crash-looping worker. Metrics go through a fresh prometheus-client
-multiprocess directory, so ``--workers N`` reports the sum of all workers.
+multiprocess directory, so ``--workers N`` reports the sum of all workers: in the
+system temporary directory, else under ``NAUTILUS_DATA_DIR`` (a container with a
+read-only root filesystem has only its volumes writable).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 
 from nautilus.broker import Broker
-from nautilus.config import NautilusSettings
+from nautilus.config import ConfigError, ConfigProblem, NautilusSettings
 from nautilus.log import get_logger
 
 logger = get_logger("nautilus.service")
@@ -30,6 +32,37 @@ class _Terminated(Exception):
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _Terminated
+
+
+def own_metrics_dir(data_dir: Path) -> str:
+    """A fresh multiprocess directory: in the system temporary directory, else under
+    ``data_dir/metrics`` (where a read-only root leaves a volume writable)."""
+    tried: list[str] = []
+    for parent in (None, data_dir.expanduser() / "metrics"):
+        try:
+            if parent is not None:
+                parent.mkdir(parents=True, exist_ok=True)
+            return tempfile.mkdtemp(prefix="nautilus-metrics-", dir=parent)
+        except OSError as exc:  # no usable temporary directory, a read-only file system
+            tried.append(f"{parent or 'the temporary directory'}: {exc.strerror or exc}")
+    raise ConfigError((ConfigProblem(
+        _MULTIPROC, "(unset)", "no writable directory for the metrics (" + "; ".join(tried)
+        + ")", "a writable NAUTILUS_DATA_DIR (a mounted volume), TMPDIR or "
+        f"{_MULTIPROC}"),))
+
+
+def _clear_operator_dir(path: Path) -> None:
+    """The operator's multiprocess directory, made ready: created, the last run's files gone."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink(missing_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".nautilus-probe-"):
+            pass
+    except OSError as exc:
+        raise ConfigError((ConfigProblem(
+            _MULTIPROC, str(path), f"not a writable directory ({exc.strerror or exc})",
+            "a writable directory, or unset (a fresh one is made)"),)) from None
 
 
 def serve(host: str | None = None, port: int | None = None,
@@ -49,10 +82,9 @@ def serve(host: str | None = None, port: int | None = None,
     workers = workers or settings.serve_workers
     own_dir = None
     if os.environ.get(_MULTIPROC):  # the operator's directory: clear the last run's files
-        for stale in Path(os.environ[_MULTIPROC]).glob("*.db"):
-            stale.unlink(missing_ok=True)
+        _clear_operator_dir(Path(os.environ[_MULTIPROC]))
     else:
-        own_dir = tempfile.mkdtemp(prefix="nautilus-metrics-")
+        own_dir = own_metrics_dir(settings.data_dir)
         os.environ[_MULTIPROC] = own_dir
     logger.info("serve_starting", host=host, port=port, workers=workers,
                 metrics_dir=os.environ[_MULTIPROC])
