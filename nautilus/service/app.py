@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from nautilus import __version__
 from nautilus.blas import limit_blas_threads
 from nautilus.broker import Broker
 from nautilus.config import ConfigProblem, NautilusSettings, cut
@@ -49,7 +50,7 @@ from nautilus.synthesis.ranking import RankingSynthesizer
 logger = get_logger("nautilus.service")
 
 _ROUTES = frozenset({"/v1/query", "/v1/config", "/healthz", "/readyz", "/metrics",
-                     "/openapi.json", "/docs"})
+                     "/openapi.json"})
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|DSN", re.IGNORECASE)
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
@@ -114,8 +115,12 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
             broker.close()
             logger.info("serve_stopped")
 
-    app = FastAPI(title="nautilus", version="0.1.0", lifespan=lifespan,
-                  description="The ranking layer for retrieval brokers, over HTTP.")
+    # No /docs or /redoc: FastAPI's pages load their scripts from a CDN, so offline (or
+    # behind a strict egress policy) they are blank. /openapi.json is served; any
+    # OpenAPI viewer reads it.
+    app = FastAPI(title="nautilus", version=__version__, lifespan=lifespan,
+                  description="The ranking layer for retrieval brokers, over HTTP.",
+                  docs_url=None, redoc_url=None)
     _add_routes(app)
     _add_error_handlers(app)
     if settings.serve_cors_origins:

@@ -10,9 +10,12 @@ read-only root filesystem has only its volumes writable).
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
+import socket
+import sys
 import tempfile
 from pathlib import Path
 from types import FrameType
@@ -32,6 +35,25 @@ class _Terminated(Exception):
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _Terminated
+
+
+def listen_problem(host: str, port: int) -> str | None:
+    """Why uvicorn could not listen on ``host:port`` (checked with a socket bound as it
+    binds one), or None. Checked before any worker starts: uvicorn binds only after the
+    application is up, so it would log ``serve_ready`` and then fail in plain text."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return (f"cannot listen on {host}:{port}: the port is already in use by "
+                        "another process (choose another with --port or NAUTILUS_SERVE_PORT, "
+                        "or stop that process)")
+            return (f"cannot listen on {host}:{port}: {exc.strerror or exc} (check --host/"
+                    "NAUTILUS_SERVE_HOST and --port/NAUTILUS_SERVE_PORT)")
+    return None
 
 
 def own_metrics_dir(data_dir: Path) -> str:
@@ -66,7 +88,7 @@ def _clear_operator_dir(path: Path) -> None:
 
 
 def serve(host: str | None = None, port: int | None = None,
-          workers: int | None = None) -> int:
+          workers: int | None = None, config: str | None = None) -> int:
     try:
         import uvicorn
 
@@ -74,12 +96,22 @@ def serve(host: str | None = None, port: int | None = None,
     except ImportError as exc:
         raise ImportError("nautilus serve needs the 'serve' extra: "
                           "pip install 'nautilus[serve]'") from exc
+    if config:  # as NAUTILUS_CONFIG, so every worker process reads the same file
+        os.environ["NAUTILUS_CONFIG"] = str(Path(config).expanduser().resolve())
     settings = NautilusSettings()  # strict mode raises ConfigError here
-    Broker.from_config(None, settings).close()  # sources file and boosted ids
+    with Broker.from_config(None, settings) as broker:  # sources file and boosted ids
+        if not broker.sources:
+            raise ConfigError((ConfigProblem(
+                "NAUTILUS_CONFIG", str(settings.config), "the sources file lists no sources",
+                "at least one source; docs/sources.md has an example of each type"),))
     load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable
     host = host or settings.serve_host
     port = port if port is not None else settings.serve_port
     workers = workers or settings.serve_workers
+    problem = listen_problem(host, port)
+    if problem is not None:
+        print(f"nautilus: {problem}", file=sys.stderr)
+        return 1
     own_dir = None
     if os.environ.get(_MULTIPROC):  # the operator's directory: clear the last run's files
         _clear_operator_dir(Path(os.environ[_MULTIPROC]))
