@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,8 +34,13 @@ def test_every_line_of_a_request_carries_its_x_request_id(server: Server) -> Non
                                                           "explain": True},
                           headers={"X-Request-ID": "one-id-7"}, timeout=30)
     assert response.status_code == 200, response.text
-    lines = [e for e in log_lines(server) if e.get("request_id") == "one-id-7"]
-    events = [e["event"] for e in lines]
+    deadline = time.monotonic() + 10  # the access line is written once the answer is sent
+    while True:
+        lines = [e for e in log_lines(server) if e.get("request_id") == "one-id-7"]
+        events = [e["event"] for e in lines]
+        if "http_request" in events or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert "request_served" in events and "http_request" in events
     served = next(e for e in lines if e["event"] == "request_served")
     # the broker's own id is kept under its own name, and it is the one the explain shows
@@ -104,7 +110,6 @@ def test_serve_takes_config_like_every_other_command(tmp_path: Path) -> None:
 
 
 def wait_ready_or_exit(server: Server) -> httpx.Response:
-    import time
     deadline = time.monotonic() + 60
     while True:
         assert server.process.poll() is None, server.logs()
