@@ -19,6 +19,9 @@ $(BSTAMP): $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/nautilus demo
+	@echo
+	@echo "nautilus is installed in $(VENV), which is not on your PATH: run $(BIN)/nautilus ..."
+	@echo "or put it there for this shell first: . $(BIN)/activate"
 
 lint: $(STAMP)
 	$(BIN)/ruff check nautilus tests benchmarks

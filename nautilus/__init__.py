@@ -40,4 +40,6 @@ __all__ = [
     "parse_source_boosts",
 ]
 
+# The one place the version is written: pyproject.toml reads it (dynamic version), so the
+# package metadata, ``nautilus --version`` and the service's OpenAPI document agree.
 __version__ = "0.1.0"

@@ -73,10 +73,10 @@ class Broker:
             problems = tuple(
                 ConfigProblem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
                               ", ".join(s.id for s in sources)) for sid in unknown)
+            if settings.config_strict:  # the error lists them: no warning each as well
+                raise ConfigError(problems)
             for problem in problems:
                 log_problem(problem)
-            if settings.config_strict:
-                raise ConfigError(problems)
             kept = {k: v for k, v in settings.source_boosts.items() if k in known}
             settings = settings.model_copy(update={"source_boosts": kept})
         synthesizer: Synthesizer = (RankingSynthesizer.from_settings(settings)

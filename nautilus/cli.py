@@ -2,19 +2,26 @@
 and ``eval``.
 
 Output goes to stdout, logs to stderr. No input produces a traceback: known
-problems print one clear line and exit 1; usage errors exit 2.
+problems print one clear line and exit 1; usage errors exit 2. Unless
+``NAUTILUS_LOG_LEVEL`` says otherwise, only ``serve`` logs at info: the other
+commands' output is the point, so they log warnings and errors only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import os
+import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from nautilus import __version__
 from nautilus.broker import Broker
 from nautilus.config import (
     ConfigError,
@@ -51,6 +58,10 @@ RANKING_OFF = ("ranking: off — exact passthrough: rows in source order, no sco
                "set NAUTILUS_RANKING_TOP_K, NAUTILUS_RANKING_IDF, NAUTILUS_SOURCE_BOOSTS, "
                "NAUTILUS_RANKING_MAX_CANDIDATES or NAUTILUS_RANKING_DEDUP_KEY "
                "(or --top-k, --idf, --boost) to rank")
+_DESCRIPTION = ("The ranking layer for retrieval brokers: ask every source, rank the union, "
+                "keep the top K. Commands: config, query, sources, load, serve, demo, eval "
+                "('nautilus COMMAND --help' for each).")
+_NO_SOURCES = "at least one source; docs/sources.md has an example of each type"
 _SUMMARY_FIELDS = ("title", "name", "subject", "question", "summary", "description", "text",
                    "body", "answer", "content")
 
@@ -59,7 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     log = LogSettings()
-    configure_logging(log.log_level.strip().lower(), log.log_format.strip().lower())
+    level = (log.log_level.strip().lower() if "log_level" in log.model_fields_set
+             else "info" if args.command == "serve" else "warning")
+    configure_logging(level, log.log_format.strip().lower())
     try:
         return int(args.run(args))
     except (ConfigError, SourceConfigError, ImportError) as exc:
@@ -74,8 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nautilus", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="nautilus", description=_DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"nautilus {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     config = commands.add_parser("config", help="show the effective settings, every "
                                                 "skipped entry and the sources file's status")
@@ -122,6 +136,7 @@ def _parser() -> argparse.ArgumentParser:
                            "(a load otherwise only inserts and updates)")
     load.set_defaults(run=_run_load)
     serve = commands.add_parser("serve", help="run the HTTP service (extra nautilus[serve])")
+    serve.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
     serve.add_argument("--host", help="address to bind (default NAUTILUS_SERVE_HOST, 127.0.0.1)")
     serve.add_argument("--port", type=_port, help="port (default NAUTILUS_SERVE_PORT, 8000)")
     serve.add_argument("--workers", type=_top_k, metavar="N",
@@ -144,11 +159,15 @@ def _run_config(args: argparse.Namespace) -> int:
     if args.schema:
         print(json.dumps(sources_json_schema(), indent=2, sort_keys=True))
         return 0
-    settings = NautilusSettings()
+    with _quiet("nautilus.config") if args.strict else contextlib.nullcontext():
+        settings = NautilusSettings()  # --strict reports each problem itself, once
     path = _config_path(settings, args.config)
     listing, source_error = _check_sources(settings, path)
+    if listing == []:
+        source_error = f"{path}: lists no sources (valid: {_NO_SOURCES})"
     source_ids = None if listing is None else [s["id"] for s in listing]
     problems = list(settings.problems) + _unknown_boost_sources(settings, source_ids)
+    failed = args.strict and bool(problems or source_error is not None)
     if args.json:
         print(json.dumps({
             "settings": settings.effective(),
@@ -158,7 +177,7 @@ def _run_config(args: argparse.Namespace) -> int:
             "sources_file": {"path": str(path), "ok": source_error is None,
                              "error": source_error, "sources": listing or []},
         }, indent=2, sort_keys=True))
-    else:
+    elif not failed:  # a failed gate prints its problems alone, on stderr
         print(_settings_table(settings))
         print(f"\nranking: {'on' if settings.ranking_enabled else 'off (exact passthrough)'}")
         print(f"sources: {path}: " + (f"ERROR {source_error}" if source_error is not None
@@ -168,13 +187,25 @@ def _run_config(args: argparse.Namespace) -> int:
         print("skipped:" if problems else "skipped: none")
         for problem in problems:
             print(f"  - {problem.message}")
-    if args.strict and (problems or source_error is not None):
+    if failed:
         for problem in problems:
             print(f"nautilus: {problem.message}", file=sys.stderr)
         if source_error is not None:
             print(f"nautilus: {source_error}", file=sys.stderr)
         return 1
     return 0
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """The stdlib logger ``name`` off for the block (its warnings are reported otherwise)."""
+    target = logging.getLogger(name)
+    was = target.disabled
+    target.disabled = True
+    try:
+        yield
+    finally:
+        target.disabled = was
 
 
 def _check_sources(settings: NautilusSettings,
@@ -289,6 +320,10 @@ def _run_query(args: argparse.Namespace) -> int:
         overrides["ranking_idf"] = True
     settings = NautilusSettings(**overrides)
     broker = Broker.from_config(args.config, settings)
+    if not broker.sources:
+        print(f"nautilus: {_config_path(settings, args.config)}: lists no sources, so there "
+              f"is nothing to ask (valid: {_NO_SOURCES})", file=sys.stderr)
+        return 1
     response = broker.request(args.text)
     all_failed = bool(broker.sources) and len(response.sources_errored) == len(broker.sources)
     ranked = isinstance(broker.synthesizer, RankingSynthesizer)
@@ -385,7 +420,7 @@ def _run_load(args: argparse.Namespace) -> int:
 
 def _run_serve(args: argparse.Namespace) -> int:
     from nautilus.service.server import serve  # the web stack only when serving
-    return serve(args.host, args.port, args.workers)
+    return serve(args.host, args.port, args.workers, args.config)
 
 
 # --- demo --------------------------------------------------------------------------------
@@ -424,8 +459,19 @@ def _show_demo(broker: Broker, top_k: int, kind: str = "") -> None:
             right = (f"{ranked[i].score:.3f} {ranked[i].source_id[:9]:<9} "
                      f"{summarize(ranked[i].row, width)}" if i < len(ranked) else "")
             print(f"  {left:<{width}} | {right}")
-    print("\nTry: nautilus query 'orders-db replication lag' --top-k 5 --explain "
+    print(f"\nTry: {_command()} query 'orders-db replication lag' --top-k 5 --explain "
           "--boost graph:high")
+
+
+def _command() -> str:
+    """How to run this command again from here: ``nautilus`` when that name on PATH is
+    this program, else its path (``make demo`` runs ``.venv/bin/nautilus`` unactivated)."""
+    me = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    found = shutil.which("nautilus")
+    if (found is not None and os.path.realpath(found) == me) or not me.endswith("nautilus"):
+        return "nautilus"
+    relative = os.path.relpath(sys.argv[0])
+    return relative if not relative.startswith("..") else os.path.abspath(sys.argv[0])
 
 
 if __name__ == "__main__":

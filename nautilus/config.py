@@ -349,10 +349,10 @@ class NautilusSettings(LogSettings):
                                        "built in the working directory)",
                                        "a folder, e.g. ~/.cache/nautilus (the default)"))
 
+        if strict and found:  # the error lists every problem: no warning each as well
+            raise ConfigError(tuple(found))
         for problem in found:
             log_problem(problem)
-        if strict and found:
-            raise ConfigError(tuple(found))
         settings = handler(data)
         settings._problems = tuple(found)
         return settings

@@ -15,6 +15,11 @@ So, as a library, nautilus never configures logging and never writes to stdout:
 :func:`configure_logging` is what the ``nautilus`` command calls with
 ``NAUTILUS_LOG_LEVEL`` / ``NAUTILUS_LOG_FORMAT``; an application may call it too.
 stdout is kept for a command's output, so ``nautilus query --json | jq`` works.
+
+Under :func:`configure_logging` a request id bound with structlog's contextvars (the
+service binds each request's ``X-Request-ID``) is *the* ``request_id`` of every line
+logged meanwhile; an event that names an id of its own (the broker's
+``request_served``) keeps that one as ``broker_request_id``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,18 @@ _HANDLER_NAME = "nautilus-configure-logging"
 def get_logger(name: str) -> Any:
     """The logger a nautilus module logs with (a structlog logger over stdlib ``name``)."""
     return structlog.wrap_logger(logging.getLogger(name))
+
+
+def merge_request_context(logger: Any, method: str,
+                          event_dict: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    """structlog's ``merge_contextvars``, except that a bound ``request_id`` wins over the
+    event's own (kept as ``broker_request_id``): one id per request on every line."""
+    context = structlog.contextvars.get_contextvars()
+    bound, own = context.get("request_id"), event_dict.get("request_id")
+    if bound is not None and own is not None and own != bound:
+        event_dict["broker_request_id"] = own
+        event_dict["request_id"] = bound
+    return {**context, **event_dict}
 
 
 def configure_logging(level: str | None = None, fmt: str | None = None,
@@ -59,7 +76,7 @@ def configure_logging(level: str | None = None, fmt: str | None = None,
     numeric = _LEVELS.get(level, logging.INFO)
     structlog.configure(
         processors=[
-            structlog.contextvars.merge_contextvars,
+            merge_request_context,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

@@ -136,7 +136,7 @@ def test_sources_rebuild_rebuilds_and_a_changed_seed_is_answered(folder: Path) -
     with (folder / "faqs.jsonl").open("a", encoding="utf-8") as seed:
         seed.write(json.dumps({"id": "f3", "question": "zebra?", "answer": "stripes"}) + "\n")
     second = run("query", "zebra", "--config", config, "--json",
-                 env={"NAUTILUS_LOG_FORMAT": "json"})
+                 env={"NAUTILUS_LOG_FORMAT": "json", "NAUTILUS_LOG_LEVEL": "info"})
     assert [r["id"] for r in json.loads(second.stdout)["data"]["faqs"]] == ["f3"]
     events = [json.loads(line) for line in second.stderr.splitlines()]
     assert {"event": "source_rebuilding", "reason": "the seed changed"}.items() <= next(

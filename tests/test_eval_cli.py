@@ -119,14 +119,17 @@ def test_trec_qrels_give_the_same_numbers_as_beir(adi: dict[str, Path],
     assert {k: v for k, v in out["results"][0].items() if k != "safe"} == current
 
 
-def test_recommend_alone_prints_only_env_file_lines(adi: dict[str, Path],
-                                                   tmp_path: Path) -> None:
+@pytest.mark.parametrize("flags", [["--recommend"], ["--sweep", "--recommend"]],
+                         ids=["recommend", "sweep-recommend"])
+def test_recommend_prints_only_env_file_lines(adi: dict[str, Path], tmp_path: Path,
+                                             flags: list[str]) -> None:
+    """``--recommend`` is for ``>> .env``: nothing but its lines, with --sweep or not."""
     subset = tmp_path / "queries.jsonl"  # 12 queries keep this sweep short
     subset.write_text("".join(adi["queries"].read_text(encoding="utf-8").splitlines(True)[:12]),
                       encoding="utf-8")
     args = eval_args(adi)
     args[args.index(str(adi["queries"]))] = str(subset)
-    result = run(*args, "--recommend")
+    result = run(*args, *flags)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("# recommendation:")

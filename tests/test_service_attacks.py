@@ -215,7 +215,7 @@ def test_the_schema_says_what_the_service_does(open_server: Server) -> None:
     assert list(metrics) == ["text/plain"]
     query = schema["paths"]["/v1/query"]["post"]["requestBody"]["content"]["application/json"]
     assert query["schema"]["properties"]["sources"]["minItems"] == 1
-    assert httpx.get(open_server.url + "/docs").status_code == 200  # no keys: open
+    assert httpx.get(open_server.url + "/docs").status_code == 404  # no CDN page, ever
 
 
 def test_config_reports_the_port_actually_bound(open_server: Server) -> None:

@@ -84,7 +84,7 @@ def test_a_bad_serve_setting_in_the_configmap_fails(
 
 def test_env_beats_envfrom_and_an_unknown_boosted_id_fails(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    copy = broken(tmp_path, K8S, '{name: NAUTILUS_SERVE_WORKERS, value: "2"}',
+    copy = broken(tmp_path, K8S, '{name: NAUTILUS_SERVE_WORKERS, value: "1"}',
                   '{name: NAUTILUS_SOURCE_BOOSTS, value: "grpah:high"}')
     status, _, err = inproc(capsys, "--strict", "--manifest", str(copy))
     assert status == 1 and "no source has id 'grpah'" in err

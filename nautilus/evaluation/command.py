@@ -45,8 +45,8 @@ def add_parser(commands: Any) -> None:
                         help="also passthrough, IDF off/on and each source at each boost level, "
                              "and a recommendation")
     parser.add_argument("--recommend", action="store_true",
-                        help="print only the recommended NAUTILUS_* lines (implies --sweep; "
-                             "with --sweep: after the table)")
+                        help="print only the recommended NAUTILUS_* lines, a .env fragment "
+                             "(implies --sweep; --json or --markdown print the whole report)")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="one JSON object on stdout")
     output.add_argument("--markdown", action="store_true", help="a markdown table on stdout")
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         text = json.dumps(json_report(result), indent=2, sort_keys=True)
     elif args.markdown:
         text = markdown_report(result)
-    elif args.recommend and not args.sweep:
+    elif args.recommend:
         text = "\n".join(recommendation_lines(result))
     else:
         text = text_report(result)

@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from nautilus import __version__
 from nautilus.blas import limit_blas_threads
 from nautilus.broker import Broker
 from nautilus.config import ConfigProblem, NautilusSettings, cut
@@ -57,7 +58,7 @@ from nautilus.synthesis.ranking import RankingSynthesizer
 logger = get_logger("nautilus.service")
 
 _ROUTES = frozenset({"/v1/query", "/v1/config", "/healthz", "/readyz", "/metrics",
-                     "/openapi.json", "/docs", "/redoc"})
+                     "/openapi.json"})
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|DSN", re.IGNORECASE)
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
@@ -122,13 +123,14 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
             broker.close()
             logger.info("serve_stopped")
 
-    # With API keys, the schema needs one too, and the browser pages (which cannot send
-    # a key) are off: an unauthenticated caller learns only what the probes say.
-    app = FastAPI(title="nautilus", version="0.1.0", lifespan=lifespan,
+    # No /docs or /redoc: FastAPI's pages load their scripts from a CDN, so offline (or
+    # behind a strict egress policy) they are blank; any OpenAPI viewer reads the schema.
+    # With API keys the schema needs one too: an unauthenticated caller learns only what
+    # the probes say.
+    app = FastAPI(title="nautilus", version=__version__, lifespan=lifespan,
                   description="The ranking layer for retrieval brokers, over HTTP.",
                   openapi_url=None if api_keys else "/openapi.json",
-                  docs_url=None if api_keys else "/docs",
-                  redoc_url=None if api_keys else "/redoc")
+                  docs_url=None, redoc_url=None)
     _add_routes(app)
     if api_keys:
         @app.get("/openapi.json", include_in_schema=False)

@@ -3,20 +3,25 @@
 The settings, the sources file and the API keys are checked once here, before
 any worker starts, so a bad manifest exits 1 with one clear message instead of
 a crash-looping worker. Metrics go through a fresh prometheus-client
-multiprocess directory, so ``--workers N`` reports the sum of all workers.
+multiprocess directory, so ``--workers N`` reports the sum of all workers: in the
+system temporary directory, else under ``NAUTILUS_DATA_DIR`` (a container with a
+read-only root filesystem has only its volumes writable).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
+import socket
+import sys
 import tempfile
 from pathlib import Path
 from types import FrameType
 
 from nautilus.broker import Broker
-from nautilus.config import NautilusSettings
+from nautilus.config import ConfigError, ConfigProblem, NautilusSettings
 from nautilus.log import get_logger
 
 logger = get_logger("nautilus.service")
@@ -32,8 +37,58 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _Terminated
 
 
+def listen_problem(host: str, port: int) -> str | None:
+    """Why uvicorn could not listen on ``host:port`` (checked with a socket bound as it
+    binds one), or None. Checked before any worker starts: uvicorn binds only after the
+    application is up, so it would log ``serve_ready`` and then fail in plain text."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return (f"cannot listen on {host}:{port}: the port is already in use by "
+                        "another process (choose another with --port or NAUTILUS_SERVE_PORT, "
+                        "or stop that process)")
+            return (f"cannot listen on {host}:{port}: {exc.strerror or exc} (check --host/"
+                    "NAUTILUS_SERVE_HOST and --port/NAUTILUS_SERVE_PORT)")
+    return None
+
+
+def own_metrics_dir(data_dir: Path) -> str:
+    """A fresh multiprocess directory: in the system temporary directory, else under
+    ``data_dir/metrics`` (where a read-only root leaves a volume writable)."""
+    tried: list[str] = []
+    for parent in (None, data_dir.expanduser() / "metrics"):
+        try:
+            if parent is not None:
+                parent.mkdir(parents=True, exist_ok=True)
+            return tempfile.mkdtemp(prefix="nautilus-metrics-", dir=parent)
+        except OSError as exc:  # no usable temporary directory, a read-only file system
+            tried.append(f"{parent or 'the temporary directory'}: {exc.strerror or exc}")
+    raise ConfigError((ConfigProblem(
+        _MULTIPROC, "(unset)", "no writable directory for the metrics (" + "; ".join(tried)
+        + ")", "a writable NAUTILUS_DATA_DIR (a mounted volume), TMPDIR or "
+        f"{_MULTIPROC}"),))
+
+
+def _clear_operator_dir(path: Path) -> None:
+    """The operator's multiprocess directory, made ready: created, the last run's files gone."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        for stale in path.glob("*.db"):
+            stale.unlink(missing_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".nautilus-probe-"):
+            pass
+    except OSError as exc:
+        raise ConfigError((ConfigProblem(
+            _MULTIPROC, str(path), f"not a writable directory ({exc.strerror or exc})",
+            "a writable directory, or unset (a fresh one is made)"),)) from None
+
+
 def serve(host: str | None = None, port: int | None = None,
-          workers: int | None = None) -> int:
+          workers: int | None = None, config: str | None = None) -> int:
     try:
         import uvicorn
 
@@ -41,12 +96,22 @@ def serve(host: str | None = None, port: int | None = None,
     except ImportError as exc:
         raise ImportError("nautilus serve needs the 'serve' extra: "
                           "pip install 'nautilus[serve]'") from exc
+    if config:  # as NAUTILUS_CONFIG, so every worker process reads the same file
+        os.environ["NAUTILUS_CONFIG"] = str(Path(config).expanduser().resolve())
     settings = NautilusSettings()  # strict mode raises ConfigError here
-    Broker.from_config(None, settings).close()  # sources file and boosted ids
+    with Broker.from_config(None, settings) as broker:  # sources file and boosted ids
+        if not broker.sources:
+            raise ConfigError((ConfigProblem(
+                "NAUTILUS_CONFIG", str(settings.config), "the sources file lists no sources",
+                "at least one source; docs/sources.md has an example of each type"),))
     load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable
     host = host or settings.serve_host
     port = port if port is not None else settings.serve_port
     workers = workers or settings.serve_workers
+    problem = listen_problem(host, port)
+    if problem is not None:
+        print(f"nautilus: {problem}", file=sys.stderr)
+        return 1
     # The workers read their settings again: give them the flags' values, so
     # /v1/config reports the address actually bound.
     os.environ.update(NAUTILUS_SERVE_HOST=host, NAUTILUS_SERVE_PORT=str(port),
@@ -55,10 +120,9 @@ def serve(host: str | None = None, port: int | None = None,
                           f"{settings.serve_body_timeout_s:.20f}".rstrip("0").rstrip(".")))
     own_dir = None
     if os.environ.get(_MULTIPROC):  # the operator's directory: clear the last run's files
-        for stale in Path(os.environ[_MULTIPROC]).glob("*.db"):
-            stale.unlink(missing_ok=True)
+        _clear_operator_dir(Path(os.environ[_MULTIPROC]))
     else:
-        own_dir = tempfile.mkdtemp(prefix="nautilus-metrics-")
+        own_dir = own_metrics_dir(settings.data_dir)
         os.environ[_MULTIPROC] = own_dir
     logger.info("serve_starting", host=host, port=port, workers=workers,
                 metrics_dir=os.environ[_MULTIPROC])

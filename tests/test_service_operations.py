@@ -1,0 +1,129 @@
+"""What an operator sees of ``nautilus serve``: one request id per request on every log
+line, no docs page that needs a CDN, a port already in use, ``--config``. Real servers
+on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from servers import NAUTILUS, Server, free_port, running, wait_ready
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("serve-ops")
+    with running(tmp, {"NAUTILUS_RANKING_TOP_K": "5"}) as srv:
+        assert wait_ready(srv).status_code == 200, srv.logs()
+        yield srv
+
+
+def log_lines(server: Server) -> list[dict[str, object]]:
+    return [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
+
+
+def test_every_line_of_a_request_carries_its_x_request_id(server: Server) -> None:
+    response = httpx.post(server.url + "/v1/query", json={"query": "orders-db disk full",
+                                                          "explain": True},
+                          headers={"X-Request-ID": "one-id-7"}, timeout=30)
+    assert response.status_code == 200, response.text
+    deadline = time.monotonic() + 10  # the access line is written once the answer is sent
+    while True:
+        lines = [e for e in log_lines(server) if e.get("request_id") == "one-id-7"]
+        events = [e["event"] for e in lines]
+        if "http_request" in events or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert "request_served" in events and "http_request" in events
+    served = next(e for e in lines if e["event"] == "request_served")
+    # the broker's own id is kept under its own name, and it is the one the explain shows
+    assert served["broker_request_id"] == response.json()["explain"]["broker_request_id"]
+    assert not [e for e in log_lines(server) if e["event"] == "request_served"
+                and e["request_id"] == served["broker_request_id"]]
+
+
+def test_no_docs_page_loads_scripts_from_a_cdn(server: Server) -> None:
+    for path in ("/docs", "/redoc"):
+        page = httpx.get(server.url + path, timeout=10)
+        assert page.status_code == 404, (path, page.text[:200])
+        assert "cdn" not in page.text.lower()
+    schema = httpx.get(server.url + "/openapi.json", timeout=10)
+    assert schema.status_code == 200 and "/v1/query" in schema.json()["paths"]
+
+
+def _serve(tmp: Path, *args: str, env: dict[str, str] | None = None,
+           ) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    return subprocess.run([NAUTILUS, "serve", *args],
+                          env={**base, "NAUTILUS_DATA_DIR": str(tmp / "data"),
+                               "NAUTILUS_LOG_FORMAT": "json", **(env or {})},
+                          cwd=tmp, capture_output=True, text=True, timeout=60)
+
+
+def test_a_port_in_use_is_one_clear_error_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _serve(tmp_path, "--port", str(port))
+    assert result.returncode == 1, result.stderr
+    assert (f"nautilus: cannot listen on 127.0.0.1:{port}: the port is already in use"
+            in result.stderr)
+    assert "--port or NAUTILUS_SERVE_PORT" in result.stderr
+    assert "serve_ready" not in result.stderr and "serve_starting" not in result.stderr
+    assert "Errno" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_serve_takes_config_like_every_other_command(tmp_path: Path) -> None:
+    seed = tmp_path / "faqs.jsonl"
+    seed.write_text(json.dumps({"id": "faq-1", "question": "how do I reset my password",
+                                "answer": "use the reset link"}) + "\n", encoding="utf-8")
+    config = tmp_path / "shop.yaml"
+    config.write_text(f"sources:\n  - {{id: faqs, type: sqlite_fts, path: shop/faqs.db, "
+                      f"seed: {seed}, columns: [question, answer]}}\n", encoding="utf-8")
+    port = free_port()
+    log = tmp_path / "serve.log"
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            [NAUTILUS, "serve", "--config", str(config), "--port", str(port)],
+            env={**base, "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+                 "NAUTILUS_LOG_FORMAT": "json"},
+            cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT, text=True)
+    server = Server(f"http://127.0.0.1:{port}", process, log)
+    try:
+        assert wait_ready_or_exit(server).status_code == 200, server.logs()
+        answer = httpx.post(server.url + "/v1/query", json={"query": "reset password"},
+                            timeout=30).json()
+        assert answer["sources_queried"] == ["faqs"]
+        assert answer["data"]["faqs"][0]["id"] == "faq-1"
+    finally:
+        assert server.stop() == 0, server.logs()
+
+
+def wait_ready_or_exit(server: Server) -> httpx.Response:
+    deadline = time.monotonic() + 60
+    while True:
+        assert server.process.poll() is None, server.logs()
+        try:
+            return wait_ready(server)
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, server.logs()
+            time.sleep(0.2)
+
+
+def test_serve_refuses_a_sources_file_with_no_sources(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("sources: []\n", encoding="utf-8")
+    result = _serve(tmp_path, "--config", str(empty), "--port", str(free_port()))
+    assert result.returncode == 1
+    assert "the sources file lists no sources" in result.stderr
+    assert "serve_ready" not in result.stderr
