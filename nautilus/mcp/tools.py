@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import textwrap
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -22,7 +23,6 @@ import mcp_types as types
 
 from nautilus.blas import limit_blas_threads
 from nautilus.broker import Broker
-from nautilus.cli import summarize
 from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder, embedder_from_name
 from nautilus.log import get_logger
@@ -258,7 +258,7 @@ def _search_text(out: dict[str, Any]) -> str:
     for r in results:
         score = "" if r["score"] is None else f" score {r['score']:.4f}"
         also = "".join(f", also {a['source']}#{a['source_rank']}" for a in r["why"]["also_from"])
-        lines.append(f"{r['rank']}. [{r['source']}]{score}{also}: {summarize(r['row'], 100)}")
+        lines.append(f"{r['rank']}. [{r['source']}]{score}{also}: {_line(r['row'])}")
     for e in out["sources_errored"]:
         lines.append(f"source {e['source_id']} failed ({e['error_type']}): {e['message']}")
     page = out["page"]
@@ -266,6 +266,15 @@ def _search_text(out: dict[str, Any]) -> str:
         lines.append(f"page {page['number']}; " + (f"next_cursor: {page['next_cursor']}"
                                                     if page["next_cursor"] else "last page"))
     return "\n".join(lines)
+
+
+def _line(row: dict[str, Any], width: int = 200) -> str:
+    """A row in one line: its id, then its text fields (a model reads the whole line)."""
+    ident = row.get("id")
+    texts = [" ".join(v.split()) for k, v in row.items()
+             if isinstance(v, str) and k != "id" and v.strip() and v != ident]
+    line = (f"{ident} — " if ident is not None else "") + " | ".join(texts)
+    return textwrap.shorten(line, width=width, placeholder="…") if line else "(no text)"
 
 
 def _error(exc: ProblemError) -> types.CallToolResult:
