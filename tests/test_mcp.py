@@ -97,6 +97,13 @@ async def check_search(client: Client, env: dict[str, str]) -> None:
     assert rows(plain) == cli_ranking(env, "--top-k", "4")
     assert len(rows(boosted)) == 4 and rows(plain)[0][0] != "graph"
     assert rows(boosted)[0][0] == "graph"  # the boost wins the close call at the top
+    explained = await client.call_tool("search", {"query": QUERY, "top_k": 2, "idf": True,
+                                                  "sources": ["graph", "runbooks"],
+                                                  "explain": True})
+    settings = explained.structured_content["explain"]
+    assert (settings["top_k"], settings["idf"], settings["sources"]) == (
+        2, True, ["graph", "runbooks"])
+    assert {"content_rank", "stage1_key"} <= set(explained.structured_content["results"][0]["why"])
     first = boosted.structured_content["results"][0]
     assert set(first["why"]) >= {"relevance", "similarity", "boost_bump", "also_from"}
     assert f"1. [{first['source']}] score {first['score']:.4f}" in text(boosted)
@@ -186,8 +193,12 @@ def test_stdio_tools_search_boosts_errors_pages_and_a_source_down(
 
 # --- streamable HTTP ---------------------------------------------------------------------
 
-@pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory,
+                ) -> Iterator[tuple[str, dict[str, str], Path]]:
+    """One server for the module; its ``broken`` source fails once a test removes the
+    seed (the key test does not care)."""
+    tmp_path = tmp_path_factory.mktemp("mcp-http")
     sources_file(tmp_path)
     (tmp_path / "keys").write_text(f"# agents\n{KEY}\n")
     env = environment(tmp_path, NAUTILUS_SERVE_API_KEYS_FILE=str(tmp_path / "keys"))
@@ -221,7 +232,7 @@ def connect(url: str, key: str | None) -> tuple[httpx2.AsyncClient, Client]:
 
 
 def test_http_tools_search_boosts_errors_pages_and_a_source_down(
-        http_server: tuple[str, dict[str, str], Path], tmp_path: Path) -> None:
+        http_server: tuple[str, dict[str, str], Path]) -> None:
     url, env, log = http_server
 
     async def session() -> None:
@@ -231,7 +242,7 @@ def test_http_tools_search_boosts_errors_pages_and_a_source_down(
             await check_search(client, env)
             await check_bad_boost(client)
             await check_pages(client)
-            await check_source_down(client, tmp_path / "broken.jsonl")
+            await check_source_down(client, log.parent / "broken.jsonl")
 
     asyncio.run(session())
     metrics = httpx.get(url + "/metrics").text

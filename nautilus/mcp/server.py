@@ -111,7 +111,8 @@ def http_app(engine: Engine, keys: tuple[bytes, ...], host: str) -> Any:
     from nautilus.service import metrics
 
     inner = _server(engine).streamable_http_app(
-        streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host)
+        streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host,
+        max_request_body_size=engine.settings.serve_max_body_bytes)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
