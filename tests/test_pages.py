@@ -13,14 +13,18 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from servers import NAUTILUS, Server, running, wait_ready
 
 from nautilus.broker import Broker
 from nautilus.cli import DEMO_QUERIES
 from nautilus.config import NautilusSettings
 from nautilus.hashing import compute_response_hash
+from nautilus.models import AdapterResult, BrokerResponse
 from nautilus.pages import PageError, paging
 from nautilus.sources.config import bundled_demo_config
+from nautilus.synthesis.ranking import RankingSynthesizer
 
 QUERY = "orders-db disk full"
 
@@ -48,6 +52,43 @@ def test_in_process_pages_are_slices_of_one_ranking(query: str, size: int) -> No
             pages = paging(query, settings, ids, cursor=page["next_cursor"])
         broker.synthesizer = base
     assert seen == [r.explain() for r in whole.ranking]
+
+
+WORDS = ["disk", "full", "orders", "lag", "replica", "backup", "slot", "wal"]
+_TEXT = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sources=st.lists(st.lists(_TEXT, max_size=8), min_size=1, max_size=3),
+       size=st.integers(1, 5), boost=st.sampled_from([None, "low", "high"]),
+       ranked=st.sampled_from([None, True, False]))
+def test_pages_of_any_batch_concatenate_to_its_top_3k(sources: list[list[str]], size: int,
+                                                      boost: str | None,
+                                                      ranked: bool | None) -> None:
+    """Copies (the same text in two sources), ties (the same text twice in one) and
+    boosts included: pages 1-3 are exactly the top 3K, and the page after the last
+    full one is empty with no next cursor."""
+    results = [AdapterResult(f"s{i}", [{"id": f"s{i}-{j}", "text": t} for j, t in enumerate(rows)],
+                             ranked=ranked) for i, rows in enumerate(sources)]
+    boosts = {"s0": boost} if boost else {}
+    context = {"query": "orders disk full"}
+    settings_ = NautilusSettings(ranking_top_k=size, source_boosts=boosts)
+    whole = RankingSynthesizer(top_k=3 * size, source_boosts=boosts).rank(results, context)
+    ids = [f"s{i}" for i in range(len(sources))]
+    seen = []
+    pages = paging("q", settings_, ids, page=1)
+    for _ in range(4):
+        assert pages is not None
+        ranker = pages.synthesizer(settings_, None)
+        data, ranking = ranker.merge_ranked(results, context)
+        page, info = pages.cut(BrokerResponse("r", data, ranking))
+        seen += [(r.source_id, r.row["id"], r.score, r.rank) for r in page.ranking]
+        if info["next_cursor"] is None:
+            break
+        pages = paging("q", settings_, ids, cursor=info["next_cursor"])
+    expected = [(r.source_id, r.row["id"], r.score, r.rank) for r in whole]
+    assert seen[:3 * size] == expected
+    assert len({(s, i) for s, i, _, _ in seen}) == len(seen)  # no row twice
 
 
 def test_a_cursor_is_refused_for_other_settings_and_when_malformed() -> None:
