@@ -116,7 +116,8 @@ class Engine:
                 "past the first top_k: pass page (2, 3, ...) or the next_cursor of the "
                 "previous answer; the same query and settings always give the same pages. "
                 "A source that fails is listed under sources_errored; the others still "
-                "answer."),
+                f"answer. A call gets its answer within {self.settings.serve_request_timeout_s:g} "
+                "s or a deadline error."),
             input_schema=self._search_schema(ids),
             output_schema=_SEARCH_OUTPUT,
             annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True,
