@@ -58,11 +58,18 @@ def environment(tmp: Path, **extra: str) -> dict[str, str]:
             "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.5", **extra}
 
 
+_CLI: dict[tuple[str, ...], list[tuple[str, Any, float]]] = {}
+
+
 def cli_ranking(env: dict[str, str], *args: str) -> list[tuple[str, Any, float]]:
-    """(source, id, score) of each row of ``nautilus query --json`` with the same env."""
-    out = subprocess.run([NAUTILUS, "query", QUERY, "--json", *args], env=env,
-                         capture_output=True, text=True, timeout=120, check=True)
-    return [(r["source_id"], r["id"], r["score"]) for r in json.loads(out.stdout)["ranking"]]
+    """(source, id, score) of each row of ``nautilus query --json`` with the same env
+    (asked once a module: both transports' servers have the same sources and settings)."""
+    if args not in _CLI:
+        out = subprocess.run([NAUTILUS, "query", QUERY, "--json", *args], env=env,
+                             capture_output=True, text=True, timeout=120, check=True)
+        _CLI[args] = [(r["source_id"], r["id"], r["score"])
+                      for r in json.loads(out.stdout)["ranking"]]
+    return _CLI[args]
 
 
 def rows(result: CallToolResult) -> list[tuple[str, Any, float]]:
