@@ -282,6 +282,9 @@ def test_http_a_wrong_or_missing_api_key_is_refused(
     assert raw.json()["type"] == "urn:nautilus:problem:unauthorized"
     assert '"status": 401' in log.read_text() and KEY not in log.read_text()
     assert httpx.get(url + "/healthz").status_code == 200  # probes need no key
+    traced = httpx.post(url + "/mcp", json={}, headers={"X-Request-ID": "trace-7.b"})
+    assert traced.status_code == 401 and traced.headers["x-request-id"] == "trace-7.b"
+    assert traced.json()["request_id"] == "trace-7.b"
 
 
 def test_mcp_without_the_extra_or_with_bad_flags_says_so(tmp_path: Path) -> None:

@@ -145,10 +145,12 @@ class _Guard:
         from starlette.requests import Request
 
         from nautilus.service import metrics
-        from nautilus.service.limits import check_api_key
+        from nautilus.service.limits import check_api_key, valid_request_id
         from nautilus.service.problems import ProblemError, problem_response
 
-        rid = uuid.uuid4().hex
+        given = next((v.decode("latin-1") for k, v in scope["headers"]
+                      if k == b"x-request-id"), None)
+        rid = given if given is not None and valid_request_id(given) else uuid.uuid4().hex
         started, status = time.perf_counter(), 500
         path: str = scope["path"]
 
@@ -156,7 +158,8 @@ class _Guard:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message.setdefault("headers", []).append((b"x-request-id", rid.encode()))
+                headers = [h for h in message.get("headers", []) if h[0] != b"x-request-id"]
+                message["headers"] = [*headers, (b"x-request-id", rid.encode())]
             await send(message)
 
         try:
