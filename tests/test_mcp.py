@@ -111,6 +111,11 @@ async def check_search(client: Client, env: dict[str, str]) -> None:
     assert (settings["top_k"], settings["idf"], settings["sources"]) == (
         2, True, ["graph", "runbooks"])
     assert {"content_rank", "stage1_key"} <= set(explained.structured_content["results"][0]["why"])
+    vectors = await client.call_tool("search", {"query": QUERY, "top_k": 2,
+                                                "sources": ["postmortems"]})
+    assert [r[0] for r in rows(vectors)] == ["postmortems", "postmortems"]
+    assert all("embedding" not in r["row"] and r["row"]["id"]
+               for r in vectors.structured_content["results"])  # no 1,024 floats to read
     first = boosted.structured_content["results"][0]
     assert set(first["why"]) >= {"relevance", "similarity", "boost_bump", "also_from"}
     assert f"1. [{first['source']}] score {first['score']:.4f}" in text(boosted)

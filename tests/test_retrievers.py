@@ -72,6 +72,23 @@ def test_in_process_retrievers_give_the_cli_rows_in_order(broker: Broker) -> Non
     assert of_nodes(asyncio.run(li.aretrieve(QUERY))) == expected
 
 
+def test_with_ranking_off_the_rows_pass_through_unscored() -> None:
+    """No ranking knob: the sources' rows in their order, with no score (not a 0)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
+    out = subprocess.run([NAUTILUS, "query", QUERY, "--json"], env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    expected = [(r["source_id"], r["id"]) for r in json.loads(out.stdout)["ranking"]]
+    with Broker.from_config(None, NautilusSettings()) as plain:
+        nodes = llamaindex.NautilusRetriever(broker=plain).retrieve(QUERY)
+        documents = langchain.NautilusRetriever(broker=plain).invoke(QUERY)
+    assert [(n.node.metadata["source"], n.node.metadata["id"]) for n in nodes] == expected
+    assert [(d.metadata["source"], d.metadata["id"]) for d in documents] == expected
+    assert {n.score for n in nodes} == {None} and len(expected) > 6
+    assert all("embedding" not in d.metadata["fields"] and "embedding" not in d.page_content
+               for d in documents)
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with running(tmp_path_factory.mktemp("retrievers"), SETTINGS) as srv:

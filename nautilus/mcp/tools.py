@@ -44,6 +44,9 @@ SEARCH = "search"
 LIST_SOURCES = "list_sources"
 #: The score components a result's ``why`` carries without ``explain``.
 _WHY = ("relevance", "similarity", "boost_bump", "evidence", "voters")
+#: Row fields left out of a result: a vector source's 1,024 floats are for the ranker,
+#: and would be most of what a model reads.
+_VECTOR_FIELDS = frozenset({"embedding"})
 
 
 @dataclass
@@ -247,9 +250,10 @@ def _result(r: RankedRow, explain: bool, ranked: bool) -> dict[str, Any]:
     why = ({k: v for k, v in components.items() if k not in ("source_id", "rank", "score")}
            if explain else {k: components[k] for k in _WHY})
     why["also_from"] = [{"source": s, "source_rank": n} for s, n in r.also_from]
+    row = {k: v for k, v in r.row.items() if k not in _VECTOR_FIELDS}
     return {"rank": r.rank, "source": r.source_id, "id": r.row.get("id"),
             "score": r.score if ranked else None, "source_rank": r.source_rank,
-            "why": why, "row": r.row}
+            "why": why, "row": row}
 
 
 def _search_text(out: dict[str, Any]) -> str:
@@ -304,7 +308,8 @@ _SEARCH_OUTPUT: dict[str, Any] = {
                           "is off (rows passed through in the sources' order)"},
                 "source_rank": {"type": "integer"},
                 "why": {"type": "object", "description": "the score's components"},
-                "row": {"type": "object", "description": "the row as its source gave it"}}}},
+                "row": {"type": "object", "description": "the row as its source gave it "
+                        "(a vector field left out)"}}}},
         "page": {"type": ["object", "null"]},
         "sources_queried": {"type": "array", "items": {"type": "string"}},
         "sources_errored": {"type": "array", "items": {"type": "object"}},

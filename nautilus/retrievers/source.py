@@ -12,6 +12,7 @@ import httpx
 
 from nautilus.broker import Broker
 from nautilus.models import BrokerResponse
+from nautilus.synthesis.ranking import RankingSynthesizer
 
 #: Row fields never copied into a hit's text or fields (vectors are for the ranker).
 _HIDDEN = frozenset({"embedding"})
@@ -27,7 +28,7 @@ class Hit:
 
     source: str
     id: Any
-    score: float
+    score: float | None  # None when ranking is off (a passthrough has no scores)
     rank: int
     text: str
     fields: dict[str, Any]
@@ -46,16 +47,18 @@ def row_text(row: Mapping[str, Any]) -> str:
     return "\n".join(parts) or str(row.get("id", ""))
 
 
-def _hit(source: str, row: Mapping[str, Any], explanation: dict[str, Any]) -> Hit:
+def _hit(source: str, row: Mapping[str, Any], explanation: dict[str, Any],
+         ranked: bool) -> Hit:
     fields = {k: v for k, v in row.items() if k not in _HIDDEN}
     why = {k: v for k, v in explanation.items() if k not in ("source_id", "id", "rank", "score")}
-    return Hit(source, row.get("id"), float(explanation["score"]), int(explanation["rank"]),
-               row_text(row), fields, why)
+    score = explanation.get("score")
+    return Hit(source, row.get("id"), float(score) if ranked and score is not None else None,
+               int(explanation["rank"]), row_text(row), fields, why)
 
 
-def hits_of(response: BrokerResponse) -> list[Hit]:
-    """A broker's answer as hits, best first."""
-    return [_hit(r.source_id, r.row, r.explain()) for r in response.ranking]
+def hits_of(response: BrokerResponse, ranked: bool = True) -> list[Hit]:
+    """A broker's answer as hits, best first (``ranked``: its synthesizer scored them)."""
+    return [_hit(r.source_id, r.row, r.explain(), ranked) for r in response.ranking]
 
 
 def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
@@ -67,7 +70,8 @@ def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
         source = entry["source_id"]
         at = taken.get(source, 0)
         taken[source] = at + 1
-        hits.append(_hit(source, body["data"][source][at], entry))
+        hits.append(_hit(source, body["data"][source][at], entry,
+                         body.get("ranking_enabled", True)))
     return hits
 
 
@@ -99,6 +103,9 @@ class HitSource:
                              "for an in-process broker, build it with those settings "
                              "(NautilusSettings(ranking_top_k=..., source_boosts=...))")
 
+    def _ranked(self) -> bool:
+        return isinstance(getattr(self.broker, "synthesizer", None), RankingSynthesizer)
+
     def _body(self, query: str) -> dict[str, Any]:
         body: dict[str, Any] = {"query": query}
         for name in ("top_k", "boosts", "sources", "idf"):
@@ -117,7 +124,7 @@ class HitSource:
 
     def hits(self, query: str) -> list[Hit]:
         if self.broker is not None:
-            return hits_of(self.broker.request(query))
+            return hits_of(self.broker.request(query), self._ranked())
         try:
             response = httpx.post(self._endpoint(), json=self._body(query),
                                   headers=self._headers(), timeout=self.timeout_s)
@@ -127,7 +134,7 @@ class HitSource:
 
     async def ahits(self, query: str) -> list[Hit]:
         if self.broker is not None:
-            return hits_of(await self.broker.arequest(query))
+            return hits_of(await self.broker.arequest(query), self._ranked())
         try:
             async with httpx.AsyncClient(timeout=self.timeout_s) as client:
                 response = await client.post(self._endpoint(), json=self._body(query),
