@@ -1,9 +1,9 @@
-"""The ``nautilus`` command: ``config``, ``query``, ``sources``, ``load``, ``serve``, ``demo``
-and ``eval``.
+"""The ``nautilus`` command: ``config``, ``query``, ``sources``, ``load``, ``serve``, ``mcp``,
+``demo`` and ``eval``.
 
 Output goes to stdout, logs to stderr. No input produces a traceback: known
 problems print one clear line and exit 1; usage errors exit 2. Unless
-``NAUTILUS_LOG_LEVEL`` says otherwise, only ``serve`` logs at info: the other
+``NAUTILUS_LOG_LEVEL`` says otherwise, only ``serve`` and ``mcp`` log at info: the other
 commands' output is the point, so they log warnings and errors only.
 """
 
@@ -35,6 +35,7 @@ from nautilus.evaluation import command as eval_command
 from nautilus.hashing import json_default
 from nautilus.log import configure_logging, get_logger
 from nautilus.models import RankedRow
+from nautilus.pages import PageError, Paging, paging
 from nautilus.service.manifest import with_manifest
 from nautilus.sources.config import (
     SourceConfigError,
@@ -59,7 +60,7 @@ RANKING_OFF = ("ranking: off — exact passthrough: rows in source order, no sco
                "NAUTILUS_RANKING_MAX_CANDIDATES or NAUTILUS_RANKING_DEDUP_KEY "
                "(or --top-k, --idf, --boost) to rank")
 _DESCRIPTION = ("The ranking layer for retrieval brokers: ask every source, rank the union, "
-                "keep the top K. Commands: config, query, sources, load, serve, demo, eval "
+                "keep the top K. Commands: config, query, sources, load, serve, mcp, demo, eval "
                 "('nautilus COMMAND --help' for each).")
 _NO_SOURCES = "at least one source; docs/sources.md has an example of each type"
 _SUMMARY_FIELDS = ("title", "name", "subject", "question", "summary", "description", "text",
@@ -71,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     log = LogSettings()
     level = (log.log_level.strip().lower() if "log_level" in log.model_fields_set
-             else "info" if args.command == "serve" else "warning")
+             else "info" if args.command in ("serve", "mcp") else "warning")
     configure_logging(level, log.log_format.strip().lower())
     try:
         return int(args.run(args))
@@ -119,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--explain", action="store_true", help="show each score's components")
     query.add_argument("--vectors", action="store_true",
                        help="with --json: keep the rows' vectors (the 'embedding' field)")
+    paged = query.add_mutually_exclusive_group()
+    paged.add_argument("--page", type=_top_k, metavar="N",
+                       help="page N of the ranking, K rows a page (needs --top-k or "
+                            "NAUTILUS_RANKING_TOP_K)")
+    paged.add_argument("--cursor", metavar="CURSOR",
+                       help="the next page: the cursor a previous page printed")
     query.set_defaults(run=_run_query)
 
     sources = commands.add_parser("sources", help="manage the sources' built data")
@@ -142,6 +149,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=_top_k, metavar="N",
                        help="worker processes (default NAUTILUS_SERVE_WORKERS, 1)")
     serve.set_defaults(run=_run_serve)
+    mcp = commands.add_parser("mcp", help="run the MCP server for agents (extra nautilus[mcp])")
+    mcp.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
+    mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio",
+                     help="stdio (default: an agent starts this command) or http "
+                          "(streamable HTTP at /mcp)")
+    mcp.add_argument("--host", help="http: address to bind (default NAUTILUS_SERVE_HOST)")
+    mcp.add_argument("--port", type=_port, help="http: port (default 8001)")
+    mcp.set_defaults(run=_run_mcp)
 
     demo = commands.add_parser("demo", help="run demo queries: passthrough beside ranked")
     demo.add_argument("--top-k", type=_top_k, default=8, metavar="K")
@@ -324,12 +339,26 @@ def _run_query(args: argparse.Namespace) -> int:
         print(f"nautilus: {_config_path(settings, args.config)}: lists no sources, so there "
               f"is nothing to ask (valid: {_NO_SOURCES})", file=sys.stderr)
         return 1
+    try:
+        pages = _paging(args, broker, settings)
+    except PageError as exc:
+        print(f"nautilus: {exc}", file=sys.stderr)
+        return 2
     response = broker.request(args.text)
+    page = None
+    if pages is not None:
+        try:
+            response, page = pages.cut(response)
+        except PageError as exc:
+            print(f"nautilus: {exc}", file=sys.stderr)
+            return 1
     all_failed = bool(broker.sources) and len(response.sources_errored) == len(broker.sources)
     ranked = isinstance(broker.synthesizer, RankingSynthesizer)
     if args.json:
         out = response.to_dict(vectors=args.vectors, ranking_enabled=ranked)
         out["synthesizer"] = type(broker.synthesizer).__name__
+        if page is not None:
+            out["page"] = page
         print(json.dumps(out, default=json_default))
     else:
         applied: dict[str, str] = getattr(broker.synthesizer, "source_boosts", {})
@@ -343,10 +372,30 @@ def _run_query(args: argparse.Namespace) -> int:
         for error in response.sources_errored:
             print(f"error: {error.source_id}: {error.error_type}: {error.message}")
         print(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")
+        if page is not None:
+            print(f"page {page['number']} ({page['size']} rows a page); "
+                  + (f"next: --cursor {page['next_cursor']}" if page["next_cursor"]
+                     else "no next page"))
     if all_failed:
         print("nautilus: every source failed (see the errors above)", file=sys.stderr)
         return 1
     return 0
+
+
+def _paging(args: argparse.Namespace, broker: Broker,
+            settings: NautilusSettings) -> Paging | None:
+    """The page asked for, its ranker installed on ``broker`` (the settings' boosts
+    cut to the broker's sources, as the broker and the service cut them)."""
+    known = {s.id.lower() for s in broker.sources}
+    settings = settings.model_copy(update={"source_boosts": {
+        k: v for k, v in settings.source_boosts.items() if k in known}})
+    pages = paging(args.text, settings, [s.id for s in broker.sources],
+                   page=args.page, cursor=args.cursor)
+    if pages is not None:
+        embedder = (broker.synthesizer.embedder
+                    if isinstance(broker.synthesizer, RankingSynthesizer) else None)
+        broker.synthesizer = pages.synthesizer(settings, embedder)
+    return pages
 
 
 def summarize(row: dict[str, Any], width: int = 72) -> str:
@@ -421,6 +470,16 @@ def _run_load(args: argparse.Namespace) -> int:
 def _run_serve(args: argparse.Namespace) -> int:
     from nautilus.service.server import serve  # the web stack only when serving
     return serve(args.host, args.port, args.workers, args.config)
+
+
+def _run_mcp(args: argparse.Namespace) -> int:
+    if args.transport == "stdio" and (args.host or args.port):
+        print("nautilus: --host and --port need --transport http", file=sys.stderr)
+        return 2
+    if args.config:  # as NAUTILUS_CONFIG, as serve does
+        os.environ["NAUTILUS_CONFIG"] = str(Path(args.config).expanduser().resolve())
+    from nautilus.mcp.server import run_mcp  # the MCP SDK only when serving it
+    return run_mcp(args.transport, args.host, args.port)
 
 
 # --- demo --------------------------------------------------------------------------------

@@ -106,11 +106,11 @@ def test_overrides_choose_sources_top_k_boosts_and_explain(server: Server) -> No
     ({"query": "x", "top_k": "ten"}, "top_k", "ten", "an integer >= 1"),
     ({"query": "x", "idf": "maybe"}, "idf", "maybe", "true or false"),
     ({"query": "x", "topk": 3}, "topk", "3",
-     "query, top_k, boosts, idf, sources, explain, vectors"),
+     "query, top_k, boosts, idf, sources, explain, vectors, page, cursor"),
     ({"query": ""}, "query", "", "a non-empty string"),
     ({"top_k": 3}, "query", "{'top_k': 3}", "a non-empty string"),
     (["query"], "body", "['query']", "a JSON object with query, top_k, boosts, idf, sources, "
-     "explain, vectors"),
+     "explain, vectors, page, cursor"),
     ({"query": "q" * 201}, "query", "(201 characters)", "at most 200 characters"),
 ])
 def test_a_bad_request_is_a_422_naming_field_value_and_valid_choices(

@@ -43,7 +43,13 @@ from nautilus.service.limits import (
     read_body,
     valid_request_id,
 )
-from nautilus.service.overrides import QueryRequest, forbid_overrides, parse_request, plan
+from nautilus.service.overrides import (
+    QueryRequest,
+    cut_page,
+    forbid_overrides,
+    parse_request,
+    plan,
+)
 from nautilus.service.problems import (
     FieldProblem,
     ProblemError,
@@ -167,8 +173,8 @@ def _add_routes(app: FastAPI) -> None:
               openapi_extra={"requestBody": {
                   "required": True,
                   "content": {"application/json": {"schema": _QUERY_SCHEMA}}}},
-              responses={401: _PROBLEM, 403: _PROBLEM, 413: _PROBLEM, 422: _PROBLEM,
-                         503: _PROBLEM, 504: _PROBLEM})
+              responses={401: _PROBLEM, 403: _PROBLEM, 409: _PROBLEM, 413: _PROBLEM,
+                         422: _PROBLEM, 503: _PROBLEM, 504: _PROBLEM})
     async def query(request: Request) -> Response:
         """The BrokerResponse as JSON — the same object as ``nautilus query --json``.
 
@@ -245,6 +251,7 @@ async def _answer(request: Request, state: ServiceState, body: bytes) -> Respons
         raise ProblemError(504, "deadline", "Deadline exceeded",
                            f"no answer within {deadline:g} s "
                            "(NAUTILUS_SERVE_REQUEST_TIMEOUT_S)") from None
+    response, page = cut_page(run, response)
     metrics.record_response(response)
     rid = _request_id(request)
     broker_request_id = response.request_id
@@ -252,6 +259,8 @@ async def _answer(request: Request, state: ServiceState, body: bytes) -> Respons
     out = response.to_dict(vectors=parsed.vectors, ranking_enabled=isinstance(
         run.broker.synthesizer, RankingSynthesizer))
     out["synthesizer"] = type(run.broker.synthesizer).__name__
+    if page is not None:
+        out["page"] = page
     if parsed.explain:
         out["explain"] = {**run.explain, "broker_request_id": broker_request_id}
     return Response(strict_json(out), media_type="application/json")

@@ -23,6 +23,8 @@ from nautilus.config import (
     cut,
 )
 from nautilus.embedders import Embedder
+from nautilus.models import BrokerResponse
+from nautilus.pages import MAX_PAGE, PageError, Paging, paging
 from nautilus.service.problems import FieldProblem, ProblemError, invalid
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
@@ -49,12 +51,16 @@ class QueryRequest(BaseModel):
                                  "settings of this request under 'explain'")
     vectors: bool = Field(default=False, description="keep the rows' vectors (the "
                           "'embedding' field) in 'data'; left out by default")
+    page: int | None = Field(default=None, description=f"page number (1 to {MAX_PAGE}) of "
+                             "top_k rows each: page 2 is ranks top_k+1 to 2·top_k")
+    cursor: str | None = Field(default=None, description="the 'page.next_cursor' of an "
+                               "earlier response to the same query and settings: its next page")
 
-    @field_validator("top_k", mode="before")
+    @field_validator("top_k", "page", mode="before")
     @classmethod
-    def _no_bool_top_k(cls, value: object) -> object:
+    def _no_bool_count(cls, value: object) -> object:
         if isinstance(value, bool):  # JSON true is not the number 1
-            raise ValueError("a boolean is not a number of rows")
+            raise ValueError("a boolean is not a number")
         return value
 
 
@@ -89,15 +95,21 @@ def _valid_for(error_type: str, where: str, fields: str) -> str:
         return "an integer >= 1"
     if where in ("idf", "explain", "vectors"):
         return "true or false"
+    if where == "page":
+        return f"an integer from 1 to {MAX_PAGE}"
+    if where == "cursor":
+        return "the next_cursor of an earlier response"
     return "see the OpenAPI schema at /openapi.json"
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What one request runs: a broker (shared, or a light per-request one)."""
+    """What one request runs: a broker (shared, or a light per-request one), and the
+    page to cut from its answer when the request asked for one."""
 
     broker: Broker
     explain: dict[str, Any]
+    paging: Paging | None = None
 
 
 def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
@@ -140,21 +152,46 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
             problems.append(FieldProblem("sources", "[]", "no source asked",
                                          "one or more of: " + ", ".join(ids)))
         chosen = [s for s in broker.sources if s.id.lower() in set(wanted)]
+    effective = settings.model_copy(update=update) if update else settings
+    pages = None
+    if not problems:
+        try:
+            pages = paging(request.query, effective, [s.id for s in chosen],
+                           page=request.page, cursor=request.cursor)
+        except PageError as exc:
+            problems.append(FieldProblem(exc.field, exc.value, exc.reason, exc.valid))
     if problems:
         raise invalid(problems)
-    effective = settings.model_copy(update=update) if update else settings
     explain = {"synthesizer": type(broker.synthesizer).__name__,
                "top_k": effective.ranking_top_k, "idf": effective.ranking_idf,
                "boosts": effective.source_boosts, "sources": [s.id for s in chosen],
                "overrides": [name for name in OVERRIDES if getattr(request, name) is not None]}
-    if not update and request.sources is None:
+    if pages is not None:
+        explain["page"] = pages.number
+    if not update and request.sources is None and pages is None:
         return Plan(broker, explain)
     synthesizer: Synthesizer = broker.synthesizer
-    if update:
+    if pages is not None:
+        synthesizer = pages.synthesizer(effective, embedder)
+    elif update:
         synthesizer = (RankingSynthesizer.from_settings(effective, embedder=embedder)
                        if effective.ranking_enabled else BasicSynthesizer())
     explain["synthesizer"] = type(synthesizer).__name__
-    return Plan(Broker(chosen, synthesizer, broker.limit), explain)
+    return Plan(Broker(chosen, synthesizer, broker.limit), explain, pages)
+
+
+def cut_page(run: Plan, response: BrokerResponse,
+             ) -> tuple[BrokerResponse, dict[str, Any] | None]:
+    """The asked page of ``response`` and its ``page`` object (the response as it is
+    when no page was asked); 409 when the sources' answers moved under the cursor."""
+    if run.paging is None:
+        return response, None
+    try:
+        return run.paging.cut(response)
+    except PageError as exc:
+        raise ProblemError(409, "cursor-stale", "Cursor out of date", str(exc),
+                           extra={"field": exc.field, "value": exc.value,
+                                  "valid": exc.valid}) from None
 
 
 def forbid_overrides(request: QueryRequest) -> None:

@@ -1,0 +1,60 @@
+"""A LangChain retriever over nautilus (extra ``nautilus[langchain]``).
+
+``NautilusRetriever(broker=broker)`` ranks in this process; ``NautilusRetriever(
+url="http://127.0.0.1:8000", api_key=..., top_k=5, boosts={"graph": "high"})`` asks a
+running ``nautilus serve``. ``invoke``/``ainvoke`` return one ``Document`` a ranked
+row, best first, with ``source``, ``id``, ``score``, ``rank``, ``explanation`` (the
+score's components) and ``fields`` (the row) in its metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+try:
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+    )
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+except ImportError as exc:  # pragma: no cover - the message is what a user needs
+    raise ImportError("nautilus.retrievers.langchain needs the 'langchain' extra: "
+                      "pip install 'nautilus[langchain]'") from exc
+from pydantic import PrivateAttr
+
+from nautilus.broker import Broker
+from nautilus.retrievers.source import Hit, HitSource
+
+
+class NautilusRetriever(BaseRetriever):
+    """nautilus' ranking of every source, as LangChain documents."""
+
+    broker: Broker | None = None
+    url: str | None = None
+    api_key: str | None = None
+    top_k: int | None = None
+    boosts: Mapping[str, str] | None = None
+    sources: Sequence[str] | None = None
+    idf: bool | None = None
+    timeout_s: float = 30.0
+    _source: HitSource = PrivateAttr()
+
+    def model_post_init(self, context: Any) -> None:
+        self._source = HitSource(self.broker, self.url, self.api_key, self.top_k, self.boosts,
+                                 self.sources, self.idf, self.timeout_s)
+
+    def _get_relevant_documents(self, query: str, *,
+                                run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        return [_document(hit) for hit in self._source.hits(query)]
+
+    async def _aget_relevant_documents(
+            self, query: str, *,
+            run_manager: AsyncCallbackManagerForRetrieverRun) -> list[Document]:
+        return [_document(hit) for hit in await self._source.ahits(query)]
+
+
+def _document(hit: Hit) -> Document:
+    return Document(page_content=hit.text, metadata=hit.metadata(),
+                    id=f"{hit.source}:{hit.id if hit.id is not None else hit.rank}")
