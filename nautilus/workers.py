@@ -19,12 +19,13 @@ again in a forked child (threads do not survive ``fork``).
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import contextvars
 import os
-import queue
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
@@ -41,6 +42,9 @@ POOL_SIZE = min(32, (os.cpu_count() or 1) + 4)
 #: nautilus loop is counted against that source.
 current_owner: contextvars.ContextVar[object] = contextvars.ContextVar(
     "nautilus_worker_owner", default=None)
+
+#: How long a queued call may wait for the busy workers before another one is woken.
+SPILL_S = 0.002
 
 _PENDING, _RUNNING, _DONE, _DROPPED = range(4)
 
@@ -61,17 +65,24 @@ class _Call:
 
 
 class WorkerPool:
-    """Persistent daemon threads taking calls from one queue; see the module docstring."""
+    """Persistent daemon threads taking calls from one queue; see the module docstring.
+
+    Waking a thread costs more than a small query (a context switch, and on a busy
+    machine a wait for a core while holding the GIL), so calls are woken for lazily:
+    a call gets a new worker only when no worker is awake to take it next, or when it
+    has waited :data:`SPILL_S` behind the awake ones (a slow or stuck call never holds
+    the others up for longer). A request's four quick lookups run on one worker.
+    """
 
     def __init__(self, size: int = POOL_SIZE, max_stuck: int = MAX_STUCK) -> None:
         self.size = size
         self.max_stuck = max_stuck
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        self._pending: collections.deque[_Call] = collections.deque()
+        self._sleeping: list[threading.Lock] = []  # each held until its worker is woken
         self._workers = 0  # threads in the pool (written-off ones not counted)
-        self._idle = 0  # of those, waiting for a call
+        self._awake = 0  # of those, the ones not asleep (running a call or about to)
         self._stuck: dict[object, int] = {}  # owner -> abandoned calls still running
-        self._running: dict[_Call, None] = {}  # calls started, not yet returned
 
     # --- the asyncio side ---------------------------------------------------------------
 
@@ -83,25 +94,32 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         context = contextvars.copy_context()
+        inbox = _inbox(loop)
 
         def done(ok: bool, value: Any) -> None:
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-                loop.call_soon_threadsafe(_settle, future, ok, value)
+            inbox.put(future, ok, value)
 
         call = self.submit(lambda: context.run(fn, *args, **kwargs),
-                           owner if owner is not None else context.get(current_owner), done)
+                           owner if owner is not None else context.get(current_owner), done,
+                           eager=False)
+        spill = loop.call_later(SPILL_S, self._spill, call) if call.state == _PENDING else None
         try:
             return await future
         except asyncio.CancelledError:
             self.abandon(call)
             raise
+        finally:
+            if spill is not None:
+                spill.cancel()
 
     # --- the thread side ----------------------------------------------------------------
 
     def submit(self, fn: Callable[[], Any], owner: object,
-               on_done: Callable[[bool, Any], None]) -> _Call:
+               on_done: Callable[[bool, Any], None], eager: bool = True) -> _Call:
         """Queue ``fn``; ``on_done(ok, value)`` is called in the worker with its outcome.
-        Raises :class:`SourceStuckError` when ``owner`` has too many stuck calls."""
+        ``eager``: wake a worker for it whenever one sleeps (else only when none is awake;
+        see :meth:`_spill`). Raises :class:`SourceStuckError` when ``owner`` has too many
+        stuck calls."""
         call = _Call(fn, owner, on_done)
         with self._lock:
             stuck = self._stuck.get(owner, 0) if owner is not None else 0
@@ -109,19 +127,35 @@ class WorkerPool:
                 raise SourceStuckError(
                     f"{stuck} earlier calls of this source are still blocked past their "
                     "deadline; not starting another until one returns")
-            start = self._idle <= 0 and self._workers < self.size
-            if start:
-                self._workers += 1
-            else:
-                self._idle -= 1  # reserved: the next idle worker takes this call
-        self._queue.put(call)
-        if start:
-            self._start_thread()
+            self._pending.append(call)
+            wake = self._wake_one() if eager or self._awake == 0 else None
+        if wake is not None:
+            wake()
         return call
+
+    def _wake_one(self) -> Callable[[], None] | None:
+        """Under the lock: a sleeping worker to wake, or a new one to start (the
+        function to call once the lock is released), or None at the pool's size."""
+        if self._sleeping:
+            self._awake += 1
+            return self._sleeping.pop().release
+        if self._workers < self.size:
+            self._workers += 1
+            self._awake += 1
+            return self._start_thread
+        return None
+
+    def _spill(self, call: _Call) -> None:
+        """``call`` waited too long behind the awake workers: wake one more."""
+        with self._lock:
+            wake = self._wake_one() if call.state == _PENDING else None
+        if wake is not None:
+            wake()
 
     def abandon(self, call: _Call) -> None:
         """The caller gave up on ``call``: a pending call is dropped; a running one
-        writes its thread off and a replacement joins the pool."""
+        writes its thread off, and a replacement is woken if calls are waiting."""
+        wake = None
         with self._lock:
             if call.state == _PENDING:
                 call.state = _DROPPED
@@ -132,28 +166,32 @@ class WorkerPool:
             if call.owner is not None:
                 self._stuck[call.owner] = self._stuck.get(call.owner, 0) + 1
             self._workers -= 1  # the stuck thread leaves the pool when its call returns
-            replace = self._idle < 0  # calls are queued with no worker to take them
-            if replace:
-                self._workers += 1
-                self._idle += 1
-        if replace:
-            self._start_thread()
+            self._awake -= 1
+            if self._pending:
+                wake = self._wake_one()
+        if wake is not None:
+            wake()
 
     def _start_thread(self) -> None:
         threading.Thread(target=self._work, name="nautilus-worker", daemon=True).start()
 
     def _work(self) -> None:
+        asleep = threading.Lock()
+        asleep.acquire()
         while True:
-            call = self._queue.get()
-            if call is None:
-                return
             with self._lock:
-                dropped = call.state == _DROPPED
-                if dropped:
-                    self._idle += 1  # the slot reserved for it is free again
-                else:
-                    call.state = _RUNNING
-            if dropped:
+                call = None
+                while self._pending:
+                    candidate = self._pending.popleft()
+                    if candidate.state == _PENDING:
+                        candidate.state = _RUNNING
+                        call = candidate
+                        break
+                if call is None:
+                    self._awake -= 1
+                    self._sleeping.append(asleep)
+            if call is None:
+                asleep.acquire()  # until a caller wakes this worker (awake counted then)
                 continue
             try:
                 value, ok = call.fn(), True
@@ -168,19 +206,52 @@ class WorkerPool:
                         self._stuck[call.owner] = left
                     else:
                         self._stuck.pop(call.owner, None)
-                else:
-                    self._idle += 1
-            if not abandoned:
-                call.on_done(ok, value)
-            del call, value
             if abandoned:
                 return  # written off: a replacement already took this thread's place
+            call.on_done(ok, value)
+            del call, value
 
     def stats(self) -> dict[str, int]:
         """Workers in the pool, idle ones, and stuck calls (for tests and diagnostics)."""
         with self._lock:
-            return {"workers": self._workers, "idle": max(self._idle, 0),
+            return {"workers": self._workers, "idle": len(self._sleeping),
                     "stuck": sum(self._stuck.values())}
+
+
+class _Inbox:
+    """Results for one loop: one wake-up of the loop for all that arrive before it runs."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.lock = threading.Lock()
+        self.items: list[tuple[asyncio.Future[Any], bool, Any]] = []
+
+    def put(self, future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+        with self.lock:
+            self.items.append((future, ok, value))
+            if len(self.items) > 1:
+                return  # a wake-up is already on its way
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            self.loop.call_soon_threadsafe(self.drain)
+
+    def drain(self) -> None:
+        with self.lock:
+            items, self.items = self.items, []
+        for future, ok, value in items:
+            _settle(future, ok, value)
+
+
+_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = (
+    weakref.WeakKeyDictionary())
+_inboxes_guard = threading.Lock()
+
+
+def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
+    inbox = _inboxes.get(loop)
+    if inbox is None:
+        with _inboxes_guard:
+            inbox = _inboxes.setdefault(loop, _Inbox(loop))
+    return inbox
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -320,8 +391,9 @@ def sync_loop() -> _SyncLoop:
 
 def _after_fork_in_child() -> None:
     """A forked child has none of the parent's threads: start afresh on first use."""
-    global _pool, _sync_loop, _guard
-    _guard = threading.Lock()
+    global _pool, _sync_loop, _guard, _inboxes, _inboxes_guard
+    _guard, _inboxes_guard = threading.Lock(), threading.Lock()
+    _inboxes = weakref.WeakKeyDictionary()
     _pool = None
     _sync_loop = None
 
