@@ -28,7 +28,7 @@ from nautilus.sources.config import DEFAULT_LIMIT, build_sources, bundled_demo_c
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
-from nautilus.workers import current_owner, sync_loop
+from nautilus.workers import current_owner, run_in_this_thread
 
 logger = get_logger("nautilus.broker")
 
@@ -332,13 +332,13 @@ def _id_text(source_id: Any) -> str:
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T], name: str, instead: str) -> T:
-    """Run ``coroutine`` to completion on the process's long-lived sync loop (a daemon
-    thread; :mod:`nautilus.workers`), whose worker threads are never waited for. Inside
-    a running loop this raises ``RuntimeError`` (as ``asyncio.run`` does) naming the
+    """Run ``coroutine`` to completion on this thread's long-lived loop
+    (:mod:`nautilus.workers`), whose worker threads are never waited for. Inside a
+    running loop this raises ``RuntimeError`` (as ``asyncio.run`` does) naming the
     awaitable to use."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return sync_loop().run(coroutine)
+        return run_in_this_thread(coroutine)
     coroutine.close()
     raise RuntimeError(f"{name} was called inside a running event loop; use '{instead}' instead")

@@ -11,9 +11,10 @@ source is refused at once (:class:`SourceStuckError`) instead of being handed
 another thread, so a source that hangs forever costs a bounded number of threads.
 Worker threads are daemons: a stuck one never holds the process open.
 
-The synchronous API (``Broker.request``) runs on one long-lived event loop in a
-daemon thread instead of a new loop per call. Both are created on first use and
-again in a forked child (threads do not survive ``fork``).
+The synchronous API (``Broker.request``) runs on a long-lived event loop of the
+calling thread's own, instead of a new loop per call (and with no hop to another
+thread and back). The pool and the loops are created on first use, and afresh in a
+forked child (threads do not survive ``fork``).
 """
 
 from __future__ import annotations
@@ -301,7 +302,6 @@ class _PoolFuture(concurrent.futures.Future[T]):
 
 
 _pool: WorkerPool | None = None
-_sync_loop: _SyncLoop | None = None
 _guard = threading.Lock()
 
 
@@ -330,72 +330,51 @@ def new_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-class _SyncLoop:
-    """One event loop in a daemon thread that every synchronous call runs on."""
+class _ThreadLoop:
+    """One thread's long-lived event loop for the synchronous API, run in that thread
+    (no hop to another thread and back). Closed when the thread ends."""
 
     def __init__(self) -> None:
         self.loop = new_loop()
-        self.thread = threading.Thread(target=self._serve, name="nautilus-sync", daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        # A task that raises SystemExit or KeyboardInterrupt (a source's own) ends
-        # run_forever; its caller gets the exception and the loop carries on.
-        while True:
-            try:
-                self.loop.run_forever()
-                return
-            except BaseException:  # delivered to the caller by finish()
-                continue
+        loop = self.loop
+        self.runner = asyncio.Runner(loop_factory=lambda: loop)
+        self.forked = False
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """The coroutine's result, computed on the loop with the caller's context
-        variables; an exception in the waiting caller (Ctrl-C) cancels it there."""
-        context = contextvars.copy_context()
-        result: concurrent.futures.Future[T] = concurrent.futures.Future()
-        tasks: list[asyncio.Task[T]] = []
+        """The coroutine's result, with the caller's context variables (Ctrl-C in the
+        main thread cancels it, as ``asyncio.run`` does)."""
+        return self.runner.run(coroutine, context=contextvars.copy_context())
 
-        def start() -> None:
-            if not result.set_running_or_notify_cancel():
-                coroutine.close()
-                return
-            task = self.loop.create_task(coroutine, context=context)
-            tasks.append(task)
-            task.add_done_callback(finish)
-
-        def finish(task: asyncio.Task[T]) -> None:
-            if task.cancelled():
-                result.set_exception(concurrent.futures.CancelledError())
-            elif (error := task.exception()) is not None:
-                result.set_exception(error)
-            else:
-                result.set_result(task.result())
-
-        self.loop.call_soon_threadsafe(start)
-        try:
-            return result.result()
-        except BaseException:
-            if not result.cancel():  # started: cancel it on the loop
-                self.loop.call_soon_threadsafe(lambda: [t.cancel() for t in tasks])
-            raise
+    def __del__(self) -> None:
+        # The thread is gone (its thread-local went with it): release the selector and
+        # the self-pipe. Never in a forked child: those are shared with the parent.
+        if not self.forked and not self.loop.is_closed() and not self.loop.is_running():
+            self.loop.close()
 
 
-def sync_loop() -> _SyncLoop:
-    global _sync_loop
-    if _sync_loop is None:
-        with _guard:
-            if _sync_loop is None:
-                _sync_loop = _SyncLoop()
-    return _sync_loop
+_here = threading.local()
+_forked_leftovers: list[_ThreadLoop] = []
+
+
+def run_in_this_thread(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` on this thread's long-lived loop (created on first use)."""
+    held: _ThreadLoop | None = getattr(_here, "loop", None)
+    if held is None:
+        held = _here.loop = _ThreadLoop()
+    return held.run(coroutine)
 
 
 def _after_fork_in_child() -> None:
     """A forked child has none of the parent's threads: start afresh on first use."""
-    global _pool, _sync_loop, _guard, _inboxes, _inboxes_guard
+    global _pool, _guard, _inboxes, _inboxes_guard, _here
     _guard, _inboxes_guard = threading.Lock(), threading.Lock()
     _inboxes = weakref.WeakKeyDictionary()
     _pool = None
-    _sync_loop = None
+    held = getattr(_here, "loop", None)
+    if held is not None:  # the parent's: kept, never closed here (see _ThreadLoop)
+        held.forked = True
+        _forked_leftovers.append(held)
+    _here = threading.local()
 
 
 if hasattr(os, "register_at_fork"):

@@ -83,7 +83,7 @@ def test_a_thousand_requests_with_sources_hanging_forever_keep_threads_and_fds_b
     try:
         broker.request("disk")  # builds the databases, starts the pool and the sync loop
         threads_at_start, fds_at_start = threading.active_count(), open_fds()
-        samples: list[tuple[int, int]] = []
+        samples: list[tuple[int, int, int]] = []
         errors: dict[tuple[str, str], int] = {}
         for i in range(1000):
             response = broker.request("disk")
@@ -93,12 +93,13 @@ def test_a_thousand_requests_with_sources_hanging_forever_keep_threads_and_fds_b
                 key = (error.source_id, error.error_type)
                 errors[key] = errors.get(key, 0) + 1
             if i % 50 == 49:
-                samples.append((threading.active_count(), open_fds()))
+                samples.append((threading.active_count(), open_fds(),
+                                shared_pool().stats()["stuck"]))
         # Bounded: the pool plus the stuck threads, whatever the number of requests
         # (a thread per call before: a hundred stuck threads per hanging source).
-        assert max(n for n, _ in samples) <= threads_at_start + POOL_SIZE + 2 * MAX_STUCK
-        assert max(f for _, f in samples) <= fds_at_start + MAX_STUCK + 2 * IDLE_CONNECTIONS
-        assert samples[-1] == samples[len(samples) // 2]  # flat, not creeping
+        assert max(n for n, _, _ in samples) <= threads_at_start + POOL_SIZE + 2 * MAX_STUCK
+        assert max(f for _, f, _ in samples) <= fds_at_start + MAX_STUCK + 2 * IDLE_CONNECTIONS
+        assert samples[-1][2] == samples[len(samples) // 2][2]  # stuck calls: flat
         # Each hanging source had MAX_STUCK calls abandoned at their deadline; from then
         # on it is refused at once instead of being handed yet another thread.
         assert errors[("stuck_sqlite", "timeout")] == MAX_STUCK
