@@ -9,6 +9,7 @@ may simply raise.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import difflib
 import hashlib
 import json
@@ -162,6 +163,10 @@ def build_lock(path: Path) -> Iterator[None]:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+#: The source whose ``prepare`` this task (one broker call of one source) just ran.
+_prepared_here: contextvars.ContextVar[object] = contextvars.ContextVar(
+    "nautilus_prepared_here", default=None)
+
 #: Idle read-only connections a SQLite source keeps for its next searches.
 IDLE_CONNECTIONS = 4
 
@@ -268,12 +273,15 @@ class SqliteSource:
     async def prepare(self) -> None:
         """Build or refresh the database; the broker awaits this before the timed search,
         so a (re)build is never cut off by ``timeout_s`` and a changed seed is answered.
-        Nothing to build (the seeds and the database as last verified): no thread hop."""
+        Nothing to build (the seeds and the database as last verified): no thread hop.
+        A search later in the same task trusts this check instead of repeating it."""
         if not self._unchanged():
             await in_worker(self, self.ensure_built)
+        _prepared_here.set(self)
 
     async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
-        return await in_worker(self, self._search_in_thread, query, context, limit)
+        check = _prepared_here.get() is not self
+        return await in_worker(self, self._search_in_thread, query, context, limit, check)
 
     def _unchanged(self) -> bool:
         """Whether :meth:`ensure_built` would find nothing to do without reading a file:
@@ -291,8 +299,9 @@ class SqliteSource:
         """Close the kept connections (a later search opens what it needs)."""
         self._connections.close()
 
-    def _search_in_thread(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
-        if not self._unchanged():
+    def _search_in_thread(self, query: str, context: Mapping[str, Any], limit: int,
+                          check: bool = True) -> list[Row]:
+        if check and not self._unchanged():
             self.ensure_built()
         with self._connections.connection() as connection:
             return self.query_rows(connection, query, context, limit)
