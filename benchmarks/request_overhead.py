@@ -7,7 +7,7 @@ the fan-out alone (``fetch_sync``), each against the p50 of
 interleaved with them (so the machine's load hits both alike). The ratio
 request / rank is what the fan-out machinery costs: 1.0 would be free.
 
-    python benchmarks/request_overhead.py [--calls 300] [--busy]
+    python benchmarks/request_overhead.py [--calls 300] [--busy] [--out docs/benchmarks.md]
 
 ``--busy`` runs the same with one busy-looping process started here (the other
 core taken), and stops it after. Not a test: timings on a shared machine are noisy;
@@ -36,6 +36,7 @@ import numpy as np
 from nautilus import Broker, NautilusSettings
 from nautilus.log import configure_logging
 
+BEGIN, END = "<!-- overhead:begin -->", "<!-- overhead:end -->"
 QUERIES = (
     "orders-db disk full", "orders database replication lag", "users logged out of sessions",
     "card payments failing with timeouts at checkout", "checkout 502 errors",
@@ -153,12 +154,18 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300, help="timed calls of each kind")
     parser.add_argument("--busy", action="store_true",
                         help="also run with one busy-looping process taking a core")
+    parser.add_argument("--out", type=Path, help="write the section into this markdown file")
     args = parser.parse_args()
     configure_logging("warning", "console")
     import nautilus
-    print(f"nautilus from {Path(nautilus.__file__).parent}; {platform.machine()}, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}, load average "
-          f"{os.getloadavg()[0]:.1f}; {args.calls} calls each, demo, top_k 8, IDF on\n")
+    head = (f"`python benchmarks/request_overhead.py --calls {args.calls}"
+            f"{' --busy' if args.busy else ''}` on {time.strftime('%Y-%m-%d')}: "
+            f"{platform.machine()}, {os.cpu_count()} cores shared with other work, Python "
+            f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the "
+            f"start; {args.calls} calls of each kind, the bundled demo (four SQLite "
+            "sources), `top_k=8`, IDF on.")
+    print(f"nautilus from {Path(nautilus.__file__).parent}\n\n{head}\n")
+    sections = [BEGIN, "## Request overhead (`benchmarks/request_overhead.py`)", "", head, ""]
     with tempfile.TemporaryDirectory(prefix="nautilus-overhead-") as tmp:
         broker = demo_broker(Path(tmp) / "data")
         with broker:
@@ -168,9 +175,28 @@ def main() -> int:
                 with busy(on):
                     before = threading.active_count()
                     out = measure(broker, args.calls)
-                    print(report(label, out, (before, threading.active_count())), flush=True)
-                    print()
+                    text = report(label, out, (before, threading.active_count()))
+                    print(text + "\n", flush=True)
+                    sections += [text, ""]
+    if args.out:
+        write_section(args.out, "\n".join([*sections[:-1], END]) + "\n")
+        print(f"wrote the overhead section of {args.out}", file=sys.stderr)
     return 0
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace this benchmark's section of ``path`` (or put it before the load section,
+    else at the end); the rest is left as it is."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
+    elif "<!-- load:begin -->" in text:
+        head, rest = text.split("<!-- load:begin -->", 1)
+        text = head + section + "<!-- load:begin -->" + rest
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
