@@ -6,9 +6,14 @@ against real servers on loopback, bounded in count and time.
 - the service's own overhead: its p50 at concurrency 1 against in-process
   ``await Broker.arequest`` on the same queries, in the same run;
 - one source made slower than its timeout: the request latency must stay near that
-  timeout (the other sources keep their own latency).
+  timeout (the other sources keep their own latency);
+- with ``--baseline BIN`` (the ``nautilus`` command of another checkout, e.g. an older
+  commit's ``.venv/bin/nautilus``): concurrency 1 and 8 against that server too, in
+  the same run, and the ratio of requests/s;
+- with ``--busy``: everything with one busy-looping process taking a core.
 
     python benchmarks/load.py [--out docs/benchmarks.md] [--requests 400] [--seconds 15]
+                              [--baseline ../old/.venv/bin/nautilus] [--busy]
 
 The client and the servers share the machine's cores: on two cores the numbers
 measure the pair, and they are noisy when other work runs. Compare within a run.
@@ -18,15 +23,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
 import re
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import servers  # noqa: E402
 from servers import Server, running, wait_ready  # noqa: E402
 
 from nautilus import Broker, NautilusSettings  # noqa: E402
@@ -175,11 +183,27 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=15.0, help="at most, per level")
     parser.add_argument("--slow-delay", type=float, default=5.0,
                         help="seconds the slow source takes (its timeout_s is 2)")
+    parser.add_argument("--baseline", help="the nautilus command of another checkout: "
+                        "concurrency 1 and 8 against it too, in the same run")
+    parser.add_argument("--busy", action="store_true",
+                        help="run with one busy-looping process taking a core")
     args = parser.parse_args()
     configure_logging("warning", "console")
     runs: list[Run] = []
-    with tempfile.TemporaryDirectory(prefix="nautilus-load-") as tmp_name:
+    with tempfile.TemporaryDirectory(prefix="nautilus-load-") as tmp_name, busy(args.busy):
         tmp = Path(tmp_name)
+        older: list[Run] = []
+        if args.baseline:
+            own, servers.NAUTILUS = servers.NAUTILUS, args.baseline
+            (tmp / "baseline").mkdir()
+            try:
+                with running(tmp / "baseline", SETTINGS, workers=1) as server:
+                    wait_ready(server)
+                    for concurrency in (1, 8):
+                        older.append(load(server, "demo (baseline)", 1, concurrency,
+                                          args.requests, args.seconds))
+            finally:
+                servers.NAUTILUS = own
         with running(tmp, SETTINGS, workers=1) as server:
             wait_ready(server)
             for concurrency in (1, 8, 32, 128):
@@ -201,7 +225,7 @@ def main() -> int:
             timed_out = timeouts(server)
     service_p50 = runs[0].percentile(50)
     section = report(runs, limit, baseline, service_p50, inside, slow, per_source, timed_out,
-                     args.slow_delay)
+                     args.slow_delay, older, args.baseline, args.busy)
     print(section)
     if args.out:
         write_section(args.out, section)
@@ -219,10 +243,36 @@ def server_side(server: Server) -> tuple[float, float]:
     return float(np.percentile(handled, 50)), float(np.percentile(brokered, 50))
 
 
+@contextlib.contextmanager
+def busy(on: bool) -> Iterator[None]:
+    """One busy-looping process for the block (nothing when ``on`` is false)."""
+    if not on:
+        yield
+        return
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        burner.kill()
+        burner.wait()
+
+
 def report(runs: list[Run], limit: int, baseline: float, service_p50: float,
            inside: tuple[float, float], slow: Run,
            per_source: Mapping[str, tuple[float, float]], timed_out: int,
-           delay: float) -> str:
+           delay: float, older: list[Run], older_bin: str | None, burner: bool) -> str:
+    compared = []
+    if older:
+        now = {r.concurrency: r for r in runs if r.workers == 1}
+        compared = [
+            "",
+            f"**Against a baseline server** (`{older_bin}`, same settings, same run): "
+            + "; ".join(f"concurrency {o.concurrency}: p50 {o.percentile(50):.1f} → "
+                        f"{now[o.concurrency].percentile(50):.1f} ms, {rate(o):.0f} → "
+                        f"{rate(now[o.concurrency]):.0f} req/s "
+                        f"(**×{rate(now[o.concurrency]) / rate(o):.2f}**)"
+                        for o in older) + ".",
+        ]
     lines = [
         BEGIN,
         "## Service load (`benchmarks/load.py`)",
@@ -231,7 +281,8 @@ def report(runs: list[Run], limit: int, baseline: float, service_p50: float,
         f"{time.strftime('%Y-%m-%d')}. Machine: {platform.machine()}, {os.cpu_count()} cores "
         f"(shared by the client and the server), Python {platform.python_version()}; "
         f"load average {LOAD_AT_START:.1f} when the run started (other work on the machine "
-        "slows every number here, the overhead most: each request wakes two processes).",
+        "slows every number here, the overhead most: each request wakes two processes)"
+        + ("; with one extra busy-looping process taking a core." if burner else "."),
         "`nautilus serve` on loopback with the demo's four sources, "
         "`NAUTILUS_RANKING_TOP_K=10`, `NAUTILUS_RANKING_IDF=true`; closed-loop httpx clients "
         "in a separate process, ten queries in turn, each level bounded to "
@@ -247,12 +298,14 @@ def report(runs: list[Run], limit: int, baseline: float, service_p50: float,
         "",
         f"**Service overhead**: p50 at concurrency 1 is {service_p50:.2f} ms over HTTP against "
         f"{baseline:.2f} ms for in-process `await Broker.arequest` on the same queries "
-        f"(same settings, same run): **{service_p50 - baseline:+.2f} ms** "
+        f"(same settings, same run): **{service_p50 - baseline:+.2f} ms**, "
+        f"**×{service_p50 / baseline:.2f}** "
         "(target ≤ 2 ms; it includes the client's own HTTP work and every wake-up of two "
         "processes). Inside the server, the same requests took "
         f"{inside[0]:.2f} ms p50 end to end against {inside[1]:.0f} ms p50 for the broker call "
         f"within them: **{inside[0] - inside[1]:+.2f} ms** of handler, JSON, metrics and "
         "access log (the broker's own timer rounds to whole ms).",
+        *compared,
         "",
         f"**One slow source**: `runbooks` made to take {delay:g} s, past its `timeout_s` of 2 s "
         f"(8 clients, {len(slow.latencies_ms)} requests; {timed_out} runbooks timeouts, warm-up "
@@ -267,6 +320,10 @@ def report(runs: list[Run], limit: int, baseline: float, service_p50: float,
         END,
     ]
     return "\n".join(lines) + "\n"
+
+
+def rate(run: Run) -> float:
+    return len(run.latencies_ms) / run.seconds
 
 
 def write_section(path: Path, section: str) -> None:

@@ -3,11 +3,13 @@ to fail), for the load benchmark and the service and CLI tests.
 
     python benchmarks/slow_serve.py --slow runbooks --delay 3 -- serve --port 8123
     python benchmarks/slow_serve.py --bad-row runbooks -- query "disk full" --json
+    python benchmarks/slow_serve.py --cancel runbooks -- serve --port 8123
 
 Everything else is the real command: this only wraps the named source's
 ``search`` in a sleep (or puts a row that is not an object second in its answer,
-or makes ``Broker.arequest`` raise for one query, to prove that an unexpected
-error becomes a clean 500) before calling ``nautilus.cli.main``.
+or makes its search raise ``CancelledError`` as a hostile source may, or makes
+``Broker.arequest`` raise for one query, to prove that an unexpected error becomes
+a clean 500) before calling ``nautilus.cli.main``.
 Single worker only: the patch lives in this process.
 """
 
@@ -57,11 +59,26 @@ class BadRowSource:
         self.inner.close()
 
 
+class CancellingSource:
+    """A source whose search raises ``CancelledError`` itself (nobody cancelled it)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.id, self.timeout_s = inner.id, inner.timeout_s
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
+        raise asyncio.CancelledError
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slow", help="id of the source to slow down")
     parser.add_argument("--delay", type=float, default=1.0, help="seconds added to each search")
     parser.add_argument("--bad-row", help="id of the source whose answer gets a bad row second")
+    parser.add_argument("--cancel", help="id of the source whose search raises CancelledError")
     parser.add_argument("--explode-on", help="a query for which Broker.arequest raises")
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- the nautilus arguments")
     args = parser.parse_args()
@@ -73,6 +90,8 @@ def main() -> int:
         broker.sources = [BadRowSource(s) if s.id == args.bad_row else s
                           for s in broker.sources]
         broker.sources = [SlowSource(s, args.delay) if s.id == args.slow else s
+                          for s in broker.sources]
+        broker.sources = [CancellingSource(s) if s.id == args.cancel else s
                           for s in broker.sources]
         return broker
 

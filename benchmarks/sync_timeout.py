@@ -68,23 +68,25 @@ def main() -> None:
         sync = best(5, lambda: broker.request(QUERY))
         errors = broker.request(QUERY).sources_errored
 
-        async def timed_arequest() -> float:
+        async def timed_arequest() -> tuple[float, str]:
             started = time.perf_counter()
-            await broker.arequest(QUERY)
-            return time.perf_counter() - started
+            response = await broker.arequest(QUERY)
+            return time.perf_counter() - started, response.sources_errored[0].error_type
 
-        asynchronous = min(asyncio.run(timed_arequest()) for _ in range(5))
+        time.sleep(1)  # the abandoned scans finish: a source with 4 still stuck is refused
+        asynchronous, async_error = min(asyncio.run(timed_arequest()) for _ in range(5))
         env = {**os.environ, "NAUTILUS_LOG_LEVEL": "ERROR"}
 
-        def cli(config: Path) -> None:
+        def cli(config: Path) -> None:  # exits 1 when every source failed: not checked
             subprocess.run([sys.executable, "-m", "nautilus.cli", "query", QUERY, "--config",
-                            str(config), "--json"], env=env, check=True, capture_output=True)
+                            str(config), "--json"], env=env, check=False, capture_output=True)
 
         Broker.from_config(small, settings).request(QUERY)  # build the small table
         cli_big, cli_small = best(3, lambda: cli(big)), best(3, lambda: cli(small))
         print(f"{args.rows:,} rows, timeout_s {args.timeout}: SQLite scan alone {scan:.3f} s")
         print(f"  Broker.request()   {sync:.3f} s  ({[e.error_type for e in errors]})")
-        print(f"  Broker.arequest()  {asynchronous:.3f} s  (timed inside the loop)")
+        print(f"  Broker.arequest()  {asynchronous:.3f} s  (timed inside the loop; "
+              f"{async_error})")
         print(f"  nautilus query     {cli_big:.3f} s  (same command on 100 rows: "
               f"{cli_small:.3f} s)")
 

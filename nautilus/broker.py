@@ -10,14 +10,13 @@ printed) is dropped with one warning per source, reported in ``sources_warned``.
 from __future__ import annotations
 
 import asyncio
+import copy
 import operator
-import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, log_problem
 from nautilus.hashing import compute_response_hash
@@ -29,10 +28,10 @@ from nautilus.sources.config import DEFAULT_LIMIT, build_sources, bundled_demo_c
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
+from nautilus.workers import current_owner, run_in_this_thread
 
 logger = get_logger("nautilus.broker")
 
-P = ParamSpec("P")
 T = TypeVar("T")
 
 #: How long a source may take to build or refresh its data (``prepare``) before a
@@ -130,7 +129,8 @@ class Broker:
             ranking = _passthrough_ranking(results, data)
         response = BrokerResponse(
             request_id=request_id, data=data, ranking=ranking,
-            sources_queried=[s.id for s in self.sources], sources_errored=errors,
+            sources_queried=[_id_text(getattr(s, "id", None)) for s in self.sources],
+            sources_errored=errors,
             duration_ms=round((time.perf_counter() - started) * 1000),
             response_hash=compute_response_hash(data), source_response_hashes=source_hashes,
             sources_warned=warnings)
@@ -154,37 +154,63 @@ class Broker:
 
     async def _fan_out(self, query: str, ctx: Mapping[str, Any],
                        ) -> list[tuple[AdapterResult, str, SourceWarning | None]]:
-        return list(await asyncio.gather(*(self._call(s, query, ctx) for s in self.sources)))
+        barrier = _Barrier(len(self.sources))
+        return list(await asyncio.gather(*(self._call(s, query, ctx, barrier)
+                                           for s in self.sources)))
 
     async def _call(self, source: Source, query: str, ctx: Mapping[str, Any],
-                    ) -> tuple[AdapterResult, str, SourceWarning | None]:
-        """(the source's result, the hash of its raw rows, what was dropped from them)."""
+                    barrier: _Barrier) -> tuple[AdapterResult, str, SourceWarning | None]:
+        """(the source's result, the hash of its raw rows, what was dropped from them).
+
+        Deadlines are ``asyncio.timeout`` scopes on this task (no task per call); a
+        ``CancelledError`` that is not this task being cancelled is the source's own
+        failure. The source gets its own copy of the context: what it writes there
+        is seen by neither the other sources nor the synthesizer.
+        """
         started = time.perf_counter()
         timeout = getattr(source, "timeout_s", 5.0)
+        raw_id = getattr(source, "id", None)
+        source_id = _id_text(raw_id)
 
         def failed(error_type: str, message: str,
                    ) -> tuple[AdapterResult, str, SourceWarning | None]:
             elapsed = round((time.perf_counter() - started) * 1000)
-            logger.warning("source_failed", source_id=source.id, error_type=error_type,
+            logger.warning("source_failed", source_id=source_id, error_type=error_type,
                            message=message, duration_ms=elapsed)
-            error = ErrorRecord(source.id, error_type, message)
-            return AdapterResult(source.id, [], elapsed, error), "", None
+            error = ErrorRecord(source_id, error_type, message)
+            return AdapterResult(source_id, [], elapsed, error), "", None
 
-        prepare = getattr(source, "prepare", None)
-        if prepare is not None:  # building data (a SQLite seed) is not answering: it gets
-            try:                 # its own, generous deadline, not the query's timeout_s
-                await asyncio.wait_for(prepare(), self.prepare_timeout_s)
-            except TimeoutError:
-                return failed("build_timeout",
-                              f"data not built within {self.prepare_timeout_s:g} s")
-            except Exception as exc:
-                return failed(type(exc).__name__, _message(exc))
+        with barrier:
+            if not isinstance(raw_id, str):
+                return failed("invalid_source",
+                              f"a source id must be a string, got {type(raw_id).__name__}")
+            current_owner.set(source)  # this task's own context: to_thread counts for it
+            prepare = getattr(source, "prepare", None)
+            if prepare is not None:  # building data (a SQLite seed) is not answering: it
+                try:                 # gets its own, generous deadline, not timeout_s
+                    async with asyncio.timeout(self.prepare_timeout_s):
+                        await prepare()
+                except TimeoutError:
+                    return failed("build_timeout",
+                                  f"data not built within {self.prepare_timeout_s:g} s")
+                except Exception as exc:
+                    return failed(type(exc).__name__, _message(exc))
+                except asyncio.CancelledError as exc:
+                    if _being_cancelled():
+                        raise
+                    return failed("CancelledError", _message(exc))
+        await barrier.passed
         try:
-            rows = await asyncio.wait_for(source.search(query, ctx, self.limit), timeout)
+            async with asyncio.timeout(timeout):
+                rows = await source.search(query, _own_copy(ctx), self.limit)
         except TimeoutError:
             return failed("timeout", f"no answer within {timeout:g} s")
         except Exception as exc:  # a source is someone else's code: isolate every failure
             return failed(type(exc).__name__, _message(exc))
+        except asyncio.CancelledError as exc:  # raised by the source, not a cancellation
+            if _being_cancelled():             # of the request: its failure alone
+                raise
+            return failed("CancelledError", _message(exc))
         if not isinstance(rows, list):
             return failed("invalid_response", f"expected a list of rows, got {type(rows).__name__}")
         good, raw_hash, dropped = screen_rows(rows)
@@ -196,15 +222,15 @@ class Broker:
             more = len(reasons) - _REASONS_SHOWN
             message = f"{len(dropped)} row(s) dropped: {shown}" + (f"; and {more} more"
                                                                     if more > 0 else "")
-            warning = SourceWarning(source.id, "rows_dropped", message, len(dropped), positions)
+            warning = SourceWarning(source_id, "rows_dropped", message, len(dropped), positions)
             gone = set(positions)  # the kept rows keep their place in the source's answer
             source_ranks = tuple(p for p in range(1, len(rows) + 1) if p not in gone)
-            logger.warning("source_rows_invalid", source_id=source.id, count=len(dropped),
+            logger.warning("source_rows_invalid", source_id=source_id, count=len(dropped),
                            positions=list(positions[:20]), reasons=reasons[:_REASONS_SHOWN],
                            action="dropped; the source's other rows are used")
         elapsed = round((time.perf_counter() - started) * 1000)
         ranked = getattr(source, "ranked", None)  # the source's word on its own order
-        result = AdapterResult(source.id, good, elapsed,
+        result = AdapterResult(source_id, good, elapsed,
                                ranked=ranked if isinstance(ranked, bool) else None,
                                source_ranks=source_ranks)
         return result, raw_hash, warning
@@ -251,50 +277,68 @@ def _message(exc: BaseException) -> str:
         return type(exc).__name__
 
 
-class _AbandoningExecutor(ThreadPoolExecutor):
-    """Runs each call in its own daemon thread, and never waits for one at shutdown.
+class _Barrier:
+    """Searches start once every source's ``prepare`` is done (a ``with`` block each).
 
-    ``asyncio.run`` joins the loop's worker threads before it returns, so a source
-    stuck in a blocking call (a long SQLite query) held ``request()`` far past its
-    deadline although the fan-out had given up on it. Here a timed-out call is
-    abandoned: its thread finishes (or the process exits) on its own, its result is
-    discarded, and the next request runs on a fresh loop and fresh threads.
+    A source with nothing to build checks that on the loop (a few ``stat`` calls, which
+    release the GIL); run while the first searches hold the GIL in their workers, each
+    check waited up to a switch interval (5 ms) for it. Builds still run concurrently.
     """
 
-    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
-        future: Future[T] = Future()
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.passed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                result = fn(*args, **kwargs)
-            except BaseException as exc:  # handed to the awaiting task, like the stock pool
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
+    def __enter__(self) -> None:
+        return None
 
-        threading.Thread(target=run, name="nautilus-worker", daemon=True).start()
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Nothing to join: abandoned calls end on their own."""
+    def __exit__(self, *exc_info: object) -> None:
+        self.left -= 1
+        if self.left == 0 and not self.passed.done():
+            self.passed.set_result(None)
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
-    loop = asyncio.new_event_loop()
-    loop.set_default_executor(_AbandoningExecutor())
-    return loop
+def _being_cancelled() -> bool:
+    """Whether the running task was asked to stop (the request is being cancelled)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+_ATOMS = (str, int, float, bool, bytes, type(None))
+
+
+def _own_copy(ctx: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the request context for one source: a flat copy when every value is
+    immutable (the usual ``{"query": ...}``), else a deep one; a value that cannot be
+    copied is shared (the context's keys are still the source's own)."""
+    if all(type(value) in _ATOMS for value in ctx.values()):
+        return dict(ctx)
+    try:
+        return copy.deepcopy(dict(ctx))
+    except Exception:
+        return dict(ctx)
+
+
+def _id_text(source_id: Any) -> str:
+    """A source's id as it appears in a response: itself when it is a string, else a
+    description of it (``<int 7>``) for its error record."""
+    if isinstance(source_id, str):
+        return source_id
+    try:
+        shown = repr(source_id)[:60]
+    except Exception:
+        shown = "?"
+    return f"<{type(source_id).__name__} {shown}>"
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T], name: str, instead: str) -> T:
-    """Run ``coroutine`` to completion on a fresh event loop whose worker threads are
-    never waited for (see :class:`_AbandoningExecutor`). Inside a running loop this
-    raises ``RuntimeError`` (as ``asyncio.run`` does) naming the awaitable to use."""
+    """Run ``coroutine`` to completion on this thread's long-lived loop
+    (:mod:`nautilus.workers`), whose worker threads are never waited for. Inside a
+    running loop this raises ``RuntimeError`` (as ``asyncio.run`` does) naming the
+    awaitable to use."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        with asyncio.Runner(loop_factory=_new_loop) as runner:
-            return runner.run(coroutine)
+        return run_in_this_thread(coroutine)
     coroutine.close()
     raise RuntimeError(f"{name} was called inside a running event loop; use '{instead}' instead")

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from structlog.testing import capture_logs
@@ -302,3 +303,115 @@ def test_a_query_that_is_not_a_string_is_one_clear_error(query: Any) -> None:
 def test_a_context_that_is_not_a_mapping_is_one_clear_error() -> None:
     with pytest.raises(TypeError, match="context must be a mapping"):
         Broker([FakeSource("plain", [])]).request("disk", ["not", "a", "mapping"])  # type: ignore[arg-type]
+
+
+# --- 8. a source can neither fail nor steer the rest of the request ------------------------
+
+class CancelsItself(FakeSource):
+    """Raises ``CancelledError`` from its own code: nobody cancelled the request."""
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
+        raise asyncio.CancelledError
+
+
+class WritesIntoItsContext(FakeSource):
+    """Rewrites the context it was handed: the query, the embedding, a nested list."""
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
+        assert isinstance(context, dict)
+        context["query"] = "hijacked"
+        context["embedding"] = [1.0, 0.0, 0.0]
+        context["tags"].append("injected")
+        return self.result
+
+
+class SaysWhatItSaw(FakeSource):
+    """Answers with the query and tags in its context, after the writer has run."""
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
+        await asyncio.sleep(0.01)
+        return [{"t": f"{context['query']} seen", "tags": list(context["tags"])}]
+
+
+def test_a_source_raising_cancelled_error_fails_only_itself() -> None:
+    good = [{"t": "disk full", "id": 1}]
+    for synthesizer in (None, RankingSynthesizer(top_k=5)):
+        broker = Broker([CancelsItself("cancels"), FakeSource("plain", good)], synthesizer)
+        with capture_logs() as logs:
+            response = broker.request("disk")  # before: CancelledError out of request()
+        assert response.data == {"plain": good}
+        assert [(e.source_id, e.error_type) for e in response.sources_errored] == [
+            ("cancels", "CancelledError")]
+        assert [e["source_id"] for e in logs if e["event"] == "source_failed"] == ["cancels"]
+
+        async def inside_a_loop(b: Broker = broker) -> Any:
+            return await b.arequest("disk")
+
+        assert asyncio.run(inside_a_loop()).data == {"plain": good}
+
+
+def test_cancelling_the_request_itself_still_cancels_it() -> None:
+    async def run() -> None:
+        broker = Broker([FakeSource("hangs", hang=True, timeout_s=30)])
+        task = asyncio.create_task(broker.arequest("disk"))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+
+
+def test_a_source_writing_into_its_context_changes_nothing_for_the_others() -> None:
+    rows = [{"t": "disk full", "id": 1}, {"t": "disk slow", "id": 2}]
+    context = {"tags": ["ops"]}
+
+    def broker(first: FakeSource) -> Broker:
+        return Broker([first, SaysWhatItSaw("reader")], RankingSynthesizer(top_k=5, idf=True))
+
+    with capture_logs() as logs:
+        hostile = broker(WritesIntoItsContext("writer", rows)).request("disk", context)
+    quiet = broker(FakeSource("writer", rows)).request("disk", context)
+    # The other source saw the caller's query and tags, not the writer's.
+    assert hostile.data["reader"] == [{"t": "disk seen", "tags": ["ops"]}]
+    # The ranker ranked by the caller's query, not the injected embedding (whose
+    # dimension would not even fit): the same ranking as without the writes.
+    assert [r.explain() for r in hostile.ranking] == [r.explain() for r in quiet.ranking]
+    assert hostile.response_hash == quiet.response_hash
+    assert not [e for e in logs if e["log_level"] == "warning"]
+    assert context == {"tags": ["ops"]}  # the caller's own context is untouched
+
+
+@pytest.mark.parametrize("bad_id", [7, None, ("a", "b")], ids=["int", "none", "tuple"])
+def test_a_source_with_a_non_string_id_fails_only_itself(bad_id: Any) -> None:
+    good = [{"t": "disk full", "id": 1}]
+    for synthesizer in (None, RankingSynthesizer(top_k=5)):
+        broker = Broker([FakeSource(bad_id, [{"t": "disk"}]), FakeSource("plain", good)],
+                        synthesizer)
+        response = broker.request("disk")  # before: NoCanonicalFormError from the hash
+        assert response.data == {"plain": good}
+        [error] = response.sources_errored
+        assert error.error_type == "invalid_source"
+        assert error.source_id == f"<{type(bad_id).__name__} {bad_id!r}>"
+        assert "must be a string" in error.message
+        out = response.to_dict()
+        json.dumps(out)
+        assert out["sources_queried"] == [error.source_id, "plain"]
+
+
+def test_the_service_answers_when_a_source_raises_cancelled_error(tmp_path: Path) -> None:
+    from servers import running, wait_ready
+
+    with running(tmp_path, {"NAUTILUS_RANKING_TOP_K": "8"},
+                 launcher=["--cancel", "runbooks"]) as server:
+        wait_ready(server, timeout=10)
+        response = httpx.post(server.url + "/v1/query", json={"query": "orders-db disk full"},
+                              timeout=30)
+        assert response.status_code == 200, response.text  # before: a plain-text 500
+        body = response.json()
+        assert [(e["source_id"], e["error_type"]) for e in body["sources_errored"]] == [
+            ("runbooks", "CancelledError")]
+        # The other sources' rows are ranked as usual: a full top 8 without runbooks.
+        assert len(body["ranking"]) == 8
+        assert {r["source_id"] for r in body["ranking"]} <= {"tickets", "graph", "postmortems"}
+        assert not body["data"].get("runbooks")

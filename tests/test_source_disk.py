@@ -37,7 +37,8 @@ def sources_file(folder: Path, seed: Path) -> Path:
 
 def env_for(data: Path) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    return {**base, "NAUTILUS_DATA_DIR": str(data), "NAUTILUS_LOG_FORMAT": "json"}
+    return {**base, "NAUTILUS_DATA_DIR": str(data), "NAUTILUS_LOG_FORMAT": "json",
+            "NAUTILUS_LOG_LEVEL": "info"}  # the CLI logs warnings only by default
 
 
 def leftovers(data: Path) -> list[str]:

@@ -18,14 +18,18 @@ from typing import Any, TypeVar
 
 import structlog
 
+from nautilus.workers import new_loop
+
 T = TypeVar("T")
 
 
 class BrokerLoop:
-    """A private event loop in a daemon thread; ``await run(coro)`` from any other loop."""
+    """A private event loop in a daemon thread; ``await run(coro)`` from any other loop.
+    Its default executor is nautilus' worker pool, so a source's ``asyncio.to_thread``
+    stuck past its deadline costs a replaced thread, never the pool."""
 
     def __init__(self) -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = new_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="nautilus-broker",
                                         daemon=True)
         self._thread.start()

@@ -8,8 +8,8 @@ may simply raise.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import contextvars
 import difflib
 import errno
 import glob
@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, Protocol, runtime_checkable
 from urllib.parse import quote
 
 from nautilus.log import get_logger
+from nautilus.workers import in_worker
 
 try:  # a cross-process lock; without fcntl (Windows) the in-process lock still holds
     import fcntl
@@ -200,6 +201,65 @@ def build_lock(path: Path) -> Iterator[None]:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+#: The source whose ``prepare`` this task (one broker call of one source) just ran.
+_prepared_here: contextvars.ContextVar[object] = contextvars.ContextVar(
+    "nautilus_prepared_here", default=None)
+
+#: Idle read-only connections a SQLite source keeps for its next searches.
+IDLE_CONNECTIONS = 4
+
+
+class ReadConnections:
+    """Read-only connections to one database file, kept between searches.
+
+    Opening a connection and reading its schema cost more than a small query, so a
+    connection is reused — one search at a time, from whichever worker thread — for
+    the version of the file it was opened on: a rebuild replaces the file, its ``stat``
+    changes, and connections to the old one are closed instead of reused. A search
+    that failed closes its connection. At most :data:`IDLE_CONNECTIONS` are kept.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._idle: list[tuple[tuple[int, int, int] | None, sqlite3.Connection]] = []
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        stamp = _stat_key(self.path)  # taken before opening: a race only closes early
+        reused, stale = None, []
+        with self._lock:
+            while self._idle and reused is None:
+                kept_stamp, kept = self._idle.pop()
+                if kept_stamp == stamp:
+                    reused = kept
+                else:
+                    stale.append(kept)
+        for old in stale:
+            old.close()
+        connection = reused
+        if connection is None:
+            connection = sqlite3.connect(read_only_uri(self.path), uri=True,
+                                         check_same_thread=False)
+            connection.row_factory = sqlite3.Row
+        try:
+            yield connection
+        except BaseException:
+            connection.close()
+            raise
+        with self._lock:
+            if len(self._idle) < IDLE_CONNECTIONS:
+                self._idle.append((stamp, connection))
+                return
+        connection.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for _, connection in idle:
+            connection.close()
+
+
 class SqliteSource:
     """A source served from a SQLite file that nautilus builds from seed files.
 
@@ -225,6 +285,7 @@ class SqliteSource:
         self._verified: tuple[tuple[int, int, int] | None, str] | None = None
         self._swept = False
         self._no_space: tuple[float, float, str] | None = None  # (retry at, delay, why)
+        self._connections = ReadConnections(path)
 
     # --- what a subclass provides ---------------------------------------------------
 
@@ -251,23 +312,39 @@ class SqliteSource:
 
     async def prepare(self) -> None:
         """Build or refresh the database; the broker awaits this before the timed search,
-        so a (re)build is never cut off by ``timeout_s`` and a changed seed is answered."""
-        await asyncio.to_thread(self.ensure_built)
+        so a (re)build is never cut off by ``timeout_s`` and a changed seed is answered.
+        Nothing to build (the seeds and the database as last verified): no thread hop.
+        A search later in the same task trusts this check instead of repeating it."""
+        if not self._unchanged():
+            await in_worker(self, self.ensure_built)
+        _prepared_here.set(self)
 
     async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
-        return await asyncio.to_thread(self._search_in_thread, query, context, limit)
+        check = _prepared_here.get() is not self
+        return await in_worker(self, self._search_in_thread, query, context, limit, check)
+
+    def _unchanged(self) -> bool:
+        """Whether :meth:`ensure_built` would find nothing to do without reading a file:
+        the seeds ``stat`` as when last hashed, and the database as last verified (a few
+        ``stat`` calls, cheap enough for the event loop; hashing a seed is for a worker)."""
+        state, verified = self._seed_state, self._verified
+        if state is None or verified is None:
+            return False
+        if tuple(_stat_key(p) for p in self.seeds()) != state[0]:
+            return False
+        digest = json.dumps(self._fingerprint(state[1]), sort_keys=True)
+        return verified == (_stat_key(self.path), digest)
 
     def close(self) -> None:
-        """Nothing to release: each search opens and closes its own connection."""
+        """Close the kept connections (a later search opens what it needs)."""
+        self._connections.close()
 
-    def _search_in_thread(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
-        self.ensure_built()
-        connection = sqlite3.connect(read_only_uri(self.path), uri=True)
-        connection.row_factory = sqlite3.Row
-        try:
+    def _search_in_thread(self, query: str, context: Mapping[str, Any], limit: int,
+                          check: bool = True) -> list[Row]:
+        if check and not self._unchanged():
+            self.ensure_built()
+        with self._connections.connection() as connection:
             return self.query_rows(connection, query, context, limit)
-        finally:
-            connection.close()
 
     # --- building -------------------------------------------------------------------
 
@@ -278,8 +355,11 @@ class SqliteSource:
         stats = tuple(_stat_key(p) for p in seeds)
         if self._seed_state is None or self._seed_state[0] != stats:
             self._seed_state = (stats, file_digest(seeds))
+        return self._fingerprint(self._seed_state[1])
+
+    def _fingerprint(self, seed_digest: str) -> dict[str, str]:
         return {"built_by": "nautilus", "format": BUILD_FORMAT, "kind": type(self).__name__,
-                "seed": self._seed_state[1],
+                "seed": seed_digest,
                 "options": json.dumps(self.options(), sort_keys=True, default=str),
                 "model": self.model()}
 

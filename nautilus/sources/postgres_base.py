@@ -1,9 +1,9 @@
 """What the PostgreSQL sources share: the extra, DSN masking, pools, one read-only query path.
 
 Pools live on one event loop in a daemon thread, one ``AsyncConnectionPool`` per
-DSN for the whole process. The broker's synchronous API runs every request in a
-fresh ``asyncio.run`` loop, and a pool is bound to the loop that opened it, so a
-pool on the caller's loop would die with the first request; on its own loop it
+DSN for the whole process. A pool is bound to the loop that opened it, and a
+request may come from any loop (the synchronous API's, the service's, a caller's
+``asyncio.run``), so a pool on the caller's loop could die with it; on its own loop it
 outlives them, and every caller (a CLI request, the service's loop, a test)
 awaits the same pool through ``asyncio.wrap_future``. Cancelling the caller (the
 broker's per-source timeout) cancels the query's task on the pool loop.
@@ -34,6 +34,7 @@ from pydantic import Field, SecretStr, field_validator
 from nautilus.log import get_logger
 from nautilus.sources.base import Row
 from nautilus.sources.schema import SourceSpec
+from nautilus.workers import in_worker
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -352,7 +353,7 @@ class PostgresSource:
         n = min(limit, self.limit) if self.limit else limit
         if not query.strip() or n < 1:
             return []
-        prepared = (await asyncio.to_thread(self.statement, query, n) if self.prepare_in_thread
+        prepared = (await in_worker(self, self.statement, query, n) if self.prepare_in_thread
                     else self.statement(query, n))
         if prepared is None:
             return []

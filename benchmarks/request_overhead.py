@@ -1,0 +1,203 @@
+"""What a request costs beyond the ranking it exists for, in one process.
+
+On the bundled demo (four SQLite sources, ``top_k=8``, IDF on): the p50 of
+``broker.request(q)``, of ``await broker.arequest(q)`` inside a running loop and of
+the fan-out alone (``fetch_sync``), each against the p50 of
+``synthesizer.rank(results, ctx)`` on the very batches those requests ranked, timed
+interleaved with them (so the machine's load hits both alike). The ratio
+request / rank is what the fan-out machinery costs: 1.0 would be free.
+
+    python benchmarks/request_overhead.py [--calls 300] [--busy] [--out docs/benchmarks.md]
+
+``--busy`` runs the same with one busy-looping process started here (the other
+core taken), and stops it after. Not a test: timings on a shared machine are noisy;
+compare ratios within a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from nautilus import Broker, NautilusSettings
+from nautilus.log import configure_logging
+
+BEGIN, END = "<!-- overhead:begin -->", "<!-- overhead:end -->"
+QUERIES = (
+    "orders-db disk full", "orders database replication lag", "users logged out of sessions",
+    "card payments failing with timeouts at checkout", "checkout 502 errors",
+    "redis memory eviction", "certificate expired on the edge proxy", "kafka consumer lag",
+    "search index stale after deploy", "payments-service latency spike",
+)
+
+
+def demo_broker(data_dir: Path) -> Broker:
+    """The bundled demo with top-K 8 and IDF on, whatever this shell's NAUTILUS_* say."""
+    saved = dict(os.environ)
+    for key in [k for k in os.environ if k.startswith("NAUTILUS_")]:
+        del os.environ[key]
+    os.environ.update(NAUTILUS_DATA_DIR=str(data_dir), NAUTILUS_RANKING_TOP_K="8",
+                      NAUTILUS_RANKING_IDF="true")
+    try:
+        return Broker.from_config(None, NautilusSettings(_env_file=None))  # type: ignore[call-arg]
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def p(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+@contextlib.contextmanager
+def busy(on: bool) -> Iterator[None]:
+    """One busy-looping process for the block (nothing when ``on`` is false)."""
+    if not on:
+        yield
+        return
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        burner.kill()
+        burner.wait()
+
+
+CPU_MS: dict[str, float] = {}
+
+
+def timed(call: Callable[[], Any], kind: str = "") -> float:
+    """Milliseconds ``call()`` took; its CPU time (every thread of the process, so the
+    workers' too) is added to ``CPU_MS[kind]``."""
+    cpu = time.process_time()
+    started = time.perf_counter()
+    call()
+    elapsed = (time.perf_counter() - started) * 1000
+    CPU_MS[kind] = CPU_MS.get(kind, 0.0) + (time.process_time() - cpu) * 1000
+    return elapsed
+
+
+def measure(broker: Broker, calls: int) -> dict[str, list[float]]:
+    synth: Any = broker.synthesizer
+    batches = {q: broker.fetch_sync(q) for q in QUERIES}  # warm: databases built, caches
+    for q in QUERIES:
+        broker.request(q)
+    CPU_MS.clear()
+    out: dict[str, list[float]] = {k: [] for k in ("request", "rank_sync", "fetch_sync",
+                                                   "arequest", "rank_async")}
+    for i in range(calls):
+        q = QUERIES[i % len(QUERIES)]
+        out["request"].append(timed(partial(broker.request, q), "request"))
+        out["rank_sync"].append(timed(partial(synth.rank, batches[q], {"query": q}), "rank"))
+        out["fetch_sync"].append(timed(partial(broker.fetch_sync, q), "fetch_sync"))
+
+    async def inside_a_loop() -> None:
+        for q in QUERIES:
+            await broker.arequest(q)
+        for i in range(calls):
+            q = QUERIES[i % len(QUERIES)]
+            started = time.perf_counter()
+            await broker.arequest(q)
+            out["arequest"].append((time.perf_counter() - started) * 1000)
+            out["rank_async"].append(timed(partial(synth.rank, batches[q], {"query": q})))
+
+    asyncio.run(inside_a_loop())
+    return out
+
+
+def report(label: str, out: dict[str, list[float]], threads: tuple[int, int]) -> str:
+    calls = len(out["request"])
+    rank_s, rank_a = p(out["rank_sync"], 50), p(out["rank_async"], 50)
+    lines = [
+        f"### {label}",
+        "",
+        "| call | p50 ms | p99 ms | p50 ÷ rank() p50 |",
+        "|---|---|---|---|",
+        f"| `broker.request(q)` | {p(out['request'], 50):.2f} | {p(out['request'], 99):.2f} "
+        f"| **{p(out['request'], 50) / rank_s:.2f}** |",
+        f"| `broker.fetch_sync(q)` (the fan-out alone) | {p(out['fetch_sync'], 50):.2f} | "
+        f"{p(out['fetch_sync'], 99):.2f} | {p(out['fetch_sync'], 50) / rank_s:.2f} |",
+        f"| `rank(results, ctx)`, same batches | {rank_s:.2f} | {p(out['rank_sync'], 99):.2f} "
+        "| 1.00 |",
+        f"| `await broker.arequest(q)` in a running loop | {p(out['arequest'], 50):.2f} | "
+        f"{p(out['arequest'], 99):.2f} | **{p(out['arequest'], 50) / rank_a:.2f}** |",
+        f"| `rank(results, ctx)`, timed in that loop | {rank_a:.2f} | "
+        f"{p(out['rank_async'], 99):.2f} | 1.00 |",
+        "",
+        f"CPU time per call (all threads; robust to a busy machine, unlike the latencies): "
+        f"`request` {CPU_MS['request'] / calls:.2f} ms, `fetch_sync` "
+        f"{CPU_MS['fetch_sync'] / calls:.2f} ms, `rank` {CPU_MS['rank'] / calls:.2f} ms: "
+        f"request ÷ rank **{CPU_MS['request'] / CPU_MS['rank']:.2f}**.",
+        "",
+        f"Threads alive before / after: {threads[0]} / {threads[1]}.",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300, help="timed calls of each kind")
+    parser.add_argument("--busy", action="store_true",
+                        help="also run with one busy-looping process taking a core")
+    parser.add_argument("--out", type=Path, help="write the section into this markdown file")
+    args = parser.parse_args()
+    configure_logging("warning", "console")
+    import nautilus
+    head = (f"`python benchmarks/request_overhead.py --calls {args.calls}"
+            f"{' --busy' if args.busy else ''}` on {time.strftime('%Y-%m-%d')}: "
+            f"{platform.machine()}, {os.cpu_count()} cores shared with other work, Python "
+            f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the "
+            f"start; {args.calls} calls of each kind, the bundled demo (four SQLite "
+            "sources), `top_k=8`, IDF on.")
+    print(f"nautilus from {Path(nautilus.__file__).parent}\n\n{head}\n")
+    sections = [BEGIN, "## Request overhead (`benchmarks/request_overhead.py`)", "", head, ""]
+    with tempfile.TemporaryDirectory(prefix="nautilus-overhead-") as tmp:
+        broker = demo_broker(Path(tmp) / "data")
+        with broker:
+            for label, on in (("machine as it is", False), ("one extra busy process", True)):
+                if on and not args.busy:
+                    continue
+                with busy(on):
+                    before = threading.active_count()
+                    out = measure(broker, args.calls)
+                    text = report(label, out, (before, threading.active_count()))
+                    print(text + "\n", flush=True)
+                    sections += [text, ""]
+    if args.out:
+        write_section(args.out, "\n".join([*sections[:-1], END]) + "\n")
+        print(f"wrote the overhead section of {args.out}", file=sys.stderr)
+    return 0
+
+
+def write_section(path: Path, section: str) -> None:
+    """Replace this benchmark's section of ``path`` (or put it before the load section,
+    else at the end); the rest is left as it is."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
+    elif "<!-- load:begin -->" in text:
+        head, rest = text.split("<!-- load:begin -->", 1)
+        text = head + section + "<!-- load:begin -->" + rest
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
