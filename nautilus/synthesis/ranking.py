@@ -303,8 +303,8 @@ class RankingSynthesizer:
         unranked = fusion.unranked_votes(content_similarity, sub_doc, sub.source_index,
                                          where_ref, source_weight, voters, weight)
         evidence = evidence_all[scored]
+        relevance = content + evidence + unranked
         votes = evidence + unranked
-        relevance = content + votes
         # Stage 2: a boost scales the row's source votes only, never its content vote, so
         # a content lead larger than the bump of those votes survives every level.
         bump: FloatArray = stage2_bump(votes, bumps[sub.source_index] if n_sources
