@@ -313,6 +313,27 @@ def safety_table(name: str, rows: list[tuple[str, str, float, float, float]],
 
 
 MODES = ("declared", "undeclared")
+SafetyRows = list[tuple[str, str, float, float, float]]
+
+
+def safety_summary(mode: str, tables: list[tuple[str, int | None, SafetyRows]]) -> str:
+    """Per collection and cap: the worst share of their recall@10 the other sources keep
+    at ``high``, each source's share of the top 10 at none → high, and whether every
+    source's share rises (never falls) none → low → medium → high."""
+    lines = [f"**Boost safety summary ({mode})** (partitioned, IDF on, top 10; worst over "
+             "the three boosted sources)", "",
+             "| collection | cap | others' recall@10 kept at high (worst) | "
+             + " | ".join(f"{s} share none → high" for s in SOURCES)
+             + " | share monotone none → high |", "|---|---|---|" + "---|" * len(SOURCES) + "---|"]
+    for name, cap, rows in tables:
+        worst = min(rel for _, level, _, rel, _ in rows if level == "high")
+        share = {(s, level): sh for s, level, sh, _, _ in rows}
+        monotone = all(share[(s, a)] <= share[(s, b)] for s in SOURCES
+                       for a, b in zip(("none", *LEVELS[1:-1]), LEVELS[1:], strict=True))
+        lines.append(f"| {name} | {cap or 'none'} | {worst:.3f} | " + " | ".join(
+            f"{share[(s, 'none')]:.2f} → {share[(s, 'high')]:.2f}" for s in SOURCES)
+            + f" | {'yes' if monotone else '**no**'} |")
+    return "\n".join(lines)
 
 
 def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
@@ -324,6 +345,7 @@ def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
     sections: dict[str, list[str]] = {mode: [] for mode in modes}
     cells: dict[str, dict[str, dict[str, dict[str, list[float]]]]] = {m: {} for m in modes}
     summary: dict[str, Any] = {}
+    safety_tables: dict[str, list[tuple[str, int | None, SafetyRows]]] = {m: [] for m in modes}
     vector_embedder = onnx_embedder()
     with tempfile.TemporaryDirectory() as scratch:
         tmp = str(work_dir) if work_dir is not None else scratch
@@ -348,11 +370,13 @@ def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
                         k: mean(v["ndcg"]) for k, v in scores.items() if not k.startswith("_")}
                     if scenario == "partitioned" and safety:
                         for cap in (None, SAFETY_CAP):
-                            sections[mode].append(safety_table(
-                                f"{name} ({mode})", boost_safety(collection, fetched, cap), cap))
+                            rows = boost_safety(collection, fetched, cap)
+                            safety_tables[mode].append((name, cap, rows))
+                            sections[mode].append(safety_table(f"{name} ({mode})", rows, cap))
                     print(f"{name}/{scenario}/{mode}: {time.perf_counter() - started:.1f} s",
                           file=sys.stderr, flush=True)
     out = [floor_table(cells[mode], mode) for mode in modes]
+    out += [safety_summary(mode, safety_tables[mode]) for mode in modes if safety_tables[mode]]
     for mode in modes:
         out += sections[mode]
     return "\n\n".join(out), summary
