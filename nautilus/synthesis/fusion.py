@@ -165,10 +165,11 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
             continue
         if bool((ranks[1:] > ranks[:-1]).all()):  # rows in the source's order (as given):
             order_ranks = np.arange(n, 0, -1, dtype=np.float64)  # what average_ranks gives
-            rho = _rank_correlation(order_ranks.copy(), average_ranks(similarity[mine]))
         else:
             order_ranks = average_ranks(-ranks.astype(np.float64))
-            rho = _rank_correlation(order_ranks.copy(), average_ranks(similarity[mine]))
+        # (_rank_correlation consumes its arguments: a copy when the agreement test follows)
+        rho = _rank_correlation(order_ranks if others is None else order_ranks.copy(),
+                                average_ranks(similarity[mine]))
         agreement[j] = rho
         z = rho * math.sqrt(n - 1)
         if others is not None:
@@ -335,7 +336,8 @@ def normalised_similarity(similarity: FloatArray, doc: IntArray,
     ``(s - (mean - 3 sd)) / (6 sd)`` clipped to [0, 1] (distribution-based score fusion);
     1 for every positive row when fewer than two documents, or no spread, to scale by;
     0 where the similarity is not positive."""
-    if every_row_its_document(doc, reference):
+    n = len(similarity)
+    if len(reference) == n and (n == 0 or int(doc.max()) + 1 == n):  # every row, no copies
         values = similarity
     elif len(reference) == 0:
         values = similarity[:0]
@@ -346,13 +348,17 @@ def normalised_similarity(similarity: FloatArray, doc: IntArray,
         first = np.concatenate(([True], ref_doc[order][1:] != ref_doc[order][:-1]))
         values = ref_sim[order][first]
     positive = values[values > 0]
-    scaled = np.ones(len(similarity), dtype=np.float64)
-    if len(positive) >= 2:
-        mean = float(positive.mean())
-        spread = DBSF_SPREAD * float(positive.std())
+    m = len(positive)
+    out = (similarity > 0).astype(np.float64)  # 1 where positive: the case without a spread
+    if m >= 2:  # sums in one pass each (np.mean and np.std cost ~10 µs a call)
+        mean = float(positive.sum()) / m
+        variance = max(float(positive @ positive) / m - mean * mean, 0.0)
+        spread = DBSF_SPREAD * math.sqrt(variance)
         if spread > 0:
-            scaled = np.clip((similarity - (mean - spread)) / (2.0 * spread), 0.0, 1.0)
-    out: FloatArray = np.where(similarity > 0, scaled, 0.0)
+            scaled = (similarity - (mean - spread)) * (1.0 / (2.0 * spread))
+            np.maximum(scaled, 0.0, out=scaled)  # (np.clip costs several times more)
+            np.minimum(scaled, 1.0, out=scaled)
+            out *= scaled
     return out
 
 
