@@ -336,8 +336,7 @@ def normalised_similarity(similarity: FloatArray, doc: IntArray,
     ``(s - (mean - 3 sd)) / (6 sd)`` clipped to [0, 1] (distribution-based score fusion);
     1 for every positive row when fewer than two documents, or no spread, to scale by;
     0 where the similarity is not positive."""
-    n = len(similarity)
-    if len(reference) == n and (n == 0 or int(doc.max()) + 1 == n):  # every row, no copies
+    if every_row_its_document(doc, reference):  # every row, no copies
         values = similarity
     elif len(reference) == 0:
         values = similarity[:0]
