@@ -16,10 +16,15 @@ over the whole corpus: BM25 (the hybrid fts list) and BM25+dense (RRF of the
 hybrid fts and vector lists). nautilus: RankingSynthesizer with IDF on, its
 default settings otherwise (copies collapse by text), with the default hashing
 embedder and with MiniLM (onnx). Every cell has the paired 95% bootstrap interval
-of nautilus minus that strategy, per query. Then boost-safety tables.
+of nautilus minus that strategy, per query. Then boost-safety tables. Everything
+runs twice: *declared* (fts and vector say ``ranked=True``, sql ``ranked=False``,
+as nautilus's own sources do) and *undeclared* (``ranked=None`` on every result,
+as a library caller or an upstream broker whose adapters return rows only hands
+them over; ``--declared`` / ``--undeclared`` run one of them).
 
     python benchmarks/quality.py [--datasets DIR] [--only NAME] [--out FILE.md]
                                  [--onnx-queries N] [--no-safety] [--work-dir DIR]
+                                 [--declared | --undeclared]
     python benchmarks/quality.py --backend postgres   # SQLite beside PostgreSQL (backends.py)
 """
 
@@ -32,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -110,9 +116,19 @@ def rrf(results: list[AdapterResult], query: str, k: int = 60) -> list[str]:
     return sorted(scores, key=lambda d: -scores[d])
 
 
+#: The sources whose order is relevance (what fts and vector declare, and undeclared are).
+RANKED_SOURCES = ("fts", "vector")
+
+
 def rrf_ranked(results: list[AdapterResult], query: str) -> list[str]:
-    """RRF over the sources that declare their order relevance (fts, vector)."""
-    return rrf([r for r in results if r.ranked], query)
+    """RRF over the sources whose order is relevance (fts, vector), declared or not."""
+    return rrf([r for r in results if r.source_id in RANKED_SOURCES], query)
+
+
+def undeclare(fetched: dict[str, list[AdapterResult]]) -> dict[str, list[AdapterResult]]:
+    """The same answers with ``ranked=None`` on every result: what a library caller or
+    an upstream broker whose adapters return rows only hands the ranker."""
+    return {qid: [replace(r, ranked=None) for r in results] for qid, results in fetched.items()}
 
 
 def central_bm25(hybrid: list[AdapterResult]) -> list[str]:
@@ -233,10 +249,13 @@ def quality_table(name: str, scenario: str, scores: dict[str, dict[str, list[flo
     return "\n".join(lines)
 
 
-def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]]) -> str:
+def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]],
+                mode: str = "declared") -> str:
     """nautilus against the best simple fusion and the central indexes, every cell."""
-    lines = ["**Summary: nautilus against the best simple fusion and the central indexes** "
-             "(nDCG@10; Δ paired per query, 95% bootstrap interval)", "",
+    said = ("the sources declare whether their order is relevance" if mode == "declared"
+            else "no source declares it: `ranked=None` on every result")
+    lines = [f"**Summary ({mode}: {said}): nautilus against the best simple fusion and the "
+             "central indexes** (nDCG@10; Δ paired per query, 95% bootstrap interval)", "",
              "| cell | nautilus (default) | best simple fusion | Δ [95% CI] | ÷ central BM25 "
              "| nautilus (onnx) | Δ vs best simple [95% CI] | Δ vs central BM25+dense [95% CI] |",
              "|---|---|---|---|---|---|---|---|"]
@@ -293,9 +312,40 @@ def safety_table(name: str, rows: list[tuple[str, str, float, float, float]],
     return "\n".join(lines)
 
 
+MODES = ("declared", "undeclared")
+SafetyRows = list[tuple[str, str, float, float, float]]
+
+
+def safety_summary(mode: str, tables: list[tuple[str, int | None, SafetyRows]]) -> str:
+    """Per collection and cap: the worst share of their recall@10 the other sources keep
+    at ``high``, each source's share of the top 10 at none → high, and whether every
+    source's share rises (never falls) none → low → medium → high."""
+    lines = [f"**Boost safety summary ({mode})** (partitioned, IDF on, top 10; worst over "
+             "the three boosted sources)", "",
+             "| collection | cap | others' recall@10 kept at high (worst) | "
+             + " | ".join(f"{s} share none → high" for s in SOURCES)
+             + " | share monotone none → high |", "|---|---|---|" + "---|" * len(SOURCES) + "---|"]
+    for name, cap, rows in tables:
+        worst = min(rel for _, level, _, rel, _ in rows if level == "high")
+        share = {(s, level): sh for s, level, sh, _, _ in rows}
+        monotone = all(share[(s, a)] <= share[(s, b)] for s in SOURCES
+                       for a, b in zip(("none", *LEVELS[1:-1]), LEVELS[1:], strict=True))
+        lines.append(f"| {name} | {cap or 'none'} | {worst:.3f} | " + " | ".join(
+            f"{share[(s, 'none')]:.2f} → {share[(s, 'high')]:.2f}" for s in SOURCES)
+            + f" | {'yes' if monotone else '**no**'} |")
+    return "\n".join(lines)
+
+
 def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
-        safety: bool = True, work_dir: Path | None = None) -> tuple[str, dict[str, Any]]:
-    sections, summary, cells = [], {}, {}
+        safety: bool = True, work_dir: Path | None = None,
+        modes: tuple[str, ...] = MODES) -> tuple[str, dict[str, Any]]:
+    """Every collection, both scenarios, in each of ``modes``: ``declared`` (the sources
+    say whether their order is relevance, as nautilus's own do) and ``undeclared``
+    (``ranked=None`` on every result: the ranker detects it)."""
+    sections: dict[str, list[str]] = {mode: [] for mode in modes}
+    cells: dict[str, dict[str, dict[str, dict[str, list[float]]]]] = {m: {} for m in modes}
+    summary: dict[str, Any] = {}
+    safety_tables: dict[str, list[tuple[str, int | None, SafetyRows]]] = {m: [] for m in modes}
     vector_embedder = onnx_embedder()
     with tempfile.TemporaryDirectory() as scratch:
         tmp = str(work_dir) if work_dir is not None else scratch
@@ -307,22 +357,29 @@ def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
             for scenario in ("hybrid", "partitioned"):
                 broker = build_broker(collection, scenario, Path(tmp) / name, vector_embedder)
                 fetched_by[scenario] = fetch(broker, collection)
-            for scenario in ("partitioned", "hybrid"):
-                started = time.perf_counter()
-                fetched = fetched_by[scenario]
-                scores = evaluate(collection, fetched, fetched_by["hybrid"], onnx_queries)
-                sections.append(quality_table(name, scenario, scores))
-                cells[f"{name} {scenario}"] = scores
-                summary[f"{name}/{scenario}"] = {k: mean(v["ndcg"]) for k, v in scores.items()
-                                                 if not k.startswith("_")}
-                if scenario == "partitioned" and safety:
-                    for cap in (None, SAFETY_CAP):
-                        sections.append(safety_table(
-                            name, boost_safety(collection, fetched, cap), cap))
-                print(f"{name}/{scenario}: {time.perf_counter() - started:.1f} s",
-                      file=sys.stderr, flush=True)
-    sections.insert(0, floor_table(cells))
-    return "\n\n".join(sections), summary
+            for mode in modes:
+                given = {scenario: (fetched if mode == "declared" else undeclare(fetched))
+                         for scenario, fetched in fetched_by.items()}
+                for scenario in ("partitioned", "hybrid"):
+                    started = time.perf_counter()
+                    fetched = given[scenario]
+                    scores = evaluate(collection, fetched, fetched_by["hybrid"], onnx_queries)
+                    sections[mode].append(quality_table(f"{name} ({mode})", scenario, scores))
+                    cells[mode][f"{name} {scenario}"] = scores
+                    summary[f"{mode}/{name}/{scenario}"] = {
+                        k: mean(v["ndcg"]) for k, v in scores.items() if not k.startswith("_")}
+                    if scenario == "partitioned" and safety:
+                        for cap in (None, SAFETY_CAP):
+                            rows = boost_safety(collection, fetched, cap)
+                            safety_tables[mode].append((name, cap, rows))
+                            sections[mode].append(safety_table(f"{name} ({mode})", rows, cap))
+                    print(f"{name}/{scenario}/{mode}: {time.perf_counter() - started:.1f} s",
+                          file=sys.stderr, flush=True)
+    out = [floor_table(cells[mode], mode) for mode in modes]
+    out += [safety_summary(mode, safety_tables[mode]) for mode in modes if safety_tables[mode]]
+    for mode in modes:
+        out += sections[mode]
+    return "\n\n".join(out), summary
 
 
 def main() -> int:
@@ -335,6 +392,10 @@ def main() -> int:
     parser.add_argument("--no-safety", action="store_true", help="skip the boost-safety tables")
     parser.add_argument("--work-dir", type=Path, help="keep the source databases here and reuse "
                         "them on the next run (the MiniLM vector build is the slow part)")
+    parser.add_argument("--undeclared", action="store_true",
+                        help="only the undeclared run: ranked=None on every result")
+    parser.add_argument("--declared", action="store_true",
+                        help="only the declared run (the sources' own ranked flags)")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite",
                         help="postgres: SQLite and PostgreSQL side by side (backends.py)")
     parser.add_argument("--dsn", help="with --backend postgres: this server, not an embedded one")
@@ -344,8 +405,10 @@ def main() -> int:
         from backends import run as run_backends
         text = run_backends(args.datasets, args.only, args.dsn)
     else:
+        modes = tuple(m for m, only_this in zip(MODES, (args.declared, args.undeclared),
+                                                strict=True) if only_this) or MODES
         text, _ = run(args.datasets, args.only, args.onnx_queries, not args.no_safety,
-                      args.work_dir)
+                      args.work_dir, modes)
     print(text)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

@@ -41,7 +41,11 @@ oracle sorts the union by judgment (the upper bound of any reordering).
 nautilus runs with IDF on and its defaults otherwise (copies collapse by text):
 *default* = hashing embedder, *onnx* = `NAUTILUS_EMBEDDER=onnx`. Every Δ is the
 mean paired per-query difference of nautilus minus that strategy with a 95%
-bootstrap interval (10,000 resamples).
+bootstrap interval (10,000 resamples). Everything runs twice: *declared* (fts and
+vector say `ranked=True`, sql `ranked=False`, as nautilus's own sources do) and
+*undeclared* (`ranked=None` on every result, as a library caller or an upstream
+broker whose adapters return rows only hands them over: nautilus detects it); each
+has its summary and its boost-safety summary.
 
 """
 

@@ -9,7 +9,7 @@ Vectors handed over as one matrix (``AdapterResult.embeddings``, after only) are
 compared with the same vectors given row by row to "before"; the vector batches at
 4,000 rows also cover the top 10, a candidate cap and copies.
 
-    python benchmarks/same_output.py [--rev 040d521]
+    python benchmarks/same_output.py [--rev bc7b13c]
 
 Exit status 0 when every batch matches, 1 otherwise (the first differences are printed).
 """
@@ -27,9 +27,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-#: The rankings speed work must reproduce: the last deliberate ranking change (issue 9's
-#: fusion, measured in benchmarks/quality.py); move it forward with the next such change.
-DEFAULT_REV = "040d521"
+#: The rankings speed work must reproduce: the last deliberate ranking change (the content
+#: vote by normalised similarity and detection by agreement, measured in
+#: benchmarks/quality.py); move it forward with the next such change.
+DEFAULT_REV = "bc7b13c"
 TOLERANCE = 1e-9
 
 

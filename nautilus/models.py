@@ -71,14 +71,16 @@ class RankedRow:
 
     ``score = relevance + boost_bump`` with ``relevance = content + evidence +
     unranked_vote`` (nautilus/synthesis/fusion.py): ``content`` is the content vote
-    ``content_weight / (60 + content_rank)``, ``content_rank`` the row's rank by
-    content similarity (``similarity * idf_factor``) among the batch's documents,
-    ``content_weight`` the batch's (1 when the ranked sources share no document,
-    falling to 0 as they share more); ``evidence`` is the sum of the ranked sources'
-    votes for the row's document, ``source_weight / (60 + rank)`` each, from
-    ``voters`` sources; ``source_weight`` is the weight of this row's own source (1
-    declared ranked, 0 unranked, else detected); ``unranked_vote`` stands in for an
-    unranked source's order when no other ranked source returned the document:
+    ``content_weight · ŝ / 61``, ``ŝ`` the content similarity (``similarity *
+    idf_factor``) normalised by the batch's distribution, ``content_rank`` the row's
+    rank by it among the batch's documents, ``content_weight`` the batch's (1 when
+    the ranked sources share no document, falling to 0.1 as they share more);
+    ``boost_bump`` a share of ``evidence + unranked_vote``; ``evidence`` is the sum
+    of the ranked sources' votes for the row's document, ``source_weight / (60 +
+    rank)`` each, from ``voters`` sources; ``source_weight`` is the weight of this
+    row's own source (1 declared ranked, 0 unranked, else detected);
+    ``unranked_vote`` stands in for an unranked source's order when no other ranked
+    source returned the document:
     ``content_weight · (1 - source_weight) / (60 + its content rank in that source)``,
     the best of the row's own and its copies' in the unboosted reference.
     ``stage1_key`` is the fused rank key used by the candidate cap. ``also_from``

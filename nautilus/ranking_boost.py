@@ -15,11 +15,13 @@ after the reranker (0.907 → 0.637). So here:
   is ``1 / (RRF_K + r / multiplier)``. A boosted row at rank ``r`` overtakes an
   unboosted row at rank ``r'`` only when ``r < multiplier · r'``: ``high``
   (1.5) lets a boosted rank-7 row pass another source's rank 5, never rank 4.
-* **Stage 2** adds a bump *proportional to the row's own relevance*:
-  ``relevance + bump · |relevance|``. A boosted row overtakes an unboosted one
-  only when that row is less than ``bump`` (relatively) more relevant — 2% at
-  ``high`` — whatever the embedder's score scale; an irrelevant row (relevance
-  0) gains nothing.
+* **Stage 2** adds a bump *proportional to the row's own source votes*:
+  ``relevance + bump · |votes|`` (the synthesizer passes the row's evidence and
+  unranked vote, never its content vote). A boosted row overtakes an unboosted one
+  only when that row leads it by less than ``bump`` of the boosted row's votes —
+  2% at ``high`` — whatever the embedder's score scale; a row with no votes gains
+  nothing, and a content lead larger than 2% of the other row's votes survives
+  every level (the strong-match guarantee, docs/configuration.md).
 
 Both are monotonic: raising a level never lowers a key or a score.
 This module needs no numpy; the synthesizer calls the same functions on arrays.
@@ -65,9 +67,12 @@ _NO_BOOST = BoostWeights(multiplier=1.0, bump=0.0)
 #:   45, ``high`` keeps ~19 boosted rows and ~13 of each other source's best.
 #:   2.0 for ``high`` dropped the other sources' recall@10 to 0.71 on CISI with
 #:   a cap of 45; Hindsight's 6 would keep 30 boosted rows and 0 others.
-#: * bump 0.5% / 1% / 2% of the row's relevance. Relevance is a fused
-#:   reciprocal-rank score (synthesis/fusion.py), whose neighbouring ranks differ
-#:   by ~1.6% near the top, so 2% moves a row about one content rank. Measured with
+#: * bump 0.5% / 1% / 2% of the row's source votes (before the content vote was
+#:   by normalised similarity, of its whole relevance). A vote is a reciprocal-rank
+#:   score (synthesis/fusion.py), whose neighbouring ranks differ by ~1.6% near the
+#:   top, so 2% moves a row about one rank in its source. On the bump of votes: at
+#:   ``high`` the others keep >= 0.918 of their recall@10 (cap 45), >= 0.955 without,
+#:   declared or undeclared (docs/benchmarks.md). First measured with
 #:   the three-source benchmark (MiniLM vector source, partitioned, top 10): at
 #:   ``high`` the boosted share of the top 10 rises 4-9 points and the other
 #:   sources keep >= 0.906 of their recall@10 (>= 0.857 with a cap of 45) on all

@@ -1,8 +1,9 @@
 """A plain-Python reference of RankingSynthesizer.rank, written for clarity, not speed.
 
 Content similarity and the fusion with the sources' votes (fusion.py) as the
-docs describe them: a vote per ranked source, a content vote weighted by how many
-documents the ranked sources share, unranked sources voting by content, copies collapsed.
+docs describe them: a vote per ranked source, a content vote by normalised similarity
+weighted by how many documents the ranked sources share, unranked sources voting by
+content, the boost on the source votes only, copies collapsed.
 
 The vectorised path must match it (scores with assert_allclose, order exactly).
 It handles text rows and rows carrying a valid ``embedding`` with the hashing
@@ -148,7 +149,21 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         if similarities is not None:
             similarities[(c["sid"], c["rank"])] = c["sim"]
 
-    # which sources are ranked: declared, else Spearman(order, similarity) on the reference
+    # each document's source votes over the whole union: best rank per (document, source)
+    best_rank: dict[tuple[str, str], int] = {}
+    for c in union:
+        pair = (c["doc"], c["sid"])
+        best_rank[pair] = min(best_rank.get(pair, c["rank"]), c["rank"])
+    # which sources are ranked: declared, else the larger z-score of Spearman(order,
+    # similarity) and Spearman(order, the other sources' votes) on the reference, 1 -> 2
+    ref_votes: dict[str, float] = {}
+    ref_best: dict[tuple[str, str], int] = {}
+    for c in reference:
+        pair = (c["doc"], c["sid"])
+        ref_best[pair] = min(ref_best.get(pair, c["rank"]), c["rank"])
+    for (doc, _), rank in ref_best.items():
+        ref_votes[doc] = ref_votes.get(doc, 0.0) + 1.0 / (RRF_K + rank)
+    shares = len({c["doc"] for c in reference}) < len(reference)
     weight = {}
     for sid, _ in sources:
         if sid in declared:
@@ -158,13 +173,12 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         if len(mine) < 3:
             weight[sid] = 0.0
             continue
-        rho = spearman([-c["rank"] for c in mine], [c["sim"] for c in mine])
-        weight[sid] = min(max(rho * math.sqrt(len(mine) - 1), 0.0), 1.0)
-    # each document's source votes over the whole union: best rank per (document, source)
-    best_rank: dict[tuple[str, str], int] = {}
-    for c in union:
-        pair = (c["doc"], c["sid"])
-        best_rank[pair] = min(best_rank.get(pair, c["rank"]), c["rank"])
+        order = [-c["rank"] for c in mine]
+        z = spearman(order, [c["sim"] for c in mine]) * math.sqrt(len(mine) - 1)
+        others = [ref_votes[c["doc"]] - 1.0 / (RRF_K + c["rank"]) for c in mine]
+        if shares and max(others) > min(others):
+            z = max(z, spearman(order, others) * math.sqrt(len(mine) - 1))
+        weight[sid] = min(max(z - 1.0, 0.0), 1.0)
     evidence: dict[str, float] = {}
     for (doc, sid), rank in best_rank.items():
         evidence[doc] = evidence.get(doc, 0.0) + weight[sid] / (RRF_K + rank)
@@ -172,14 +186,24 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
     doc_sim: dict[str, float] = {}
     for c in reference:
         doc_sim[c["doc"]] = max(doc_sim.get(c["doc"], -math.inf), c["sim"])
-    # content weight: 1 when no document has two ranked voters, 0 from a 10% share on
+    # the content scale: mean +- 3 sd of the reference documents' positive similarities
+    positive = [v for v in doc_sim.values() if v > 0]
+    low, span = 0.0, 0.0
+    if len(positive) >= 2:
+        mean = sum(positive) / len(positive)
+        sd = math.sqrt(sum((v - mean) ** 2 for v in positive) / len(positive))
+        low, span = mean - 3 * sd, 6 * sd
+    # content weight: 1 when no document has two ranked voters, 0.1 from a 10% share on
     ranked_docs: dict[str, int] = {}
+    voters: dict[str, int] = {}
     for doc, sid in best_rank:
         if weight[sid] > 0:
+            voters[doc] = voters.get(doc, 0) + 1
+        if weight[sid] >= 0.5:
             ranked_docs[doc] = ranked_docs.get(doc, 0) + 1
     shared = (sum(1 for n in ranked_docs.values() if n >= 2) / len(ranked_docs)
               if ranked_docs else 0.0)
-    content_weight = max(1.0 - shared / 0.1, 0.0)
+    content_weight = max(1.0 - shared / 0.1, 0.1)
     # unranked sources: a row whose document no other ranked source returned gets the vote
     # of its content rank among its source's reference rows; copies share the best vote
     # of the document's copies in the reference (a row outside it keeps its own if better)
@@ -189,7 +213,7 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
     for c in scored:
         if weight[c["sid"]] >= 1 or c["sim"] <= 0 or content_weight <= 0:
             continue
-        others = ranked_docs.get(c["doc"], 0) - (1 if weight[c["sid"]] > 0 else 0)
+        others = voters.get(c["doc"], 0) - (1 if weight[c["sid"]] > 0 else 0)
         if others > 0:
             continue
         own_sim: dict[str, float] = {}
@@ -201,19 +225,20 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         own_vote[id(c)] = vote
         if id(c) in in_reference:
             unranked[c["doc"]] = max(unranked.get(c["doc"], 0.0), vote)
-    for c in kept:
-        content_rank = 1 + sum(1 for s in doc_sim.values() if s > c["sim"])
-        content = content_weight / (RRF_K + content_rank) if c["sim"] > 0 else 0.0
+    for c in scored:  # every scored row stays a candidate; at most len(kept) leave
+        scaled = min(max((c["sim"] - low) / span, 0.0), 1.0) if span > 0 else 1.0
+        content = content_weight * scaled / (RRF_K + 1) if c["sim"] > 0 else 0.0
         vote = max(own_vote.get(id(c), 0.0), unranked.get(c["doc"], 0.0))
-        relevance = content + evidence[c["doc"]] + vote
-        c["score"] = relevance + c["bump"] * abs(relevance)
-    ordered = sorted(kept, key=lambda c: (-c["score"], c["routing"], c["rank"]))
+        votes = evidence[c["doc"]] + vote
+        c["score"] = content + votes + c["bump"] * abs(votes)
+    ordered = sorted(scored, key=lambda c: (-c["score"], c["routing"], c["rank"]))
     seen: set[str] = set()
     distinct = []
     for c in ordered:
         if c["doc"] not in seen:
             seen.add(c["doc"])
             distinct.append(c)
-    if top_k is not None:
-        distinct = distinct[:top_k]
+    limit = top_k if len(kept) == len(union) else min(top_k or len(kept), len(kept))
+    if limit is not None:
+        distinct = distinct[:limit]
     return [(c["sid"], c["rank"], c["score"]) for c in distinct]

@@ -94,8 +94,8 @@ def test_top_k_and_boost_from_the_environment_change_the_ranking() -> None:
     graph_plain = [r for r in plain["ranking"] if r["source_id"] == "graph"]
     graph_boosted = [r for r in boosted["ranking"] if r["source_id"] == "graph"]
     assert len(graph_boosted) >= len(graph_plain)
-    assert all(r["boost_bump"] == pytest.approx(0.02 * r["relevance"])
-               for r in graph_boosted)
+    assert all(r["boost_bump"] == pytest.approx(0.02 * (r["evidence"] + r["unranked_vote"]))
+               for r in graph_boosted)  # a share of the source votes, not of the content vote
     assert {r["source_id"] for r in boosted["ranking"]} - {"graph"}  # others still there
     for r in boosted["ranking"]:
         assert r["score"] == pytest.approx(r["content"] + r["evidence"] + r["unranked_vote"]

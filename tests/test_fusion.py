@@ -108,12 +108,35 @@ def test_source_weights_declared_then_detected() -> None:
 
 
 def test_a_weak_agreement_weighs_its_z_score() -> None:
-    # rho = 0.3 over 5 rows: z = 0.3 * 2 = 0.6
+    # rho = 0.3 over 5 rows: z = 0.3 * 2 = 0.6, below one standard deviation: weight 0;
+    # rho = 0.8 over 5 rows: z = 1.6, 60% of the way from z = 1 to z = 2
     index = np.zeros(5, dtype=np.int64)
     rank = np.arange(1, 6)
     sim = np.array([0.3, 0.5, 0.1, 0.4, 0.2])  # rho(-rank, sim) = 1 - 6 * 14 / 120 = 0.3
     weights, rho = fusion.source_weights(index, rank, sim, [None])
-    assert rho[0] == pytest.approx(0.3) and weights[0] == pytest.approx(0.6)
+    assert rho[0] == pytest.approx(0.3) and weights[0] == 0.0
+    sim = np.array([0.5, 0.3, 0.4, 0.1, 0.2])  # rho = 1 - 6 * 4 / 120 = 0.8
+    weights, rho = fusion.source_weights(index, rank, sim, [None])
+    assert rho[0] == pytest.approx(0.8) and weights[0] == pytest.approx(0.6)
+
+
+def test_agreement_with_another_source_counts_where_content_says_nothing() -> None:
+    # Two sources over one corpus return documents 0-4 in the same order; content is
+    # flat (the test against it says nothing), but each source's order agrees with the
+    # other's votes for its documents (rho = 1 over 5 rows: z = 2): both ranked. A third
+    # lists documents 0-4 in the reverse order: against the first two's votes, rho = -1.
+    doc = np.array([0, 1, 2, 3, 4] * 2 + [4, 3, 2, 1, 0])
+    index = np.repeat(np.arange(3), 5)
+    rank = np.tile(np.arange(1, 6), 3)
+    flat = np.full(15, 0.5)
+    two = fusion.source_weights(index[:10], rank[:10], flat[:10], [None, None], doc[:10])[0]
+    np.testing.assert_allclose(two, [1.0, 1.0])
+    three = fusion.source_weights(index, rank, flat, [None, None, True], doc)[0]
+    assert three[2] == 1.0 and three[0] == three[1] == 0.0  # the declared one's votes cancel
+    reverse = fusion.source_weights(index, rank, flat, [True, True, None], doc)[0]
+    assert reverse[2] == 0.0
+    # without the documents (no sharing known), nothing to go on
+    np.testing.assert_allclose(fusion.source_weights(index, rank, flat, [None] * 3)[0], 0.0)
 
 
 def test_source_evidence_counts_each_source_once_at_its_best_rank() -> None:
@@ -133,8 +156,25 @@ def test_content_ranks_count_documents_and_insert_outsiders() -> None:
     ranks = fusion.content_ranks(sim, doc, reference)
     # documents in the reference by similarity: 0 (0.9), 2 (0.7), 1 (0.5)
     assert ranks.tolist() == [1, 1, 3, 2, 1]
-    np.testing.assert_allclose(fusion.content_vote(ranks, np.array([1, 1, 1, 1, 0.0])),
-                               [1 / (K + 1)] * 2 + [1 / (K + 3), 1 / (K + 2), 0.0])
+
+
+def test_normalised_similarity_by_the_reference_documents_distribution() -> None:
+    # reference documents' positive similarities 0.9 (two copies: once), 0.5, 0.7: mean 0.7,
+    # sd 0.163; row 4 (0.95, outside the reference) is scaled by them and clipped at 1;
+    # row 5 is not positive: 0
+    sim = np.array([0.9, 0.9, 0.5, 0.7, 0.95, -0.2])
+    doc = np.array([0, 0, 1, 2, 3, 4])
+    reference = np.array([0, 1, 2, 3, 5])
+    sd = math.sqrt(0.08 / 3)
+    low = 0.7 - 3 * sd
+    expected = [(0.9 - low) / (6 * sd)] * 2 + [(0.5 - low) / (6 * sd), 0.5,
+                                               (0.95 - low) / (6 * sd), 0.0]
+    got = fusion.normalised_similarity(sim, doc, reference)
+    np.testing.assert_allclose(got, expected)
+    np.testing.assert_allclose(fusion.content_vote(got, weight=0.5), 0.5 * got / (K + 1))
+    # one positive document, or no spread: every positive row counts fully
+    np.testing.assert_allclose(fusion.normalised_similarity(
+        np.array([0.3, 0.0]), np.array([0, 1]), np.array([0, 1])), [1.0, 0.0])
 
 
 

@@ -2,16 +2,22 @@
 
 A BM25 or vector index ranked its rows with corpus-wide statistics the
 synthesizer cannot see, so its order is evidence; a SQL table in id order is
-not. The fused relevance of a row is reciprocal-rank fusion (Cormack et al.,
-k = 60) over *votes*:
+not. The fused relevance of a row is a sum of *votes*, each at most
+``1 / (k + 1)`` (k = 60, Cormack et al.'s reciprocal-rank constant):
 
 * one vote per **ranked source** that returned the row's document, at the rank
   it gave it, weighted by how sure we are the source's order means something:
   ``w_j / (k + rank)``; a document several sources returned (agreement) collects
   several votes;
-* one vote from **content**: the row's rank by content similarity among the
-  batch's documents, ``c / (k + content_rank)`` (none when its similarity is not
-  positive: it shares nothing with the query);
+* one vote from **content**, by how *much* the row matches, not only where it
+  ranks: ``c · ŝ / (k + 1)``, ``ŝ`` the row's content similarity normalised over
+  the batch's documents by their distribution (Qdrant's distribution-based score
+  fusion: ``mean ± 3 sd`` of the positive similarities map to 0 and 1, clipped),
+  so an exact match and a row sharing one word with the query differ by most of a
+  vote, where their content *ranks* differed by ~1% of one. This is Bruch et al.'s
+  convex combination of a normalised score with rank evidence (2023, "An
+  Analysis of Fusion Functions for Hybrid Retrieval"); none when the similarity is
+  not positive (the row shares nothing with the query);
 * for a document that only **unranked** sources returned, the vote such a source
   would give it if it ordered its rows by content: ``c · (1 - w_j) / (k + r)``,
   ``r`` the document's content rank among that source's rows. Without it a
@@ -22,21 +28,27 @@ k = 60) over *votes*:
 ranked sources hold disjoint shards (no document returned by two of them), a
 source's rank 1 is not comparable with another's and content must decide
 between shards: ``c = 1``. Where they search one corpus they return many of the
-same documents, their ranks are comparable directly, their agreement is the
-strongest signal, and content — computed from batch-local statistics — mostly
-adds noise to it: ``c`` falls linearly with the share of the ranked documents
-that more than one ranked source returned, to 0 at ``SHARED_FOR_NO_CONTENT``.
+same documents, their ranks are comparable directly and their agreement is the
+strongest signal: ``c`` falls linearly with the share of the ranked documents
+that more than one ranked source returned, to ``CONTENT_FLOOR`` at
+``SHARED_FOR_CONTENT_FLOOR`` — content keeps a tenth of a vote there, enough to
+order what the sources' votes leave tied.
 
-Ranks, not scores, are fused: the sources' scores are on scales nobody
-calibrated (docs/tuning.md records what was measured).
+Ranks, not the sources' scores, are fused: those are on scales nobody
+calibrated, and most sources return none (docs/tuning.md records what was measured).
 
 **Which sources are ranked.** A source may declare it (``ranked`` on its result,
 from the sources file or the source class): declared ranked weighs 1, declared
-unranked 0. Otherwise it is detected per batch: Spearman's rank correlation
-``rho`` between the source's order and content similarity over its ``n`` rows;
-``rho * sqrt(n - 1)`` is that correlation's z-score when the order is unrelated
-to content, and the weight is that z-score clipped to ``[0, 1]`` — an order that
-agrees with content less than chance counts for nothing, a clear agreement fully.
+unranked 0. Otherwise it is detected per batch, from two tests of the source's
+order, each a z-score (``rho * sqrt(n - 1)``, Spearman's ``rho`` over its ``n``
+rows, about standard normal when the order is unrelated to what it is tested
+against): against **content** similarity, and against the **other sources**
+(the votes the other sources give each of its rows' documents — two indexes
+over one corpus put the same documents near their tops; a table in id order
+agrees with neither; only where sources share documents). The weight ramps
+from 0 at ``z = 1`` to 1 at ``z = 2`` on the larger of the two: an order that
+agrees with either no better than one standard deviation of chance counts for
+nothing, two standard deviations fully.
 
 Everything here is deterministic, never raises on finite input, and is a pure
 function of its arguments (the synthesizer feeds it statistics that no boost
@@ -61,15 +73,26 @@ logger = get_logger("nautilus.ranking")
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-#: The content vote counts as much as one ranked source's vote (tuned: docs/tuning.md).
+#: The content vote at its fullest counts as much as one ranked source's rank-1 vote.
 CONTENT_WEIGHT = 1.0
 #: The share of ranked documents returned by more than one ranked source at which the
-#: content vote is off. Disjoint shards share none (a duplicate here and there stays
-#: well below it); two indexes over one corpus share 15-40% of their top 30 in the
-#: benchmark's collections (docs/tuning.md).
-SHARED_FOR_NO_CONTENT = 0.1
+#: content weight reaches its floor. Disjoint shards share none (a duplicate here and
+#: there stays well below it); two indexes over one corpus share 15-40% of their top 30
+#: in the benchmark's collections (docs/tuning.md).
+SHARED_FOR_CONTENT_FLOOR = 0.1
+#: The content weight where ranked sources overlap (docs/tuning.md: 0 let content only
+#: tie with the sources' agreement, 0.25 and more cost the smallest collection).
+CONTENT_FLOOR = 0.1
+#: Distribution-based normalisation: mean ± this many standard deviations map to 0 and 1.
+DBSF_SPREAD = 3.0
 #: Fewer rows than this in a batch and an undeclared source's order cannot be judged: weight 0.
 MIN_ROWS_TO_DETECT = 3
+#: Detection: a source's weight ramps from 0 at this z-score of its order's agreement...
+DETECT_FROM_Z = 1.0
+#: ...to 1 at this one (one and two standard deviations of chance).
+DETECT_FULL_Z = 2.0
+#: A detected source counts as ranked for the overlap share from this weight on.
+RANKED_FOR_OVERLAP = 0.5
 
 
 def average_ranks(values: FloatArray) -> FloatArray:
@@ -107,11 +130,15 @@ def _rank_correlation(rx: FloatArray, ry: FloatArray) -> float:
 
 
 def source_weights(source_index: IntArray, source_rank: IntArray, similarity: FloatArray,
-                   declared: Sequence[bool | None]) -> tuple[FloatArray, FloatArray]:
-    """(weight of each source's votes, the detected agreement ``rho`` or NaN if declared).
+                   declared: Sequence[bool | None], doc: IntArray | None = None,
+                   ) -> tuple[FloatArray, FloatArray]:
+    """(weight of each source's votes, the detected agreement with content ``rho`` or NaN
+    if declared).
 
-    ``source_index``/``source_rank``/``similarity`` describe the rows the
-    detection looks at; ``declared[j]`` is source ``j``'s own word, if any.
+    ``source_index``/``source_rank``/``similarity``/``doc`` describe the rows the
+    detection looks at; ``declared[j]`` is source ``j``'s own word, if any. Without
+    ``doc`` (or where no two rows are copies) no source shares a document with
+    another and only the test against content is made.
     """
     n_sources = len(declared)
     weights = np.zeros(n_sources, dtype=np.float64)
@@ -119,6 +146,12 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
     # Each source's rows: a slice when they come source by source (as flattened).
     together = bool((source_index[1:] >= source_index[:-1]).all())
     ends = np.cumsum(np.bincount(source_index, minlength=n_sources)).tolist() if together else []
+    others: FloatArray | None = None  # each row's votes from the other sources
+    if doc is not None and any(said is None for said in declared) and not (
+            every_row_its_document(doc)):
+        every, _ = source_evidence(doc, source_index, source_rank,
+                                   np.ones(n_sources, dtype=np.float64))
+        others = every - 1.0 / (RRF_K + source_rank.astype(np.float64))
     for j, said in enumerate(declared):
         if said is not None:
             weights[j] = 1.0 if said else 0.0
@@ -132,11 +165,18 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
             continue
         if bool((ranks[1:] > ranks[:-1]).all()):  # rows in the source's order (as given):
             order_ranks = np.arange(n, 0, -1, dtype=np.float64)  # what average_ranks gives
-            rho = _rank_correlation(order_ranks, average_ranks(similarity[mine]))
         else:
-            rho = spearman(-ranks.astype(np.float64), similarity[mine])
+            order_ranks = average_ranks(-ranks.astype(np.float64))
+        # (_rank_correlation consumes its arguments: a copy when the agreement test follows)
+        rho = _rank_correlation(order_ranks if others is None else order_ranks.copy(),
+                                average_ranks(similarity[mine]))
         agreement[j] = rho
-        weights[j] = min(max(rho * math.sqrt(n - 1), 0.0), 1.0)
+        z = rho * math.sqrt(n - 1)
+        if others is not None:
+            votes = others[mine]
+            if votes.max() > votes.min():  # it shares documents with another source
+                z = max(z, _rank_correlation(order_ranks, average_ranks(votes)) * math.sqrt(n - 1))
+        weights[j] = min(max((z - DETECT_FROM_Z) / (DETECT_FULL_Z - DETECT_FROM_Z), 0.0), 1.0)
     return weights, agreement
 
 
@@ -168,8 +208,8 @@ def source_evidence(doc: IntArray, source_index: IntArray, source_rank: IntArray
 
 def content_weight(doc: IntArray, source_index: IntArray, weights: FloatArray) -> float:
     """The batch's content weight ``c``, from the share of the documents ranked sources
-    returned that more than one ranked source returned."""
-    ranked = weights[source_index] > 0
+    (weight >= ``RANKED_FOR_OVERLAP``) returned that more than one of them returned."""
+    ranked = weights[source_index] >= RANKED_FOR_OVERLAP
     if not ranked.any() or every_row_its_document(doc):  # no document shared: c = 1
         return CONTENT_WEIGHT
     width = int(source_index.max()) + 1
@@ -177,7 +217,7 @@ def content_weight(doc: IntArray, source_index: IntArray, weights: FloatArray) -
     per_doc = np.bincount(pairs // width)
     per_doc = per_doc[per_doc > 0]
     shared = float((per_doc >= 2).mean())
-    return CONTENT_WEIGHT * max(1.0 - shared / SHARED_FOR_NO_CONTENT, 0.0)
+    return CONTENT_WEIGHT * max(1.0 - shared / SHARED_FOR_CONTENT_FLOOR, CONTENT_FLOOR)
 
 
 def unranked_votes(similarity: FloatArray, doc: IntArray, source_index: IntArray,
@@ -289,11 +329,43 @@ def descending_ranks(similarity: FloatArray, group: IntArray | None = None) -> I
     return ranks
 
 
-def content_vote(ranks: IntArray, similarity: FloatArray, k: float = RRF_K,
+def normalised_similarity(similarity: FloatArray, doc: IntArray,
+                          reference: IntArray) -> FloatArray:
+    """Each row's content similarity normalised by the distribution of the ``reference``
+    rows' documents' positive similarities (each document at its most similar copy):
+    ``(s - (mean - 3 sd)) / (6 sd)`` clipped to [0, 1] (distribution-based score fusion);
+    1 for every positive row when fewer than two documents, or no spread, to scale by;
+    0 where the similarity is not positive."""
+    if every_row_its_document(doc, reference):  # every row, no copies
+        values = similarity
+    elif len(reference) == 0:
+        values = similarity[:0]
+    else:
+        ref_doc = doc[reference]
+        ref_sim = similarity[reference]
+        order = np.lexsort((-ref_sim, ref_doc))
+        first = np.concatenate(([True], ref_doc[order][1:] != ref_doc[order][:-1]))
+        values = ref_sim[order][first]
+    positive = values[values > 0]
+    m = len(positive)
+    out = (similarity > 0).astype(np.float64)  # 1 where positive: the case without a spread
+    if m >= 2:  # sums in one pass each (np.mean and np.std cost ~10 µs a call)
+        mean = float(positive.sum()) / m
+        variance = max(float(positive @ positive) / m - mean * mean, 0.0)
+        spread = DBSF_SPREAD * math.sqrt(variance)
+        if spread > 0:
+            scaled = (similarity - (mean - spread)) * (1.0 / (2.0 * spread))
+            np.maximum(scaled, 0.0, out=scaled)  # (np.clip costs several times more)
+            np.minimum(scaled, 1.0, out=scaled)
+            out *= scaled
+    return out
+
+
+def content_vote(normalised: FloatArray, k: float = RRF_K,
                  weight: float = CONTENT_WEIGHT) -> FloatArray:
-    """The content vote of rows at content ``ranks``: ``weight / (k + rank)``, and 0
-    for a row with no positive similarity (it matches nothing of the query)."""
-    vote: FloatArray = np.where(similarity > 0, weight / (k + ranks.astype(np.float64)), 0.0)
+    """The content vote of rows at these normalised similarities: ``weight · ŝ / (k + 1)``
+    (0 for a row with no positive similarity: ``ŝ`` is 0 there)."""
+    vote: FloatArray = normalised * (weight / (k + 1.0))
     return vote
 
 

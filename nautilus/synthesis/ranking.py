@@ -5,18 +5,21 @@ One pass per request, on numpy arrays built once (DESIGN.md, "RankingSynthesizer
 1. flatten the successful results into candidates (source, source_rank, row) and
    number the documents (copies: the same ``dedup_key`` value, else the same text);
 2. stage 1 — when ``max_candidates`` is exceeded, keep the best candidates by the
-   fused rank key ``1 / (60 + source_rank / multiplier)`` (boosts in rank space);
-   the batch statistics (IDF, which sources are ranked, content ranks) come from
-   the rows the cap keeps *without* boosts, so a boost never changes another
-   row's relevance;
+   fused rank key ``1 / (60 + source_rank / multiplier)`` (boosts in rank space),
+   and the rows the cap keeps *without* boosts (the reference): the batch
+   statistics (IDF, which sources are ranked, the content scale and ranks) come
+   from the reference, so a boost never changes another row's relevance, and a
+   boost can let rows in but never push a reference row out;
 3. the query vector: ``context["embedding"]``, else the embedder on ``context["query"]``,
    else no ranking at all (passthrough, exactly ``BasicSynthesizer``);
 4. row vectors: a row's own ``embedding`` when it is in the query's space, else
    the embedder on the row's text (its string fields);
 5. content similarity = cosine × the batch-local IDF factor (when on); relevance
-   = the content vote fused with the ranked sources' votes (``fusion.py``);
-6. stage 2 — ``score = relevance + bump`` of the row's source level;
-7. sort by (score desc, routing index, source_rank), collapse copies, keep ``top_k``.
+   = the content vote (normalised similarity) plus the sources' votes (``fusion.py``);
+6. stage 2 — ``score = relevance + bump`` of the row's source level, the bump a share
+   of the row's source votes only (never of its content vote);
+7. sort by (score desc, routing index, source_rank), collapse copies, keep ``top_k``
+   (and at most ``max_candidates``).
 
 It never raises on bad input: each kind of problem is one structured warning per
 call, and the affected rows are scored without the broken part (or the call
@@ -284,32 +287,39 @@ class RankingSynthesizer:
 
         # Fusion: which sources are ranked (declared, else detected on the reference rows),
         # their votes for each document over the whole union, how much content counts in
-        # this batch (from how many documents the ranked sources share), the content vote,
-        # and the votes standing in for unranked sources' orders.
+        # this batch (from how many documents the ranked sources share), the content vote
+        # (by normalised similarity), and the votes standing in for unranked sources' orders.
+        sub_doc = doc[scored]
         source_weight, _ = fusion.source_weights(
             sub.source_index[where_ref], sub.source_rank[where_ref],
-            content_similarity[where_ref], declared)
+            content_similarity[where_ref], declared, sub_doc[where_ref])
         evidence_all, voters_all = fusion.source_evidence(
             doc, cands.source_index, cands.source_rank, source_weight)
         weight = fusion.content_weight(doc, cands.source_index, source_weight)
-        sub_doc = doc[scored]
         voters = voters_all[scored]
         content_rank = fusion.content_ranks(content_similarity, sub_doc, where_ref)
-        content = fusion.content_vote(content_rank, content_similarity, weight=weight)
+        content = fusion.content_vote(
+            fusion.normalised_similarity(content_similarity, sub_doc, where_ref), weight=weight)
         unranked = fusion.unranked_votes(content_similarity, sub_doc, sub.source_index,
                                          where_ref, source_weight, voters, weight)
         evidence = evidence_all[scored]
         relevance = content + evidence + unranked
-        bump: FloatArray = stage2_bump(relevance, bumps[sub.source_index] if n_sources
+        votes = evidence + unranked
+        # Stage 2: a boost scales the row's source votes only, never its content vote, so
+        # a content lead larger than the bump of those votes survives every level.
+        bump: FloatArray = stage2_bump(votes, bumps[sub.source_index] if n_sources
                                        else np.zeros(n))
         scores = _Scores(relevance + bump, similarity, factors, keys[scored], bump, relevance,
                          content, content_rank, evidence, voters,
                          source_weight[sub.source_index], sub_doc, unranked,
                          np.full(n, weight))
-        if len(kept) < n:  # rows scored only for the statistics leave now
-            keep = np.searchsorted(scored, kept)
-            sub, scores = sub.take(keep), _take_scores(scores, keep)
-        return self._select(sub, scores)
+        # Every row scored stays a candidate: the rows the cap keeps without boosts (the
+        # reference) too, so a boost can let rows in but never push a better one out.
+        # At most max_candidates rows leave, best first, as without the reference.
+        limit = self.top_k
+        if len(kept) < len(cands.rows):
+            limit = len(kept) if limit is None else min(limit, len(kept))
+        return self._select(sub, scores, limit)
 
     def _cap(self, cands: _Candidates, keys: FloatArray) -> IntArray:
         """Positions of the ``max_candidates`` best rows by ``keys`` (ascending positions)."""
@@ -544,8 +554,10 @@ class RankingSynthesizer:
                 texts[i] = texts[i][:MAX_TEXT_CHARS]
         return texts
 
-    def _select(self, cands: _Candidates, scores: _Scores) -> list[RankedRow]:
-        top_k, score = self.top_k, scores.score
+    def _select(self, cands: _Candidates, scores: _Scores,
+                top_k: int | None) -> list[RankedRow]:
+        """The best ``top_k`` rows (all when None), copies collapsed."""
+        score = scores.score
         at: IntArray | None = None
         if top_k is not None and top_k < len(score) and fusion.every_row_its_document(scores.doc):
             # No copies to collapse: only the rows scoring at least the top_k-th best score
@@ -557,8 +569,8 @@ class RankingSynthesizer:
         else:
             order = at[np.lexsort((cands.source_rank[at], cands.source_index[at], -score[at]))]
             also_from = {}
-        if self.top_k is not None:
-            order = order[: self.top_k]
+        if top_k is not None:
+            order = order[:top_k]
         # Column by column (one ``tolist`` each, the same Python floats as ``float(x)``):
         # ~1.7 µs a row less than reading each row's 16 numbers from numpy one by one.
         places = order.tolist()
