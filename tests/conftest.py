@@ -1,12 +1,15 @@
 """Test set-up: hypothesis profiles (derandomized under CI); every test starts with no
-NAUTILUS_* variable and no .env in its working directory."""
+NAUTILUS_* variable, no .env in its working directory and the log set-up the suite
+started with."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from hypothesis import settings
 
 # A real PostgreSQL for the postgres_* sources: one server a session, a database a module.
@@ -19,6 +22,16 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE")
                       or ("ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture(autouse=True)
+def fresh_log_config() -> Iterator[None]:
+    """A test that runs the CLI in-process configures structlog (the CLI logs warnings
+    only by default); the next test starts from the set-up the suite started with, so
+    ``capture_logs`` sees every level."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 @pytest.fixture(autouse=True)
