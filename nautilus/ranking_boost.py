@@ -4,7 +4,7 @@ Why levels and not numbers: an operator writes ``graph:high`` in a deployment
 manifest; what ``high`` means is decided here, once, against measurements, and
 can be retuned without touching a single manifest.
 
-Why two stages, each bounded — the field lesson (DESIGN.md, "Boost levels"):
+Why two stages, each bounded — the field lesson (docs/design.md, "Boosts"):
 Hindsight multiplied its RRF score by 1/3/6. RRF's whole dynamic range over a
 30-row list is 1/61 ÷ 1/90 ≈ 1.5, so any multiplier above ~1.5 sorts "boosted
 source first, rank as tie-break" and the candidate cap then cuts every other

@@ -240,7 +240,7 @@ def test_rank_never_raises_keeps_rows_and_is_deterministic(
     assert [r.rank for r in ranking] == list(range(1, len(ranking) + 1))
     assert all(math.isfinite(r.score) for r in ranking)
     eligible = sum(len(rankable(r)) for r in results)
-    if passthrough:  # no query vector: exactly BasicSynthesizer, no trim (DESIGN.md)
+    if passthrough:  # no query vector: exactly BasicSynthesizer, no trim (docs/design.md)
         assert fingerprint(merged, []) == fingerprint(BasicSynthesizer().merge(results), [])
         assert len(ranking) == eligible
     elif synth.top_k is not None:

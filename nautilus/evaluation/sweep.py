@@ -8,7 +8,7 @@ comparison between alternatives is paired, query by query.
 
 The hijack check, for each boost: every *other* source's recall@k relative to
 the same ranking without that boost. ``HIJACK_FLOOR`` (0.8) is the line a
-recommended boost must keep — the field lesson of DESIGN.md, "Boost levels".
+recommended boost must keep — the field lesson of docs/design.md, "Boosts".
 (Turning ranking or IDF on moves rows between sources by relevance, not by
 preference: there the gate is nDCG@k alone, and each source's recall@k is
 reported.)

@@ -1,6 +1,6 @@
 """RankingSynthesizer: rank the union of all sources' rows by relevance to the query.
 
-One pass per request, on numpy arrays built once (DESIGN.md, "RankingSynthesizer.rank"):
+One pass per request, on numpy arrays built once (docs/design.md, "Ranking"):
 
 1. flatten the successful results into candidates (source, source_rank, row) and
    number the documents (copies: the same ``dedup_key`` value, else the same text);
