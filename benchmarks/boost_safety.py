@@ -30,7 +30,7 @@ from nautilus.ranking_boost import BOOST_LEVELS, BoostWeights
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vector", choices=("onnx", "hashing"), default="onnx",
-                        help="the vector source's embedder (onnx needs nautilus[embed])")
+                        help="the vector source's embedder (onnx needs nautilus-ranking[embed])")
     parser.add_argument("--bumps", nargs="+", default=["0.005,0.01,0.02", "0.02,0.04,0.08"],
                         help="bump tables to compare, each 'low,medium,high'")
     parser.add_argument("--datasets", type=Path, default=DATASETS)

@@ -5,7 +5,7 @@ every judged query, at most 30 rows each:
 
 * ``fts``    — FTS5, BM25 order (declares itself ranked);
 * ``sql``    — a plain table with a keyword filter, rows in table order (unranked);
-* ``vector`` — stored all-MiniLM-L6-v2 vectors (``nautilus[embed]``; 1,024-d hashing
+* ``vector`` — stored all-MiniLM-L6-v2 vectors (``nautilus-ranking[embed]``; 1,024-d hashing
   vectors without it), cosine order (ranked).
 
 Scenarios: *partitioned* (each source holds a third of the corpus) and *hybrid*
@@ -151,7 +151,7 @@ def ranking(**options: Any) -> Strategy:
 
 @lru_cache(maxsize=1)
 def onnx_embedder() -> Any:
-    """The real model (nautilus[embed]) shared by every run, or None without the extra."""
+    """The real model (nautilus-ranking[embed]) shared by every run, or None without the extra."""
     try:
         from nautilus.embedders.onnx import OnnxEmbedder
         return OnnxEmbedder(cache_size=100_000)

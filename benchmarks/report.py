@@ -30,7 +30,7 @@ numbers drove is in [tuning.md](tuning.md).
 Each shared collection (`../shared/datasets`, BEIR format) is served by three real
 SQLite sources, at most 30 rows each: **fts** (FTS5, BM25 order; declares itself
 ranked), **sql** (a plain table, keyword filter, rows in table order — unranked)
-and **vector** (stored all-MiniLM-L6-v2 vectors, `nautilus[embed]`, cosine order;
+and **vector** (stored all-MiniLM-L6-v2 vectors, `nautilus-ranking[embed]`, cosine order;
 ranked). *Partitioned*: each source holds a third of the corpus; *hybrid*: each
 holds all of it and a document from several sources counts once. Baselines:
 passthrough, round-robin, RRF (k=60, equal weights — LangChain's

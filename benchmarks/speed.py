@@ -263,7 +263,7 @@ def demo_rows(n: int) -> list[dict[str, Any]]:
 
 
 def measure_model(counts: tuple[int, ...] = (30, 60, 100, 200, 300)) -> list[dict[str, Any]]:
-    """rank() latency with the real model (nautilus[embed]) by candidate count, on
+    """rank() latency with the real model (nautilus-ranking[embed]) by candidate count, on
     real English rows: cold (every row new to the cache) and warm (all seen before)."""
     try:
         from nautilus.embedders.onnx import OnnxEmbedder

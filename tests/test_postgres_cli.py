@@ -83,7 +83,7 @@ def test_a_postgres_source_without_the_extra_names_it(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={**env, "KB_DSN": "postgresql://localhost/kb"}, timeout=120)
     assert result.returncode == 1
-    assert "pip install 'nautilus[postgres]'" in result.stderr
+    assert "pip install 'nautilus-ranking[postgres]'" in result.stderr
     assert "Traceback" not in result.stderr
 
 

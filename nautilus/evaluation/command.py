@@ -52,7 +52,7 @@ def add_parser(commands: Any) -> None:
     output.add_argument("--markdown", action="store_true", help="a markdown table on stdout")
     parser.add_argument("--plot", type=Path, metavar="FILE.png",
                         help="share of the top K and nDCG@K against boost level (implies "
-                             "--sweep; needs matplotlib: pip install 'nautilus[bench]')")
+                             "--sweep; needs matplotlib: pip install 'nautilus-ranking[bench]')")
     parser.set_defaults(run=run)
 
 
@@ -97,4 +97,4 @@ def _check_matplotlib() -> None:
     try:
         importlib.import_module("matplotlib")
     except ImportError as exc:
-        raise ImportError("--plot needs matplotlib: pip install 'nautilus[bench]'") from exc
+        raise ImportError("--plot needs matplotlib: pip install 'nautilus-ranking[bench]'") from exc

@@ -1,4 +1,4 @@
-"""``nautilus mcp``: the broker as an MCP server (extra ``nautilus[mcp]``).
+"""``nautilus mcp``: the broker as an MCP server (extra ``nautilus-ranking[mcp]``).
 
 ``tools.py`` holds the two tools (``search``, ``list_sources``): their schemas and
 descriptions, written for a model to read, and their answers. They go through the

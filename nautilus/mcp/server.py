@@ -41,7 +41,7 @@ def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None 
         from nautilus.service.limits import load_api_keys
     except ImportError as exc:
         raise ImportError("nautilus mcp needs the 'mcp' extra: "
-                          f"pip install 'nautilus[mcp]' ({exc})") from exc
+                          f"pip install 'nautilus-ranking[mcp]' ({exc})") from exc
     settings = NautilusSettings()  # strict mode raises ConfigError here
     keys = load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable
     engine = Engine.build(settings)

@@ -1,4 +1,4 @@
-"""A LangChain retriever over nautilus (extra ``nautilus[langchain]``).
+"""A LangChain retriever over nautilus (extra ``nautilus-ranking[langchain]``).
 
 ``NautilusRetriever(broker=broker)`` ranks in this process; ``NautilusRetriever(
 url="http://127.0.0.1:8000", api_key=..., top_k=5, boosts={"graph": "high"})`` asks a
@@ -21,7 +21,7 @@ try:
     from langchain_core.retrievers import BaseRetriever
 except ImportError as exc:  # pragma: no cover - the message is what a user needs
     raise ImportError("nautilus.retrievers.langchain needs the 'langchain' extra: "
-                      "pip install 'nautilus[langchain]'") from exc
+                      "pip install 'nautilus-ranking[langchain]'") from exc
 from pydantic import PrivateAttr
 
 from nautilus.broker import Broker

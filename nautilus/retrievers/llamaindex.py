@@ -1,4 +1,4 @@
-"""A LlamaIndex retriever over nautilus (extra ``nautilus[llamaindex]``).
+"""A LlamaIndex retriever over nautilus (extra ``nautilus-ranking[llamaindex]``).
 
 ``NautilusRetriever(broker=broker)`` ranks in this process; ``NautilusRetriever(
 url="http://127.0.0.1:8000", api_key=..., top_k=5)`` asks a running ``nautilus serve``.
@@ -22,7 +22,7 @@ try:
     from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 except ImportError as exc:  # pragma: no cover - the message is what a user needs
     raise ImportError("nautilus.retrievers.llamaindex needs the 'llamaindex' extra: "
-                      "pip install 'nautilus[llamaindex]'") from exc
+                      "pip install 'nautilus-ranking[llamaindex]'") from exc
 
 from nautilus.broker import Broker
 from nautilus.retrievers.source import Hit, HitSource

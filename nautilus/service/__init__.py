@@ -1,4 +1,4 @@
-"""``nautilus serve``: the broker as an HTTP service (extra ``nautilus[serve]``).
+"""``nautilus serve``: the broker as an HTTP service (extra ``nautilus-ranking[serve]``).
 
 ``app.py`` wires the FastAPI application; ``problems.py`` (RFC 9457 error bodies),
 ``overrides.py`` (per-request knobs), ``limits.py`` (body size, concurrency, API keys),

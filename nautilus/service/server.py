@@ -95,7 +95,7 @@ def serve(host: str | None = None, port: int | None = None,
         from nautilus.service.limits import load_api_keys
     except ImportError as exc:
         raise ImportError("nautilus serve needs the 'serve' extra: "
-                          "pip install 'nautilus[serve]'") from exc
+                          "pip install 'nautilus-ranking[serve]'") from exc
     if config:  # as NAUTILUS_CONFIG, so every worker process reads the same file
         os.environ["NAUTILUS_CONFIG"] = str(Path(config).expanduser().resolve())
     settings = NautilusSettings()  # strict mode raises ConfigError here

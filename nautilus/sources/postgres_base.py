@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 logger = get_logger("nautilus.sources.postgres")
 
-EXTRA_HINT = "pip install 'nautilus[postgres]'"
+EXTRA_HINT = "pip install 'nautilus-ranking[postgres]'"
 #: A connection attempt gives up after this long unless the DSN sets ``connect_timeout``.
 DEFAULT_CONNECT_TIMEOUT_S = 10
 T = TypeVar("T")
