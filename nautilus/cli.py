@@ -142,14 +142,16 @@ def _parser() -> argparse.ArgumentParser:
                       help="also delete the rows whose id is no longer in the seed "
                            "(a load otherwise only inserts and updates)")
     load.set_defaults(run=_run_load)
-    serve = commands.add_parser("serve", help="run the HTTP service (extra nautilus-ranking[serve])")
+    serve = commands.add_parser("serve",
+                                help="run the HTTP service (extra nautilus-ranking[serve])")
     serve.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
     serve.add_argument("--host", help="address to bind (default NAUTILUS_SERVE_HOST, 127.0.0.1)")
     serve.add_argument("--port", type=_port, help="port (default NAUTILUS_SERVE_PORT, 8000)")
     serve.add_argument("--workers", type=_top_k, metavar="N",
                        help="worker processes (default NAUTILUS_SERVE_WORKERS, 1)")
     serve.set_defaults(run=_run_serve)
-    mcp = commands.add_parser("mcp", help="run the MCP server for agents (extra nautilus-ranking[mcp])")
+    mcp = commands.add_parser("mcp",
+                              help="run the MCP server for agents (extra nautilus-ranking[mcp])")
     mcp.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
     mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio",
                      help="stdio (default: an agent starts this command) or http "

@@ -168,7 +168,8 @@ def test_input_errors_are_one_line_and_exit_1(adi: dict[str, Path], tmp_path: Pa
 def test_plot_without_matplotlib_names_the_extra(adi: dict[str, Path], tmp_path: Path) -> None:
     result = run(*eval_args(adi), "--plot", str(tmp_path / "p.png"))
     assert result.returncode == 1
-    assert "pip install 'nautilus-ranking[bench]'" in result.stderr and "Traceback" not in result.stderr
+    assert "pip install 'nautilus-ranking[bench]'" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,

@@ -308,4 +308,5 @@ def test_mcp_without_the_extra_or_with_bad_flags_says_so(tmp_path: Path) -> None
                               "from nautilus.cli import main; sys.exit(main(['mcp']))"],
                              env=env, capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1
-    assert "pip install 'nautilus-ranking[mcp]'" in missing.stderr and "Traceback" not in missing.stderr
+    assert "pip install 'nautilus-ranking[mcp]'" in missing.stderr
+    assert "Traceback" not in missing.stderr
