@@ -246,7 +246,9 @@ def test_rank_never_raises_keeps_rows_and_is_deterministic(
     elif synth.top_k is not None:
         assert len(ranking) <= synth.top_k
     if synth.top_k is None and synth.max_candidates is None and synth.dedup_key is None:
-        assert len(ranking) == eligible  # no trim: every rankable row, once
+        # no trim: every rankable row once, as itself or as a copy its document's row
+        # names in also_from (copies collapse by identical text without a dedup_key)
+        assert len(ranking) + sum(len(r.also_from) for r in ranking) == eligible
     else:
         assert len(ranking) <= eligible
     successful = {r.source_id for r in results if r.error is None}
