@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -103,7 +104,13 @@ async def check_search(client: Client, env: dict[str, str]) -> None:
     plain = await client.call_tool("search", {"query": QUERY, "top_k": 4})
     assert rows(plain) == cli_ranking(env, "--top-k", "4")
     assert len(rows(boosted)) == 4 and rows(plain)[0][0] != "graph"
-    assert rows(boosted)[0][0] == "graph"  # the boost wins the close call at the top
+    plain_scores = {(r["source"], r["id"]): r["score"]
+                    for r in plain.structured_content["results"]}
+    lifted = [(r["score"], plain_scores[(r["source"], r["id"])])
+              for r in boosted.structured_content["results"]
+              if r["source"] == "graph" and (r["source"], r["id"]) in plain_scores]
+    assert lifted and all(b > p for b, p in lifted)  # the boost lifts the graph's rows,
+    assert rows(boosted)[0] == rows(plain)[0]  # never past a clear content lead at the top
     explained = await client.call_tool("search", {"query": QUERY, "top_k": 2, "idf": True,
                                                   "sources": ["graph", "runbooks"],
                                                   "explain": True})
@@ -310,3 +317,23 @@ def test_mcp_without_the_extra_or_with_bad_flags_says_so(tmp_path: Path) -> None
     assert missing.returncode == 1
     assert "pip install 'nautilus-ranking[mcp]'" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_mcp_refuses_what_serve_refuses(tmp_path: Path) -> None:
+    """No sources to search, or a port already taken: one clear line, exit 1, as serve."""
+    env = environment(tmp_path)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("sources: []\n", encoding="utf-8")
+    none = subprocess.run([NAUTILUS, "mcp", "--config", str(empty)], env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert none.returncode == 1 and "lists no sources" in none.stderr
+    assert "Traceback" not in none.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        demo = {k: v for k, v in env.items() if k != "NAUTILUS_CONFIG"}  # the bundled demo
+        busy = subprocess.run([NAUTILUS, "mcp", "--transport", "http", "--port", str(port)],
+                              env=demo, capture_output=True, text=True, timeout=120)
+    assert busy.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in busy.stderr
+    assert "mcp_starting" not in busy.stderr

@@ -135,7 +135,8 @@ def test_two_projects_on_the_default_data_dir_do_not_rebuild_each_others_databas
         tmp_path: Path) -> None:
     a = shop(tmp_path / "a", ROWS[:1])
     b = shop(tmp_path / "b", ROWS[1:])
-    env = {"HOME": str(tmp_path / "home"), "NAUTILUS_LOG_FORMAT": "json"}
+    env = {"HOME": str(tmp_path / "home"), "NAUTILUS_LOG_FORMAT": "json",
+           "NAUTILUS_LOG_LEVEL": "info"}  # the CLI logs warnings only by default
 
     def ask(config: Path) -> subprocess.CompletedProcess[str]:
         result = run("query", "password delivery", "--config", str(config), "--json",

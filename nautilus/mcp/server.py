@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from nautilus.config import NautilusSettings
+from nautilus.config import ConfigError, ConfigProblem, NautilusSettings
 from nautilus.log import get_logger
 
 if TYPE_CHECKING:
@@ -39,17 +40,26 @@ def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None 
 
         from nautilus.mcp.tools import Engine
         from nautilus.service.limits import load_api_keys
+        from nautilus.service.server import listen_problem
     except ImportError as exc:
         raise ImportError("nautilus mcp needs the 'mcp' extra: "
                           f"pip install 'nautilus-ranking[mcp]' ({exc})") from exc
     settings = NautilusSettings()  # strict mode raises ConfigError here
     keys = load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable
     engine = Engine.build(settings)
+    if not engine.broker.sources:  # as nautilus serve refuses it: nothing to search
+        raise ConfigError((ConfigProblem(
+            "NAUTILUS_CONFIG", str(settings.config), "the sources file lists no sources",
+            "at least one source; docs/sources.md has an example of each type"),))
     if transport == "stdio":
         anyio.run(_serve_stdio, engine)
         return 0
     host = host or settings.serve_host
     port = port if port is not None else DEFAULT_PORT
+    problem = listen_problem(host, port)
+    if problem is not None:  # before anything starts, as nautilus serve checks it
+        print(f"nautilus: {problem}", file=sys.stderr)
+        return 1
     logger.info("mcp_starting", transport="http", host=host, port=port, path=MCP_PATH,
                 api_keys=len(keys))
     # uvicorn drains on SIGTERM, then raises the signal again with the handler it found:

@@ -235,7 +235,7 @@ class Engine:
 def _search_content(parsed: QueryRequest, response: BrokerResponse,
                     page: dict[str, Any] | None, ranked: bool) -> dict[str, Any]:
     return {"query": parsed.query,
-            "results": [_result(r, bool(parsed.explain), ranked, parsed.vectors)
+            "results": [_result(r, bool(parsed.explain), ranked, bool(parsed.vectors))
                         for r in response.ranking],
             "page": page,
             "sources_queried": list(response.sources_queried),

@@ -256,7 +256,7 @@ async def _answer(request: Request, state: ServiceState, body: bytes) -> Respons
     rid = _request_id(request)
     broker_request_id = response.request_id
     response.request_id = rid
-    out = response.to_dict(vectors=parsed.vectors, ranking_enabled=isinstance(
+    out = response.to_dict(vectors=bool(parsed.vectors), ranking_enabled=isinstance(
         run.broker.synthesizer, RankingSynthesizer))
     out["synthesizer"] = type(run.broker.synthesizer).__name__
     if page is not None:

@@ -49,7 +49,7 @@ class QueryRequest(BaseModel):
                                       description="ask only these sources")  # [] is a 422
     explain: bool | None = Field(default=False, description="add the effective ranking "
                                  "settings of this request under 'explain'")
-    vectors: bool = Field(default=False, description="keep the rows' vectors (the "
+    vectors: bool | None = Field(default=False, description="keep the rows' vectors (the "
                           "'embedding' field) in 'data'; left out by default")
     page: int | None = Field(default=None, description=f"page number (1 to {MAX_PAGE}) of "
                              "top_k rows each: page 2 is ranks top_k+1 to 2·top_k")
