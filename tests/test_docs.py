@@ -131,7 +131,10 @@ def run_block(block: Block, work: Path, home: Path) -> list[tuple[list[str], int
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     env.update(NAUTILUS_DATA_DIR=str(home / "data"), HOME=str(home),
                NAUTILUS_LOG_FORMAT="json", PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-               COLUMNS="200")
+               COLUMNS="200",
+               # stdout and stderr share one pipe here: unbuffered, their lines come in the
+               # order a terminal shows them (a clean environment has no PYTHONUNBUFFERED)
+               PYTHONUNBUFFERED="1")
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     result = subprocess.run(["bash", "-c", "\n".join(script)], cwd=work, env=env,
                             capture_output=True, text=True, timeout=600)
