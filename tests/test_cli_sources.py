@@ -1,5 +1,5 @@
 """`nautilus config --strict --config FILE`, `config --schema`, `sources rebuild`, and the
-`query` flags and exit codes (issue 11), run as real subprocesses."""
+`query` flags and exit codes, run as real subprocesses."""
 
 from __future__ import annotations
 
@@ -219,7 +219,7 @@ def test_the_table_view_shows_a_subject_field() -> None:
 
 
 def test_three_processes_on_a_fresh_data_dir_all_answer(folder: Path) -> None:
-    """Issue 10, item 2, across processes: the file lock lets one build while the others
+    """Across processes: the file lock lets one build while the others
     wait, and every process then reads the same database."""
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}

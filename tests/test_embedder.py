@@ -157,7 +157,7 @@ def test_batch_tokenizer_is_exact_even_when_word_hashes_collide(collide: bool,
 ])
 def test_unicode_words_match_and_score(query: str, text: str) -> None:
     """A word a person would call a match shares tokens with the row, so it ranks with
-    a positive similarity (issue 11: ケトル and creme matched but scored 0)."""
+    a positive similarity (ケトル and creme once matched but scored 0)."""
     assert set(tokenize(query)) & set(tokenize(text))
     ranked = RankingSynthesizer(idf=True).rank(
         [AdapterResult("shop", [{"id": "a", "title": "unrelated"}, {"id": "b", "title": text}])],

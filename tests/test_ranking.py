@@ -348,7 +348,7 @@ def assert_matches_reference(fast: list[tuple[str, int, float]],
     assert all(a >= b - tol for a, b in itertools.pairwise(scores))
 
 
-#: Found exploring (review of issue 9): two texts of equal similarity to the query (the
+#: Found exploring: two texts of equal similarity to the query (the
 #: same words in another order; words of the same counts) got the same bits in the code
 #: (its sums run in bucket order) but not in the reference (dict order, a unit vector
 #: normalised again), which split their content-rank tie: 2/61 against 2/62.
@@ -358,7 +358,7 @@ SAME_WORDS_BATCH = ([("sql", []), ("graph", []), ("fts", [
 SAME_COUNTS_BATCH = ([("sql", []), ("graph", []), ("fts", [
     {"title": "disk disk full database replica"},
     {"title": "disk disk full database broker"}])], "disk")
-#: Found exploring (review of issue 9; seed 11, 3,000 examples): with IDF, "full" and
+#: Found exploring (seed 11, 3,000 examples): with IDF, "full" and
 #: "replica" have the same weight (each in two rows), so the last two rows are equally
 #: similar in exact arithmetic (1 + ln 2 from "full full" in one, from the query's
 #: "replica replica" in the other); the code and the reference round them apart in
@@ -369,13 +369,13 @@ IDF_FLOAT_TIE_BATCH = ([("sql", []), ("graph", [{"title": ""}]), ("fts", [
     {"title": "disk disk disk disk disk database database replica"}])],
     "full replica replica lag")
 
-#: Found in review (issue 9): a value's leading space made a row another document in the
+#: Found in review: a value's leading space made a row another document in the
 #: code (its one-pass canonical text kept it beside the NUL separator); the docs and the
 #: reference collapse it: one document.
 SPACED_COPY_BATCH = ([("sql", [{"title": " disk full"}]), ("graph", [{"title": "disk full"}]),
                       ("fts", [{"title": "disk"}])], "disk")
 
-#: Found in review (issue 9): the document D is in sql (rank 5, under four more similar sql
+#: Found in review: the document D is in sql (rank 5, under four more similar sql
 #: rows) and in graph (rank 5, the only graph row with any similarity); both sources are
 #: unranked. graph at medium lets graph's D past the cap (13) without being in the
 #: unboosted reference. At sql medium, sql's D was shown with the vote of graph's copy
@@ -509,7 +509,7 @@ def test_no_boosts_changes_nothing(batch: tuple[list[Any], str], idf: bool) -> N
     assert absent == [(r.source_id, r.source_rank, r.score) for r in plain]
 
 
-#: Found by CI (issue 9): with IDF computed over the capped candidates, raising sql to
+#: Found by CI: with IDF computed over the capped candidates, raising sql to
 #: low let more sql rows through the cap, which changed every row's IDF weights and
 #: moved a graph row above sql rows it was below. The statistics now come from the
 #: rows the cap keeps without boosts.

@@ -1,7 +1,7 @@
-"""Nothing a source hands back breaks a request (issue 10): one reproducer per finding.
+"""Nothing a source hands back breaks a request: one reproducer per finding.
 
-Item 2 of the issue (several brokers on one fresh data dir) belongs to the sources'
-build logic and is tested with that fix (issue 11).
+Several brokers on one fresh data dir belong to the sources' build logic and are
+tested with it (tests/test_source_builds.py).
 """
 
 from __future__ import annotations

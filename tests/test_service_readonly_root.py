@@ -10,30 +10,17 @@ queried there. It needs root (``unshare --mount``); elsewhere it is skipped.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from namespaces import UNSHARE, private_mounts
 from servers import NAUTILUS, Server, free_port
 
-UNSHARE = shutil.which("unshare")
-
-
-
-def _private_mounts() -> bool:
-    """Root, and allowed a mount namespace (an unprivileged container is not)."""
-    if sys.platform != "linux" or os.geteuid() != 0 or UNSHARE is None:
-        return False
-    probe = subprocess.run([UNSHARE, "--mount", "true"], capture_output=True, timeout=30)
-    return probe.returncode == 0
-
-
 pytestmark = pytest.mark.skipif(
-    not _private_mounts(), reason="needs root and unshare(1) for a private mount namespace")
+    not private_mounts(), reason="needs root and unshare(1) for a private mount namespace")
 
 # Remount every mount read-only except the data dir and the kernel's own file systems,
 # as a container runtime does for readOnlyRootFilesystem, then run the command.

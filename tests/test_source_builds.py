@@ -131,7 +131,7 @@ def test_a_database_built_before_fingerprints_is_rebuilt_not_refused(tmp_path: P
 
 
 def test_four_brokers_on_a_fresh_data_dir_each_in_a_thread_all_succeed(tmp_path: Path) -> None:
-    """Issue 10, item 2: several brokers building the same files at once broke each other."""
+    """Several brokers building the same files at once broke each other."""
     path = shop(tmp_path)
     brokers = [Broker.from_config(path) for _ in range(4)]
     barrier = threading.Barrier(4)

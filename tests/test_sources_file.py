@@ -1,4 +1,4 @@
-"""The sources file: a typed schema, validated when the broker is built (issue 11).
+"""The sources file: a typed schema, validated when the broker is built.
 
 Each test reproduces one reported break with a real file on disk and checks the
 error names the file, the source and the option."""

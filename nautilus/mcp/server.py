@@ -13,7 +13,6 @@ import contextlib
 import signal
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -155,12 +154,10 @@ class _Guard:
         from starlette.requests import Request
 
         from nautilus.service import metrics
-        from nautilus.service.limits import check_api_key, valid_request_id
+        from nautilus.service.limits import check_api_key, request_id_of
         from nautilus.service.problems import ProblemError, problem_response
 
-        given = next((v.decode("latin-1") for k, v in scope["headers"]
-                      if k == b"x-request-id"), None)
-        rid = given if given is not None and valid_request_id(given) else uuid.uuid4().hex
+        rid = request_id_of(scope["headers"])
         started, status = time.perf_counter(), 500
         path: str = scope["path"]
 

@@ -24,7 +24,7 @@ import mcp_types as types
 from nautilus.blas import limit_blas_threads
 from nautilus.broker import Broker
 from nautilus.config import NautilusSettings
-from nautilus.embedders import Embedder, embedder_from_name
+from nautilus.embedders import Embedder
 from nautilus.log import get_logger
 from nautilus.models import VECTOR_FIELDS, BrokerResponse, RankedRow
 from nautilus.pages import MAX_PAGE
@@ -35,6 +35,7 @@ from nautilus.service.overrides import QueryRequest, cut_page, forbid_overrides,
 from nautilus.service.problems import ProblemError
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
+from nautilus.service.served import serve_broker
 from nautilus.sources.config import bundled_demo_config, load_sources
 from nautilus.synthesis.ranking import RankingSynthesizer
 
@@ -62,16 +63,9 @@ class Engine:
     def build(cls, settings: NautilusSettings) -> Engine:
         """The broker from the settings (as ``nautilus serve`` builds it); a bad sources
         file or a strict-mode problem raises here, before anything is served."""
-        broker = Broker.from_config(None, settings)
-        known = {s.id.lower() for s in broker.sources}
-        effective = settings.model_copy(update={"source_boosts": {
-            k: v for k, v in settings.source_boosts.items() if k in known}})
-        raw = list(broker.sources)
-        broker.sources = [metrics.TimedSource(s) for s in raw]
-        embedder = (broker.synthesizer.embedder
-                    if isinstance(broker.synthesizer, RankingSynthesizer)
-                    else embedder_from_name("hashing") if settings.embedder == "hashing"
-                    else None)
+        served = serve_broker(settings)
+        effective, broker, raw, embedder = (served.settings, served.broker,
+                                            served.raw_sources, served.embedder)
         path = Path(settings.config or bundled_demo_config()).expanduser()
         types_by_id = {spec.id: spec.type for spec in load_sources(path).specs}
         return cls(effective, broker, embedder, ConcurrencyLimit(settings.serve_max_concurrency),

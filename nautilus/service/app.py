@@ -31,7 +31,7 @@ from nautilus import __version__
 from nautilus.blas import limit_blas_threads
 from nautilus.broker import Broker
 from nautilus.config import ConfigProblem, NautilusSettings, cut
-from nautilus.embedders import Embedder, embedder_from_name
+from nautilus.embedders import Embedder
 from nautilus.log import configure_logging, get_logger
 from nautilus.service import metrics
 from nautilus.service.limits import (
@@ -41,7 +41,7 @@ from nautilus.service.limits import (
     load_api_keys,
     parse_json_body,
     read_body,
-    valid_request_id,
+    request_id_of,
 )
 from nautilus.service.overrides import (
     QueryRequest,
@@ -59,6 +59,7 @@ from nautilus.service.problems import (
 )
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
+from nautilus.service.served import serve_broker
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 logger = get_logger("nautilus.service")
@@ -94,17 +95,9 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
         # This worker process is ours: one BLAS thread, so concurrent requests do not
         # contend with BLAS's own threads (nautilus.blas; threadpoolctl is in the extra).
         limit_blas_threads(1)
-        broker = Broker.from_config(None, settings)
-        known = {s.id.lower() for s in broker.sources}
-        effective = settings.model_copy(update={"source_boosts": {
-            k: v for k, v in settings.source_boosts.items() if k in known}})
-        raw_sources = list(broker.sources)
-        broker.sources = [metrics.TimedSource(s) for s in raw_sources]
-        # Per-request overrides reuse the ranking embedder (onnx is shared per process).
-        embedder = (broker.synthesizer.embedder
-                    if isinstance(broker.synthesizer, RankingSynthesizer)
-                    else embedder_from_name("hashing") if settings.embedder == "hashing"
-                    else None)
+        served = serve_broker(settings)
+        effective, broker, embedder = served.settings, served.broker, served.embedder
+        raw_sources, known = served.raw_sources, {s.id.lower() for s in served.raw_sources}
         problems = settings.problems + tuple(
             ConfigProblem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
                           ", ".join(s.id for s in raw_sources))
@@ -321,9 +314,7 @@ class RequestContext:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = next((v.decode("latin-1") for k, v in scope["headers"]
-                      if k == b"x-request-id"), None)
-        rid = given if given is not None and valid_request_id(given) else uuid.uuid4().hex
+        rid = request_id_of(scope["headers"])
         scope.setdefault("state", {})["request_id"] = rid
         started = time.perf_counter()
         status = 500

@@ -6,6 +6,7 @@ import asyncio
 import hmac
 import json
 import re
+import uuid
 from pathlib import Path
 
 from starlette.requests import ClientDisconnect, Request
@@ -19,6 +20,12 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 def valid_request_id(value: str | None) -> bool:
     """A client's ``X-Request-ID`` is echoed only when it is short and plain."""
     return value is not None and _REQUEST_ID.fullmatch(value) is not None
+
+
+def request_id_of(headers: list[tuple[bytes, bytes]]) -> str:
+    """The client's ``X-Request-ID`` when it is valid, else a fresh one (ASGI headers)."""
+    given = next((v.decode("latin-1") for k, v in headers if k == b"x-request-id"), None)
+    return given if given is not None and valid_request_id(given) else uuid.uuid4().hex
 
 
 async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:

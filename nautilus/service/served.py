@@ -1,0 +1,43 @@
+"""The broker a server runs, assembled once for ``nautilus serve`` and ``nautilus mcp``.
+
+Apart from the web stack so that the MCP server (whose extra has no FastAPI) shares it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nautilus.broker import Broker
+from nautilus.config import NautilusSettings
+from nautilus.embedders import Embedder, embedder_from_name
+from nautilus.service import metrics
+from nautilus.sources.base import Source
+from nautilus.synthesis.ranking import RankingSynthesizer
+
+
+@dataclass
+class ServedBroker:
+    """A broker as a server runs it: its sources timed for the metrics, the settings with
+    the boosts that name no source dropped, and the embedder per-request overrides use."""
+
+    settings: NautilusSettings
+    broker: Broker
+    raw_sources: list[Source]
+    embedder: Embedder | None
+
+
+def serve_broker(settings: NautilusSettings) -> ServedBroker:
+    """The broker ``nautilus serve`` and ``nautilus mcp`` serve; a bad sources file or a
+    strict-mode problem raises here, before anything is served."""
+    broker = Broker.from_config(None, settings)
+    known = {s.id.lower() for s in broker.sources}
+    effective = settings.model_copy(update={"source_boosts": {
+        k: v for k, v in settings.source_boosts.items() if k in known}})
+    raw_sources = list(broker.sources)
+    broker.sources = [metrics.TimedSource(s) for s in raw_sources]
+    # Per-request overrides reuse the ranking embedder (onnx is shared per process).
+    embedder = (broker.synthesizer.embedder
+                if isinstance(broker.synthesizer, RankingSynthesizer)
+                else embedder_from_name("hashing") if settings.embedder == "hashing"
+                else None)
+    return ServedBroker(effective, broker, raw_sources, embedder)
