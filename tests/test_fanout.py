@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,10 @@ from typing import Any
 import pytest
 from test_broker import FakeSource
 
-from nautilus import Broker
+from nautilus import Broker, workers
 from nautilus.sources.base import IDLE_CONNECTIONS
 from nautilus.sources.sqlite_table import SqliteTableSource
-from nautilus.workers import MAX_STUCK, POOL_SIZE, shared_pool
+from nautilus.workers import MAX_STUCK, POOL_SIZE, WorkerPool, shared_pool
 
 HANG_EVERY = 10
 
@@ -200,3 +201,42 @@ def test_a_forked_child_gets_its_own_loop_and_workers(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(script), str(Path(__file__).parent)],
                           capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == ["True", "0"]
+
+
+def test_a_result_left_for_the_loop_arrives_while_the_next_call_hangs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One busy worker, two calls queued behind it: the first one's result is left for
+    the loop without waking it while the worker goes on to the second, and still reaches
+    its caller (at its spill timer, made long enough here to be still ahead) though the
+    second never returns."""
+    monkeypatch.setattr(workers, "SPILL_S", 0.5)
+    pool = WorkerPool(size=1)
+    go, release = threading.Event(), threading.Event()
+
+    class Owner:
+        timeout_s = 5.0
+
+    def hold() -> str:
+        go.wait(10)
+        return "held"
+
+    def slow_first() -> str:  # long enough for the loop to have taken hold's result
+        time.sleep(0.05)
+        return "first"
+
+    async def main() -> None:
+        held = asyncio.ensure_future(pool.run(Owner(), hold))  # the worker is busy with it
+        await asyncio.sleep(0.01)
+        answer = asyncio.ensure_future(pool.run(Owner(), slow_first))
+        hangs = asyncio.ensure_future(pool.run(Owner(), release.wait))
+        await asyncio.sleep(0.01)  # both queued behind it, the first one's timer armed
+        go.set()
+        try:
+            assert await asyncio.wait_for(held, 10) == "held"
+            assert await asyncio.wait_for(answer, 10) == "first"
+            assert not hangs.done()
+        finally:
+            release.set()
+        assert await asyncio.wait_for(hangs, 10) is True
+
+    asyncio.run(main())
