@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, log_problem
-from nautilus.hashing import compute_response_hash
+from nautilus.hashing import (
+    canonical_list,
+    canonical_object,
+    compute_response_hash,
+    hash_canonical,
+)
 from nautilus.log import get_logger
 from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
 from nautilus.rows import screen_rows
@@ -117,22 +122,26 @@ class Broker:
         request_id = uuid.uuid4().hex
         ctx = _request_context(query, context)
         raw = await self._fan_out(query, ctx)
-        results = [result for result, _, _ in raw]
+        results = [result for result, _, _, _ in raw]
         source_hashes = {result.source_id: raw_hash
-                         for result, raw_hash, _ in raw if result.error is None}
+                         for result, raw_hash, _, _ in raw if result.error is None}
         errors = [r.error for r in results if r.error is not None]
-        warnings = [warning for _, _, warning in raw if warning is not None]
+        warnings = [warning for _, _, warning, _ in raw if warning is not None]
         if isinstance(self.synthesizer, RankingSynthesizer):
             data, ranking = self.synthesizer.merge_ranked(results, ctx)
         else:
             data = self.synthesizer.merge(results, ctx)
             ranking = _passthrough_ranking(results, data)
+        # The built-in synthesizers keep the sources' row objects as they are: the
+        # response hash is made of the texts each row was hashed with already.
+        texts = ([(result.rows, row_texts) for result, _, _, row_texts in raw]
+                 if type(self.synthesizer) in _ROWS_KEPT else [])
         response = BrokerResponse(
             request_id=request_id, data=data, ranking=ranking,
             sources_queried=[_id_text(getattr(s, "id", None)) for s in self.sources],
             sources_errored=errors,
             duration_ms=round((time.perf_counter() - started) * 1000),
-            response_hash=compute_response_hash(data), source_response_hashes=source_hashes,
+            response_hash=_response_hash(data, texts), source_response_hashes=source_hashes,
             sources_warned=warnings)
         logger.info("request_served", request_id=request_id, sources=len(self.sources),
                     errored=[e.source_id for e in errors], rows=sum(map(len, data.values())),
@@ -144,7 +153,7 @@ class Broker:
         """Every source's result for ``query``, unsynthesised (errors included; rows
         without a canonical form dropped, as in :meth:`arequest`)."""
         ctx = _request_context(query, context)
-        return [result for result, _, _ in await self._fan_out(query, ctx)]
+        return [result for result, _, _, _ in await self._fan_out(query, ctx)]
 
     def fetch_sync(self, query: str,
                    context: Mapping[str, Any] | None = None) -> list[AdapterResult]:
@@ -152,15 +161,15 @@ class Broker:
         return run_sync(self.fetch(query, context), "Broker.fetch_sync()",
                         "await broker.fetch(...)")
 
-    async def _fan_out(self, query: str, ctx: Mapping[str, Any],
-                       ) -> list[tuple[AdapterResult, str, SourceWarning | None]]:
+    async def _fan_out(self, query: str, ctx: Mapping[str, Any]) -> list[_Answer]:
         barrier = _Barrier(len(self.sources))
         return list(await asyncio.gather(*(self._call(s, query, ctx, barrier)
                                            for s in self.sources)))
 
     async def _call(self, source: Source, query: str, ctx: Mapping[str, Any],
-                    barrier: _Barrier) -> tuple[AdapterResult, str, SourceWarning | None]:
-        """(the source's result, the hash of its raw rows, what was dropped from them).
+                    barrier: _Barrier) -> _Answer:
+        """(the source's result, the hash of its raw rows, what was dropped from them,
+        the canonical text of each kept row).
 
         Deadlines are ``asyncio.timeout`` scopes on this task (no task per call); a
         ``CancelledError`` that is not this task being cancelled is the source's own
@@ -172,13 +181,12 @@ class Broker:
         raw_id = getattr(source, "id", None)
         source_id = _id_text(raw_id)
 
-        def failed(error_type: str, message: str,
-                   ) -> tuple[AdapterResult, str, SourceWarning | None]:
+        def failed(error_type: str, message: str) -> _Answer:
             elapsed = round((time.perf_counter() - started) * 1000)
             logger.warning("source_failed", source_id=source_id, error_type=error_type,
                            message=message, duration_ms=elapsed)
             error = ErrorRecord(source_id, error_type, message)
-            return AdapterResult(source_id, [], elapsed, error), "", None
+            return AdapterResult(source_id, [], elapsed, error), "", None, []
 
         with barrier:
             if not isinstance(raw_id, str):
@@ -213,7 +221,7 @@ class Broker:
             return failed("CancelledError", _message(exc))
         if not isinstance(rows, list):
             return failed("invalid_response", f"expected a list of rows, got {type(rows).__name__}")
-        good, raw_hash, dropped = screen_rows(rows)
+        good, raw_hash, dropped, texts = screen_rows(rows)
         warning, source_ranks = None, None
         if dropped:
             positions = tuple(position for position, _ in dropped)
@@ -233,7 +241,37 @@ class Broker:
         result = AdapterResult(source_id, good, elapsed,
                                ranked=ranked if isinstance(ranked, bool) else None,
                                source_ranks=source_ranks)
-        return result, raw_hash, warning
+        return result, raw_hash, warning, texts
+
+
+#: What the broker keeps of one source's call: its result, the hash of its raw rows,
+#: the warning for rows dropped from them, and the canonical text of each kept row.
+_Answer = tuple[AdapterResult, str, SourceWarning | None, list[str]]
+#: Synthesizers whose ``data`` holds the sources' own row objects, unchanged.
+_ROWS_KEPT = (RankingSynthesizer, BasicSynthesizer)
+
+
+def _response_hash(data: dict[str, list[dict[str, Any]]],
+                   texts: list[tuple[list[dict[str, Any]], list[str]]]) -> str:
+    """:func:`compute_response_hash` of ``data``, from the canonical texts its rows were
+    hashed with when each is one of the rows of ``texts`` (the same object), else
+    encoded afresh: byte for byte the same canonical JSON either way."""
+    known = {id(row): (row, text) for rows, row_texts in texts
+             for row, text in zip(rows, row_texts, strict=True)}
+    if type(data) is not dict or not known:
+        return compute_response_hash(data)
+    parts: dict[str, str] = {}
+    for source_id, rows in data.items():
+        if type(source_id) is not str or type(rows) is not list:
+            return compute_response_hash(data)
+        row_texts = []
+        for row in rows:
+            entry = known.get(id(row))
+            if entry is None or entry[0] is not row:
+                return compute_response_hash(data)
+            row_texts.append(entry[1])
+        parts[source_id] = canonical_list(row_texts)
+    return hash_canonical(canonical_object(parts))
 
 
 def _passthrough_ranking(results: list[AdapterResult],

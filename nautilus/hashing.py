@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -37,8 +38,11 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
-def _encode(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=json_default)
+#: ``json.dumps(sort_keys=True, separators=(",", ":"), default=...)`` builds this very
+#: encoder for every call; one shared instance encodes the same (it keeps no state
+#: between calls) without that cost per row.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=json_default)
+_encode = _ENCODER.encode
 
 
 def canonical_json(data: Any) -> str:
@@ -48,6 +52,27 @@ def canonical_json(data: Any) -> str:
     except Exception as exc:  # a value's own __str__ or .items() may raise anything
         raise NoCanonicalFormError(
             f"value has no canonical JSON form ({describe_error(exc)})") from exc
+
+
+def canonical_list(texts: Iterable[str]) -> str:
+    """The canonical JSON of a list from its items' canonical texts."""
+    return "[" + ",".join(texts) + "]"
+
+
+def canonical_object(items: Mapping[str, str]) -> str:
+    """The canonical JSON of a dict with string keys from its values' canonical texts
+    (keys sorted and encoded as ``json.dumps(sort_keys=True)`` writes them)."""
+    return "{" + ",".join(f"{_encode(key)}:{items[key]}" for key in sorted(items)) + "}"
+
+
+def canonical_object_with(data: Mapping[str, Any], key: str, text: str) -> str:
+    """The canonical JSON of ``data`` (a dict with string keys) whose value at ``key``
+    is already written out as ``text``: the other items in one encoding, ``text``
+    spliced in at ``key``'s place in the sorted order."""
+    before = _encode({k: v for k, v in data.items() if k < key})[1:-1]
+    after = _encode({k: v for k, v in data.items() if k > key})[1:-1]
+    middle = f"{_encode(key)}:{text}"
+    return "{" + ",".join(part for part in (before, middle, after) if part) + "}"
 
 
 def describe_error(exc: BaseException) -> str:

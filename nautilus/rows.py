@@ -13,47 +13,68 @@ from typing import Any
 
 import numpy as np
 
-from nautilus.hashing import NoCanonicalFormError, canonical_json, describe_error, hash_canonical
+from nautilus.hashing import (
+    NoCanonicalFormError,
+    canonical_json,
+    canonical_list,
+    describe_error,
+    hash_canonical,
+)
 
 
-def screen_rows(rows: list[Any]) -> tuple[list[dict[str, Any]], str, list[tuple[int, str]]]:
-    """Split a source's rows: (the usable rows, the response hash of the raw rows, and
-    ``(position, reason)`` for each row dropped).
+class CanonicalRows(list[dict[str, Any]]):
+    """A source's rows that come with their canonical JSON texts, ``texts[i]`` for
+    ``self[i]`` (:func:`nautilus.hashing.canonical_json` of it, byte for byte): the
+    broker hashes them from these instead of encoding them again. For a source that
+    already holds a row's costly part encoded (the vector source's 1,024 floats)."""
+
+    def __init__(self, rows: list[dict[str, Any]], texts: list[str]) -> None:
+        super().__init__(rows)
+        self.texts = texts
+
+
+def screen_rows(rows: list[Any],
+                ) -> tuple[list[dict[str, Any]], str, list[tuple[int, str]], list[str]]:
+    """Split a source's rows: (the usable rows, the response hash of the raw rows,
+    ``(position, reason)`` for each row dropped, and the canonical JSON text of each
+    usable row, for the response hash).
 
     A row is usable when it is a dict, has a canonical JSON form (so the response can
     be hashed and printed) and, for a dict subclass, its mapping methods work. The raw
-    hash covers every returned item that has a canonical form, objects or not (when
-    one has none, it is built from the per-row texts, each row encoded once more).
+    hash covers every returned item that has a canonical form, objects or not. Each
+    row is encoded once (by the source, for :class:`CanonicalRows`): the raw hash, and
+    the response's, are built from those texts.
     """
-    good: list[dict[str, Any]] = []
     dropped: list[tuple[int, str]] = []
-    try:  # the common case: the whole list encodes at once (6x faster than row by row)
-        raw_hash = hash_canonical(canonical_json(rows))
-        encodable = [True] * len(rows)
-    except NoCanonicalFormError:
-        encoded: list[str] = []
-        encodable = []
+    texts: list[str | None]
+    if type(rows) is CanonicalRows and len(rows.texts) == len(rows):
+        texts = list(rows.texts)
+    else:
+        texts = []
         for position, row in enumerate(rows, start=1):
             try:
-                encoded.append(canonical_json(row))
-                encodable.append(True)
+                texts.append(canonical_json(row))
             except NoCanonicalFormError as exc:
                 dropped.append((position, str(exc)))
-                encodable.append(False)
-        raw_hash = hash_canonical("[" + ",".join(encoded) + "]")
-    for position, (row, ok) in enumerate(zip(rows, encodable, strict=True), start=1):
-        if not ok:
+                texts.append(None)
+    raw_hash = hash_canonical(canonical_list(text for text in texts if text is not None))
+    good: list[dict[str, Any]] = []
+    good_texts: list[str] = []
+    for position, (row, text) in enumerate(zip(rows, texts, strict=True), start=1):
+        if text is None:
             continue
         if type(row) is dict:
             good.append(row)
+            good_texts.append(text)
         elif not isinstance(row, dict):
             dropped.append((position, f"not a JSON object ({type(row).__name__})"))
         elif (problem := mapping_problem(row)) is not None:
             dropped.append((position, problem))
         else:
             good.append(row)
+            good_texts.append(text)
     dropped.sort()
-    return good, raw_hash, dropped
+    return good, raw_hash, dropped, good_texts
 
 
 def mapping_problem(row: dict[str, Any]) -> str | None:

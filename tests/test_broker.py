@@ -20,6 +20,8 @@ from nautilus import (
     RankingSynthesizer,
     compute_response_hash,
 )
+from nautilus.hashing import canonical_json
+from nautilus.rows import CanonicalRows
 from nautilus.sources.config import SourceConfigError
 
 DEMO_QUERY = "orders database disk full"
@@ -265,3 +267,44 @@ def test_close_releases_every_source_even_if_one_fails() -> None:
         broker.request("x")
     assert all(s.closed for s in sources)
     assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["source_close_failed"]
+
+
+def test_the_response_hash_is_made_of_each_rows_text_byte_for_byte() -> None:
+    """Rows are encoded once, by the broker or (vectors and all) by the source: the
+    hashes equal a fresh encoding of the same rows, with ranking on and off."""
+    for broker in (demo_broker(), demo_broker(ranking_top_k=6, ranking_idf=True)):
+        for query in (DEMO_QUERY, "orders database replication lag", "zzz"):
+            results = asyncio.run(broker.fetch(query))
+            vector = next(r for r in results if r.source_id == "postmortems")
+            response = broker.request(query)
+            assert response.response_hash == compute_response_hash(response.data)
+            assert response.source_response_hashes == {
+                r.source_id: compute_response_hash(r.rows) for r in results}
+            assert all("embedding" in row for row in vector.rows)
+
+
+def test_the_vector_source_hands_over_each_rows_canonical_text(tmp_path: Path) -> None:
+    broker = demo_broker(data_dir=tmp_path)
+    source = next(s for s in broker.sources if s.id == "postmortems")
+    for query in (DEMO_QUERY, "certificate expired", "kafka consumer lag"):
+        rows = asyncio.run(source.search(query, {"query": query}, 50))
+        assert isinstance(rows, CanonicalRows) and rows
+        assert rows.texts == [canonical_json(row) for row in rows]
+        assert rows.texts == [canonical_json(row) for row in  # again: the kept texts
+                              asyncio.run(source.search(query, {"query": query}, 50))]
+
+
+def test_a_synthesizer_that_changes_rows_gets_the_hash_of_what_it_returns() -> None:
+    class Stamps(BasicSynthesizer):
+        def merge(self, results: list[AdapterResult],
+                  context: Mapping[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+            data = super().merge(results, context)
+            for rows in data.values():
+                for row in rows:
+                    row["stamped"] = True
+            return data
+
+    base = demo_broker()
+    response = Broker(base.sources, Stamps()).request(DEMO_QUERY)
+    assert all(row["stamped"] for rows in response.data.values() for row in rows)
+    assert response.response_hash == compute_response_hash(response.data)
