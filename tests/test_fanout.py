@@ -77,8 +77,11 @@ def table(tmp_path: Path, name: str, cls: type[SqliteTableSource] = SqliteTableS
 
 def test_a_thousand_requests_with_sources_hanging_forever_keep_threads_and_fds_bounded(
         tmp_path: Path) -> None:
-    hangs_sqlite = table(tmp_path, "stuck_sqlite", HangsInSqlite, timeout_s=0.05)
+    # Deadlines long enough that a call which does not hang always makes it, even on a
+    # loaded machine: the counts below are exact (the hangs wait 8 x 0.3 s in all).
+    hangs_sqlite = table(tmp_path, "stuck_sqlite", HangsInSqlite, timeout_s=0.3)
     hangs_thread = HangsInToThread("stuck_thread")
+    hangs_thread.timeout_s = 0.3
     plain = table(tmp_path, "plain")
     broker = Broker([hangs_sqlite, hangs_thread, plain])
     try:
