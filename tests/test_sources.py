@@ -133,6 +133,23 @@ def test_graph_returns_matches_then_neighbours(tmp_path: Path) -> None:
     assert search(graph, "nothing here") == []
 
 
+def test_graph_answers_a_changed_seed_and_never_shares_a_row(tmp_path: Path) -> None:
+    """Entities are read once per database version: a changed seed (a rebuilt file) is
+    answered on the next search, and each answer's rows are objects of its own."""
+    entities = write_jsonl(tmp_path / "e.jsonl", [
+        {"id": "orders-db", "name": "orders-db", "tags": ["db"]}])
+    edges = write_jsonl(tmp_path / "g.jsonl", [])
+    graph = SqliteGraphSource("graph", tmp_path / "g.db", entities, edges)
+    first = search(graph, "orders-db")
+    first[0]["tags"].append("changed by a caller")
+    assert search(graph, "orders-db") == [{"id": "orders-db", "name": "orders-db",
+                                           "tags": ["db"], "relation": "matched",
+                                           "direction": None, "via": None, "edge": None}]
+    write_jsonl(entities, [{"id": "orders-db", "name": "orders-db", "tags": ["db"]},
+                           {"id": "payments", "name": "payments"}])
+    assert [r["id"] for r in search(graph, "payments")] == ["payments"]
+
+
 def test_vector_source_returns_json_native_vectors_with_their_model(tmp_path: Path) -> None:
     seed = write_jsonl(tmp_path / "v.jsonl", DOCS)
     source = SqliteVectorSource("vec", tmp_path / "v.db", seed, ["title", "body"])

@@ -43,6 +43,7 @@ class SqliteGraphSource(SqliteSource):
         super().__init__(source_id, path, timeout_s)
         self.entities = entities
         self.edges = edges
+        self._cache: tuple[Any, dict[str, str], list[tuple[str, frozenset[str]]]] | None = None
 
     def seeds(self) -> list[Path]:
         return [self.entities, self.edges]
@@ -68,19 +69,17 @@ class SqliteGraphSource(SqliteSource):
         words = set(tokenize(query))
         if not words:
             return []
-        records = connection.execute("SELECT id, name, doc FROM entities ORDER BY id")
-        entities = {key: (name, json.loads(doc)) for key, name, doc in records}
+        entities, names = self._load(connection)
         scored = []
-        for key, (name, doc) in entities.items():
-            name_words = set(tokenize(name.replace("-", " ")))
+        for key, name_words in names:
             hits = len(words & name_words)
             if hits:
-                scored.append((-hits / len(name_words), key, doc))
-        scored.sort(key=lambda item: (item[0], item[1]))
-        rows: list[Row] = [{**doc, "relation": "matched", "direction": None, "via": None,
-                            "edge": None} for _, _, doc in scored]
-        seen = {key for _, key, _ in scored}
-        for _, key, _ in scored:
+                scored.append((-hits / len(name_words), key))
+        scored.sort()
+        rows: list[Row] = [{**json.loads(entities[key]), "relation": "matched",
+                            "direction": None, "via": None, "edge": None} for _, key in scored]
+        seen = {key for _, key in scored}
+        for _, key in scored:
             neighbours = connection.execute(
                 "SELECT dst AS other, relation, 'out' FROM edges WHERE src = ? "
                 "UNION ALL SELECT src AS other, relation, 'in' FROM edges WHERE dst = ? "
@@ -90,9 +89,25 @@ class SqliteGraphSource(SqliteSource):
                     continue
                 seen.add(other)
                 src, dst = (key, other) if direction == "out" else (other, key)
-                rows.append({**entities[other][1], "relation": relation, "direction": direction,
-                             "via": key, "edge": f"{src} {relation} {dst}"})
+                rows.append({**json.loads(entities[other]), "relation": relation,
+                             "direction": direction, "via": key, "edge": f"{src} {relation} {dst}"})
         return rows[:limit]
+
+    def _load(self, connection: sqlite3.Connection,
+              ) -> tuple[dict[str, str], list[tuple[str, frozenset[str]]]]:
+        """Each entity's JSON by id, and the words of each name (in id order), read and
+        tokenised once per database file version; rows are parsed afresh from the JSON,
+        so no two answers share an object."""
+        stat = self.path.stat()
+        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        cached = self._cache
+        if cached is not None and cached[0] == stamp:
+            return cached[1], cached[2]
+        records = connection.execute("SELECT id, name, doc FROM entities ORDER BY id").fetchall()
+        entities = {key: doc for key, _, doc in records}
+        names = [(key, frozenset(tokenize(name.replace("-", " ")))) for key, name, _ in records]
+        self._cache = (stamp, entities, names)
+        return entities, names
 
 
 @register_source_type
