@@ -24,7 +24,7 @@ from nautilus.log import get_logger
 from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
 from nautilus.rows import screen_rows
 from nautilus.sources.base import Source
-from nautilus.sources.config import DEFAULT_LIMIT, build_sources, bundled_demo_config
+from nautilus.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer

@@ -37,7 +37,7 @@ from nautilus.log import configure_logging, get_logger
 from nautilus.models import RankedRow
 from nautilus.pages import PageError, Paging, paging
 from nautilus.service.manifest import with_manifest
-from nautilus.sources.config import (
+from nautilus.sources.factory import (
     SourceConfigError,
     build_sources,
     bundled_demo_config,
@@ -238,7 +238,7 @@ def _check_sources(settings: NautilusSettings,
     for source in sources:
         source.close()
     specs = load_sources(path).specs
-    from nautilus.sources.postgres_load import LoadError, check_seeds, postgres_specs
+    from nautilus.sources.postgres.load import LoadError, check_seeds, postgres_specs
     try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
         check_seeds(postgres_specs(specs), path.parent)
     except LoadError as exc:
@@ -439,7 +439,7 @@ def _ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) 
 # --- load --------------------------------------------------------------------------------
 
 def _run_load(args: argparse.Namespace) -> int:
-    from nautilus.sources.postgres_load import (
+    from nautilus.sources.postgres.load import (
         LoadError,
         default_progress,
         load_postgres,

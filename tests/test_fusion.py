@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from test_sources import DOCS, write_jsonl
 
 from nautilus import AdapterResult, Broker, RankingSynthesizer
-from nautilus.sources.sqlite_fts import SqliteFtsSource
-from nautilus.sources.sqlite_table import SqliteTableSource
-from nautilus.sources.sqlite_vector import SqliteVectorSource
+from nautilus.sources.sqlite.fts import SqliteFtsSource
+from nautilus.sources.sqlite.table import SqliteTableSource
+from nautilus.sources.sqlite.vector import SqliteVectorSource
 from nautilus.synthesis import fusion
 
 K = 60

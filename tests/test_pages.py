@@ -23,7 +23,7 @@ from nautilus.config import NautilusSettings
 from nautilus.hashing import compute_response_hash
 from nautilus.models import AdapterResult, BrokerResponse
 from nautilus.pages import PageError, paging
-from nautilus.sources.config import bundled_demo_config
+from nautilus.sources.factory import bundled_demo_config
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 QUERY = "orders-db disk full"

@@ -36,7 +36,7 @@ from nautilus.service.problems import ProblemError
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
 from nautilus.service.served import serve_broker
-from nautilus.sources.config import bundled_demo_config, load_sources
+from nautilus.sources.factory import bundled_demo_config, load_sources
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 logger = get_logger("nautilus.mcp")
