@@ -32,10 +32,10 @@ from nautilus.config import (
     parse_int_setting,
 )
 from nautilus.evaluation import command as eval_command
-from nautilus.hashing import json_default
 from nautilus.log import configure_logging, get_logger
-from nautilus.models import RankedRow
 from nautilus.pages import PageError, Paging, paging
+from nautilus.records import RankedRow
+from nautilus.response_hash import json_default
 from nautilus.service.manifest import with_manifest
 from nautilus.sources.factory import (
     SourceConfigError,

@@ -37,7 +37,7 @@ from nautilus import (
     RankingSynthesizer,
     compute_response_hash,
 )
-from nautilus.hashing import NoCanonicalFormError, canonical_json, json_default
+from nautilus.response_hash import NoCanonicalFormError, canonical_json, json_default
 from nautilus.rows import mapping_problem
 from nautilus.sources.factory import SourceConfigError, build_sources
 
@@ -289,7 +289,7 @@ hash_data = st.dictionaries(st.sampled_from(SOURCE_IDS), st.lists(st.dictionarie
 
 _HASH_CHILD = """
 import pickle, sys
-from nautilus.hashing import NoCanonicalFormError, compute_response_hash
+from nautilus.response_hash import NoCanonicalFormError, compute_response_hash
 out = []
 for data in pickle.load(open(sys.argv[1], "rb")):
     try:

@@ -11,7 +11,7 @@ import pytest
 from postgres_fixtures import PgServer, execute, write_jsonl
 
 from nautilus import Broker
-from nautilus.models import BrokerResponse
+from nautilus.records import BrokerResponse
 from nautilus.sources.factory import build_sources, load_source_specs
 from nautilus.sources.postgres.load import load_postgres, postgres_specs
 from nautilus.sources.postgres.table import PostgresTableSource

@@ -26,9 +26,9 @@ from nautilus.broker import Broker
 from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder
 from nautilus.log import get_logger
-from nautilus.models import VECTOR_FIELDS, BrokerResponse, RankedRow
 from nautilus.pages import MAX_PAGE
 from nautilus.ranking_boost import BOOST_LEVELS
+from nautilus.records import VECTOR_FIELDS, BrokerResponse, RankedRow
 from nautilus.service import metrics
 from nautilus.service.limits import ConcurrencyLimit
 from nautilus.service.overrides import QueryRequest, cut_page, forbid_overrides, parse_request, plan
