@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pydantic import Field, SecretStr, field_validator
 
 from nautilus.log import get_logger
-from nautilus.sources.base import Row
+from nautilus.sources.base import Row, SourceBase
 from nautilus.sources.schema import SourceSpec
 from nautilus.workers import in_worker
 
@@ -282,7 +282,7 @@ async def _configure(conn: AsyncConnection[Any]) -> None:
 
 # --- the source base ----------------------------------------------------------------------
 
-class PostgresSource:
+class PostgresSource(SourceBase):
     """A table in PostgreSQL, queried through the DSN's shared pool.
 
     Subclasses build one statement (``statement``) and turn its records into
@@ -291,7 +291,7 @@ class PostgresSource:
 
     #: Whether the order of the rows is evidence of relevance (the ranker uses it);
     #: a spec's ``ranked`` overrides it per source.
-    ranked: bool = True
+    ranked: bool | None = True
     #: Whether ``statement`` does CPU work (embedding the query) and belongs in a thread.
     prepare_in_thread: ClassVar[bool] = False
 
