@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_broker import FakeSource
+from fakes import FakeSource
 
 from nautilus import Broker
 from nautilus.sources.sqlite.base import IDLE_CONNECTIONS
@@ -183,7 +183,7 @@ def test_a_forked_child_gets_its_own_loop_and_workers(tmp_path: Path) -> None:
     script.write_text(
         "import os, sys\n"
         "sys.path.insert(0, sys.argv[1])\n"
-        "from test_broker import FakeSource\n"
+        "from fakes import FakeSource\n"
         "from nautilus import Broker\n"
         "import asyncio\n"
         "class T(FakeSource):\n"

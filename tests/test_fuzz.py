@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 import yaml
+from fakes import FakeSource
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
-from test_broker import FakeSource
 
 from nautilus import (
     AdapterResult,

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from test_sources import write_jsonl
+from fakes import write_jsonl
 
 from nautilus import AdapterResult, BasicSynthesizer, RankingSynthesizer, Synthesizer
 from nautilus.broker import Broker

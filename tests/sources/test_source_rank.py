@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from fakes import FakeSource
 from servers import SLOW_SERVE, Server, running, wait_ready
 from structlog.testing import capture_logs
-from test_broker import FakeSource
 
 from nautilus import AdapterResult, Broker, HashingEmbedder, RankingSynthesizer
 from nautilus.ranking_boost import stage1_key

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from nautilus.config import ConfigError, NautilusSettings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from postgres_fixtures import PgServer, write_jsonl
+from fakes import write_jsonl
+from postgres_fixtures import PgServer
 from psycopg.conninfo import conninfo_to_dict
 from servers import running
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import DOCS, write_jsonl
 
 from nautilus import HashingEmbedder
 from nautilus.sources.sqlite.base import SqliteSource
@@ -16,18 +17,6 @@ from nautilus.sources.sqlite.fts import SqliteFtsSource, fts_match_expression
 from nautilus.sources.sqlite.graph import SqliteGraphSource
 from nautilus.sources.sqlite.table import SqliteTableSource
 from nautilus.sources.sqlite.vector import SqliteVectorSource
-
-DOCS = [
-    {"id": "d1", "title": "Disk full on orders-db", "body": "WAL files filled the disk"},
-    {"id": "d2", "title": "Replica lag", "body": "replication lag of 20 minutes near peak"},
-    {"id": "d3", "title": "100% CPU on search", "body": "a wildcard query pinned the CPU"},
-    {"id": "d4", "title": "Certificate expired", "body": "cert-manager failed to renew"},
-]
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def search(source: SqliteSource, query: str, limit: int = 30) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Built data is never stale, never half-built, never someone else's file (issues 10, 11)."""
+"""Built data is never stale, never half-built, never someone else's file."""
 
 from __future__ import annotations
 

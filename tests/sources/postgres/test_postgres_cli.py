@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from postgres_fixtures import execute, write_jsonl
+from fakes import write_jsonl
+from postgres_fixtures import execute
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 DOCS = [{"id": "a1", "title": "Disk almost full", "body": "drop the stale replication slot"},

@@ -14,7 +14,7 @@ import structlog
 
 from nautilus import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 K8S = ROOT / "deploy" / "k8s" / "deployment.yaml"
 COMPOSE = ROOT / "deploy" / "compose.yaml"

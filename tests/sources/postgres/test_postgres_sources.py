@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from postgres_fixtures import execute, write_jsonl
+from fakes import write_jsonl
+from postgres_fixtures import execute
 
 from nautilus.embedders import HashingEmbedder
 from nautilus.sources.factory import build_sources, load_source_specs

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from postgres_fixtures import PgServer, execute, write_jsonl
+from fakes import write_jsonl
+from postgres_fixtures import PgServer, execute
 
 from nautilus import Broker
 from nautilus.records import BrokerResponse

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fakes import DOCS, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_sources import DOCS, write_jsonl
 
 from nautilus import AdapterResult, Broker, RankingSynthesizer
 from nautilus.sources.sqlite.fts import SqliteFtsSource

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from postgres_fixtures import write_jsonl
+from fakes import write_jsonl
 
 from nautilus.config import NautilusSettings
 

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from postgres_fixtures import execute, write_jsonl
+from fakes import write_jsonl
+from postgres_fixtures import execute
 
 from nautilus import Broker
 from nautilus.sources.factory import build_sources
