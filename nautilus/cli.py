@@ -26,14 +26,13 @@ from nautilus.broker import Broker
 from nautilus.config import (
     ConfigError,
     ConfigProblem,
-    LogSettings,
     NautilusSettings,
     collect_source_boosts,
     parse_int_setting,
 )
 from nautilus.evaluation import command as eval_command
 from nautilus.hashing import json_default
-from nautilus.log import configure_logging, get_logger
+from nautilus.log import LogSettings, configure_logging, get_logger
 from nautilus.models import RankedRow
 from nautilus.pages import PageError, Paging, paging
 from nautilus.service.manifest import with_manifest

@@ -25,10 +25,9 @@ from pydantic_settings import (
     BaseSettings,
     NoDecode,
     PydanticBaseSettingsSource,
-    SettingsConfigDict,
 )
 
-from nautilus.log import get_logger
+from nautilus.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSettings, get_logger
 
 logger = get_logger("nautilus.config")
 
@@ -37,8 +36,6 @@ logger = get_logger("nautilus.config")
 VALID_LEVELS: tuple[str, ...] = ("low", "medium", "high")
 DEFAULT_LEVEL = "medium"
 VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "onnx-float32", "noop")
-VALID_LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
-VALID_LOG_FORMATS: tuple[str, ...] = ("auto", "console", "json")
 
 _BOOSTS_VAR = "NAUTILUS_SOURCE_BOOSTS"
 _SOURCE_ID = re.compile(r"^[a-z0-9_][a-z0-9_.\-]*$")
@@ -246,16 +243,6 @@ def _parse_field_name(var: str, raw: object) -> tuple[str | None, ConfigProblem 
     if isinstance(raw, str) and len(raw.strip()) <= 200:
         return raw.strip(), None
     return None, ConfigProblem(var, cut(raw), "not a field name", "a row field such as 'id'")
-
-
-class LogSettings(BaseSettings):
-    """Just the logging knobs, read leniently so logging can be set up first."""
-
-    model_config = SettingsConfigDict(env_prefix="NAUTILUS_", env_file=".env",
-                                      extra="ignore", validate_default=True)
-
-    log_level: str = "info"
-    log_format: str = "auto"
 
 
 class NautilusSettings(LogSettings):

@@ -18,8 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nautilus.config import LogSettings, NautilusSettings
-from nautilus.log import configure_logging
+from nautilus.config import NautilusSettings
+from nautilus.log import LogSettings, configure_logging
 from nautilus.sources.base import SqliteSource, read_jsonl
 from nautilus.sources.config import SourceConfigError, build_sources
 
