@@ -8,6 +8,7 @@ from nautilus.embedders import (
     HashingEmbedder,
     NoopEmbedder,
 )
+from nautilus.errors import Problem
 from nautilus.hashing import compute_response_hash
 from nautilus.log import configure_logging
 from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
@@ -31,6 +32,7 @@ __all__ = [
     "HashingEmbedder",
     "NautilusSettings",
     "NoopEmbedder",
+    "Problem",
     "RankedRow",
     "RankingSynthesizer",
     "SourceWarning",

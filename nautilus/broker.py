@@ -18,7 +18,8 @@ from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, log_problem
+from nautilus.config import ConfigError, NautilusSettings, log_problem
+from nautilus.errors import Problem
 from nautilus.hashing import compute_response_hash
 from nautilus.log import get_logger
 from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
@@ -70,7 +71,7 @@ class Broker:
         unknown = [sid for sid in settings.source_boosts if sid not in known]
         if unknown:
             problems = tuple(
-                ConfigProblem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
+                Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
                               ", ".join(s.id for s in sources)) for sid in unknown)
             if settings.config_strict:  # the error lists them: no warning each as well
                 raise ConfigError(problems)

@@ -23,13 +23,8 @@ from typing import Any
 
 from nautilus import __version__
 from nautilus.broker import Broker
-from nautilus.config import (
-    ConfigError,
-    ConfigProblem,
-    NautilusSettings,
-    collect_source_boosts,
-    parse_int_setting,
-)
+from nautilus.config import ConfigError, NautilusSettings, collect_source_boosts, parse_int_setting
+from nautilus.errors import Problem
 from nautilus.evaluation import command as eval_command
 from nautilus.hashing import json_default
 from nautilus.log import LogSettings, configure_logging, get_logger
@@ -248,12 +243,12 @@ def _check_sources(settings: NautilusSettings,
 
 
 def _unknown_boost_sources(settings: NautilusSettings,
-                           ids: list[str] | None) -> list[ConfigProblem]:
+                           ids: list[str] | None) -> list[Problem]:
     """Boosted ids that no source in the sources file has."""
     if not settings.source_boosts or ids is None:
         return []
     known = {i.lower() for i in ids}
-    return [ConfigProblem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
+    return [Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
                           ", ".join(ids)) for sid in settings.source_boosts if sid not in known]
 
 

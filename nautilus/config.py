@@ -16,7 +16,6 @@ import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +26,7 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
 )
 
+from nautilus.errors import Problem, cut, shown
 from nautilus.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSettings, get_logger
 
 logger = get_logger("nautilus.config")
@@ -41,41 +41,19 @@ _BOOSTS_VAR = "NAUTILUS_SOURCE_BOOSTS"
 _SOURCE_ID = re.compile(r"^[a-z0-9_][a-z0-9_.\-]*$")
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
-_MAX_SHOWN = 60
 
 
-@dataclass(frozen=True)
-class ConfigProblem:
-    """One skipped configuration value, with everything an operator needs to fix it."""
-
-    variable: str
-    value: str
-    reason: str
-    valid: str
-
-    @property
-    def message(self) -> str:
-        return f"{self.variable}: {self.value!r}: {self.reason} (valid: {self.valid})"
+#: The name :class:`Problem` had in the settings; kept for callers that import it.
+ConfigProblem = Problem
 
 
 class ConfigError(Exception):
     """Strict mode found configuration problems; the message lists every one."""
 
-    def __init__(self, problems: tuple[ConfigProblem, ...]) -> None:
+    def __init__(self, problems: tuple[Problem, ...]) -> None:
         self.problems = problems
         lines = "\n".join(f"  - {p.message}" for p in problems)
         super().__init__(f"{len(problems)} configuration problem(s):\n{lines}")
-
-
-def cut(value: object) -> str:
-    """A value as it may appear in a log or message: text, cut if long."""
-    text = value if isinstance(value, str) else repr(value)
-    return text[:_MAX_SHOWN] + "…" if len(text) > _MAX_SHOWN else text
-
-
-def shown(value: object) -> str:
-    """A value quoted for a reason string."""
-    return repr(cut(value))
 
 
 def _level_choices() -> str:
@@ -84,7 +62,7 @@ def _level_choices() -> str:
 
 def collect_source_boosts(
     raw: str | Mapping[str, object] | None,
-) -> tuple[dict[str, str], list[ConfigProblem]]:
+) -> tuple[dict[str, str], list[Problem]]:
     """Parse ``"graph:high, SQL:low,vector"`` without logging: (boosts, problems).
 
     Ids and levels are case-insensitive, whitespace is tolerated, a bare ``id``
@@ -99,23 +77,23 @@ def collect_source_boosts(
     elif isinstance(raw, str):
         entries = [(e, *_split_entry(e)) for e in raw.split(",")]
     else:
-        problem = ConfigProblem(_BOOSTS_VAR, cut(raw), "not a string", "'id:level,...'")
+        problem = Problem(_BOOSTS_VAR, cut(raw), "not a string", "'id:level,...'")
         return {}, [problem]
 
     boosts: dict[str, str] = {}
     written: dict[str, str] = {}  # each id's entry as written, for the repeated-id warning
-    problems: list[ConfigProblem] = []
+    problems: list[Problem] = []
     for entry, source_id, level in entries:
         reason = _entry_problem(entry, source_id, level)
         if reason is not None:
-            problems.append(ConfigProblem(_BOOSTS_VAR, cut(entry.strip()), reason,
+            problems.append(Problem(_BOOSTS_VAR, cut(entry.strip()), reason,
                                           _level_choices()))
             continue
         if source_id is None:  # an empty entry, as in "graph:high,,sql"
             continue
         sid = source_id.strip().lower()
         if sid in boosts:
-            problems.append(ConfigProblem(
+            problems.append(Problem(
                 _BOOSTS_VAR, cut(written[sid]), f"repeated source id {sid!r}; the last entry wins",
                 "each id once"))
         boosts[sid] = (str(level).strip().lower() if level else "") or DEFAULT_LEVEL
@@ -148,7 +126,7 @@ def _entry_problem(entry: str, source_id: str | None, level: object) -> str | No
     return None
 
 
-def log_problem(problem: ConfigProblem) -> None:
+def log_problem(problem: Problem) -> None:
     """Emit the one structured warning for a skipped value."""
     event = "source_boost_skipped" if problem.variable == _BOOSTS_VAR else "config_value_skipped"
     logger.warning(event, variable=problem.variable, value=problem.value,
@@ -167,7 +145,7 @@ def parse_source_boosts(raw: str | Mapping[str, object] | None) -> dict[str, str
 
 def _parse_int(var: str, raw: object, minimum: int = 1, default: int | None = None,
                valid: str = "an integer >= 1, or unset",
-               maximum: int | None = None) -> tuple[int | None, ConfigProblem | None]:
+               maximum: int | None = None) -> tuple[int | None, Problem | None]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return default, None
     value: int | None = None
@@ -178,16 +156,16 @@ def _parse_int(var: str, raw: object, minimum: int = 1, default: int | None = No
         if re.fullmatch(r"\+?[0-9]{1,18}", text):
             value = int(text)
     if value is None or value < minimum:
-        return default, ConfigProblem(var, cut(raw), f"not an integer >= {minimum}", valid)
+        return default, Problem(var, cut(raw), f"not an integer >= {minimum}", valid)
     if maximum is not None and value > maximum:
-        return default, ConfigProblem(var, cut(raw), f"greater than {maximum}", valid)
+        return default, Problem(var, cut(raw), f"greater than {maximum}", valid)
     return value, None
 
 
 parse_int_setting = _parse_int  # the CLI checks --top-k with the same rules
 
 
-def _parse_seconds(var: str, raw: object, default: float) -> tuple[float, ConfigProblem | None]:
+def _parse_seconds(var: str, raw: object, default: float) -> tuple[float, Problem | None]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return default, None
     value: float | None = None
@@ -196,24 +174,24 @@ def _parse_seconds(var: str, raw: object, default: float) -> tuple[float, Config
     elif isinstance(raw, str) and re.fullmatch(r"\+?([0-9]{1,9}(\.[0-9]*)?|\.[0-9]+)", raw.strip()):
         value = float(raw.strip())
     if value is None or not value > 0:
-        return default, ConfigProblem(var, cut(raw), "not a number of seconds > 0",
+        return default, Problem(var, cut(raw), "not a number of seconds > 0",
                                       "a number > 0, such as 2.5")
     return value, None
 
 
-def _parse_origins(var: str, raw: object) -> tuple[list[str], ConfigProblem | None]:
+def _parse_origins(var: str, raw: object) -> tuple[list[str], Problem | None]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return [], None
     items = raw if isinstance(raw, list) else str(raw).split(",")
     origins = [str(o).strip().rstrip("/") for o in items if str(o).strip()]
     bad = [o for o in origins if o != "*" and not re.fullmatch(r"https?://[^\s/]+", o)]
     if bad:
-        return [], ConfigProblem(var, cut(bad[0]), "not an origin",
+        return [], Problem(var, cut(bad[0]), "not an origin",
                                  "'*' or comma-separated origins such as https://app.example.com")
     return origins, None
 
 
-def _parse_bool(var: str, raw: object, default: bool) -> tuple[bool, ConfigProblem | None]:
+def _parse_bool(var: str, raw: object, default: bool) -> tuple[bool, Problem | None]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return default, None
     if isinstance(raw, bool):
@@ -223,26 +201,26 @@ def _parse_bool(var: str, raw: object, default: bool) -> tuple[bool, ConfigProbl
         return True, None
     if text in _FALSE:
         return False, None
-    return default, ConfigProblem(var, cut(raw), "not a boolean",
+    return default, Problem(var, cut(raw), "not a boolean",
                                   "true/false, 1/0, yes/no, on/off")
 
 
 def _parse_choice(var: str, raw: object, choices: tuple[str, ...],
-                  default: str) -> tuple[str, ConfigProblem | None]:
+                  default: str) -> tuple[str, Problem | None]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return default, None
     text = raw.strip().lower() if isinstance(raw, str) else None
     if text in choices:
         return text, None
-    return default, ConfigProblem(var, cut(raw), "unknown value", ", ".join(choices))
+    return default, Problem(var, cut(raw), "unknown value", ", ".join(choices))
 
 
-def _parse_field_name(var: str, raw: object) -> tuple[str | None, ConfigProblem | None]:
+def _parse_field_name(var: str, raw: object) -> tuple[str | None, Problem | None]:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None, None
     if isinstance(raw, str) and len(raw.strip()) <= 200:
         return raw.strip(), None
-    return None, ConfigProblem(var, cut(raw), "not a field name", "a row field such as 'id'")
+    return None, Problem(var, cut(raw), "not a field name", "a row field such as 'id'")
 
 
 class NautilusSettings(LogSettings):
@@ -271,7 +249,7 @@ class NautilusSettings(LogSettings):
     serve_probe_interval_s: float = 10.0
     serve_api_keys_file: str | None = None
     serve_cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    _problems: tuple[ConfigProblem, ...] = PrivateAttr(default=())
+    _problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings],
@@ -284,7 +262,7 @@ class NautilusSettings(LogSettings):
                 file_secret_settings)
 
     @property
-    def problems(self) -> tuple[ConfigProblem, ...]:
+    def problems(self) -> tuple[Problem, ...]:
         """Every value that was skipped while these settings were built."""
         return self._problems
 
@@ -294,9 +272,9 @@ class NautilusSettings(LogSettings):
         if not isinstance(data, dict):
             return handler(data)
         data = dict(data)
-        found: list[ConfigProblem] = []
+        found: list[Problem] = []
 
-        def take(field: str, parsed: tuple[Any, ConfigProblem | None]) -> None:
+        def take(field: str, parsed: tuple[Any, Problem | None]) -> None:
             value, problem = parsed
             data[field] = value
             if problem is not None:
@@ -332,7 +310,7 @@ class NautilusSettings(LogSettings):
         raw_dir = data.get("data_dir")
         if isinstance(raw_dir, str) and not raw_dir.strip():
             data.pop("data_dir")
-            found.append(ConfigProblem(var("data_dir"), raw_dir, "empty (databases would be "
+            found.append(Problem(var("data_dir"), raw_dir, "empty (databases would be "
                                        "built in the working directory)",
                                        "a folder, e.g. ~/.cache/nautilus (the default)"))
 
@@ -358,7 +336,7 @@ class NautilusSettings(LogSettings):
 
 
 def _take_serve_settings(
-    data: dict[str, Any], take: Callable[[str, tuple[Any, ConfigProblem | None]], None],
+    data: dict[str, Any], take: Callable[[str, tuple[Any, Problem | None]], None],
 ) -> None:
     """The ``NAUTILUS_SERVE_*`` knobs, each warned about and skipped like the others."""
     def var(field: str) -> str:
@@ -367,7 +345,7 @@ def _take_serve_settings(
     host = data.get("serve_host")
     if host is not None and not (isinstance(host, str) and host.strip()
                                  and re.fullmatch(r"[A-Za-z0-9.:\-\[\]]{1,253}", host.strip())):
-        take("serve_host", ("127.0.0.1", ConfigProblem(
+        take("serve_host", ("127.0.0.1", Problem(
             var("serve_host"), cut(host), "not a host name or address",
             "an address such as 127.0.0.1 or 0.0.0.0")))
     elif host is not None:
@@ -418,7 +396,7 @@ class _DotEnvTypos(PydanticBaseSettingsSource):
 
 
 def _unknown_variables(cls: type[BaseSettings],
-                       in_dotenv: Iterable[str] = ()) -> list[ConfigProblem]:
+                       in_dotenv: Iterable[str] = ()) -> list[Problem]:
     """``NAUTILUS_*`` variables (environment or ``.env``) that match no setting:
     most likely a typo."""
     known = {"NAUTILUS_" + name.upper() for name in cls.model_fields}
@@ -431,5 +409,5 @@ def _unknown_variables(cls: type[BaseSettings],
     for name, where in sorted(found.items()):
         close = difflib.get_close_matches(name, sorted(known), n=1)
         hint = f"did you mean {close[0]}?" if close else "a typo?"
-        problems.append(ConfigProblem(name, where, f"unknown variable ({hint}); ignored", valid))
+        problems.append(Problem(name, where, f"unknown variable ({hint}); ignored", valid))
     return problems

@@ -27,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nautilus.config import NautilusSettings, cut
+from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder
+from nautilus.errors import Problem, cut
 from nautilus.hashing import compute_response_hash
 from nautilus.models import BrokerResponse
 from nautilus.synthesis.ranking import RankingSynthesizer
@@ -44,9 +45,14 @@ class PageError(ValueError):
 
     def __init__(self, field: str, value: str, reason: str, valid: str,
                  stale: bool = False) -> None:
-        super().__init__(f"{field}: {value!r}: {reason} (valid: {valid})")
         self.field, self.value, self.reason, self.valid = field, value, reason, valid
+        super().__init__(self.problem.message)
         self.stale = stale
+
+    @property
+    def problem(self) -> Problem:
+        """The refused page or cursor as a :class:`Problem`, named by its field."""
+        return Problem(self.field, self.value, self.reason, self.valid)
 
 
 @dataclass(frozen=True)
