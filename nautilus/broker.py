@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 
 from nautilus.config import ConfigError, NautilusSettings, log_problem
 from nautilus.errors import Problem
-from nautilus.hashing import compute_response_hash
 from nautilus.log import get_logger
-from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
+from nautilus.records import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
+from nautilus.response_hash import compute_response_hash
 from nautilus.rows import screen_rows
 from nautilus.sources.base import Source
-from nautilus.sources.config import DEFAULT_LIMIT, build_sources, bundled_demo_config
+from nautilus.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer

@@ -26,12 +26,12 @@ from nautilus.broker import Broker
 from nautilus.config import ConfigError, NautilusSettings, collect_source_boosts, parse_int_setting
 from nautilus.errors import Problem
 from nautilus.evaluation import command as eval_command
-from nautilus.hashing import json_default
 from nautilus.log import LogSettings, configure_logging, get_logger
-from nautilus.models import RankedRow
 from nautilus.pages import PageError, Paging, paging
+from nautilus.records import RankedRow
+from nautilus.response_hash import json_default
 from nautilus.service.manifest import with_manifest
-from nautilus.sources.config import (
+from nautilus.sources.factory import (
     SourceConfigError,
     build_sources,
     bundled_demo_config,
@@ -232,7 +232,7 @@ def _check_sources(settings: NautilusSettings,
     for source in sources:
         source.close()
     specs = load_sources(path).specs
-    from nautilus.sources.postgres_load import LoadError, check_seeds, postgres_specs
+    from nautilus.sources.postgres.load import LoadError, check_seeds, postgres_specs
     try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
         check_seeds(postgres_specs(specs), path.parent)
     except LoadError as exc:
@@ -433,7 +433,7 @@ def _ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) 
 # --- load --------------------------------------------------------------------------------
 
 def _run_load(args: argparse.Namespace) -> int:
-    from nautilus.sources.postgres_load import (
+    from nautilus.sources.postgres.load import (
         LoadError,
         default_progress,
         load_postgres,

@@ -30,8 +30,8 @@ from typing import Any
 from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder
 from nautilus.errors import Problem, cut
-from nautilus.hashing import compute_response_hash
-from nautilus.models import BrokerResponse
+from nautilus.records import BrokerResponse
+from nautilus.response_hash import compute_response_hash
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 _VERSION = 1

@@ -1,5 +1,5 @@
 """The fast document numbering (fingerprints, canonical text only where they collide)
-gives exactly the numbers of ``fusion.document_numbers``, the canonical text per row."""
+gives exactly the numbers of ``copies.document_numbers_by_key``, the canonical text per row."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nautilus import AdapterResult, RankingSynthesizer
-from nautilus.synthesis import copies, fusion
+from nautilus.synthesis import copies
 from nautilus.synthesis.ranking import _NOT_TEXT, MAX_TEXT_CHARS
 from nautilus.text import TokenBatch
 
@@ -22,7 +22,7 @@ def texts_of(rows: list[dict[str, Any]], limit: int) -> list[str]:
 
 
 def assert_same_numbers(rows: list[Any], limit: int = MAX_TEXT_CHARS) -> None:
-    expected = fusion.document_numbers(rows, None, _NOT_TEXT).tolist()
+    expected = copies.document_numbers_by_key(rows, None, _NOT_TEXT).tolist()
     texts = texts_of(rows, limit)
     by_words = copies.document_numbers(rows, _NOT_TEXT)
     by_tokens = copies.document_numbers(rows, _NOT_TEXT, texts, TokenBatch.from_texts(texts),
@@ -63,8 +63,8 @@ COPIES = [  # each pair: copies under the canonical text, unlike under any plain
 @pytest.mark.parametrize(("one", "other"), COPIES)
 def test_copies_share_a_number(one: dict[str, Any], other: dict[str, Any]) -> None:
     rows = [one, {"t": "unrelated words"}, other, {"t": "more words"}]
-    assert fusion.document_numbers(rows, None, _NOT_TEXT)[0] == \
-        fusion.document_numbers(rows, None, _NOT_TEXT)[2]
+    assert copies.document_numbers_by_key(rows, None, _NOT_TEXT)[0] == \
+        copies.document_numbers_by_key(rows, None, _NOT_TEXT)[2]
     assert_same_numbers(rows, limit=30)
     assert_same_numbers(rows)
 
@@ -150,7 +150,7 @@ def test_rank_collapses_the_same_copies_as_the_canonical_numbering(
 
     fast = ranked()
     monkeypatch.setattr(copies, "document_numbers",
-                        lambda rows, *_args, **_kwargs: fusion.document_numbers(rows, None,
+                        lambda rows, *_args, **_kwargs: copies.document_numbers_by_key(rows, None,
                                                                                 _NOT_TEXT))
     assert fast == ranked()
     assert any(also for *_, also in fast)

@@ -26,9 +26,9 @@ from nautilus.broker import Broker
 from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder
 from nautilus.log import get_logger
-from nautilus.models import VECTOR_FIELDS, BrokerResponse, RankedRow
 from nautilus.pages import MAX_PAGE
 from nautilus.ranking_boost import BOOST_LEVELS
+from nautilus.records import VECTOR_FIELDS, BrokerResponse, RankedRow
 from nautilus.service import metrics
 from nautilus.service.limits import ConcurrencyLimit
 from nautilus.service.overrides import QueryRequest, cut_page, forbid_overrides, parse_request, plan
@@ -36,7 +36,7 @@ from nautilus.service.problems import ProblemError
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
 from nautilus.service.served import serve_broker
-from nautilus.sources.config import bundled_demo_config, load_sources
+from nautilus.sources.factory import bundled_demo_config, load_sources
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 logger = get_logger("nautilus.mcp")

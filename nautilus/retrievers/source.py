@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from nautilus.broker import Broker
-from nautilus.models import BrokerResponse
+from nautilus.records import BrokerResponse
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 #: Row fields never copied into a hit's text or fields (vectors are for the ranker).

@@ -26,7 +26,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from nautilus.models import BrokerResponse
+from nautilus.records import BrokerResponse
 from nautilus.sources.base import Row, Source
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -18,8 +18,8 @@ from nautilus.broker import Broker
 from nautilus.config import NautilusSettings, _parse_bool, _parse_int, collect_source_boosts
 from nautilus.embedders import Embedder
 from nautilus.errors import Problem, cut
-from nautilus.models import BrokerResponse
 from nautilus.pages import MAX_PAGE, PageError, Paging, paging
+from nautilus.records import BrokerResponse
 from nautilus.service.problems import ProblemError, invalid
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer

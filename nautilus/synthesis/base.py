@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from nautilus.models import AdapterResult
+from nautilus.records import AdapterResult
 
 
 @runtime_checkable

@@ -46,8 +46,8 @@ from nautilus.embedders import (
     embedder_from_name,
     is_token_embedder,
 )
-from nautilus.models import AdapterResult, RankedRow
 from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
+from nautilus.records import AdapterResult, RankedRow
 from nautilus.rows import mapping_problem, source_ranks_problem
 from nautilus.synthesis import copies, fusion
 from nautilus.synthesis.basic import BasicSynthesizer
@@ -536,7 +536,7 @@ class RankingSynthesizer:
         else by canonical text, found from the row texts and tokens already built
         (``texts``/``batch``: of every candidate, in order, when the pass built them)."""
         if self.dedup_key is not None:
-            return fusion.document_numbers(cands.rows, self.dedup_key, _NOT_TEXT)
+            return copies.document_numbers_by_key(cands.rows, self.dedup_key, _NOT_TEXT)
         return copies.document_numbers(cands.rows, _NOT_TEXT, texts, batch, MAX_TEXT_CHARS,
                                        plain=cands.plain)
 
