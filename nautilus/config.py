@@ -28,6 +28,14 @@ from pydantic_settings import (
 
 from nautilus.errors import Problem, cut, shown
 from nautilus.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSettings, get_logger
+from nautilus.settings_parsing import (
+    parse_bool,
+    parse_choice,
+    parse_field_name,
+    parse_int,
+    parse_origins,
+    parse_seconds,
+)
 
 logger = get_logger("nautilus.config")
 
@@ -39,8 +47,6 @@ VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "onnx-float32", "noop")
 
 _BOOSTS_VAR = "NAUTILUS_SOURCE_BOOSTS"
 _SOURCE_ID = re.compile(r"^[a-z0-9_][a-z0-9_.\-]*$")
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
 
 
 #: The name :class:`Problem` had in the settings; kept for callers that import it.
@@ -141,88 +147,6 @@ def parse_source_boosts(raw: str | Mapping[str, object] | None) -> dict[str, str
     return boosts
 
 
-# --- scalar parsers: each returns (value, problem) and never raises -----------------
-
-def _parse_int(var: str, raw: object, minimum: int = 1, default: int | None = None,
-               valid: str = "an integer >= 1, or unset",
-               maximum: int | None = None) -> tuple[int | None, Problem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return default, None
-    value: int | None = None
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        value = raw
-    elif isinstance(raw, str):
-        text = raw.strip()
-        if re.fullmatch(r"\+?[0-9]{1,18}", text):
-            value = int(text)
-    if value is None or value < minimum:
-        return default, Problem(var, cut(raw), f"not an integer >= {minimum}", valid)
-    if maximum is not None and value > maximum:
-        return default, Problem(var, cut(raw), f"greater than {maximum}", valid)
-    return value, None
-
-
-parse_int_setting = _parse_int  # the CLI checks --top-k with the same rules
-
-
-def _parse_seconds(var: str, raw: object, default: float) -> tuple[float, Problem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return default, None
-    value: float | None = None
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        value = float(raw)
-    elif isinstance(raw, str) and re.fullmatch(r"\+?([0-9]{1,9}(\.[0-9]*)?|\.[0-9]+)", raw.strip()):
-        value = float(raw.strip())
-    if value is None or not value > 0:
-        return default, Problem(var, cut(raw), "not a number of seconds > 0",
-                                      "a number > 0, such as 2.5")
-    return value, None
-
-
-def _parse_origins(var: str, raw: object) -> tuple[list[str], Problem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return [], None
-    items = raw if isinstance(raw, list) else str(raw).split(",")
-    origins = [str(o).strip().rstrip("/") for o in items if str(o).strip()]
-    bad = [o for o in origins if o != "*" and not re.fullmatch(r"https?://[^\s/]+", o)]
-    if bad:
-        return [], Problem(var, cut(bad[0]), "not an origin",
-                                 "'*' or comma-separated origins such as https://app.example.com")
-    return origins, None
-
-
-def _parse_bool(var: str, raw: object, default: bool) -> tuple[bool, Problem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return default, None
-    if isinstance(raw, bool):
-        return raw, None
-    text = str(raw).strip().lower() if isinstance(raw, str | int) else None
-    if text in _TRUE:
-        return True, None
-    if text in _FALSE:
-        return False, None
-    return default, Problem(var, cut(raw), "not a boolean",
-                                  "true/false, 1/0, yes/no, on/off")
-
-
-def _parse_choice(var: str, raw: object, choices: tuple[str, ...],
-                  default: str) -> tuple[str, Problem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return default, None
-    text = raw.strip().lower() if isinstance(raw, str) else None
-    if text in choices:
-        return text, None
-    return default, Problem(var, cut(raw), "unknown value", ", ".join(choices))
-
-
-def _parse_field_name(var: str, raw: object) -> tuple[str | None, Problem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return None, None
-    if isinstance(raw, str) and len(raw.strip()) <= 200:
-        return raw.strip(), None
-    return None, Problem(var, cut(raw), "not a field name", "a row field such as 'id'")
-
-
 class NautilusSettings(LogSettings):
     """Every ``NAUTILUS_*`` knob. All ranking knobs unset means: change nothing."""
 
@@ -283,23 +207,28 @@ class NautilusSettings(LogSettings):
         def var(field: str) -> str:
             return "NAUTILUS_" + field.upper()
 
+        def default(field: str) -> Any:  # a skipped value falls back to the field's default
+            return cls.model_fields[field].default
+
         for field in ("ranking_top_k", "ranking_max_candidates"):
-            take(field, _parse_int(var(field), data.get(field)))
-        take("ranking_idf", _parse_bool(var("ranking_idf"), data.get("ranking_idf"), False))
-        strict, strict_problem = _parse_bool(var("config_strict"), data.get("config_strict"), False)
+            take(field, parse_int(var(field), data.get(field), default=default(field)))
+        take("ranking_idf", parse_bool(var("ranking_idf"), data.get("ranking_idf"),
+                                       default("ranking_idf")))
+        strict, strict_problem = parse_bool(var("config_strict"), data.get("config_strict"),
+                                            default("config_strict"))
         take("config_strict", (strict, strict_problem))
-        take("ranking_dedup_key", _parse_field_name(var("ranking_dedup_key"),
-                                                    data.get("ranking_dedup_key")))
-        take("embedder", _parse_choice(var("embedder"), data.get("embedder"),
-                                       VALID_EMBEDDERS, "hashing"))
-        take("embedder_cache_size", _parse_int(
+        take("ranking_dedup_key", parse_field_name(var("ranking_dedup_key"),
+                                                   data.get("ranking_dedup_key")))
+        take("embedder", parse_choice(var("embedder"), data.get("embedder"),
+                                      VALID_EMBEDDERS, default("embedder")))
+        take("embedder_cache_size", parse_int(
             var("embedder_cache_size"), data.get("embedder_cache_size"), minimum=0,
-            default=10_000, valid="an integer >= 0 (0: no cache)"))
-        take("log_level", _parse_choice(var("log_level"), data.get("log_level"),
-                                        VALID_LOG_LEVELS, "info"))
-        take("log_format", _parse_choice(var("log_format"), data.get("log_format"),
-                                         VALID_LOG_FORMATS, "auto"))
-        _take_serve_settings(data, take)
+            default=default("embedder_cache_size"), valid="an integer >= 0 (0: no cache)"))
+        take("log_level", parse_choice(var("log_level"), data.get("log_level"),
+                                       VALID_LOG_LEVELS, default("log_level")))
+        take("log_format", parse_choice(var("log_format"), data.get("log_format"),
+                                        VALID_LOG_FORMATS, default("log_format")))
+        _take_serve_settings(data, take, default)
         raw_boosts = data.get("source_boosts")
         if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):
             raw_boosts = str(raw_boosts)
@@ -311,8 +240,8 @@ class NautilusSettings(LogSettings):
         if isinstance(raw_dir, str) and not raw_dir.strip():
             data.pop("data_dir")
             found.append(Problem(var("data_dir"), raw_dir, "empty (databases would be "
-                                       "built in the working directory)",
-                                       "a folder, e.g. ~/.cache/nautilus (the default)"))
+                                 "built in the working directory)",
+                                 f"a folder, e.g. {default('data_dir')} (the default)"))
 
         if strict and found:  # the error lists every problem: no warning each as well
             raise ConfigError(tuple(found))
@@ -337,34 +266,37 @@ class NautilusSettings(LogSettings):
 
 def _take_serve_settings(
     data: dict[str, Any], take: Callable[[str, tuple[Any, Problem | None]], None],
+    default: Callable[[str], Any],
 ) -> None:
-    """The ``NAUTILUS_SERVE_*`` knobs, each warned about and skipped like the others."""
+    """The ``NAUTILUS_SERVE_*`` knobs, each warned about and skipped (back to
+    ``default(field)``, the field's default) like the others."""
     def var(field: str) -> str:
         return "NAUTILUS_" + field.upper()
 
     host = data.get("serve_host")
     if host is not None and not (isinstance(host, str) and host.strip()
                                  and re.fullmatch(r"[A-Za-z0-9.:\-\[\]]{1,253}", host.strip())):
-        take("serve_host", ("127.0.0.1", Problem(
+        take("serve_host", (default("serve_host"), Problem(
             var("serve_host"), cut(host), "not a host name or address",
             "an address such as 127.0.0.1 or 0.0.0.0")))
     elif host is not None:
         data["serve_host"] = host.strip()
-    take("serve_port", _parse_int(var("serve_port"), data.get("serve_port"), default=8000,
-                                  maximum=65535, valid="an integer from 1 to 65535"))
-    for field, default in (("serve_workers", 1), ("serve_max_query_chars", 1000),
-                           ("serve_max_body_bytes", 16_384), ("serve_max_concurrency", 64)):
-        take(field, _parse_int(var(field), data.get(field), default=default,
-                               valid="an integer >= 1"))
-    take("serve_allow_overrides", _parse_bool(var("serve_allow_overrides"),
-                                              data.get("serve_allow_overrides"), True))
-    for field, seconds in (("serve_request_timeout_s", 10.0), ("serve_probe_interval_s", 10.0),
-                           ("serve_body_timeout_s", 5.0)):
-        take(field, _parse_seconds(var(field), data.get(field), seconds))
-    take("serve_api_keys_file", _parse_field_name(var("serve_api_keys_file"),
-                                                  data.get("serve_api_keys_file")))
-    take("serve_cors_origins", _parse_origins(var("serve_cors_origins"),
-                                              data.get("serve_cors_origins")))
+    take("serve_port", parse_int(var("serve_port"), data.get("serve_port"),
+                                 default=default("serve_port"), maximum=65535,
+                                 valid="an integer from 1 to 65535"))
+    for field in ("serve_workers", "serve_max_query_chars", "serve_max_body_bytes",
+                  "serve_max_concurrency"):
+        take(field, parse_int(var(field), data.get(field), default=default(field),
+                              valid="an integer >= 1"))
+    take("serve_allow_overrides", parse_bool(var("serve_allow_overrides"),
+                                             data.get("serve_allow_overrides"),
+                                             default("serve_allow_overrides")))
+    for field in ("serve_request_timeout_s", "serve_probe_interval_s", "serve_body_timeout_s"):
+        take(field, parse_seconds(var(field), data.get(field), default(field)))
+    take("serve_api_keys_file", parse_field_name(var("serve_api_keys_file"),
+                                                 data.get("serve_api_keys_file")))
+    take("serve_cors_origins", parse_origins(var("serve_cors_origins"),
+                                             data.get("serve_cors_origins")))
 
 
 _DOTENV_UNKNOWN = "__nautilus_dotenv_unknown__"

@@ -86,3 +86,26 @@ def test_no_module_imports_itself_back() -> None:
 
 def test_a_cycle_would_be_found() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """What one module takes from another is public: named without ``_`` and documented
+    (the settings' parsers live in ``nautilus.settings_parsing`` for that reason)."""
+    private = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nautilus"):
+                private += [f"{_module_name(path)}: {node.module}.{alias.name}"
+                            for alias in node.names
+                            if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert private == []
+
+
+def test_the_settings_parsers_are_public_and_say_what_they_accept() -> None:
+    from nautilus import settings_parsing
+
+    parsers = [getattr(settings_parsing, n) for n in dir(settings_parsing)
+               if n.startswith("parse_")]
+    assert len(parsers) == 6
+    assert all(p.__doc__ and p.__module__ == "nautilus.settings_parsing" for p in parsers)
+    assert settings_parsing.parse_int("top_k", "0")[1] is not None

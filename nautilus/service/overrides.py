@@ -15,12 +15,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nautilus.broker import Broker
-from nautilus.config import NautilusSettings, _parse_bool, _parse_int, collect_source_boosts
+from nautilus.config import NautilusSettings, collect_source_boosts
 from nautilus.embedders import Embedder
 from nautilus.errors import Problem, cut
 from nautilus.pages import MAX_PAGE, PageError, Paging, paging
 from nautilus.records import BrokerResponse
 from nautilus.service.problems import ProblemError, invalid
+from nautilus.settings_parsing import parse_bool, parse_int
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
@@ -119,13 +120,13 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
     known = {i.lower(): i for i in ids}
     update: dict[str, Any] = {}
     if request.top_k is not None:
-        top_k, problem = _parse_int("top_k", request.top_k)
+        top_k, problem = parse_int("top_k", request.top_k)
         if problem:
             problems.append(Problem("top_k", problem.value, problem.reason,
                                          "an integer >= 1"))
         update["ranking_top_k"] = top_k
     if request.idf is not None:
-        idf, problem = _parse_bool("idf", request.idf, False)
+        idf, problem = parse_bool("idf", request.idf, False)
         update["ranking_idf"] = idf
     if request.boosts is not None:
         boosts, boost_problems = collect_source_boosts(request.boosts)
