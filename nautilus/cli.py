@@ -23,8 +23,8 @@ from typing import Any
 
 from nautilus import __version__
 from nautilus.broker import Broker
-from nautilus.config import ConfigError, NautilusSettings, collect_source_boosts
-from nautilus.errors import Problem
+from nautilus.config import NautilusSettings, collect_source_boosts
+from nautilus.errors import NautilusError, Problem
 from nautilus.evaluation import command as eval_command
 from nautilus.log import LogSettings, configure_logging, get_logger
 from nautilus.pages import PageError, Paging, paging
@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(level, log.log_format.strip().lower())
     try:
         return int(args.run(args))
-    except (ConfigError, SourceConfigError, ImportError) as exc:
+    except (NautilusError, ImportError) as exc:  # nautilus' own, and a missing extra
         print(f"nautilus: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -26,7 +26,7 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
 )
 
-from nautilus.errors import Problem, cut, shown
+from nautilus.errors import NautilusError, Problem, cut, shown
 from nautilus.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSettings, get_logger
 from nautilus.settings_parsing import (
     parse_bool,
@@ -53,7 +53,7 @@ _SOURCE_ID = re.compile(r"^[a-z0-9_][a-z0-9_.\-]*$")
 ConfigProblem = Problem
 
 
-class ConfigError(Exception):
+class ConfigError(NautilusError):
     """Strict mode found configuration problems; the message lists every one."""
 
     def __init__(self, problems: tuple[Problem, ...]) -> None:

@@ -1,5 +1,10 @@
 """How nautilus tells an operator what is wrong.
 
+:class:`NautilusError` is the base of every exception nautilus raises on purpose, so
+``except nautilus.NautilusError`` catches them all. Each also keeps the built-in base
+it had (``ValueError``, ``OSError``, ``ConnectionError``, ``RuntimeError``), so an
+``except`` written for that still catches it.
+
 :class:`Problem` is one bad value — a setting, a command-line flag, a field of an
 HTTP request — with what an operator or a caller needs to fix it: where it was
 given, the value as shown, why it is refused and the valid choices. The settings
@@ -12,6 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 _MAX_SHOWN = 60
+
+
+class NautilusError(Exception):
+    """The base of nautilus' own exceptions; the message names what to fix."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import Any
 
 from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder
-from nautilus.errors import Problem, cut
+from nautilus.errors import NautilusError, Problem, cut
 from nautilus.records import BrokerResponse
 from nautilus.response_hash import compute_response_hash
 from nautilus.synthesis.ranking import RankingSynthesizer
@@ -40,7 +40,7 @@ MAX_PAGE = 1000
 _FIELDS = "query, top_k, boosts, idf, sources"
 
 
-class PageError(ValueError):
+class PageError(NautilusError, ValueError):
     """A page or cursor that cannot be served; ``stale`` when the data moved under it."""
 
     def __init__(self, field: str, value: str, reason: str, valid: str,

@@ -16,14 +16,14 @@ from typing import Any
 
 from starlette.responses import Response
 
-from nautilus.errors import Problem
+from nautilus.errors import NautilusError, Problem
 
 MEDIA_TYPE = "application/problem+json"
 _TYPE_BASE = "urn:nautilus:problem:"
 
 
 @dataclass(eq=False)  # an exception compares and hashes by identity
-class ProblemError(Exception):
+class ProblemError(NautilusError):
     """Raised anywhere in a request; the app turns it into a problem+json response."""
 
     status: int

@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator
 
+from nautilus.errors import NautilusError
 from nautilus.log import get_logger
 from nautilus.sources.base import Row
 from nautilus.sources.schema import SourceSpec
@@ -49,11 +50,11 @@ DEFAULT_CONNECT_TIMEOUT_S = 10
 T = TypeVar("T")
 
 
-class PostgresUnavailableError(ConnectionError):
+class PostgresUnavailableError(NautilusError, ConnectionError):
     """The database cannot be reached right now (the message names it, password masked)."""
 
 
-class PostgresSourceError(RuntimeError):
+class PostgresSourceError(NautilusError, RuntimeError):
     """A query failed for a reason that is not the database being down."""
 
 
