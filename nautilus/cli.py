@@ -39,6 +39,7 @@ from nautilus.sources.factory import (
     load_sources,
     sources_json_schema,
 )
+from nautilus.sources.sqlite.base import SqliteSource
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
 
@@ -279,17 +280,16 @@ def _run_sources_rebuild(args: argparse.Namespace) -> int:
                                settings.embedder_cache_size)
     failed = 0
     for source in sources:
-        rebuild = getattr(source, "rebuild", None)
-        if rebuild is None:
+        if not isinstance(source, SqliteSource):  # only SQLite sources are built by nautilus
             print(f"{source.id}: nothing to build")
             continue
         try:
-            rebuild()
+            source.rebuild()
         except Exception as exc:  # one source's failure must not hide the others'
             failed += 1
             print(f"nautilus: {source.id}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
-        print(f"{source.id}: rebuilt {getattr(source, 'path', '')}")
+        print(f"{source.id}: rebuilt {source.path}")
     for source in sources:
         source.close()
     return 1 if failed else 0
@@ -350,7 +350,7 @@ def _run_query(args: argparse.Namespace) -> int:
             print(f"nautilus: {exc}", file=sys.stderr)
             return 1
     all_failed = bool(broker.sources) and len(response.sources_errored) == len(broker.sources)
-    ranked = isinstance(broker.synthesizer, RankingSynthesizer)
+    ranked = broker.synthesizer.ranking_enabled
     if args.json:
         out = response.to_dict(vectors=args.vectors, ranking_enabled=ranked)
         out["synthesizer"] = type(broker.synthesizer).__name__
@@ -389,9 +389,7 @@ def _paging(args: argparse.Namespace, broker: Broker,
     pages = paging(args.text, settings, [s.id for s in broker.sources],
                    page=args.page, cursor=args.cursor)
     if pages is not None:
-        embedder = (broker.synthesizer.embedder
-                    if isinstance(broker.synthesizer, RankingSynthesizer) else None)
-        broker.synthesizer = pages.synthesizer(settings, embedder)
+        broker.synthesizer = pages.synthesizer(settings, broker.synthesizer.embedder)
     return pages
 
 

@@ -22,7 +22,8 @@ from nautilus.config import ConfigError, NautilusSettings
 from nautilus.errors import Problem
 from nautilus.log import get_logger
 from nautilus.sources.factory import load_sources
-from nautilus.sources.postgres.base import EXTRA_HINT, mask_dsn, require_postgres
+from nautilus.sources.postgres.base import EXTRA_HINT, require_postgres
+from nautilus.sources.postgres.dsn import mask_dsn
 from nautilus.sources.postgres.load import default_progress, load_postgres, postgres_specs
 
 DSN_VARIABLE = "DEMO_DSN"

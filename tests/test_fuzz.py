@@ -459,7 +459,7 @@ def quoted(password: str) -> str:
 def test_mask_dsn_hides_any_keyword_password(password: str, form: Any) -> None:
     from psycopg.conninfo import conninfo_to_dict
 
-    from nautilus.sources.postgres.base import mask_dsn
+    from nautilus.sources.postgres.dsn import mask_dsn
     dsn = f"host=db password={form(password)} dbname=kb"
     assert conninfo_to_dict(dsn)["password"] == password  # the DSN says what libpq reads
     assert conninfo_to_dict(mask_dsn(dsn)) == {"host": "db", "password": "***", "dbname": "kb"}
@@ -472,7 +472,7 @@ def test_mask_dsn_hides_any_url_password(password: str, in_query: bool) -> None:
 
     from psycopg.conninfo import conninfo_to_dict
 
-    from nautilus.sources.postgres.base import mask_dsn
+    from nautilus.sources.postgres.dsn import mask_dsn
     secret = quote(password.encode("utf-8", "surrogatepass"), safe="")
     dsn = (f"postgresql://app@db/kb?password={secret}&sslmode=require" if in_query
            else f"postgresql://app:{secret}@db/kb?sslmode=require")

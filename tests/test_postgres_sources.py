@@ -13,7 +13,8 @@ from postgres_fixtures import execute, write_jsonl
 
 from nautilus.embedders import HashingEmbedder
 from nautilus.sources.factory import build_sources, load_source_specs
-from nautilus.sources.postgres.base import PostgresSourceError, mask_dsn
+from nautilus.sources.postgres.base import PostgresSourceError
+from nautilus.sources.postgres.dsn import mask_dsn
 from nautilus.sources.postgres.fts import PostgresFtsSource
 from nautilus.sources.postgres.load import LoadError, load_postgres, postgres_specs
 from nautilus.sources.postgres.table import PostgresTableSource

@@ -1,14 +1,22 @@
-"""The source protocol: what the broker calls on every source.
+"""The source protocol: what the broker, the readiness probe and the service call on a source.
 
-A source is anything with an ``id``, a ``timeout_s`` and
-``async search(query, context, limit) -> list[dict]``. The broker wraps every
-call in a timeout and turns any failure into an ``ErrorRecord``, so a source
-may simply raise.
+A source has an ``id``, a ``timeout_s``, ``ranked`` (whether its row order is
+relevance: True, False, or None for "not said"), ``async prepare()`` (build or
+refresh its data; awaited before the timed search, under its own deadline),
+``async search(query, context, limit) -> list[dict]`` and ``close()``. The broker
+wraps every call in a timeout and turns any failure into an ``ErrorRecord``, so a
+source may simply raise.
+
+:class:`SourceBase` supplies the defaults (not ranked-or-not, nothing to prepare,
+nothing to close); :class:`ForwardingSource` wraps a source and forwards what it
+does not change. A caller's own object may still leave ``ranked``/``prepare`` out
+(it is someone else's code): :func:`declared_order` and :func:`preparer` read it
+the way the protocol's defaults say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 Row = dict[str, Any]
@@ -18,8 +26,69 @@ Row = dict[str, Any]
 class Source(Protocol):
     id: str
     timeout_s: float
+    ranked: bool | None
+
+    async def prepare(self) -> None: ...
 
     async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]: ...
 
     def close(self) -> None: ...
 
+
+class SourceBase:
+    """The protocol's defaults, for a source to inherit."""
+
+    #: Whether this source's row order carries relevance (None: it does not say).
+    ranked: bool | None = None
+
+    async def prepare(self) -> None:
+        """Nothing to build."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class ForwardingSource(SourceBase):
+    """A source around another: the same id, deadline, order and build step; a subclass
+    changes what it needs (``search``, typically) and forwards the rest."""
+
+    def __init__(self, inner: Source) -> None:
+        self.inner = inner
+        self.id = inner.id
+        self.timeout_s = inner.timeout_s
+        self.ranked = declared_order(inner)
+
+    async def prepare(self) -> None:
+        prepare = preparer(self.inner)
+        if prepare is not None:
+            await prepare()
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
+        return await self.inner.search(query, context, limit)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def declared_order(source: object) -> bool | None:
+    """The source's word on its own order: its ``ranked`` when that is a bool, else None."""
+    ranked = getattr(source, "ranked", None)
+    return ranked if isinstance(ranked, bool) else None
+
+
+def preparer(source: object) -> Callable[[], Awaitable[None]] | None:
+    """The source's ``prepare``, or None when it has none (nothing to build)."""
+    prepare: Callable[[], Awaitable[None]] | None = getattr(source, "prepare", None)
+    return prepare
+
+
+def id_of(source: object) -> object:
+    """The source's ``id`` as it is (the broker fails only this source when it is not a
+    string), None when it has none."""
+    return getattr(source, "id", None)
+
+
+def timeout_of(source: object, default: float = 5.0) -> float:
+    """The source's ``timeout_s`` (``default`` when it has none)."""
+    timeout: float = getattr(source, "timeout_s", default)
+    return timeout

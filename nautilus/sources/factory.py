@@ -110,7 +110,7 @@ def build_sources(path: Path, data_dir: Path, embedder_name: str,
                 raise SourceConfigError(f"{path}: sources[{i}] ({spec.id}, {spec.type}): "
                                         f"{exc}") from None
             if spec.ranked is not None:
-                source.ranked = spec.ranked  # type: ignore[attr-defined]
+                source.ranked = spec.ranked
             sources.append(source)
     except BaseException:
         for source in sources:

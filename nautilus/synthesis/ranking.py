@@ -67,6 +67,8 @@ IntArray = npt.NDArray[np.int64]
 class RankingSynthesizer:
     """Ranks the union of every source's rows; see the module docstring for the steps."""
 
+    ranking_enabled = True
+
     def __init__(self, top_k: int | None = None, idf: bool = False,
                  source_boosts: Mapping[str, str] | None = None,
                  embedder: Embedder | None = None, max_candidates: int | None = None,

@@ -23,13 +23,8 @@ import numpy as np
 from nautilus.embedders import Embedder, embed_texts
 from nautilus.errors import NautilusError
 from nautilus.sources.base import Row
-from nautilus.sources.postgres.base import (
-    PostgresSpec,
-    mask_dsn,
-    require_postgres,
-    scrub,
-    table_identifier,
-)
+from nautilus.sources.postgres.base import PostgresSpec, require_postgres, table_identifier
+from nautilus.sources.postgres.dsn import mask_dsn, scrub
 from nautilus.sources.postgres.fts import PostgresFtsSpec, tsvector_expression
 from nautilus.sources.postgres.vector import MODELS_TABLE, PgvectorSpec, model_id, vector_embedder
 from nautilus.sources.schema import SourceSpec

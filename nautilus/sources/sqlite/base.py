@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from nautilus.errors import NautilusError
 from nautilus.log import get_logger
-from nautilus.sources.base import Row
+from nautilus.sources.base import Row, SourceBase
 from nautilus.sources.seeds import file_digest
 from nautilus.workers import in_worker
 
@@ -148,7 +148,7 @@ class ReadConnections:
             connection.close()
 
 
-class SqliteSource:
+class SqliteSource(SourceBase):
     """A source served from a SQLite file that nautilus builds from seed files.
 
     The database records a fingerprint of what it was built from — the seeds'
@@ -160,8 +160,6 @@ class SqliteSource:
     database is never missing. A file nautilus did not build is never replaced.
     """
 
-    #: Whether this source's row order carries relevance (the broker reads it).
-    ranked: bool | None = None
     #: Tables a database built before fingerprints existed has (recognised, rebuilt).
     legacy_tables: frozenset[str] = frozenset()
 

@@ -46,7 +46,8 @@ class SqliteFtsSource(SeededSqliteSource):
 
     Rows come best first, each with its ``bm25`` score (SQLite's: lower is better)."""
 
-    ranked = True  # BM25 order: evidence the ranking counts (nautilus/synthesis/fusion.py)
+    #: BM25 order: evidence the ranking counts (nautilus/synthesis/fusion.py)
+    ranked: bool | None = True
 
     legacy_tables = frozenset({"docs"})
 

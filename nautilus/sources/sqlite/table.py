@@ -43,7 +43,8 @@ class SqliteTableSource(SeededSqliteSource):
 
     legacy_tables = frozenset()  # set per instance: the table's own name
 
-    ranked = False  # rowid order says nothing about relevance: never counted as evidence
+    #: rowid order says nothing about relevance: never counted as evidence
+    ranked: bool | None = False
 
     def __init__(self, source_id: str, path: Path, seed: Path, table: str,
                  search_columns: list[str], timeout_s: float = 5.0) -> None:

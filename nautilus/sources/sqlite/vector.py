@@ -39,7 +39,8 @@ class SqliteVectorSource(SeededSqliteSource):
 
     Rows come most similar first, each with its cosine ``similarity`` to the query."""
 
-    ranked = True  # cosine order: evidence the ranking counts (nautilus/synthesis/fusion.py)
+    #: cosine order: evidence the ranking counts (nautilus/synthesis/fusion.py)
+    ranked: bool | None = True
 
     legacy_tables = frozenset({"meta", "docs"})
 
