@@ -66,18 +66,14 @@ class Broker:
         config_path = Path(path or settings.config or bundled_demo_config()).expanduser()
         sources, limit = build_sources(config_path, settings.data_dir, settings.embedder,
                                        settings.embedder_cache_size)
-        known = {s.id.lower() for s in sources}
-        unknown = [sid for sid in settings.source_boosts if sid not in known]
-        if unknown:
-            problems = tuple(
-                Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
-                              ", ".join(s.id for s in sources)) for sid in unknown)
+        ids = [s.id for s in sources]
+        problems = boost_problems(settings, ids)
+        if problems:
             if settings.config_strict:  # the error lists them: no warning each as well
                 raise ConfigError(problems)
             for problem in problems:
                 log_problem(problem)
-            kept = {k: v for k, v in settings.source_boosts.items() if k in known}
-            settings = settings.model_copy(update={"source_boosts": kept})
+            settings = applied_settings(settings, ids)
         synthesizer: Synthesizer = (RankingSynthesizer.from_settings(settings)
                                     if settings.ranking_enabled else BasicSynthesizer())
         logger.debug("broker_ready", sources=[s.id for s in sources],
@@ -236,6 +232,23 @@ class Broker:
         result = AdapterResult(source_id, good, elapsed, ranked=declared_order(source),
                                source_ranks=source_ranks)
         return result, raw_hash, warning
+
+
+def boost_problems(settings: NautilusSettings,
+                   source_ids: Sequence[str]) -> tuple[Problem, ...]:
+    """One problem for each boosted id that no source has (ids compare lower-cased)."""
+    known = {sid.lower() for sid in source_ids}
+    return tuple(Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
+                         ", ".join(source_ids))
+                 for sid in settings.source_boosts if sid not in known)
+
+
+def applied_settings(settings: NautilusSettings, source_ids: Sequence[str]) -> NautilusSettings:
+    """The settings as a broker over these sources applies them: boosts naming no
+    source dropped."""
+    known = {sid.lower() for sid in source_ids}
+    kept = {sid: level for sid, level in settings.source_boosts.items() if sid in known}
+    return settings.model_copy(update={"source_boosts": kept})
 
 
 def _request_context(query: Any, context: Any) -> dict[str, Any]:

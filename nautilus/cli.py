@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from nautilus import __version__
-from nautilus.broker import Broker
+from nautilus.broker import Broker, applied_settings, boost_problems
 from nautilus.config import NautilusSettings, collect_source_boosts
-from nautilus.errors import NautilusError, Problem
+from nautilus.errors import NautilusError
 from nautilus.evaluation import command as eval_command
 from nautilus.log import LogSettings, configure_logging, get_logger
 from nautilus.pages import PageError, Paging, paging
@@ -179,7 +179,8 @@ def _run_config(args: argparse.Namespace) -> int:
     if listing == []:
         source_error = f"{path}: lists no sources (valid: {_NO_SOURCES})"
     source_ids = None if listing is None else [s["id"] for s in listing]
-    problems = list(settings.problems) + _unknown_boost_sources(settings, source_ids)
+    problems = list(settings.problems) + list(
+        boost_problems(settings, source_ids) if source_ids is not None else ())
     failed = args.strict and bool(problems or source_error is not None)
     if args.json:
         print(json.dumps({
@@ -242,16 +243,6 @@ def _check_sources(settings: NautilusSettings,
     return [{"id": spec.id, "type": spec.type,
              **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {})}  # Dsn masks itself
             for spec in specs], None
-
-
-def _unknown_boost_sources(settings: NautilusSettings,
-                           ids: list[str] | None) -> list[Problem]:
-    """Boosted ids that no source in the sources file has."""
-    if not settings.source_boosts or ids is None:
-        return []
-    known = {i.lower() for i in ids}
-    return [Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
-                          ", ".join(ids)) for sid in settings.source_boosts if sid not in known]
 
 
 def _settings_table(settings: NautilusSettings) -> str:
@@ -383,9 +374,7 @@ def _paging(args: argparse.Namespace, broker: Broker,
             settings: NautilusSettings) -> Paging | None:
     """The page asked for, its ranker installed on ``broker`` (the settings' boosts
     cut to the broker's sources, as the broker and the service cut them)."""
-    known = {s.id.lower() for s in broker.sources}
-    settings = settings.model_copy(update={"source_boosts": {
-        k: v for k, v in settings.source_boosts.items() if k in known}})
+    settings = applied_settings(settings, [s.id for s in broker.sources])
     pages = paging(args.text, settings, [s.id for s in broker.sources],
                    page=args.page, cursor=args.cursor)
     if pages is not None:

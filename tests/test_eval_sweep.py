@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nautilus.broker import Broker
+from nautilus.broker import Broker, applied_settings
 from nautilus.config import NautilusSettings
 from nautilus.embedders import HashingEmbedder
 from nautilus.evaluation.evaluate import run_eval
@@ -24,7 +24,6 @@ from nautilus.evaluation.sweep import (
     alternatives,
     bootstrap_ci,
     compare,
-    current_settings,
     recommend,
 )
 
@@ -41,7 +40,7 @@ def test_bootstrap_is_deterministic_and_exact_on_a_constant_difference() -> None
 
 
 def names_and_env(settings: NautilusSettings) -> list[tuple[str, dict[str, str]]]:
-    current = current_settings(settings, SOURCES)
+    current = applied_settings(settings, SOURCES)
     return [(a.name, dict(a.env))
             for a in alternatives(current, SOURCES, HashingEmbedder(), sweep=True)]
 
@@ -64,7 +63,7 @@ def test_from_boosted_settings_alternatives_change_one_thing_each() -> None:
     assert "IDF on" not in rows  # the current settings already
     assert rows["fts:none"] == {"NAUTILUS_SOURCE_BOOSTS": ""}
     assert rows["sql:low"] == {"NAUTILUS_SOURCE_BOOSTS": "fts:high,sql:low"}  # no 'ghost'
-    alts = alternatives(current_settings(NautilusSettings(ranking_idf=True,
+    alts = alternatives(applied_settings(NautilusSettings(ranking_idf=True,
                                                           source_boosts="fts:high"), SOURCES),
                         SOURCES, HashingEmbedder(), sweep=True)
     assert [a.name for a in alts if a.same_as_current] == ["fts:high"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nautilus.broker import Broker
+from nautilus.broker import Broker, applied_settings
 from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder, embedder_from_name
 from nautilus.evaluation.coverage import Coverage, coverage
@@ -29,7 +29,6 @@ from nautilus.evaluation.sweep import (
     Scored,
     alternatives,
     compare,
-    current_settings,
     recommend,
     score,
     unboosted_reference,
@@ -92,7 +91,7 @@ def run_eval(queries_path: Path, judgments_path: Path, config: str | None,
     broker = Broker.from_config(config, settings)
     with broker:
         source_ids = [s.id for s in broker.sources]
-        current = current_settings(settings, source_ids)
+        current = applied_settings(settings, source_ids)
         embedder = _embedder(broker, current)
         started = time.perf_counter()
         with Progress(len(judged), "fetching", enabled=progress) as bar:

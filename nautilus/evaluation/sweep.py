@@ -207,13 +207,6 @@ def boosts_value(boosts: Mapping[str, str], order: Sequence[str]) -> str:
                     sorted(boosts.items(), key=lambda item: rank.get(item[0], len(rank))))
 
 
-def current_settings(settings: NautilusSettings, source_ids: Sequence[str]) -> NautilusSettings:
-    """The settings as the broker applies them: boosts naming no source dropped."""
-    known = {sid.lower() for sid in source_ids}
-    kept = {sid: level for sid, level in settings.source_boosts.items() if sid in known}
-    return settings.model_copy(update={"source_boosts": kept})
-
-
 def alternatives(settings: NautilusSettings, source_ids: Sequence[str], embedder: Embedder,
                  sweep: bool) -> list[Alternative]:
     """The current settings first; with ``sweep``: passthrough, IDF off/on, and every

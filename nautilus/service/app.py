@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nautilus import __version__
 from nautilus.blas import limit_blas_threads
-from nautilus.broker import Broker
+from nautilus.broker import Broker, boost_problems
 from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder
 from nautilus.errors import Problem, cut
@@ -96,11 +96,8 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
         limit_blas_threads(1)
         served = serve_broker(settings)
         effective, broker, embedder = served.settings, served.broker, served.embedder
-        raw_sources, known = served.raw_sources, {s.id.lower() for s in served.raw_sources}
-        problems = settings.problems + tuple(
-            Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
-                          ", ".join(s.id for s in raw_sources))
-            for sid in settings.source_boosts if sid not in known)
+        raw_sources = served.raw_sources
+        problems = settings.problems + boost_problems(settings, [s.id for s in raw_sources])
         readiness = Readiness(raw_sources, settings.serve_probe_interval_s)
         runner = BrokerLoop()
         app.state.service = ServiceState(effective, broker, embedder,
