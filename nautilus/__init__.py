@@ -8,6 +8,7 @@ from nautilus.embedders import (
     HashingEmbedder,
     NoopEmbedder,
 )
+from nautilus.errors import NautilusError, Problem
 from nautilus.log import configure_logging
 from nautilus.ranking_boost import BOOST_LEVELS, BoostWeights
 from nautilus.records import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
@@ -29,8 +30,10 @@ __all__ = [
     "EmbeddingUnavailableError",
     "ErrorRecord",
     "HashingEmbedder",
+    "NautilusError",
     "NautilusSettings",
     "NoopEmbedder",
+    "Problem",
     "RankedRow",
     "RankingSynthesizer",
     "SourceWarning",

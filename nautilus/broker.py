@@ -17,7 +17,8 @@ from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, log_problem
+from nautilus.config import ConfigError, NautilusSettings, log_problem
+from nautilus.errors import Problem
 from nautilus.log import get_logger
 from nautilus.records import AdapterResult, BrokerResponse, ErrorRecord, SourceWarning
 from nautilus.response_hash import compute_response_hash
@@ -234,11 +235,11 @@ class Broker:
 
 
 def boost_problems(settings: NautilusSettings,
-                   source_ids: Sequence[str]) -> tuple[ConfigProblem, ...]:
+                   source_ids: Sequence[str]) -> tuple[Problem, ...]:
     """One problem for each boosted id that no source has (ids compare lower-cased)."""
     known = {sid.lower() for sid in source_ids}
-    return tuple(ConfigProblem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
-                               ", ".join(source_ids))
+    return tuple(Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
+                         ", ".join(source_ids))
                  for sid in settings.source_boosts if sid not in known)
 
 

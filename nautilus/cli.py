@@ -23,19 +23,15 @@ from typing import Any
 
 from nautilus import __version__
 from nautilus.broker import Broker, applied_settings, boost_problems
-from nautilus.config import (
-    ConfigError,
-    LogSettings,
-    NautilusSettings,
-    collect_source_boosts,
-    parse_int_setting,
-)
+from nautilus.config import NautilusSettings, collect_source_boosts
+from nautilus.errors import NautilusError
 from nautilus.evaluation import command as eval_command
-from nautilus.log import configure_logging, get_logger
+from nautilus.log import LogSettings, configure_logging, get_logger
 from nautilus.pages import PageError, Paging, paging
 from nautilus.records import RankedRow
 from nautilus.response_hash import json_default
 from nautilus.service.manifest import with_manifest
+from nautilus.settings_parsing import parse_int
 from nautilus.sources.factory import (
     SourceConfigError,
     build_sources,
@@ -76,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(level, log.log_format.strip().lower())
     try:
         return int(args.run(args))
-    except (ConfigError, SourceConfigError, ImportError) as exc:
+    except (NautilusError, ImportError) as exc:  # nautilus' own, and a missing extra
         print(f"nautilus: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -294,7 +290,7 @@ def _run_sources_rebuild(args: argparse.Namespace) -> int:
 
 def _top_k(text: str) -> int:
     """``--top-k``: an integer >= 1 (argparse names the flag in its error)."""
-    value, problem = parse_int_setting("--top-k", text)
+    value, problem = parse_int("--top-k", text)  # the rules of NAUTILUS_RANKING_TOP_K
     if problem is not None or value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
     return value

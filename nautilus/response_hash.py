@@ -25,8 +25,10 @@ import hashlib
 import json
 from typing import Any
 
+from nautilus.errors import NautilusError
 
-class NoCanonicalFormError(ValueError):
+
+class NoCanonicalFormError(NautilusError, ValueError):
     """A value that cannot be written as canonical JSON (and so cannot be hashed)."""
 
 

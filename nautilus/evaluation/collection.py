@@ -18,8 +18,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nautilus.config import LogSettings, NautilusSettings
-from nautilus.log import configure_logging
+from nautilus.config import NautilusSettings
+from nautilus.errors import NautilusError
+from nautilus.log import LogSettings, configure_logging
 from nautilus.sources.factory import SourceConfigError, build_sources
 from nautilus.sources.seeds import read_jsonl
 from nautilus.sources.sqlite.base import SqliteSource
@@ -55,7 +56,7 @@ sources:
 """
 
 
-class CollectionError(Exception):
+class CollectionError(NautilusError):
     """The folder is not a BEIR collection."""
 
 

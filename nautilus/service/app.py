@@ -30,8 +30,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from nautilus import __version__
 from nautilus.blas import limit_blas_threads
 from nautilus.broker import Broker, boost_problems
-from nautilus.config import ConfigProblem, NautilusSettings, cut
+from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder
+from nautilus.errors import Problem, cut
 from nautilus.log import configure_logging, get_logger
 from nautilus.service import metrics
 from nautilus.service.limits import (
@@ -51,7 +52,6 @@ from nautilus.service.overrides import (
     plan,
 )
 from nautilus.service.problems import (
-    FieldProblem,
     ProblemError,
     invalid,
     problem_response,
@@ -79,7 +79,7 @@ class ServiceState:
     limit: ConcurrencyLimit
     readiness: Readiness
     api_keys: tuple[bytes, ...]
-    problems: tuple[ConfigProblem, ...]
+    problems: tuple[Problem, ...]
     runner: BrokerLoop
 
 
@@ -288,7 +288,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def on_validation(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, RequestValidationError):
             raise exc
-        problems = [FieldProblem(".".join(str(p) for p in e["loc"]), cut(e.get("input")),
+        problems = [Problem(".".join(str(p) for p in e["loc"]), cut(e.get("input")),
                                  str(e["msg"]).lower(), "see /openapi.json")
                     for e in exc.errors()]
         return problem_response(invalid(problems), _request_id(request))

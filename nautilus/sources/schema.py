@@ -33,6 +33,7 @@ from pydantic import (
     field_validator,
 )
 
+from nautilus.errors import NautilusError
 from nautilus.sources.base import Source
 from nautilus.sources.sql import quote_identifier
 
@@ -51,7 +52,7 @@ _TOP_LEVEL = ("limit", "sources")
 SECRET_OPTIONS = frozenset({"dsn"})
 
 
-class SourceConfigError(Exception):
+class SourceConfigError(NautilusError):
     """The sources file is missing, malformed, or names something that does not exist."""
 
 

@@ -12,10 +12,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from nautilus.errors import NautilusError
 from nautilus.sources.base import Row
 
 
-class SeedError(ValueError):
+class SeedError(NautilusError, ValueError):
     """A seed file that cannot be used: missing, not JSON lines, empty, or lacking a field."""
 
 

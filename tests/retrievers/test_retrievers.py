@@ -21,8 +21,8 @@ from nautilus.config import NautilusSettings
 
 pytest.importorskip("langchain_core")
 pytest.importorskip("llama_index.core")
+from nautilus.errors import NautilusError
 from nautilus.retrievers import langchain, llamaindex
-from nautilus.retrievers.source import NautilusError
 
 QUERY = "orders-db disk full"
 SETTINGS = {"NAUTILUS_RANKING_TOP_K": "6", "NAUTILUS_RANKING_IDF": "true",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import Field, field_validator
 
+from nautilus.errors import NautilusError
 from nautilus.log import get_logger
 from nautilus.sources.base import Row, SourceBase
 from nautilus.sources.postgres.dsn import Dsn, mask_dsn, scrub
@@ -40,11 +41,11 @@ EXTRA_HINT = "pip install 'nautilus-ranking[postgres]'"
 T = TypeVar("T")
 
 
-class PostgresUnavailableError(ConnectionError):
+class PostgresUnavailableError(NautilusError, ConnectionError):
     """The database cannot be reached right now (the message names it, password masked)."""
 
 
-class PostgresSourceError(RuntimeError):
+class PostgresSourceError(NautilusError, RuntimeError):
     """A query failed for a reason that is not the database being down."""
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 
 from nautilus.embedders import Embedder, embed_texts
+from nautilus.errors import NautilusError
 from nautilus.sources.base import Row
 from nautilus.sources.postgres.base import PostgresSpec, require_postgres, table_identifier
 from nautilus.sources.postgres.dsn import mask_dsn, scrub
@@ -37,7 +38,7 @@ EMBED_BATCH = 64
 WRITE_BATCH = 500
 
 
-class LoadError(Exception):
+class LoadError(NautilusError):
     """A seed or a table cannot be loaded (the message names the source and the reason)."""
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from nautilus.errors import NautilusError
 from nautilus.log import get_logger
 from nautilus.sources.base import Row, SourceBase
 from nautilus.sources.seeds import file_digest
@@ -35,11 +36,11 @@ BUILD_FORMAT = "2"
 META_TABLE = "nautilus_meta"
 
 
-class ForeignFileError(RuntimeError):
+class ForeignFileError(NautilusError, RuntimeError):
     """A source's ``path`` holds a file nautilus did not build: it is never replaced."""
 
 
-class NoSpaceError(OSError):
+class NoSpaceError(NautilusError, OSError):
     """A build failed for lack of disk space; it is not tried again before its back-off
     ends (a full disk must not cost every request a doomed build)."""
 
