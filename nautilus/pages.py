@@ -29,8 +29,8 @@ from typing import Any
 
 from nautilus.config import NautilusSettings, cut
 from nautilus.embedders import Embedder
-from nautilus.hashing import compute_response_hash
-from nautilus.models import BrokerResponse
+from nautilus.records import BrokerResponse
+from nautilus.response_hash import compute_response_hash
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 _VERSION = 1

@@ -20,7 +20,7 @@ from nautilus import (
     RankingSynthesizer,
     compute_response_hash,
 )
-from nautilus.sources.config import SourceConfigError
+from nautilus.sources.factory import SourceConfigError
 
 DEMO_QUERY = "orders database disk full"
 

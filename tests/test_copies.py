@@ -1,5 +1,5 @@
 """The fast document numbering (fingerprints, canonical text only where they collide)
-gives exactly the numbers of ``fusion.document_numbers``, the canonical text per row."""
+gives exactly the numbers of ``copies.document_numbers_by_key``, the canonical text per row."""
 
 from __future__ import annotations
 
@@ -11,21 +11,22 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nautilus import AdapterResult, RankingSynthesizer
-from nautilus.synthesis import copies, fusion
-from nautilus.synthesis.ranking import _NOT_TEXT, MAX_TEXT_CHARS
+from nautilus.synthesis import copies
+from nautilus.synthesis.candidates import MAX_TEXT_CHARS, NOT_TEXT, row_texts
+from nautilus.synthesis.rank_warnings import RankWarnings
 from nautilus.text import TokenBatch
 
 
 def texts_of(rows: list[dict[str, Any]], limit: int) -> list[str]:
     """The rows' texts as the ranker builds them, cut at ``limit``."""
-    return [t[:limit] for t in RankingSynthesizer()._texts(rows)]
+    return [t[:limit] for t in row_texts(rows, RankWarnings())]
 
 
 def assert_same_numbers(rows: list[Any], limit: int = MAX_TEXT_CHARS) -> None:
-    expected = fusion.document_numbers(rows, None, _NOT_TEXT).tolist()
+    expected = copies.document_numbers_by_key(rows, None, NOT_TEXT).tolist()
     texts = texts_of(rows, limit)
-    by_words = copies.document_numbers(rows, _NOT_TEXT)
-    by_tokens = copies.document_numbers(rows, _NOT_TEXT, texts, TokenBatch.from_texts(texts),
+    by_words = copies.document_numbers(rows, NOT_TEXT)
+    by_tokens = copies.document_numbers(rows, NOT_TEXT, texts, TokenBatch.from_texts(texts),
                                         limit)
     assert by_words.tolist() == expected
     assert by_tokens.tolist() == expected
@@ -63,8 +64,8 @@ COPIES = [  # each pair: copies under the canonical text, unlike under any plain
 @pytest.mark.parametrize(("one", "other"), COPIES)
 def test_copies_share_a_number(one: dict[str, Any], other: dict[str, Any]) -> None:
     rows = [one, {"t": "unrelated words"}, other, {"t": "more words"}]
-    assert fusion.document_numbers(rows, None, _NOT_TEXT)[0] == \
-        fusion.document_numbers(rows, None, _NOT_TEXT)[2]
+    assert copies.document_numbers_by_key(rows, None, NOT_TEXT)[0] == \
+        copies.document_numbers_by_key(rows, None, NOT_TEXT)[2]
     assert_same_numbers(rows, limit=30)
     assert_same_numbers(rows)
 
@@ -124,7 +125,7 @@ def test_fingerprint_collisions_fall_back_to_the_canonical_text() -> None:
             {"b": "Z", "a": "x  Y"}]
     texts = texts_of(rows, MAX_TEXT_CHARS)
     for batch in (None, TokenBatch.from_texts(texts)):
-        numbers = copies.document_numbers(rows, _NOT_TEXT, texts, batch, MAX_TEXT_CHARS)
+        numbers = copies.document_numbers(rows, NOT_TEXT, texts, batch, MAX_TEXT_CHARS)
         assert numbers.tolist() == [0, 1, 2, 0]
 
 
@@ -150,8 +151,8 @@ def test_rank_collapses_the_same_copies_as_the_canonical_numbering(
 
     fast = ranked()
     monkeypatch.setattr(copies, "document_numbers",
-                        lambda rows, *_args, **_kwargs: fusion.document_numbers(rows, None,
-                                                                                _NOT_TEXT))
+                        lambda rows, *_args, **_kwargs: copies.document_numbers_by_key(rows, None,
+                                                                                NOT_TEXT))
     assert fast == ranked()
     assert any(also for *_, also in fast)
 
@@ -190,8 +191,8 @@ def test_rows_with_an_id_number_as_the_canonical_text(rows: list[dict[str, Any]]
 def test_distinct_ids_prove_distinct_rows_without_fingerprints() -> None:
     rows = [{"id": f"Row-{i}", "text": "same text", "embedding": [1.0]} for i in range(50)]
     keys = copies._plain_batch_keys(rows)
-    assert keys is not None and copies._distinct_by_one_field(rows, keys - _NOT_TEXT, keys)
+    assert keys is not None and copies._distinct_by_one_field(rows, keys - NOT_TEXT, keys)
     assert_same_numbers(rows)
     rows[7]["id"] = "row-3"  # a copy of row 3 once lower-cased: the proof does not hold
-    assert not copies._distinct_by_one_field(rows, keys - _NOT_TEXT, keys)
+    assert not copies._distinct_by_one_field(rows, keys - NOT_TEXT, keys)
     assert_same_numbers(rows)

@@ -17,8 +17,8 @@ import pytest
 from test_broker import FakeSource
 
 from nautilus import Broker
-from nautilus.sources.base import IDLE_CONNECTIONS
-from nautilus.sources.sqlite_table import SqliteTableSource
+from nautilus.sources.sqlite.base import IDLE_CONNECTIONS
+from nautilus.sources.sqlite.table import SqliteTableSource
 from nautilus.workers import MAX_STUCK, POOL_SIZE, shared_pool
 
 HANG_EVERY = 10

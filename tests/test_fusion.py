@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from test_sources import DOCS, write_jsonl
 
 from nautilus import AdapterResult, Broker, RankingSynthesizer
-from nautilus.sources.sqlite_fts import SqliteFtsSource
-from nautilus.sources.sqlite_table import SqliteTableSource
-from nautilus.sources.sqlite_vector import SqliteVectorSource
-from nautilus.synthesis import fusion
+from nautilus.sources.sqlite.fts import SqliteFtsSource
+from nautilus.sources.sqlite.table import SqliteTableSource
+from nautilus.sources.sqlite.vector import SqliteVectorSource
+from nautilus.synthesis import copies, fusion
 
 K = 60
 
@@ -267,9 +267,9 @@ def test_document_numbers_by_text_or_by_key() -> None:
                                                    "embedding": [1.0]},
             {"id": "b", "title": "disk full"}, {"n": 3}, {"n": 3}]
     skip = frozenset({"embedding", "embedding_model"})
-    by_text = fusion.document_numbers(rows, None, skip).tolist()
+    by_text = copies.document_numbers_by_key(rows, None, skip).tolist()
     assert by_text[0] == by_text[1] and len(set(by_text)) == 4  # no text: never a copy
-    by_key = fusion.document_numbers(rows, "n", skip).tolist()
+    by_key = copies.document_numbers_by_key(rows, "n", skip).tolist()
     assert by_key[3] == by_key[4] and len(set(by_key)) == 4
 
 
@@ -278,9 +278,9 @@ def test_copies_by_text_ignore_the_whitespace_around_values_and_the_case_of_name
     skip = frozenset({"embedding", "embedding_model"})
     rows = [{"title": "Disk full", "body": "db"}, {"title": " disk\tfull ", "body": "db\n"},
             {"Title": "disk full", "BODY": " DB"}, {"title": "disk full", "body": "d b"}]
-    assert fusion.canonical_text(rows[0], skip) == "body\0db\0title\0disk full"
-    assert fusion.canonical_text(rows[1], skip) == "body\0db\0title\0disk full"
-    numbers = fusion.document_numbers(rows, None, skip).tolist()
+    assert copies.canonical_text(rows[0], skip) == "body\0db\0title\0disk full"
+    assert copies.canonical_text(rows[1], skip) == "body\0db\0title\0disk full"
+    numbers = copies.document_numbers_by_key(rows, None, skip).tolist()
     assert numbers[0] == numbers[1] == numbers[2] != numbers[3]
 
 def test_sources_declare_their_order_through_the_broker(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ import pytest
 from postgres_fixtures import PgServer, execute, write_jsonl
 
 from nautilus import Broker
-from nautilus.models import BrokerResponse
-from nautilus.sources.config import build_sources, load_source_specs
-from nautilus.sources.postgres_load import load_postgres, postgres_specs
-from nautilus.sources.postgres_table import PostgresTableSource
+from nautilus.records import BrokerResponse
+from nautilus.sources.factory import build_sources, load_source_specs
+from nautilus.sources.postgres.load import load_postgres, postgres_specs
+from nautilus.sources.postgres.table import PostgresTableSource
 
 DOCS = [{"id": f"r{i}", "title": f"runbook {i} disk full", "body": "drop the stale slot"}
         for i in range(5)]

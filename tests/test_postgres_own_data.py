@@ -162,5 +162,5 @@ def test_a_data_dir_that_is_set_keeps_relative_paths_as_written(tmp_path: Path) 
 
 
 def test_the_keyed_default_is_the_settings_default() -> None:
-    from nautilus.sources.config import DEFAULT_DATA_DIR
+    from nautilus.sources.factory import DEFAULT_DATA_DIR
     assert NautilusSettings.model_fields["data_dir"].default == DEFAULT_DATA_DIR

@@ -12,12 +12,13 @@ import pytest
 from postgres_fixtures import execute, write_jsonl
 
 from nautilus.embedders import HashingEmbedder
-from nautilus.sources.config import build_sources, load_source_specs
-from nautilus.sources.postgres_base import PostgresSourceError, mask_dsn
-from nautilus.sources.postgres_fts import PostgresFtsSource
-from nautilus.sources.postgres_load import LoadError, load_postgres, postgres_specs
-from nautilus.sources.postgres_table import PostgresTableSource
-from nautilus.sources.postgres_vector import PgvectorSource, VectorModelMismatchError
+from nautilus.sources.factory import build_sources, load_source_specs
+from nautilus.sources.postgres.base import PostgresSourceError
+from nautilus.sources.postgres.dsn import mask_dsn
+from nautilus.sources.postgres.fts import PostgresFtsSource
+from nautilus.sources.postgres.load import LoadError, load_postgres, postgres_specs
+from nautilus.sources.postgres.table import PostgresTableSource
+from nautilus.sources.postgres.vector import PgvectorSource, VectorModelMismatchError
 
 DOCS = [
     {"id": "d1", "title": "Disk almost full on the orders database",
@@ -254,7 +255,7 @@ def test_load_refuses_to_mix_models_unless_replacing(pg_dsn: str, loaded: Path) 
 
 def test_unknown_option_and_bad_dsn_are_start_up_errors_without_the_password(
         tmp_path: Path) -> None:
-    from nautilus.sources.config import SourceConfigError
+    from nautilus.sources.factory import SourceConfigError
     path = tmp_path / "bad.yaml"
     path.write_text("sources:\n  - {id: a, type: postgres_fts, dsn: 'host=x password=hunter2 "
                     "port=notanumber junk', table: t, columns: [c], colums: [d]}\n",
@@ -275,7 +276,7 @@ def test_mask_dsn_hides_passwords_in_both_forms() -> None:
 
 
 def test_a_spec_shows_its_dsn_masked_wherever_it_is_printed() -> None:
-    from nautilus.sources.postgres_fts import PostgresFtsSpec
+    from nautilus.sources.postgres.fts import PostgresFtsSpec
     spec = PostgresFtsSpec(id="kb", type="postgres_fts", table="kb", columns=["title"],
                            dsn="postgresql://app:hunter2@db.internal/kb")  # type: ignore[arg-type]
     shown = [repr(spec), str(spec), json.dumps(spec.model_dump(mode="json")), str(spec.dsn)]
@@ -285,7 +286,7 @@ def test_a_spec_shows_its_dsn_masked_wherever_it_is_printed() -> None:
 
 
 def test_ranked_is_declared_per_type_and_a_spec_may_override_it(tmp_path: Path) -> None:
-    from nautilus.sources.postgres_table import PostgresTableSpec
+    from nautilus.sources.postgres.table import PostgresTableSpec
     from nautilus.sources.schema import BuildContext
     context = BuildContext(tmp_path, tmp_path, "hashing")
     options = {"id": "t", "type": "postgres_table", "dsn": "postgresql://db/kb", "table": "t",

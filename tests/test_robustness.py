@@ -29,7 +29,7 @@ from nautilus import (
     RankingSynthesizer,
     compute_response_hash,
 )
-from nautilus.hashing import canonical_json
+from nautilus.response_hash import canonical_json
 
 
 class RaisingStr:

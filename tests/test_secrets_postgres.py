@@ -17,7 +17,7 @@ from postgres_fixtures import PgServer, write_jsonl
 from psycopg.conninfo import conninfo_to_dict
 from servers import running
 
-from nautilus.sources.postgres_base import mask_dsn
+from nautilus.sources.postgres.dsn import mask_dsn
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 KEY = "k-5c2b9e1f70"

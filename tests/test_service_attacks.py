@@ -17,7 +17,7 @@ import httpx
 import pytest
 from servers import Server, running, wait_ready
 
-from nautilus.sources.config import bundled_demo_config
+from nautilus.sources.factory import bundled_demo_config
 
 KEY = "k-7d1e0b2a94"
 BODY_TIMEOUT_S = 2

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from servers import Server, running, wait_ready
 
-from nautilus.sources.config import bundled_demo_config
+from nautilus.sources.factory import bundled_demo_config
 
 KEY = "k-3f9a1c7e5b"
 DEMO = bundled_demo_config().parent

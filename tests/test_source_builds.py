@@ -13,9 +13,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from nautilus import Broker, NautilusSettings
-from nautilus.sources.base import SqliteSource
-from nautilus.sources.sqlite_graph import SqliteGraphSource
-from nautilus.sources.sqlite_table import SqliteTableSource
+from nautilus.sources.sqlite.base import SqliteSource
+from nautilus.sources.sqlite.graph import SqliteGraphSource
+from nautilus.sources.sqlite.table import SqliteTableSource
 
 ROWS = [
     {"id": "t1", "title": "Disk full on orders-db", "body": "WAL filled the disk"},

@@ -76,7 +76,7 @@ SCRIPT = textwrap.dedent("""
     import json, os, sys
     from pathlib import Path
     from nautilus import Broker, configure_logging
-    from nautilus.sources.config import build_sources
+    from nautilus.sources.factory import build_sources
     configure_logging("info", "json")
     data = Path(os.environ["NAUTILUS_DATA_DIR"])
     sources, limit = build_sources(Path(sys.argv[1]), data, "hashing")

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from nautilus import HashingEmbedder
-from nautilus.sources.base import SqliteSource
-from nautilus.sources.sqlite_fts import SqliteFtsSource, fts_match_expression
-from nautilus.sources.sqlite_graph import SqliteGraphSource
-from nautilus.sources.sqlite_table import SqliteTableSource
-from nautilus.sources.sqlite_vector import SqliteVectorSource
+from nautilus.sources.sqlite.base import SqliteSource
+from nautilus.sources.sqlite.fts import SqliteFtsSource, fts_match_expression
+from nautilus.sources.sqlite.graph import SqliteGraphSource
+from nautilus.sources.sqlite.table import SqliteTableSource
+from nautilus.sources.sqlite.vector import SqliteVectorSource
 
 DOCS = [
     {"id": "d1", "title": "Disk full on orders-db", "body": "WAL files filled the disk"},

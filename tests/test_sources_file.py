@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nautilus import Broker
-from nautilus.sources.config import (
+from nautilus.sources.factory import (
     SOURCE_TYPES,
     SourceConfigError,
     build_sources,

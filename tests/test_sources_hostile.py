@@ -15,7 +15,7 @@ import pytest
 from postgres_fixtures import execute, write_jsonl
 
 from nautilus import Broker
-from nautilus.sources.config import build_sources
+from nautilus.sources.factory import build_sources
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 DOCS = [{"id": "d1", "title": "disk full on the orders database"},

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from nautilus.config import LogSettings, NautilusSettings
 from nautilus.log import configure_logging
-from nautilus.sources.base import SqliteSource, read_jsonl
-from nautilus.sources.config import SourceConfigError, build_sources
+from nautilus.sources.factory import SourceConfigError, build_sources
+from nautilus.sources.seeds import read_jsonl
+from nautilus.sources.sqlite.base import SqliteSource
 
 LAYOUTS = ("partitioned", "hybrid")
 SOURCES = ("fts", "sql", "vector")

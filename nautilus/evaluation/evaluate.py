@@ -34,7 +34,6 @@ from nautilus.evaluation.sweep import (
     score,
     unboosted_reference,
 )
-from nautilus.synthesis.ranking import RankingSynthesizer
 
 #: Queries in flight at once: enough to overlap the sources' I/O, few enough to be polite.
 CONCURRENT_QUERIES = 4
@@ -127,7 +126,7 @@ _RANKING_FIELDS = ("ranking_top_k", "ranking_idf", "source_boosts", "ranking_max
 
 def _embedder(broker: Broker, settings: NautilusSettings) -> Embedder:
     """The broker's own embedder when it ranks, so every alternative scores the same way."""
-    if isinstance(broker.synthesizer, RankingSynthesizer):
+    if broker.synthesizer.embedder is not None:
         return broker.synthesizer.embedder
     return embedder_from_name(settings.embedder, cache_size=settings.embedder_cache_size)
 

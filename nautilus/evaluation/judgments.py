@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nautilus.sources.base import read_jsonl
+from nautilus.sources.seeds import read_jsonl
 
 
 class EvalInputError(Exception):

@@ -32,7 +32,7 @@ from nautilus.evaluation.metrics import (
     reciprocal_rank,
     relevant,
 )
-from nautilus.models import AdapterResult
+from nautilus.records import AdapterResult
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
 

@@ -11,8 +11,7 @@ from typing import Any
 import httpx
 
 from nautilus.broker import Broker
-from nautilus.models import BrokerResponse
-from nautilus.synthesis.ranking import RankingSynthesizer
+from nautilus.records import BrokerResponse
 
 #: Row fields never copied into a hit's text or fields (vectors are for the ranker).
 _HIDDEN = frozenset({"embedding"})
@@ -104,7 +103,7 @@ class HitSource:
                              "(NautilusSettings(ranking_top_k=..., source_boosts=...))")
 
     def _ranked(self) -> bool:
-        return isinstance(getattr(self.broker, "synthesizer", None), RankingSynthesizer)
+        return self.broker is not None and self.broker.synthesizer.ranking_enabled
 
     def _body(self, query: str) -> dict[str, Any]:
         body: dict[str, Any] = {"query": query}

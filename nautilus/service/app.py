@@ -60,7 +60,6 @@ from nautilus.service.problems import (
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
 from nautilus.service.served import serve_broker
-from nautilus.synthesis.ranking import RankingSynthesizer
 
 logger = get_logger("nautilus.service")
 
@@ -249,8 +248,8 @@ async def _answer(request: Request, state: ServiceState, body: bytes) -> Respons
     rid = _request_id(request)
     broker_request_id = response.request_id
     response.request_id = rid
-    out = response.to_dict(vectors=bool(parsed.vectors), ranking_enabled=isinstance(
-        run.broker.synthesizer, RankingSynthesizer))
+    out = response.to_dict(vectors=bool(parsed.vectors),
+                           ranking_enabled=run.broker.synthesizer.ranking_enabled)
     out["synthesizer"] = type(run.broker.synthesizer).__name__
     if page is not None:
         out["page"] = page

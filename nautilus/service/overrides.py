@@ -23,8 +23,8 @@ from nautilus.config import (
     cut,
 )
 from nautilus.embedders import Embedder
-from nautilus.models import BrokerResponse
 from nautilus.pages import MAX_PAGE, PageError, Paging, paging
+from nautilus.records import BrokerResponse
 from nautilus.service.problems import FieldProblem, ProblemError, invalid
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer

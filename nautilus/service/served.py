@@ -12,7 +12,6 @@ from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder, embedder_from_name
 from nautilus.service import metrics
 from nautilus.sources.base import Source
-from nautilus.synthesis.ranking import RankingSynthesizer
 
 
 @dataclass
@@ -36,8 +35,7 @@ def serve_broker(settings: NautilusSettings) -> ServedBroker:
     raw_sources = list(broker.sources)
     broker.sources = [metrics.TimedSource(s) for s in raw_sources]
     # Per-request overrides reuse the ranking embedder (onnx is shared per process).
-    embedder = (broker.synthesizer.embedder
-                if isinstance(broker.synthesizer, RankingSynthesizer)
-                else embedder_from_name("hashing") if settings.embedder == "hashing"
-                else None)
+    embedder = broker.synthesizer.embedder
+    if embedder is None and settings.embedder == "hashing":
+        embedder = embedder_from_name("hashing")
     return ServedBroker(effective, broker, raw_sources, embedder)

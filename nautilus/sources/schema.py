@@ -33,7 +33,8 @@ from pydantic import (
     field_validator,
 )
 
-from nautilus.sources.base import Source, quote_identifier
+from nautilus.sources.base import Source
+from nautilus.sources.sql import quote_identifier
 
 DEFAULT_LIMIT = 30
 MAX_LIMIT = 10_000

@@ -69,7 +69,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.hashing import NoCanonicalFormError, canonical_json
 from nautilus.log import get_logger
 from nautilus.ranking_boost import RRF_K
 
@@ -457,50 +456,3 @@ def content_vote(normalised: FloatArray, k: float = RRF_K,
     (0 for a row with no positive similarity: ``ŝ`` is 0 there)."""
     vote: FloatArray = normalised * (weight / (k + 1.0))
     return vote
-
-
-def canonical_text(row: Mapping[str, Any], skip: frozenset[str]) -> str:
-    """A row's non-blank string fields, by field name, lower-cased, whitespace collapsed:
-    two rows with the same canonical text are the same document.
-
-    One string a row, built and normalised in a single pass (this runs on every row of
-    every request); NUL separates names from values (``str.split`` would eat the ASCII
-    separator characters); each value is stripped first, or the whitespace it starts or
-    ends with would stay beside a NUL (``" disk"`` is ``"disk"``)."""
-    fields = sorted((str(k), v) for k, v in row.items()
-                    if isinstance(v, str) and k not in skip and not v.isspace() and v)
-    return " ".join("\0".join(f"{k}\0{v.strip()}" for k, v in fields).lower().split())
-
-
-def document_numbers(rows: Sequence[Mapping[str, Any]], dedup_key: str | None,
-                     skip: frozenset[str]) -> IntArray:
-    """Number the documents: copies (same ``dedup_key`` value, or without a key the
-    same canonical text) share a number; a row without a key value or text is its own."""
-    numbers = np.empty(len(rows), dtype=np.int64)
-    seen: dict[str, int] = {}
-    fresh = uncomparable = 0
-    for i, row in enumerate(rows):
-        try:
-            key = _key_of(row, dedup_key, skip)
-        except NoCanonicalFormError:  # cyclic, mixed key types…: it cannot equal another row
-            key, uncomparable = None, uncomparable + 1
-        number = -1 if key is None else seen.setdefault(key, len(seen))
-        numbers[i] = number
-        fresh += number < 0
-    if uncomparable:
-        logger.warning("rank_dedup_value_invalid", key=dedup_key, count=uncomparable,
-                       reason="no canonical JSON form", action="kept as distinct rows")
-    if fresh:  # rows that are nobody's copy get numbers after the shared ones
-        alone = numbers < 0
-        numbers[alone] = len(seen) + np.arange(int(alone.sum()), dtype=np.int64)
-    return numbers
-
-
-def _key_of(row: Mapping[str, Any], dedup_key: str | None, skip: frozenset[str]) -> str | None:
-    if dedup_key is None:
-        text = canonical_text(row, skip)
-        return text or None
-    value = row.get(dedup_key)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return canonical_json(value)

@@ -23,16 +23,10 @@ import hashlib
 import re
 from pathlib import Path
 
-from nautilus.sources import (
-    postgres_fts,
-    postgres_table,
-    postgres_vector,
-    sqlite_fts,
-    sqlite_graph,
-    sqlite_table,
-    sqlite_vector,
-)
 from nautilus.sources.base import Source
+from nautilus.sources.postgres import fts as postgres_fts
+from nautilus.sources.postgres import table as postgres_table
+from nautilus.sources.postgres import vector as postgres_vector
 from nautilus.sources.schema import (
     DEFAULT_LIMIT,
     DEFAULT_TIMEOUT_S,
@@ -44,6 +38,10 @@ from nautilus.sources.schema import (
     load_sources,
     sources_json_schema,
 )
+from nautilus.sources.sqlite import fts as sqlite_fts
+from nautilus.sources.sqlite import graph as sqlite_graph
+from nautilus.sources.sqlite import table as sqlite_table
+from nautilus.sources.sqlite import vector as sqlite_vector
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -112,7 +110,7 @@ def build_sources(path: Path, data_dir: Path, embedder_name: str,
                 raise SourceConfigError(f"{path}: sources[{i}] ({spec.id}, {spec.type}): "
                                         f"{exc}") from None
             if spec.ranked is not None:
-                source.ranked = spec.ranked  # type: ignore[attr-defined]
+                source.ranked = spec.ranked
             sources.append(source)
     except BaseException:
         for source in sources:

@@ -10,13 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from nautilus.sources.base import (
-    Row,
-    SeededSqliteSource,
-    escape_identifier,
-    load_seed,
-    quote_identifier,
-)
+from nautilus.sources.base import Row
 from nautilus.sources.schema import (
     BuildContext,
     ColumnList,
@@ -26,20 +20,12 @@ from nautilus.sources.schema import (
     resolve_data_path,
     resolve_seed_path,
 )
+from nautilus.sources.seeds import load_seed
+from nautilus.sources.sql import MAX_KEYWORDS, escape_identifier, like_pattern, quote_identifier
+from nautilus.sources.sqlite.base import SeededSqliteSource
 from nautilus.text import keyword_stems
 
-#: SQLite's default limit on host parameters is 999 (older builds) — keep well under.
-MAX_KEYWORDS = 32
-#: Characters of one query word matched with LIKE (SQLite refuses patterns over 50,000
-#: bytes); a longer word matches on its first characters.
-MAX_WORD_CHARS = 256
 _SEARCH_TABLE = "nautilus_search"
-
-
-def like_pattern(word: str) -> str:
-    word = word[:MAX_WORD_CHARS]
-    escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def _cell(value: Any) -> Any:
@@ -57,7 +43,8 @@ class SqliteTableSource(SeededSqliteSource):
 
     legacy_tables = frozenset()  # set per instance: the table's own name
 
-    ranked = False  # rowid order says nothing about relevance: never counted as evidence
+    #: rowid order says nothing about relevance: never counted as evidence
+    ranked: bool | None = False
 
     def __init__(self, source_id: str, path: Path, seed: Path, table: str,
                  search_columns: list[str], timeout_s: float = 5.0) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator
 
 from nautilus.sources.base import Row, Source
-from nautilus.sources.postgres_base import PostgresSource, PostgresSpec, finish, spec_kwargs
+from nautilus.sources.postgres.base import PostgresSource, PostgresSpec, finish, spec_kwargs
 from nautilus.sources.schema import BuildContext, register_source_type
 from nautilus.text import plain_tokens
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from nautilus.sources.base import Row, SeededSqliteSource, load_seed, quote_identifier
+from nautilus.sources.base import Row
 from nautilus.sources.schema import (
     BuildContext,
     ColumnList,
@@ -19,6 +19,9 @@ from nautilus.sources.schema import (
     resolve_data_path,
     resolve_seed_path,
 )
+from nautilus.sources.seeds import load_seed
+from nautilus.sources.sql import quote_identifier
+from nautilus.sources.sqlite.base import SeededSqliteSource
 from nautilus.text import plain_tokens
 
 #: At most this many distinct words of a query are searched (as the other types do): a
@@ -43,7 +46,8 @@ class SqliteFtsSource(SeededSqliteSource):
 
     Rows come best first, each with its ``bm25`` score (SQLite's: lower is better)."""
 
-    ranked = True  # BM25 order: evidence the ranking counts (nautilus/synthesis/fusion.py)
+    #: BM25 order: evidence the ranking counts (nautilus/synthesis/fusion.py)
+    ranked: bool | None = True
 
     legacy_tables = frozenset({"docs"})
 

@@ -17,7 +17,7 @@ from pydantic import Field
 from nautilus.embedders import Embedder, embedder_from_name
 from nautilus.embedders.registry import embedder_name_of
 from nautilus.sources.base import Row, Source
-from nautilus.sources.postgres_base import (
+from nautilus.sources.postgres.base import (
     PostgresSource,
     PostgresSourceError,
     PostgresSpec,

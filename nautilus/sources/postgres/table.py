@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from nautilus.sources.base import Source
-from nautilus.sources.postgres_base import PostgresSource, PostgresSpec, finish, spec_kwargs
+from nautilus.sources.postgres.base import PostgresSource, PostgresSpec, finish, spec_kwargs
 from nautilus.sources.schema import BuildContext, register_source_type
-from nautilus.sources.sqlite_table import MAX_KEYWORDS, like_pattern
+from nautilus.sources.sql import MAX_KEYWORDS, like_pattern
 from nautilus.text import keyword_stems
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import Field
 
 from nautilus.embedders import Embedder, HashingEmbedder, embed_texts, embedder_from_name
-from nautilus.sources.base import Row, SeededSqliteSource, load_seed, quote_identifier
+from nautilus.sources.base import Row
 from nautilus.sources.schema import (
     BuildContext,
     ColumnList,
@@ -27,6 +27,9 @@ from nautilus.sources.schema import (
     resolve_data_path,
     resolve_seed_path,
 )
+from nautilus.sources.seeds import load_seed
+from nautilus.sources.sql import quote_identifier
+from nautilus.sources.sqlite.base import SeededSqliteSource
 
 MAX_DIM = 65_536
 
@@ -36,7 +39,8 @@ class SqliteVectorSource(SeededSqliteSource):
 
     Rows come most similar first, each with its cosine ``similarity`` to the query."""
 
-    ranked = True  # cosine order: evidence the ranking counts (nautilus/synthesis/fusion.py)
+    #: cosine order: evidence the ranking counts (nautilus/synthesis/fusion.py)
+    ranked: bool | None = True
 
     legacy_tables = frozenset({"meta", "docs"})
 

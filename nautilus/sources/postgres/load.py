@@ -21,17 +21,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 
 from nautilus.embedders import Embedder, embed_texts
-from nautilus.sources.base import Row, read_jsonl
-from nautilus.sources.postgres_base import (
-    PostgresSpec,
-    mask_dsn,
-    require_postgres,
-    scrub,
-    table_identifier,
-)
-from nautilus.sources.postgres_fts import PostgresFtsSpec, tsvector_expression
-from nautilus.sources.postgres_vector import MODELS_TABLE, PgvectorSpec, model_id, vector_embedder
+from nautilus.sources.base import Row
+from nautilus.sources.postgres.base import PostgresSpec, require_postgres, table_identifier
+from nautilus.sources.postgres.dsn import mask_dsn, scrub
+from nautilus.sources.postgres.fts import PostgresFtsSpec, tsvector_expression
+from nautilus.sources.postgres.vector import MODELS_TABLE, PgvectorSpec, model_id, vector_embedder
 from nautilus.sources.schema import SourceSpec
+from nautilus.sources.seeds import read_jsonl
 
 if TYPE_CHECKING:
     from psycopg import Connection

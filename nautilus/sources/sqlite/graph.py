@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from nautilus.sources.base import Row, SqliteSource, load_seed
+from nautilus.sources.base import Row
 from nautilus.sources.schema import (
     BuildContext,
     SqliteSpec,
@@ -18,6 +18,8 @@ from nautilus.sources.schema import (
     resolve_data_path,
     resolve_seed_path,
 )
+from nautilus.sources.seeds import load_seed
+from nautilus.sources.sqlite.base import SqliteSource
 from nautilus.text import tokenize
 
 _EDGE_FIELDS = ("src", "dst", "relation")

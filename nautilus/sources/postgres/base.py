@@ -1,11 +1,8 @@
-"""What the PostgreSQL sources share: the extra, DSN masking, pools, one read-only query path.
+"""What the PostgreSQL sources share: the extra, the sources-file model, one read-only
+query path (DSNs are masked in ``dsn.py``; the pools live in ``pools.py``).
 
-Pools live on one event loop in a daemon thread, one ``AsyncConnectionPool`` per
-DSN for the whole process. A pool is bound to the loop that opened it, and a
-request may come from any loop (the synchronous API's, the service's, a caller's
-``asyncio.run``), so a pool on the caller's loop could die with it; on its own loop it
-outlives them, and every caller (a CLI request, the service's loop, a test)
-awaits the same pool through ``asyncio.wrap_future``. Cancelling the caller (the
+Every caller (a CLI request, the service's loop, a test) awaits the DSN's one pool
+on the pool loop through ``asyncio.wrap_future``. Cancelling the caller (the
 broker's per-source timeout) cancels the query's task on the pool loop.
 
 Every query runs in a read-only transaction with ``statement_timeout`` set from
@@ -19,20 +16,16 @@ after it is back succeeds, without restarting anything.
 from __future__ import annotations
 
 import asyncio
-import atexit
-import logging
 import math
-import re
-import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, field_validator
 
 from nautilus.log import get_logger
-from nautilus.sources.base import Row
+from nautilus.sources.base import Row, SourceBase
+from nautilus.sources.postgres.dsn import Dsn, mask_dsn, scrub
+from nautilus.sources.postgres.pools import configure, pool_loop, running_pool_loop
 from nautilus.sources.schema import SourceSpec
 from nautilus.workers import in_worker
 
@@ -44,8 +37,6 @@ if TYPE_CHECKING:
 logger = get_logger("nautilus.sources.postgres")
 
 EXTRA_HINT = "pip install 'nautilus-ranking[postgres]'"
-#: A connection attempt gives up after this long unless the DSN sets ``connect_timeout``.
-DEFAULT_CONNECT_TIMEOUT_S = 10
 T = TypeVar("T")
 
 
@@ -65,59 +56,6 @@ def require_postgres() -> None:
     except ImportError as exc:
         raise ImportError(f"PostgreSQL sources need the postgres extra: {EXTRA_HINT} "
                           f"({exc.name or 'psycopg'} is not installed)") from exc
-
-
-# --- DSNs --------------------------------------------------------------------------------
-
-# libpq's keyword values: '…' with \' and \\ escapes, or a bare word in which a
-# backslash escapes the next character (``password=Hunter\ TWO`` is "Hunter TWO").
-# An unterminated quote or a trailing backslash masks to the end, never less.
-_URL_FORM = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.\-]*://")
-_KEYWORD_PASSWORD = re.compile(
-    r"(password\s*=\s*)('(?:\\[\s\S]?|[^'\\])*'?|(?:\\[\s\S]?|[^\s\\])+)", re.IGNORECASE)
-
-
-def mask_dsn(dsn: str) -> str:
-    """The DSN with its password replaced by ``***`` (URL or ``key=value`` form)."""
-    if not _URL_FORM.match(dsn):  # a URL starts with its scheme; "://" may be in a password
-        return _KEYWORD_PASSWORD.sub(r"\1***", dsn)
-    try:
-        parts = urlsplit(dsn)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, host = netloc.rsplit("@", 1)
-            if ":" in userinfo:
-                userinfo = userinfo.split(":", 1)[0] + ":***"
-            netloc = f"{userinfo}@{host}"
-        query = urlencode([(k, "***" if k.lower() == "password" else v)
-                           for k, v in parse_qsl(parts.query, keep_blank_values=True)],
-                          safe="/:*")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        return "(unparsable DSN, masked)"
-
-
-def scrub(text: str, dsn: str) -> str:
-    """``text`` with the DSN's password (if it appears, e.g. in a driver's error) masked."""
-    secrets = [dsn]
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-        password = conninfo_to_dict(dsn).get("password")
-        if password:
-            secrets.append(str(password))
-    except Exception:  # an unparsable DSN: mask the whole string, that is all we can do
-        pass
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, mask_dsn(dsn) if secret == dsn else "***")
-    return text
-
-
-class Dsn(SecretStr):
-    """A connection string that shows only its masked form in ``repr``, ``str`` and dumps."""
-
-    def _display(self) -> str:
-        return mask_dsn(self.get_secret_value())
 
 
 # --- the sources-file model every PostgreSQL type shares ----------------------------------
@@ -165,124 +103,9 @@ def table_identifier(name: str) -> Composable:
     return sql.Identifier(*parts)
 
 
-# --- the loop that owns the pools ---------------------------------------------------------
-
-class _PoolLoop:
-    """One event loop in a daemon thread; every pool is created, used and closed on it."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever,
-                                       name="nautilus-postgres", daemon=True)
-        self.thread.start()
-        self.pools: dict[str, AsyncConnectionPool[Any]] = {}
-        self.users: dict[str, int] = {}
-        #: DSNs whose last connection attempt failed: requests try a fresh connection at
-        #: once (a fast, clear error) instead of waiting on a pool that has none.
-        self.down: set[str] = set()
-        self.opening = asyncio.Lock()
-        self.background: set[asyncio.Task[None]] = set()
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    async def pool(self, dsn: str, size: int, name: str,
-                   register: bool) -> AsyncConnectionPool[Any]:
-        """The DSN's pool (opened on first use, grown if a later source asks for more);
-        ``register`` counts a new user, so the pool closes with its last one."""
-        async with self.opening:  # two sources of one DSN asking at once get one pool
-            pool = self.pools.get(dsn)
-            if pool is None:
-                pool = self.pools[dsn] = await self._open(dsn, size, name)
-                self.users[dsn] = 0
-            elif (pool.max_size or 0) < size:
-                await pool.resize(pool.min_size, size)
-        if register:
-            self.users[dsn] += 1
-        return pool
-
-    async def renew(self, dsn: str, stale: AsyncConnectionPool[Any]) -> None:
-        """Replace a pool that lost every connection while the server was away.
-
-        psycopg-pool retries with exponential back-off, so after an outage it can
-        take seconds to reconnect; a fresh pool connects at once.
-        """
-        if self.pools.get(dsn) is not stale:
-            return
-        self.pools[dsn] = await self._open(dsn, stale.max_size or 1, stale.name)
-        closing = self.loop.create_task(stale.close(timeout=1.0))
-        self.background.add(closing)
-        closing.add_done_callback(self.background.discard)
-        logger.info("postgres_pool_renewed", dsn=mask_dsn(dsn))
-
-    async def _open(self, dsn: str, size: int, name: str) -> AsyncConnectionPool[Any]:
-        from psycopg.conninfo import conninfo_to_dict
-        from psycopg_pool import AsyncConnectionPool
-
-        kwargs: dict[str, Any] = {}
-        if "connect_timeout" not in conninfo_to_dict(dsn):
-            kwargs["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT_S
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            dsn, min_size=1, max_size=size, open=False, kwargs=kwargs, configure=_configure,
-            name=name)
-        await pool.open(wait=False)
-        logger.debug("postgres_pool_opened", dsn=mask_dsn(dsn), max_size=size)
-        return pool
-
-    async def release(self, dsn: str) -> None:
-        self.users[dsn] = self.users.get(dsn, 1) - 1
-        if self.users[dsn] <= 0:
-            self.users.pop(dsn, None)
-            pool = self.pools.pop(dsn, None)
-            if pool is not None:
-                await pool.close(timeout=1.0)
-
-    async def close_all(self) -> None:
-        for dsn in list(self.pools):
-            self.users[dsn] = 0
-            await self.release(dsn)
-
-
-_loop: _PoolLoop | None = None
-_loop_lock = threading.Lock()
-
-
-def _pool_loop() -> _PoolLoop:
-    global _loop
-    with _loop_lock:
-        if _loop is None:
-            # psycopg-pool reports each failed connection attempt on stdlib logging; an app
-            # that configures logging still sees them, a CLI user gets our one event instead.
-            logging.getLogger("psycopg").addHandler(logging.NullHandler())
-            _loop = _PoolLoop()
-            atexit.register(_shutdown)
-        return _loop
-
-
-def _shutdown() -> None:
-    """Close every pool at interpreter exit (bounded: never hangs the exit)."""
-    global _loop
-    with _loop_lock:
-        current, _loop = _loop, None
-    if current is None:
-        return
-    try:
-        current.submit(current.close_all()).result(timeout=3)
-    except Exception as exc:
-        logger.debug("postgres_pools_close_failed", error_type=type(exc).__name__)
-    current.loop.call_soon_threadsafe(current.loop.stop)
-    current.thread.join(timeout=2)
-
-
-async def _configure(conn: AsyncConnection[Any]) -> None:
-    """Every pooled connection: autocommit, so each query opens its own READ ONLY transaction."""
-    await conn.set_autocommit(True)
-    await conn.set_read_only(True)
-
-
 # --- the source base ----------------------------------------------------------------------
 
-class PostgresSource:
+class PostgresSource(SourceBase):
     """A table in PostgreSQL, queried through the DSN's shared pool.
 
     Subclasses build one statement (``statement``) and turn its records into
@@ -291,7 +114,7 @@ class PostgresSource:
 
     #: Whether the order of the rows is evidence of relevance (the ranker uses it);
     #: a spec's ``ranked`` overrides it per source.
-    ranked: bool = True
+    ranked: bool | None = True
     #: Whether ``statement`` does CPU work (embedding the query) and belongs in a thread.
     prepare_in_thread: ClassVar[bool] = False
 
@@ -357,15 +180,16 @@ class PostgresSource:
                     else self.statement(query, n))
         if prepared is None:
             return []
-        return await asyncio.wrap_future(_pool_loop().submit(self._run(prepared, n)))
+        return await asyncio.wrap_future(pool_loop().submit(self._run(prepared, n)))
 
     def close(self) -> None:
         """Give back this source's share of the DSN's pool (closed with its last user)."""
-        if not self._registered or _loop is None:
+        loop = running_pool_loop()
+        if not self._registered or loop is None:
             return
         self._registered = False
         try:
-            _loop.submit(_loop.release(self.dsn)).result(timeout=3)
+            loop.submit(loop.release(self.dsn)).result(timeout=3)
         except Exception as exc:
             logger.warning("postgres_pool_close_failed", source_id=self.id,
                            dsn=mask_dsn(self.dsn), error_type=type(exc).__name__)
@@ -387,7 +211,7 @@ class PostgresSource:
         import psycopg
         from psycopg_pool import PoolTimeout
 
-        loop = _pool_loop()
+        loop = pool_loop()
         pool = await loop.pool(self.dsn, self.pool_size, f"nautilus-{self.id}",
                                register=not self._registered)
         self._registered = True
@@ -416,7 +240,7 @@ class PostgresSource:
         """No pooled connection in time: say why (a fresh connection attempt), or use it
         (and when the pool had lost every connection, replace it: the server is back)."""
         import psycopg
-        loop = _pool_loop()
+        loop = pool_loop()
         try:
             conn = await psycopg.AsyncConnection.connect(
                 self.dsn, connect_timeout=max(1, math.ceil(self.timeout_s / 2)))
@@ -433,7 +257,7 @@ class PostgresSource:
             await loop.renew(self.dsn, pool)
             logger.info("postgres_available", source_id=self.id, dsn=mask_dsn(self.dsn))
         async with conn:
-            await _configure(conn)
+            await configure(conn)
             return await work(conn)
 
     async def _query(self, conn: AsyncConnection[Any], prepared: tuple[Composed, Sequence[Any]],
