@@ -162,7 +162,8 @@ class RankingSynthesizer:
         if not cands.rows:
             return []
         texts_all = row_texts(cands.rows, warnings) if self.idf else None
-        said = declared(results, cands.source_ids)
+        said = fusion.unranked_by_key_order(declared(results, cands.source_ids),
+                                            cands.rows, cands.source_index)
         # Stage 1: the cap keeps rows by the boosted key; the statistics come from the rows
         # it keeps without boosts (the reference), which no boost can change.
         everyone = np.arange(len(cands.rows))
@@ -209,7 +210,7 @@ class RankingSynthesizer:
         sub_doc = doc[scored]
         source_weight, _ = fusion.source_weights(
             sub.source_index[where_ref], sub.source_rank[where_ref],
-            content_similarity[where_ref], said, sub_doc[where_ref])
+            content_similarity[where_ref], said, sub_doc[where_ref], factors[where_ref])
         evidence_all, voters_all = fusion.source_evidence(
             doc, cands.source_index, cands.source_rank, source_weight)
         weight = fusion.content_weight(doc, cands.source_index, source_weight)

@@ -139,6 +139,63 @@ def test_agreement_with_another_source_counts_where_content_says_nothing() -> No
     np.testing.assert_allclose(fusion.source_weights(index, rank, flat, [None] * 3)[0], 0.0)
 
 
+def test_a_source_declared_unranked_gives_no_votes_to_the_agreement_test() -> None:
+    # Source 1 lists source 0's documents in source 0's order: undeclared, each agrees
+    # with the other (z = 2). Declared unranked, source 1's order is no evidence for 0's.
+    doc = np.array([0, 1, 2, 3, 4] * 2)
+    index = np.repeat(np.arange(2), 5)
+    rank = np.tile(np.arange(1, 6), 2)
+    flat = np.full(10, 0.5)
+    counted = fusion.source_weights(index, rank, flat, [None, None], doc)[0]
+    left_out = fusion.source_weights(index, rank, flat, [None, False], doc)[0]
+    assert counted[0] == 1.0 and left_out[0] == 0.0
+
+
+def test_the_words_recognise_a_keyword_index_that_content_does_not() -> None:
+    # content (a model's vectors) disagrees with the index's order; its match with the
+    # query's words agrees exactly: z = 1 * sqrt(4) = 2, full weight.
+    index = np.zeros(5, dtype=np.int64)
+    rank = np.arange(1, 6)
+    semantic = np.array([0.1, 0.5, 0.2, 0.4, 0.3])
+    words = np.array([1.0, 0.8, 0.6, 0.4, 0.2])
+    assert fusion.source_weights(index, rank, semantic, [None])[0][0] == 0.0
+    assert fusion.source_weights(index, rank, semantic, [None], lexical=words)[0][0] == 1.0
+    # words that cannot tell the rows apart say nothing
+    flat = np.full(5, 0.6)
+    assert fusion.source_weights(index, rank, semantic, [None], lexical=flat)[0][0] == 0.0
+
+
+def test_rows_sorted_by_an_identifier_are_a_table_in_key_order() -> None:
+    def rows(ids: list[object], **more: list[object]) -> list[dict[str, object]]:
+        return [{"id": v, "text": f"words {i * 5 % 8}", **{k: vs[i] for k, vs in more.items()}}
+                for i, v in enumerate(ids)]
+    assert fusion.key_ordered(rows([2, 7, 8, 9, 12, 13, 14, 19]))
+    assert fusion.key_ordered(rows(["2", "7", "8", "9", "12", "13", "14", "19"]))  # as numbers
+    assert fusion.key_ordered(rows(["z", "y", "x", "w", "v", "u", "t", "s"]))  # descending too
+    assert not fusion.key_ordered(rows([2, 7, 8, 9, 12, 13, 14]))  # too few rows to tell
+    assert not fusion.key_ordered(rows([486, 51, 12, 184, 573, 878, 665, 746]))  # relevance
+    assert not fusion.key_ordered(rows([1, 2, 3, 4, 5, 6, 7, 8]))  # positions: a rank field
+    assert not fusion.key_ordered(rows([0, 1, 2, 3, 4, 5, 6, 7]))
+    assert not fusion.key_ordered(rows([3, 1, 2, 8, 5, 4, 7, 6],  # a score is a float
+                                       score=[0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]))
+    assert not fusion.key_ordered(rows([1, 3, 3, 4, 5, 6, 7, 8]))  # a tie: not a key
+    assert not fusion.key_ordered(rows([1, "3", 4, 5, 6, 7, 8, 9.5]))  # mixed kinds
+    assert not fusion.key_ordered([{"id": 1}] * 7 + [["not", "a", "row"]])
+    assert not fusion.key_ordered(rows([True, False] * 4))
+    declared = fusion.unranked_by_key_order(
+        [None, None, True], rows(list(range(10, 18))) + rows([5, 3, 9, 1, 7, 2, 8, 4])
+        + rows(list(range(20, 28))), np.repeat(np.arange(3), 8))
+    assert declared == [False, None, True]  # a declared source keeps its word
+
+
+def test_an_undeclared_table_in_id_order_gets_no_vote() -> None:
+    # 8 rows in id order; their content order happens to agree with it, which alone would
+    # make the table look ranked: its key order says it is not.
+    table = [{"id": i, "title": "disk full " * (9 - i)} for i in range(2, 10)]
+    ranked = RankingSynthesizer().rank([AdapterResult("table", table)], {"query": "disk full"})
+    assert {r.source_weight for r in ranked} == {0.0}
+
+
 def test_source_evidence_counts_each_source_once_at_its_best_rank() -> None:
     doc = np.array([0, 1, 0, 0, 2])           # document 0 twice in source 0, once in 1
     index = np.array([0, 0, 0, 1, 1])

@@ -178,7 +178,9 @@ def test_an_unranked_source_is_detected_and_gets_no_vote() -> None:
     texts = ["disk", "disk full", "disk full database", "disk full database replica",
              "disk full database replica lag"]
     table = [{"id": f"t{i}", "title": t} for i, t in enumerate(texts)]
-    index = [{"id": f"i{i}", "title": t + " x"} for i, t in enumerate(reversed(texts))]
+    # (ids out of order: rows sorted by their ids would be a table's key order)
+    index = [{"id": f"i{i}", "title": t + " x"} for i, t in zip((3, 0, 4, 1, 2),
+                                                                reversed(texts), strict=True)]
     ranked = RankingSynthesizer().rank([AdapterResult("table", table),
                                         AdapterResult("index", index)],
                                        {"query": texts[-1]})
