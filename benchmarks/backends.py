@@ -39,13 +39,13 @@ from ir_collections import NAMES, Collection, load, ndcg_at, recall_at
 from nautilus import AdapterResult, RankingSynthesizer
 from nautilus.embedders import HashingEmbedder
 from nautilus.sources.base import Source
-from nautilus.sources.postgres_fts import PostgresFtsSource, PostgresFtsSpec
-from nautilus.sources.postgres_load import load_postgres
-from nautilus.sources.postgres_table import PostgresTableSource, PostgresTableSpec
-from nautilus.sources.postgres_vector import PgvectorSource, PgvectorSpec
-from nautilus.sources.sqlite_fts import SqliteFtsSource
-from nautilus.sources.sqlite_table import SqliteTableSource
-from nautilus.sources.sqlite_vector import SqliteVectorSource
+from nautilus.sources.postgres.fts import PostgresFtsSource, PostgresFtsSpec
+from nautilus.sources.postgres.load import load_postgres
+from nautilus.sources.postgres.table import PostgresTableSource, PostgresTableSpec
+from nautilus.sources.postgres.vector import PgvectorSource, PgvectorSpec
+from nautilus.sources.sqlite.fts import SqliteFtsSource
+from nautilus.sources.sqlite.table import SqliteTableSource
+from nautilus.sources.sqlite.vector import SqliteVectorSource
 
 SOURCE_LIMIT = 30
 KINDS = ("fts", "sql", "vector")

@@ -56,9 +56,9 @@ from ir_collections import (
 
 from nautilus import AdapterResult, Broker, RankingSynthesizer
 from nautilus.log import configure_logging
-from nautilus.sources.sqlite_fts import SqliteFtsSource
-from nautilus.sources.sqlite_table import SqliteTableSource
-from nautilus.sources.sqlite_vector import SqliteVectorSource
+from nautilus.sources.sqlite.fts import SqliteFtsSource
+from nautilus.sources.sqlite.table import SqliteTableSource
+from nautilus.sources.sqlite.vector import SqliteVectorSource
 
 SOURCE_LIMIT = 30
 SOURCES = ("fts", "sql", "vector")

@@ -23,6 +23,7 @@ from typing import Any
 
 from nautilus import cli
 from nautilus.broker import Broker
+from nautilus.sources.base import ForwardingSource
 
 
 class SlowSource:
@@ -38,25 +39,12 @@ class SlowSource:
         self.inner.close()
 
 
-class BadRowSource:
+class BadRowSource(ForwardingSource):
     """The source's own answer with ``None`` put second: a bad row in the middle."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.id, self.timeout_s = inner.id, inner.timeout_s
-        self.ranked: bool | None = getattr(inner, "ranked", None)
-
-    async def prepare(self) -> None:
-        prepare = getattr(self.inner, "prepare", None)
-        if prepare is not None:
-            await prepare()
 
     async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
         rows = await self.inner.search(query, context, limit)
         return [*rows[:1], None, *rows[1:]]
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 class CancellingSource:

@@ -8,10 +8,11 @@ from nautilus.embedders import (
     HashingEmbedder,
     NoopEmbedder,
 )
-from nautilus.hashing import compute_response_hash
+from nautilus.errors import NautilusError, Problem
 from nautilus.log import configure_logging
-from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
 from nautilus.ranking_boost import BOOST_LEVELS, BoostWeights
+from nautilus.records import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
+from nautilus.response_hash import compute_response_hash
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
@@ -29,8 +30,10 @@ __all__ = [
     "EmbeddingUnavailableError",
     "ErrorRecord",
     "HashingEmbedder",
+    "NautilusError",
     "NautilusSettings",
     "NoopEmbedder",
+    "Problem",
     "RankedRow",
     "RankingSynthesizer",
     "SourceWarning",

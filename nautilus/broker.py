@@ -11,26 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import operator
 import time
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, log_problem
-from nautilus.hashing import (
+from nautilus.config import ConfigError, NautilusSettings, log_problem
+from nautilus.errors import Problem
+from nautilus.log import get_logger
+from nautilus.records import AdapterResult, BrokerResponse, ErrorRecord, SourceWarning
+from nautilus.response_hash import (
     canonical_list,
     canonical_object,
     compute_response_hash,
     hash_canonical,
 )
-from nautilus.log import get_logger
-from nautilus.models import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
 from nautilus.rows import screen_rows
-from nautilus.sources.base import Source
-from nautilus.sources.config import DEFAULT_LIMIT, build_sources, bundled_demo_config
-from nautilus.synthesis.base import Synthesizer
+from nautilus.sources.base import Source, declared_order, id_of, preparer, timeout_of
+from nautilus.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
+from nautilus.synthesis.base import Synthesizer, as_synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
 from nautilus.workers import current_owner, run_in_this_thread
@@ -54,7 +54,7 @@ class Broker:
                  limit: int = DEFAULT_LIMIT,
                  prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> None:
         self.sources = list(sources)
-        self.synthesizer: Synthesizer = synthesizer or BasicSynthesizer()
+        self.synthesizer = synthesizer or BasicSynthesizer()
         self.limit = limit
         self.prepare_timeout_s = prepare_timeout_s
 
@@ -71,23 +71,27 @@ class Broker:
         config_path = Path(path or settings.config or bundled_demo_config()).expanduser()
         sources, limit = build_sources(config_path, settings.data_dir, settings.embedder,
                                        settings.embedder_cache_size)
-        known = {s.id.lower() for s in sources}
-        unknown = [sid for sid in settings.source_boosts if sid not in known]
-        if unknown:
-            problems = tuple(
-                ConfigProblem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
-                              ", ".join(s.id for s in sources)) for sid in unknown)
+        ids = [s.id for s in sources]
+        problems = boost_problems(settings, ids)
+        if problems:
             if settings.config_strict:  # the error lists them: no warning each as well
                 raise ConfigError(problems)
             for problem in problems:
                 log_problem(problem)
-            kept = {k: v for k, v in settings.source_boosts.items() if k in known}
-            settings = settings.model_copy(update={"source_boosts": kept})
+            settings = applied_settings(settings, ids)
         synthesizer: Synthesizer = (RankingSynthesizer.from_settings(settings)
                                     if settings.ranking_enabled else BasicSynthesizer())
         logger.debug("broker_ready", sources=[s.id for s in sources],
                      synthesizer=type(synthesizer).__name__)
         return cls(sources, synthesizer, limit)
+
+    @property
+    def synthesizer(self) -> Synthesizer:
+        return self._synthesizer
+
+    @synthesizer.setter
+    def synthesizer(self, synthesizer: Synthesizer) -> None:
+        self._synthesizer = as_synthesizer(synthesizer)  # a merge-only one is completed
 
     def close(self) -> None:
         """Release every source (a failing ``close`` is logged, never raised)."""
@@ -127,18 +131,14 @@ class Broker:
                          for result, raw_hash, _, _ in raw if result.error is None}
         errors = [r.error for r in results if r.error is not None]
         warnings = [warning for _, _, warning, _ in raw if warning is not None]
-        if isinstance(self.synthesizer, RankingSynthesizer):
-            data, ranking = self.synthesizer.merge_ranked(results, ctx)
-        else:
-            data = self.synthesizer.merge(results, ctx)
-            ranking = _passthrough_ranking(results, data)
+        data, ranking = self.synthesizer.merge_ranked(results, ctx)
         # The built-in synthesizers keep the sources' row objects as they are: the
         # response hash is made of the texts each row was hashed with already.
         texts = ([(result.rows, row_texts) for result, _, _, row_texts in raw]
                  if type(self.synthesizer) in _ROWS_KEPT else [])
         response = BrokerResponse(
             request_id=request_id, data=data, ranking=ranking,
-            sources_queried=[_id_text(getattr(s, "id", None)) for s in self.sources],
+            sources_queried=[_id_text(id_of(s)) for s in self.sources],
             sources_errored=errors,
             duration_ms=round((time.perf_counter() - started) * 1000),
             response_hash=_response_hash(data, texts), source_response_hashes=source_hashes,
@@ -177,8 +177,8 @@ class Broker:
         is seen by neither the other sources nor the synthesizer.
         """
         started = time.perf_counter()
-        timeout = getattr(source, "timeout_s", 5.0)
-        raw_id = getattr(source, "id", None)
+        timeout = timeout_of(source)
+        raw_id = id_of(source)
         source_id = _id_text(raw_id)
 
         def failed(error_type: str, message: str) -> _Answer:
@@ -193,7 +193,7 @@ class Broker:
                 return failed("invalid_source",
                               f"a source id must be a string, got {type(raw_id).__name__}")
             current_owner.set(source)  # this task's own context: to_thread counts for it
-            prepare = getattr(source, "prepare", None)
+            prepare = preparer(source)
             if prepare is not None:  # building data (a SQLite seed) is not answering: it
                 try:                 # gets its own, generous deadline, not timeout_s
                     async with asyncio.timeout(self.prepare_timeout_s):
@@ -237,9 +237,7 @@ class Broker:
                            positions=list(positions[:20]), reasons=reasons[:_REASONS_SHOWN],
                            action="dropped; the source's other rows are used")
         elapsed = round((time.perf_counter() - started) * 1000)
-        ranked = getattr(source, "ranked", None)  # the source's word on its own order
-        result = AdapterResult(source_id, good, elapsed,
-                               ranked=ranked if isinstance(ranked, bool) else None,
+        result = AdapterResult(source_id, good, elapsed, ranked=declared_order(source),
                                source_ranks=source_ranks)
         return result, raw_hash, warning, texts
 
@@ -274,27 +272,21 @@ def _response_hash(data: dict[str, list[dict[str, Any]]],
     return hash_canonical(canonical_object(parts))
 
 
-def _passthrough_ranking(results: list[AdapterResult],
-                         data: dict[str, list[dict[str, Any]]]) -> list[RankedRow]:
-    """The merged rows in order, unscored, each at its position in its source's own
-    answer (``AdapterResult.source_ranks``: rows after a dropped one keep their place);
-    a synthesizer that did not keep a source's rows as given numbers them in ``data``."""
-    given: dict[str, tuple[list[dict[str, Any]], list[int]]] = {}
-    for result in results:
-        if result.error is None:
-            rows, ranks = given.setdefault(result.source_id, ([], []))
-            start = ranks[-1] if ranks else 0  # a source id twice: its ranks continue
-            ranks.extend(start + rank for rank in (result.source_ranks
-                                                   or range(1, len(result.rows) + 1)))
-            rows.extend(result.rows)
-    ranking: list[RankedRow] = []
-    for sid, rows in data.items():
-        kept, ranks = given.get(sid, ([], []))
-        as_given = len(kept) == len(rows) and all(map(operator.is_, kept, rows))
-        for i, row in enumerate(rows):
-            ranking.append(RankedRow(sid, row, 0.0, len(ranking) + 1,
-                                     ranks[i] if as_given else i + 1))
-    return ranking
+def boost_problems(settings: NautilusSettings,
+                   source_ids: Sequence[str]) -> tuple[Problem, ...]:
+    """One problem for each boosted id that no source has (ids compare lower-cased)."""
+    known = {sid.lower() for sid in source_ids}
+    return tuple(Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
+                         ", ".join(source_ids))
+                 for sid in settings.source_boosts if sid not in known)
+
+
+def applied_settings(settings: NautilusSettings, source_ids: Sequence[str]) -> NautilusSettings:
+    """The settings as a broker over these sources applies them: boosts naming no
+    source dropped."""
+    known = {sid.lower() for sid in source_ids}
+    kept = {sid: level for sid, level in settings.source_boosts.items() if sid in known}
+    return settings.model_copy(update={"source_boosts": kept})
 
 
 def _request_context(query: Any, context: Any) -> dict[str, Any]:

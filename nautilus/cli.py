@@ -22,28 +22,24 @@ from pathlib import Path
 from typing import Any
 
 from nautilus import __version__
-from nautilus.broker import Broker
-from nautilus.config import (
-    ConfigError,
-    ConfigProblem,
-    LogSettings,
-    NautilusSettings,
-    collect_source_boosts,
-    parse_int_setting,
-)
+from nautilus.broker import Broker, applied_settings, boost_problems
+from nautilus.config import NautilusSettings, collect_source_boosts
+from nautilus.errors import NautilusError
 from nautilus.evaluation import command as eval_command
-from nautilus.hashing import json_default
-from nautilus.log import configure_logging, get_logger
-from nautilus.models import RankedRow
+from nautilus.log import LogSettings, configure_logging, get_logger
 from nautilus.pages import PageError, Paging, paging
+from nautilus.records import RankedRow
+from nautilus.response_hash import json_default
 from nautilus.service.manifest import with_manifest
-from nautilus.sources.config import (
+from nautilus.settings_parsing import parse_int
+from nautilus.sources.factory import (
     SourceConfigError,
     build_sources,
     bundled_demo_config,
     load_sources,
     sources_json_schema,
 )
+from nautilus.sources.sqlite.base import SqliteSource
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
 
@@ -76,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(level, log.log_format.strip().lower())
     try:
         return int(args.run(args))
-    except (ConfigError, SourceConfigError, ImportError) as exc:
+    except (NautilusError, ImportError) as exc:  # nautilus' own, and a missing extra
         print(f"nautilus: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -183,7 +179,8 @@ def _run_config(args: argparse.Namespace) -> int:
     if listing == []:
         source_error = f"{path}: lists no sources (valid: {_NO_SOURCES})"
     source_ids = None if listing is None else [s["id"] for s in listing]
-    problems = list(settings.problems) + _unknown_boost_sources(settings, source_ids)
+    problems = list(settings.problems) + list(
+        boost_problems(settings, source_ids) if source_ids is not None else ())
     failed = args.strict and bool(problems or source_error is not None)
     if args.json:
         print(json.dumps({
@@ -238,7 +235,7 @@ def _check_sources(settings: NautilusSettings,
     for source in sources:
         source.close()
     specs = load_sources(path).specs
-    from nautilus.sources.postgres_load import LoadError, check_seeds, postgres_specs
+    from nautilus.sources.postgres.load import LoadError, check_seeds, postgres_specs
     try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
         check_seeds(postgres_specs(specs), path.parent)
     except LoadError as exc:
@@ -246,16 +243,6 @@ def _check_sources(settings: NautilusSettings,
     return [{"id": spec.id, "type": spec.type,
              **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {})}  # Dsn masks itself
             for spec in specs], None
-
-
-def _unknown_boost_sources(settings: NautilusSettings,
-                           ids: list[str] | None) -> list[ConfigProblem]:
-    """Boosted ids that no source in the sources file has."""
-    if not settings.source_boosts or ids is None:
-        return []
-    known = {i.lower() for i in ids}
-    return [ConfigProblem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
-                          ", ".join(ids)) for sid in settings.source_boosts if sid not in known]
 
 
 def _settings_table(settings: NautilusSettings) -> str:
@@ -284,17 +271,16 @@ def _run_sources_rebuild(args: argparse.Namespace) -> int:
                                settings.embedder_cache_size)
     failed = 0
     for source in sources:
-        rebuild = getattr(source, "rebuild", None)
-        if rebuild is None:
+        if not isinstance(source, SqliteSource):  # only SQLite sources are built by nautilus
             print(f"{source.id}: nothing to build")
             continue
         try:
-            rebuild()
+            source.rebuild()
         except Exception as exc:  # one source's failure must not hide the others'
             failed += 1
             print(f"nautilus: {source.id}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
-        print(f"{source.id}: rebuilt {getattr(source, 'path', '')}")
+        print(f"{source.id}: rebuilt {source.path}")
     for source in sources:
         source.close()
     return 1 if failed else 0
@@ -304,7 +290,7 @@ def _run_sources_rebuild(args: argparse.Namespace) -> int:
 
 def _top_k(text: str) -> int:
     """``--top-k``: an integer >= 1 (argparse names the flag in its error)."""
-    value, problem = parse_int_setting("--top-k", text)
+    value, problem = parse_int("--top-k", text)  # the rules of NAUTILUS_RANKING_TOP_K
     if problem is not None or value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
     return value
@@ -355,7 +341,7 @@ def _run_query(args: argparse.Namespace) -> int:
             print(f"nautilus: {exc}", file=sys.stderr)
             return 1
     all_failed = bool(broker.sources) and len(response.sources_errored) == len(broker.sources)
-    ranked = isinstance(broker.synthesizer, RankingSynthesizer)
+    ranked = broker.synthesizer.ranking_enabled
     if args.json:
         out = response.to_dict(vectors=args.vectors, ranking_enabled=ranked)
         out["synthesizer"] = type(broker.synthesizer).__name__
@@ -388,15 +374,11 @@ def _paging(args: argparse.Namespace, broker: Broker,
             settings: NautilusSettings) -> Paging | None:
     """The page asked for, its ranker installed on ``broker`` (the settings' boosts
     cut to the broker's sources, as the broker and the service cut them)."""
-    known = {s.id.lower() for s in broker.sources}
-    settings = settings.model_copy(update={"source_boosts": {
-        k: v for k, v in settings.source_boosts.items() if k in known}})
+    settings = applied_settings(settings, [s.id for s in broker.sources])
     pages = paging(args.text, settings, [s.id for s in broker.sources],
                    page=args.page, cursor=args.cursor)
     if pages is not None:
-        embedder = (broker.synthesizer.embedder
-                    if isinstance(broker.synthesizer, RankingSynthesizer) else None)
-        broker.synthesizer = pages.synthesizer(settings, embedder)
+        broker.synthesizer = pages.synthesizer(settings, broker.synthesizer.embedder)
     return pages
 
 
@@ -439,7 +421,7 @@ def _ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) 
 # --- load --------------------------------------------------------------------------------
 
 def _run_load(args: argparse.Namespace) -> int:
-    from nautilus.sources.postgres_load import (
+    from nautilus.sources.postgres.load import (
         LoadError,
         default_progress,
         load_postgres,

@@ -16,7 +16,6 @@ import difflib
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,10 +24,18 @@ from pydantic_settings import (
     BaseSettings,
     NoDecode,
     PydanticBaseSettingsSource,
-    SettingsConfigDict,
 )
 
-from nautilus.log import get_logger
+from nautilus.errors import NautilusError, Problem, cut, shown
+from nautilus.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSettings, get_logger
+from nautilus.settings_parsing import (
+    parse_bool,
+    parse_choice,
+    parse_field_name,
+    parse_int,
+    parse_origins,
+    parse_seconds,
+)
 
 logger = get_logger("nautilus.config")
 
@@ -37,48 +44,22 @@ logger = get_logger("nautilus.config")
 VALID_LEVELS: tuple[str, ...] = ("low", "medium", "high")
 DEFAULT_LEVEL = "medium"
 VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "onnx-float32", "noop")
-VALID_LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warning", "error")
-VALID_LOG_FORMATS: tuple[str, ...] = ("auto", "console", "json")
 
 _BOOSTS_VAR = "NAUTILUS_SOURCE_BOOSTS"
 _SOURCE_ID = re.compile(r"^[a-z0-9_][a-z0-9_.\-]*$")
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
-_MAX_SHOWN = 60
 
 
-@dataclass(frozen=True)
-class ConfigProblem:
-    """One skipped configuration value, with everything an operator needs to fix it."""
-
-    variable: str
-    value: str
-    reason: str
-    valid: str
-
-    @property
-    def message(self) -> str:
-        return f"{self.variable}: {self.value!r}: {self.reason} (valid: {self.valid})"
+#: The name :class:`Problem` had in the settings; kept for callers that import it.
+ConfigProblem = Problem
 
 
-class ConfigError(Exception):
+class ConfigError(NautilusError):
     """Strict mode found configuration problems; the message lists every one."""
 
-    def __init__(self, problems: tuple[ConfigProblem, ...]) -> None:
+    def __init__(self, problems: tuple[Problem, ...]) -> None:
         self.problems = problems
         lines = "\n".join(f"  - {p.message}" for p in problems)
         super().__init__(f"{len(problems)} configuration problem(s):\n{lines}")
-
-
-def cut(value: object) -> str:
-    """A value as it may appear in a log or message: text, cut if long."""
-    text = value if isinstance(value, str) else repr(value)
-    return text[:_MAX_SHOWN] + "…" if len(text) > _MAX_SHOWN else text
-
-
-def shown(value: object) -> str:
-    """A value quoted for a reason string."""
-    return repr(cut(value))
 
 
 def _level_choices() -> str:
@@ -87,7 +68,7 @@ def _level_choices() -> str:
 
 def collect_source_boosts(
     raw: str | Mapping[str, object] | None,
-) -> tuple[dict[str, str], list[ConfigProblem]]:
+) -> tuple[dict[str, str], list[Problem]]:
     """Parse ``"graph:high, SQL:low,vector"`` without logging: (boosts, problems).
 
     Ids and levels are case-insensitive, whitespace is tolerated, a bare ``id``
@@ -102,23 +83,23 @@ def collect_source_boosts(
     elif isinstance(raw, str):
         entries = [(e, *_split_entry(e)) for e in raw.split(",")]
     else:
-        problem = ConfigProblem(_BOOSTS_VAR, cut(raw), "not a string", "'id:level,...'")
+        problem = Problem(_BOOSTS_VAR, cut(raw), "not a string", "'id:level,...'")
         return {}, [problem]
 
     boosts: dict[str, str] = {}
     written: dict[str, str] = {}  # each id's entry as written, for the repeated-id warning
-    problems: list[ConfigProblem] = []
+    problems: list[Problem] = []
     for entry, source_id, level in entries:
         reason = _entry_problem(entry, source_id, level)
         if reason is not None:
-            problems.append(ConfigProblem(_BOOSTS_VAR, cut(entry.strip()), reason,
+            problems.append(Problem(_BOOSTS_VAR, cut(entry.strip()), reason,
                                           _level_choices()))
             continue
         if source_id is None:  # an empty entry, as in "graph:high,,sql"
             continue
         sid = source_id.strip().lower()
         if sid in boosts:
-            problems.append(ConfigProblem(
+            problems.append(Problem(
                 _BOOSTS_VAR, cut(written[sid]), f"repeated source id {sid!r}; the last entry wins",
                 "each id once"))
         boosts[sid] = (str(level).strip().lower() if level else "") or DEFAULT_LEVEL
@@ -151,7 +132,7 @@ def _entry_problem(entry: str, source_id: str | None, level: object) -> str | No
     return None
 
 
-def log_problem(problem: ConfigProblem) -> None:
+def log_problem(problem: Problem) -> None:
     """Emit the one structured warning for a skipped value."""
     event = "source_boost_skipped" if problem.variable == _BOOSTS_VAR else "config_value_skipped"
     logger.warning(event, variable=problem.variable, value=problem.value,
@@ -164,98 +145,6 @@ def parse_source_boosts(raw: str | Mapping[str, object] | None) -> dict[str, str
     for problem in problems:
         log_problem(problem)
     return boosts
-
-
-# --- scalar parsers: each returns (value, problem) and never raises -----------------
-
-def _parse_int(var: str, raw: object, minimum: int = 1, default: int | None = None,
-               valid: str = "an integer >= 1, or unset",
-               maximum: int | None = None) -> tuple[int | None, ConfigProblem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return default, None
-    value: int | None = None
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        value = raw
-    elif isinstance(raw, str):
-        text = raw.strip()
-        if re.fullmatch(r"\+?[0-9]{1,18}", text):
-            value = int(text)
-    if value is None or value < minimum:
-        return default, ConfigProblem(var, cut(raw), f"not an integer >= {minimum}", valid)
-    if maximum is not None and value > maximum:
-        return default, ConfigProblem(var, cut(raw), f"greater than {maximum}", valid)
-    return value, None
-
-
-parse_int_setting = _parse_int  # the CLI checks --top-k with the same rules
-
-
-def _parse_seconds(var: str, raw: object, default: float) -> tuple[float, ConfigProblem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return default, None
-    value: float | None = None
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        value = float(raw)
-    elif isinstance(raw, str) and re.fullmatch(r"\+?([0-9]{1,9}(\.[0-9]*)?|\.[0-9]+)", raw.strip()):
-        value = float(raw.strip())
-    if value is None or not value > 0:
-        return default, ConfigProblem(var, cut(raw), "not a number of seconds > 0",
-                                      "a number > 0, such as 2.5")
-    return value, None
-
-
-def _parse_origins(var: str, raw: object) -> tuple[list[str], ConfigProblem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return [], None
-    items = raw if isinstance(raw, list) else str(raw).split(",")
-    origins = [str(o).strip().rstrip("/") for o in items if str(o).strip()]
-    bad = [o for o in origins if o != "*" and not re.fullmatch(r"https?://[^\s/]+", o)]
-    if bad:
-        return [], ConfigProblem(var, cut(bad[0]), "not an origin",
-                                 "'*' or comma-separated origins such as https://app.example.com")
-    return origins, None
-
-
-def _parse_bool(var: str, raw: object, default: bool) -> tuple[bool, ConfigProblem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return default, None
-    if isinstance(raw, bool):
-        return raw, None
-    text = str(raw).strip().lower() if isinstance(raw, str | int) else None
-    if text in _TRUE:
-        return True, None
-    if text in _FALSE:
-        return False, None
-    return default, ConfigProblem(var, cut(raw), "not a boolean",
-                                  "true/false, 1/0, yes/no, on/off")
-
-
-def _parse_choice(var: str, raw: object, choices: tuple[str, ...],
-                  default: str) -> tuple[str, ConfigProblem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return default, None
-    text = raw.strip().lower() if isinstance(raw, str) else None
-    if text in choices:
-        return text, None
-    return default, ConfigProblem(var, cut(raw), "unknown value", ", ".join(choices))
-
-
-def _parse_field_name(var: str, raw: object) -> tuple[str | None, ConfigProblem | None]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return None, None
-    if isinstance(raw, str) and len(raw.strip()) <= 200:
-        return raw.strip(), None
-    return None, ConfigProblem(var, cut(raw), "not a field name", "a row field such as 'id'")
-
-
-class LogSettings(BaseSettings):
-    """Just the logging knobs, read leniently so logging can be set up first."""
-
-    model_config = SettingsConfigDict(env_prefix="NAUTILUS_", env_file=".env",
-                                      extra="ignore", validate_default=True)
-
-    log_level: str = "info"
-    log_format: str = "auto"
 
 
 class NautilusSettings(LogSettings):
@@ -284,7 +173,7 @@ class NautilusSettings(LogSettings):
     serve_probe_interval_s: float = 10.0
     serve_api_keys_file: str | None = None
     serve_cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    _problems: tuple[ConfigProblem, ...] = PrivateAttr(default=())
+    _problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings],
@@ -297,7 +186,7 @@ class NautilusSettings(LogSettings):
                 file_secret_settings)
 
     @property
-    def problems(self) -> tuple[ConfigProblem, ...]:
+    def problems(self) -> tuple[Problem, ...]:
         """Every value that was skipped while these settings were built."""
         return self._problems
 
@@ -307,9 +196,9 @@ class NautilusSettings(LogSettings):
         if not isinstance(data, dict):
             return handler(data)
         data = dict(data)
-        found: list[ConfigProblem] = []
+        found: list[Problem] = []
 
-        def take(field: str, parsed: tuple[Any, ConfigProblem | None]) -> None:
+        def take(field: str, parsed: tuple[Any, Problem | None]) -> None:
             value, problem = parsed
             data[field] = value
             if problem is not None:
@@ -318,23 +207,28 @@ class NautilusSettings(LogSettings):
         def var(field: str) -> str:
             return "NAUTILUS_" + field.upper()
 
+        def default(field: str) -> Any:  # a skipped value falls back to the field's default
+            return cls.model_fields[field].default
+
         for field in ("ranking_top_k", "ranking_max_candidates"):
-            take(field, _parse_int(var(field), data.get(field)))
-        take("ranking_idf", _parse_bool(var("ranking_idf"), data.get("ranking_idf"), False))
-        strict, strict_problem = _parse_bool(var("config_strict"), data.get("config_strict"), False)
+            take(field, parse_int(var(field), data.get(field), default=default(field)))
+        take("ranking_idf", parse_bool(var("ranking_idf"), data.get("ranking_idf"),
+                                       default("ranking_idf")))
+        strict, strict_problem = parse_bool(var("config_strict"), data.get("config_strict"),
+                                            default("config_strict"))
         take("config_strict", (strict, strict_problem))
-        take("ranking_dedup_key", _parse_field_name(var("ranking_dedup_key"),
-                                                    data.get("ranking_dedup_key")))
-        take("embedder", _parse_choice(var("embedder"), data.get("embedder"),
-                                       VALID_EMBEDDERS, "hashing"))
-        take("embedder_cache_size", _parse_int(
+        take("ranking_dedup_key", parse_field_name(var("ranking_dedup_key"),
+                                                   data.get("ranking_dedup_key")))
+        take("embedder", parse_choice(var("embedder"), data.get("embedder"),
+                                      VALID_EMBEDDERS, default("embedder")))
+        take("embedder_cache_size", parse_int(
             var("embedder_cache_size"), data.get("embedder_cache_size"), minimum=0,
-            default=10_000, valid="an integer >= 0 (0: no cache)"))
-        take("log_level", _parse_choice(var("log_level"), data.get("log_level"),
-                                        VALID_LOG_LEVELS, "info"))
-        take("log_format", _parse_choice(var("log_format"), data.get("log_format"),
-                                         VALID_LOG_FORMATS, "auto"))
-        _take_serve_settings(data, take)
+            default=default("embedder_cache_size"), valid="an integer >= 0 (0: no cache)"))
+        take("log_level", parse_choice(var("log_level"), data.get("log_level"),
+                                       VALID_LOG_LEVELS, default("log_level")))
+        take("log_format", parse_choice(var("log_format"), data.get("log_format"),
+                                        VALID_LOG_FORMATS, default("log_format")))
+        _take_serve_settings(data, take, default)
         raw_boosts = data.get("source_boosts")
         if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):
             raw_boosts = str(raw_boosts)
@@ -345,9 +239,9 @@ class NautilusSettings(LogSettings):
         raw_dir = data.get("data_dir")
         if isinstance(raw_dir, str) and not raw_dir.strip():
             data.pop("data_dir")
-            found.append(ConfigProblem(var("data_dir"), raw_dir, "empty (databases would be "
-                                       "built in the working directory)",
-                                       "a folder, e.g. ~/.cache/nautilus (the default)"))
+            found.append(Problem(var("data_dir"), raw_dir, "empty (databases would be "
+                                 "built in the working directory)",
+                                 f"a folder, e.g. {default('data_dir')} (the default)"))
 
         if strict and found:  # the error lists every problem: no warning each as well
             raise ConfigError(tuple(found))
@@ -371,35 +265,38 @@ class NautilusSettings(LogSettings):
 
 
 def _take_serve_settings(
-    data: dict[str, Any], take: Callable[[str, tuple[Any, ConfigProblem | None]], None],
+    data: dict[str, Any], take: Callable[[str, tuple[Any, Problem | None]], None],
+    default: Callable[[str], Any],
 ) -> None:
-    """The ``NAUTILUS_SERVE_*`` knobs, each warned about and skipped like the others."""
+    """The ``NAUTILUS_SERVE_*`` knobs, each warned about and skipped (back to
+    ``default(field)``, the field's default) like the others."""
     def var(field: str) -> str:
         return "NAUTILUS_" + field.upper()
 
     host = data.get("serve_host")
     if host is not None and not (isinstance(host, str) and host.strip()
                                  and re.fullmatch(r"[A-Za-z0-9.:\-\[\]]{1,253}", host.strip())):
-        take("serve_host", ("127.0.0.1", ConfigProblem(
+        take("serve_host", (default("serve_host"), Problem(
             var("serve_host"), cut(host), "not a host name or address",
             "an address such as 127.0.0.1 or 0.0.0.0")))
     elif host is not None:
         data["serve_host"] = host.strip()
-    take("serve_port", _parse_int(var("serve_port"), data.get("serve_port"), default=8000,
-                                  maximum=65535, valid="an integer from 1 to 65535"))
-    for field, default in (("serve_workers", 1), ("serve_max_query_chars", 1000),
-                           ("serve_max_body_bytes", 16_384), ("serve_max_concurrency", 64)):
-        take(field, _parse_int(var(field), data.get(field), default=default,
-                               valid="an integer >= 1"))
-    take("serve_allow_overrides", _parse_bool(var("serve_allow_overrides"),
-                                              data.get("serve_allow_overrides"), True))
-    for field, seconds in (("serve_request_timeout_s", 10.0), ("serve_probe_interval_s", 10.0),
-                           ("serve_body_timeout_s", 5.0)):
-        take(field, _parse_seconds(var(field), data.get(field), seconds))
-    take("serve_api_keys_file", _parse_field_name(var("serve_api_keys_file"),
-                                                  data.get("serve_api_keys_file")))
-    take("serve_cors_origins", _parse_origins(var("serve_cors_origins"),
-                                              data.get("serve_cors_origins")))
+    take("serve_port", parse_int(var("serve_port"), data.get("serve_port"),
+                                 default=default("serve_port"), maximum=65535,
+                                 valid="an integer from 1 to 65535"))
+    for field in ("serve_workers", "serve_max_query_chars", "serve_max_body_bytes",
+                  "serve_max_concurrency"):
+        take(field, parse_int(var(field), data.get(field), default=default(field),
+                              valid="an integer >= 1"))
+    take("serve_allow_overrides", parse_bool(var("serve_allow_overrides"),
+                                             data.get("serve_allow_overrides"),
+                                             default("serve_allow_overrides")))
+    for field in ("serve_request_timeout_s", "serve_probe_interval_s", "serve_body_timeout_s"):
+        take(field, parse_seconds(var(field), data.get(field), default(field)))
+    take("serve_api_keys_file", parse_field_name(var("serve_api_keys_file"),
+                                                 data.get("serve_api_keys_file")))
+    take("serve_cors_origins", parse_origins(var("serve_cors_origins"),
+                                             data.get("serve_cors_origins")))
 
 
 _DOTENV_UNKNOWN = "__nautilus_dotenv_unknown__"
@@ -431,7 +328,7 @@ class _DotEnvTypos(PydanticBaseSettingsSource):
 
 
 def _unknown_variables(cls: type[BaseSettings],
-                       in_dotenv: Iterable[str] = ()) -> list[ConfigProblem]:
+                       in_dotenv: Iterable[str] = ()) -> list[Problem]:
     """``NAUTILUS_*`` variables (environment or ``.env``) that match no setting:
     most likely a typo."""
     known = {"NAUTILUS_" + name.upper() for name in cls.model_fields}
@@ -444,5 +341,5 @@ def _unknown_variables(cls: type[BaseSettings],
     for name, where in sorted(found.items()):
         close = difflib.get_close_matches(name, sorted(known), n=1)
         hint = f"did you mean {close[0]}?" if close else "a typo?"
-        problems.append(ConfigProblem(name, where, f"unknown variable ({hint}); ignored", valid))
+        problems.append(Problem(name, where, f"unknown variable ({hint}); ignored", valid))
     return problems

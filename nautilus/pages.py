@@ -27,10 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nautilus.config import NautilusSettings, cut
+from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder
-from nautilus.hashing import compute_response_hash
-from nautilus.models import BrokerResponse
+from nautilus.errors import NautilusError, Problem, cut
+from nautilus.records import BrokerResponse
+from nautilus.response_hash import compute_response_hash
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 _VERSION = 1
@@ -39,14 +40,19 @@ MAX_PAGE = 1000
 _FIELDS = "query, top_k, boosts, idf, sources"
 
 
-class PageError(ValueError):
+class PageError(NautilusError, ValueError):
     """A page or cursor that cannot be served; ``stale`` when the data moved under it."""
 
     def __init__(self, field: str, value: str, reason: str, valid: str,
                  stale: bool = False) -> None:
-        super().__init__(f"{field}: {value!r}: {reason} (valid: {valid})")
         self.field, self.value, self.reason, self.valid = field, value, reason, valid
+        super().__init__(self.problem.message)
         self.stale = stale
+
+    @property
+    def problem(self) -> Problem:
+        """The refused page or cursor as a :class:`Problem`, named by its field."""
+        return Problem(self.field, self.value, self.reason, self.valid)
 
 
 @dataclass(frozen=True)

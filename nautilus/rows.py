@@ -1,7 +1,7 @@
 """What makes a row usable: the one rule the broker and the synthesizer share.
 
 A source is someone else's code, and a row is whatever it returned. A row is used
-when it is a dict, has a canonical JSON form (see :mod:`nautilus.hashing`: so the
+when it is a dict, has a canonical JSON form (see :mod:`nautilus.response_hash`: so the
 response can be hashed and printed) and, for a dict subclass, its mapping methods
 work. Anything else is dropped from its source, never the request's failure. The rows
 kept keep their place: a row's source rank is its position in the source's own answer.
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from nautilus.hashing import (
+from nautilus.response_hash import (
     NoCanonicalFormError,
     canonical_json,
     canonical_list,

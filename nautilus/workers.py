@@ -31,6 +31,8 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
+from nautilus.errors import NautilusError
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -51,7 +53,7 @@ SPILL_S = 0.002
 _PENDING, _RUNNING, _DONE, _DROPPED = range(4)
 
 
-class SourceStuckError(RuntimeError):
+class SourceStuckError(NautilusError, RuntimeError):
     """A source's earlier calls are still blocked past their deadlines: no new thread."""
 
 

@@ -3,7 +3,6 @@ in a temporary folder, over a Unix socket), one fresh database per test module."
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 import warnings
@@ -62,11 +61,6 @@ def pg_dsn(pg_server: PgServer, request: pytest.FixtureRequest) -> str:
             sql.Identifier(name)))
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return pg_server.dsn(name)
-
-
-def write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def execute(dsn: str, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

@@ -102,6 +102,31 @@ def spearman(x: list[float], y: list[float]) -> float:
     return sxy / math.sqrt(sxx * syy) if sxx > 0 and syy > 0 else 0.0
 
 
+def key_ordered(rows: list[dict[str, Any]]) -> bool:
+    """Some field every row has, int or str (digits as their number), strictly ascending
+    or descending over 8 or more rows, and not just the positions 0.. or 1.. step 1."""
+    if len(rows) < 8:
+        return False
+
+    def value(v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int | str):
+            return None
+        if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 18:
+            return int(v)
+        return v
+    for name in rows[0]:
+        values = [value(r.get(name)) for r in rows]
+        if any(v is None for v in values) or len({type(v) for v in values}) > 1:
+            continue
+        pairs = list(itertools.pairwise(values))
+        if not (all(a < b for a, b in pairs) or all(a > b for a, b in pairs)):
+            continue
+        if values in (list(range(len(values))), list(range(1, len(values) + 1))):
+            continue
+        return True
+    return False
+
+
 def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
                    top_k: int | None = None, idf: bool = False,
                    boosts: dict[str, str] | None = None, max_candidates: int | None = None,
@@ -154,15 +179,22 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
     for c in union:
         pair = (c["doc"], c["sid"])
         best_rank[pair] = min(best_rank.get(pair, c["rank"]), c["rank"])
-    # which sources are ranked: declared, else the larger z-score of Spearman(order,
-    # similarity) and Spearman(order, the other sources' votes) on the reference, 1 -> 2
+    # which sources are ranked: declared, else unranked when its rows come in key order,
+    # else the larger z-score of Spearman(order, similarity) and Spearman(order, the
+    # other sources' votes) on the reference, 1 -> 2; unranked ones give no votes there
+    said = dict(declared)
+    for sid, rows in sources:
+        if sid not in said and key_ordered(rows):
+            said[sid] = False
+    declared = said
     ref_votes: dict[str, float] = {}
     ref_best: dict[tuple[str, str], int] = {}
     for c in reference:
         pair = (c["doc"], c["sid"])
         ref_best[pair] = min(ref_best.get(pair, c["rank"]), c["rank"])
-    for (doc, _), rank in ref_best.items():
-        ref_votes[doc] = ref_votes.get(doc, 0.0) + 1.0 / (RRF_K + rank)
+    for (doc, sid), rank in ref_best.items():
+        if declared.get(sid) is not False:
+            ref_votes[doc] = ref_votes.get(doc, 0.0) + 1.0 / (RRF_K + rank)
     shares = len({c["doc"] for c in reference}) < len(reference)
     weight = {}
     for sid, _ in sources:
@@ -175,7 +207,7 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
             continue
         order = [-c["rank"] for c in mine]
         z = spearman(order, [c["sim"] for c in mine]) * math.sqrt(len(mine) - 1)
-        others = [ref_votes[c["doc"]] - 1.0 / (RRF_K + c["rank"]) for c in mine]
+        others = [ref_votes.get(c["doc"], 0.0) - 1.0 / (RRF_K + c["rank"]) for c in mine]
         if shares and max(others) > min(others):
             z = max(z, spearman(order, others) * math.sqrt(len(mine) - 1))
         weight[sid] = min(max(z - 1.0, 0.0), 1.0)
@@ -193,13 +225,12 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         mean = sum(positive) / len(positive)
         sd = math.sqrt(sum((v - mean) ** 2 for v in positive) / len(positive))
         low, span = mean - 3 * sd, 6 * sd
-    # content weight: 1 when no document has two ranked voters, 0.1 from a 10% share on
+    # content weight: 1 when no document has two voters, 0.1 from a 10% share on
     ranked_docs: dict[str, int] = {}
     voters: dict[str, int] = {}
     for doc, sid in best_rank:
         if weight[sid] > 0:
             voters[doc] = voters.get(doc, 0) + 1
-        if weight[sid] >= 0.5:
             ranked_docs[doc] = ranked_docs.get(doc, 0) + 1
     shared = (sum(1 for n in ranked_docs.values() if n >= 2) / len(ranked_docs)
               if ranked_docs else 0.0)

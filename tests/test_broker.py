@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeSource
 from structlog.testing import capture_logs
 
 from nautilus import (
@@ -20,33 +21,11 @@ from nautilus import (
     RankingSynthesizer,
     compute_response_hash,
 )
-from nautilus.hashing import canonical_json
+from nautilus.response_hash import canonical_json
 from nautilus.rows import CanonicalRows
-from nautilus.sources.config import SourceConfigError
+from nautilus.sources.factory import SourceConfigError
 
 DEMO_QUERY = "orders database disk full"
-
-
-class FakeSource:
-    """A source whose behaviour a test chooses: rows, an exception, a hang or garbage."""
-
-    def __init__(self, source_id: str, result: Any = None, *, raises: Exception | None = None,
-                 hang: bool = False, timeout_s: float = 5.0) -> None:
-        self.id = source_id
-        self.timeout_s = timeout_s
-        self.result = result if result is not None else []
-        self.raises = raises
-        self.hang = hang
-
-    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
-        if self.raises:
-            raise self.raises
-        if self.hang:
-            await asyncio.Event().wait()
-        return self.result
-
-    def close(self) -> None:
-        pass
 
 
 class WaitsForPeer(FakeSource):

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_broker import FakeSource
+from fakes import FakeSource
 
 from nautilus import Broker, workers
-from nautilus.sources.base import IDLE_CONNECTIONS
-from nautilus.sources.sqlite_table import SqliteTableSource
+from nautilus.sources.sqlite.base import IDLE_CONNECTIONS
+from nautilus.sources.sqlite.table import SqliteTableSource
 from nautilus.workers import MAX_STUCK, POOL_SIZE, WorkerPool, shared_pool
 
 HANG_EVERY = 10
@@ -187,7 +187,7 @@ def test_a_forked_child_gets_its_own_loop_and_workers(tmp_path: Path) -> None:
     script.write_text(
         "import os, sys\n"
         "sys.path.insert(0, sys.argv[1])\n"
-        "from test_broker import FakeSource\n"
+        "from fakes import FakeSource\n"
         "from nautilus import Broker\n"
         "import asyncio\n"
         "class T(FakeSource):\n"

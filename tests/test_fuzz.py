@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 import yaml
+from fakes import FakeSource
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
-from test_broker import FakeSource
 
 from nautilus import (
     AdapterResult,
@@ -37,9 +37,9 @@ from nautilus import (
     RankingSynthesizer,
     compute_response_hash,
 )
-from nautilus.hashing import NoCanonicalFormError, canonical_json, json_default
+from nautilus.response_hash import NoCanonicalFormError, canonical_json, json_default
 from nautilus.rows import mapping_problem
-from nautilus.sources.config import SourceConfigError, build_sources
+from nautilus.sources.factory import SourceConfigError, build_sources
 
 #: Examples per property: small under CI (the suite adds seconds), larger when exploring.
 EXAMPLES = int(os.environ.get("NAUTILUS_FUZZ_EXAMPLES", "60"))
@@ -289,7 +289,7 @@ hash_data = st.dictionaries(st.sampled_from(SOURCE_IDS), st.lists(st.dictionarie
 
 _HASH_CHILD = """
 import pickle, sys
-from nautilus.hashing import NoCanonicalFormError, compute_response_hash
+from nautilus.response_hash import NoCanonicalFormError, compute_response_hash
 out = []
 for data in pickle.load(open(sys.argv[1], "rb")):
     try:
@@ -459,7 +459,7 @@ def quoted(password: str) -> str:
 def test_mask_dsn_hides_any_keyword_password(password: str, form: Any) -> None:
     from psycopg.conninfo import conninfo_to_dict
 
-    from nautilus.sources.postgres_base import mask_dsn
+    from nautilus.sources.postgres.dsn import mask_dsn
     dsn = f"host=db password={form(password)} dbname=kb"
     assert conninfo_to_dict(dsn)["password"] == password  # the DSN says what libpq reads
     assert conninfo_to_dict(mask_dsn(dsn)) == {"host": "db", "password": "***", "dbname": "kb"}
@@ -472,7 +472,7 @@ def test_mask_dsn_hides_any_url_password(password: str, in_query: bool) -> None:
 
     from psycopg.conninfo import conninfo_to_dict
 
-    from nautilus.sources.postgres_base import mask_dsn
+    from nautilus.sources.postgres.dsn import mask_dsn
     secret = quote(password.encode("utf-8", "surrogatepass"), safe="")
     dsn = (f"postgresql://app@db/kb?password={secret}&sslmode=require" if in_query
            else f"postgresql://app:{secret}@db/kb?sslmode=require")
@@ -494,7 +494,7 @@ seed_lines = st.one_of(
 @example(lines=[b'{"id": "a", "v": 1' + b"0" * 5000 + b"}"])  # was a bare ValueError
 def test_any_seed_line_is_a_row_or_a_seed_error(lines: list[bytes],
                                                 tmp_path_factory: Any) -> None:
-    from nautilus.sources.base import SeedError, read_jsonl
+    from nautilus.sources.seeds import SeedError, read_jsonl
     seed = tmp_path_factory.mktemp("seed") / "rows.jsonl"
     seed.write_bytes(b"\n".join(line.replace(b"\n", b" ") for line in lines))
     try:
@@ -511,8 +511,8 @@ def test_any_seed_line_is_a_row_or_a_seed_error(lines: list[bytes],
 def test_any_query_costs_at_most_32_terms(words: list[str], repeat: int) -> None:
     import sqlite3
 
-    from nautilus.sources.postgres_fts import MAX_TERMS, PostgresFtsSource
-    from nautilus.sources.sqlite_fts import fts_match_expression
+    from nautilus.sources.postgres.fts import MAX_TERMS, PostgresFtsSource
+    from nautilus.sources.sqlite.fts import fts_match_expression
     query = " ".join(words + [f"w{i}" for i in range(repeat)])
     expression = fts_match_expression(query)
     assert expression.count(" OR ") < 32

@@ -20,10 +20,10 @@ from servers import NAUTILUS, Server, running, wait_ready
 from nautilus.broker import Broker
 from nautilus.cli import DEMO_QUERIES
 from nautilus.config import NautilusSettings
-from nautilus.hashing import compute_response_hash
-from nautilus.models import AdapterResult, BrokerResponse
 from nautilus.pages import PageError, paging
-from nautilus.sources.config import bundled_demo_config
+from nautilus.records import AdapterResult, BrokerResponse
+from nautilus.response_hash import compute_response_hash
+from nautilus.sources.factory import bundled_demo_config
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 QUERY = "orders-db disk full"

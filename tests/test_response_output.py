@@ -18,7 +18,7 @@ from servers import NAUTILUS, Server, running, wait_ready
 
 from nautilus.broker import Broker
 from nautilus.config import NautilusSettings
-from nautilus.hashing import canonical_json
+from nautilus.response_hash import canonical_json
 
 QUERY = "orders-db disk full"
 

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from fakes import FakeSource
 from structlog.testing import capture_logs
-from test_broker import FakeSource
 
 from nautilus import (
     AdapterResult,
@@ -29,7 +29,7 @@ from nautilus import (
     RankingSynthesizer,
     compute_response_hash,
 )
-from nautilus.hashing import canonical_json
+from nautilus.response_hash import canonical_json
 
 
 class RaisingStr:

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Protocol, TypeGuard, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from nautilus.errors import NautilusError
 from nautilus.text import TokenBatch
 
 if TYPE_CHECKING:
     from nautilus.embedders.hashing import SparseRows, SparseVector
 
 
-class EmbeddingUnavailableError(RuntimeError):
+class EmbeddingUnavailableError(NautilusError, RuntimeError):
     """No embedding can be had (e.g. the no-op embedder in strict mode)."""
 
 

@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from nautilus.embedders.onnx_graph import INT8_KINDS, GraphRewriteError, rewrite
+from nautilus.errors import NautilusError
 from nautilus.log import get_logger
 
 logger = get_logger("nautilus.embedders.onnx")
@@ -107,7 +108,7 @@ def _available_cores() -> int:
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
-class ModelFileError(RuntimeError):
+class ModelFileError(NautilusError, RuntimeError):
     """A model or tokenizer file is missing or is not the file we pinned."""
 
 

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nautilus.errors import NautilusError
+
 if TYPE_CHECKING:
     from onnx import NodeProto
 
@@ -44,7 +46,7 @@ INT8_KINDS = ALL_KINDS
 CONTRIB = "com.microsoft"
 
 
-class GraphRewriteError(RuntimeError):
+class GraphRewriteError(NautilusError, RuntimeError):
     """The model graph is not the one the rewrite was written for."""
 
 

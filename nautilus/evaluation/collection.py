@@ -18,10 +18,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nautilus.config import LogSettings, NautilusSettings
-from nautilus.log import configure_logging
-from nautilus.sources.base import SqliteSource, read_jsonl
-from nautilus.sources.config import SourceConfigError, build_sources
+from nautilus.config import NautilusSettings
+from nautilus.errors import NautilusError
+from nautilus.log import LogSettings, configure_logging
+from nautilus.sources.factory import SourceConfigError, build_sources
+from nautilus.sources.seeds import read_jsonl
+from nautilus.sources.sqlite.base import SqliteSource
 
 LAYOUTS = ("partitioned", "hybrid")
 SOURCES = ("fts", "sql", "vector")
@@ -54,7 +56,7 @@ sources:
 """
 
 
-class CollectionError(Exception):
+class CollectionError(NautilusError):
     """The folder is not a BEIR collection."""
 
 

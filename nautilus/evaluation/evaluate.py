@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nautilus.broker import Broker
+from nautilus.broker import Broker, applied_settings
 from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder, embedder_from_name
 from nautilus.evaluation.coverage import Coverage, coverage
@@ -29,12 +29,10 @@ from nautilus.evaluation.sweep import (
     Scored,
     alternatives,
     compare,
-    current_settings,
     recommend,
     score,
     unboosted_reference,
 )
-from nautilus.synthesis.ranking import RankingSynthesizer
 
 #: Queries in flight at once: enough to overlap the sources' I/O, few enough to be polite.
 CONCURRENT_QUERIES = 4
@@ -93,7 +91,7 @@ def run_eval(queries_path: Path, judgments_path: Path, config: str | None,
     broker = Broker.from_config(config, settings)
     with broker:
         source_ids = [s.id for s in broker.sources]
-        current = current_settings(settings, source_ids)
+        current = applied_settings(settings, source_ids)
         embedder = _embedder(broker, current)
         started = time.perf_counter()
         with Progress(len(judged), "fetching", enabled=progress) as bar:
@@ -127,7 +125,7 @@ _RANKING_FIELDS = ("ranking_top_k", "ranking_idf", "source_boosts", "ranking_max
 
 def _embedder(broker: Broker, settings: NautilusSettings) -> Embedder:
     """The broker's own embedder when it ranks, so every alternative scores the same way."""
-    if isinstance(broker.synthesizer, RankingSynthesizer):
+    if broker.synthesizer.embedder is not None:
         return broker.synthesizer.embedder
     return embedder_from_name(settings.embedder, cache_size=settings.embedder_cache_size)
 

@@ -23,10 +23,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nautilus.sources.base import read_jsonl
+from nautilus.errors import NautilusError
+from nautilus.sources.seeds import read_jsonl
 
 
-class EvalInputError(Exception):
+class EvalInputError(NautilusError):
     """A queries or judgments file that cannot be read as any supported format."""
 
 

@@ -32,7 +32,7 @@ from nautilus.evaluation.metrics import (
     reciprocal_rank,
     relevant,
 )
-from nautilus.models import AdapterResult
+from nautilus.records import AdapterResult
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
 
@@ -205,13 +205,6 @@ def boosts_value(boosts: Mapping[str, str], order: Sequence[str]) -> str:
     rank = {sid.lower(): i for i, sid in enumerate(order)}
     return ",".join(f"{sid}:{level}" for sid, level in
                     sorted(boosts.items(), key=lambda item: rank.get(item[0], len(rank))))
-
-
-def current_settings(settings: NautilusSettings, source_ids: Sequence[str]) -> NautilusSettings:
-    """The settings as the broker applies them: boosts naming no source dropped."""
-    known = {sid.lower() for sid in source_ids}
-    kept = {sid: level for sid, level in settings.source_boosts.items() if sid in known}
-    return settings.model_copy(update={"source_boosts": kept})
 
 
 def alternatives(settings: NautilusSettings, source_ids: Sequence[str], embedder: Embedder,

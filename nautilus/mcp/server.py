@@ -17,7 +17,8 @@ from collections.abc import AsyncIterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from nautilus.config import ConfigError, ConfigProblem, NautilusSettings
+from nautilus.config import ConfigError, NautilusSettings
+from nautilus.errors import Problem
 from nautilus.log import get_logger
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None 
     keys = load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable
     engine = Engine.build(settings)
     if not engine.broker.sources:  # as nautilus serve refuses it: nothing to search
-        raise ConfigError((ConfigProblem(
+        raise ConfigError((Problem(
             "NAUTILUS_CONFIG", str(settings.config), "the sources file lists no sources",
             "at least one source; docs/sources.md has an example of each type"),))
     if transport == "stdio":

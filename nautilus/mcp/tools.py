@@ -26,9 +26,9 @@ from nautilus.broker import Broker
 from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder
 from nautilus.log import get_logger
-from nautilus.models import VECTOR_FIELDS, BrokerResponse, RankedRow
 from nautilus.pages import MAX_PAGE
 from nautilus.ranking_boost import BOOST_LEVELS
+from nautilus.records import VECTOR_FIELDS, BrokerResponse, RankedRow
 from nautilus.service import metrics
 from nautilus.service.limits import ConcurrencyLimit
 from nautilus.service.overrides import QueryRequest, cut_page, forbid_overrides, parse_request, plan
@@ -36,8 +36,8 @@ from nautilus.service.problems import ProblemError
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
 from nautilus.service.served import serve_broker
-from nautilus.sources.config import bundled_demo_config, load_sources
-from nautilus.synthesis.ranking import RankingSynthesizer
+from nautilus.sources.base import declared_order
+from nautilus.sources.factory import bundled_demo_config, load_sources
 
 logger = get_logger("nautilus.mcp")
 
@@ -201,7 +201,7 @@ class Engine:
             metrics.IN_FLIGHT.dec()
         response, page = cut_page(run, response)
         metrics.record_response(response)
-        ranked = isinstance(run.broker.synthesizer, RankingSynthesizer)
+        ranked = run.broker.synthesizer.ranking_enabled
         out = _search_content(parsed, response, page, ranked)
         if parsed.explain:
             out["explain"] = run.explain
@@ -212,7 +212,7 @@ class Engine:
     def list_sources(self) -> types.CallToolResult:
         failing = self.readiness.failing()
         rows = [{"id": s.id, "type": self.source_types.get(s.id, "custom"),
-                 "declares_order": getattr(s, "ranked", None),
+                 "declares_order": declared_order(s),
                  "boost": self.settings.source_boosts.get(s.id.lower()),
                  "healthy": s.id not in failing, "problem": failing.get(s.id)}
                 for s in self.broker.sources]

@@ -11,14 +11,14 @@ from typing import Any
 import httpx
 
 from nautilus.broker import Broker
-from nautilus.models import BrokerResponse
-from nautilus.synthesis.ranking import RankingSynthesizer
+from nautilus.errors import NautilusError
+from nautilus.records import BrokerResponse
 
 #: Row fields never copied into a hit's text or fields (vectors are for the ranker).
 _HIDDEN = frozenset({"embedding"})
 
 
-class NautilusError(RuntimeError):
+class ServiceError(NautilusError, RuntimeError):
     """The service refused the query (problem+json) or could not be reached."""
 
 
@@ -104,7 +104,7 @@ class HitSource:
                              "(NautilusSettings(ranking_top_k=..., source_boosts=...))")
 
     def _ranked(self) -> bool:
-        return isinstance(getattr(self.broker, "synthesizer", None), RankingSynthesizer)
+        return self.broker is not None and self.broker.synthesizer.ranking_enabled
 
     def _body(self, query: str) -> dict[str, Any]:
         body: dict[str, Any] = {"query": query}
@@ -129,7 +129,7 @@ class HitSource:
             response = httpx.post(self._endpoint(), json=self._body(query),
                                   headers=self._headers(), timeout=self.timeout_s)
         except httpx.HTTPError as exc:
-            raise NautilusError(f"{self._endpoint()}: {type(exc).__name__}: {exc}") from None
+            raise ServiceError(f"{self._endpoint()}: {type(exc).__name__}: {exc}") from None
         return hits_of_json(_checked(response))
 
     async def ahits(self, query: str) -> list[Hit]:
@@ -140,7 +140,7 @@ class HitSource:
                 response = await client.post(self._endpoint(), json=self._body(query),
                                              headers=self._headers())
         except httpx.HTTPError as exc:
-            raise NautilusError(f"{self._endpoint()}: {type(exc).__name__}: {exc}") from None
+            raise ServiceError(f"{self._endpoint()}: {type(exc).__name__}: {exc}") from None
         return hits_of_json(_checked(response))
 
 
@@ -150,6 +150,6 @@ def _checked(response: httpx.Response) -> dict[str, Any]:
             detail = response.json().get("detail", response.text)
         except ValueError:
             detail = response.text[:300]
-        raise NautilusError(f"nautilus serve answered {response.status_code}: {detail}")
+        raise ServiceError(f"nautilus serve answered {response.status_code}: {detail}")
     body: dict[str, Any] = response.json()
     return body

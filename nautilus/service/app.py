@@ -29,9 +29,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nautilus import __version__
 from nautilus.blas import limit_blas_threads
-from nautilus.broker import Broker
-from nautilus.config import ConfigProblem, NautilusSettings, cut
+from nautilus.broker import Broker, boost_problems
+from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder
+from nautilus.errors import Problem, cut
 from nautilus.log import configure_logging, get_logger
 from nautilus.service import metrics
 from nautilus.service.limits import (
@@ -51,7 +52,6 @@ from nautilus.service.overrides import (
     plan,
 )
 from nautilus.service.problems import (
-    FieldProblem,
     ProblemError,
     invalid,
     problem_response,
@@ -60,7 +60,6 @@ from nautilus.service.problems import (
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
 from nautilus.service.served import serve_broker
-from nautilus.synthesis.ranking import RankingSynthesizer
 
 logger = get_logger("nautilus.service")
 
@@ -80,7 +79,7 @@ class ServiceState:
     limit: ConcurrencyLimit
     readiness: Readiness
     api_keys: tuple[bytes, ...]
-    problems: tuple[ConfigProblem, ...]
+    problems: tuple[Problem, ...]
     runner: BrokerLoop
 
 
@@ -97,11 +96,8 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
         limit_blas_threads(1)
         served = serve_broker(settings)
         effective, broker, embedder = served.settings, served.broker, served.embedder
-        raw_sources, known = served.raw_sources, {s.id.lower() for s in served.raw_sources}
-        problems = settings.problems + tuple(
-            ConfigProblem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
-                          ", ".join(s.id for s in raw_sources))
-            for sid in settings.source_boosts if sid not in known)
+        raw_sources = served.raw_sources
+        problems = settings.problems + boost_problems(settings, [s.id for s in raw_sources])
         readiness = Readiness(raw_sources, settings.serve_probe_interval_s)
         runner = BrokerLoop()
         app.state.service = ServiceState(effective, broker, embedder,
@@ -249,8 +245,8 @@ async def _answer(request: Request, state: ServiceState, body: bytes) -> Respons
     rid = _request_id(request)
     broker_request_id = response.request_id
     response.request_id = rid
-    out = response.to_dict(vectors=bool(parsed.vectors), ranking_enabled=isinstance(
-        run.broker.synthesizer, RankingSynthesizer))
+    out = response.to_dict(vectors=bool(parsed.vectors),
+                           ranking_enabled=run.broker.synthesizer.ranking_enabled)
     out["synthesizer"] = type(run.broker.synthesizer).__name__
     if page is not None:
         out["page"] = page
@@ -292,7 +288,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def on_validation(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, RequestValidationError):
             raise exc
-        problems = [FieldProblem(".".join(str(p) for p in e["loc"]), cut(e.get("input")),
+        problems = [Problem(".".join(str(p) for p in e["loc"]), cut(e.get("input")),
                                  str(e["msg"]).lower(), "see /openapi.json")
                     for e in exc.errors()]
         return problem_response(invalid(problems), _request_id(request))

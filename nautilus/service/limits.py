@@ -11,8 +11,9 @@ from pathlib import Path
 
 from starlette.requests import ClientDisconnect, Request
 
-from nautilus.config import ConfigError, ConfigProblem, cut
-from nautilus.service.problems import FieldProblem, ProblemError, invalid
+from nautilus.config import ConfigError
+from nautilus.errors import Problem, cut
+from nautilus.service.problems import ProblemError, invalid
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
@@ -67,7 +68,7 @@ def parse_json_body(body: bytes) -> object:
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         reason = ("nested too deeply" if isinstance(exc, RecursionError)
                   else getattr(exc, "msg", None) or str(exc).split(";")[0][:120])
-        raise invalid([FieldProblem("body", cut(body[:80].decode("utf-8", "replace")),
+        raise invalid([Problem("body", cut(body[:80].decode("utf-8", "replace")),
                                     f"not valid JSON ({reason})",
                                     'a JSON object such as {"query": "disk full"}')]) from None
 
@@ -114,7 +115,7 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
     if path is None:
         return ()
     def problem(reason: str) -> ConfigError:
-        return ConfigError((ConfigProblem("NAUTILUS_SERVE_API_KEYS_FILE", cut(path), reason,
+        return ConfigError((Problem("NAUTILUS_SERVE_API_KEYS_FILE", cut(path), reason,
                                           "a readable file, one key a line"),))
 
     try:

@@ -38,7 +38,8 @@ from typing import Any
 import yaml
 from dotenv import dotenv_values
 
-from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, cut
+from nautilus.config import ConfigError, NautilusSettings
+from nautilus.errors import Problem, cut
 
 _WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "Pod")
 _PREFIX = "NAUTILUS_"
@@ -50,7 +51,7 @@ class Target:
 
     where: str
     env: dict[str, str]
-    problems: list[ConfigProblem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
 
 def _is_ours(name: object) -> bool:
@@ -58,13 +59,13 @@ def _is_ours(name: object) -> bool:
 
 
 def _fail(path: str | Path, reason: str, valid: str) -> ConfigError:
-    return ConfigError((ConfigProblem("--manifest", str(path), reason, valid),))
+    return ConfigError((Problem("--manifest", str(path), reason, valid),))
 
 
 def read_env_file(path: str | Path) -> dict[str, str]:
     """``KEY=VALUE`` lines (``export``, quotes and ``#`` comments as in dotenv)."""
     if not Path(path).is_file():
-        raise ConfigError((ConfigProblem("--env-file", str(path), "no such file",
+        raise ConfigError((Problem("--env-file", str(path), "no such file",
                                          "a dotenv file of KEY=VALUE lines"),))
     return {k: v or "" for k, v in dotenv_values(path).items()}
 
@@ -117,7 +118,7 @@ def _workload(document: Mapping[str, Any], config_maps: Mapping[str, Any]) -> li
 
 
 def _container_problems(container: Mapping[str, Any], env: Mapping[str, str],
-                        ) -> list[ConfigProblem]:
+                        ) -> list[Problem]:
     """What makes this container crash-loop (a read-only root with nowhere to write)
     or oversubscribe its CPU (more workers than requested cores)."""
     problems = []
@@ -136,11 +137,11 @@ def _container_problems(container: Mapping[str, Any], env: Mapping[str, str],
             dirs["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
         for name, directory in dirs.items():
             if not directory:
-                problems.append(ConfigProblem(
+                problems.append(Problem(
                     name, "(unset)", "readOnlyRootFilesystem is true and the default "
                     "(~/.cache/nautilus) is on the read-only root", valid))
             elif not any(PurePosixPath(directory).is_relative_to(w) for w in writable):
-                problems.append(ConfigProblem(
+                problems.append(Problem(
                     name, cut(directory), "readOnlyRootFilesystem is true and no writable "
                     "volumeMount holds it (the service writes its databases and metrics "
                     "there)", valid))
@@ -151,7 +152,7 @@ def _container_problems(container: Mapping[str, Any], env: Mapping[str, str],
 
 
 def _workers_problem(container: Mapping[str, Any], env: Mapping[str, str],
-                     ) -> ConfigProblem | None:
+                     ) -> Problem | None:
     """More worker processes than the container's CPU request has cores."""
     args = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
     raw = env.get("NAUTILUS_SERVE_WORKERS")
@@ -169,7 +170,7 @@ def _workers_problem(container: Mapping[str, Any], env: Mapping[str, str],
     allowed = max(1, math.ceil(cores))
     if int(raw) <= allowed:
         return None
-    return ConfigProblem("NAUTILUS_SERVE_WORKERS", str(raw).strip(),
+    return Problem("NAUTILUS_SERVE_WORKERS", str(raw).strip(),
                          f"more workers than the CPU request ({cpu}) has cores; each "
                          "worker ranks on one core", f"at most {allowed} (one worker per "
                          "requested core), or a larger resources.requests.cpu")
@@ -192,14 +193,14 @@ def _env_from(source: Any, config_maps: Mapping[str, Any], target: Target) -> No
     if isinstance(ref, dict):
         data = config_maps.get(str(ref.get("name")))
         if data is None:
-            target.problems.append(ConfigProblem(
+            target.problems.append(Problem(
                 "envFrom", cut(str(ref.get("name"))), "ConfigMap not in this file; not checked",
                 ", ".join(config_maps) or "a ConfigMap in the same file"))
             return
         for key, value in data.items():
             target.env[prefix + str(key)] = "" if value is None else str(value)
     elif isinstance(source.get("secretRef"), dict):
-        target.problems.append(ConfigProblem(
+        target.problems.append(Problem(
             "envFrom", cut(str(source["secretRef"].get("name"))),
             "a Secret's variables cannot be checked here", "NAUTILUS_* in a ConfigMap or env"))
 
@@ -217,11 +218,11 @@ def _env_entry(entry: Mapping[str, Any], config_maps: Mapping[str, Any], target:
         if data is not None and ref.get("key") in data:
             target.env[name] = str(data[ref["key"]])
             return
-        target.problems.append(ConfigProblem(
+        target.problems.append(Problem(
             name, f"configMapKeyRef {ref.get('name')}/{ref.get('key')}",
             "not found in this file; not checked", ", ".join(config_maps) or "(no ConfigMap)"))
         return
-    target.problems.append(ConfigProblem(
+    target.problems.append(Problem(
         name, "(valueFrom)", "a Secret or field reference cannot be checked here",
         "a value or a configMapKeyRef"))
 
@@ -244,11 +245,11 @@ def _compose(services: Mapping[str, Any], base: Path) -> list[Target]:
             if not _is_ours(key):
                 continue
             if value is None:
-                target.problems.append(ConfigProblem(
+                target.problems.append(Problem(
                     str(key), "(from the host)", "no value in the file; not checked",
                     "KEY=VALUE"))
             elif "${" in str(value):
-                target.problems.append(ConfigProblem(
+                target.problems.append(Problem(
                     str(key), cut(str(value)), "interpolated at deploy time; not checked",
                     "a literal value"))
             else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import (
@@ -26,8 +26,8 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from nautilus.models import BrokerResponse
-from nautilus.sources.base import Row, Source
+from nautilus.records import BrokerResponse
+from nautilus.sources.base import ForwardingSource, Row, Source
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -123,32 +123,20 @@ def render() -> tuple[bytes, str]:
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
-class TimedSource:
+class TimedSource(ForwardingSource):
     """A source wrapped to time every search into ``nautilus_source_duration_seconds``.
 
     The broker's timeout cancels the search; the ``finally`` still records the wait.
+    The build step (``prepare``) is forwarded untimed: the broker bounds it.
     """
 
     def __init__(self, inner: Source) -> None:
-        self.inner = inner
-        self.id = inner.id
-        self.timeout_s = inner.timeout_s
-        self.ranked: bool | None = getattr(inner, "ranked", None)  # the broker reads both
+        super().__init__(inner)
         self._observe: Callable[[float], None] = SOURCE_DURATION.labels(inner.id).observe
-
-    async def prepare(self) -> None:
-        """The wrapped source's build step (untimed here: the broker bounds it)."""
-        prepare = getattr(self.inner, "prepare", None)
-        if prepare is not None:
-            await prepare()
 
     async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
         started = time.perf_counter()
         try:
-            search: Callable[..., Awaitable[list[Row]]] = self.inner.search
-            return await search(query, context, limit)
+            return await self.inner.search(query, context, limit)
         finally:
             self._observe(time.perf_counter() - started)
-
-    def close(self) -> None:
-        self.inner.close()

@@ -15,17 +15,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nautilus.broker import Broker
-from nautilus.config import (
-    NautilusSettings,
-    _parse_bool,
-    _parse_int,
-    collect_source_boosts,
-    cut,
-)
+from nautilus.config import NautilusSettings, collect_source_boosts
 from nautilus.embedders import Embedder
-from nautilus.models import BrokerResponse
+from nautilus.errors import Problem, cut
 from nautilus.pages import MAX_PAGE, PageError, Paging, paging
-from nautilus.service.problems import FieldProblem, ProblemError, invalid
+from nautilus.records import BrokerResponse
+from nautilus.service.problems import ProblemError, invalid
+from nautilus.settings_parsing import parse_bool, parse_int
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
@@ -75,7 +71,7 @@ def parse_request(payload: object) -> QueryRequest:
             where = ".".join(str(p) for p in error["loc"]) or "body"
             valid = _valid_for(error["type"], where, fields)
             message = error["msg"]
-            problems.append(FieldProblem(where, cut(error.get("input")),
+            problems.append(Problem(where, cut(error.get("input")),
                                          message[:1].lower() + message[1:], valid))
         raise invalid(problems) from None
 
@@ -115,30 +111,30 @@ class Plan:
 def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
          embedder: Embedder | None, max_query_chars: int) -> Plan:
     """Validate the overrides against the settings' parsers and the broker's sources."""
-    problems: list[FieldProblem] = []
+    problems: list[Problem] = []
     if len(request.query) > max_query_chars:
-        problems.append(FieldProblem("query", f"({len(request.query)} characters)",
+        problems.append(Problem("query", f"({len(request.query)} characters)",
                                      "too long (NAUTILUS_SERVE_MAX_QUERY_CHARS)",
                                      f"at most {max_query_chars} characters"))
     ids = [s.id for s in broker.sources]
     known = {i.lower(): i for i in ids}
     update: dict[str, Any] = {}
     if request.top_k is not None:
-        top_k, problem = _parse_int("top_k", request.top_k)
+        top_k, problem = parse_int("top_k", request.top_k)
         if problem:
-            problems.append(FieldProblem("top_k", problem.value, problem.reason,
+            problems.append(Problem("top_k", problem.value, problem.reason,
                                          "an integer >= 1"))
         update["ranking_top_k"] = top_k
     if request.idf is not None:
-        idf, problem = _parse_bool("idf", request.idf, False)
+        idf, problem = parse_bool("idf", request.idf, False)
         update["ranking_idf"] = idf
     if request.boosts is not None:
         boosts, boost_problems = collect_source_boosts(request.boosts)
-        problems.extend(FieldProblem("boosts", p.value, p.reason, p.valid)
+        problems.extend(Problem("boosts", p.value, p.reason, p.valid)
                         for p in boost_problems)
         for sid in boosts:
             if sid not in known:
-                problems.append(FieldProblem("boosts", sid, f"no source has id {sid!r}",
+                problems.append(Problem("boosts", sid, f"no source has id {sid!r}",
                                              ", ".join(ids)))
         update["source_boosts"] = boosts
     chosen = list(broker.sources)
@@ -146,10 +142,10 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
         wanted = [s.strip().lower() for s in request.sources]
         for raw, sid in zip(request.sources, wanted, strict=True):
             if sid not in known:
-                problems.append(FieldProblem("sources", cut(raw), "unknown source id",
+                problems.append(Problem("sources", cut(raw), "unknown source id",
                                              ", ".join(ids)))
         if not wanted:
-            problems.append(FieldProblem("sources", "[]", "no source asked",
+            problems.append(Problem("sources", "[]", "no source asked",
                                          "one or more of: " + ", ".join(ids)))
         chosen = [s for s in broker.sources if s.id.lower() in set(wanted)]
     effective = settings.model_copy(update=update) if update else settings
@@ -159,7 +155,7 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
             pages = paging(request.query, effective, [s.id for s in chosen],
                            page=request.page, cursor=request.cursor)
         except PageError as exc:
-            problems.append(FieldProblem(exc.field, exc.value, exc.reason, exc.valid))
+            problems.append(exc.problem)
     if problems:
         raise invalid(problems)
     explain = {"synthesizer": type(broker.synthesizer).__name__,

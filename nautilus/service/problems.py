@@ -16,26 +16,14 @@ from typing import Any
 
 from starlette.responses import Response
 
+from nautilus.errors import NautilusError, Problem
+
 MEDIA_TYPE = "application/problem+json"
 _TYPE_BASE = "urn:nautilus:problem:"
 
 
-@dataclass(frozen=True)
-class FieldProblem:
-    """One bad field of a request."""
-
-    field: str
-    value: str
-    reason: str
-    valid: str
-
-    @property
-    def message(self) -> str:
-        return f"{self.field}: {self.value!r}: {self.reason} (valid: {self.valid})"
-
-
 @dataclass(eq=False)  # an exception compares and hashes by identity
-class ProblemError(Exception):
+class ProblemError(NautilusError):
     """Raised anywhere in a request; the app turns it into a problem+json response."""
 
     status: int
@@ -49,13 +37,13 @@ class ProblemError(Exception):
         return f"{self.status} {self.title}: {self.detail}"
 
 
-def invalid(problems: list[FieldProblem]) -> ProblemError:
-    """422 naming every bad field, its value and the valid choices."""
+def invalid(problems: list[Problem]) -> ProblemError:
+    """422 naming every bad field (a problem's ``name``), its value and the valid choices."""
     first = problems[0]
     return ProblemError(
         422, "invalid-request", "Invalid request", "; ".join(p.message for p in problems),
-        extra={"field": first.field, "value": first.value, "valid": first.valid,
-               "errors": [{"field": p.field, "value": p.value, "reason": p.reason,
+        extra={"field": first.name, "value": first.value, "valid": first.valid,
+               "errors": [{"field": p.name, "value": p.value, "reason": p.reason,
                            "valid": p.valid} for p in problems]})
 
 

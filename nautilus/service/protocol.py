@@ -15,15 +15,17 @@ import os
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from nautilus.config import _parse_seconds as parse_seconds
+from nautilus.config import NautilusSettings
 from nautilus.service import metrics
+from nautilus.settings_parsing import parse_seconds
 
 #: Read once a worker: ``nautilus serve`` exports the effective setting to its workers.
 _VARIABLE = "NAUTILUS_SERVE_BODY_TIMEOUT_S"
 
 
 def _deadline() -> float:
-    value, _ = parse_seconds(_VARIABLE, os.environ.get(_VARIABLE), 5.0)  # the settings' rule
+    default = NautilusSettings.model_fields["serve_body_timeout_s"].default
+    value, _ = parse_seconds(_VARIABLE, os.environ.get(_VARIABLE), default)  # the settings' rule
     return value
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from nautilus.broker import PREPARE_TIMEOUT_S
 from nautilus.log import get_logger
-from nautilus.sources.base import Source
+from nautilus.sources.base import Source, preparer
 
 logger = get_logger("nautilus.service")
 
@@ -43,7 +43,7 @@ class Readiness:
     async def _probe(self, source: Source) -> None:
         health = self.health[source.id]
         try:
-            prepare = getattr(source, "prepare", None)
+            prepare = preparer(source)
             if prepare is not None:  # a source whose data cannot be built is not ready
                 await asyncio.wait_for(prepare(), PREPARE_TIMEOUT_S)
             rows = await asyncio.wait_for(

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nautilus.broker import Broker
+from nautilus.broker import Broker, applied_settings
 from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder, embedder_from_name
 from nautilus.service import metrics
 from nautilus.sources.base import Source
-from nautilus.synthesis.ranking import RankingSynthesizer
 
 
 @dataclass
@@ -30,14 +29,11 @@ def serve_broker(settings: NautilusSettings) -> ServedBroker:
     """The broker ``nautilus serve`` and ``nautilus mcp`` serve; a bad sources file or a
     strict-mode problem raises here, before anything is served."""
     broker = Broker.from_config(None, settings)
-    known = {s.id.lower() for s in broker.sources}
-    effective = settings.model_copy(update={"source_boosts": {
-        k: v for k, v in settings.source_boosts.items() if k in known}})
+    effective = applied_settings(settings, [s.id for s in broker.sources])
     raw_sources = list(broker.sources)
     broker.sources = [metrics.TimedSource(s) for s in raw_sources]
     # Per-request overrides reuse the ranking embedder (onnx is shared per process).
-    embedder = (broker.synthesizer.embedder
-                if isinstance(broker.synthesizer, RankingSynthesizer)
-                else embedder_from_name("hashing") if settings.embedder == "hashing"
-                else None)
+    embedder = broker.synthesizer.embedder
+    if embedder is None and settings.embedder == "hashing":
+        embedder = embedder_from_name("hashing")
     return ServedBroker(effective, broker, raw_sources, embedder)

@@ -21,7 +21,8 @@ from pathlib import Path
 from types import FrameType
 
 from nautilus.broker import Broker
-from nautilus.config import ConfigError, ConfigProblem, NautilusSettings
+from nautilus.config import ConfigError, NautilusSettings
+from nautilus.errors import Problem
 from nautilus.log import get_logger
 
 logger = get_logger("nautilus.service")
@@ -67,7 +68,7 @@ def own_metrics_dir(data_dir: Path) -> str:
             return tempfile.mkdtemp(prefix="nautilus-metrics-", dir=parent)
         except OSError as exc:  # no usable temporary directory, a read-only file system
             tried.append(f"{parent or 'the temporary directory'}: {exc.strerror or exc}")
-    raise ConfigError((ConfigProblem(
+    raise ConfigError((Problem(
         _MULTIPROC, "(unset)", "no writable directory for the metrics (" + "; ".join(tried)
         + ")", "a writable NAUTILUS_DATA_DIR (a mounted volume), TMPDIR or "
         f"{_MULTIPROC}"),))
@@ -82,7 +83,7 @@ def _clear_operator_dir(path: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".nautilus-probe-"):
             pass
     except OSError as exc:
-        raise ConfigError((ConfigProblem(
+        raise ConfigError((Problem(
             _MULTIPROC, str(path), f"not a writable directory ({exc.strerror or exc})",
             "a writable directory, or unset (a fresh one is made)"),)) from None
 
@@ -101,7 +102,7 @@ def serve(host: str | None = None, port: int | None = None,
     settings = NautilusSettings()  # strict mode raises ConfigError here
     with Broker.from_config(None, settings) as broker:  # sources file and boosted ids
         if not broker.sources:
-            raise ConfigError((ConfigProblem(
+            raise ConfigError((Problem(
                 "NAUTILUS_CONFIG", str(settings.config), "the sources file lists no sources",
                 "at least one source; docs/sources.md has an example of each type"),))
     load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable

@@ -1,1 +1,2 @@
-"""Sources: the protocol (``base``), the sources file (``config``), one module per type."""
+"""Sources: the protocol (``base``), the sources file (``schema``, ``factory``), seeds and
+SQL text shared by the backends, and one subpackage per backend (``sqlite``, ``postgres``)."""

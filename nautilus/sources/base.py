@@ -1,541 +1,94 @@
-"""The source protocol, and the shared machinery of the embedded SQLite sources.
+"""The source protocol: what the broker, the readiness probe and the service call on a source.
 
-A source is anything with an ``id``, a ``timeout_s`` and
-``async search(query, context, limit) -> list[dict]``. The broker wraps every
-call in a timeout and turns any failure into an ``ErrorRecord``, so a source
-may simply raise.
+A source has an ``id``, a ``timeout_s``, ``ranked`` (whether its row order is
+relevance: True, False, or None for "not said"), ``async prepare()`` (build or
+refresh its data; awaited before the timed search, under its own deadline),
+``async search(query, context, limit) -> list[dict]`` and ``close()``. The broker
+wraps every call in a timeout and turns any failure into an ``ErrorRecord``, so a
+source may simply raise.
+
+:class:`SourceBase` supplies the defaults (not ranked-or-not, nothing to prepare,
+nothing to close); :class:`ForwardingSource` wraps a source and forwards what it
+does not change. A caller's own object may still leave ``ranked``/``prepare`` out
+(it is someone else's code): :func:`declared_order` and :func:`preparer` read it
+the way the protocol's defaults say.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import difflib
-import errno
-import glob
-import hashlib
-import json
-import os
-import sqlite3
-import stat as stat_kind
-import threading
-import time
-import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
-from typing import Any, BinaryIO, Protocol, runtime_checkable
-from urllib.parse import quote
-
-from nautilus.log import get_logger
-from nautilus.workers import in_worker
-
-try:  # a cross-process lock; without fcntl (Windows) the in-process lock still holds
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
-
-logger = get_logger("nautilus.sources")
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
 
 Row = dict[str, Any]
-
-#: Bump when the layout of a built database changes: every database is rebuilt.
-BUILD_FORMAT = "2"
-META_TABLE = "nautilus_meta"
 
 
 @runtime_checkable
 class Source(Protocol):
     id: str
     timeout_s: float
+    ranked: bool | None
+
+    async def prepare(self) -> None: ...
 
     async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]: ...
 
     def close(self) -> None: ...
 
 
-class ForeignFileError(RuntimeError):
-    """A source's ``path`` holds a file nautilus did not build: it is never replaced."""
+class SourceBase:
+    """The protocol's defaults, for a source to inherit."""
 
-
-class SeedError(ValueError):
-    """A seed file that cannot be used: missing, not JSON lines, empty, or lacking a field."""
-
-
-class NoSpaceError(OSError):
-    """A build failed for lack of disk space; it is not tried again before its back-off
-    ends (a full disk must not cost every request a doomed build)."""
-
-    def __str__(self) -> str:
-        return str(self.strerror)
-
-
-#: First and longest wait before a build that ran out of space is tried again.
-NO_SPACE_BACKOFF_S = (30.0, 600.0)
-
-
-#: The longest seed line read (bytes): a file with no line end is refused at this
-#: size instead of being read whole into memory.
-MAX_SEED_LINE_BYTES = 16 << 20
-_KINDS = ((stat_kind.S_ISDIR, "a directory"), (stat_kind.S_ISFIFO, "a named pipe"),
-          (stat_kind.S_ISCHR, "a character device"), (stat_kind.S_ISBLK, "a block device"),
-          (stat_kind.S_ISSOCK, "a socket"))
-
-
-def open_seed(path: Path) -> BinaryIO:
-    """A seed opened for reading, refused unless it is a regular file: a device or a
-    pipe never ends (``/dev/zero``) or blocks until a writer comes (a FIFO)."""
-    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer; no effect on a file
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        raise SeedError(f"seed file {path} not found") from None
-    except OSError as exc:
-        raise SeedError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
-    mode = os.fstat(fd).st_mode
-    if not stat_kind.S_ISREG(mode):
-        os.close(fd)
-        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-        raise SeedError(f"seed file {path} is {kind}; a seed is a regular JSON-lines file")
-    return os.fdopen(fd, "rb")
-
-
-def read_jsonl(path: Path) -> Iterator[Row]:
-    """The objects of a JSON-lines file; blank lines skipped, a bad line is a clear error."""
-    if path.suffix.lower() in {".csv", ".tsv"}:
-        raise SeedError(f"{path}: seeds are JSON lines (one JSON object a line), not CSV; "
-                        "convert it, e.g. with: python -c \"import csv,json,sys; "
-                        "[print(json.dumps(r)) for r in csv.DictReader(sys.stdin)]\" "
-                        "< in.csv > out.jsonl")
-    with open_seed(path) as handle:
-        for number, raw in enumerate(iter(lambda: handle.readline(MAX_SEED_LINE_BYTES + 1),
-                                          b""), start=1):
-            if len(raw) > MAX_SEED_LINE_BYTES:
-                raise SeedError(f"{path}:{number}: line longer than {MAX_SEED_LINE_BYTES} "
-                                "bytes; seeds are JSON lines, one object a line")
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise SeedError(f"{path}:{number}: not valid UTF-8") from None
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except (ValueError, RecursionError) as exc:  # ValueError: past the digit limit
-                reason = (exc.msg if isinstance(exc, json.JSONDecodeError)
-                          else "nested too deeply" if isinstance(exc, RecursionError)
-                          else str(exc).split(";")[0][:120])
-                raise SeedError(f"{path}:{number}: not valid JSON ({reason}); seeds are "
-                                "JSON lines, one object a line") from None
-            if not isinstance(value, dict):
-                raise SeedError(f"{path}:{number}: expected a JSON object, "
-                                f"got {type(value).__name__}")
-            yield value
-
-
-def load_seed(path: Path, columns: Iterable[str] = (), every_row: Iterable[str] = (),
-              allow_empty: bool = False) -> list[Row]:
-    """A seed's rows, checked: not empty, ``columns`` present in some row, ``every_row``
-    fields present in each row. Every failure is a :class:`SeedError` naming the file."""
-    rows = list(read_jsonl(path))
-    if not rows and not allow_empty:
-        raise SeedError(f"seed file {path} has no rows")
-    fields = list(dict.fromkeys(k for row in rows for k in row))
-    for name in columns:
-        if name not in fields:
-            close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
-            hint = f" — did you mean {close[0]!r}?" if close else ""
-            raise SeedError(f"seed file {path} has no field {name!r}{hint} "
-                            f"(fields: {', '.join(fields[:30])})")
-    required = list(every_row)
-    for number, row in enumerate(rows, start=1):
-        missing = [name for name in required if row.get(name) is None]
-        if missing:
-            raise SeedError(f"seed file {path}: row {number} has no {missing[0]!r}")
-    return rows
-
-
-def file_digest(paths: Iterable[Path]) -> str:
-    """sha256 over the contents of ``paths`` (streamed)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open_seed(path) as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        digest.update(b"\x00")
-    return digest.hexdigest()
-
-
-def _stat_key(path: Path) -> tuple[int, int, int] | None:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-
-
-def read_only_uri(path: Path) -> str:
-    """A SQLite URI that opens ``path`` read-only, whatever characters the path has."""
-    return f"file:{quote(str(path))}?mode=ro"
-
-
-_PATH_LOCKS: dict[str, threading.Lock] = {}
-_PATH_LOCKS_GUARD = threading.Lock()
-
-
-@contextlib.contextmanager
-def build_lock(path: Path) -> Iterator[None]:
-    """One builder per database file: a process-wide lock keyed by the resolved path,
-    and an ``flock`` on a lock file beside it for other processes."""
-    key = str(path.resolve())
-    with _PATH_LOCKS_GUARD:
-        lock = _PATH_LOCKS.setdefault(key, threading.Lock())
-    with lock:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if fcntl is None:  # pragma: no cover
-            yield
-            return
-        with path.with_name(f".{path.name}.lock").open("a") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-#: The source whose ``prepare`` this task (one broker call of one source) just ran.
-_prepared_here: contextvars.ContextVar[object] = contextvars.ContextVar(
-    "nautilus_prepared_here", default=None)
-
-#: Idle read-only connections a SQLite source keeps for its next searches.
-IDLE_CONNECTIONS = 4
-
-
-class ReadConnections:
-    """Read-only connections to one database file, kept between searches.
-
-    Opening a connection and reading its schema cost more than a small query, so a
-    connection is reused — one search at a time, from whichever worker thread — for
-    the version of the file it was opened on: a rebuild replaces the file, its ``stat``
-    changes, and connections to the old one are closed instead of reused. A search
-    that failed closes its connection. At most :data:`IDLE_CONNECTIONS` are kept.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._idle: list[tuple[tuple[int, int, int] | None, sqlite3.Connection]] = []
-
-    @contextlib.contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
-        stamp = _stat_key(self.path)  # taken before opening: a race only closes early
-        reused, stale = None, []
-        with self._lock:
-            while self._idle and reused is None:
-                kept_stamp, kept = self._idle.pop()
-                if kept_stamp == stamp:
-                    reused = kept
-                else:
-                    stale.append(kept)
-        for old in stale:
-            old.close()
-        connection = reused
-        if connection is None:
-            connection = sqlite3.connect(read_only_uri(self.path), uri=True,
-                                         check_same_thread=False)
-            connection.row_factory = sqlite3.Row
-        try:
-            yield connection
-        except BaseException:
-            connection.close()
-            raise
-        with self._lock:
-            if len(self._idle) < IDLE_CONNECTIONS:
-                self._idle.append((stamp, connection))
-                return
-        connection.close()
-
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for _, connection in idle:
-            connection.close()
-
-
-class SqliteSource:
-    """A source served from a SQLite file that nautilus builds from seed files.
-
-    The database records a fingerprint of what it was built from — the seeds'
-    contents, the options that shape it, the embedder model — and every search
-    checks it (a ``stat`` of the seeds and the database when nothing changed):
-    a changed seed is answered on the next query. A rebuild writes a temporary
-    file (unique per process and thread) and renames it into place, under a
-    lock per database file, so readers never see half a database and a
-    database is never missing. A file nautilus did not build is never replaced.
-    """
-
-    #: Whether this source's row order carries relevance (the broker reads it).
+    #: Whether this source's row order carries relevance (None: it does not say).
     ranked: bool | None = None
-    #: Tables a database built before fingerprints existed has (recognised, rebuilt).
-    legacy_tables: frozenset[str] = frozenset()
-
-    def __init__(self, source_id: str, path: Path, timeout_s: float = 5.0) -> None:
-        self.id = source_id
-        self.path = path
-        self.timeout_s = timeout_s
-        self._seed_state: tuple[tuple[tuple[int, int, int] | None, ...], str] | None = None
-        self._verified: tuple[tuple[int, int, int] | None, str] | None = None
-        self._swept = False
-        self._no_space: tuple[float, float, str] | None = None  # (retry at, delay, why)
-        self._connections = ReadConnections(path)
-
-    # --- what a subclass provides ---------------------------------------------------
-
-    def seeds(self) -> list[Path]:
-        """The files the database is built from."""
-        return []
-
-    def options(self) -> dict[str, Any]:
-        """The options that shape the built database (a change rebuilds it)."""
-        return {}
-
-    def model(self) -> str:
-        """The embedder model of stored vectors ("" when none)."""
-        return ""
-
-    def build(self, connection: sqlite3.Connection) -> None:
-        raise NotImplementedError
-
-    def query_rows(self, connection: sqlite3.Connection, query: str,
-                   context: Mapping[str, Any], limit: int) -> list[Row]:
-        raise NotImplementedError
-
-    # --- serving --------------------------------------------------------------------
 
     async def prepare(self) -> None:
-        """Build or refresh the database; the broker awaits this before the timed search,
-        so a (re)build is never cut off by ``timeout_s`` and a changed seed is answered.
-        Nothing to build (the seeds and the database as last verified): no thread hop.
-        A search later in the same task trusts this check instead of repeating it."""
-        if not self._unchanged():
-            await in_worker(self, self.ensure_built)
-        _prepared_here.set(self)
-
-    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
-        check = _prepared_here.get() is not self
-        return await in_worker(self, self._search_in_thread, query, context, limit, check)
-
-    def _unchanged(self) -> bool:
-        """Whether :meth:`ensure_built` would find nothing to do without reading a file:
-        the seeds ``stat`` as when last hashed, and the database as last verified (a few
-        ``stat`` calls, cheap enough for the event loop; hashing a seed is for a worker)."""
-        state, verified = self._seed_state, self._verified
-        if state is None or verified is None:
-            return False
-        if tuple(_stat_key(p) for p in self.seeds()) != state[0]:
-            return False
-        digest = json.dumps(self._fingerprint(state[1]), sort_keys=True)
-        return verified == (_stat_key(self.path), digest)
+        """Nothing to build."""
 
     def close(self) -> None:
-        """Close the kept connections (a later search opens what it needs)."""
-        self._connections.close()
-
-    def _search_in_thread(self, query: str, context: Mapping[str, Any], limit: int,
-                          check: bool = True) -> list[Row]:
-        if check and not self._unchanged():
-            self.ensure_built()
-        with self._connections.connection() as connection:
-            return self.query_rows(connection, query, context, limit)
-
-    # --- building -------------------------------------------------------------------
-
-    def fingerprint(self) -> dict[str, str]:
-        """What the database must have been built from; seeds are hashed again only
-        when their ``stat`` changes."""
-        seeds = self.seeds()
-        stats = tuple(_stat_key(p) for p in seeds)
-        if self._seed_state is None or self._seed_state[0] != stats:
-            self._seed_state = (stats, file_digest(seeds))
-        return self._fingerprint(self._seed_state[1])
-
-    def _fingerprint(self, seed_digest: str) -> dict[str, str]:
-        return {"built_by": "nautilus", "format": BUILD_FORMAT, "kind": type(self).__name__,
-                "seed": seed_digest,
-                "options": json.dumps(self.options(), sort_keys=True, default=str),
-                "model": self.model()}
-
-    def ensure_built(self, force: bool = False) -> str | None:
-        """Build or rebuild the database if it is missing or stale; the reason, or None."""
-        expected = self.fingerprint()
-        digest = json.dumps(expected, sort_keys=True)
-        if not self._swept:  # once a process: what a builder killed earlier left behind
-            self._swept = True
-            self._sweep_if_idle()
-        if not force:
-            if self._verified == (_stat_key(self.path), digest):
-                return None
-            stat = _stat_key(self.path)  # fresh already: no lock (the folder may be read-only)
-            if stat is not None and _stale_reason(self._stored(), expected) is None:
-                self._verified = (stat, digest)
-                return None
-        if self._no_space is not None and time.monotonic() < self._no_space[0]:
-            retry_at, _, why = self._no_space
-            raise NoSpaceError(errno.ENOSPC, f"{why}; not tried again for another "
-                               f"{retry_at - time.monotonic():.0f} s")
-        with build_lock(self.path):
-            self._sweep()  # under the lock, every partial file is a dead builder's
-            reason = "forced" if force else _stale_reason(self._stored(), expected)
-            if reason is not None:
-                logger.info("source_rebuilding", source_id=self.id, path=str(self.path),
-                            reason=reason)
-                self._build_and_replace(expected)
-                logger.info("source_database_built", source_id=self.id, path=str(self.path))
-            self._verified = (_stat_key(self.path), digest)
-            return reason
-
-    def rebuild(self) -> str:
-        """Rebuild the database now, whatever its fingerprint (``nautilus sources rebuild``)."""
-        return self.ensure_built(force=True) or "forced"
-
-    def _stored(self) -> dict[str, str] | None:
-        """The fingerprint stored in the database; None when there is no database.
-
-        Raises when the file exists but nautilus did not build it.
-        """
-        if not self.path.exists():
-            return None
-        refusal = ForeignFileError(f"refusing to replace {self.path}: it is not a database "
-                                   "nautilus built (move it away, or choose another 'path')")
-        try:
-            connection = sqlite3.connect(read_only_uri(self.path), uri=True)
-            try:
-                tables = {name for (name,) in connection.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
-                if META_TABLE in tables:
-                    return dict(connection.execute(f"SELECT key, value FROM {META_TABLE}"))
-            finally:
-                connection.close()
-        except sqlite3.Error:
-            raise refusal from None
-        if self.legacy_tables and self.legacy_tables <= tables:
-            return {}  # built by a nautilus without fingerprints
-        raise refusal
-
-    def _partials(self) -> list[Path]:
-        """This database's temporary build files (and their SQLite journals)."""
-        return sorted(self.path.parent.glob(f".{glob.escape(self.path.name)}.*.partial*"))
-
-    def _sweep(self) -> None:
-        """Remove the partial files and journals of builders that died (kill -9, a crash,
-        a full disk): only the holder of the build lock ever has one open."""
-        for stale in self._partials():
-            with contextlib.suppress(OSError):
-                size = stale.stat().st_size
-                stale.unlink()
-                logger.info("source_partial_removed", source_id=self.id, path=str(stale),
-                            bytes=size)
-
-    def _sweep_if_idle(self) -> None:
-        """:meth:`_sweep` when partial files exist and no builder holds the lock now
-        (never waits for one; a folder nautilus cannot write is left alone)."""
-        if not self._partials():
-            return
-        with contextlib.suppress(OSError):
-            lock_path = self.path.with_name(f".{self.path.name}.lock")
-            with lock_path.open("a") as handle:
-                if fcntl is not None:
-                    try:
-                        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        return  # a build is running; it sweeps under the lock
-                try:
-                    self._sweep()
-                finally:
-                    if fcntl is not None:
-                        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-    def _build_and_replace(self, fingerprint: dict[str, str]) -> None:
-        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}."
-                                      f"{threading.get_ident()}.{uuid.uuid4().hex[:8]}.partial")
-        try:
-            connection = sqlite3.connect(partial)
-            try:
-                self.build(connection)
-                connection.execute(
-                    f"CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
-                connection.executemany(f"INSERT INTO {META_TABLE} VALUES (?, ?)",
-                                       sorted(fingerprint.items()))
-                connection.commit()
-            finally:
-                connection.close()
-            os.replace(partial, self.path)
-        except BaseException as exc:
-            for leftover in (partial, *(partial.with_name(partial.name + suffix)
-                                        for suffix in ("-journal", "-wal", "-shm"))):
-                with contextlib.suppress(OSError):
-                    leftover.unlink()
-            if _is_no_space(exc):
-                raise self._back_off(exc) from None
-            raise
-        if self._no_space is not None:
-            logger.info("source_build_recovered", source_id=self.id, path=str(self.path))
-            self._no_space = None
-
-    def _back_off(self, exc: BaseException) -> NoSpaceError:
-        """Remember a build that ran out of space; warn once per episode, not per request."""
-        first, longest = NO_SPACE_BACKOFF_S
-        delay = first if self._no_space is None else min(self._no_space[1] * 2, longest)
-        why = (f"no space left on the device to build {self.path} "
-               f"({type(exc).__name__}: {exc})")
-        if self._no_space is None:
-            logger.warning("source_build_no_space", source_id=self.id, path=str(self.path),
-                           error=str(exc), retry_in_s=delay)
-        self._no_space = (time.monotonic() + delay, delay, why)
-        return NoSpaceError(errno.ENOSPC, f"{why}; not tried again for {delay:.0f} s")
+        """Nothing to release."""
 
 
-def _is_no_space(exc: BaseException) -> bool:
-    """A write failed because the disk (or the quota) is full."""
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    return (isinstance(exc, sqlite3.Error)
-            and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL)
+class ForwardingSource(SourceBase):
+    """A source around another: the same id, deadline, order and build step; a subclass
+    changes what it needs (``search``, typically) and forwards the rest."""
+
+    def __init__(self, inner: Source) -> None:
+        self.inner = inner
+        self.id = inner.id
+        self.timeout_s = inner.timeout_s
+        self.ranked = declared_order(inner)
+
+    async def prepare(self) -> None:
+        prepare = preparer(self.inner)
+        if prepare is not None:
+            await prepare()
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
+        return await self.inner.search(query, context, limit)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
-def _stale_reason(stored: dict[str, str] | None, expected: dict[str, str]) -> str | None:
-    if stored is None:
-        return "no database yet"
-    if not stored:
-        return "built by an older nautilus"
-    for key, why in (("format", "nautilus' database layout changed"),
-                     ("kind", "the source type changed"),
-                     ("seed", "the seed changed"),
-                     ("options", "the source's options changed"),
-                     ("model", "the embedder model changed")):
-        if stored.get(key) != expected[key]:
-            return why
-    return None
+def declared_order(source: object) -> bool | None:
+    """The source's word on its own order: its ``ranked`` when that is a bool, else None."""
+    ranked = getattr(source, "ranked", None)
+    return ranked if isinstance(ranked, bool) else None
 
 
-def quote_identifier(name: str) -> str:
-    """A SQL identifier from configuration, quoted; rejects anything but plain names."""
-    if not name or not name.replace("_", "").isalnum():
-        raise ValueError(f"invalid column or table name {name!r}")
-    return f'"{name}"'
+def preparer(source: object) -> Callable[[], Awaitable[None]] | None:
+    """The source's ``prepare``, or None when it has none (nothing to build)."""
+    prepare: Callable[[], Awaitable[None]] | None = getattr(source, "prepare", None)
+    return prepare
 
 
-def escape_identifier(name: str) -> str:
-    """Any field name of a seed as a quoted SQL identifier (quotes doubled)."""
-    if "\x00" in name:
-        raise SeedError(f"field name {name!r} contains a NUL character")
-    return '"' + name.replace('"', '""') + '"'
+def id_of(source: object) -> object:
+    """The source's ``id`` as it is (the broker fails only this source when it is not a
+    string), None when it has none."""
+    return getattr(source, "id", None)
 
 
-class SeededSqliteSource(SqliteSource):
-    """A SQLite source built from one seed file (the table, full-text and vector types)."""
-
-    def __init__(self, source_id: str, path: Path, seed: Path, timeout_s: float = 5.0) -> None:
-        super().__init__(source_id, path, timeout_s)
-        self.seed = seed
-
-    def seeds(self) -> list[Path]:
-        return [self.seed]
+def timeout_of(source: object, default: float = 5.0) -> float:
+    """The source's ``timeout_s`` (``default`` when it has none)."""
+    timeout: float = getattr(source, "timeout_s", default)
+    return timeout

@@ -33,7 +33,9 @@ from pydantic import (
     field_validator,
 )
 
-from nautilus.sources.base import Source, quote_identifier
+from nautilus.errors import NautilusError
+from nautilus.sources.base import Source
+from nautilus.sources.sql import quote_identifier
 
 DEFAULT_LIMIT = 30
 MAX_LIMIT = 10_000
@@ -50,7 +52,7 @@ _TOP_LEVEL = ("limit", "sources")
 SECRET_OPTIONS = frozenset({"dsn"})
 
 
-class SourceConfigError(Exception):
+class SourceConfigError(NautilusError):
     """The sources file is missing, malformed, or names something that does not exist."""
 
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nautilus.models import AdapterResult
+from nautilus.records import AdapterResult, RankedRow
+from nautilus.synthesis.base import Merged, passthrough_ranking
 
 
 class BasicSynthesizer:
     """``{source_id: rows}`` in routing order, errored results skipped, fresh lists."""
+
+    ranking_enabled = False
+    embedder = None
 
     def merge(self, results: list[AdapterResult],
               context: Mapping[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -20,3 +24,9 @@ class BasicSynthesizer:
             rows = result.rows if isinstance(result.rows, list) else []  # None: no rows
             merged.setdefault(result.source_id, []).extend(rows)
         return merged
+
+    def merge_ranked(self, results: list[AdapterResult], context: Mapping[str, Any] | None = None,
+                     ) -> tuple[Merged, list[RankedRow]]:
+        """The merged rows, and their ranking: in order, unscored."""
+        data = self.merge(results, context)
+        return data, passthrough_ranking(results, data)

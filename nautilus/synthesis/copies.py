@@ -1,7 +1,7 @@
 """Which rows of a batch are copies of one document, without a canonical text per row.
 
 The default de-duplication (no ``dedup_key``) calls two rows copies when their
-canonical texts are equal (:func:`nautilus.synthesis.fusion.canonical_text`:
+canonical texts are equal (:func:`canonical_text`:
 the non-blank string fields by name, lower-cased, whitespace collapsed).
 Building that text costs ~8 µs a row, a third of ``rank()`` at 10k rows. Here
 each row first gets a *fingerprint* that copies always share: a 64-bit hash of
@@ -9,7 +9,7 @@ the multiset of the tokens of its text (from the token batch the ranker built
 anyway) or, without a batch, of the words of its string fields (a field at a
 time over the whole batch, with numpy). Only rows whose fingerprint is shared,
 or that have no words, build their canonical text; the numbers come out exactly
-as :func:`~nautilus.synthesis.fusion.document_numbers` gives them (tests pin it).
+as :func:`document_numbers_by_key` gives them (tests pin it).
 
 Why copies share a fingerprint: split a canonical text at its NULs and the
 pieces alternate field name and value (no name or value holds a NUL: checked),
@@ -21,13 +21,14 @@ cannot change either. Rows whose text is not that (cut at the length limit, a
 string ``embedding``, non-ASCII text under tokens) take their fingerprint from
 their canonical text instead; a batch with anything stranger (non-dict rows,
 keys that are not plain strings or hold a NUL, string subclasses, a NUL in a
-value) is numbered by ``fusion.document_numbers`` itself.
+value) is numbered by :func:`document_numbers_by_key` itself.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from itertools import chain, repeat
 from operator import contains, itemgetter, methodcaller
 from typing import Any
@@ -35,8 +36,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.synthesis import fusion
+from nautilus.log import get_logger
+from nautilus.response_hash import NoCanonicalFormError, canonical_json
 from nautilus.text import TokenBatch, tokenize
+
+logger = get_logger("nautilus.ranking")
 
 IntArray = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -51,7 +55,7 @@ _SEPARATOR_HASH = np.int64(hash(_SEPARATOR)).view(np.uint64)
 def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
                      texts: list[str] | None = None, batch: TokenBatch | None = None,
                      text_limit: int = 0, plain: bool = False) -> IntArray:
-    """``fusion.document_numbers(rows, None, skip)``, fast.
+    """``document_numbers_by_key(rows, None, skip)``, fast.
 
     With ``texts`` and ``batch`` the fingerprints come from the batch's tokens:
     ``texts[i]`` is row ``i``'s text as the ranker builds it (its string values joined
@@ -64,14 +68,14 @@ def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
         return np.zeros(0, dtype=np.int64)
     keys = _plain_batch_keys(rows, plain)
     if keys is None:
-        return fusion.document_numbers(rows, None, skip)
+        return document_numbers_by_key(rows, None, skip)
     if _distinct_by_one_field(rows, keys - skip, keys):
         return np.arange(n, dtype=np.int64)
     if (texts is not None and batch is not None and batch.n_texts == n == len(texts)
             and _non_decreasing(batch.rows)):
         value_types = set(map(type, chain.from_iterable(map(dict.values, rows))))
         if _has_str_subclass(value_types) or any(map(contains, texts, repeat("\0"))):
-            return fusion.document_numbers(rows, None, skip)
+            return document_numbers_by_key(rows, None, skip)
         hashes = np.fromiter(map(hash, batch.vocab), dtype=np.int64,
                              count=len(batch.vocab)).view(np.uint64)
         fingerprint, count = _bag_fingerprints(batch.rows, _mix(hashes)[batch.terms], n)
@@ -87,7 +91,7 @@ def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
     else:
         by_fields = _field_word_fingerprints(rows, sorted(keys - skip))
         if by_fields is None:
-            return fusion.document_numbers(rows, None, skip)
+            return document_numbers_by_key(rows, None, skip)
         fingerprint, count = by_fields
         odd = np.zeros(n, dtype=bool)
         split_value = str.split
@@ -96,7 +100,7 @@ def document_numbers(rows: list[dict[str, Any]], skip: frozenset[str],
     if odd_at:  # these rows' fingerprints come from their canonical text itself
         odd_rows, odd_hashes = [], []
         for j, i in enumerate(odd_at):
-            canonical[i] = text = fusion.canonical_text(rows[i], skip)
+            canonical[i] = text = canonical_text(rows[i], skip)
             units = list(chain.from_iterable(map(split_value, text.split("\0")[1::2])))
             odd_rows.append(np.full(len(units), j, dtype=np.int64))
             odd_hashes.append(np.fromiter(map(hash, units), dtype=np.int64, count=len(units)))
@@ -243,7 +247,7 @@ def _mix(values: U64) -> U64:
 
 def _numbers(rows: list[dict[str, Any]], skip: frozenset[str], fingerprint: U64,
              count: IntArray, canonical: dict[int, str]) -> IntArray:
-    """Number the documents as ``fusion.document_numbers`` does: keyed rows by the first
+    """Number the documents as ``document_numbers_by_key`` does: keyed rows by the first
     appearance of their key, rows without a key (no text) after them. Only rows without
     a word or whose fingerprint another row shares are compared by canonical text."""
     n = len(rows)
@@ -259,7 +263,7 @@ def _numbers(rows: list[dict[str, Any]], skip: frozenset[str], fingerprint: U64,
     for i in np.flatnonzero(compare).tolist():
         text = canonical.get(i)
         if text is None:
-            text = fusion.canonical_text(rows[i], skip)
+            text = canonical_text(rows[i], skip)
         first[i] = seen.setdefault(text, i) if text else -1
     keyed = first >= 0
     numbers = np.empty(n, dtype=np.int64)
@@ -267,3 +271,50 @@ def _numbers(rows: list[dict[str, Any]], skip: frozenset[str], fingerprint: U64,
     numbers[keyed] = at.reshape(-1)
     numbers[~keyed] = len(distinct) + np.arange(n - int(keyed.sum()), dtype=np.int64)
     return numbers
+
+
+def canonical_text(row: Mapping[str, Any], skip: frozenset[str]) -> str:
+    """A row's non-blank string fields, by field name, lower-cased, whitespace collapsed:
+    two rows with the same canonical text are the same document.
+
+    One string a row, built and normalised in a single pass (this runs on every row of
+    every request); NUL separates names from values (``str.split`` would eat the ASCII
+    separator characters); each value is stripped first, or the whitespace it starts or
+    ends with would stay beside a NUL (``" disk"`` is ``"disk"``)."""
+    fields = sorted((str(k), v) for k, v in row.items()
+                    if isinstance(v, str) and k not in skip and not v.isspace() and v)
+    return " ".join("\0".join(f"{k}\0{v.strip()}" for k, v in fields).lower().split())
+
+
+def document_numbers_by_key(rows: Sequence[Mapping[str, Any]], dedup_key: str | None,
+                     skip: frozenset[str]) -> IntArray:
+    """Number the documents: copies (same ``dedup_key`` value, or without a key the
+    same canonical text) share a number; a row without a key value or text is its own."""
+    numbers = np.empty(len(rows), dtype=np.int64)
+    seen: dict[str, int] = {}
+    fresh = uncomparable = 0
+    for i, row in enumerate(rows):
+        try:
+            key = _key_of(row, dedup_key, skip)
+        except NoCanonicalFormError:  # cyclic, mixed key types…: it cannot equal another row
+            key, uncomparable = None, uncomparable + 1
+        number = -1 if key is None else seen.setdefault(key, len(seen))
+        numbers[i] = number
+        fresh += number < 0
+    if uncomparable:
+        logger.warning("rank_dedup_value_invalid", key=dedup_key, count=uncomparable,
+                       reason="no canonical JSON form", action="kept as distinct rows")
+    if fresh:  # rows that are nobody's copy get numbers after the shared ones
+        alone = numbers < 0
+        numbers[alone] = len(seen) + np.arange(int(alone.sum()), dtype=np.int64)
+    return numbers
+
+
+def _key_of(row: Mapping[str, Any], dedup_key: str | None, skip: frozenset[str]) -> str | None:
+    if dedup_key is None:
+        text = canonical_text(row, skip)
+        return text or None
+    value = row.get(dedup_key)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return canonical_json(value)

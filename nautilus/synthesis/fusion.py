@@ -30,7 +30,7 @@ source's rank 1 is not comparable with another's and content must decide
 between shards: ``c = 1``. Where they search one corpus they return many of the
 same documents, their ranks are comparable directly and their agreement is the
 strongest signal: ``c`` falls linearly with the share of the ranked documents
-that more than one ranked source returned, to ``CONTENT_FLOOR`` at
+that more than one voting source (weight > 0) returned, to ``CONTENT_FLOOR`` at
 ``SHARED_FOR_CONTENT_FLOOR`` — content keeps a tenth of a vote there, enough to
 order what the sources' votes leave tied.
 
@@ -39,16 +39,21 @@ calibrated, and most sources return none (docs/tuning.md records what was measur
 
 **Which sources are ranked.** A source may declare it (``ranked`` on its result,
 from the sources file or the source class): declared ranked weighs 1, declared
-unranked 0. Otherwise it is detected per batch, from two tests of the source's
+unranked 0. Otherwise it is detected per batch. A source whose rows are sorted by
+one of their own identifier fields (``key_ordered``: strictly monotone integers or
+strings, at least ``MIN_ROWS_FOR_KEY_ORDER`` rows) is a table in key order:
+unranked, as if declared so. The others by up to three tests of the source's
 order, each a z-score (``rho * sqrt(n - 1)``, Spearman's ``rho`` over its ``n``
 rows, about standard normal when the order is unrelated to what it is tested
-against): against **content** similarity, and against the **other sources**
-(the votes the other sources give each of its rows' documents — two indexes
-over one corpus put the same documents near their tops; a table in id order
-agrees with neither; only where sources share documents). The weight ramps
-from 0 at ``z = 1`` to 1 at ``z = 2`` on the larger of the two: an order that
-agrees with either no better than one standard deviation of chance counts for
-nothing, two standard deviations fully.
+against): against **content** similarity; against the **other sources** (the
+votes the other sources, bar those found unranked, give each of its rows'
+documents — two indexes over one corpus put the same documents near their tops;
+a table in id order agrees with neither; only where sources share documents); and
+against the rows' match with the query's **words** (the IDF coverage, where
+content is a model's vectors: a keyword index agrees with its words where a
+semantic similarity may not). The weight ramps from 0 at ``z = 1`` to 1 at
+``z = 2`` on the largest: an order that agrees with none of them better than one
+standard deviation of chance counts for nothing, two standard deviations fully.
 
 Everything here is deterministic, never raises on finite input, and is a pure
 function of its arguments (the synthesizer feeds it statistics that no boost
@@ -64,7 +69,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.hashing import NoCanonicalFormError, canonical_json
 from nautilus.log import get_logger
 from nautilus.ranking_boost import RRF_K
 
@@ -75,7 +79,7 @@ IntArray = npt.NDArray[np.int64]
 
 #: The content vote at its fullest counts as much as one ranked source's rank-1 vote.
 CONTENT_WEIGHT = 1.0
-#: The share of ranked documents returned by more than one ranked source at which the
+#: The share of voting sources' documents returned by more than one of them at which the
 #: content weight reaches its floor. Disjoint shards share none (a duplicate here and
 #: there stays well below it); two indexes over one corpus share 15-40% of their top 30
 #: in the benchmark's collections (docs/tuning.md).
@@ -91,8 +95,10 @@ MIN_ROWS_TO_DETECT = 3
 DETECT_FROM_Z = 1.0
 #: ...to 1 at this one (one and two standard deviations of chance).
 DETECT_FULL_Z = 2.0
-#: A detected source counts as ranked for the overlap share from this weight on.
-RANKED_FOR_OVERLAP = 0.5
+#: Fewer rows than this and a source's rows sorted by one of their fields prove nothing:
+#: a relevance order sorts an unrelated field by chance with probability 2 / n!, which
+#: over a dozen fields is 0.5% at 7 rows and 0.06% at 8 (and 20% at 5).
+MIN_ROWS_FOR_KEY_ORDER = 8
 
 
 def average_ranks(values: FloatArray) -> FloatArray:
@@ -131,14 +137,18 @@ def _rank_correlation(rx: FloatArray, ry: FloatArray) -> float:
 
 def source_weights(source_index: IntArray, source_rank: IntArray, similarity: FloatArray,
                    declared: Sequence[bool | None], doc: IntArray | None = None,
-                   ) -> tuple[FloatArray, FloatArray]:
+                   lexical: FloatArray | None = None) -> tuple[FloatArray, FloatArray]:
     """(weight of each source's votes, the detected agreement with content ``rho`` or NaN
     if declared).
 
     ``source_index``/``source_rank``/``similarity``/``doc`` describe the rows the
-    detection looks at; ``declared[j]`` is source ``j``'s own word, if any. Without
-    ``doc`` (or where no two rows are copies) no source shares a document with
-    another and only the test against content is made.
+    detection looks at; ``declared[j]`` is source ``j``'s own word, if any (False too
+    for a source found in key order, :func:`unranked_by_key_order`: its votes are
+    left out of the other sources' agreement test). Without ``doc`` (or where no two
+    rows are copies) no source shares a document with another and that test is not
+    made. ``lexical`` (optional): each row's match with the query's words (the IDF
+    coverage, when content is a model's vectors): a third test, so a keyword index is
+    recognised by the words it matched when a semantic content disagrees with it.
     """
     n_sources = len(declared)
     weights = np.zeros(n_sources, dtype=np.float64)
@@ -149,9 +159,10 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
     others: FloatArray | None = None  # each row's votes from the other sources
     if doc is not None and any(said is None for said in declared) and not (
             every_row_its_document(doc)):
-        every, _ = source_evidence(doc, source_index, source_rank,
-                                   np.ones(n_sources, dtype=np.float64))
-        others = every - 1.0 / (RRF_K + source_rank.astype(np.float64))
+        # (a source declared or found unranked votes for nothing here either)
+        voting = np.array([said is not False for said in declared], dtype=np.float64)
+        every, _ = source_evidence(doc, source_index, source_rank, voting)
+        others = every - voting[source_index] / (RRF_K + source_rank.astype(np.float64))
     for j, said in enumerate(declared):
         if said is not None:
             weights[j] = 1.0 if said else 0.0
@@ -167,17 +178,95 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
             order_ranks = np.arange(n, 0, -1, dtype=np.float64)  # what average_ranks gives
         else:
             order_ranks = average_ranks(-ranks.astype(np.float64))
-        # (_rank_correlation consumes its arguments: a copy when the agreement test follows)
-        rho = _rank_correlation(order_ranks if others is None else order_ranks.copy(),
-                                average_ranks(similarity[mine]))
-        agreement[j] = rho
-        z = rho * math.sqrt(n - 1)
+        # The order against content, the other sources' votes (where it shares documents
+        # with them) and the query's words (where they tell its rows apart).
+        tests = [similarity[mine]]
         if others is not None:
-            votes = others[mine]
-            if votes.max() > votes.min():  # it shares documents with another source
-                z = max(z, _rank_correlation(order_ranks, average_ranks(votes)) * math.sqrt(n - 1))
+            tests.append(others[mine])
+        if lexical is not None:
+            tests.append(lexical[mine])
+        rhos = [_rank_correlation(order_ranks.copy(), average_ranks(t)) for t in tests
+                if len(tests) == 1 or t is tests[0] or t.max() > t.min()]
+        agreement[j] = rhos[0]
+        z = max(rhos) * math.sqrt(n - 1)
         weights[j] = min(max((z - DETECT_FROM_Z) / (DETECT_FULL_Z - DETECT_FROM_Z), 0.0), 1.0)
     return weights, agreement
+
+
+def unranked_by_key_order(declared: Sequence[bool | None], rows: Sequence[Mapping[str, Any]],
+                          source_index: IntArray) -> list[bool | None]:
+    """``declared``, with every undeclared source whose rows are in key order
+    (:func:`key_ordered`) now unranked (False). ``rows``/``source_index``: every
+    candidate, each source's rows in its order."""
+    out = list(declared)
+    if all(said is not None for said in out):
+        return out
+    counts = np.bincount(source_index, minlength=len(out)).tolist()
+    together = bool((source_index[1:] >= source_index[:-1]).all())
+    start = 0
+    for j, said in enumerate(out):
+        if said is None and counts[j] >= MIN_ROWS_FOR_KEY_ORDER:
+            mine = (rows[start:start + counts[j]] if together
+                    else [rows[i] for i in np.flatnonzero(source_index == j).tolist()])
+            if key_ordered(mine):
+                out[j] = False
+        start += counts[j]
+    return out
+
+
+def key_ordered(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``rows`` (one source's answer, in its order) come sorted by one of their
+    own identifier fields: strictly ascending or descending values of one field that
+    every row has, integers or strings (a string of digits compared as its number) —
+    the order of ``ORDER BY id`` / ``rowid`` / a name or a date, a table's key order,
+    not relevance. Floats do not count (a score is a float: a source sorted by one is
+    ranked), nor booleans, nor a field that only numbers the rows' positions (0 or 1
+    upwards, step 1: a rank field). Under a relevance order an unrelated field is
+    strictly monotone with probability ``2 / n!``: never decided below
+    ``MIN_ROWS_FOR_KEY_ORDER`` rows. Cheap: a field out of order is given up at the
+    first pair that breaks it (after two or three rows for all but the key)."""
+    n = len(rows)
+    if n < MIN_ROWS_FOR_KEY_ORDER:
+        return False
+    first, second = rows[0], rows[1]
+    if not isinstance(first, Mapping) or not isinstance(second, Mapping):
+        return False
+    for name, value in first.items():
+        a = _identifier(value)
+        b = _identifier(second.get(name)) if a is not None else None
+        if b is None or type(a) is not type(b) or a == b:
+            continue
+        ascending = b > a  # type: ignore[operator]
+        step_one = isinstance(a, int) and a in (0, 1) and b == a + 1
+        previous = b
+        for row in rows[2:]:
+            current = _identifier(row.get(name)) if isinstance(row, Mapping) else None
+            if (current is None or type(current) is not type(previous) or current == previous
+                    or (current > previous) != ascending):  # type: ignore[operator]
+                break
+            step_one = step_one and current == previous + 1  # type: ignore[operator]
+            previous = current
+        else:
+            if not step_one:
+                return True
+    return False
+
+
+def _identifier(value: Any) -> int | str | None:
+    """A field value as an identifier's sort key: an int (a string of ASCII digits as its
+    number), another string as itself; None for anything else (floats, booleans…)."""
+    kind = type(value)
+    if kind is int:
+        return value  # type: ignore[no-any-return]
+    if kind is str:
+        # (at most 18 digits: an int64's, and far below int()'s limit on digits)
+        return (int(value) if len(value) <= 18 and value.isascii() and value.isdigit()
+                else value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, str):
+        return str(value)
+    return None
 
 
 def source_evidence(doc: IntArray, source_index: IntArray, source_rank: IntArray,
@@ -207,9 +296,9 @@ def source_evidence(doc: IntArray, source_index: IntArray, source_rank: IntArray
 
 
 def content_weight(doc: IntArray, source_index: IntArray, weights: FloatArray) -> float:
-    """The batch's content weight ``c``, from the share of the documents ranked sources
-    (weight >= ``RANKED_FOR_OVERLAP``) returned that more than one of them returned."""
-    ranked = weights[source_index] >= RANKED_FOR_OVERLAP
+    """The batch's content weight ``c``, from the share of the documents the voting
+    sources (weight > 0) returned that more than one of them returned."""
+    ranked = weights[source_index] > 0
     if not ranked.any() or every_row_its_document(doc):  # no document shared: c = 1
         return CONTENT_WEIGHT
     width = int(source_index.max()) + 1
@@ -367,50 +456,3 @@ def content_vote(normalised: FloatArray, k: float = RRF_K,
     (0 for a row with no positive similarity: ``ŝ`` is 0 there)."""
     vote: FloatArray = normalised * (weight / (k + 1.0))
     return vote
-
-
-def canonical_text(row: Mapping[str, Any], skip: frozenset[str]) -> str:
-    """A row's non-blank string fields, by field name, lower-cased, whitespace collapsed:
-    two rows with the same canonical text are the same document.
-
-    One string a row, built and normalised in a single pass (this runs on every row of
-    every request); NUL separates names from values (``str.split`` would eat the ASCII
-    separator characters); each value is stripped first, or the whitespace it starts or
-    ends with would stay beside a NUL (``" disk"`` is ``"disk"``)."""
-    fields = sorted((str(k), v) for k, v in row.items()
-                    if isinstance(v, str) and k not in skip and not v.isspace() and v)
-    return " ".join("\0".join(f"{k}\0{v.strip()}" for k, v in fields).lower().split())
-
-
-def document_numbers(rows: Sequence[Mapping[str, Any]], dedup_key: str | None,
-                     skip: frozenset[str]) -> IntArray:
-    """Number the documents: copies (same ``dedup_key`` value, or without a key the
-    same canonical text) share a number; a row without a key value or text is its own."""
-    numbers = np.empty(len(rows), dtype=np.int64)
-    seen: dict[str, int] = {}
-    fresh = uncomparable = 0
-    for i, row in enumerate(rows):
-        try:
-            key = _key_of(row, dedup_key, skip)
-        except NoCanonicalFormError:  # cyclic, mixed key types…: it cannot equal another row
-            key, uncomparable = None, uncomparable + 1
-        number = -1 if key is None else seen.setdefault(key, len(seen))
-        numbers[i] = number
-        fresh += number < 0
-    if uncomparable:
-        logger.warning("rank_dedup_value_invalid", key=dedup_key, count=uncomparable,
-                       reason="no canonical JSON form", action="kept as distinct rows")
-    if fresh:  # rows that are nobody's copy get numbers after the shared ones
-        alone = numbers < 0
-        numbers[alone] = len(seen) + np.arange(int(alone.sum()), dtype=np.int64)
-    return numbers
-
-
-def _key_of(row: Mapping[str, Any], dedup_key: str | None, skip: frozenset[str]) -> str | None:
-    if dedup_key is None:
-        text = canonical_text(row, skip)
-        return text or None
-    value = row.get(dedup_key)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return canonical_json(value)

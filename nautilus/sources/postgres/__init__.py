@@ -1,0 +1,1 @@
+"""The PostgreSQL sources (extra ``postgres``), one module per type, and ``nautilus load``."""

@@ -1,0 +1,112 @@
+"""Seed files: JSON lines read safely, checked, and hashed (the SQLite builds and
+``nautilus load`` share them)."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import stat as stat_kind
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from nautilus.errors import NautilusError
+from nautilus.sources.base import Row
+
+
+class SeedError(NautilusError, ValueError):
+    """A seed file that cannot be used: missing, not JSON lines, empty, or lacking a field."""
+
+
+
+#: The longest seed line read (bytes): a file with no line end is refused at this
+#: size instead of being read whole into memory.
+MAX_SEED_LINE_BYTES = 16 << 20
+_KINDS = ((stat_kind.S_ISDIR, "a directory"), (stat_kind.S_ISFIFO, "a named pipe"),
+          (stat_kind.S_ISCHR, "a character device"), (stat_kind.S_ISBLK, "a block device"),
+          (stat_kind.S_ISSOCK, "a socket"))
+
+
+def open_seed(path: Path) -> BinaryIO:
+    """A seed opened for reading, refused unless it is a regular file: a device or a
+    pipe never ends (``/dev/zero``) or blocks until a writer comes (a FIFO)."""
+    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer; no effect on a file
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise SeedError(f"seed file {path} not found") from None
+    except OSError as exc:
+        raise SeedError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat_kind.S_ISREG(mode):
+        os.close(fd)
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise SeedError(f"seed file {path} is {kind}; a seed is a regular JSON-lines file")
+    return os.fdopen(fd, "rb")
+
+
+def read_jsonl(path: Path) -> Iterator[Row]:
+    """The objects of a JSON-lines file; blank lines skipped, a bad line is a clear error."""
+    if path.suffix.lower() in {".csv", ".tsv"}:
+        raise SeedError(f"{path}: seeds are JSON lines (one JSON object a line), not CSV; "
+                        "convert it, e.g. with: python -c \"import csv,json,sys; "
+                        "[print(json.dumps(r)) for r in csv.DictReader(sys.stdin)]\" "
+                        "< in.csv > out.jsonl")
+    with open_seed(path) as handle:
+        for number, raw in enumerate(iter(lambda: handle.readline(MAX_SEED_LINE_BYTES + 1),
+                                          b""), start=1):
+            if len(raw) > MAX_SEED_LINE_BYTES:
+                raise SeedError(f"{path}:{number}: line longer than {MAX_SEED_LINE_BYTES} "
+                                "bytes; seeds are JSON lines, one object a line")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise SeedError(f"{path}:{number}: not valid UTF-8") from None
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except (ValueError, RecursionError) as exc:  # ValueError: past the digit limit
+                reason = (exc.msg if isinstance(exc, json.JSONDecodeError)
+                          else "nested too deeply" if isinstance(exc, RecursionError)
+                          else str(exc).split(";")[0][:120])
+                raise SeedError(f"{path}:{number}: not valid JSON ({reason}); seeds are "
+                                "JSON lines, one object a line") from None
+            if not isinstance(value, dict):
+                raise SeedError(f"{path}:{number}: expected a JSON object, "
+                                f"got {type(value).__name__}")
+            yield value
+
+
+def load_seed(path: Path, columns: Iterable[str] = (), every_row: Iterable[str] = (),
+              allow_empty: bool = False) -> list[Row]:
+    """A seed's rows, checked: not empty, ``columns`` present in some row, ``every_row``
+    fields present in each row. Every failure is a :class:`SeedError` naming the file."""
+    rows = list(read_jsonl(path))
+    if not rows and not allow_empty:
+        raise SeedError(f"seed file {path} has no rows")
+    fields = list(dict.fromkeys(k for row in rows for k in row))
+    for name in columns:
+        if name not in fields:
+            close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
+            hint = f" — did you mean {close[0]!r}?" if close else ""
+            raise SeedError(f"seed file {path} has no field {name!r}{hint} "
+                            f"(fields: {', '.join(fields[:30])})")
+    required = list(every_row)
+    for number, row in enumerate(rows, start=1):
+        missing = [name for name in required if row.get(name) is None]
+        if missing:
+            raise SeedError(f"seed file {path}: row {number} has no {missing[0]!r}")
+    return rows
+
+
+def file_digest(paths: Iterable[Path]) -> str:
+    """sha256 over the contents of ``paths`` (streamed)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open_seed(path) as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\x00")
+    return digest.hexdigest()

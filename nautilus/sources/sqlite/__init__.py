@@ -1,0 +1,1 @@
+"""The embedded SQLite sources: built from seed files, one module per type."""

@@ -1,0 +1,96 @@
+"""Selection: the best rows by score, copies collapsed into their best copy, as RankedRows.
+
+Order is (score desc, routing index, source rank): deterministic, ties broken by
+where a row came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import starmap
+
+import numpy as np
+import numpy.typing as npt
+
+from nautilus.records import RankedRow
+from nautilus.synthesis import fusion
+from nautilus.synthesis.candidates import Candidates
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass
+class Scores:
+    """The score of each candidate and its components (fusion.py), parallel arrays."""
+
+    score: FloatArray
+    similarity: FloatArray
+    factor: FloatArray
+    key: FloatArray
+    bump: FloatArray
+    relevance: FloatArray
+    content: FloatArray
+    content_rank: IntArray
+    evidence: FloatArray
+    voters: IntArray
+    weight: FloatArray
+    doc: IntArray
+    unranked: FloatArray
+    content_weight: FloatArray
+
+    def take(self, keep: IntArray) -> Scores:
+        return Scores(*(getattr(self, f)[keep] for f in Scores.__dataclass_fields__))
+
+
+def select(cands: Candidates, scores: Scores, top_k: int | None) -> list[RankedRow]:
+    """The best ``top_k`` rows (all when None), copies collapsed."""
+    score = scores.score
+    at: IntArray | None = None
+    if top_k is not None and top_k < len(score) and fusion.every_row_its_document(scores.doc):
+        # No copies to collapse: only the rows scoring at least the top_k-th best score
+        # (ties included) can be placed; sort those (a partition, not a 10k-row lexsort)
+        at = np.flatnonzero(score >= np.partition(score, len(score) - top_k)[-top_k])
+    if at is None or len(at) < (top_k or 0):  # (fewer only if a score were NaN)
+        order = np.lexsort((cands.source_rank, cands.source_index, -score))
+        order, also_from = _collapse_copies(cands, order, scores.doc)
+    else:
+        order = at[np.lexsort((cands.source_rank[at], cands.source_index[at], -score[at]))]
+        also_from = {}
+    if top_k is not None:
+        order = order[:top_k]
+    # Column by column (one ``tolist`` each, the same Python floats as ``float(x)``):
+    # ~1.7 µs a row less than reading each row's 16 numbers from numpy one by one.
+    places = order.tolist()
+    sids = cands.source_ids
+    s = scores.take(order)
+    return list(starmap(RankedRow, zip(
+        [sids[j] for j in cands.source_index[order].tolist()],
+        [cands.rows[i] for i in places], s.score.tolist(), range(1, len(places) + 1),
+        cands.source_rank[order].tolist(), s.similarity.tolist(), s.factor.tolist(),
+        s.key.tolist(), s.bump.tolist(), [tuple(also_from.get(i, ())) for i in places],
+        s.relevance.tolist(), s.content.tolist(), s.content_rank.tolist(),
+        s.evidence.tolist(), s.voters.tolist(), s.weight.tolist(), s.unranked.tolist(),
+        s.content_weight.tolist(), strict=True)))
+
+
+def _collapse_copies(cands: Candidates, order: IntArray,
+                     doc: IntArray) -> tuple[IntArray, dict[int, list[tuple[str, int]]]]:
+    """Keep the best copy of each document (rows in ``order``, best first); record
+    where the others came from."""
+    first = np.zeros(len(doc), dtype=bool)
+    _, where = np.unique(doc[order], return_index=True)
+    first[where] = True
+    if first.all():
+        return order, {}
+    kept = order[first]
+    best_of: dict[int, int] = {}
+    also_from: dict[int, list[tuple[str, int]]] = {}
+    for i, is_first in zip(order.tolist(), first.tolist(), strict=True):
+        d = int(doc[i])
+        if is_first:
+            best_of[d] = i
+        else:
+            also_from.setdefault(best_of[d], []).append(
+                (cands.source_ids[cands.source_index[i]], int(cands.source_rank[i])))
+    return kept, also_from

@@ -1,0 +1,111 @@
+"""No import cycle in the package, not even through a deferred import.
+
+The graph has an edge ``a -> b`` for every import of ``b`` written in ``a``: at the
+top, under ``if TYPE_CHECKING:``, or inside a function. The package defers an
+import into a function for one of two reasons only: an optional extra (psycopg,
+onnxruntime, uvicorn, mcp, langchain, llama-index) that a plain install lacks, or a
+command's machinery that ``nautilus`` loads only when that command runs, so
+``nautilus query`` starts fast. Never to break a cycle: a deferred import that did
+would hide a dependency going both ways, so those count too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nautilus
+
+ROOT = Path(nautilus.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each package module to the package modules it imports, wherever the import is."""
+    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{anchor}.{base}" if base else anchor
+                # `from pkg import mod` imports the module pkg.mod; `from mod import x`, mod
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                           for a in node.names]
+            else:
+                continue
+            edges.update(t for t in targets if t in modules and t != name)
+        graph[name] = edges
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node):], node]
+        if node in done:
+            return None
+        path.append(node)
+        for child in sorted(graph[node]):
+            found = visit(child)
+            if found:
+                return found
+        path.pop()
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        found = visit(start)
+        if found:
+            return found
+    return None
+
+
+def test_the_graph_sees_the_package() -> None:
+    graph = import_graph()
+    assert "nautilus.log" in graph["nautilus.config"]
+    assert "nautilus.config" in graph["nautilus.cli"]
+
+
+def test_no_module_imports_itself_back() -> None:
+    assert _cycle(import_graph()) is None
+
+
+def test_a_cycle_would_be_found() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """What one module takes from another is public: named without ``_`` and documented
+    (the settings' parsers live in ``nautilus.settings_parsing`` for that reason)."""
+    private = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nautilus"):
+                private += [f"{_module_name(path)}: {node.module}.{alias.name}"
+                            for alias in node.names
+                            if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert private == []
+
+
+def test_the_settings_parsers_are_public_and_say_what_they_accept() -> None:
+    from nautilus import settings_parsing
+
+    parsers = [getattr(settings_parsing, n) for n in dir(settings_parsing)
+               if n.startswith("parse_")]
+    assert len(parsers) == 6
+    assert all(p.__doc__ and p.__module__ == "nautilus.settings_parsing" for p in parsers)
+    assert settings_parsing.parse_int("top_k", "0")[1] is not None

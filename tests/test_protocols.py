@@ -1,0 +1,106 @@
+"""The protocols callers rely on: every synthesizer answers ``merge_ranked``,
+``ranking_enabled`` and ``embedder``; every source ``ranked`` and ``prepare`` — the
+package's own directly, a caller's older or duck-typed object through the protocol's
+defaults."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fakes import write_jsonl
+
+from nautilus import AdapterResult, BasicSynthesizer, RankingSynthesizer, Synthesizer
+from nautilus.broker import Broker
+from nautilus.sources.base import ForwardingSource, Source, declared_order, preparer
+from nautilus.sources.sqlite.table import SqliteTableSource
+from nautilus.synthesis.base import MergeOnly, as_synthesizer
+
+
+class ReversingMerge:
+    """A synthesizer written against the older protocol: ``merge`` only."""
+
+    def merge(self, results: list[AdapterResult],
+              context: Mapping[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+        return {r.source_id: list(reversed(r.rows)) for r in results if r.error is None}
+
+
+class RowsOnly:
+    """A source with only what the oldest protocol asked: no ``ranked``, no ``prepare``."""
+
+    id = "plain"
+    timeout_s = 2.0
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Any]:
+        return [{"t": "disk full"}, {"t": "cpu hot"}]
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_package_synthesizers_have_the_whole_protocol() -> None:
+    basic, ranking = BasicSynthesizer(), RankingSynthesizer()
+    assert isinstance(basic, Synthesizer) and isinstance(ranking, Synthesizer)
+    assert as_synthesizer(basic) is basic and as_synthesizer(ranking) is ranking
+    assert (basic.ranking_enabled, basic.embedder) == (False, None)
+    assert ranking.ranking_enabled and ranking.embedder is not None
+
+
+def test_a_merge_only_synthesizer_is_completed_with_a_passthrough_ranking() -> None:
+    broker = Broker([RowsOnly()], ReversingMerge())
+    assert isinstance(broker.synthesizer, MergeOnly)
+    response = broker.request("disk")
+    assert response.data == {"plain": [{"t": "cpu hot"}, {"t": "disk full"}]}
+    # The rows are not as the source gave them, so each is numbered by its merged place.
+    assert [(r.row["t"], r.rank, r.source_rank, r.score) for r in response.ranking] == [
+        ("cpu hot", 1, 1, 0.0), ("disk full", 2, 2, 0.0)]
+    broker.synthesizer = ReversingMerge()  # assigned later: completed the same way
+    assert isinstance(broker.synthesizer, MergeOnly)
+
+
+def test_a_duck_typed_source_reads_as_the_defaults_say() -> None:
+    source = RowsOnly()
+    assert declared_order(source) is None and preparer(source) is None
+    result = asyncio.run(Broker([source]).fetch("disk"))[0]
+    assert result.error is None and result.ranked is None and len(result.rows) == 2
+
+
+def test_a_forwarding_source_forwards_order_build_search_and_close(tmp_path: Path) -> None:
+    seed = tmp_path / "t.jsonl"
+    write_jsonl(seed, [{"id": 1, "title": "disk full on orders-db"}])
+    inner = SqliteTableSource("t", tmp_path / "t.db", seed, "t", ["title"])
+    closed: list[bool] = []
+
+    class Counting(ForwardingSource):
+        def close(self) -> None:
+            closed.append(True)
+            super().close()
+
+    wrapped = Counting(inner)
+    assert isinstance(wrapped, Source) and isinstance(inner, Source)
+    assert (wrapped.id, wrapped.timeout_s, wrapped.ranked) == ("t", inner.timeout_s, False)
+    assert not (tmp_path / "t.db").exists()
+    asyncio.run(wrapped.prepare())  # the inner source's build step runs
+    assert (tmp_path / "t.db").exists()
+    rows = asyncio.run(wrapped.search("disk", {"query": "disk"}, 5))
+    assert [row["title"] for row in rows] == ["disk full on orders-db"]
+    wrapped.close()
+    assert closed == [True]
+
+
+def test_callers_ask_the_protocol_not_the_class() -> None:
+    """Only the protocol modules read optional members; nobody tests for the ranker's class."""
+    import re
+
+    package = Path(__file__).resolve().parents[1] / "nautilus"
+    protocol = {package / "sources" / "base.py", package / "synthesis" / "base.py"}
+    asks_class = re.compile(r"isinstance\([^)]*RankingSynthesizer")
+    reads_member = re.compile(
+        r"getattr\((source|src|s|self\.source), ")
+    offenders = [f"{path.relative_to(package)}:{number}"
+                 for path in sorted(package.rglob("*.py")) if path not in protocol
+                 for number, line in enumerate(path.read_text().splitlines(), start=1)
+                 if asks_class.search(line) or reads_member.search(line)]
+    assert offenders == []
