@@ -169,6 +169,7 @@ class SqliteSource(SourceBase):
         self.timeout_s = timeout_s
         self._seed_state: tuple[tuple[tuple[int, int, int] | None, ...], str] | None = None
         self._verified: tuple[tuple[int, int, int] | None, str] | None = None
+        self._digest_memo: tuple[str, str] | None = None
         self._swept = False
         self._no_space: tuple[float, float, str] | None = None  # (retry at, delay, why)
         self._connections = ReadConnections(path)
@@ -218,8 +219,17 @@ class SqliteSource(SourceBase):
             return False
         if tuple(_stat_key(p) for p in self.seeds()) != state[0]:
             return False
-        digest = json.dumps(self._fingerprint(state[1]), sort_keys=True)
-        return verified == (_stat_key(self.path), digest)
+        return verified == (_stat_key(self.path), self._digest_of(state[1]))
+
+    def _digest_of(self, seed_digest: str) -> str:
+        """The fingerprint's text for these seeds, worked out once per seed digest (the
+        options and the model are fixed when the source is made; two ``json.dumps`` on
+        every request's check were a tenth of a small request's fan-out)."""
+        kept = self._digest_memo
+        if kept is None or kept[0] != seed_digest:
+            kept = self._digest_memo = (
+                seed_digest, json.dumps(self._fingerprint(seed_digest), sort_keys=True))
+        return kept[1]
 
     def close(self) -> None:
         """Close the kept connections (a later search opens what it needs)."""
