@@ -65,7 +65,7 @@ vector as a numpy array or a list of floats, or come as one float32 matrix per
 source (`AdapterResult.embeddings`); the query vector comes from the caller.
 Baselines in the same run: passthrough (`BasicSynthesizer.merge`), the naive
 pure-Python tf-idf ranker and the plain-Python reference implementation of
-`tools/reference.py`. Before/after numbers of the speed work (issue 14) are in
+`tools/reference.py`. Before/after numbers of the speed work are in
 [tuning.md](tuning.md#speed).
 
 ![rank() scaling](speed-scaling.png)

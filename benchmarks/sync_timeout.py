@@ -1,4 +1,4 @@
-"""Does the synchronous path return at a source's deadline? (issue 10, item 3)
+"""Does the synchronous path return at a source's deadline?
 
 A 300,000-row ``sqlite_table`` whose keyword filter scans the whole table (the query
 matches nothing), with ``timeout_s: 0.2``. Measured: the time the SQLite scan alone

@@ -94,7 +94,7 @@ def vector_batches(query_vector: Any) -> list[tuple[str, list[Any], dict[str, An
     The copies batch stays below 2**20 vector entries: above it, main multiplied
     float64 vectors with BLAS ``gemv``, which rounds the same vector differently at
     different rows (copies 1e-16 apart, one ranked below its own document); the
-    code after ties them exactly (docs/tuning.md, issue 14's fourth pass)."""
+    code after ties them exactly (docs/tuning.md, the fourth speed pass)."""
     import numpy as np
 
     from benchmarks import speed
