@@ -24,14 +24,14 @@ demo: $(STAMP)
 	@echo "or put it there for this shell first: . $(BIN)/activate"
 
 lint: $(STAMP)
-	$(BIN)/ruff check nautilus tests benchmarks
+	$(BIN)/ruff check nautilus tests benchmarks tools
 	$(BIN)/mypy nautilus
 
 test: lint
 	$(BIN)/pytest
 
 bench: $(BSTAMP)
-	$(BIN)/python benchmarks/report.py --out docs/benchmarks.md --plot docs/speed-scaling.png
+	$(BIN)/python -m benchmarks.report --out docs/benchmarks.md --plot docs/speed-scaling.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

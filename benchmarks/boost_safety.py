@@ -1,6 +1,6 @@
 """Boost safety of candidate stage-2 bump tables, on the four shared collections.
 
-    python benchmarks/boost_safety.py [--vector onnx|hashing] [--bumps 0.005,0.01,0.02 ...]
+    python -m benchmarks.boost_safety [--vector onnx|hashing] [--bumps 0.005,0.01,0.02 ...]
 
 For each collection (partitioned, three sources as in ``quality.py``; fetched
 once) and each bump table (low, medium, high), with and without a candidate cap
@@ -18,9 +18,8 @@ import tempfile
 from pathlib import Path
 from types import MappingProxyType
 
-import quality
-from ir_collections import DATASETS, NAMES, load
-
+from benchmarks import quality
+from benchmarks.ir_collections import DATASETS, NAMES, load
 from nautilus import ranking_boost
 from nautilus.embedders import HashingEmbedder
 from nautilus.log import configure_logging

@@ -14,7 +14,7 @@ products), ``int8`` (fused, every weight product in int8: the default) and
   runs it (its sources, its vector source built with the same variant), per query,
   and the paired 95% bootstrap interval of each variant minus ``fused``.
 
-    python benchmarks/onnx_int8.py [--counts 30 60] [--rounds 7] [--quality]
+    python -m benchmarks.onnx_int8 [--counts 30 60] [--rounds 7] [--quality]
                                    [--variants shipped fused int8 ...] [--batch N]
 """
 
@@ -29,10 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from ir_collections import DATASETS, NAMES, bootstrap_ci, load, ndcg_at
-
+from benchmarks.ir_collections import DATASETS, NAMES, bootstrap_ci, load, ndcg_at
 from nautilus.embedders.onnx import OnnxEmbedder
 from nautilus.embedders.onnx_graph import ALL_KINDS
 
@@ -114,7 +111,7 @@ def fidelity(variants: list[str], datasets: Path) -> dict[str, dict[str, np.ndar
 
 def quality(variants: list[str], datasets: Path) -> dict[str, dict[str, list[float]]]:
     """Per variant, per collection/scenario: nDCG@10 of nautilus (onnx) per query."""
-    import quality as bench
+    from benchmarks import quality as bench
     out: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for v in variants:

@@ -22,10 +22,10 @@ as nautilus's own sources do) and *undeclared* (``ranked=None`` on every result,
 as a library caller or an upstream broker whose adapters return rows only hands
 them over; ``--declared`` / ``--undeclared`` run one of them).
 
-    python benchmarks/quality.py [--datasets DIR] [--only NAME] [--out FILE.md]
+    python -m benchmarks.quality [--datasets DIR] [--only NAME] [--out FILE.md]
                                  [--onnx-queries N] [--no-safety] [--work-dir DIR]
                                  [--declared | --undeclared]
-    python benchmarks/quality.py --backend postgres   # SQLite beside PostgreSQL (backends.py)
+    python -m benchmarks.quality --backend postgres   # SQLite beside PostgreSQL (backends.py)
 """
 
 from __future__ import annotations
@@ -42,9 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from ir_collections import (
+from benchmarks.ir_collections import (
     DATASETS,
     NAMES,
     Collection,
@@ -53,7 +51,6 @@ from ir_collections import (
     ndcg_at,
     recall_at,
 )
-
 from nautilus import AdapterResult, Broker, RankingSynthesizer
 from nautilus.log import configure_logging
 from nautilus.sources.sqlite.fts import SqliteFtsSource

@@ -7,7 +7,7 @@ the fan-out alone (``fetch_sync``), each against the p50 of
 interleaved with them (so the machine's load hits both alike). The ratio
 request / rank is what the fan-out machinery costs: 1.0 would be free.
 
-    python benchmarks/request_overhead.py [--calls 300] [--busy] [--out docs/benchmarks.md]
+    python -m benchmarks.request_overhead [--calls 300] [--busy] [--out docs/benchmarks.md]
 
 ``--busy`` runs the same with one busy-looping process started here (the other
 core taken), and stops it after. Not a test: timings on a shared machine are noisy;
@@ -158,7 +158,7 @@ def main() -> int:
     args = parser.parse_args()
     configure_logging("warning", "console")
     import nautilus
-    head = (f"`python benchmarks/request_overhead.py --calls {args.calls}"
+    head = (f"`python -m benchmarks.request_overhead --calls {args.calls}"
             f"{' --busy' if args.busy else ''}` on {time.strftime('%Y-%m-%d')}: "
             f"{platform.machine()}, {os.cpu_count()} cores shared with other work, Python "
             f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the "

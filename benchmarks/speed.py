@@ -9,11 +9,11 @@ list of floats, and vectors handed over as one float32 matrix per source
 (``AdapterResult.embeddings``, when the code under test has it). Baselines in the
 same process, seconds apart: passthrough (``BasicSynthesizer.merge``), a naive
 pure-Python ``Counter`` tf-idf ranker, and the plain-Python reference
-implementation (``tests/reference.py``). Throughput timings are the best of several
+implementation (``tools/reference.py``). Throughput timings are the best of several
 repeats.
 
-    python benchmarks/speed.py [--out FILE.md] [--plot FILE.png] [--sizes 1000 10000 100000]
-    python benchmarks/speed.py --compare 739186b [--rounds 2]   # before/after, one machine
+    python -m benchmarks.speed [--out FILE.md] [--plot FILE.png] [--sizes 1000 10000 100000]
+    python -m benchmarks.speed --compare 739186b [--rounds 2]   # before/after, one machine
 
 ``--compare REV`` runs this same script twice per round in subprocesses: once
 against a ``git archive`` copy of REV's ``nautilus`` package ("before") and once
@@ -33,7 +33,6 @@ import platform
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import tracemalloc
@@ -46,13 +45,12 @@ from typing import Any
 
 import numpy as np
 
+from nautilus import AdapterResult, BasicSynthesizer, RankingSynthesizer
+from nautilus.log import configure_logging
+from tools.reference import reference_rank
+from tools.revisions import checkout, run_module
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from reference import reference_rank  # noqa: E402
-
-from nautilus import AdapterResult, BasicSynthesizer, RankingSynthesizer  # noqa: E402
-from nautilus.log import configure_logging  # noqa: E402
 
 DIM = 384
 SOURCES = ("sql", "graph", "fts", "vector")
@@ -366,22 +364,8 @@ def run_all(sizes: list[int], model_counts: tuple[int, ...]) -> dict[str, Any]:
             "model": measure_model(model_counts)}
 
 
-def _checkout(rev: str, into: Path) -> Path:
-    """REV's ``nautilus`` package, extracted with ``git archive`` (no worktree, no checkout)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, "nautilus"],
-                             capture_output=True, check=True).stdout
-    tar_path = into / "src.tar"
-    tar_path.write_bytes(archive)
-    with tarfile.open(tar_path) as tar:
-        tar.extractall(into, filter="data")
-    return into
-
-
 def _run(pythonpath: Path | None, args: list[str], out: Path) -> dict[str, Any]:
-    env = dict(os.environ)
-    if pythonpath is not None:
-        env["PYTHONPATH"] = str(pythonpath)
-    subprocess.run([sys.executable, __file__, "--json", str(out), *args], env=env, check=True)
+    run_module("benchmarks.speed", ["--json", str(out), *args], pythonpath, check=True)
     data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return data
 
@@ -402,7 +386,7 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def compare(rev: str, rounds: int, args: list[str]) -> str:
     with tempfile.TemporaryDirectory(prefix="nautilus-before-") as tmp:
-        before_src = _checkout(rev, Path(tmp))
+        before_src = checkout(rev, Path(tmp))
         before_runs, after_runs = [], []
         for i in range(rounds):
             before_runs.append(_run(before_src, args, Path(tmp) / f"before{i}.json"))

@@ -1,4 +1,4 @@
-"""Does the synchronous path return at a source's deadline? (issue 10, item 3)
+"""Does the synchronous path return at a source's deadline?
 
 A 300,000-row ``sqlite_table`` whose keyword filter scans the whole table (the query
 matches nothing), with ``timeout_s: 0.2``. Measured: the time the SQLite scan alone
@@ -6,7 +6,7 @@ takes, ``Broker.request()`` wall time, ``arequest()`` wall time, and a whole
 ``nautilus query`` process (start-up included, so compare it with the same command on
 a small table). Before the fix ``request()`` and the CLI waited for the scan.
 
-    python benchmarks/sync_timeout.py [--rows 300000] [--timeout 0.2]
+    python -m benchmarks.sync_timeout [--rows 300000] [--timeout 0.2]
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nautilus.config import ConfigError, NautilusSettings, log_problem
+from nautilus.embedders import Embedder
 from nautilus.errors import Problem
 from nautilus.log import get_logger
 from nautilus.records import AdapterResult, BrokerResponse, ErrorRecord, SourceWarning
@@ -79,8 +80,7 @@ class Broker:
             for problem in problems:
                 log_problem(problem)
             settings = applied_settings(settings, ids)
-        synthesizer: Synthesizer = (RankingSynthesizer.from_settings(settings)
-                                    if settings.ranking_enabled else BasicSynthesizer())
+        synthesizer = synthesizer_for(settings)
         logger.debug("broker_ready", sources=[s.id for s in sources],
                      synthesizer=type(synthesizer).__name__)
         return cls(sources, synthesizer, limit)
@@ -287,6 +287,14 @@ def applied_settings(settings: NautilusSettings, source_ids: Sequence[str]) -> N
     known = {sid.lower() for sid in source_ids}
     kept = {sid: level for sid, level in settings.source_boosts.items() if sid in known}
     return settings.model_copy(update={"source_boosts": kept})
+
+
+def synthesizer_for(settings: NautilusSettings, embedder: Embedder | None = None) -> Synthesizer:
+    """What a broker ranks with under these settings: the ranker when any ranking knob is
+    set (with ``embedder``, else the one the settings name), else the exact passthrough."""
+    if not settings.ranking_enabled:
+        return BasicSynthesizer()
+    return RankingSynthesizer.from_settings(settings, embedder=embedder)
 
 
 def _request_context(query: Any, context: Any) -> dict[str, Any]:

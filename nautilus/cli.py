@@ -10,34 +10,29 @@ commands' output is the point, so they log warnings and errors only.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import logging
 import os
 import shutil
 import sys
-import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nautilus import __version__
-from nautilus.broker import Broker, applied_settings, boost_problems
+from nautilus.broker import Broker, applied_settings
 from nautilus.config import NautilusSettings, collect_source_boosts
+from nautilus.config_command import NO_SOURCES, config_path, run_config
 from nautilus.errors import NautilusError
 from nautilus.evaluation import command as eval_command
 from nautilus.log import LogSettings, configure_logging, get_logger
 from nautilus.pages import PageError, Paging, paging
-from nautilus.records import RankedRow
+from nautilus.query_output import RANKING_OFF, ranked_table, summarize
 from nautilus.response_hash import json_default
 from nautilus.service.manifest import with_manifest
 from nautilus.settings_parsing import parse_int
 from nautilus.sources.factory import (
-    SourceConfigError,
     build_sources,
-    bundled_demo_config,
     load_sources,
-    sources_json_schema,
 )
 from nautilus.sources.sqlite.base import SqliteSource
 from nautilus.synthesis.basic import BasicSynthesizer
@@ -50,17 +45,9 @@ DEMO_QUERIES = (
     "users keep getting logged out of their sessions",
     "card payments failing with timeouts at checkout",
 )
-#: What ``query`` says when no ranking knob is set (the rows are the sources' own order).
-RANKING_OFF = ("ranking: off — exact passthrough: rows in source order, no scores to explain; "
-               "set NAUTILUS_RANKING_TOP_K, NAUTILUS_RANKING_IDF, NAUTILUS_SOURCE_BOOSTS, "
-               "NAUTILUS_RANKING_MAX_CANDIDATES or NAUTILUS_RANKING_DEDUP_KEY "
-               "(or --top-k, --idf, --boost) to rank")
 _DESCRIPTION = ("The ranking layer for retrieval brokers: ask every source, rank the union, "
                 "keep the top K. Commands: config, query, sources, load, serve, mcp, demo, eval "
                 "('nautilus COMMAND --help' for each).")
-_NO_SOURCES = "at least one source; docs/sources.md has an example of each type"
-_SUMMARY_FIELDS = ("title", "name", "subject", "question", "summary", "description", "text",
-                   "body", "answer", "content")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     config.add_argument("--manifest", metavar="FILE",
                         help="check the NAUTILUS_* env of a Kubernetes Deployment/StatefulSet "
                              "(with its ConfigMaps) or a compose file, without deploying it")
-    config.set_defaults(run=with_manifest(_run_config))
+    config.set_defaults(run=with_manifest(run_config))
 
     query = commands.add_parser("query", help="ask every source and show the ranked answer")
     query.add_argument("text", help="the query")
@@ -166,107 +153,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-# --- config ------------------------------------------------------------------------------
-
-def _run_config(args: argparse.Namespace) -> int:
-    if args.schema:
-        print(json.dumps(sources_json_schema(), indent=2, sort_keys=True))
-        return 0
-    with _quiet("nautilus.config") if args.strict else contextlib.nullcontext():
-        settings = NautilusSettings()  # --strict reports each problem itself, once
-    path = _config_path(settings, args.config)
-    listing, source_error = _check_sources(settings, path)
-    if listing == []:
-        source_error = f"{path}: lists no sources (valid: {_NO_SOURCES})"
-    source_ids = None if listing is None else [s["id"] for s in listing]
-    problems = list(settings.problems) + list(
-        boost_problems(settings, source_ids) if source_ids is not None else ())
-    failed = args.strict and bool(problems or source_error is not None)
-    if args.json:
-        print(json.dumps({
-            "settings": settings.effective(),
-            "ranking_enabled": settings.ranking_enabled,
-            "skipped": [{"variable": p.variable, "value": p.value, "reason": p.reason,
-                         "valid": p.valid, "message": p.message} for p in problems],
-            "sources_file": {"path": str(path), "ok": source_error is None,
-                             "error": source_error, "sources": listing or []},
-        }, indent=2, sort_keys=True))
-    elif not failed:  # a failed gate prints its problems alone, on stderr
-        print(_settings_table(settings))
-        print(f"\nranking: {'on' if settings.ranking_enabled else 'off (exact passthrough)'}")
-        print(f"sources: {path}: " + (f"ERROR {source_error}" if source_error is not None
-                                      else "" if listing else "(none)"))
-        for source in listing or []:
-            print("  - " + "  ".join(source.values()))
-        print("skipped:" if problems else "skipped: none")
-        for problem in problems:
-            print(f"  - {problem.message}")
-    if failed:
-        for problem in problems:
-            print(f"nautilus: {problem.message}", file=sys.stderr)
-        if source_error is not None:
-            print(f"nautilus: {source_error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-@contextlib.contextmanager
-def _quiet(name: str) -> Iterator[None]:
-    """The stdlib logger ``name`` off for the block (its warnings are reported otherwise)."""
-    target = logging.getLogger(name)
-    was = target.disabled
-    target.disabled = True
-    try:
-        yield
-    finally:
-        target.disabled = was
-
-
-def _check_sources(settings: NautilusSettings,
-                   path: Path) -> tuple[list[dict[str, str]] | None, str | None]:
-    """Validate the sources file as a broker would (without building databases or
-    connecting to one), and PostgreSQL sources' seeds as ``load`` would: each source's id
-    and type (and a database's DSN, password masked), or the problem."""
-    try:
-        sources, _ = build_sources(path, settings.data_dir, settings.embedder,
-                                   settings.embedder_cache_size)
-    except (SourceConfigError, ImportError) as exc:
-        return None, str(exc)
-    for source in sources:
-        source.close()
-    specs = load_sources(path).specs
-    from nautilus.sources.postgres.load import LoadError, check_seeds, postgres_specs
-    try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
-        check_seeds(postgres_specs(specs), path.parent)
-    except LoadError as exc:
-        return None, f"{path}: {exc}"
-    return [{"id": spec.id, "type": spec.type,
-             **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {})}  # Dsn masks itself
-            for spec in specs], None
-
-
-def _settings_table(settings: NautilusSettings) -> str:
-    rows = []
-    for name, value in settings.effective().items():
-        if isinstance(value, dict):
-            shown = ",".join(f"{k}:{v}" for k, v in value.items()) or "(unset)"
-        else:
-            shown = "(unset)" if value is None else str(value).lower() if isinstance(
-                value, bool) else str(value)
-        rows.append((name, shown))
-    width = max(len(name) for name, _ in rows)
-    return "\n".join(f"{name:<{width}}  {shown}" for name, shown in rows)
-
-
-def _config_path(settings: NautilusSettings, given: str | None) -> Path:
-    return Path(given or settings.config or bundled_demo_config()).expanduser()
-
-
 # --- sources -----------------------------------------------------------------------------
 
 def _run_sources_rebuild(args: argparse.Namespace) -> int:
     settings = NautilusSettings()
-    path = _config_path(settings, args.config)
+    path = config_path(settings, args.config)
     sources, _ = build_sources(path, settings.data_dir, settings.embedder,
                                settings.embedder_cache_size)
     failed = 0
@@ -324,8 +215,8 @@ def _run_query(args: argparse.Namespace) -> int:
     settings = NautilusSettings(**overrides)
     broker = Broker.from_config(args.config, settings)
     if not broker.sources:
-        print(f"nautilus: {_config_path(settings, args.config)}: lists no sources, so there "
-              f"is nothing to ask (valid: {_NO_SOURCES})", file=sys.stderr)
+        print(f"nautilus: {config_path(settings, args.config)}: lists no sources, so there "
+              f"is nothing to ask (valid: {NO_SOURCES})", file=sys.stderr)
         return 1
     try:
         pages = _paging(args, broker, settings)
@@ -356,7 +247,7 @@ def _run_query(args: argparse.Namespace) -> int:
                  if applied else ""))
         if not ranked:
             print(RANKING_OFF)
-        print(_ranked_table(response.ranking, args.explain and ranked, ranked))
+        print(ranked_table(response.ranking, args.explain and ranked, ranked))
         for error in response.sources_errored:
             print(f"error: {error.source_id}: {error.error_type}: {error.message}")
         print(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")
@@ -382,42 +273,6 @@ def _paging(args: argparse.Namespace, broker: Broker,
     return pages
 
 
-def summarize(row: dict[str, Any], width: int = 72) -> str:
-    """One line that tells a person what a row is."""
-    ident = row.get("id")
-    text = next((str(row[f]) for f in _SUMMARY_FIELDS if isinstance(row.get(f), str)), None)
-    if text is None:
-        text = " ".join(str(v) for k, v in row.items() if isinstance(v, str) and k != "id")
-    if isinstance(row.get("edge"), str):
-        text = f"{text} [{row['edge']}]"
-    line = f"{ident}  {text}" if ident is not None and str(ident) not in text else text
-    line = " ".join(line.split())
-    return textwrap.shorten(line, width=width, placeholder="…") if line else "(no text)"
-
-
-def _ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -> str:
-    head = f"{'rank':>4}  {'source':<12} {'score':>7}  "
-    if explain:
-        head += f"{'sim':>6} {'idf':>5} {'c.rank':>6} {'content':>7} {'c.w':>4} {'evid.':>7} " \
-                f"{'w':>4} {'unrank.':>7} {'bump':>6} {'stage1':>7}  "
-    lines = [head + "row"]
-    for r in ranking:
-        score = f"{r.score:>7.4f}" if ranked else f"{'-':>7}"  # passthrough: no score
-        line = f"{r.rank:>4}  {r.source_id[:12]:<12} {score}  "
-        if explain:
-            line += (f"{r.similarity:>6.3f} {r.idf_factor:>5.2f} {r.content_rank:>6} "
-                     f"{r.content:>7.5f} {r.content_weight:>4.2f} {r.evidence:>7.5f} "
-                     f"{r.source_weight:>4.2f} {r.unranked_vote:>7.5f} "
-                     f"{r.boost_bump:>6.4f} {r.stage1_key:>7.5f}  ")
-        line += summarize(r.row, 60 if explain else 72)
-        if explain and r.also_from:
-            line += "  (also " + ", ".join(f"{s}#{n}" for s, n in r.also_from) + ")"
-        lines.append(line)
-    if len(lines) == 1:
-        lines.append("  (no rows)")
-    return "\n".join(lines)
-
-
 # --- load --------------------------------------------------------------------------------
 
 def _run_load(args: argparse.Namespace) -> int:
@@ -432,7 +287,7 @@ def _run_load(args: argparse.Namespace) -> int:
         print("nautilus: load needs a sources file: --config FILE or NAUTILUS_CONFIG",
               file=sys.stderr)
         return 2
-    path = _config_path(settings, args.config)
+    path = config_path(settings, args.config)
     specs = postgres_specs(load_sources(path).specs)
     try:
         reports = load_postgres(specs, path.parent, settings.embedder, args.replace,

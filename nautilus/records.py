@@ -47,7 +47,7 @@ class AdapterResult:
     over the rows' own ``embedding`` values, which keep working without it.
     ``ranked`` is the source's word on whether that order means relevance (a BM25
     or vector index: True; a table in id order: False); None leaves it to the
-    ranking to detect per batch (nautilus/synthesis/fusion.py).
+    ranking to detect per batch (nautilus/synthesis/detection.py).
     ``source_ranks`` (optional): each row's 1-based position in the source's own
     answer, ``rows[i]`` at ``source_ranks[i]`` (strictly increasing), for when rows
     were left out of it — the broker sets it when it drops bad rows, so the rows after

@@ -15,7 +15,6 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from servers import NAUTILUS, Server, running, wait_ready
 
 from nautilus.broker import Broker
 from nautilus.cli import DEMO_QUERIES
@@ -25,6 +24,7 @@ from nautilus.records import AdapterResult, BrokerResponse
 from nautilus.response_hash import compute_response_hash
 from nautilus.sources.factory import bundled_demo_config
 from nautilus.synthesis.ranking import RankingSynthesizer
+from tools.servers import NAUTILUS, Server, running, wait_ready
 
 QUERY = "orders-db disk full"
 

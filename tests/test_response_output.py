@@ -14,11 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
-from servers import NAUTILUS, Server, running, wait_ready
 
 from nautilus.broker import Broker
 from nautilus.config import NautilusSettings
 from nautilus.response_hash import canonical_json
+from tools.servers import NAUTILUS, Server, running, wait_ready
 
 QUERY = "orders-db disk full"
 

@@ -400,7 +400,7 @@ def test_a_source_with_a_non_string_id_fails_only_itself(bad_id: Any) -> None:
 
 
 def test_the_service_answers_when_a_source_raises_cancelled_error(tmp_path: Path) -> None:
-    from servers import running, wait_ready
+    from tools.servers import running, wait_ready
 
     with running(tmp_path, {"NAUTILUS_RANKING_TOP_K": "8"},
                  launcher=["--cancel", "runbooks"]) as server:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from nautilus.broker import Broker
+from nautilus.broker import Broker, synthesizer_for
 from nautilus.config import NautilusSettings, collect_source_boosts
 from nautilus.embedders import Embedder
 from nautilus.errors import Problem, cut
@@ -23,8 +23,6 @@ from nautilus.records import BrokerResponse
 from nautilus.service.problems import ProblemError, invalid
 from nautilus.settings_parsing import parse_bool, parse_int
 from nautilus.synthesis.base import Synthesizer
-from nautilus.synthesis.basic import BasicSynthesizer
-from nautilus.synthesis.ranking import RankingSynthesizer
 
 OVERRIDES = ("top_k", "boosts", "idf", "sources")
 
@@ -170,8 +168,7 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
     if pages is not None:
         synthesizer = pages.synthesizer(effective, embedder)
     elif update:
-        synthesizer = (RankingSynthesizer.from_settings(effective, embedder=embedder)
-                       if effective.ranking_enabled else BasicSynthesizer())
+        synthesizer = synthesizer_for(effective, embedder)
     explain["synthesizer"] = type(synthesizer).__name__
     return Plan(Broker(chosen, synthesizer, broker.limit), explain, pages)
 

@@ -40,7 +40,7 @@ import numpy.typing as npt
 from nautilus.embedders import Embedder, HashingEmbedder, embedder_from_name
 from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.records import AdapterResult, RankedRow
-from nautilus.synthesis import copies, fusion
+from nautilus.synthesis import copies, detection, fusion
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.candidates import (
     MAX_TEXT_CHARS,
@@ -162,7 +162,7 @@ class RankingSynthesizer:
         if not cands.rows:
             return []
         texts_all = row_texts(cands.rows, warnings) if self.idf else None
-        said = fusion.unranked_by_key_order(declared(results, cands.source_ids),
+        said = detection.unranked_by_key_order(declared(results, cands.source_ids),
                                             cands.rows, cands.source_index)
         # Stage 1: the cap keeps rows by the boosted key; the statistics come from the rows
         # it keeps without boosts (the reference), which no boost can change.
@@ -208,7 +208,7 @@ class RankingSynthesizer:
         # this batch (from how many documents the ranked sources share), the content vote
         # (by normalised similarity), and the votes standing in for unranked sources' orders.
         sub_doc = doc[scored]
-        source_weight, _ = fusion.source_weights(
+        source_weight, _ = detection.source_weights(
             sub.source_index[where_ref], sub.source_rank[where_ref],
             content_similarity[where_ref], said, sub_doc[where_ref], factors[where_ref])
         evidence_all, voters_all = fusion.source_evidence(

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import hashing_vector
 
 import nautilus.words as words_module
 from nautilus import (
@@ -22,6 +21,7 @@ from nautilus import (
 )
 from nautilus.embedders import Embedder, embedder_from_name
 from nautilus.text import TokenBatch, keyword_stems, plain_tokens, tokenize
+from tools.reference import hashing_vector
 
 
 def test_tokenize_drops_stop_words_folds_plurals_and_stems() -> None:

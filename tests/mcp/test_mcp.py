@@ -17,7 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
-from servers import NAUTILUS, free_port
+
+from tools.servers import NAUTILUS, free_port
 
 pytest.importorskip("mcp")
 import httpx2

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servers import NAUTILUS, Server, running, wait_ready
 
 from nautilus.broker import Broker
 from nautilus.config import NautilusSettings
+from tools.servers import NAUTILUS, Server, running, wait_ready
 
 pytest.importorskip("langchain_core")
 pytest.importorskip("llama_index.core")

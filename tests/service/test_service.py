@@ -14,7 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import NAUTILUS, Server, running, wait_ready
+
+from tools.servers import NAUTILUS, Server, running, wait_ready
 
 QUERY = "orders-db disk full"
 SETTINGS = {"NAUTILUS_RANKING_TOP_K": "5", "NAUTILUS_RANKING_IDF": "true",

@@ -15,9 +15,9 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from servers import Server, running, wait_ready
 
 from nautilus.sources.factory import bundled_demo_config
+from tools.servers import Server, running, wait_ready
 
 KEY = "k-7d1e0b2a94"
 BODY_TIMEOUT_S = 2

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import Server, running, wait_ready
 
 from nautilus.sources.factory import bundled_demo_config
+from tools.servers import Server, running, wait_ready
 
 KEY = "k-3f9a1c7e5b"
 DEMO = bundled_demo_config().parent

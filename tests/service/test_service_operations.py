@@ -14,7 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import NAUTILUS, Server, free_port, running, wait_ready
+
+from tools.servers import NAUTILUS, Server, free_port, running, wait_ready
 
 
 @pytest.fixture(scope="module")

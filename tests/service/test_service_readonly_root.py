@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 from namespaces import UNSHARE, private_mounts
-from servers import NAUTILUS, Server, free_port
+
+from tools.servers import NAUTILUS, Server, free_port
 
 pytestmark = pytest.mark.skipif(
     not private_mounts(), reason="needs root and unshare(1) for a private mount namespace")

@@ -15,11 +15,11 @@ import httpx
 import numpy as np
 import pytest
 from fakes import FakeSource
-from servers import SLOW_SERVE, Server, running, wait_ready
 from structlog.testing import capture_logs
 
 from nautilus import AdapterResult, Broker, HashingEmbedder, RankingSynthesizer
 from nautilus.ranking_boost import stage1_key
+from tools.servers import SLOW_SERVE, Server, running, wait_ready
 
 QUERY = "orders-db disk full"
 HOSTILE = [{"id": "a", "t": "disk full on orders-db"}, None,

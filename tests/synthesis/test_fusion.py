@@ -16,13 +16,13 @@ from nautilus import AdapterResult, Broker, RankingSynthesizer
 from nautilus.sources.sqlite.fts import SqliteFtsSource
 from nautilus.sources.sqlite.table import SqliteTableSource
 from nautilus.sources.sqlite.vector import SqliteVectorSource
-from nautilus.synthesis import copies, fusion
+from nautilus.synthesis import copies, detection, fusion
 
 K = 60
 
 
 def test_average_ranks_share_ties() -> None:
-    np.testing.assert_allclose(fusion.average_ranks(np.array([0.5, 0.1, 0.5, 0.9])),
+    np.testing.assert_allclose(detection.average_ranks(np.array([0.5, 0.1, 0.5, 0.9])),
                                [2.5, 1.0, 2.5, 4.0])
 
 
@@ -37,12 +37,12 @@ def test_a_source_in_its_own_order_is_judged_as_in_any_order(sims: list[float],
     n = len(sims)
     ranks = np.arange(1, n + 1, dtype=np.int64) * 2  # gaps: rows left out by a cap
     similarity = np.array(sims)
-    in_order = fusion.source_weights(np.zeros(n, dtype=np.int64), ranks, similarity, [None])
+    in_order = detection.source_weights(np.zeros(n, dtype=np.int64), ranks, similarity, [None])
     shuffle = np.random.default_rng(seed).permutation(n)
-    shuffled = fusion.source_weights(np.zeros(n, dtype=np.int64), ranks[shuffle],
+    shuffled = detection.source_weights(np.zeros(n, dtype=np.int64), ranks[shuffle],
                                      similarity[shuffle], [None])
     assert in_order[1][0] == pytest.approx(shuffled[1][0], abs=1e-12)
-    assert in_order[1][0] == pytest.approx(fusion.spearman(-ranks.astype(float), similarity),
+    assert in_order[1][0] == pytest.approx(detection.spearman(-ranks.astype(float), similarity),
                                            abs=1e-12)
 
 
@@ -65,16 +65,16 @@ def test_each_source_is_judged_on_its_own_rows_wherever_they_sit(
             rank[mine] = 3 * np.arange(1, len(mine) + 1)
     by_source = np.argsort(index, kind="stable")
     for order in (np.arange(len(rows)), by_source):
-        weights, rho = fusion.source_weights(index[order], rank[order], similarity[order],
+        weights, rho = detection.source_weights(index[order], rank[order], similarity[order],
                                              declared)
         for j, said in enumerate(declared):
             mine = index == j
             if said is not None:
                 assert weights[j] == float(said) and math.isnan(rho[j])
-            elif mine.sum() < fusion.MIN_ROWS_TO_DETECT:
+            elif mine.sum() < detection.MIN_ROWS_TO_DETECT:
                 assert weights[j] == 0.0 and rho[j] == 0.0
             else:
-                assert rho[j] == fusion.spearman(-rank[mine].astype(float), similarity[mine])
+                assert rho[j] == detection.spearman(-rank[mine].astype(float), similarity[mine])
 
 
 @settings(max_examples=200, deadline=None)
@@ -83,15 +83,15 @@ def test_each_source_is_judged_on_its_own_rows_wherever_they_sit(
 def test_average_ranks_have_the_mean_the_correlation_assumes(values: list[float]) -> None:
     """_rank_correlation centres ranks on (n + 1) / 2 instead of calling mean(): the same
     float, since the ranks are halves and their sum is exact."""
-    ranks = fusion.average_ranks(np.array(values))
+    ranks = detection.average_ranks(np.array(values))
     assert ranks.mean() == (len(values) + 1) / 2.0
 
 
 def test_spearman_worked_example() -> None:
     # ranks of x: 1 2 3 4, of y: 1 3 2 4 -> 1 - 6 * (0 + 1 + 1 + 0) / (4 * (16 - 1)) = 0.8
-    assert fusion.spearman(np.array([1.0, 2, 3, 4]), np.array([10.0, 30, 20, 40])) == \
+    assert detection.spearman(np.array([1.0, 2, 3, 4]), np.array([10.0, 30, 20, 40])) == \
         pytest.approx(0.8)
-    assert fusion.spearman(np.array([1.0, 2, 3]), np.array([5.0, 5, 5])) == 0.0
+    assert detection.spearman(np.array([1.0, 2, 3]), np.array([5.0, 5, 5])) == 0.0
 
 
 def test_source_weights_declared_then_detected() -> None:
@@ -102,7 +102,7 @@ def test_source_weights_declared_then_detected() -> None:
     rank = np.array([1, 2, 3, 1, 1, 2] + [1, 2, 3, 4, 5] * 2)
     sim = np.array([0.1, 0.2, 0.3, 0.0, 0.5, 0.4, 0.9, 0.8, 0.7, 0.6, 0.5,
                     0.1, 0.2, 0.3, 0.4, 0.5])
-    weights, rho = fusion.source_weights(index, rank, sim, [False, True, None, None, None])
+    weights, rho = detection.source_weights(index, rank, sim, [False, True, None, None, None])
     np.testing.assert_allclose(weights, [0.0, 1.0, 0.0, 1.0, 0.0])
     assert math.isnan(rho[0]) and rho[3] == pytest.approx(1.0) and rho[4] == pytest.approx(-1.0)
 
@@ -113,10 +113,10 @@ def test_a_weak_agreement_weighs_its_z_score() -> None:
     index = np.zeros(5, dtype=np.int64)
     rank = np.arange(1, 6)
     sim = np.array([0.3, 0.5, 0.1, 0.4, 0.2])  # rho(-rank, sim) = 1 - 6 * 14 / 120 = 0.3
-    weights, rho = fusion.source_weights(index, rank, sim, [None])
+    weights, rho = detection.source_weights(index, rank, sim, [None])
     assert rho[0] == pytest.approx(0.3) and weights[0] == 0.0
     sim = np.array([0.5, 0.3, 0.4, 0.1, 0.2])  # rho = 1 - 6 * 4 / 120 = 0.8
-    weights, rho = fusion.source_weights(index, rank, sim, [None])
+    weights, rho = detection.source_weights(index, rank, sim, [None])
     assert rho[0] == pytest.approx(0.8) and weights[0] == pytest.approx(0.6)
 
 
@@ -129,14 +129,14 @@ def test_agreement_with_another_source_counts_where_content_says_nothing() -> No
     index = np.repeat(np.arange(3), 5)
     rank = np.tile(np.arange(1, 6), 3)
     flat = np.full(15, 0.5)
-    two = fusion.source_weights(index[:10], rank[:10], flat[:10], [None, None], doc[:10])[0]
+    two = detection.source_weights(index[:10], rank[:10], flat[:10], [None, None], doc[:10])[0]
     np.testing.assert_allclose(two, [1.0, 1.0])
-    three = fusion.source_weights(index, rank, flat, [None, None, True], doc)[0]
+    three = detection.source_weights(index, rank, flat, [None, None, True], doc)[0]
     assert three[2] == 1.0 and three[0] == three[1] == 0.0  # the declared one's votes cancel
-    reverse = fusion.source_weights(index, rank, flat, [True, True, None], doc)[0]
+    reverse = detection.source_weights(index, rank, flat, [True, True, None], doc)[0]
     assert reverse[2] == 0.0
     # without the documents (no sharing known), nothing to go on
-    np.testing.assert_allclose(fusion.source_weights(index, rank, flat, [None] * 3)[0], 0.0)
+    np.testing.assert_allclose(detection.source_weights(index, rank, flat, [None] * 3)[0], 0.0)
 
 
 def test_a_source_declared_unranked_gives_no_votes_to_the_agreement_test() -> None:
@@ -146,8 +146,8 @@ def test_a_source_declared_unranked_gives_no_votes_to_the_agreement_test() -> No
     index = np.repeat(np.arange(2), 5)
     rank = np.tile(np.arange(1, 6), 2)
     flat = np.full(10, 0.5)
-    counted = fusion.source_weights(index, rank, flat, [None, None], doc)[0]
-    left_out = fusion.source_weights(index, rank, flat, [None, False], doc)[0]
+    counted = detection.source_weights(index, rank, flat, [None, None], doc)[0]
+    left_out = detection.source_weights(index, rank, flat, [None, False], doc)[0]
     assert counted[0] == 1.0 and left_out[0] == 0.0
 
 
@@ -158,31 +158,31 @@ def test_the_words_recognise_a_keyword_index_that_content_does_not() -> None:
     rank = np.arange(1, 6)
     semantic = np.array([0.1, 0.5, 0.2, 0.4, 0.3])
     words = np.array([1.0, 0.8, 0.6, 0.4, 0.2])
-    assert fusion.source_weights(index, rank, semantic, [None])[0][0] == 0.0
-    assert fusion.source_weights(index, rank, semantic, [None], lexical=words)[0][0] == 1.0
+    assert detection.source_weights(index, rank, semantic, [None])[0][0] == 0.0
+    assert detection.source_weights(index, rank, semantic, [None], lexical=words)[0][0] == 1.0
     # words that cannot tell the rows apart say nothing
     flat = np.full(5, 0.6)
-    assert fusion.source_weights(index, rank, semantic, [None], lexical=flat)[0][0] == 0.0
+    assert detection.source_weights(index, rank, semantic, [None], lexical=flat)[0][0] == 0.0
 
 
 def test_rows_sorted_by_an_identifier_are_a_table_in_key_order() -> None:
     def rows(ids: list[object], **more: list[object]) -> list[dict[str, object]]:
         return [{"id": v, "text": f"words {i * 5 % 8}", **{k: vs[i] for k, vs in more.items()}}
                 for i, v in enumerate(ids)]
-    assert fusion.key_ordered(rows([2, 7, 8, 9, 12, 13, 14, 19]))
-    assert fusion.key_ordered(rows(["2", "7", "8", "9", "12", "13", "14", "19"]))  # as numbers
-    assert fusion.key_ordered(rows(["z", "y", "x", "w", "v", "u", "t", "s"]))  # descending too
-    assert not fusion.key_ordered(rows([2, 7, 8, 9, 12, 13, 14]))  # too few rows to tell
-    assert not fusion.key_ordered(rows([486, 51, 12, 184, 573, 878, 665, 746]))  # relevance
-    assert not fusion.key_ordered(rows([1, 2, 3, 4, 5, 6, 7, 8]))  # positions: a rank field
-    assert not fusion.key_ordered(rows([0, 1, 2, 3, 4, 5, 6, 7]))
-    assert not fusion.key_ordered(rows([3, 1, 2, 8, 5, 4, 7, 6],  # a score is a float
+    assert detection.key_ordered(rows([2, 7, 8, 9, 12, 13, 14, 19]))
+    assert detection.key_ordered(rows(["2", "7", "8", "9", "12", "13", "14", "19"]))  # as numbers
+    assert detection.key_ordered(rows(["z", "y", "x", "w", "v", "u", "t", "s"]))  # descending too
+    assert not detection.key_ordered(rows([2, 7, 8, 9, 12, 13, 14]))  # too few rows to tell
+    assert not detection.key_ordered(rows([486, 51, 12, 184, 573, 878, 665, 746]))  # relevance
+    assert not detection.key_ordered(rows([1, 2, 3, 4, 5, 6, 7, 8]))  # positions: a rank field
+    assert not detection.key_ordered(rows([0, 1, 2, 3, 4, 5, 6, 7]))
+    assert not detection.key_ordered(rows([3, 1, 2, 8, 5, 4, 7, 6],  # a score is a float
                                        score=[0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]))
-    assert not fusion.key_ordered(rows([1, 3, 3, 4, 5, 6, 7, 8]))  # a tie: not a key
-    assert not fusion.key_ordered(rows([1, "3", 4, 5, 6, 7, 8, 9.5]))  # mixed kinds
-    assert not fusion.key_ordered([{"id": 1}] * 7 + [["not", "a", "row"]])
-    assert not fusion.key_ordered(rows([True, False] * 4))
-    declared = fusion.unranked_by_key_order(
+    assert not detection.key_ordered(rows([1, 3, 3, 4, 5, 6, 7, 8]))  # a tie: not a key
+    assert not detection.key_ordered(rows([1, "3", 4, 5, 6, 7, 8, 9.5]))  # mixed kinds
+    assert not detection.key_ordered([{"id": 1}] * 7 + [["not", "a", "row"]])
+    assert not detection.key_ordered(rows([True, False] * 4))
+    declared = detection.unranked_by_key_order(
         [None, None, True], rows(list(range(10, 18))) + rows([5, 3, 9, 1, 7, 2, 8, 4])
         + rows(list(range(20, 28))), np.repeat(np.arange(3), 8))
     assert declared == [False, None, True]  # a declared source keeps its word

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
-from reference import doc_key, reference_rank
 from structlog.testing import capture_logs
 
 from nautilus import (
@@ -26,6 +25,7 @@ from nautilus import (
 )
 from nautilus.embedders.hashing import SparseVector
 from nautilus.text import TokenBatch, idf_factors, query_token_weights
+from tools.reference import doc_key, reference_rank
 
 HIGH_BUMP = 0.02
 DIM = HashingEmbedder().dim

@@ -16,9 +16,9 @@ import pytest
 from fakes import write_jsonl
 from postgres_fixtures import PgServer
 from psycopg.conninfo import conninfo_to_dict
-from servers import running
 
 from nautilus.sources.postgres.dsn import mask_dsn
+from tools.servers import running
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 KEY = "k-5c2b9e1f70"

@@ -9,7 +9,7 @@ Vectors handed over as one matrix (``AdapterResult.embeddings``, after only) are
 compared with the same vectors given row by row to "before"; the vector batches at
 4,000 rows also cover the top 10, a candidate cap and copies.
 
-    python benchmarks/same_output.py [--rev bc7b13c]
+    python -m tools.same_output [--rev 9c570c5]
 
 Exit status 0 when every batch matches, 1 otherwise (the first differences are printed).
 """
@@ -19,26 +19,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-#: The rankings speed work must reproduce: the last deliberate ranking change (the content
-#: vote by normalised similarity and detection by agreement, measured in
-#: benchmarks/quality.py); move it forward with the next such change.
-DEFAULT_REV = "bc7b13c"
+from tools.revisions import checkout, run_module
+
+#: The rankings speed work must reproduce: the last deliberate ranking change (a table in
+#: key order is unranked, measured in benchmarks/quality.py); move it forward with the
+#: next such change.
+DEFAULT_REV = "9c570c5"
 TOLERANCE = 1e-9
 
 
 def batches() -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
     """(name, results, ranker keywords, context) — the speed benchmark's rows and more."""
     import numpy as np
-    import speed
 
+    from benchmarks import speed
     from nautilus import AdapterResult
 
     out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
@@ -95,10 +94,10 @@ def vector_batches(query_vector: Any) -> list[tuple[str, list[Any], dict[str, An
     The copies batch stays below 2**20 vector entries: above it, main multiplied
     float64 vectors with BLAS ``gemv``, which rounds the same vector differently at
     different rows (copies 1e-16 apart, one ranked below its own document); the
-    code after ties them exactly (docs/tuning.md, issue 14's fourth pass)."""
+    code after ties them exactly (docs/tuning.md, the fourth speed pass)."""
     import numpy as np
-    import speed
 
+    from benchmarks import speed
     from nautilus import AdapterResult
 
     out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
@@ -136,8 +135,7 @@ def copies_batch(n: int, rng: Any) -> list[Any]:
     """Text rows without ids, a third of them repeated by another source as a copy: the
     same fields in another order, other case, other inner whitespace (a no-break space too),
     a blank or non-text field more or less; some near-copies that differ in a word."""
-    import speed
-
+    from benchmarks import speed
     from nautilus import AdapterResult
 
     rows = [{k: v for k, v in row.items() if k != "id"} for row in speed.text_rows(n, rng)]
@@ -175,10 +173,8 @@ def rank_all() -> list[dict[str, Any]]:
 
 def _side(label: str, pythonpath: Path | None) -> list[dict[str, Any]]:
     env = dict(os.environ, SAME_OUTPUT_SIDE=label)
-    if pythonpath is not None:
-        env["PYTHONPATH"] = str(pythonpath)
-    done = subprocess.run([sys.executable, __file__, "--child"], env=env, check=True,
-                          capture_output=True, text=True)
+    done = run_module("tools.same_output", ["--child"], pythonpath, env, check=True,
+                      capture_output=True, text=True)
     data: list[dict[str, Any]] = json.loads(done.stdout)
     return data
 
@@ -216,14 +212,11 @@ def main() -> int:
     parser.add_argument("--rev", default=DEFAULT_REV, help="the 'before' revision")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sys.path.insert(0, str(HERE))
     if args.child:
         json.dump(rank_all(), sys.stdout)
         return 0
-    from speed import _checkout
-
     with tempfile.TemporaryDirectory(prefix="nautilus-before-") as tmp:
-        before = _side("before", _checkout(args.rev, Path(tmp)))
+        before = _side("before", checkout(args.rev, Path(tmp)))
     after = _side("after", None)
     problems = compare(before, after)
     for problem in problems:

@@ -17,7 +17,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
-SLOW_SERVE = str(ROOT / "benchmarks" / "slow_serve.py")
+SLOW_SERVE = str(ROOT / "tools" / "slow_serve.py")
 
 
 def free_port() -> int:

@@ -1,9 +1,9 @@
 """``nautilus serve`` with one source made slow (or given a bad row, or a request made
 to fail), for the load benchmark and the service and CLI tests.
 
-    python benchmarks/slow_serve.py --slow runbooks --delay 3 -- serve --port 8123
-    python benchmarks/slow_serve.py --bad-row runbooks -- query "disk full" --json
-    python benchmarks/slow_serve.py --cancel runbooks -- serve --port 8123
+    python tools/slow_serve.py --slow runbooks --delay 3 -- serve --port 8123
+    python tools/slow_serve.py --bad-row runbooks -- query "disk full" --json
+    python tools/slow_serve.py --cancel runbooks -- serve --port 8123
 
 Everything else is the real command: this only wraps the named source's
 ``search`` in a sleep (or puts a row that is not an object second in its answer,

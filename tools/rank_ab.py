@@ -2,7 +2,7 @@
 REV and the working tree alternating in subprocesses, the minimum over calls and
 rounds (on a shared machine the CPU minimum moves far less than wall times).
 
-    python benchmarks/rank_ab.py --rev 0f8c8e0 [--rounds 4] [text40 text400 ...]
+    python -m tools.rank_ab --rev 0f8c8e0 [--rounds 4] [text40 text400 ...]
 
 Cases: text40, text400 (IDF on, top 10), text10k, np10k (numpy vectors), mat10k
 (one float32 matrix per source; needs ``AdapterResult.embeddings`` on both sides).
@@ -12,23 +12,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+from tools.revisions import checkout, run_module
+
 CASES = ("text40", "text400", "text10k", "np10k", "mat10k")
 
 
 def measure(names: list[str]) -> dict[str, float]:
     """Minimum CPU milliseconds of one rank() call per case (run in a subprocess)."""
     import numpy as np
-    import speed
 
+    from benchmarks import speed
     from nautilus import RankingSynthesizer
     from nautilus.log import configure_logging
 
@@ -70,7 +69,6 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    sys.path.insert(0, str(HERE))
     names = args.cases or list(CASES)
     unknown = sorted(set(names) - set(CASES))
     if unknown:
@@ -78,18 +76,13 @@ def main() -> int:
     if args.child:
         json.dump(measure(names), sys.stdout)
         return 0
-    from speed import _checkout
-
     best: dict[str, dict[str, float]] = {"before": {}, "after": {}}
     with tempfile.TemporaryDirectory(prefix="nautilus-before-") as tmp:
-        before_src = _checkout(args.rev, Path(tmp))
+        before_src = checkout(args.rev, Path(tmp))
         for _ in range(args.rounds):
             for side, pythonpath in (("before", before_src), ("after", None)):
-                env = dict(os.environ)
-                if pythonpath is not None:
-                    env["PYTHONPATH"] = str(pythonpath)
-                done = subprocess.run([sys.executable, __file__, "--child", *names], env=env,
-                                      check=True, capture_output=True, text=True)
+                done = run_module("tools.rank_ab", ["--child", *names], pythonpath,
+                                  check=True, capture_output=True, text=True)
                 for name, ms in json.loads(done.stdout).items():
                     best[side][name] = min(best[side].get(name, float("inf")), ms)
     print(f"| case | CPU ms before ({args.rev}) | CPU ms after | before / after |")
