@@ -34,7 +34,8 @@ from nautilus.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_
 from nautilus.synthesis.base import Synthesizer, as_synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
-from nautilus.workers import current_owner, run_in_this_thread
+from nautilus.thread_loop import run_in_this_thread
+from nautilus.workers import current_owner
 
 logger = get_logger("nautilus.broker")
 
@@ -371,7 +372,7 @@ def _id_text(source_id: Any) -> str:
 
 def run_sync(coroutine: Coroutine[Any, Any, T], name: str, instead: str) -> T:
     """Run ``coroutine`` to completion on this thread's long-lived loop
-    (:mod:`nautilus.workers`), whose worker threads are never waited for. Inside a
+    (:mod:`nautilus.thread_loop`), whose worker threads are never waited for. Inside a
     running loop this raises ``RuntimeError`` (as ``asyncio.run`` does) naming the
     awaitable to use."""
     try:

@@ -1,4 +1,4 @@
-"""Worker threads for the blocking part of a source call, and the sync API's loop.
+"""Worker threads for the blocking part of a source call.
 
 A source's blocking work (a SQLite query, building its database) runs in a worker
 thread, so the event loop stays free and the broker can give up at the source's
@@ -11,10 +11,8 @@ source is refused at once (:class:`SourceStuckError`) instead of being handed
 another thread, so a source that hangs forever costs a bounded number of threads.
 Worker threads are daemons: a stuck one never holds the process open.
 
-The synchronous API (``Broker.request``) runs on a long-lived event loop of the
-calling thread's own, instead of a new loop per call (and with no hop to another
-thread and back). The pool and the loops are created on first use, and afresh in a
-forked child (threads do not survive ``fork``).
+The pool is created on first use, and afresh in a forked child (threads do not
+survive ``fork``). The synchronous API's loop is in :mod:`nautilus.thread_loop`.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from nautilus.errors import NautilusError
@@ -362,69 +360,12 @@ async def in_worker(owner: object, fn: Callable[P, T], /, *args: P.args,
     return await shared_pool().run(owner, fn, *args, **kwargs)
 
 
-def new_loop() -> asyncio.AbstractEventLoop:
-    """An event loop whose default executor is the shared pool."""
-    loop = asyncio.new_event_loop()
-    loop.set_default_executor(PoolExecutor())
-    return loop
-
-
-class _ThreadLoop:
-    """One thread's long-lived event loop for the synchronous API, run in that thread
-    (no hop to another thread and back). Closed when the thread ends."""
-
-    def __init__(self) -> None:
-        self.loop = new_loop()
-        self.forked = False
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """The coroutine's result, with the caller's context variables. An exception
-        out of the loop (Ctrl-C) cancels the coroutine before it propagates.
-
-        Not ``asyncio.Runner``: in the main thread it swaps the SIGINT handler on every
-        call, and on 3.11 each swap formats the previous handler — a partial holding the
-        last request's task, rows and all — into an error message nobody reads (10% of
-        a request's time in a profile)."""
-        task = self.loop.create_task(coroutine, context=contextvars.copy_context())
-        try:
-            return self.loop.run_until_complete(task)
-        except BaseException:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    self.loop.run_until_complete(task)
-            raise
-
-    def __del__(self) -> None:
-        # The thread is gone (its thread-local went with it): release the selector and
-        # the self-pipe. Never in a forked child: those are shared with the parent.
-        if not self.forked and not self.loop.is_closed() and not self.loop.is_running():
-            self.loop.close()
-
-
-_here = threading.local()
-_forked_leftovers: list[_ThreadLoop] = []
-
-
-def run_in_this_thread(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run ``coroutine`` on this thread's long-lived loop (created on first use)."""
-    held: _ThreadLoop | None = getattr(_here, "loop", None)
-    if held is None:
-        held = _here.loop = _ThreadLoop()
-    return held.run(coroutine)
-
-
 def _after_fork_in_child() -> None:
     """A forked child has none of the parent's threads: start afresh on first use."""
-    global _pool, _guard, _inboxes, _inboxes_guard, _here
+    global _pool, _guard, _inboxes, _inboxes_guard
     _guard, _inboxes_guard = threading.Lock(), threading.Lock()
     _inboxes = weakref.WeakKeyDictionary()
     _pool = None
-    held = getattr(_here, "loop", None)
-    if held is not None:  # the parent's: kept, never closed here (see _ThreadLoop)
-        held.forked = True
-        _forked_leftovers.append(held)
-    _here = threading.local()
 
 
 if hasattr(os, "register_at_fork"):

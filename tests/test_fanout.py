@@ -18,7 +18,7 @@ import pytest
 from fakes import FakeSource
 
 from nautilus import Broker, workers
-from nautilus.sources.sqlite.base import IDLE_CONNECTIONS
+from nautilus.sources.sqlite.connections import IDLE_CONNECTIONS
 from nautilus.sources.sqlite.table import SqliteTableSource
 from nautilus.workers import MAX_STUCK, POOL_SIZE, WorkerPool, shared_pool
 

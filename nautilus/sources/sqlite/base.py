@@ -16,12 +16,12 @@ import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from nautilus.errors import NautilusError
 from nautilus.log import get_logger
 from nautilus.sources.base import Row, SourceBase
 from nautilus.sources.seeds import file_digest
+from nautilus.sources.sqlite.connections import ReadConnections, read_only_uri, stat_key
 from nautilus.workers import in_worker
 
 try:  # a cross-process lock; without fcntl (Windows) the in-process lock still holds
@@ -52,19 +52,6 @@ class NoSpaceError(NautilusError, OSError):
 NO_SPACE_BACKOFF_S = (30.0, 600.0)
 
 
-def _stat_key(path: Path) -> tuple[int, int, int] | None:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
-
-
-def read_only_uri(path: Path) -> str:
-    """A SQLite URI that opens ``path`` read-only, whatever characters the path has."""
-    return f"file:{quote(str(path))}?mode=ro"
-
-
 _PATH_LOCKS: dict[str, threading.Lock] = {}
 _PATH_LOCKS_GUARD = threading.Lock()
 
@@ -92,61 +79,6 @@ def build_lock(path: Path) -> Iterator[None]:
 #: The source whose ``prepare`` this task (one broker call of one source) just ran.
 _prepared_here: contextvars.ContextVar[object] = contextvars.ContextVar(
     "nautilus_prepared_here", default=None)
-
-#: Idle read-only connections a SQLite source keeps for its next searches.
-IDLE_CONNECTIONS = 4
-
-
-class ReadConnections:
-    """Read-only connections to one database file, kept between searches.
-
-    Opening a connection and reading its schema cost more than a small query, so a
-    connection is reused — one search at a time, from whichever worker thread — for
-    the version of the file it was opened on: a rebuild replaces the file, its ``stat``
-    changes, and connections to the old one are closed instead of reused. A search
-    that failed closes its connection. At most :data:`IDLE_CONNECTIONS` are kept.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._idle: list[tuple[tuple[int, int, int] | None, sqlite3.Connection]] = []
-
-    @contextlib.contextmanager
-    def connection(self) -> Iterator[sqlite3.Connection]:
-        stamp = _stat_key(self.path)  # taken before opening: a race only closes early
-        reused, stale = None, []
-        with self._lock:
-            while self._idle and reused is None:
-                kept_stamp, kept = self._idle.pop()
-                if kept_stamp == stamp:
-                    reused = kept
-                else:
-                    stale.append(kept)
-        for old in stale:
-            old.close()
-        connection = reused
-        if connection is None:
-            connection = sqlite3.connect(read_only_uri(self.path), uri=True,
-                                         check_same_thread=False)
-            connection.row_factory = sqlite3.Row
-        try:
-            yield connection
-        except BaseException:
-            connection.close()
-            raise
-        with self._lock:
-            if len(self._idle) < IDLE_CONNECTIONS:
-                self._idle.append((stamp, connection))
-                return
-        connection.close()
-
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for _, connection in idle:
-            connection.close()
-
 
 class SqliteSource(SourceBase):
     """A source served from a SQLite file that nautilus builds from seed files.
@@ -217,9 +149,9 @@ class SqliteSource(SourceBase):
         state, verified = self._seed_state, self._verified
         if state is None or verified is None:
             return False
-        if tuple(_stat_key(p) for p in self.seeds()) != state[0]:
+        if tuple(stat_key(p) for p in self.seeds()) != state[0]:
             return False
-        return verified == (_stat_key(self.path), self._digest_of(state[1]))
+        return verified == (stat_key(self.path), self._digest_of(state[1]))
 
     def _digest_of(self, seed_digest: str) -> str:
         """The fingerprint's text for these seeds, worked out once per seed digest (the
@@ -248,7 +180,7 @@ class SqliteSource(SourceBase):
         """What the database must have been built from; seeds are hashed again only
         when their ``stat`` changes."""
         seeds = self.seeds()
-        stats = tuple(_stat_key(p) for p in seeds)
+        stats = tuple(stat_key(p) for p in seeds)
         if self._seed_state is None or self._seed_state[0] != stats:
             self._seed_state = (stats, file_digest(seeds))
         return self._fingerprint(self._seed_state[1])
@@ -267,9 +199,9 @@ class SqliteSource(SourceBase):
             self._swept = True
             self._sweep_if_idle()
         if not force:
-            if self._verified == (_stat_key(self.path), digest):
+            if self._verified == (stat_key(self.path), digest):
                 return None
-            stat = _stat_key(self.path)  # fresh already: no lock (the folder may be read-only)
+            stat = stat_key(self.path)  # fresh already: no lock (the folder may be read-only)
             if stat is not None and _stale_reason(self._stored(), expected) is None:
                 self._verified = (stat, digest)
                 return None
@@ -285,7 +217,7 @@ class SqliteSource(SourceBase):
                             reason=reason)
                 self._build_and_replace(expected)
                 logger.info("source_database_built", source_id=self.id, path=str(self.path))
-            self._verified = (_stat_key(self.path), digest)
+            self._verified = (stat_key(self.path), digest)
             return reason
 
     def rebuild(self) -> str:
