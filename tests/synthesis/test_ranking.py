@@ -252,7 +252,7 @@ def test_idf_factor_applies_to_rows_scored_by_their_own_vectors() -> None:
     same = [1.0, 0.0]
     rows = [{"title": "checkout note", "embedding": same},
             {"title": "checkout latency", "embedding": same},
-            {"title": "checkout other", "embedding": same}]
+            {"title": "checkout memo", "embedding": same}]
     ranked = RankingSynthesizer(idf=True, embedder=NoopEmbedder()).rank(
         [AdapterResult("vec", rows)], {"embedding": same, "query": "checkout latency"})
     w = math.log(1 + 3 / 3) / math.log(1 + 3)       # "checkout": in every row
@@ -261,9 +261,16 @@ def test_idf_factor_applies_to_rows_scored_by_their_own_vectors() -> None:
         [1.0, 0.5 + 0.5 * w / (w + 1), 0.5 + 0.5 * w / (w + 1)])
     # content similarities 1, f, f (the two hub rows tie); the source's order agrees with
     # content no better than chance (rho = 0): no source vote, only the source's stand-in
-    # vote (content ranks within it: 1, 2, 2) beside each normalised content vote
+    # vote (content ranks within it: 1, 2, 2) beside each content vote. The embedder is
+    # not lexical, so content is the convex combination of the normalised semantic score
+    # (share 0.7) and the normalised lexical one: the hashing cosine with the query's
+    # features weighted w (checkout) and 1 (latency), each row two words of weight 1.
     f = 0.5 + 0.5 * w / (w + 1)
-    top, hub = scaled([1.0, f, f], 1.0), scaled([1.0, f, f], f)
+    lex_top = (w + 1) / (math.sqrt(w * w + 1) * math.sqrt(2))
+    lex_hub = w / (math.sqrt(w * w + 1) * math.sqrt(2))
+    lex = [lex_top, lex_hub, lex_hub]
+    top = 0.7 * scaled([1.0, f, f], 1.0) + 0.3 * scaled(lex, lex_top)
+    hub = 0.7 * scaled([1.0, f, f], f) + 0.3 * scaled(lex, lex_hub)
     assert [r.score for r in ranked] == pytest.approx(
         [(top + 1) / (K + 1), hub / (K + 1) + 1 / (K + 2), hub / (K + 1) + 1 / (K + 2)])
 
