@@ -248,6 +248,23 @@ def test_idf_weights_the_query_so_hub_only_matches_fade() -> None:
     assert without[-1].similarity == pytest.approx(1 / (math.sqrt(2) * math.sqrt(4)))
 
 
+def test_a_models_content_adds_a_lexical_similarity_for_every_row() -> None:
+    # Every row has the query's own vector: the model's similarity ties them all. With a
+    # query text, content is the convex combination with the lexical (hashing) cosine,
+    # so the row with the query's words leads, with IDF on or off; without a query text
+    # there are no words to match and the rows stay tied (source order).
+    same = [1.0, 0.0]
+    rows = [{"title": f"unrelated words {i}", "embedding": same} for i in range(4)]
+    rows.append({"title": "disk full on the database host", "embedding": same})
+    results = [AdapterResult("vec", rows)]
+    for idf in (False, True):
+        ranked = RankingSynthesizer(idf=idf, embedder=NoopEmbedder()).rank(
+            results, {"embedding": same, "query": "disk full database"})
+        assert ranked[0].row["title"] == "disk full on the database host"
+    tied = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": same})
+    assert [r.source_rank for r in tied] == [1, 2, 3, 4, 5]
+
+
 def test_idf_factor_applies_to_rows_scored_by_their_own_vectors() -> None:
     same = [1.0, 0.0]
     rows = [{"title": "checkout note", "embedding": same},
