@@ -226,7 +226,9 @@ class RankingSynthesizer:
         voters = voters_all[scored]
         normalised = fusion.normalised_similarity(content_similarity, sub_doc, where_ref)
         content_score = content_similarity  # what content ranks rows by
-        if lexical is not None:  # a semantic and a lexical score: their convex combination
+        if lexical is not None and len(np.unique(sub_doc[where_ref][lexical[where_ref] > 0])) >= 2:
+            # A semantic and a lexical score: their convex combination. A lexical score that
+            # fewer than two documents have has no distribution to normalise it by: unused.
             normalised = fusion.convex_content(
                 normalised, fusion.normalised_similarity(lexical, sub_doc, where_ref))
             content_score = normalised

@@ -254,7 +254,8 @@ def test_a_models_content_adds_a_lexical_similarity_for_every_row() -> None:
     # so the row with the query's words leads, with IDF on or off; without a query text
     # there are no words to match and the rows stay tied (source order).
     same = [1.0, 0.0]
-    rows = [{"title": f"unrelated words {i}", "embedding": same} for i in range(4)]
+    rows = [{"title": f"unrelated words {i}", "embedding": same} for i in range(3)]
+    rows.append({"title": "a disk usage report", "embedding": same})
     rows.append({"title": "disk full on the database host", "embedding": same})
     results = [AdapterResult("vec", rows)]
     for idf in (False, True):
@@ -263,6 +264,18 @@ def test_a_models_content_adds_a_lexical_similarity_for_every_row() -> None:
         assert ranked[0].row["title"] == "disk full on the database host"
     tied = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": same})
     assert [r.source_rank for r in tied] == [1, 2, 3, 4, 5]
+
+
+def test_a_lexical_similarity_of_one_document_alone_is_not_used() -> None:
+    # Two rows, one sharing most of the query's words, the other a paraphrase sharing
+    # none: a lexical score that one document has has no distribution to normalise it
+    # by, so content is the model's similarity alone and the closer vector leads.
+    rows = [{"title": "turn on my favourite laptop stickers will", "embedding": [0.6, 0.8]},
+            {"title": "the notebook computer fails to power up", "embedding": [0.8, 0.6]}]
+    ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(
+        [AdapterResult("kb", rows)],
+        {"embedding": [1.0, 0.0], "query": "my laptop will not turn on"})
+    assert ranked[0].row is rows[1]
 
 
 def test_idf_factor_applies_to_rows_scored_by_their_own_vectors() -> None:
