@@ -70,6 +70,10 @@ SHARED_FOR_CONTENT_FLOOR = 0.1
 #: The content weight where ranked sources overlap (docs/tuning.md: 0 let content only
 #: tie with the sources' agreement, 0.25 and more cost the smallest collection).
 CONTENT_FLOOR = 0.1
+#: Content from a model's vectors: the semantic score's share of the convex combination
+#: with the lexical one (docs/tuning.md: 0.5-0.8 all beat RRF over the ranked sources where
+#: they overlap; the semantic score carries some lexical evidence already, the IDF factor).
+SEMANTIC_SHARE = 0.7
 #: Distribution-based normalisation: mean ± this many standard deviations map to 0 and 1.
 DBSF_SPREAD = 3.0
 def source_evidence(doc: IntArray, source_index: IntArray, source_rank: IntArray,
@@ -251,6 +255,15 @@ def normalised_similarity(similarity: FloatArray, doc: IntArray,
             np.minimum(scaled, 1.0, out=scaled)
             out *= scaled
     return out
+
+
+def convex_content(semantic: FloatArray, lexical: FloatArray,
+                   share: float = SEMANTIC_SHARE) -> FloatArray:
+    """Content's normalised score from a semantic and a lexical one, each normalised
+    (:func:`normalised_similarity`): ``share · semantic + (1 - share) · lexical``, in
+    [0, 1] (Bruch et al.'s convex combination, over every row of the union)."""
+    combined: FloatArray = share * semantic + (1.0 - share) * lexical
+    return combined
 
 
 def content_vote(normalised: FloatArray, k: float = RRF_K,

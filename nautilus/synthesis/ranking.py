@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.embedders import Embedder, HashingEmbedder, embedder_from_name
+from nautilus.embedders import Embedder, HashingEmbedder, embedder_from_name, is_token_embedder
 from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.records import AdapterResult, RankedRow
 from nautilus.synthesis import copies, detection, fusion
@@ -54,7 +54,7 @@ from nautilus.synthesis.candidates import (
 from nautilus.synthesis.query import TokensToWeight, query_vector, weighted_query
 from nautilus.synthesis.rank_warnings import RankWarnings
 from nautilus.synthesis.select import Scores, select
-from nautilus.synthesis.similarity import similarities
+from nautilus.synthesis.similarity import lexical_similarities, similarities
 from nautilus.text import IDF_FLOOR, TokenBatch, idf_factors, query_token_weights, tokenize
 
 if TYPE_CHECKING:
@@ -180,14 +180,15 @@ class RankingSynthesizer:
         factors = np.ones(n, dtype=np.float64)
         texts: list[str] | None = None
         batch: TokenBatch | None = None
+        raw_query = ctx.get("query")
+        query_tokens = tokenize(raw_query[:MAX_TEXT_CHARS] if isinstance(raw_query, str)
+                                else "") if self.idf or not is_token_embedder(self.embedder) else []
+        weights: dict[str, float] = {}  # the query's IDF weights (none without IDF)
         if self.idf and texts_all is not None:
             texts = texts_all if sub is cands else [texts_all[i] for i in scored.tolist()]
             batch = TokenBatch.from_texts(texts)
             ref_batch = batch if len(reference) == n else TokenBatch.from_texts(
                 [texts_all[i] for i in reference.tolist()])
-            raw_query = ctx.get("query")
-            query_tokens = tokenize(raw_query[:MAX_TEXT_CHARS] if isinstance(raw_query, str)
-                                    else "")
             weights = query_token_weights(ref_batch, query_tokens)
             if isinstance(query, TokensToWeight):
                 # A lexical embedder weights the query's own tokens: hubs fade from it.
@@ -202,6 +203,14 @@ class RankingSynthesizer:
                                                 query_in_embedder_space, texts, batch, warnings)
         doc = self._documents(cands, texts if n == len(cands.rows) else None, batch)
         content_similarity = similarity * factors
+        # Beside a model's semantic similarity, a lexical one for every row (a lexical
+        # embedder's similarity is that already): content then combines both.
+        lexical: FloatArray | None = None
+        if query_tokens and not is_token_embedder(self.embedder):
+            if batch is None:
+                batch = TokenBatch.from_texts(texts if texts is not None
+                                              else row_texts(sub.rows, warnings))
+            lexical = lexical_similarities(batch, query_tokens, weights)
 
         # Fusion: which sources are ranked (declared, else detected on the reference rows),
         # their votes for each document over the whole union, how much content counts in
@@ -215,10 +224,17 @@ class RankingSynthesizer:
             doc, cands.source_index, cands.source_rank, source_weight)
         weight = fusion.content_weight(doc, cands.source_index, source_weight)
         voters = voters_all[scored]
-        content_rank = fusion.content_ranks(content_similarity, sub_doc, where_ref)
-        content = fusion.content_vote(
-            fusion.normalised_similarity(content_similarity, sub_doc, where_ref), weight=weight)
-        unranked = fusion.unranked_votes(content_similarity, sub_doc, sub.source_index,
+        normalised = fusion.normalised_similarity(content_similarity, sub_doc, where_ref)
+        content_score = content_similarity  # what content ranks rows by
+        if lexical is not None and len(np.unique(sub_doc[where_ref][lexical[where_ref] > 0])) >= 2:
+            # A semantic and a lexical score: their convex combination. A lexical score that
+            # fewer than two documents have has no distribution to normalise it by: unused.
+            normalised = fusion.convex_content(
+                normalised, fusion.normalised_similarity(lexical, sub_doc, where_ref))
+            content_score = normalised
+        content_rank = fusion.content_ranks(content_score, sub_doc, where_ref)
+        content = fusion.content_vote(normalised, weight=weight)
+        unranked = fusion.unranked_votes(content_score, sub_doc, sub.source_index,
                                          where_ref, source_weight, voters, weight)
         evidence = evidence_all[scored]
         relevance = content + evidence + unranked

@@ -8,6 +8,7 @@ that is unusable falls back to the text; an embedder that fails scores its rows 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import repeat
 from operator import is_not, methodcaller
 from typing import Any
@@ -15,7 +16,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.embedders import Embedder, SparseVector, embed_texts, is_token_embedder
+from nautilus.embedders import (
+    Embedder,
+    HashingEmbedder,
+    SparseVector,
+    embed_texts,
+    is_token_embedder,
+)
 from nautilus.synthesis.candidates import Candidates, Matrices, row_texts
 from nautilus.synthesis.rank_warnings import RankWarnings
 from nautilus.synthesis.vectors import (
@@ -69,6 +76,26 @@ def similarities(cands: Candidates, embedder: Embedder, query: QueryVector,
     if not np.isfinite(similarity).all():  # (nan_to_num alone costs ~10 µs a request)
         similarity = np.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0)
     return similarity, texts, batch
+
+
+#: The lexical similarity beside a model's: the default embedder's IDF-weighted cosine.
+_LEXICAL = HashingEmbedder()
+
+
+def lexical_similarities(batch: TokenBatch, query_tokens: list[str],
+                         weights: Mapping[str, float]) -> FloatArray | None:
+    """Each text's lexical similarity to the query: the cosine of the default hashing
+    embedder's vectors, the query's tokens weighted by ``weights`` (the batch's IDF
+    weights, or none). Computed beside a model's (semantic) similarity, so content has
+    a lexical and a semantic score for every row, as a BM25 and a vector index each give
+    only their own rows; None when the query has no tokens."""
+    if not query_tokens:
+        return None
+    query = _LEXICAL.embed_query(query_tokens, weights)
+    if len(query.columns) == 0:
+        return None
+    lexical: FloatArray = _LEXICAL.embed_tokens(batch).dot_sparse(unit(query))  # type: ignore[arg-type]
+    return lexical
 
 
 def _embed_rows(embedder: Embedder, texts: list[str], batch: TokenBatch | None,

@@ -248,11 +248,41 @@ def test_idf_weights_the_query_so_hub_only_matches_fade() -> None:
     assert without[-1].similarity == pytest.approx(1 / (math.sqrt(2) * math.sqrt(4)))
 
 
+def test_a_models_content_adds_a_lexical_similarity_for_every_row() -> None:
+    # Every row has the query's own vector: the model's similarity ties them all. With a
+    # query text, content is the convex combination with the lexical (hashing) cosine,
+    # so the row with the query's words leads, with IDF on or off; without a query text
+    # there are no words to match and the rows stay tied (source order).
+    same = [1.0, 0.0]
+    rows = [{"title": f"unrelated words {i}", "embedding": same} for i in range(3)]
+    rows.append({"title": "a disk usage report", "embedding": same})
+    rows.append({"title": "disk full on the database host", "embedding": same})
+    results = [AdapterResult("vec", rows)]
+    for idf in (False, True):
+        ranked = RankingSynthesizer(idf=idf, embedder=NoopEmbedder()).rank(
+            results, {"embedding": same, "query": "disk full database"})
+        assert ranked[0].row["title"] == "disk full on the database host"
+    tied = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": same})
+    assert [r.source_rank for r in tied] == [1, 2, 3, 4, 5]
+
+
+def test_a_lexical_similarity_of_one_document_alone_is_not_used() -> None:
+    # Two rows, one sharing most of the query's words, the other a paraphrase sharing
+    # none: a lexical score that one document has has no distribution to normalise it
+    # by, so content is the model's similarity alone and the closer vector leads.
+    rows = [{"title": "turn on my favourite laptop stickers will", "embedding": [0.6, 0.8]},
+            {"title": "the notebook computer fails to power up", "embedding": [0.8, 0.6]}]
+    ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(
+        [AdapterResult("kb", rows)],
+        {"embedding": [1.0, 0.0], "query": "my laptop will not turn on"})
+    assert ranked[0].row is rows[1]
+
+
 def test_idf_factor_applies_to_rows_scored_by_their_own_vectors() -> None:
     same = [1.0, 0.0]
     rows = [{"title": "checkout note", "embedding": same},
             {"title": "checkout latency", "embedding": same},
-            {"title": "checkout other", "embedding": same}]
+            {"title": "checkout memo", "embedding": same}]
     ranked = RankingSynthesizer(idf=True, embedder=NoopEmbedder()).rank(
         [AdapterResult("vec", rows)], {"embedding": same, "query": "checkout latency"})
     w = math.log(1 + 3 / 3) / math.log(1 + 3)       # "checkout": in every row
@@ -261,9 +291,16 @@ def test_idf_factor_applies_to_rows_scored_by_their_own_vectors() -> None:
         [1.0, 0.5 + 0.5 * w / (w + 1), 0.5 + 0.5 * w / (w + 1)])
     # content similarities 1, f, f (the two hub rows tie); the source's order agrees with
     # content no better than chance (rho = 0): no source vote, only the source's stand-in
-    # vote (content ranks within it: 1, 2, 2) beside each normalised content vote
+    # vote (content ranks within it: 1, 2, 2) beside each content vote. The embedder is
+    # not lexical, so content is the convex combination of the normalised semantic score
+    # (share 0.7) and the normalised lexical one: the hashing cosine with the query's
+    # features weighted w (checkout) and 1 (latency), each row two words of weight 1.
     f = 0.5 + 0.5 * w / (w + 1)
-    top, hub = scaled([1.0, f, f], 1.0), scaled([1.0, f, f], f)
+    lex_top = (w + 1) / (math.sqrt(w * w + 1) * math.sqrt(2))
+    lex_hub = w / (math.sqrt(w * w + 1) * math.sqrt(2))
+    lex = [lex_top, lex_hub, lex_hub]
+    top = 0.7 * scaled([1.0, f, f], 1.0) + 0.3 * scaled(lex, lex_top)
+    hub = 0.7 * scaled([1.0, f, f], f) + 0.3 * scaled(lex, lex_hub)
     assert [r.score for r in ranked] == pytest.approx(
         [(top + 1) / (K + 1), hub / (K + 1) + 1 / (K + 2), hub / (K + 1) + 1 / (K + 2)])
 
