@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 K = TypeVar("K")
 V = TypeVar("V")

@@ -12,14 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from nautilus.arrays import FloatArray, IntArray
 from nautilus.records import AdapterResult
 from nautilus.rows import mapping_problem, source_ranks_problem
 from nautilus.synthesis.rank_warnings import RankWarnings
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 #: A row's text is cut to this many characters before tokenising or embedding,
 #: so one 1 MB field cannot stall a request; the cut is logged.

@@ -36,13 +36,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from nautilus.arrays import IntArray
 from nautilus.log import get_logger
 from nautilus.response_hash import NoCanonicalFormError, canonical_json
 from nautilus.text import TokenBatch, tokenize
 
 logger = get_logger("nautilus.ranking")
 
-IntArray = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
 
 #: The row key that makes the ranker leave the skipped fields out of a row's text.

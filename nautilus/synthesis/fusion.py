@@ -50,15 +50,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import numpy.typing as npt
 
+from nautilus.arrays import FloatArray, IntArray
 from nautilus.log import get_logger
 from nautilus.ranking_boost import RRF_K
 
 logger = get_logger("nautilus.ranking")
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 #: The content vote at its fullest counts as much as one ranked source's rank-1 vote.
 CONTENT_WEIGHT = 1.0

@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
+from nautilus.arrays import FloatArray, IntArray
 from nautilus.embedders import Embedder, HashingEmbedder, embedder_from_name, is_token_embedder
 from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.records import AdapterResult, RankedRow
@@ -60,8 +60,6 @@ from nautilus.text import IDF_FLOOR, TokenBatch, idf_factors, query_token_weight
 if TYPE_CHECKING:
     from nautilus.config import NautilusSettings
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 class RankingSynthesizer:

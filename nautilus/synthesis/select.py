@@ -10,14 +10,11 @@ from dataclasses import dataclass
 from itertools import starmap
 
 import numpy as np
-import numpy.typing as npt
 
+from nautilus.arrays import FloatArray, IntArray
 from nautilus.records import RankedRow
 from nautilus.synthesis import fusion
 from nautilus.synthesis.candidates import Candidates
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 @dataclass

@@ -14,8 +14,8 @@ from operator import is_not, methodcaller
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from nautilus.arrays import FloatArray, IntArray
 from nautilus.embedders import (
     Embedder,
     HashingEmbedder,
@@ -36,8 +36,6 @@ from nautilus.synthesis.vectors import (
 )
 from nautilus.text import TokenBatch
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 _EMBEDDING_OF = methodcaller("get", "embedding")
 
 

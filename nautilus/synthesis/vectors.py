@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from nautilus.arrays import FloatArray
 from nautilus.embedders import SparseVector
 
-FloatArray = npt.NDArray[np.float64]
 #: A query vector: dense (given by the caller, or from a dense embedder) or sparse
 #: (a lexical embedder's few hashed features out of 65,536 dimensions).
 QueryVector = FloatArray | SparseVector
