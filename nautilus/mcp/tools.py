@@ -43,8 +43,6 @@ logger = get_logger("nautilus.mcp")
 
 SEARCH = "search"
 LIST_SOURCES = "list_sources"
-#: The score components a result's ``why`` carries without ``explain``.
-_WHY = ("relevance", "similarity", "boost_bump", "evidence", "voters")
 
 
 @dataclass
@@ -242,7 +240,7 @@ def _search_content(parsed: QueryRequest, response: BrokerResponse,
 def _result(r: RankedRow, explain: bool, ranked: bool, vectors: bool) -> dict[str, Any]:
     components = r.explain()
     why = ({k: v for k, v in components.items() if k not in ("source_id", "rank", "score")}
-           if explain else {k: components[k] for k in _WHY})
+           if explain else r.why())
     why["also_from"] = [{"source": s, "source_rank": n} for s, n in r.also_from]
     # A vector source's 1,024 floats are for the ranker: most of what a model would read.
     row = r.row if vectors else {k: v for k, v in r.row.items() if k not in VECTOR_FIELDS}

@@ -241,10 +241,12 @@ class RankingSynthesizer:
         # a content lead larger than the bump of those votes survives every level.
         bump: FloatArray = stage2_bump(votes, bumps[sub.source_index] if n_sources
                                        else np.zeros(n))
-        scores = Scores(relevance + bump, similarity, factors, keys[scored], bump, relevance,
-                         content, content_rank, evidence, voters,
-                         source_weight[sub.source_index], sub_doc, unranked,
-                         np.full(n, weight))
+        scores = Scores(score=relevance + bump, similarity=similarity, idf_factor=factors,
+                        content_rank=content_rank, content=content,
+                        content_weight=np.full(n, weight), evidence=evidence, voters=voters,
+                        source_weight=source_weight[sub.source_index], unranked_vote=unranked,
+                        relevance=relevance, boost_bump=bump, stage1_key=keys[scored],
+                        doc=sub_doc)
         # Every row scored stays a candidate: the rows the cap keeps without boosts (the
         # reference) too, so a boost can let rows in but never push a better one out.
         # At most max_candidates rows leave, best first, as without the reference.
