@@ -23,7 +23,7 @@ def test_scores_hold_every_component_by_its_ranked_row_name() -> None:
 
 
 def test_json_fields_why_and_explain_columns_come_from_the_declaration() -> None:
-    assert SCORE_FIELDS == ("score", *NAMES)
+    assert ("score", *NAMES) == SCORE_FIELDS
     assert set(WHY_COMPONENTS) <= set(NAMES) and "relevance" in WHY_COMPONENTS
     row = RankedRow("a", {"id": 1, "title": "disk full"}, 0.5, 1, 1, similarity=0.25,
                     voters=2, boost_bump=0.125)

@@ -154,9 +154,10 @@ class _Guard:
             return
         from starlette.requests import Request
 
+        from nautilus.request.errors import ProblemError
         from nautilus.service import metrics
         from nautilus.service.limits import check_api_key, request_id_of
-        from nautilus.service.problems import ProblemError, problem_response
+        from nautilus.service.problems import problem_response
 
         rid = request_id_of(scope["headers"])
         started, status = time.perf_counter(), 500

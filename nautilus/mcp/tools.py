@@ -29,10 +29,11 @@ from nautilus.log import get_logger
 from nautilus.pages import MAX_PAGE
 from nautilus.ranking_boost import BOOST_LEVELS
 from nautilus.records import VECTOR_FIELDS, BrokerResponse, RankedRow
+from nautilus.request.errors import ProblemError
+from nautilus.request.model import QueryRequest, parse_request
+from nautilus.request.plan import cut_page, forbid_overrides, plan
 from nautilus.service import metrics
 from nautilus.service.limits import ConcurrencyLimit
-from nautilus.service.overrides import QueryRequest, cut_page, forbid_overrides, parse_request, plan
-from nautilus.service.problems import ProblemError
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
 from nautilus.service.served import serve_broker

@@ -34,6 +34,9 @@ from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder
 from nautilus.errors import Problem, cut
 from nautilus.log import configure_logging, get_logger
+from nautilus.request.errors import ProblemError, invalid
+from nautilus.request.model import QueryRequest, parse_request
+from nautilus.request.plan import cut_page, forbid_overrides, plan
 from nautilus.service import metrics
 from nautilus.service.limits import (
     ConcurrencyLimit,
@@ -44,19 +47,7 @@ from nautilus.service.limits import (
     read_body,
     request_id_of,
 )
-from nautilus.service.overrides import (
-    QueryRequest,
-    cut_page,
-    forbid_overrides,
-    parse_request,
-    plan,
-)
-from nautilus.service.problems import (
-    ProblemError,
-    invalid,
-    problem_response,
-    strict_json,
-)
+from nautilus.service.problems import problem_response, strict_json
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
 from nautilus.service.served import serve_broker
