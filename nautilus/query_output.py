@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nautilus.records import SCORE_COMPONENTS, RankedRow
+
+if TYPE_CHECKING:
+    from nautilus.request.answer import Answer
 
 #: What ``query`` says when no ranking knob is set (the rows are the sources' own order).
 RANKING_OFF = ("ranking: off — exact passthrough: rows in source order, no scores to explain; "
@@ -53,4 +56,27 @@ def ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -
         lines.append("")
         lines.extend(f"  {meta['column']:<8} {name}: {meta['doc']}"
                      for name, meta in SCORE_COMPONENTS)
+    return "\n".join(lines)
+
+
+def answer_text(result: Answer) -> str:
+    """A request's answer as ``nautilus query`` prints it to a person."""
+    response, ranked = result.response, result.ranked
+    applied = result.plan.effective.source_boosts if ranked else {}
+    lines = [f"query: {result.request.query}",
+             f"synthesizer: {result.synthesizer}"
+             + (f"  (boosts: {', '.join(f'{k}:{v}' for k, v in applied.items())})"
+                if applied else "")]
+    if not ranked:
+        lines.append(RANKING_OFF)
+    lines.append(ranked_table(response.ranking, bool(result.request.explain) and ranked,
+                              ranked))
+    lines.extend(f"error: {error.source_id}: {error.error_type}: {error.message}"
+                 for error in response.sources_errored)
+    lines.append(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")
+    page = result.page
+    if page is not None:
+        lines.append(f"page {page['number']} ({page['size']} rows a page); "
+                     + (f"next: --cursor {page['next_cursor']}" if page["next_cursor"]
+                        else "no next page"))
     return "\n".join(lines)

@@ -29,10 +29,12 @@ OVERRIDES = ("top_k", "boosts", "idf", "sources")
 
 @dataclass(frozen=True)
 class Plan:
-    """What one request runs: a broker (shared, or a light per-request one), and the
-    page to cut from its answer when the request asked for one."""
+    """What one request runs: a broker (shared, or a light per-request one), the
+    settings it ranks under (the engine's with the request's overrides), and the page
+    to cut from its answer when the request asked for one."""
 
     broker: Broker
+    effective: NautilusSettings
     explain: dict[str, Any]
     paging: Paging | None = None
 
@@ -94,14 +96,14 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
     if pages is not None:
         explain["page"] = pages.number
     if not update and request.sources is None and pages is None:
-        return Plan(broker, explain)
+        return Plan(broker, effective, explain)
     synthesizer: Synthesizer = broker.synthesizer
     if pages is not None:
         synthesizer = pages.synthesizer(effective, embedder)
     elif update:
         synthesizer = synthesizer_for(effective, embedder)
     explain["synthesizer"] = type(synthesizer).__name__
-    return Plan(Broker(chosen, synthesizer, broker.limit), explain, pages)
+    return Plan(Broker(chosen, synthesizer, broker.limit), effective, explain, pages)
 
 
 def cut_page(run: Plan, response: BrokerResponse,

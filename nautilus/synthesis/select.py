@@ -67,7 +67,7 @@ def select(cands: Candidates, scores: Scores, top_k: int | None) -> list[RankedR
     places = order.tolist()
     sids = cands.source_ids
     s = scores.take(order)
-    columns = [getattr(s, name).tolist() for name in _COMPONENTS]
+    columns = [vars(s)[name].tolist() for name in _COMPONENTS]
     return list(starmap(RankedRow, zip(
         [sids[j] for j in cands.source_index[order].tolist()],
         [cands.rows[i] for i in places], s.score.tolist(), range(1, len(places) + 1),
