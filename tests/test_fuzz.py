@@ -180,8 +180,7 @@ def synthesizers(draw: st.DrawFn) -> RankingSynthesizer:
     return RankingSynthesizer(
         top_k=draw(st.none() | st.integers(1, 12)), idf=draw(st.booleans()),
         source_boosts=boosts, max_candidates=draw(st.none() | st.integers(1, 20)),
-        dedup_key=draw(st.sampled_from([None, "id", "t", "k", "tags", "embedding"])),
-        idf_floor=draw(st.floats(0.0, 1.0)))
+        dedup_key=draw(st.sampled_from([None, "id", "t", "k", "tags", "embedding"])))
 
 
 # --- helpers --------------------------------------------------------------------------------
