@@ -64,10 +64,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader left (``| head``): not an error of ours
+        _quiet_stdout()
+        return 0
     except Exception as exc:  # the last line of defence: a clear line, never a traceback
         logger.error("unexpected_error", error_type=type(exc).__name__, error=str(exc)[:500])
         print(f"nautilus: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of a closed pipe does
+    not print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _parser() -> argparse.ArgumentParser:
