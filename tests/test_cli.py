@@ -183,8 +183,8 @@ def test_a_reader_that_leaves_early_is_not_an_error(tmp_path: Path) -> None:
     rows = [{"id": f"r{i}", "title": f"disk full {i} " + "x" * 300} for i in range(600)]
     (tmp_path / "big.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     config = tmp_path / "nautilus.yaml"
-    config.write_text("limit: 1000\nsources:\n  - {id: big, type: sqlite_table, path: big.db, seed: "
-                      "big.jsonl, table: t, search_columns: [title]}\n", encoding="utf-8")
+    config.write_text("limit: 1000\nsources:\n  - {id: big, type: sqlite_table, path: big.db, "
+                      "seed: big.jsonl, table: t, search_columns: [title]}\n", encoding="utf-8")
     process = subprocess.Popen([NAUTILUS, "query", "disk", "--config", str(config),
                                 "--top-k", "600", "--json"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)

@@ -59,10 +59,16 @@ def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None 
     # uvicorn drains on SIGTERM, then raises the signal again with the handler it found:
     # ours makes that a clean exit 0 (as nautilus serve does).
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    from nautilus.service.protocol import with_header_deadline
     try:
+        # The service's edge: slow headers closed and slow bodies cut after
+        # NAUTILUS_SERVE_BODY_TIMEOUT_S, idle connections kept longer than a load
+        # balancer keeps them (75 s), as nautilus serve runs.
         uvicorn.run(http_app(engine, host), host=host, port=port, access_log=False,
-                    log_level="warning", server_header=False,
-                    timeout_graceful_shutdown=int(settings.serve_request_timeout_s) + 5)
+                    log_level="warning", server_header=False, timeout_keep_alive=75,
+                    http=with_header_deadline(settings.serve_body_timeout_s),
+                    timeout_graceful_shutdown=int(max(settings.serve_request_timeout_s,
+                                                      settings.serve_body_timeout_s)) + 5)
     except _Terminated:
         pass
     finally:
@@ -132,15 +138,18 @@ def http_app(engine: Tools, host: str) -> Any:
 
     app = Starlette(routes=[Route("/healthz", healthz), Route("/metrics", prometheus),
                             Mount("/", app=inner)], lifespan=lifespan)
-    return _Guard(app, engine.state.api_keys)
+    return _Guard(app, engine.settings, engine.state.api_keys)
 
 
 class _Guard:
-    """Pure ASGI middleware: the API keys on ``/mcp``, a request id, one ``http_request``
-    log line and the request-duration metric, as ``nautilus serve`` has them."""
+    """Pure ASGI middleware: the service's edge on ``/mcp`` — the API keys, a body read
+    whole under ``NAUTILUS_SERVE_BODY_TIMEOUT_S`` and ``NAUTILUS_SERVE_MAX_BODY_BYTES``
+    before the MCP app sees it, no standing ``GET`` stream (this server is stateless:
+    it has nothing to push) — plus a request id, one ``http_request`` log line and the
+    request-duration metric, as ``nautilus serve`` has them."""
 
-    def __init__(self, app: Any, keys: tuple[bytes, ...]) -> None:
-        self.app, self.keys = app, keys
+    def __init__(self, app: Any, settings: NautilusSettings, keys: tuple[bytes, ...]) -> None:
+        self.app, self.settings, self.keys = app, settings, keys
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -150,7 +159,7 @@ class _Guard:
 
         from nautilus.request.errors import ProblemError
         from nautilus.service import metrics
-        from nautilus.service.limits import check_api_key, request_id_of
+        from nautilus.service.limits import check_api_key, read_body, request_id_of
         from nautilus.service.problems import problem_response
 
         rid = request_id_of(scope["headers"])
@@ -169,9 +178,20 @@ class _Guard:
             if path.rstrip("/") == MCP_PATH:
                 try:
                     check_api_key(Request(scope), self.keys)
+                    if scope["method"] == "GET":
+                        raise ProblemError(405, "method-not-allowed", "Method not allowed",
+                                           "this MCP server is stateless and opens no "
+                                           "stream: send JSON-RPC with POST",
+                                           headers={"Allow": "POST, DELETE"})
+                    body = await read_body(Request(scope, receive),
+                                           self.settings.serve_max_body_bytes,
+                                           self.settings.serve_body_timeout_s)
                 except ProblemError as exc:
+                    if exc.slug == "body-timeout":
+                        metrics.REJECTED.labels("body_timeout").inc()
                     await problem_response(exc, rid)(scope, receive, sending)
                     return
+                receive = _replay(body, receive)
             await self.app(scope, receive, sending)
         finally:
             elapsed = time.perf_counter() - started
@@ -179,3 +199,18 @@ class _Guard:
             metrics.REQUEST_DURATION.labels(route, str(status)).observe(elapsed)
             logger.info("http_request", method=scope["method"], path=path[:200],
                         status=status, duration_ms=round(elapsed * 1000, 2), request_id=rid)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that gives the body already read, then what the client sends
+    next (its disconnect)."""
+    given = False
+
+    async def replay() -> Any:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
