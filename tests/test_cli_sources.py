@@ -160,10 +160,15 @@ def test_query_exits_1_when_every_source_fails(folder: Path) -> None:
 def test_header_shows_only_applied_boosts_and_passthrough_shows_no_scores(folder: Path) -> None:
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
     config = str(folder / "shop.yaml")
-    boosted = run("query", "password", "--config", config, "--boost", "faq:high",
-                  "--boost", "faqs:low")
+    # in the environment a boost naming no source is warned about and skipped ...
+    boosted = run("query", "password", "--config", config,
+                  env={"NAUTILUS_SOURCE_BOOSTS": "faq:high,faqs:low"})
     assert boosted.returncode == 0, boosted.stderr
     assert "(boosts: faqs:low)" in boosted.stdout and "faq:high" not in boosted.stdout
+    # ... while a flag is the caller's own request: refused, as over HTTP
+    flagged = run("query", "password", "--config", config, "--boost", "faq:high",
+                  "--boost", "faqs:low")
+    assert flagged.returncode == 2 and "--boost: 'faq': no source has id 'faq'" in flagged.stderr
     plain = run("query", "password", "--config", config)
     rows = [line for line in plain.stdout.splitlines() if line.lstrip()[:1].isdigit()]
     assert rows and all(line.split()[2] == "-" for line in rows)
