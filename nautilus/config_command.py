@@ -33,7 +33,7 @@ def run_config(args: argparse.Namespace) -> int:
     with _quiet("nautilus.config") if args.strict else contextlib.nullcontext():
         settings = NautilusSettings()  # --strict reports each problem itself, once
     path = config_path(settings, args.config)
-    listing, source_error = _check_sources(settings, path)
+    listing, source_error = check_sources(settings, path)
     if listing == []:
         source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"
     source_ids = None if listing is None else [s["id"] for s in listing]
@@ -80,7 +80,7 @@ def _quiet(name: str) -> Iterator[None]:
         target.disabled = was
 
 
-def _check_sources(settings: NautilusSettings,
+def check_sources(settings: NautilusSettings,
                    path: Path) -> tuple[list[dict[str, str]] | None, str | None]:
     """Validate the sources file as a broker would (without building databases or
     connecting to one), and PostgreSQL sources' seeds as ``load`` would: each source's id
