@@ -10,11 +10,11 @@ from nautilus.embedders import (
 )
 from nautilus.errors import NautilusError, Problem
 from nautilus.log import configure_logging
-from nautilus.ranking_boost import BOOST_LEVELS, BoostWeights
 from nautilus.records import AdapterResult, BrokerResponse, ErrorRecord, RankedRow, SourceWarning
 from nautilus.response_hash import compute_response_hash
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
+from nautilus.synthesis.boosts import BOOST_LEVELS, BoostWeights
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 __all__ = [

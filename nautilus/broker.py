@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 from nautilus.config import ConfigError, NautilusSettings, log_problem
 from nautilus.embedders import Embedder
 from nautilus.errors import Problem
+from nautilus.fanout.thread_loop import run_in_this_thread
+from nautilus.fanout.workers import current_owner
 from nautilus.log import get_logger
 from nautilus.records import AdapterResult, BrokerResponse, ErrorRecord, SourceWarning
 from nautilus.response_hash import (
@@ -34,8 +36,6 @@ from nautilus.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
-from nautilus.thread_loop import run_in_this_thread
-from nautilus.workers import current_owner
 
 logger = get_logger("nautilus.broker")
 
@@ -376,7 +376,7 @@ def _id_text(source_id: Any) -> str:
 
 def run_sync(coroutine: Coroutine[Any, Any, T], name: str, instead: str) -> T:
     """Run ``coroutine`` to completion on this thread's long-lived loop
-    (:mod:`nautilus.thread_loop`), whose worker threads are never waited for. Inside a
+    (:mod:`nautilus.fanout.thread_loop`), whose worker threads are never waited for. Inside a
     running loop this raises ``RuntimeError`` (as ``asyncio.run`` does) naming the
     awaitable to use."""
     try:

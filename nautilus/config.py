@@ -39,7 +39,7 @@ from nautilus.settings_parsing import (
 
 logger = get_logger("nautilus.config")
 
-#: Valid boost levels, weakest first. ``ranking_boost.BOOST_LEVELS`` holds their
+#: Valid boost levels, weakest first. ``synthesis.boosts.BOOST_LEVELS`` holds their
 #: numbers; a guard test keeps the two in sync.
 VALID_LEVELS: tuple[str, ...] = ("low", "medium", "high")
 DEFAULT_LEVEL = "medium"

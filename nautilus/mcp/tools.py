@@ -19,15 +19,15 @@ import mcp_types as types
 from nautilus.config import NautilusSettings
 from nautilus.errors import cut
 from nautilus.log import get_logger
-from nautilus.pages import MAX_PAGE
-from nautilus.ranking_boost import BOOST_LEVELS
 from nautilus.records import VECTOR_FIELDS, RankedRow
 from nautilus.request.answer import Answer
 from nautilus.request.errors import ProblemError
 from nautilus.request.model import QueryRequest, parse_request
+from nautilus.request.pages import MAX_PAGE
 from nautilus.service import metrics
 from nautilus.service.state import ServerState
 from nautilus.sources.base import declared_order
+from nautilus.synthesis.boosts import BOOST_LEVELS
 
 logger = get_logger("nautilus.mcp")
 

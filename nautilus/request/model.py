@@ -9,8 +9,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nautilus.errors import Problem, cut
-from nautilus.pages import MAX_PAGE
 from nautilus.request.errors import invalid
+from nautilus.request.pages import MAX_PAGE
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from nautilus.broker import Broker, synthesizer_for
 from nautilus.config import NautilusSettings, collect_source_boosts
 from nautilus.embedders import Embedder
 from nautilus.errors import Problem, cut
-from nautilus.pages import PageError, Paging, paging
 from nautilus.records import BrokerResponse
 from nautilus.request.errors import ProblemError, invalid
 from nautilus.request.model import QueryRequest
+from nautilus.request.pages import PageError, Paging, paging
 from nautilus.settings_parsing import parse_bool, parse_int
 from nautilus.synthesis.base import Synthesizer
 

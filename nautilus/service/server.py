@@ -92,7 +92,7 @@ def _check(settings: NautilusSettings) -> None:
     """The sources file and the boosts, checked as ``nautilus config --strict`` checks
     them (without building a broker or loading a model): a problem is a ConfigError."""
     from nautilus.broker import boost_problems
-    from nautilus.config_command import check_sources
+    from nautilus.cli.config import check_sources
     from nautilus.request.engine import NO_SOURCES, config_path
 
     path = config_path(settings, None)

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from nautilus.blas import limit_blas_threads
 from nautilus.config import NautilusSettings
+from nautilus.fanout.blas import limit_blas_threads
 from nautilus.log import get_logger
 from nautilus.records import BrokerResponse
 from nautilus.request.answer import Answer, answer
@@ -64,7 +64,7 @@ class ServerState:
         """Probe the sources in the background while serving; release everything after
         (``kind``: ``serve`` or ``mcp``, in the ``<kind>_ready``/``<kind>_stopped`` logs)."""
         # This process is ours: one BLAS thread, so concurrent requests do not contend
-        # with BLAS's own threads (nautilus.blas; threadpoolctl is in the extra).
+        # with BLAS's own threads (nautilus.fanout.blas; threadpoolctl is in the extra).
         limit_blas_threads(1)
         metrics.start([s.id for s in self.raw_sources], len(self.engine.problems))
         prober = asyncio.create_task(self.readiness.run())

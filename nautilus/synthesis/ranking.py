@@ -36,12 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nautilus.arrays import FloatArray, IntArray
 from nautilus.embedders import Embedder, HashingEmbedder, embedder_from_name, is_token_embedder
-from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.records import AdapterResult, RankedRow
 from nautilus.synthesis import copies, detection, fusion
 from nautilus.synthesis.basic import BasicSynthesizer
+from nautilus.synthesis.boosts import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.synthesis.candidates import (
     MAX_TEXT_CHARS,
     NOT_TEXT,
@@ -55,7 +54,8 @@ from nautilus.synthesis.query import TokensToWeight, query_vector, weighted_quer
 from nautilus.synthesis.rank_warnings import RankWarnings
 from nautilus.synthesis.select import Scores, select
 from nautilus.synthesis.similarity import lexical_similarities, similarities
-from nautilus.text import IDF_FLOOR, TokenBatch, idf_factors, query_token_weights, tokenize
+from nautilus.text.arrays import FloatArray, IntArray
+from nautilus.text.tokens import IDF_FLOOR, TokenBatch, idf_factors, query_token_weights, tokenize
 
 if TYPE_CHECKING:
     from nautilus.config import NautilusSettings

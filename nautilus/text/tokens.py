@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer
 
-from nautilus.arrays import concatenated
-from nautilus.words import GroupTokens, WordGroups, WordTokenCache, group_words, merge
+from nautilus.text.arrays import concatenated
+from nautilus.text.words import GroupTokens, WordGroups, WordTokenCache, group_words, merge
 
 _TOKEN = re.compile(r"[^\W_]+")
 #: bytes.translate table: ASCII bytes other than letters and digits become spaces
@@ -207,7 +207,7 @@ class TokenBatch:
 
         The per-word work runs in C and numpy: texts are joined (a ``\\x02`` word
         between them), every ASCII byte that is not a letter or digit becomes a
-        space, and :mod:`nautilus.words` groups equal words without a Python object
+        space, and :mod:`nautilus.text.words` groups equal words without a Python object
         per word, chunk by chunk (the arrays stay in the CPU cache), then across the
         chunks. Only each *distinct* word is looked up in the cache of known words'
         tokens, and only a new one goes through :func:`tokenize` (Unicode

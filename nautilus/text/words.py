@@ -1,6 +1,6 @@
 """The words of a batch's byte text, grouped in numpy, and the tokens of words seen before.
 
-The batch tokenizer (:meth:`nautilus.text.TokenBatch.from_texts`) joins many texts
+The batch tokenizer (:meth:`nautilus.text.tokens.TokenBatch.from_texts`) joins many texts
 into one byte string in which every byte outside a word is a space. Cutting it with
 ``bytes.split`` and numbering the words with a dict costs ~130 ns a word, a Python
 object each; here the words are found and equal ones grouped with a handful of numpy

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from nautilus.log import get_logger
 
-logger = get_logger("nautilus.blas")
+logger = get_logger("nautilus.fanout.blas")
 
 
 def limit_blas_threads(threads: int = 1) -> bool:

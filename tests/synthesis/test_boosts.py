@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nautilus import AdapterResult, HashingEmbedder, RankedRow, RankingSynthesizer
-from nautilus.ranking_boost import (
+from nautilus.synthesis.boosts import (
     BOOST_LEVELS,
     RRF_K,
     stage1_key,

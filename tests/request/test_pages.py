@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from nautilus.broker import Broker
 from nautilus.cli import DEMO_QUERIES
 from nautilus.config import NautilusSettings
-from nautilus.pages import PageError, paging
 from nautilus.records import AdapterResult, BrokerResponse
+from nautilus.request.pages import PageError, paging
 from nautilus.response_hash import compute_response_hash
 from nautilus.sources.factory import bundled_demo_config
 from nautilus.synthesis.ranking import RankingSynthesizer

@@ -218,7 +218,7 @@ def test_the_library_writes_nothing_to_stdout_and_only_warnings_to_stderr(folder
 
 def test_the_table_view_shows_a_subject_field() -> None:
     """Item 11: a row's `subject` was dropped in favour of its body."""
-    from nautilus.query_output import summarize
+    from nautilus.cli.output import summarize
     line = summarize({"id": "m1", "subject": "Printer jam on floor 3", "body": "paper stuck"})
     assert "Printer jam on floor 3" in line
 

@@ -12,7 +12,7 @@ another thread, so a source that hangs forever costs a bounded number of threads
 Worker threads are daemons: a stuck one never holds the process open.
 
 The pool is created on first use, and afresh in a forked child (threads do not
-survive ``fork``). The synchronous API's loop is in :mod:`nautilus.thread_loop`.
+survive ``fork``). The synchronous API's loop is in :mod:`nautilus.fanout.thread_loop`.
 """
 
 from __future__ import annotations

@@ -20,12 +20,12 @@ from typing import Any
 
 from nautilus import __version__
 from nautilus.broker import Broker
+from nautilus.cli.config import config_path, run_config
+from nautilus.cli.output import answer_text, summarize
 from nautilus.config import NautilusSettings, collect_source_boosts
-from nautilus.config_command import config_path, run_config
 from nautilus.errors import NautilusError
 from nautilus.evaluation import command as eval_command
 from nautilus.log import LogSettings, configure_logging, get_logger
-from nautilus.query_output import answer_text, summarize
 from nautilus.request.answer import answer_sync
 from nautilus.request.engine import Engine
 from nautilus.request.errors import ProblemError
@@ -345,7 +345,7 @@ def _run_mcp(args: argparse.Namespace) -> int:
 def _run_demo(args: argparse.Namespace) -> int:
     settings = NautilusSettings()
     if args.postgres:
-        from nautilus.demo_postgres import run_postgres_demo
+        from nautilus.cli.demo_postgres import run_postgres_demo
         return run_postgres_demo(settings, lambda broker: _show_demo(broker, args.top_k,
                                                                      "PostgreSQL "))
     broker = Broker.from_config(None, settings.model_copy(update={"config": None}))

@@ -2,7 +2,7 @@
 
 ``Broker.request`` runs on a loop of the calling thread's own, instead of a new loop
 per call (and with no hop to another thread and back). Its default executor is the
-worker pool (:mod:`nautilus.workers`). A loop is created on first use, and afresh in
+worker pool (:mod:`nautilus.fanout.workers`). A loop is created on first use, and afresh in
 a forked child.
 """
 
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from nautilus.workers import PoolExecutor
+from nautilus.fanout.workers import PoolExecutor
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from nautilus.thread_loop import new_loop
+from nautilus.fanout.thread_loop import new_loop
 
 T = TypeVar("T")
 

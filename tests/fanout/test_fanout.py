@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 from fakes import FakeSource
 
-from nautilus import Broker, workers
+from nautilus import Broker
+from nautilus.fanout import workers
+from nautilus.fanout.workers import MAX_STUCK, POOL_SIZE, WorkerPool, shared_pool
 from nautilus.sources.sqlite.connections import IDLE_CONNECTIONS
 from nautilus.sources.sqlite.table import SqliteTableSource
-from nautilus.workers import MAX_STUCK, POOL_SIZE, WorkerPool, shared_pool
 
 HANG_EVERY = 10
 
@@ -201,7 +202,7 @@ def test_a_forked_child_gets_its_own_loop_and_workers(tmp_path: Path) -> None:
         "    os._exit(0 if child == os.getpid() else 3)\n"
         "_, status = os.waitpid(pid, 0)\n"
         "print(parent == os.getpid(), os.waitstatus_to_exitcode(status))\n")
-    done = subprocess.run([sys.executable, str(script), str(Path(__file__).parent)],
+    done = subprocess.run([sys.executable, str(script), str(Path(__file__).parents[1])],
                           capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == ["True", "0"]
 
