@@ -214,3 +214,15 @@ def test_no_env_value_raises_without_strict_mode(top_k: str, idf: str, boosts: s
             return
     assert s.ranking_top_k is None or s.ranking_top_k >= 1
     assert isinstance(s.ranking_idf, bool)
+
+
+def test_every_setting_is_documented_and_in_the_example_env() -> None:
+    """A new NAUTILUS_* setting is named in docs/configuration.md and .env.example."""
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    docs = (root / "docs" / "configuration.md").read_text(encoding="utf-8")
+    example = (root / ".env.example").read_text(encoding="utf-8")
+    names = ["NAUTILUS_" + name.upper() for name in NautilusSettings.model_fields]
+    assert [n for n in names if n not in docs] == []
+    assert [n for n in names if n not in example] == []
