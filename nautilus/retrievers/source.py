@@ -4,7 +4,7 @@ same order as ``nautilus query --json`` with the same settings."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,9 @@ from nautilus.request.engine import Engine
 from nautilus.request.errors import ProblemError
 from nautilus.request.model import QueryRequest, parse_request
 
+#: What a retriever may set on its requests: every request field but the query.
+OVERRIDE_FIELDS: tuple[str, ...] = tuple(name for name in QueryRequest.model_fields
+                                         if name != "query")
 #: Row fields never copied into a hit's text or fields (vectors are for the ranker).
 _HIDDEN = frozenset({"embedding"})
 
@@ -81,8 +84,9 @@ def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
 
 @dataclass
 class HitSource:
-    """A broker or a service URL, and the request's overrides (the fields of
-    :class:`~nautilus.request.model.QueryRequest`).
+    """A broker or a service URL, and the request's overrides: any field of
+    :class:`~nautilus.request.model.QueryRequest` but the query (``top_k``, ``boosts``,
+    ``sources``, ``idf`` …), by name.
 
     With a ``broker`` the request is answered in this process by the request core, as
     ``nautilus query`` answers it; with a ``url`` it is sent as a ``POST /v1/query``
@@ -92,29 +96,25 @@ class HitSource:
     broker: Broker | None = None
     url: str | None = None
     api_key: str | None = None
-    top_k: int | None = None
-    boosts: Mapping[str, str] | None = None
-    sources: Sequence[str] | None = None
-    idf: bool | None = None
     timeout_s: float = 30.0
+    overrides: Mapping[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if (self.broker is None) == (self.url is None):
             raise ValueError("give exactly one of broker= (in-process) or url= (a running "
                              "nautilus serve, e.g. 'http://127.0.0.1:8000')")
+        unknown = sorted(set(self.overrides) - set(OVERRIDE_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown request field(s) {', '.join(unknown)} (valid: "
+                             f"{', '.join(OVERRIDE_FIELDS)})")
+        self.overrides = {k: v for k, v in self.overrides.items() if v is not None}
 
     def _request(self, query: str) -> QueryRequest:
         """The request this retriever sends for ``query`` (a bad field is a ServiceError)."""
-        payload: dict[str, Any] = {"query": query}
-        if self.top_k is not None:
-            payload["top_k"] = self.top_k
-        if self.boosts is not None:
-            payload["boosts"] = dict(self.boosts)
-        if self.sources is not None:
-            payload["sources"] = list(self.sources)
-        if self.idf is not None:
-            payload["idf"] = self.idf
+        payload = {"query": query, **{k: dict(v) if isinstance(v, Mapping) else
+                                      list(v) if isinstance(v, tuple) else v
+                                      for k, v in self.overrides.items()}}
         try:
             return parse_request(payload)
         except ProblemError as exc:
