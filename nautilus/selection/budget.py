@@ -1,0 +1,89 @@
+"""A token budget: the ranked rows, in rank order, that fit in ``max_tokens``.
+
+Each row is counted as the caller receives it — the text a transport hands over
+for it (a JSON object, an MCP text block, a retriever document), not one of its
+fields — with :func:`nautilus.selection.tokens.count_tokens`. Rows are taken in rank
+order while they fit; a row that does not fit is skipped and the next one tried (a
+long row never hides the short ones below it); the first row is always handed over,
+flagged when it alone is over the budget (an agent gets the best row whole rather
+than nothing). What frames the rows (brackets, separators, the response's other
+fields) is not counted.
+
+:func:`entry_text` is the default text of one ranked row: its ranking entry as the
+response carries it (``id`` and the score components) with the row under ``row``, as
+canonical JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nautilus.records import VECTOR_FIELDS, RankedRow
+from nautilus.selection.tokens import count_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetResult:
+    """What a budget kept of a ranked list.
+
+    ``kept``: the indices of the rows handed over, increasing (a subsequence of the
+    ranking); ``tokens_used``: their tokens; ``left_out``: how many rows were not
+    handed over; ``over_budget_first``: the first row alone is over ``max_tokens``
+    (it is handed over anyway, and nothing else is).
+    """
+
+    max_tokens: int
+    kept: tuple[int, ...]
+    tokens_used: int
+    left_out: int
+    over_budget_first: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """The budget as a response reports it."""
+        return {"max_tokens": self.max_tokens, "tokens_used": self.tokens_used,
+                "rows_left_out": self.left_out, "first_row_over_budget": self.over_budget_first}
+
+
+def fit_counts(counts: Sequence[int], max_tokens: int) -> BudgetResult:
+    """:func:`fit_budget` on the rows' token counts."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+    if not counts:
+        return BudgetResult(max_tokens, (), 0, 0, False)
+    first = counts[0]
+    if first > max_tokens:
+        return BudgetResult(max_tokens, (0,), first, len(counts) - 1, True)
+    kept = [0]
+    used = first
+    for i in range(1, len(counts)):
+        cost = counts[i]
+        if used + cost <= max_tokens:
+            kept.append(i)
+            used += cost
+    return BudgetResult(max_tokens, tuple(kept), used, len(counts) - len(kept), False)
+
+
+def fit_budget(rows_as_text: Sequence[str], max_tokens: int,
+               exact: bool | None = None) -> BudgetResult:
+    """The rows (each as the text the caller receives) that fit in ``max_tokens``, in
+    rank order; see the module docstring. ``exact`` as in :func:`count_tokens`."""
+    return fit_counts(count_tokens(rows_as_text, exact), max_tokens)
+
+
+def ranking_entry(ranked: RankedRow, vectors: bool = False) -> dict[str, Any]:
+    """One ranked row as a response carries it: its ranking entry (``id`` and the score
+    components) and the row under ``row`` (its vector fields left out unless
+    ``vectors``; the row itself is never changed)."""
+    row = ranked.row
+    if not vectors and not VECTOR_FIELDS.isdisjoint(row):
+        row = {k: v for k, v in row.items() if k not in VECTOR_FIELDS}
+    return {"id": ranked.row.get("id"), **ranked.explain(), "row": row}
+
+
+def entry_text(ranked: RankedRow, vectors: bool = False) -> str:
+    """:func:`ranking_entry` as canonical JSON: the default text a row is counted as."""
+    return json.dumps(ranking_entry(ranked, vectors), sort_keys=True, separators=(",", ":"),
+                      default=str)
