@@ -8,6 +8,7 @@ request path applies them after ranking (the cut, then the budget).
 
 from nautilus.selection.budget import (
     BudgetResult,
+    apply_budget,
     entry_text,
     fit_budget,
     fit_counts,
@@ -20,6 +21,7 @@ __all__ = [
     "CUT_SETTINGS",
     "BudgetResult",
     "RelevanceCut",
+    "apply_budget",
     "count_tokens",
     "entry_text",
     "estimate_tokens",

@@ -17,7 +17,7 @@ canonical JSON.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,3 +87,23 @@ def entry_text(ranked: RankedRow, vectors: bool = False) -> str:
     """:func:`ranking_entry` as canonical JSON: the default text a row is counted as."""
     return json.dumps(ranking_entry(ranked, vectors), sort_keys=True, separators=(",", ":"),
                       default=str)
+
+
+def apply_budget(data: Mapping[str, list[dict[str, Any]]], ranking: Sequence[RankedRow],
+                 max_tokens: int, text: Callable[[RankedRow], str] = entry_text,
+                 exact: bool | None = None,
+                 ) -> tuple[dict[str, list[dict[str, Any]]], list[RankedRow], BudgetResult]:
+    """The response's ``data`` and ``ranking`` cut to the rows that fit in ``max_tokens``,
+    each row counted as ``text(row)`` (default :func:`entry_text`; a transport passes
+    the text it hands over), and what the budget did.
+
+    Every source keeps its key in ``data`` (an empty list when none of its rows fit),
+    its rows in rank order; the kept rows keep their ``rank``, so a gap shows where a
+    row was skipped (and the text counted is the text handed over).
+    """
+    result = fit_budget([text(r) for r in ranking], max_tokens, exact)
+    kept = [ranking[i] for i in result.kept]
+    out: dict[str, list[dict[str, Any]]] = {sid: [] for sid in data}
+    for ranked in kept:
+        out.setdefault(ranked.source_id, []).append(ranked.row)
+    return out, kept, result
