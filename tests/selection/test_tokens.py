@@ -59,21 +59,27 @@ def test_without_the_extra_a_count_is_the_estimate_and_exact_is_refused() -> Non
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     first, second = done.stdout.splitlines()
-    assert first == "estimate [4]"  # 'hell' 'o' 'worl' 'd'
+    assert first == "estimate [4]"  # two words of 5 letters: (5 + 3 + 5 + 3) // 4
     assert "pip install 'nautilus-ranking[tokens]'" in second
 
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("", 0),
-    ("hello world", 2 + 2),                 # 'hell' 'o', 'worl' 'd'
-    ("a  b\nc", 1 + 1 + 1 + 1 + 1),         # a, '  ', b, '\n', c
-    ('{"n":12345}', 1 + 1 + 1 + 1 + 1 + 2 + 1),  # { " n " : 123 45 }
-    ("café", 1 + 1 + 1),                    # 'caf', 'é', and é's second UTF-8 byte
-    ("日本", 2 + 2 * 2),                    # two characters, two more bytes each
+    ("hello world", (5 + 3 + 5 + 3) // 4),           # two words of 5 letters
+    ("a  b\nc", (3 + 3 * 3) // 4 + 1 + 1),           # 3 one-letter words, '  ', '\n'
+    ('{"n":12345}', (1 + 3) // 4 + (5 + 2) // 3 + 5),  # n; 12345; { " " : }
+    ("café", (3 + 3) // 4 + 2),                       # 'caf', and é's two UTF-8 bytes
+    ("日本", 3 + 3),                                  # three UTF-8 bytes each
+    ("x" * 9 + " " + "7" * 7, (9 + 3) // 4 + (7 + 2) // 3 + 1),  # + the space before 7s
 ])
 def test_the_estimate_worked_examples(text: str, expected: int) -> None:
     assert estimate_tokens(text) == expected
     assert count_tokens([text], exact=False) == [expected]
+
+
+def test_a_batch_is_estimated_as_each_text_alone() -> None:
+    texts = ["", "ab", " a", "a ", "12 34", "\n\n", "x\x00y", "Ωmega 42", "", "end  "]
+    assert count_tokens(texts, exact=False) == [estimate_tokens(t) for t in texts]
 
 
 def _rows() -> list[str]:
@@ -98,7 +104,8 @@ def test_the_estimate_never_counts_less_than_o200k_base_on_rows() -> None:
     """On the demo's rows and two shared corpora's rows, serialised as a response
     carries them, and on JSON numbers and non-Latin text."""
     texts = _rows() + [
-        json.dumps({"id": i, "v": [i / 7, i * 1e-9, -i], "n": 10**12 + i}) for i in range(200)
+        json.dumps({"id": i, "v": [i / 7, i * 1e-9, -i, (i * 7919 % 1000) / 997] * 3,
+                    "n": 10**12 + i}) for i in range(200)
     ] + ["Привет, мир! Как дела?", "你好，世界。今天天气很好。", "emoji 🧠🚀✨ end"]
     assert len(texts) > 200
     exact = count_tokens(texts, exact=True)
