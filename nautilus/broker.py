@@ -29,7 +29,7 @@ from nautilus.response_hash import (
     hash_canonical,
 )
 from nautilus.rows import screen_rows
-from nautilus.selection.budget import apply_budget
+from nautilus.selection.budget import apply_budget, entry_text
 from nautilus.sources.base import Source, declared_order, id_of, preparer, timeout_of
 from nautilus.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
 from nautilus.synthesis.base import Synthesizer, as_synthesizer
@@ -142,7 +142,9 @@ class Broker:
         data, ranking = self.synthesizer.merge_ranked(results, ctx)
         budget = None
         if self.max_tokens is not None:  # the rows that fit, in rank order
-            data, ranking, fitted = apply_budget(data, ranking, self.max_tokens)
+            scored = bool(self.synthesizer.ranking_enabled)  # a passthrough's are null
+            data, ranking, fitted = apply_budget(
+                data, ranking, self.max_tokens, lambda r: entry_text(r, scored=scored))
             budget = fitted.as_dict()
         # The built-in synthesizers keep the sources' row objects as they are: the
         # response hash is made of the texts each row was hashed with already.

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nautilus.records import VECTOR_FIELDS, RankedRow
+from nautilus.records import SCORE_FIELDS, VECTOR_FIELDS, RankedRow
 from nautilus.selection.tokens import count_tokens
 
 
@@ -73,20 +73,25 @@ def fit_budget(rows_as_text: Sequence[str], max_tokens: int,
     return fit_counts(count_tokens(rows_as_text, exact), max_tokens)
 
 
-def ranking_entry(ranked: RankedRow, vectors: bool = False) -> dict[str, Any]:
+def ranking_entry(ranked: RankedRow, vectors: bool = False,
+                  scored: bool = True) -> dict[str, Any]:
     """One ranked row as a response carries it: its ranking entry (``id`` and the score
-    components) and the row under ``row`` (its vector fields left out unless
-    ``vectors``; the row itself is never changed)."""
+    components; ``null`` each when not ``scored``, as a passthrough's response writes
+    them) and the row under ``row`` (its vector fields left out unless ``vectors``;
+    the row itself is never changed)."""
     row = ranked.row
     if not vectors and not VECTOR_FIELDS.isdisjoint(row):
         row = {k: v for k, v in row.items() if k not in VECTOR_FIELDS}
-    return {"id": ranked.row.get("id"), **ranked.explain(), "row": row}
+    entry = {"id": ranked.row.get("id"), **ranked.explain(), "row": row}
+    if not scored:
+        entry.update(dict.fromkeys(SCORE_FIELDS))
+    return entry
 
 
-def entry_text(ranked: RankedRow, vectors: bool = False) -> str:
+def entry_text(ranked: RankedRow, vectors: bool = False, scored: bool = True) -> str:
     """:func:`ranking_entry` as canonical JSON: the default text a row is counted as."""
-    return json.dumps(ranking_entry(ranked, vectors), sort_keys=True, separators=(",", ":"),
-                      default=str)
+    return json.dumps(ranking_entry(ranked, vectors, scored), sort_keys=True,
+                      separators=(",", ":"), default=str)
 
 
 def apply_budget(data: Mapping[str, list[dict[str, Any]]], ranking: Sequence[RankedRow],

@@ -67,6 +67,15 @@ def test_the_demo_under_a_budget_never_hands_over_more_tokens(max_tokens: int) -
     assert budget["first_row_over_budget"] == (max_tokens == 60)
 
 
+def test_a_budget_alone_keeps_what_fits_of_the_passthrough() -> None:
+    full = query_json({})
+    out = query_json({"NAUTILUS_RANKING_MAX_TOKENS": "700"})
+    assert out["ranking_enabled"] is False and full["ranking_enabled"] is False
+    counts = toktok.batch_count(handed_over(out), "o200k_base")  # scores written as null
+    assert out["budget"]["tokens_used"] == sum(counts) <= 700
+    assert 0 < out["budget"]["rows_left_out"] == len(full["ranking"]) - len(out["ranking"])
+
+
 def test_without_a_budget_the_response_has_no_budget() -> None:
     out = query_json({"NAUTILUS_RANKING_TOP_K": "5"})
     assert "budget" not in out
