@@ -113,9 +113,17 @@ def _exact() -> Callable[[list[str]], list[int]] | None:
 
     def count(texts: list[str]) -> list[int]:
         # One thread: for a request's few rows a pool costs more than it saves.
-        counts: list[int] = batch_count(texts, ENCODING, threads=1)
+        try:
+            counts: list[int] = batch_count(texts, ENCODING, threads=1)
+        except UnicodeEncodeError:  # a lone surrogate: counted as its replacement characters
+            counts = batch_count([_encodable(t) for t in texts], ENCODING, threads=1)
         return counts
     return count
+
+
+def _encodable(text: str) -> str:
+    """``text`` with each lone surrogate's bytes as U+FFFD (never fewer tokens)."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def exact_available() -> bool:

@@ -103,3 +103,15 @@ def test_an_entry_is_the_ranking_entry_with_its_row_as_canonical_json() -> None:
     assert text == json.dumps(entry, sort_keys=True, separators=(",", ":"))
     assert "embedding" in ranked.row                      # the row itself is untouched
     assert ranking_entry(ranked, vectors=True)["row"]["embedding"] == [0.5, 0.25]
+
+
+@given(st.lists(st.text(max_size=80), max_size=20), st.integers(1, 120))
+def test_texts_under_a_budget_fit_as_o200k_base_counts_them(texts: list[str],
+                                                            max_tokens: int) -> None:
+    result = fit_budget(texts, max_tokens, exact=True)
+    own = toktok.batch_count(texts, "o200k_base")
+    assert result.tokens_used == sum(own[i] for i in result.kept)
+    assert result.over_budget_first or result.tokens_used <= max_tokens
+    skipped = set(range(len(texts))) - set(result.kept)
+    assert result.over_budget_first or all(
+        result.tokens_used + own[i] > max_tokens for i in skipped)

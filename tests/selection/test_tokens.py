@@ -120,5 +120,14 @@ def test_the_estimate_is_not_a_bound_on_random_letters() -> None:
     assert estimate_tokens(text) < count_tokens([text], exact=True)[0]
 
 
+def test_a_lone_surrogate_is_counted_not_raised() -> None:
+    """Counted as its bytes decoded with replacement characters, the other texts as ever."""
+    replaced = "a\ud800b".encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    assert "\ufffd" in replaced
+    assert count_tokens(["a\ud800b", "hello world"], exact=True) == [
+        count_tokens([replaced], exact=True)[0], 2]
+    assert count_tokens(["a\ud800b"], exact=False) == [estimate_tokens("a\ud800b")]
+
+
 def test_the_exact_counter_is_loaded_once() -> None:
     assert tokens._exact() is tokens._exact()
