@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from nautilus.errors import Problem, cut
+from nautilus.selection import cut as relevance_cuts
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -102,3 +103,10 @@ def parse_field_name(var: str, raw: object) -> tuple[str | None, Problem | None]
     if isinstance(raw, str) and len(raw.strip()) <= 200:
         return raw.strip(), None
     return None, Problem(var, cut(raw), "not a field name", "a row field such as 'id'")
+
+
+def parse_ranking_cut(var: str, raw: object) -> tuple[str | None, Problem | None]:
+    """A relevance cut ``METHOD:VALUE`` (``relative:0.8``, ``floor:0.6``, ``gap:0.1``;
+    nautilus/selection/cut.py), as its canonical text; blank, unset or ``off``: None."""
+    value, problem = relevance_cuts.parse_cut(var, raw)
+    return (str(value) if value is not None else None), problem

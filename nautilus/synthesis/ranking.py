@@ -19,7 +19,8 @@ One pass per request, on numpy arrays built once (docs/design.md, "Ranking"):
 6. stage 2 — ``score = relevance + bump`` of the row's source level, the bump a share
    of the row's source votes only (never of its content vote);
 7. sort by (score desc, routing index, source_rank), collapse copies, keep ``top_k``
-   (and at most ``max_candidates``).
+   (and at most ``max_candidates``); with a ``cut``, stop that list where relevance
+   falls away (``nautilus/selection/cut.py``: a prefix, never empty).
 
 Each step is a module of its own: ``candidates`` (1, 2), ``query`` (3), ``similarity``
 (4, 5; vector arithmetic in ``vectors``), ``fusion`` (5, 6), ``select`` (7); this class
@@ -38,6 +39,7 @@ import numpy as np
 
 from nautilus.embedders import Embedder, HashingEmbedder, embedder_from_name, is_token_embedder
 from nautilus.records import AdapterResult, RankedRow
+from nautilus.selection.cut import RelevanceCut, parse_cut, relevance_cut
 from nautilus.synthesis import copies, detection, fusion
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.boosts import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
@@ -70,7 +72,8 @@ class RankingSynthesizer:
     def __init__(self, top_k: int | None = None, idf: bool = False,
                  source_boosts: Mapping[str, str] | None = None,
                  embedder: Embedder | None = None, max_candidates: int | None = None,
-                 dedup_key: str | None = None) -> None:
+                 dedup_key: str | None = None,
+                 cut: RelevanceCut | str | None = None) -> None:
         for name, value in (("top_k", top_k), ("max_candidates", max_candidates)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                       or value < 1):
@@ -86,6 +89,11 @@ class RankingSynthesizer:
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
         self.max_candidates = max_candidates
         self.dedup_key = dedup_key
+        parsed, problem = parse_cut("cut", cut)
+        if problem is not None:
+            raise ValueError(f"cut: {problem.reason}, got {cut!r} (valid: {problem.valid})")
+        #: The relevance cut applied to the top K (nautilus/selection/cut.py); None: off.
+        self.cut = parsed
 
     @classmethod
     def from_settings(cls, settings: NautilusSettings,
@@ -95,7 +103,7 @@ class RankingSynthesizer:
                    embedder=embedder or embedder_from_name(
                        settings.embedder, cache_size=settings.embedder_cache_size),
                    max_candidates=settings.ranking_max_candidates,
-                   dedup_key=settings.ranking_dedup_key)
+                   dedup_key=settings.ranking_dedup_key, cut=settings.ranking_cut)
 
     # --- public API ------------------------------------------------------------------
 
@@ -249,7 +257,10 @@ class RankingSynthesizer:
         limit = self.top_k
         if len(kept) < len(cands.rows):
             limit = len(kept) if limit is None else min(limit, len(kept))
-        return select(sub, scores, limit)
+        ranked = select(sub, scores, limit)
+        if self.cut is not None:  # where relevance falls away: a prefix, never empty
+            del ranked[relevance_cut(ranked, self.cut):]
+        return ranked
 
 
     def _documents(self, cands: Candidates, texts: list[str] | None,
