@@ -13,8 +13,8 @@ if TYPE_CHECKING:
 #: What ``query`` says when no ranking knob is set (the rows are the sources' own order).
 RANKING_OFF = ("ranking: off — exact passthrough: rows in source order, no scores to explain; "
                "set NAUTILUS_RANKING_TOP_K, NAUTILUS_RANKING_IDF, NAUTILUS_SOURCE_BOOSTS, "
-               "NAUTILUS_RANKING_MAX_CANDIDATES or NAUTILUS_RANKING_DEDUP_KEY "
-               "(or --top-k, --idf, --boost) to rank")
+               "NAUTILUS_RANKING_MAX_CANDIDATES, NAUTILUS_RANKING_DEDUP_KEY or "
+               "NAUTILUS_RANKING_CUT (or --top-k, --idf, --boost, --cut) to rank")
 _SUMMARY_FIELDS = ("title", "name", "subject", "question", "summary", "description", "text",
                    "body", "answer", "content")
 
@@ -74,6 +74,12 @@ def answer_text(result: Answer) -> str:
     lines.extend(f"error: {error.source_id}: {error.error_type}: {error.message}"
                  for error in response.sources_errored)
     lines.append(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")
+    budget = response.budget
+    if budget is not None:
+        lines.append(f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens, "
+                     f"{budget['rows_left_out']} ranked row(s) left out"
+                     + ("; the first row alone is over it" if budget["first_row_over_budget"]
+                        else ""))
     page = result.page
     if page is not None:
         lines.append(f"page {page['number']} ({page['size']} rows a page); "

@@ -54,6 +54,15 @@ class QueryRequest(BaseModel):
                                              repeat=True)] = Field(
         default=None, json_schema_extra={"minItems": 1},  # [] is refused
         description="ask only these sources (default: all)")
+    max_tokens: Annotated[int | None, Arg("--max-tokens", "an integer >= 1", "N")] = Field(
+        default=None, description="hand over only the best rows that fit in N tokens, each "
+        "counted as it is handed over (the first row always, flagged when it alone is "
+        "over); replaces NAUTILUS_RANKING_MAX_TOKENS")
+    cut: Annotated[str | None, Arg("--cut", "off, relative:A, floor:T or gap:G (A, T, G "
+                                             "numbers in [0, 1])", "CUT")] = Field(
+        default=None, description="stop the ranking where relevance falls away (a prefix, "
+        "never before the first row): relative:0.8, floor:0.6 or gap:0.1; replaces "
+        "NAUTILUS_RANKING_CUT")
     explain: Annotated[bool | None, Arg("--explain", "true or false")] = Field(
         default=False, description="show every score component and the request's "
         "effective ranking settings")
@@ -68,7 +77,7 @@ class QueryRequest(BaseModel):
         default=None, description="the next_cursor of an earlier answer to the same query "
         "and settings: its next page")
 
-    @field_validator("top_k", "page", mode="before")
+    @field_validator("top_k", "page", "max_tokens", mode="before")
     @classmethod
     def _plain_count(cls, value: object) -> object:
         if isinstance(value, bool):  # JSON true is not the number 1

@@ -40,7 +40,7 @@ _VERSION = 1
 _CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]+")
 #: The deepest page a request may ask for: page n ranks n·K + 1 rows.
 MAX_PAGE = 1000
-_FIELDS = "query, top_k, boosts, idf, sources"
+_FIELDS = "query, top_k, boosts, idf, sources, cut"
 
 
 class PageError(NautilusError, ValueError):
@@ -117,6 +117,8 @@ def ranking_key(query: str, settings: NautilusSettings, source_ids: Sequence[str
              "max_candidates": settings.ranking_max_candidates,
              "dedup_key": settings.ranking_dedup_key, "embedder": settings.embedder,
              "sources": list(source_ids)}
+    if settings.ranking_cut is not None:  # a cut ends the ranking sooner: other pages
+        shape["cut"] = settings.ranking_cut
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:24]
 
 

@@ -4,6 +4,7 @@ same order as ``nautilus query --json`` with the same settings."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,7 @@ import httpx
 
 from nautilus.broker import Broker
 from nautilus.errors import NautilusError
-from nautilus.records import BrokerResponse
+from nautilus.records import BrokerResponse, RankedRow
 from nautilus.request.answer import Answer, answer, answer_sync
 from nautilus.request.engine import Engine
 from nautilus.request.errors import ProblemError
@@ -61,6 +62,13 @@ def _hit(source: str, row: Mapping[str, Any], explanation: dict[str, Any],
     score = explanation.get("score")
     return Hit(source, row.get("id"), float(score) if ranked and score is not None else None,
                int(explanation["rank"]), row_text(row), fields, why)
+
+
+def _document_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
+    """A row as a retriever hands it over: its document's text and metadata (what a
+    token budget counts)."""
+    hit = _hit(row.source_id, row.row, row.explain(), ranked)
+    return hit.text + "\n" + json.dumps(hit.metadata(), sort_keys=True, default=str)
 
 
 def hits_of(response: BrokerResponse, ranked: bool = True) -> list[Hit]:
@@ -136,7 +144,8 @@ class HitSource:
     def hits(self, query: str) -> list[Hit]:
         if self.broker is not None:
             try:
-                return self._answer(answer_sync(Engine.of(self.broker), self._request(query)))
+                return self._answer(answer_sync(Engine.of(self.broker), self._request(query),
+                                                _document_text))
             except ProblemError as exc:
                 raise ServiceError(f"invalid request: {exc.detail}") from None
         try:
@@ -149,7 +158,8 @@ class HitSource:
     async def ahits(self, query: str) -> list[Hit]:
         if self.broker is not None:
             try:
-                return self._answer(await answer(Engine.of(self.broker), self._request(query)))
+                return self._answer(await answer(Engine.of(self.broker), self._request(query),
+                                                 row_text=_document_text))
             except ProblemError as exc:
                 raise ServiceError(f"invalid request: {exc.detail}") from None
         try:
