@@ -389,7 +389,3 @@ def _command() -> str:
         return "nautilus"
     relative = os.path.relpath(sys.argv[0])
     return relative if not relative.startswith("..") else os.path.abspath(sys.argv[0])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

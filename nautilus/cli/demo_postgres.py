@@ -35,7 +35,7 @@ logger = get_logger("nautilus.sources.postgres")
 
 
 def demo_config() -> Path:
-    return Path(__file__).resolve().parent / "demo" / "nautilus-postgres.yaml"
+    return Path(__file__).resolve().parents[1] / "demo" / "nautilus-postgres.yaml"
 
 
 @contextmanager
