@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev-embed-postgres-serve-mcp-langchain-llamaindex-tokens
 BSTAMP := $(VENV)/.installed-bench
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,6 +29,11 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# While working: every module exercised, without the real servers, PostgreSQL and the
+# docs' examples (tests/conftest.py, SLOW_PATHS); `make test` and CI run everything.
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
 
 bench: $(BSTAMP)
 	$(BIN)/python -m benchmarks.report --out docs/benchmarks.md --plot docs/speed-scaling.png
