@@ -58,8 +58,8 @@ class QueryRequest(BaseModel):
         default=None, description="hand over only the best rows that fit in N tokens, each "
         "counted as it is handed over (the first row always, flagged when it alone is "
         "over); replaces NAUTILUS_RANKING_MAX_TOKENS")
-    cut: Annotated[str | None, Arg("--cut", "off, relative:A, floor:T or gap:G (A, T, G "
-                                             "numbers in [0, 1])", "CUT")] = Field(
+    cut: Annotated[str | None, Arg("--cut", "relative:A, floor:T or gap:G with a number in "
+                                             "(0, 1], e.g. relative:0.8; or off", "CUT")] = Field(
         default=None, description="stop the ranking where relevance falls away (a prefix, "
         "never before the first row): relative:0.8, floor:0.6 or gap:0.1; replaces "
         "NAUTILUS_RANKING_CUT")
