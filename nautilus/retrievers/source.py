@@ -107,6 +107,7 @@ class HitSource:
     timeout_s: float = 30.0
     overrides: Mapping[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    _core: Engine | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.broker is None) == (self.url is None):
@@ -117,6 +118,12 @@ class HitSource:
             raise ValueError(f"unknown request field(s) {', '.join(unknown)} (valid: "
                              f"{', '.join(OVERRIDE_FIELDS)})")
         self.overrides = {k: v for k, v in self.overrides.items() if v is not None}
+
+    def _engine(self, broker: Broker) -> Engine:
+        """The in-process broker as the request core runs it (assembled on first use)."""
+        if self._core is None:
+            self._core = Engine.of(broker)
+        return self._core
 
     def _request(self, query: str) -> QueryRequest:
         """The request this retriever sends for ``query`` (a bad field is a ServiceError)."""
@@ -144,7 +151,7 @@ class HitSource:
     def hits(self, query: str) -> list[Hit]:
         if self.broker is not None:
             try:
-                return self._answer(answer_sync(Engine.of(self.broker), self._request(query),
+                return self._answer(answer_sync(self._engine(self.broker), self._request(query),
                                                 _document_text))
             except ProblemError as exc:
                 raise ServiceError(f"invalid request: {exc.detail}") from None
@@ -158,7 +165,7 @@ class HitSource:
     async def ahits(self, query: str) -> list[Hit]:
         if self.broker is not None:
             try:
-                return self._answer(await answer(Engine.of(self.broker), self._request(query),
+                return self._answer(await answer(self._engine(self.broker), self._request(query),
                                                  row_text=_document_text))
             except ProblemError as exc:
                 raise ServiceError(f"invalid request: {exc.detail}") from None
