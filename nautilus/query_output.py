@@ -34,7 +34,7 @@ def ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -
     head = f"{'rank':>4}  {'source':<12} {'score':>7}  "
     if explain:
         head += f"{'sim':>6} {'idf':>5} {'c.rank':>6} {'content':>7} {'c.w':>4} {'evid.':>7} " \
-                f"{'w':>4} {'unrank.':>7} {'bump':>6} {'stage1':>7}  "
+                f"{'w':>4} {'unrank.':>7} {'bump':>6} {'stage1':>7} {'unb.':>4}  "
     lines = [head + "row"]
     for r in ranking:
         score = f"{r.score:>7.4f}" if ranked else f"{'-':>7}"  # passthrough: no score
@@ -43,7 +43,8 @@ def ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -
             line += (f"{r.similarity:>6.3f} {r.idf_factor:>5.2f} {r.content_rank:>6} "
                      f"{r.content:>7.5f} {r.content_weight:>4.2f} {r.evidence:>7.5f} "
                      f"{r.source_weight:>4.2f} {r.unranked_vote:>7.5f} "
-                     f"{r.boost_bump:>6.4f} {r.stage1_key:>7.5f}  ")
+                     f"{r.boost_bump:>6.4f} {r.stage1_key:>7.5f} "
+                     f"{r.unboosted_rank or '-':>4}  ")
         line += summarize(r.row, 60 if explain else 72)
         if explain and r.also_from:
             line += "  (also " + ", ".join(f"{s}#{n}" for s, n in r.also_from) + ")"

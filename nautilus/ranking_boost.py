@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from nautilus.arrays import FloatArray, IntArray
+
     Numeric = TypeVar("Numeric", float, npt.NDArray[np.float64])
 else:
     Numeric = TypeVar("Numeric")
@@ -124,3 +126,32 @@ def stage1_reach(level: str, other_rank: int) -> int:
     product = BOOST_LEVELS[level].multiplier * other_rank
     deepest = int(product)
     return deepest - 1 if deepest == product else deepest
+
+
+def unboosted_places(relevance: FloatArray, source_index: IntArray, source_rank: IntArray,
+                     doc: IntArray, reference: IntArray) -> IntArray:
+    """Each row's 1-based place in the ranking without boosts (what ``--explain`` shows
+    beside the boosted one): its document's place among the ``reference`` rows' documents
+    ordered as the final sort orders them (relevance desc, routing index, source rank),
+    each document at its best copy. A row only a boost let past the candidate cap (its
+    document not among the reference rows) is placed as if inserted by its relevance."""
+    import numpy as np  # the synthesizer's arrays; the level table itself needs no numpy
+
+    n = len(relevance)
+    places = np.zeros(n, dtype=np.int64)
+    if n == 0 or len(reference) == 0:
+        return places
+    order = reference[np.lexsort((source_rank[reference], source_index[reference],
+                                  -relevance[reference]))]
+    _, first = np.unique(doc[order], return_index=True)
+    ranked_docs = doc[order][np.sort(first)]  # each document once, best first
+    place_of = np.zeros(int(doc.max()) + 1, dtype=np.int64)
+    place_of[ranked_docs] = np.arange(1, len(ranked_docs) + 1)
+    places = place_of[doc]
+    outside = np.flatnonzero(places == 0)
+    if len(outside):
+        best = np.sort(relevance[order][np.sort(first)])  # ascending
+        places[outside] = 1 + len(best) - np.searchsorted(best, relevance[outside],
+                                                          side="right")
+    out: IntArray = places
+    return out

@@ -83,7 +83,8 @@ class RankedRow:
     source returned the document:
     ``content_weight · (1 - source_weight) / (60 + its content rank in that source)``,
     the best of the row's own and its copies' in the unboosted reference.
-    ``stage1_key`` is the fused rank key used by the candidate cap. ``also_from``
+    ``stage1_key`` is the fused rank key used by the candidate cap. ``unboosted_rank``
+    is the row's place in the same ranking without any boost (0 when no boost is set). ``also_from``
     lists the other ``(source_id, source_rank)`` pairs that returned the same
     document (collapsed into this row).
     """
@@ -106,6 +107,7 @@ class RankedRow:
     source_weight: float = 0.0
     unranked_vote: float = 0.0
     content_weight: float = 1.0
+    unboosted_rank: int = 0
 
     def explain(self) -> dict[str, Any]:
         """The score and its components, without the row (for logs and ``--explain``)."""
@@ -172,7 +174,7 @@ VECTOR_FIELDS = frozenset({"embedding"})
 #: A ranking entry's score and its components (what a passthrough does not compute).
 SCORE_FIELDS = ("score", "similarity", "idf_factor", "stage1_key", "boost_bump", "relevance",
                 "content", "content_rank", "evidence", "voters", "source_weight",
-                "unranked_vote", "content_weight")
+                "unranked_vote", "content_weight", "unboosted_rank")
 
 
 def without_vectors(data: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:

@@ -97,6 +97,9 @@ def test_top_k_and_boost_from_the_environment_change_the_ranking() -> None:
     assert all(r["boost_bump"] == pytest.approx(0.02 * (r["evidence"] + r["unranked_vote"]))
                for r in graph_boosted)  # a share of the source votes, not of the content vote
     assert {r["source_id"] for r in boosted["ranking"]} - {"graph"}  # others still there
+    # the place each row had without the boost, beside the one it has
+    assert all(r["unboosted_rank"] >= 1 for r in boosted["ranking"])
+    assert all(r["unboosted_rank"] == 0 for r in plain["ranking"])  # no boost: none
     for r in boosted["ranking"]:
         assert r["score"] == pytest.approx(r["content"] + r["evidence"] + r["unranked_vote"]
                                            + r["boost_bump"])
@@ -108,6 +111,17 @@ def test_cli_flags_override_the_environment() -> None:
     response = json.loads(result.stdout)
     assert len(response["ranking"]) == 3
     assert all(r["boost_bump"] == 0.0 for r in response["ranking"] if r["source_id"] != "runbooks")
+
+
+def test_explain_shows_the_place_without_the_boost() -> None:
+    result = run("query", QUERY, "--top-k", "6", "--explain", "--boost", "graph:high")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    head = next(line for line in lines if "stage1" in line)
+    assert "unb." in head.split()
+    column = head.split().index("unb.")
+    rows = lines[lines.index(head) + 1:lines.index(head) + 7]
+    assert all(int(line.split()[column]) >= 1 for line in rows)  # a place on every row
 
 
 def test_query_table_and_explain() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from nautilus.ranking_boost import (
     stage1_key,
     stage1_reach,
     stage2_score,
+    unboosted_places,
     weights_for,
 )
 
@@ -47,6 +49,20 @@ def test_stage2_worked_example() -> None:
     assert stage2_score(0.5, BOOST_LEVELS["high"].bump) == pytest.approx(0.5 + 0.02 * 0.5)
     assert stage2_score(0.0, BOOST_LEVELS["high"].bump) == 0.0
     assert stage2_score(-0.2, BOOST_LEVELS["high"].bump) == pytest.approx(-0.2 + 0.02 * 0.2)
+
+
+def test_unboosted_places_follow_the_final_sort() -> None:
+    relevance = np.array([0.01, 0.03, 0.03, 0.02, 0.03])
+    source = np.array([0, 1, 0, 0, 1])
+    rank = np.array([1, 1, 2, 3, 2])
+    doc = np.array([0, 1, 2, 3, 1])  # rows 1 and 4 are copies of one document
+    places = unboosted_places(relevance, source, rank, doc, np.arange(5))
+    # ties at 0.03: routing index, then source rank: row 2 (source 0) first, then the
+    # document of rows 1 and 4 (source 1), then 0.02, then 0.01
+    assert places.tolist() == [4, 2, 1, 3, 2]
+    # a row outside the reference is placed as if inserted by its relevance
+    places = unboosted_places(relevance, source, rank, doc, np.array([0, 1, 3]))
+    assert places.tolist() == [3, 1, 1, 2, 1]
 
 
 def test_stage1_key_worked_example() -> None:

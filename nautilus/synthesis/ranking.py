@@ -38,7 +38,13 @@ import numpy as np
 
 from nautilus.arrays import FloatArray, IntArray
 from nautilus.embedders import Embedder, HashingEmbedder, embedder_from_name, is_token_embedder
-from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
+from nautilus.ranking_boost import (
+    BOOST_LEVELS,
+    stage1_key,
+    stage2_bump,
+    unboosted_places,
+    weights_for,
+)
 from nautilus.records import AdapterResult, RankedRow
 from nautilus.synthesis import copies, detection, fusion
 from nautilus.synthesis.basic import BasicSynthesizer
@@ -244,7 +250,10 @@ class RankingSynthesizer:
         scores = Scores(relevance + bump, similarity, factors, keys[scored], bump, relevance,
                          content, content_rank, evidence, voters,
                          source_weight[sub.source_index], sub_doc, unranked,
-                         np.full(n, weight))
+                         np.full(n, weight),
+                         unboosted_places(relevance, sub.source_index, sub.source_rank,
+                                          sub_doc, where_ref) if bumps.any()
+                         else np.zeros(n, dtype=np.int64))
         # Every row scored stays a candidate: the rows the cap keeps without boosts (the
         # reference) too, so a boost can let rows in but never push a better one out.
         # At most max_candidates rows leave, best first, as without the reference.

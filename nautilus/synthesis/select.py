@@ -35,6 +35,7 @@ class Scores:
     doc: IntArray
     unranked: FloatArray
     content_weight: FloatArray
+    unboosted_rank: IntArray
 
     def take(self, keep: IntArray) -> Scores:
         return Scores(*(getattr(self, f)[keep] for f in Scores.__dataclass_fields__))
@@ -68,7 +69,7 @@ def select(cands: Candidates, scores: Scores, top_k: int | None) -> list[RankedR
         s.key.tolist(), s.bump.tolist(), [tuple(also_from.get(i, ())) for i in places],
         s.relevance.tolist(), s.content.tolist(), s.content_rank.tolist(),
         s.evidence.tolist(), s.voters.tolist(), s.weight.tolist(), s.unranked.tolist(),
-        s.content_weight.tolist(), strict=True)))
+        s.content_weight.tolist(), s.unboosted_rank.tolist(), strict=True)))
 
 
 def _collapse_copies(cands: Candidates, order: IntArray,
