@@ -41,7 +41,7 @@ from nautilus.embedders import Embedder, HashingEmbedder, embedder_from_name, is
 from nautilus.ranking_boost import (
     BOOST_LEVELS,
     stage1_key,
-    stage2_bump,
+    stage2_bumps,
     unboosted_places,
     weights_for,
 )
@@ -155,7 +155,6 @@ class RankingSynthesizer:
         if query is None:
             return None
         cands = flatten(results, warnings)
-        n_sources = len(cands.source_ids)
         level_weights = [weights_for(self.source_boosts.get(s.lower()) if isinstance(s, str)
                                      else None) for s in cands.source_ids]
         multipliers = np.array([w.multiplier for w in level_weights] or [1.0])
@@ -242,11 +241,11 @@ class RankingSynthesizer:
                                          where_ref, source_weight, voters, weight)
         evidence = evidence_all[scored]
         relevance = content + evidence + unranked
-        votes = evidence + unranked
-        # Stage 2: a boost scales the row's source votes only, never its content vote, so
-        # a content lead larger than the bump of those votes survives every level.
-        bump: FloatArray = stage2_bump(votes, bumps[sub.source_index] if n_sources
-                                       else np.zeros(n))
+        # Stage 2: a boost adds a signed share of the spread of the batch's unboosted
+        # relevance, decayed by the row's place in its source; both read from unboosted
+        # relevance and the reference rows, so a boost never changes another row's bump.
+        bump: FloatArray = stage2_bumps(relevance, sub.source_index, sub_doc, where_ref,
+                                        bumps, content > 0)
         scores = Scores(relevance + bump, similarity, factors, keys[scored], bump, relevance,
                          content, content_rank, evidence, voters,
                          source_weight[sub.source_index], sub_doc, unranked,

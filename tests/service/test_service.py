@@ -96,7 +96,8 @@ def test_overrides_choose_sources_top_k_boosts_and_explain(server: Server) -> No
 
 
 @pytest.mark.parametrize(("body", "field", "value", "valid"), [
-    ({"query": "x", "boosts": {"graph": "hgih"}}, "boosts", "graph:hgih", "low, medium, high"),
+    ({"query": "x", "boosts": {"graph": "hgih"}}, "boosts", "graph:hgih",
+     "-high, -medium, -low, low, medium, high"),
     ({"query": "x", "boosts": {"grpah": "high"}}, "boosts", "grpah",
      "tickets, graph, runbooks, postmortems"),
     ({"query": "x", "sources": ["tickets", "nope"]}, "sources", "nope",
