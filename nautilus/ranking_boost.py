@@ -19,14 +19,15 @@ blind to how relevant the row it passes is. So here:
   keeps without boosts stay candidates (synthesis/ranking.py), so stage 1 only
   lets a boosted source's deeper rows in (a rescue); it never pushes a row out.
 * **Stage 2** adds a bump measured in the batch's own relevance: a share of the
-  **spread** of the unboosted relevance among the batch's best documents (the best
-  minus the ``SPREAD_DEPTH``-th best), decayed by the row's place among its own
-  source's rows (``1 / (1 + (place - 1) / RANK_DECAY)``). A boosted row passes
-  rows that lead it by less than that share of the spread — rows of *similar*
-  relevance — and never one that leads it by more: what counts as "clearly better"
-  is read from the batch, on any score scale, on collections nobody tuned for. A
-  negative level subtracts the same amounts. A row with no relevance (it shares
-  nothing with the query and no source voted for it) gains nothing.
+  **spread** of the unboosted relevance among the batch's best documents (the 5th
+  best minus the 15th, of the documents with any relevance; at most ``MAX_SPREAD``,
+  a quarter of one vote), decayed by the row's place among its own source's rows
+  (``1 / (1 + (place - 1) / RANK_DECAY)``). A boosted row passes rows that lead it
+  by less than that share of the spread — rows of *similar* relevance — and never
+  one that leads it by more: what counts as "clearly better" is read from the
+  batch, on any score scale, on collections nobody tuned for. A boost lifts only
+  rows that match the query; a negative level lowers its source's rows by the same
+  amounts. A row with no relevance gains and loses nothing.
 
 Both are monotonic: raising a level never lowers a key or a score, and the spread
 and places come from unboosted relevance, which no boost changes.
@@ -56,9 +57,11 @@ else:
 #: nothing is boosted.
 RRF_K = 60.0
 
-#: Stage 2's spread: the unboosted relevance of the best document minus that of the
-#: ``SPREAD_DEPTH``-th best (the last, when fewer) — how far apart the rows competing
-#: for a top 10 or 20 are in this batch.
+#: Stage 2's spread: among the documents with any unboosted relevance, the one a third of
+#: ``SPREAD_DEPTH`` down (the 5th) minus the ``SPREAD_DEPTH``-th (with fewer, a third of
+#: them down minus the last) — how far apart the rows competing for a top 10 are in this
+#: batch. A window around the top (not from the best row) is the same documents with or
+#: without a candidate cap (docs/tuning.md, "Boost levels that are felt").
 SPREAD_DEPTH = 15
 #: Stage 2's decay by place in the source: the row at place ``p`` among its source's
 #: rows (by unboosted relevance) gets ``1 / (1 + (p - 1) / RANK_DECAY)`` of the bump.
@@ -80,7 +83,7 @@ class BoostWeights:
 
 _NO_BOOST = BoostWeights(multiplier=1.0, bump=0.0)
 
-#: The one table of levels, weakest first (docs/configuration.md, "Boost levels", and
+#: The one table of levels, lowest first (docs/configuration.md, "Boost levels", and
 #: docs/tuning.md hold what each measured; ``benchmarks/boost_safety.py`` measures it).
 BOOST_LEVELS: Mapping[str, BoostWeights] = MappingProxyType(
     {
@@ -129,9 +132,10 @@ def rank_decay(place: Numeric) -> Numeric:
 def relevance_spread(relevance: FloatArray, doc: IntArray) -> float:
     """The spread of the documents that have any relevance (each at its best copy): the
     one at a third of the depth minus the one at the depth, ``depth`` the
-    ``SPREAD_DEPTH`` best (all, when fewer); 0 with fewer than two such documents.
-    Documents with none (no content match, no vote) are left out: they are not
-    competing, and counting them would make a batch of few matches look spread out."""
+    ``SPREAD_DEPTH`` best (all, when fewer), never more than ``MAX_SPREAD``; 0 with fewer
+    than two such documents. Documents with none (no content match, no vote) are left
+    out: they are not competing, and counting them would make a batch of few matches
+    look spread out."""
     import numpy as np  # the synthesizer's arrays; the level table needs none
 
     if len(relevance) < 2:
@@ -143,7 +147,8 @@ def relevance_spread(relevance: FloatArray, doc: IntArray) -> float:
         return 0.0
     depth = min(SPREAD_DEPTH, len(best))
     top = np.sort(-np.partition(-best, depth - 1)[:depth])  # the best ``depth``, ascending
-    return min(float(top[depth - -(-depth // 3)] - top[0]), MAX_SPREAD)
+    third = (depth + 2) // 3  # the document a third of the way down: the 5th of 15
+    return min(float(top[depth - third] - top[0]), MAX_SPREAD)
 
 
 def source_places(relevance: FloatArray, source_index: IntArray, reference: IntArray,
