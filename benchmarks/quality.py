@@ -16,7 +16,8 @@ over the whole corpus: BM25 (the hybrid fts list) and BM25+dense (RRF of the
 hybrid fts and vector lists). nautilus: RankingSynthesizer with IDF on, its
 default settings otherwise (copies collapse by text), with the default hashing
 embedder and with MiniLM (onnx). Every cell has the paired 95% bootstrap interval
-of nautilus minus that strategy, per query. Then boost-safety tables. Everything
+of nautilus minus that strategy, per query. Then what each boost level does
+(`boost_safety.py`). Everything
 runs twice: *declared* (fts and vector say ``ranked=True``, sql ``ranked=False``,
 as nautilus's own sources do) and *undeclared* (``ranked=None`` on every result,
 as a library caller or an upstream broker whose adapters return rows only hands
@@ -59,9 +60,6 @@ from nautilus.sources.sqlite.vector import SqliteVectorSource
 
 SOURCE_LIMIT = 30
 SOURCES = ("fts", "sql", "vector")
-LEVELS = (None, "low", "medium", "high")
-#: The stage-1 cap of the second boost-safety table: half of the 90-row union.
-SAFETY_CAP = 45
 Strategy = Callable[[list[AdapterResult], str], list[str]]
 
 
@@ -273,64 +271,7 @@ def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]],
     return "\n".join(lines)
 
 
-def boost_safety(collection: Collection, fetched: dict[str, list[AdapterResult]],
-                 max_candidates: int | None) -> list[tuple[str, str, float, float, float]]:
-    """(source, level, boosted share of the top 10, others' recall@10 relative to no boost,
-    nDCG@10) for every source and level, partitioned scenario."""
-    rows = []
-    for source in SOURCES:
-        base_hits = None
-        for level in LEVELS:
-            ranker = RankingSynthesizer(idf=True, top_k=10, max_candidates=max_candidates,
-                                        source_boosts={source: level} if level else None)
-            share, hits, ndcg = 0.0, 0, 0.0
-            for qid, results in fetched.items():
-                grades = collection.qrels[qid]
-                top = ranker.rank(results, {"query": collection.queries[qid]})
-                share += sum(r.source_id == source for r in top) / max(len(top), 1)
-                hits += sum(1 for r in top if r.source_id != source and str(r.row["id"]) in grades)
-                ndcg += ndcg_at([str(r.row["id"]) for r in top], grades)
-            if base_hits is None:
-                base_hits = hits
-            relative = hits / base_hits if base_hits else 1.0
-            rows.append((source, level or "none", share / len(fetched), relative,
-                         ndcg / len(fetched)))
-    return rows
-
-
-def safety_table(name: str, rows: list[tuple[str, str, float, float, float]],
-                 cap: int | None) -> str:
-    title = f"**{name} — boost safety, partitioned, IDF on, top 10"
-    title += f", stage-1 cap {cap}**" if cap else "**"
-    lines = [title, "", "| boosted source | level | its share of top 10 | others' recall@10 "
-             "vs no boost | nDCG@10 |", "|---|---|---|---|---|"]
-    lines += [f"| {s} | {lvl} | {share:.3f} | {rel:.3f} | {ndcg:.3f} |"
-              for s, lvl, share, rel, ndcg in rows]
-    return "\n".join(lines)
-
-
 MODES = ("declared", "undeclared")
-SafetyRows = list[tuple[str, str, float, float, float]]
-
-
-def safety_summary(mode: str, tables: list[tuple[str, int | None, SafetyRows]]) -> str:
-    """Per collection and cap: the worst share of their recall@10 the other sources keep
-    at ``high``, each source's share of the top 10 at none → high, and whether every
-    source's share rises (never falls) none → low → medium → high."""
-    lines = [f"**Boost safety summary ({mode})** (partitioned, IDF on, top 10; worst over "
-             "the three boosted sources)", "",
-             "| collection | cap | others' recall@10 kept at high (worst) | "
-             + " | ".join(f"{s} share none → high" for s in SOURCES)
-             + " | share monotone none → high |", "|---|---|---|" + "---|" * len(SOURCES) + "---|"]
-    for name, cap, rows in tables:
-        worst = min(rel for _, level, _, rel, _ in rows if level == "high")
-        share = {(s, level): sh for s, level, sh, _, _ in rows}
-        monotone = all(share[(s, a)] <= share[(s, b)] for s in SOURCES
-                       for a, b in zip(("none", *LEVELS[1:-1]), LEVELS[1:], strict=True))
-        lines.append(f"| {name} | {cap or 'none'} | {worst:.3f} | " + " | ".join(
-            f"{share[(s, 'none')]:.2f} → {share[(s, 'high')]:.2f}" for s in SOURCES)
-            + f" | {'yes' if monotone else '**no**'} |")
-    return "\n".join(lines)
 
 
 def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
@@ -338,11 +279,16 @@ def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
         modes: tuple[str, ...] = MODES) -> tuple[str, dict[str, Any]]:
     """Every collection, both scenarios, in each of ``modes``: ``declared`` (the sources
     say whether their order is relevance, as nautilus's own do) and ``undeclared``
-    (``ranked=None`` on every result: the ranker detects it)."""
+    (``ranked=None`` on every result: the ranker detects it). With ``safety``, what each
+    boost level does (``benchmarks/boost_safety.py``: share gained, the others' recall
+    kept, Δ nDCG, every level and demotion, both embedders, with and without a cap)."""
+    from benchmarks import boost_safety  # it builds on this module
+
     sections: dict[str, list[str]] = {mode: [] for mode in modes}
     cells: dict[str, dict[str, dict[str, dict[str, list[float]]]]] = {m: {} for m in modes}
     summary: dict[str, Any] = {}
-    safety_tables: dict[str, list[tuple[str, int | None, SafetyRows]]] = {m: [] for m in modes}
+    boost_cells: boost_safety.Cells = {}
+    hybrid_lines: list[str] = []
     vector_embedder = onnx_embedder()
     with tempfile.TemporaryDirectory() as scratch:
         tmp = str(work_dir) if work_dir is not None else scratch
@@ -365,15 +311,16 @@ def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
                     cells[mode][f"{name} {scenario}"] = scores
                     summary[f"{mode}/{name}/{scenario}"] = {
                         k: mean(v["ndcg"]) for k, v in scores.items() if not k.startswith("_")}
-                    if scenario == "partitioned" and safety:
-                        for cap in (None, SAFETY_CAP):
-                            rows = boost_safety(collection, fetched, cap)
-                            safety_tables[mode].append((name, cap, rows))
-                            sections[mode].append(safety_table(f"{name} ({mode})", rows, cap))
                     print(f"{name}/{scenario}/{mode}: {time.perf_counter() - started:.1f} s",
                           file=sys.stderr, flush=True)
+            if safety:
+                more, lines = boost_safety.collection_cells(
+                    collection, fetched_by, list(boost_safety.EMBEDDERS), list(modes))
+                boost_cells.update(more)
+                hybrid_lines += lines
     out = [floor_table(cells[mode], mode) for mode in modes]
-    out += [safety_summary(mode, safety_tables[mode]) for mode in modes if safety_tables[mode]]
+    if boost_cells:
+        out.append(boost_safety.tables(boost_cells, hybrid_lines))
     for mode in modes:
         out += sections[mode]
     return "\n\n".join(out), summary

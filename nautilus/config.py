@@ -40,9 +40,10 @@ from nautilus.settings_parsing import (
 
 logger = get_logger("nautilus.config")
 
-#: Valid boost levels, weakest first. ``synthesis.boosts.BOOST_LEVELS`` holds their
-#: numbers; a guard test keeps the two in sync.
-VALID_LEVELS: tuple[str, ...] = ("low", "medium", "high")
+#: Valid boost levels, lowest first: the demotions (``-high`` demotes most), then the
+#: boosts. ``synthesis.boosts.BOOST_LEVELS`` holds their numbers; a guard test keeps the
+#: two in sync.
+VALID_LEVELS: tuple[str, ...] = ("-high", "-medium", "-low", "low", "medium", "high")
 DEFAULT_LEVEL = "medium"
 VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "onnx-float32", "noop")
 

@@ -119,6 +119,9 @@ class RankedRow:
         "boost", why=True)
     boost_bump: float = _component(
         0.0, "bump", 6, ".4f", "what the source's boost added to the score", why=True)
+    unboosted_rank: int = _component(
+        0, "unb.", 5, "d", "the row's place in this ranking without any boost (0: no boost "
+        "set); beside rank, what the boost did")
     stage1_key: float = _component(
         0.0, "stage1", 7, ".5f", "the fused rank key the candidate cap keeps rows by")
 

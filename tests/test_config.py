@@ -53,7 +53,8 @@ def test_parse_source_boosts_bad_entry_is_warned_and_skipped(
     assert event["variable"] == "NAUTILUS_SOURCE_BOOSTS"
     assert event["value"] == bad_entry
     assert reason_part in event["reason"]
-    assert event["valid"] == ("each id once" if "repeated" in reason_part else "low, medium, high")
+    assert event["valid"] == ("each id once" if "repeated" in reason_part
+                              else "-high, -medium, -low, low, medium, high")
 
 
 def test_defaults_are_all_unset() -> None:
@@ -163,7 +164,8 @@ def test_strict_mode_raises_one_error_listing_every_problem(
         NautilusSettings()
     message = str(info.value)
     assert "3 configuration problem(s)" in message
-    assert "unknown level 'hgih' for 'graph' (valid: low, medium, high)" in message
+    assert ("unknown level 'hgih' for 'graph' "
+            "(valid: -high, -medium, -low, low, medium, high)") in message
     assert "':high': empty source id" in message
     assert "NAUTILUS_RANKING_TOP_K: 'ten': not an integer >= 1" in message
     assert len(info.value.problems) == 3

@@ -3,7 +3,7 @@
 Content similarity and the fusion with the sources' votes (fusion.py) as the
 docs describe them: a vote per ranked source, a content vote by normalised similarity
 weighted by how many documents the ranked sources share, unranked sources voting by
-content, the boost on the source votes only, copies collapsed.
+content, the boost a share of the relevance spread, copies collapsed.
 
 The vectorised path must match it (scores with assert_allclose, order exactly).
 It handles text rows and rows carrying a valid ``embedding`` with the hashing
@@ -19,6 +19,7 @@ import zlib
 from collections import Counter
 from typing import Any
 
+from nautilus.synthesis import boosts as ranking_boost
 from nautilus.synthesis.boosts import BOOST_LEVELS, RRF_K
 from nautilus.text.tokens import tokenize
 
@@ -258,10 +259,29 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
             unranked[c["doc"]] = max(unranked.get(c["doc"], 0.0), vote)
     for c in scored:  # every scored row stays a candidate; at most len(kept) leave
         scaled = min(max((c["sim"] - low) / span, 0.0), 1.0) if span > 0 else 1.0
-        content = content_weight * scaled / (RRF_K + 1) if c["sim"] > 0 else 0.0
+        c["content"] = content_weight * scaled / (RRF_K + 1) if c["sim"] > 0 else 0.0
         vote = max(own_vote.get(id(c), 0.0), unranked.get(c["doc"], 0.0))
-        votes = evidence[c["doc"]] + vote
-        c["score"] = content + votes + c["bump"] * abs(votes)
+        c["relevance"] = c["content"] + evidence[c["doc"]] + vote
+    # stage 2: a signed share of the spread of the reference documents' relevance (the
+    # best at a third of the depth minus the one at the depth), decayed by the row's
+    # place among its source's reference rows; a boost lifts only matching rows
+    doc_relevance: dict[str, float] = {}
+    for c in reference:
+        doc_relevance[c["doc"]] = max(doc_relevance.get(c["doc"], -math.inf), c["relevance"])
+    best = sorted((v for v in doc_relevance.values() if v > 0), reverse=True)
+    spread = 0.0
+    if len(best) >= 2:
+        depth = min(ranking_boost.SPREAD_DEPTH, len(best))
+        spread = min(best[math.ceil(depth / 3) - 1] - best[depth - 1], ranking_boost.MAX_SPREAD)
+    for c in scored:
+        share = c["bump"]
+        applies = c["relevance"] > 0 and ((share > 0 and c["content"] > 0) or share < 0)
+        bump = 0.0
+        if share and applies and spread > 0:
+            place = 1 + sum(1 for r in reference
+                            if r["sid"] == c["sid"] and r["relevance"] > c["relevance"])
+            bump = share * spread / (1.0 + (place - 1) / ranking_boost.RANK_DECAY)
+        c["score"] = c["relevance"] + bump
     ordered = sorted(scored, key=lambda c: (-c["score"], c["routing"], c["rank"]))
     seen: set[str] = set()
     distinct = []

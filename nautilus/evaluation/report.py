@@ -263,7 +263,7 @@ def plot(result: EvalResult, path: Path) -> None:
         plt: Any = importlib.import_module("matplotlib.pyplot")
     except ImportError as exc:
         raise ImportError("--plot needs matplotlib: pip install 'nautilus-ranking[bench]'") from exc
-    levels = ["none", "low", "medium", "high"]
+    levels = ["-high", "-medium", "-low", "none", "low", "medium", "high"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for sid in result.sources:
         by_level = {e.alternative.level: e for e in result.scored

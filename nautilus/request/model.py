@@ -44,9 +44,10 @@ class QueryRequest(BaseModel):
         default=None, description="keep the K best rows (the page size when paging); "
         "replaces NAUTILUS_RANKING_TOP_K")
     boosts: Annotated[dict[str, str] | None, Arg(
-        "--boost", "an object {source_id: low|medium|high}", "ID:LEVEL", repeat=True)] = Field(
-        default=None, description="{source_id: level}, levels low < medium < high: favour "
-        "these sources; replaces NAUTILUS_SOURCE_BOOSTS")
+        "--boost", "an object {source_id: level}, levels -high, -medium, -low, low, medium, "
+        "high", "ID:LEVEL", repeat=True)] = Field(
+        default=None, description="{source_id: level}: low < medium < high favour a source, "
+        "-low, -medium, -high hold one back; replaces NAUTILUS_SOURCE_BOOSTS")
     idf: Annotated[bool | None, Arg("--idf", "true or false")] = Field(
         default=None, description="down-weight words that recur across the candidate rows "
         "(the batch-local IDF); replaces NAUTILUS_RANKING_IDF")

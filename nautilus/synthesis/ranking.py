@@ -42,7 +42,13 @@ from nautilus.records import AdapterResult, RankedRow
 from nautilus.selection.cut import RelevanceCut, parse_cut, relevance_cut
 from nautilus.synthesis import copies, detection, fusion
 from nautilus.synthesis.basic import BasicSynthesizer
-from nautilus.synthesis.boosts import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
+from nautilus.synthesis.boosts import (
+    BOOST_LEVELS,
+    stage1_key,
+    stage2_bumps,
+    unboosted_places,
+    weights_for,
+)
 from nautilus.synthesis.candidates import (
     MAX_TEXT_CHARS,
     NOT_TEXT,
@@ -153,7 +159,6 @@ class RankingSynthesizer:
         if query is None:
             return None
         cands = flatten(results, warnings)
-        n_sources = len(cands.source_ids)
         level_weights = [weights_for(self.source_boosts.get(s.lower()) if isinstance(s, str)
                                      else None) for s in cands.source_ids]
         multipliers = np.array([w.multiplier for w in level_weights] or [1.0])
@@ -240,17 +245,19 @@ class RankingSynthesizer:
                                          where_ref, source_weight, voters, weight)
         evidence = evidence_all[scored]
         relevance = content + evidence + unranked
-        votes = evidence + unranked
-        # Stage 2: a boost scales the row's source votes only, never its content vote, so
-        # a content lead larger than the bump of those votes survives every level.
-        bump: FloatArray = stage2_bump(votes, bumps[sub.source_index] if n_sources
-                                       else np.zeros(n))
+        # Stage 2: a boost adds a signed share of the spread of the batch's unboosted
+        # relevance, decayed by the row's place in its source; both read from unboosted
+        # relevance and the reference rows, so a boost never changes another row's bump.
+        bump: FloatArray = stage2_bumps(relevance, sub.source_index, sub_doc, where_ref,
+                                        bumps, content > 0)
+        unboosted = (unboosted_places(relevance, sub.source_index, sub.source_rank, sub_doc,
+                                      where_ref) if bumps.any() else np.zeros(n, dtype=np.int64))
         scores = Scores(score=relevance + bump, similarity=similarity, idf_factor=factors,
                         content_rank=content_rank, content=content,
                         content_weight=np.full(n, weight), evidence=evidence, voters=voters,
                         source_weight=source_weight[sub.source_index], unranked_vote=unranked,
                         relevance=relevance, boost_bump=bump, stage1_key=keys[scored],
-                        doc=sub_doc)
+                        doc=sub_doc, unboosted_rank=unboosted)
         # Every row scored stays a candidate: the rows the cap keeps without boosts (the
         # reference) too, so a boost can let rows in but never push a better one out.
         # At most max_candidates rows leave, best first, as without the reference.

@@ -36,6 +36,7 @@ class Scores:
     boost_bump: FloatArray
     stage1_key: FloatArray
     doc: IntArray
+    unboosted_rank: IntArray
 
     def take(self, keep: IntArray) -> Scores:
         return Scores(**{name: values[keep] for name, values in vars(self).items()})

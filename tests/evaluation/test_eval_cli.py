@@ -87,7 +87,7 @@ def test_json_agrees_with_the_text_and_the_recommendation_is_supported(
     assert isinstance(results, list)
     assert results[0]["name"] == "current (passthrough)" and results[0]["delta_ndcg"] is None
     boosts = [r for r in results if r["kind"] == "boost"]
-    assert len(boosts) == 9
+    assert len(boosts) == 18  # three sources at six levels, demotions included
     references = sweep_json["hijack_references"]
     assert isinstance(references, dict)
     for entry in boosts:  # the hijack check: every other source, never the boosted one

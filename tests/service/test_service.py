@@ -101,7 +101,8 @@ FIELDS = ", ".join(QueryRequest.model_fields)
 
 
 @pytest.mark.parametrize(("body", "field", "value", "valid"), [
-    ({"query": "x", "boosts": {"graph": "hgih"}}, "boosts", "graph:hgih", "low, medium, high"),
+    ({"query": "x", "boosts": {"graph": "hgih"}}, "boosts", "graph:hgih",
+     "-high, -medium, -low, low, medium, high"),
     ({"query": "x", "boosts": {"grpah": "high"}}, "boosts", "grpah",
      "tickets, graph, runbooks, postmortems"),
     ({"query": "x", "sources": ["tickets", "nope"]}, "sources", "nope",
