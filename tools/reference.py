@@ -19,9 +19,15 @@ import zlib
 from collections import Counter
 from typing import Any
 
-from nautilus.synthesis import boosts as ranking_boost
-from nautilus.synthesis.boosts import BOOST_LEVELS, RRF_K
-from nautilus.text.tokens import tokenize
+try:
+    from nautilus.synthesis import boosts as ranking_boost
+    from nautilus.synthesis.boosts import BOOST_LEVELS, RRF_K
+    from nautilus.text.tokens import tokenize
+except ImportError:  # an earlier revision's layout: the "before" side of tools.same_output
+    from nautilus.ranking_boost import BOOST_LEVELS, RRF_K  # type: ignore[no-redef]
+
+    from nautilus import ranking_boost  # type: ignore[attr-defined,no-redef]
+    from nautilus.text import tokenize  # type: ignore[attr-defined,no-redef]
 
 MASK64 = (1 << 64) - 1
 DIM = 1 << 16
