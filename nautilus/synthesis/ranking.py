@@ -164,8 +164,8 @@ class RankingSynthesizer:
         if not cands.rows:
             return []
         texts_all = row_texts(cands.rows, warnings) if self.idf else None
-        said = detection.unranked_by_key_order(declared(results, cands.source_ids),
-                                            cands.rows, cands.source_index)
+        said = detection.orders_from_fields(declared(results, cands.source_ids),
+                                           cands.rows, cands.source_index)
         # Stage 1: the cap keeps rows by the boosted key; the statistics come from the rows
         # it keeps without boosts (the reference), which no boost can change.
         everyone = np.arange(len(cands.rows))
@@ -234,6 +234,12 @@ class RankingSynthesizer:
             normalised = fusion.convex_content(
                 normalised, fusion.normalised_similarity(lexical, sub_doc, where_ref))
             content_score = normalised
+        elif is_token_embedder(self.embedder) and (
+                query_in_embedder_space or query.shape[0] == getattr(self.embedder, "dim", None)):
+            # Lexical content only: a ranked source's row that shares few of the query's
+            # words is not rated far below what its rank says (a semantic index's match).
+            normalised = fusion.rank_floor(normalised, sub.source_index, sub.source_rank,
+                                           source_weight, where_ref)
         content_rank = fusion.content_ranks(content_score, sub_doc, where_ref)
         content = fusion.content_vote(normalised, weight=weight)
         unranked = fusion.unranked_votes(content_score, sub_doc, sub.source_index,
