@@ -5,7 +5,10 @@ from the sources file or the source class): declared ranked weighs 1, declared
 unranked 0. Otherwise it is detected per batch. A source whose rows are sorted by
 one of their own identifier fields (``key_ordered``: strictly monotone integers or
 strings, at least ``MIN_ROWS_FOR_KEY_ORDER`` rows) is a table in key order:
-unranked, as if declared so. The others by up to three tests of the source's
+unranked, as if declared so; one whose rows come in the order of a float score they
+carry (``score_ordered``: a BM25 score, a cosine, a distance) is ranked, whatever
+the score measures — a semantic index is not judged by a lexical content it may
+disagree with. The others by up to three tests of the source's
 order, each a z-score (``rho * sqrt(n - 1)``, Spearman's ``rho`` over its ``n``
 rows, about standard normal when the order is unrelated to what it is tested
 against): against **content** similarity; against the **other sources** (the
@@ -89,7 +92,7 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
 
     ``source_index``/``source_rank``/``similarity``/``doc`` describe the rows the
     detection looks at; ``declared[j]`` is source ``j``'s own word, if any (False too
-    for a source found in key order, :func:`unranked_by_key_order`: its votes are
+    for a source found in key order, :func:`orders_from_fields`: its votes are
     left out of the other sources' agreement test). Without ``doc`` (or where no two
     rows are copies) no source shares a document with another and that test is not
     made. ``lexical`` (optional): each row's match with the query's words (the IDF

@@ -18,6 +18,11 @@ not. The fused relevance of a row is a sum of *votes*, each at most
   convex combination of a normalised score with rank evidence (2023, "An
   Analysis of Fusion Functions for Hybrid Retrieval"); none when the similarity is
   not positive (the row shares nothing with the query);
+* with a **lexical** content signal, a ranked source's row whose ``ŝ`` is below what
+  its rank implies (the ranked rows' pooled ``ŝ`` at its relative place in its
+  source) is lifted ``w_j · RANK_FLOOR_SHARE`` of the way to it (:func:`rank_floor`):
+  a shared word is evidence of relevance, a missing one is not, so a semantic
+  index's paraphrases are not rated far below their rank;
 * for a document that only **unranked** sources returned, the vote such a source
   would give it if it ordered its rows by content: ``c · (1 - w_j) / (k + r)``,
   ``r`` the document's content rank among that source's rows. Without it a

@@ -437,3 +437,25 @@ def test_rank_floor_lifts_a_ranked_row_content_rates_below_its_place() -> None:
     extra = fusion.rank_floor(normalised, source, rank, weights, ref)
     assert np.allclose(extra[:5], fusion.rank_floor(normalised[:5], source[:5], rank[:5],
                                                     weights, np.arange(5)))
+
+
+def test_a_semantic_index_paraphrase_is_not_buried_by_lexical_content() -> None:
+    # Disjoint shards: a keyword index's rows share the query's words, a vector index's
+    # best rows are paraphrases sharing none. Lexical content alone put the vector
+    # index's rank 1 below the keyword index's rank 10 ("full moon"); its rank now lifts
+    # it above the weak word matches, and an exact match still leads.
+    keyword = [{"id": f"k{i}", "text": t} for i, t in enumerate([
+        "disk full on the database host", "database disk full alarms", "disk full errors",
+        "full disk warnings for database backups", "database host disk usage", "disk quotas",
+        "full table scans in the database", "database indexes", "disk caches", "full moon"])]
+    semantic = [{"id": f"v{i}", "text": t} for i, t in enumerate([
+        "the db server has no storage space left", "storage volume exhausted on the sql machine",
+        "out of space on the data node", "capacity planning for servers", "server memory",
+        "backup schedules", "replication lag", "network partitions", "cpu throttling", "logs"])]
+    results = [AdapterResult("fts", keyword, ranked=True),
+               AdapterResult("vector", semantic, ranked=True)]
+    ranked = RankingSynthesizer().rank(results, {"query": "disk full on the database host"})
+    place = {r.row["id"]: r.rank for r in ranked}
+    assert place["k0"] == 1
+    assert place["v0"] < min(place[k] for k in ("k5", "k6", "k7", "k8", "k9"))
+    assert ranked[place["v0"] - 1].content > 0  # lifted, though it shares no word
