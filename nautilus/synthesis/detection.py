@@ -5,10 +5,10 @@ from the sources file or the source class): declared ranked weighs 1, declared
 unranked 0. Otherwise it is detected per batch. A source whose rows are sorted by
 one of their own identifier fields (``key_ordered``: strictly monotone integers or
 strings, at least ``MIN_ROWS_FOR_KEY_ORDER`` rows) is a table in key order:
-unranked, as if declared so; one whose rows come in the order of a float score they
-carry (``score_ordered``: a BM25 score, a cosine, a distance) is ranked, whatever
-the score measures — a semantic index is not judged by a lexical content it may
-disagree with. The others by up to three tests of the source's
+unranked, as if declared so; where content is lexical, one whose rows come in the
+order of a float score they carry (``score_ordered``: a BM25 score, a cosine, a
+distance) is ranked, whatever the score measures — a semantic index is not judged by
+a lexical content it may disagree with. The others by up to three tests of the source's
 order, each a z-score (``rho * sqrt(n - 1)``, Spearman's ``rho`` over its ``n``
 rows, about standard normal when the order is unrelated to what it is tested
 against): against **content** similarity; against the **other sources** (the
@@ -143,11 +143,17 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
 
 
 def orders_from_fields(declared: Sequence[bool | None], rows: Sequence[Mapping[str, Any]],
-                       source_index: IntArray) -> list[bool | None]:
+                       source_index: IntArray, scores: bool = True) -> list[bool | None]:
     """``declared``, with every undeclared source whose rows are in key order
-    (:func:`key_ordered`) now unranked (False), and every other undeclared source whose
-    rows are in the order of a score they carry (:func:`score_ordered`) now ranked
-    (True). ``rows``/``source_index``: every candidate, each source's rows in its order."""
+    (:func:`key_ordered`) now unranked (False), and, when ``scores``, every other
+    undeclared source whose rows are in the order of a score they carry
+    (:func:`score_ordered`) now ranked (True). ``rows``/``source_index``: every
+    candidate, each source's rows in its order.
+
+    The ranker asks for ``scores`` when content is lexical: its tests then judge an
+    order by the words it matches, which a semantic index's order need not follow.
+    A model's content has a semantic test and a words test beside it, which judge
+    both kinds of index (docs/tuning.md measured the score order there too)."""
     out = list(declared)
     if all(said is not None for said in out):
         return out
@@ -160,7 +166,7 @@ def orders_from_fields(declared: Sequence[bool | None], rows: Sequence[Mapping[s
                     else [rows[i] for i in np.flatnonzero(source_index == j).tolist()])
             if key_ordered(mine):
                 out[j] = False
-            elif score_ordered(mine):
+            elif scores and score_ordered(mine):
                 out[j] = True
         start += counts[j]
     return out

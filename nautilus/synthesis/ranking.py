@@ -164,8 +164,14 @@ class RankingSynthesizer:
         if not cands.rows:
             return []
         texts_all = row_texts(cands.rows, warnings) if self.idf else None
+        # Content is lexical when the query is in a lexical embedder's space: content then
+        # sees words only, and cannot judge a semantic index's order (detection, fusion).
+        lexical_content = is_token_embedder(self.embedder) and (
+            query_in_embedder_space or isinstance(query, TokensToWeight)
+            or query.shape[0] == getattr(self.embedder, "dim", None))
         said = detection.orders_from_fields(declared(results, cands.source_ids),
-                                           cands.rows, cands.source_index)
+                                           cands.rows, cands.source_index,
+                                           scores=lexical_content)
         # Stage 1: the cap keeps rows by the boosted key; the statistics come from the rows
         # it keeps without boosts (the reference), which no boost can change.
         everyone = np.arange(len(cands.rows))
@@ -234,8 +240,7 @@ class RankingSynthesizer:
             normalised = fusion.convex_content(
                 normalised, fusion.normalised_similarity(lexical, sub_doc, where_ref))
             content_score = normalised
-        elif is_token_embedder(self.embedder) and (
-                query_in_embedder_space or query.shape[0] == getattr(self.embedder, "dim", None)):
+        elif lexical_content:
             # Lexical content only: a ranked source's row that shares few of the query's
             # words is not rated far below what its rank says (a semantic index's match).
             normalised = fusion.rank_floor(normalised, sub.source_index, sub.source_rank,

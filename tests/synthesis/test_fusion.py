@@ -206,6 +206,10 @@ def test_rows_in_the_order_of_a_score_they_carry_are_ranked() -> None:
     said = detection.orders_from_fields([None, None, False], table + scored + scored,
                                         np.repeat(np.arange(3), [8, 10, 10]))
     assert said == [False, True, False]  # and a declared source keeps its word
+    # content that is not lexical (a model's) judges the order by its own tests
+    assert detection.orders_from_fields([None, None, False], table + scored + scored,
+                                        np.repeat(np.arange(3), [8, 10, 10]),
+                                        scores=False) == [False, None, False]
 
 
 def test_a_semantic_index_without_shared_words_is_ranked_by_its_scores() -> None:
