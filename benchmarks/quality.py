@@ -16,7 +16,12 @@ over the whole corpus: BM25 (the hybrid fts list) and BM25+dense (RRF of the
 hybrid fts and vector lists). nautilus: RankingSynthesizer with IDF on, its
 default settings otherwise (copies collapse by text), with the default hashing
 embedder and with MiniLM (onnx). Every cell has the paired 95% bootstrap interval
-of nautilus minus that strategy, per query. Then what each boost level does
+of nautilus minus that strategy, per query. Then the vector source's treatment (a
+lexical content signal must not under-rate a semantic index's rows): the share of
+its relevant rows that reach the top 10 under nautilus (default, onnx) and RRF over
+the ranked sources, and nautilus's nDCG@10 (default embedder) with a fixed stage-2
+bump of 10% / 50% of the vector source's votes applied here (a fusion without that
+bias gains nothing from the bump). Then what each boost level does
 (`boost_safety.py`). Everything
 runs twice: *declared* (fts and vector say ``ranked=True``, sql ``ranked=False``,
 as nautilus's own sources do) and *undeclared* (``ranked=None`` on every result,
@@ -169,6 +174,34 @@ def strategies() -> dict[str, Strategy]:
     return out
 
 
+#: The fixed stage-2 bumps of the vector source's votes the bias table applies (shares).
+VECTOR_BUMPS = (0.1, 0.5)
+
+
+BUMPED = "nautilus (default), vector +"
+
+
+def bumped_name(share: float) -> str:
+    return f"{BUMPED}{share:.0%}"
+
+
+def vector_relevant(results: list[AdapterResult], grades: dict[str, int]) -> set[str]:
+    """The relevant documents the vector source returned."""
+    return {str(row["id"]) for r in results if r.source_id == "vector" for row in r.rows
+            if str(row["id"]) in grades}
+
+
+def vector_bumped(rows: list[Any], share: float) -> list[str]:
+    """A full ranking re-sorted with ``share`` of the row's source votes added wherever the
+    vector source returned the row's document: a stage-2 bump of the vector source, fixed
+    here (not the product's levels)."""
+    def score(row: Any) -> float:
+        vector = row.source_id == "vector" or any(s == "vector" for s, _ in row.also_from)
+        return float(row.relevance + (share * (row.evidence + row.unranked_vote)
+                                      if vector else 0.0))
+    return unique_ids([r.row for r in sorted(rows, key=lambda r: -score(r))])
+
+
 def fetch(broker: Broker, collection: Collection) -> dict[str, list[AdapterResult]]:
     async def run() -> dict[str, list[AdapterResult]]:
         return {qid: await broker.fetch(text) for qid, text in collection.queries.items()}
@@ -183,13 +216,27 @@ def evaluate(collection: Collection, fetched: dict[str, list[AdapterResult]],
     runs on the first ``onnx_queries`` queries only when given (paired on those)."""
     out: dict[str, dict[str, list[float]]] = {}
     for name, strategy in strategies().items():
-        per = out.setdefault(name, {"ndcg": [], "recall": []})
+        per = out.setdefault(name, {"ndcg": [], "recall": [], "vector_top": [],
+                                    "vector_relevant": []})
         for i, (qid, results) in enumerate(fetched.items()):
             if name == NAUTILUS_ONNX and onnx_queries is not None and i >= onnx_queries:
                 break
             ranked = strategy(results, collection.queries[qid])
-            per["ndcg"].append(ndcg_at(ranked, collection.qrels[qid]))
-            per["recall"].append(recall_at(ranked, collection.qrels[qid]))
+            grades = collection.qrels[qid]
+            per["ndcg"].append(ndcg_at(ranked, grades))
+            per["recall"].append(recall_at(ranked, grades))
+            relevant = vector_relevant(results, grades)
+            per["vector_top"].append(float(len(relevant & set(ranked[:10]))))
+            per["vector_relevant"].append(float(len(relevant)))
+    for share in VECTOR_BUMPS:
+        out[bumped_name(share)] = {"ndcg": [], "recall": []}
+    bump_ranker = RankingSynthesizer(idf=True)
+    for qid, results in fetched.items():
+        rows = bump_ranker.rank(results, {"query": collection.queries[qid]})
+        for share in VECTOR_BUMPS:
+            ranked = vector_bumped(rows, share)
+            out[bumped_name(share)]["ndcg"].append(ndcg_at(ranked, collection.qrels[qid]))
+            out[bumped_name(share)]["recall"].append(recall_at(ranked, collection.qrels[qid]))
     for name, central in (("central BM25", central_bm25), ("central BM25+dense", central_hybrid)):
         per = out.setdefault(name, {"ndcg": [], "recall": []})
         for qid in fetched:
@@ -235,7 +282,7 @@ def quality_table(name: str, scenario: str, scores: dict[str, dict[str, list[flo
                  f"Δ {s} − strategy [95% CI]" for s in ours) + " |",
              "|---|---|---|" + "---|" * len(ours)]
     for strategy, metric in scores.items():
-        if strategy.startswith("_"):
+        if strategy.startswith("_") or strategy.startswith(BUMPED):
             continue
         cells = ["—" if strategy == s else paired(scores[s]["ndcg"], metric["ndcg"])
                  for s in ours]
@@ -267,6 +314,31 @@ def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]],
                     paired(onnx, scores["central BM25+dense"]["ndcg"])]
         else:
             row += ["—", "—", "—"]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def bias_table(cells: dict[str, dict[str, dict[str, list[float]]]], mode: str) -> str:
+    """Whether a lexical content signal under-rates the semantic (vector) source's rows:
+    (a) the share of its relevant rows that reach the top 10, and (b) what a fixed bump
+    of its votes does to nautilus's nDCG@10 with the default embedder."""
+    lines = [f"**The vector source's rows ({mode})**: (a) the share of its relevant rows "
+             "that reach the top 10; (b) nDCG@10 of nautilus (default) with a stage-2 bump "
+             "of 10% / 50% of the vector source's votes, Δ paired [95% CI] (a fusion that "
+             "does not under-rate it gains nothing from the bump)", "",
+             "| cell | (a) nautilus (default) | (a) RRF ranked only | (a) nautilus (onnx) "
+             "| (b) nautilus (default) | +10% Δ [95% CI] | +50% Δ [95% CI] |",
+             "|---|---|---|---|---|---|---|"]
+
+    def share(scores: dict[str, list[float]]) -> str:
+        total = sum(scores.get("vector_relevant", []))
+        return f"{sum(scores['vector_top']) / total:.3f}" if total else "—"
+    for cell, scores in cells.items():
+        ours = scores[NAUTILUS]["ndcg"]
+        row = [cell, share(scores[NAUTILUS]), share(scores["RRF ranked only"]),
+               share(scores[NAUTILUS_ONNX]) if NAUTILUS_ONNX in scores else "—",
+               f"{mean(ours):.3f}"]
+        row += [paired(scores[bumped_name(b)]["ndcg"], ours) for b in VECTOR_BUMPS]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -319,6 +391,7 @@ def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
                 boost_cells.update(more)
                 hybrid_lines += lines
     out = [floor_table(cells[mode], mode) for mode in modes]
+    out += [bias_table(cells[mode], mode) for mode in modes]
     if boost_cells:
         out.append(boost_safety.tables(boost_cells, hybrid_lines))
     for mode in modes:

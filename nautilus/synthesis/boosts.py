@@ -25,9 +25,10 @@ blind to how relevant the row it passes is. So here:
   (``1 / (1 + (place - 1) / RANK_DECAY)``). A boosted row passes rows that lead it
   by less than that share of the spread — rows of *similar* relevance — and never
   one that leads it by more: what counts as "clearly better" is read from the
-  batch, on any score scale, on collections nobody tuned for. A boost lifts only
-  rows that match the query; a negative level lowers its source's rows by the same
-  amounts. A row with no relevance gains and loses nothing.
+  batch, on any score scale, on collections nobody tuned for. A negative level
+  lowers each of its source's rows by the whole share, undecayed (a decayed demotion
+  took most from the source's best row and could let its second pass it when the
+  level was raised). A row with no relevance gains and loses nothing.
 
 Both are monotonic: raising a level never lowers a key or a score, and the spread
 and places come from unboosted relevance, which no boost changes.
@@ -168,16 +169,19 @@ def source_places(relevance: FloatArray, source_index: IntArray, reference: IntA
 
 
 def stage2_bumps(relevance: FloatArray, source_index: IntArray, doc: IntArray,
-                 reference: IntArray, level_bump: FloatArray, matches: BoolArray) -> FloatArray:
+                 reference: IntArray, level_bump: FloatArray) -> FloatArray:
     """What stage 2 adds to each row's relevance (negative for a demoted source).
 
     ``relevance`` unboosted, ``reference`` the positions of the rows the batch
-    statistics come from, ``level_bump`` each *source*'s signed share of the spread,
-    ``matches`` whether a row matches the query at all (its content vote is positive):
-    ``level_bump[source] · spread · rank_decay(place)``. A boost lifts only rows that
-    match (it favours a source's relevant rows, never one that shares nothing with the
-    query); a demotion lowers every row of its source whose relevance is positive
-    (a flooding source's noise is what it is for). 0 for every row of an unboosted source.
+    statistics come from, ``level_bump`` each *source*'s signed share of the spread.
+    Only rows with some relevance are moved (a content match or a ranked source's vote:
+    a row with neither is not competing). A boost adds ``level_bump · spread ·
+    rank_decay(place)``, ``place`` the row's place among its source's rows by
+    relevance, so a source's best rows gain most; a demotion takes ``|level_bump| ·
+    spread`` from each, undecayed. Either way a row gains at least as much as any less
+    relevant row of its source, so raising a level never lets one of its rows pass
+    another of its rows it was below, and the source's own order is kept. 0 for every
+    row of an unboosted source.
     """
     import numpy as np  # the synthesizer's arrays; the level table needs none
 
@@ -190,9 +194,8 @@ def stage2_bumps(relevance: FloatArray, source_index: IntArray, doc: IntArray,
         return np.zeros(n, dtype=np.float64)
     places = source_places(relevance, source_index, reference, boosted)
     share = level_bump[source_index]
-    applies = (relevance > 0) & (((share > 0) & matches) | (share < 0))
-    out: FloatArray = np.where(applies, share * spread
-                               * rank_decay(np.maximum(places, 1).astype(np.float64)), 0.0)
+    decay = np.where(share > 0, rank_decay(np.maximum(places, 1).astype(np.float64)), 1.0)
+    out: FloatArray = np.where(relevance > 0, share * spread * decay, 0.0)
     return out
 
 

@@ -169,8 +169,14 @@ class RankingSynthesizer:
         if not cands.rows:
             return []
         texts_all = row_texts(cands.rows, warnings) if self.idf else None
-        said = detection.unranked_by_key_order(declared(results, cands.source_ids),
-                                            cands.rows, cands.source_index)
+        # Content is lexical when the query is in a lexical embedder's space: content then
+        # sees words only, and cannot judge a semantic index's order (detection, fusion).
+        lexical_content = is_token_embedder(self.embedder) and (
+            query_in_embedder_space or isinstance(query, TokensToWeight)
+            or query.shape[0] == getattr(self.embedder, "dim", None))
+        said = detection.orders_from_fields(declared(results, cands.source_ids),
+                                           cands.rows, cands.source_index,
+                                           scores=lexical_content)
         # Stage 1: the cap keeps rows by the boosted key; the statistics come from the rows
         # it keeps without boosts (the reference), which no boost can change.
         everyone = np.arange(len(cands.rows))
@@ -239,6 +245,11 @@ class RankingSynthesizer:
             normalised = fusion.convex_content(
                 normalised, fusion.normalised_similarity(lexical, sub_doc, where_ref))
             content_score = normalised
+        elif lexical_content:
+            # Lexical content only: a ranked source's row that shares few of the query's
+            # words is not rated far below what its rank says (a semantic index's match).
+            normalised = fusion.rank_floor(normalised, sub.source_index, sub.source_rank,
+                                           source_weight, where_ref)
         content_rank = fusion.content_ranks(content_score, sub_doc, where_ref)
         content = fusion.content_vote(normalised, weight=weight)
         unranked = fusion.unranked_votes(content_score, sub_doc, sub.source_index,
@@ -249,7 +260,7 @@ class RankingSynthesizer:
         # relevance, decayed by the row's place in its source; both read from unboosted
         # relevance and the reference rows, so a boost never changes another row's bump.
         bump: FloatArray = stage2_bumps(relevance, sub.source_index, sub_doc, where_ref,
-                                        bumps, content > 0)
+                                        bumps)
         unboosted = (unboosted_places(relevance, sub.source_index, sub.source_rank, sub_doc,
                                       where_ref) if bumps.any() else np.zeros(n, dtype=np.int64))
         scores = Scores(score=relevance + bump, similarity=similarity, idf_factor=factors,

@@ -58,7 +58,7 @@ def test_no_boost_is_the_identity() -> None:
     assert stage1_key(7.0, none.multiplier) == 1.0 / (RRF_K + 7)
     relevance = np.array([0.03, 0.02, 0.01])
     bumps = stage2_bumps(relevance, np.array([0, 1, 0]), np.arange(3), np.arange(3),
-                         np.zeros(2), np.ones(3, dtype=bool))
+                         np.zeros(2))
     assert bumps.tolist() == [0.0, 0.0, 0.0]
 
 
@@ -94,8 +94,7 @@ def test_stage2_worked_example() -> None:
     spread = 0.0016 - 0.0006
     everyone = np.arange(20)
     level = np.array([BOOST_LEVELS["high"].bump, 0.0])  # source 0 at high
-    bumps = stage2_bumps(relevance, source, everyone, everyone, level,
-                         np.ones(20, dtype=bool))
+    bumps = stage2_bumps(relevance, source, everyone, everyone, level)
     # source 0's rows are its places 1, 2, 3, ...: the whole spread, then decaying
     places = np.arange(1, 11)
     assert bumps[::2] == pytest.approx(spread / (1 + (places - 1) / RANK_DECAY))
@@ -105,17 +104,14 @@ def test_stage2_worked_example() -> None:
     # not source 1's second (0.0017)
     score = relevance + bumps
     assert np.argsort(-score, kind="stable")[:7].tolist() == [0, 2, 4, 6, 8, 1, 3]
-    # a row that does not match the query gains nothing; a demotion lowers it anyway
-    matches = np.ones(20, dtype=bool)
-    matches[0] = False
-    assert stage2_bumps(relevance, source, everyone, everyone, level, matches)[0] == 0.0
-    demoted = stage2_bumps(relevance, source, everyone, everyone, -level, matches)
-    assert demoted[0] == pytest.approx(-spread) and demoted[2] == pytest.approx(-bumps[2])
+    # a demotion takes the whole spread from each of its rows, undecayed, so the
+    # source's own order is kept: 0.0020 - 0.0010 stays above 0.0018 - 0.0010
+    demoted = stage2_bumps(relevance, source, everyone, everyone, -level)
+    assert demoted[::2] == pytest.approx([-spread] * 10)
     # a row with no relevance at all: nothing either way
     relevance[4] = 0.0
     for signed in (level, -level):
-        assert stage2_bumps(relevance, source, everyone, everyone, signed,
-                            np.ones(20, dtype=bool))[4] == 0.0
+        assert stage2_bumps(relevance, source, everyone, everyone, signed)[4] == 0.0
 
 
 def test_rank_decay() -> None:
@@ -201,9 +197,8 @@ def test_stage1_reach_documented_values() -> None:
 
 
 @given(relevance=st.lists(st.floats(0, 0.1), min_size=1, max_size=40),
-       row=st.integers(0, 39), matches=st.booleans())
-def test_both_stages_are_monotonic_in_level(relevance: list[float], row: int,
-                                            matches: bool) -> None:
+       row=st.integers(0, 39))
+def test_both_stages_are_monotonic_in_level(relevance: list[float], row: int) -> None:
     row %= len(relevance)
     values = np.array(relevance)
     n = len(values)
@@ -211,8 +206,7 @@ def test_both_stages_are_monotonic_in_level(relevance: list[float], row: int,
     keys = [stage1_key(float(row + 1), weights_for(lvl).multiplier)
             for lvl in [*LEVELS[:3], None, *BOOSTS]]
     bumps = [stage2_bumps(values, source, np.arange(n), np.arange(n),
-                          np.array([weights_for(lvl).bump, 0.0]),
-                          np.full(n, matches))[row]
+                          np.array([weights_for(lvl).bump, 0.0]))[row]
              for lvl in [*LEVELS[:3], None, *BOOSTS]]
     assert keys == sorted(keys)
     assert bumps == sorted(bumps)
@@ -227,7 +221,7 @@ def test_stage2_is_bounded_by_the_spread(relevance: list[float], level: str) -> 
     n = len(values)
     share = BOOST_LEVELS[level].bump
     bumps = stage2_bumps(values, np.zeros(n, dtype=np.int64), np.arange(n), np.arange(n),
-                         np.array([share]), np.ones(n, dtype=bool))
+                         np.array([share]))
     spread = relevance_spread(values, np.arange(n))
     assert spread <= MAX_SPREAD
     assert np.all(np.abs(bumps) <= abs(share) * spread + 1e-15)
