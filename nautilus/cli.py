@@ -10,35 +10,24 @@ commands' output is the point, so they log warnings and errors only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+# Only what every command's parser needs is imported here: each command imports its own
+# machinery when it runs, so `--version` and `--help` load neither numpy nor pydantic, and
+# `query` loads neither the service nor the MCP SDK nor PostgreSQL's driver.
 from nautilus import __version__
-from nautilus.broker import Broker, applied_settings
-from nautilus.config import NautilusSettings, collect_source_boosts
-from nautilus.config_command import NO_SOURCES, config_path, run_config
-from nautilus.errors import NautilusError
 from nautilus.evaluation import command as eval_command
-from nautilus.log import LogSettings, configure_logging, get_logger
-from nautilus.pages import PageError, Paging, paging
-from nautilus.query_output import RANKING_OFF, ranked_table, summarize
-from nautilus.response_hash import json_default
-from nautilus.service.manifest import with_manifest
 from nautilus.settings_parsing import parse_int
-from nautilus.sources.factory import (
-    build_sources,
-    load_sources,
-)
-from nautilus.sources.sqlite.base import SqliteSource
-from nautilus.synthesis.basic import BasicSynthesizer
-from nautilus.synthesis.ranking import RankingSynthesizer
 
-logger = get_logger("nautilus.cli")
+if TYPE_CHECKING:
+    from nautilus.broker import Broker
+    from nautilus.config import NautilusSettings
+    from nautilus.pages import Paging
 
 DEMO_QUERIES = (
     "orders database disk almost full",
@@ -53,6 +42,8 @@ _DESCRIPTION = ("The ranking layer for retrieval brokers: ask every source, rank
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    from nautilus.errors import NautilusError
+    from nautilus.log import LogSettings, configure_logging, get_logger
     log = LogSettings()
     level = (log.log_level.strip().lower() if "log_level" in log.model_fields_set
              else "info" if args.command in ("serve", "mcp") else "warning")
@@ -65,7 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # the last line of defence: a clear line, never a traceback
-        logger.error("unexpected_error", error_type=type(exc).__name__, error=str(exc)[:500])
+        get_logger("nautilus.cli").error("unexpected_error", error_type=type(exc).__name__,
+                                         error=str(exc)[:500])
         print(f"nautilus: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 
@@ -90,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     config.add_argument("--manifest", metavar="FILE",
                         help="check the NAUTILUS_* env of a Kubernetes Deployment/StatefulSet "
                              "(with its ConfigMaps) or a compose file, without deploying it")
-    config.set_defaults(run=with_manifest(run_config))
+    config.set_defaults(run=_run_config)
 
     query = commands.add_parser("query", help="ask every source and show the ranked answer")
     query.add_argument("text", help="the query")
@@ -153,9 +145,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# --- config ------------------------------------------------------------------------------
+
+def _run_config(args: argparse.Namespace) -> int:
+    from nautilus.config_command import run_config
+    from nautilus.service.manifest import with_manifest
+    return with_manifest(run_config)(args)
+
+
 # --- sources -----------------------------------------------------------------------------
 
 def _run_sources_rebuild(args: argparse.Namespace) -> int:
+    from nautilus.config import NautilusSettings
+    from nautilus.config_command import config_path
+    from nautilus.sources.factory import build_sources
+    from nautilus.sources.sqlite.base import SqliteSource
     settings = NautilusSettings()
     path = config_path(settings, args.config)
     sources, _ = build_sources(path, settings.data_dir, settings.embedder,
@@ -196,6 +200,7 @@ def _port(text: str) -> int:
 
 def _boost(text: str) -> str:
     """``--boost``: one ``id:level`` entry, checked like NAUTILUS_SOURCE_BOOSTS."""
+    from nautilus.config import collect_source_boosts
     boosts, problems = collect_source_boosts(text)
     if problems:
         raise argparse.ArgumentTypeError(f"{problems[0].value!r}: {problems[0].reason} "
@@ -205,6 +210,14 @@ def _boost(text: str) -> str:
     return text
 
 def _run_query(args: argparse.Namespace) -> int:
+    import json
+
+    from nautilus.broker import Broker
+    from nautilus.config import NautilusSettings
+    from nautilus.config_command import NO_SOURCES, config_path
+    from nautilus.pages import PageError
+    from nautilus.query_output import RANKING_OFF, ranked_table
+    from nautilus.response_hash import json_default
     overrides: dict[str, Any] = {}
     if args.top_k is not None:
         overrides["ranking_top_k"] = args.top_k
@@ -265,6 +278,8 @@ def _paging(args: argparse.Namespace, broker: Broker,
             settings: NautilusSettings) -> Paging | None:
     """The page asked for, its ranker installed on ``broker`` (the settings' boosts
     cut to the broker's sources, as the broker and the service cut them)."""
+    from nautilus.broker import applied_settings
+    from nautilus.pages import paging
     settings = applied_settings(settings, [s.id for s in broker.sources])
     pages = paging(args.text, settings, [s.id for s in broker.sources],
                    page=args.page, cursor=args.cursor)
@@ -276,6 +291,9 @@ def _paging(args: argparse.Namespace, broker: Broker,
 # --- load --------------------------------------------------------------------------------
 
 def _run_load(args: argparse.Namespace) -> int:
+    from nautilus.config import NautilusSettings
+    from nautilus.config_command import config_path
+    from nautilus.sources.factory import load_sources
     from nautilus.sources.postgres.load import (
         LoadError,
         default_progress,
@@ -324,6 +342,8 @@ def _run_mcp(args: argparse.Namespace) -> int:
 # --- demo --------------------------------------------------------------------------------
 
 def _run_demo(args: argparse.Namespace) -> int:
+    from nautilus.broker import Broker
+    from nautilus.config import NautilusSettings
     settings = NautilusSettings()
     if args.postgres:
         from nautilus.demo_postgres import run_postgres_demo
@@ -335,6 +355,9 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 def _show_demo(broker: Broker, top_k: int, kind: str = "") -> None:
+    from nautilus.query_output import summarize
+    from nautilus.synthesis.basic import BasicSynthesizer
+    from nautilus.synthesis.ranking import RankingSynthesizer
     ranker = RankingSynthesizer(top_k=top_k, idf=True)
     width = 56
     print(f"nautilus demo: four sources (tickets: {kind}SQL table, graph: service graph, "

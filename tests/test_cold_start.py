@@ -1,0 +1,82 @@
+"""What a command loads before it does anything: ``import nautilus.cli`` and the parser
+(``--version``, ``--help``) load neither numpy nor pydantic nor any optional extra, and a
+query over SQLite sources loads neither the service, the MCP SDK nor PostgreSQL's
+modules. Each check runs in a fresh interpreter and reads its ``sys.modules``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nautilus
+from nautilus.sources.factory import BUILT_IN_TYPES
+from nautilus.sources.schema import SOURCE_TYPES
+
+#: Never loaded by ``import nautilus.cli``: the extras and the web stack.
+EXTRAS = ("psycopg", "psycopg_pool", "fastapi", "starlette", "uvicorn", "mcp", "mcp_types",
+          "onnxruntime")
+#: Never loaded by ``--version`` / ``--help`` either: the heavy core.
+HEAVY = ("numpy", "pydantic", "pydantic_settings", "structlog", "yaml", "rich",
+         "nautilus.broker", "nautilus.config", "nautilus.sources.postgres")
+
+
+def loaded_after(code: str, cwd: Path) -> set[str]:
+    """The top-level packages and nautilus modules in ``sys.modules`` after ``code``."""
+    probe = (f"import sys, json\n{code}\n"
+             "names = {n for n in sys.modules if n.startswith('nautilus.')}\n"
+             "names |= {n.split('.')[0] for n in sys.modules}\n"
+             "sys.__stdout__.write('\\n' + json.dumps(sorted(names)))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120, cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def _prefixed(loaded: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(n for n in loaded if any(n == m or n.startswith(m + ".") for m in names))
+
+
+def test_importing_the_command_loads_no_extra_and_no_heavy_module(tmp_path: Path) -> None:
+    loaded = loaded_after("import nautilus.cli", tmp_path)
+    assert "nautilus.cli" in loaded
+    assert _prefixed(loaded, EXTRAS) == []
+    assert _prefixed(loaded, HEAVY) == []
+
+
+def test_version_and_help_load_no_heavy_module(tmp_path: Path) -> None:
+    for argv in (["--version"], ["--help"], ["query", "--help"], ["eval", "--help"]):
+        loaded = loaded_after("from nautilus.cli import main\n"
+                              f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass", tmp_path)
+        assert _prefixed(loaded, EXTRAS + HEAVY) == [], argv
+
+
+def test_a_query_over_sqlite_sources_loads_no_service_mcp_or_postgres(tmp_path: Path) -> None:
+    loaded = loaded_after("import contextlib, io\nfrom nautilus.cli import main\n"
+                          "with contextlib.redirect_stdout(io.StringIO()):\n"
+                          "    assert main(['query', 'orders-db disk full', '--top-k', '3']) == 0",
+                          tmp_path)
+    assert {"numpy", "nautilus.broker", "nautilus.sources.sqlite.fts"} <= loaded  # it ran
+    assert _prefixed(loaded, EXTRAS) == []
+    assert _prefixed(loaded, ("nautilus.service", "nautilus.mcp", "nautilus.sources.postgres",
+                              "nautilus.evaluation.evaluate", "rich")) == []
+
+
+def test_every_built_in_type_is_registered_by_the_module_declared_for_it() -> None:
+    for name, module in BUILT_IN_TYPES.items():
+        spec = SOURCE_TYPES[name]  # imports the module on first look-up
+        assert spec.__module__ == module
+    assert list(SOURCE_TYPES)[:len(BUILT_IN_TYPES)] == list(BUILT_IN_TYPES)
+
+
+def test_the_package_names_its_public_api_lazily_and_completely() -> None:
+    for name in nautilus.__all__:
+        assert getattr(nautilus, name) is not None, name
+    assert set(dir(nautilus)) >= set(nautilus.__all__)
+    try:
+        nautilus.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchName" in str(exc)
+    else:
+        raise AssertionError("an unknown name must raise AttributeError")
