@@ -83,7 +83,7 @@ class _Logger:
         if _pending is not None:
             if level < _pending.level:
                 return None
-            _apply(_pending)
+            _apply(_pending, waited=True)
         bound = self._bound
         if bound is None:
             import structlog
@@ -172,12 +172,15 @@ class _Setup:
 _pending: _Setup | None = None
 
 
-def _apply(setup: _Setup) -> None:
-    """Configure structlog as ``setup`` says (importing it)."""
+def _apply(setup: _Setup, waited: bool = False) -> None:
+    """Configure structlog as ``setup`` says (importing it). A set-up that ``waited``
+    yields to a structlog configured meanwhile (by the application, after the call)."""
     global _pending
     import structlog
 
     _pending = None
+    if waited and structlog.is_configured():
+        return
     use_console = setup.fmt == "console" or (setup.fmt != "json" and setup.out.isatty())
     renderer: structlog.typing.Processor = (
         structlog.dev.ConsoleRenderer(colors=setup.out.isatty()) if use_console

@@ -80,3 +80,34 @@ def test_the_package_names_its_public_api_lazily_and_completely() -> None:
         assert "NoSuchName" in str(exc)
     else:
         raise AssertionError("an unknown name must raise AttributeError")
+
+
+def test_logging_set_up_waits_for_the_first_event_at_its_level(tmp_path: Path) -> None:
+    """Under configure_logging in a fresh process, an event below the level loads no
+    structlog; the first one at the level does, rendered as asked; a structlog the
+    application configured meanwhile wins."""
+    code = ("import io, sys\nfrom nautilus.log import configure_logging, get_logger\n"
+            "out = io.StringIO()\nconfigure_logging('warning', 'json', out)\n"
+            "log = get_logger('nautilus.test')\nlog.info('hidden', n=1)\n"
+            "assert 'structlog' not in sys.modules\n"
+            "log.warning('shown', n=2)\nassert 'structlog' in sys.modules\n"
+            "print(out.getvalue().strip())\n"
+            "configure_logging('warning', 'json', out)\n"  # structlog loaded: applied now
+            "import structlog\nfrom structlog.testing import capture_logs\n"
+            "with capture_logs() as seen:\n    log.warning('captured')\n"
+            "assert [e['event'] for e in seen] == ['captured'], seen\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    event = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (event["event"], event["n"], event["level"]) == ("shown", 2, "warning")
+    later = ("import io, sys\nfrom nautilus.log import configure_logging, get_logger\n"
+             "out = io.StringIO()\nconfigure_logging('warning', 'json', out)\n"
+             "import structlog\nstructlog.configure(processors=["
+             "structlog.processors.KeyValueRenderer()])\n"
+             "get_logger('nautilus.test').warning('theirs', n=3)\n"
+             "print(out.getvalue().strip())\n")
+    theirs = subprocess.run([sys.executable, "-c", later], capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path)
+    assert theirs.returncode == 0, theirs.stderr
+    assert theirs.stdout.strip() == "n=3 event='theirs'"  # their renderer, not JSON

@@ -21,6 +21,7 @@ import json
 import os
 import queue
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import IO, Any
@@ -41,6 +42,9 @@ _ENVELOPE = ("io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol
              "io.modelcontextprotocol/clientCapabilities")
 _CAPABILITIES = {"tools": {"listChanged": False}}
 _SERVER_INFO = {"name": SERVER_NAME, "title": SERVER_NAME, "version": __version__}
+
+#: How long the end of the input waits for the answers to the requests handed over.
+DRAIN_S = 60.0
 
 #: What :func:`serve_stdio` is given to load: it returns the function that serves the
 #: SDK's stdio server over the two streams it is handed (a line iterator and a writer).
@@ -114,7 +118,8 @@ def serve_stdio(load: Callable[[], Serve]) -> None:
         if item.error is not None:
             raise item.error
         assert item.serve is not None
-        anyio.run(item.serve, _Lines(backlog, inbox, ended), _Relay(writer, answered))
+        relay = _Relay(writer, answered)
+        anyio.run(item.serve, _Lines(backlog, inbox, ended, relay), relay)
     finally:
         restore()
 
@@ -127,30 +132,39 @@ def _answer_early(line: bytes, answered: dict[Any, dict[str, Any]], writer: _Wri
     result = early_answer(message)
     if result is None:
         return
-    answered[message["id"]] = result
+    answered[_key(message["id"])] = result
     writer.send(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result},
                            separators=(",", ":")) + "\n")
     logger.info("mcp_handshake", method=message["method"], answered="before the SDK loaded")
 
 
 class _Writer:
-    """The wire out: whole lines, flushed, one writer at a time."""
+    """The wire out: whole lines, flushed, one writer at a time; once the client has
+    closed its end, what is left to say is dropped (nobody reads it)."""
 
     def __init__(self, out: IO[bytes]) -> None:
-        self.out, self.lock = out, threading.Lock()
+        self.out, self.lock, self.gone = out, threading.Lock(), False
 
     def send(self, text: str) -> None:
         with self.lock:
-            self.out.write(text.encode("utf-8"))
-            self.out.flush()
+            if self.gone:
+                return
+            try:
+                self.out.write(text.encode("utf-8"))
+                self.out.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                self.gone = True
 
 
 class _Lines:
-    """The client's lines for the SDK's stdin reader: those read so far, then the rest."""
+    """The client's lines for the SDK's stdin reader: those read so far, then the rest.
+    At the end of the input it waits (up to :data:`DRAIN_S`) for the requests handed
+    over to be answered: the SDK's server stops at the end of its input, and a client
+    that wrote its requests and closed the pipe still gets every answer."""
 
     def __init__(self, backlog: list[bytes], inbox: queue.Queue[bytes | _Loaded | None],
-                 ended: bool) -> None:
-        self.backlog, self.inbox, self.ended = backlog, inbox, ended
+                 ended: bool, relay: _Relay) -> None:
+        self.backlog, self.inbox, self.ended, self.relay = backlog, inbox, ended, relay
 
     def __aiter__(self) -> _Lines:
         return self
@@ -159,14 +173,30 @@ class _Lines:
         import anyio.to_thread
 
         if self.backlog:
-            return self.backlog.pop(0).decode("utf-8", "replace")
-        if self.ended:
-            raise StopAsyncIteration
-        item = await anyio.to_thread.run_sync(self.inbox.get, abandon_on_cancel=True)
-        if not isinstance(item, bytes):
+            return self._handed(self.backlog.pop(0))
+        if not self.ended:
+            item = await anyio.to_thread.run_sync(self.inbox.get, abandon_on_cancel=True)
+            if isinstance(item, bytes):
+                return self._handed(item)
             self.ended = True
-            raise StopAsyncIteration
-        return item.decode("utf-8", "replace")
+        deadline = time.monotonic() + DRAIN_S
+        while self.relay.waiting and time.monotonic() < deadline:
+            await anyio.sleep(0.005)
+        raise StopAsyncIteration
+
+    def _handed(self, line: bytes) -> str:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and "id" in message and "method" in message:
+            self.relay.waiting.add(_key(message["id"]))
+        return line.decode("utf-8", "replace")
+
+
+def _key(request_id: Any) -> Any:
+    """A request id as a set member (an id that is not hashable is the SDK's to refuse)."""
+    return request_id if isinstance(request_id, str | int | float | None) else repr(request_id)
 
 
 class _Relay:
@@ -176,16 +206,17 @@ class _Relay:
     def __init__(self, writer: _Writer, answered: dict[Any, dict[str, Any]]) -> None:
         self.writer, self.answered = writer, answered
         self.pending: list[str] = []
+        self.waiting: set[Any] = set()  # the ids of requests handed over, not answered
 
     async def write(self, text: str) -> None:
-        if self.answered:
-            try:
-                message = json.loads(text)
-            except ValueError:
-                message = None
-            if (isinstance(message, dict) and message.get("id") in self.answered
-                    and ("result" in message or "error" in message)):
-                ours = self.answered.pop(message["id"])
+        try:
+            message = json.loads(text)
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and ("result" in message or "error" in message):
+            self.waiting.discard(_key(message.get("id")))
+            if self.answered and _key(message.get("id")) in self.answered:
+                ours = self.answered.pop(_key(message.get("id")))
                 if message.get("result") != ours:
                     logger.warning("mcp_handshake_differs", ours=ours, sdk=message)
                 return

@@ -91,3 +91,25 @@ def test_only_a_well_formed_handshake_is_answered_early() -> None:
     partial = {k: v for k, v in meta.items() if not k.endswith("clientCapabilities")}
     assert early_answer({**discover, "params": {"_meta": partial}}) is None
     assert early_answer([discover]) is None and early_answer("x") is None
+
+
+def test_requests_written_before_the_pipe_closes_are_all_answered(tmp_path: Path) -> None:
+    """A client that writes its requests and closes stdin at once (while the SDK is still
+    loading) gets the handshake early and every other answer, in order, before the exit."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    requests = [{"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                 "params": {"_meta": meta}},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}},
+                {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                 "params": {"_meta": meta, "name": "search",
+                            "arguments": {"query": "orders-db disk full", "top_k": 2}}}]
+    out = subprocess.run([NAUTILUS, "mcp"], env=environment(tmp_path), cwd=tmp_path,
+                         input="".join(json.dumps(r) + "\n" for r in requests),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    answers = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [1, 2, 3]
+    assert {t["name"] for t in answers[1]["result"]["tools"]} == {"search", "list_sources"}
+    assert len(answers[2]["result"]["structuredContent"]["results"]) == 2
