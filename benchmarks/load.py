@@ -344,7 +344,8 @@ def report(runs: list[Run], limit: int, baseline: float, service_p50: float,
         f"**Server CPU per request** at concurrency 8, one worker: "
         f"**{next(r for r in runs if r.workers == 1 and r.concurrency == 8).cpu_ms_per_request:.2f}"
         " ms** (target ≤ 3 ms): the server processes' user + system time over the level ÷ "
-        "the requests answered, robust to the client sharing the machine.",
+        "the requests answered. Steadier than the latencies when the client and other work "
+        "share the cores, not immune: contention adds CPU (more hand-offs, colder caches).",
         "",
         f"**Service overhead**: p50 at concurrency 1 is {service_p50:.2f} ms over HTTP against "
         f"{baseline:.2f} ms for in-process `await Broker.arequest` on the same queries "
