@@ -20,10 +20,10 @@ from types import MappingProxyType
 
 from benchmarks import quality
 from benchmarks.ir_collections import DATASETS, NAMES, load
-from nautilus import ranking_boost
 from nautilus.embedders import HashingEmbedder
 from nautilus.log import configure_logging
-from nautilus.ranking_boost import BOOST_LEVELS, BoostWeights
+from nautilus.synthesis import boosts as ranking_boost
+from nautilus.synthesis.boosts import BOOST_LEVELS, BoostWeights
 
 
 def main() -> int:

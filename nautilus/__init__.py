@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nautilus.broker import Broker
-    from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, parse_source_boosts
+    from nautilus.config import ConfigError, NautilusSettings, parse_source_boosts
     from nautilus.embedders import (
         Embedder,
         EmbeddingUnavailableError,
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     )
     from nautilus.errors import NautilusError, Problem
     from nautilus.log import configure_logging
-    from nautilus.ranking_boost import BOOST_LEVELS, BoostWeights
     from nautilus.records import (
         AdapterResult,
         BrokerResponse,
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from nautilus.response_hash import compute_response_hash
     from nautilus.synthesis.base import Synthesizer
     from nautilus.synthesis.basic import BasicSynthesizer
+    from nautilus.synthesis.boosts import BOOST_LEVELS, BoostWeights
     from nautilus.synthesis.ranking import RankingSynthesizer
 
 __all__ = [
@@ -42,7 +42,6 @@ __all__ = [
     "Broker",
     "BrokerResponse",
     "ConfigError",
-    "ConfigProblem",
     "Embedder",
     "EmbeddingUnavailableError",
     "ErrorRecord",
@@ -63,19 +62,19 @@ __all__ = [
 #: Where each public name lives (imported by :func:`__getattr__` on first use).
 _HOMES = {
     "Broker": "nautilus.broker",
-    "ConfigError": "nautilus.config", "ConfigProblem": "nautilus.config",
-    "NautilusSettings": "nautilus.config", "parse_source_boosts": "nautilus.config",
+    "ConfigError": "nautilus.config", "NautilusSettings": "nautilus.config",
+    "parse_source_boosts": "nautilus.config",
     "Embedder": "nautilus.embedders", "EmbeddingUnavailableError": "nautilus.embedders",
     "HashingEmbedder": "nautilus.embedders", "NoopEmbedder": "nautilus.embedders",
     "NautilusError": "nautilus.errors", "Problem": "nautilus.errors",
     "configure_logging": "nautilus.log",
-    "BOOST_LEVELS": "nautilus.ranking_boost", "BoostWeights": "nautilus.ranking_boost",
     "AdapterResult": "nautilus.records", "BrokerResponse": "nautilus.records",
     "ErrorRecord": "nautilus.records", "RankedRow": "nautilus.records",
     "SourceWarning": "nautilus.records",
     "compute_response_hash": "nautilus.response_hash",
     "Synthesizer": "nautilus.synthesis.base",
     "BasicSynthesizer": "nautilus.synthesis.basic",
+    "BOOST_LEVELS": "nautilus.synthesis.boosts", "BoostWeights": "nautilus.synthesis.boosts",
     "RankingSynthesizer": "nautilus.synthesis.ranking",
 }
 

@@ -34,12 +34,13 @@ from nautilus.settings_parsing import (
     parse_field_name,
     parse_int,
     parse_origins,
+    parse_ranking_cut,
     parse_seconds,
 )
 
 logger = get_logger("nautilus.config")
 
-#: Valid boost levels, weakest first. ``ranking_boost.BOOST_LEVELS`` holds their
+#: Valid boost levels, weakest first. ``synthesis.boosts.BOOST_LEVELS`` holds their
 #: numbers; a guard test keeps the two in sync.
 VALID_LEVELS: tuple[str, ...] = ("low", "medium", "high")
 DEFAULT_LEVEL = "medium"
@@ -47,10 +48,6 @@ VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "onnx-float32", "noop")
 
 _BOOSTS_VAR = "NAUTILUS_SOURCE_BOOSTS"
 _SOURCE_ID = re.compile(r"^[a-z0-9_][a-z0-9_.\-]*$")
-
-
-#: The name :class:`Problem` had in the settings; kept for callers that import it.
-ConfigProblem = Problem
 
 
 class ConfigError(NautilusError):
@@ -155,6 +152,8 @@ class NautilusSettings(LogSettings):
     source_boosts: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     ranking_max_candidates: int | None = None
     ranking_dedup_key: str | None = None
+    ranking_max_tokens: int | None = None
+    ranking_cut: str | None = None
     embedder: str = "hashing"
     embedder_cache_size: int = 10_000
     config_strict: bool = False
@@ -212,6 +211,10 @@ class NautilusSettings(LogSettings):
 
         for field in ("ranking_top_k", "ranking_max_candidates"):
             take(field, parse_int(var(field), data.get(field), default=default(field)))
+        take("ranking_max_tokens", parse_int(
+            var("ranking_max_tokens"), data.get("ranking_max_tokens"),
+            valid="an integer >= 1 (tokens of the rows handed over), or unset"))
+        take("ranking_cut", parse_ranking_cut(var("ranking_cut"), data.get("ranking_cut")))
         take("ranking_idf", parse_bool(var("ranking_idf"), data.get("ranking_idf"),
                                        default("ranking_idf")))
         strict, strict_problem = parse_bool(var("config_strict"), data.get("config_strict"),
@@ -253,10 +256,12 @@ class NautilusSettings(LogSettings):
 
     @property
     def ranking_enabled(self) -> bool:
-        """True when any ranking knob is set; otherwise the broker passes rows through."""
+        """True when any ranking knob is set; otherwise the broker passes rows through.
+        (``ranking_max_tokens`` is not one: a budget keeps what fits of whichever list
+        is handed over, ranked or passed through; a cut needs relevance, so it is.)"""
         return bool(self.ranking_top_k is not None or self.ranking_idf or self.source_boosts
                     or self.ranking_max_candidates is not None
-                    or self.ranking_dedup_key is not None)
+                    or self.ranking_dedup_key is not None or self.ranking_cut is not None)
 
     def effective(self) -> dict[str, Any]:
         """The settings as plain JSON-able values, keyed by environment variable."""

@@ -45,11 +45,19 @@ def test_importing_the_command_loads_no_extra_and_no_heavy_module(tmp_path: Path
     assert _prefixed(loaded, HEAVY) == []
 
 
+def help_loads(argv: list[str], cwd: Path) -> set[str]:
+    return loaded_after("from nautilus.cli import main\n"
+                        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass", cwd)
+
+
 def test_version_and_help_load_no_heavy_module(tmp_path: Path) -> None:
-    for argv in (["--version"], ["--help"], ["query", "--help"], ["eval", "--help"]):
-        loaded = loaded_after("from nautilus.cli import main\n"
-                              f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass", tmp_path)
-        assert _prefixed(loaded, EXTRAS + HEAVY) == [], argv
+    for argv in (["--version"], ["--help"], ["eval", "--help"], ["serve", "--help"],
+                 ["mcp", "--help"]):
+        assert _prefixed(help_loads(argv, tmp_path), EXTRAS + HEAVY) == [], argv
+    # The query's flags are the request model's (pydantic): no extra, no PostgreSQL.
+    loaded = help_loads(["query", "--help"], tmp_path)
+    assert "nautilus.request.model" in loaded
+    assert _prefixed(loaded, (*EXTRAS, "nautilus.sources.postgres", "rich")) == []
 
 
 def test_a_query_over_sqlite_sources_loads_no_service_mcp_or_postgres(tmp_path: Path) -> None:

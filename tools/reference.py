@@ -19,8 +19,8 @@ import zlib
 from collections import Counter
 from typing import Any
 
-from nautilus.ranking_boost import BOOST_LEVELS, RRF_K
-from nautilus.text import tokenize
+from nautilus.synthesis.boosts import BOOST_LEVELS, RRF_K
+from nautilus.text.tokens import tokenize
 
 MASK64 = (1 << 64) - 1
 DIM = 1 << 16

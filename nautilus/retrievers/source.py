@@ -4,7 +4,8 @@ same order as ``nautilus query --json`` with the same settings."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,8 +13,15 @@ import httpx
 
 from nautilus.broker import Broker
 from nautilus.errors import NautilusError
-from nautilus.records import BrokerResponse
+from nautilus.records import BrokerResponse, RankedRow
+from nautilus.request.answer import Answer, answer, answer_sync
+from nautilus.request.engine import Engine
+from nautilus.request.errors import ProblemError
+from nautilus.request.model import QueryRequest, parse_request
 
+#: What a retriever may set on its requests: every request field but the query.
+OVERRIDE_FIELDS: tuple[str, ...] = tuple(name for name in QueryRequest.model_fields
+                                         if name != "query")
 #: Row fields never copied into a hit's text or fields (vectors are for the ranker).
 _HIDDEN = frozenset({"embedding"})
 
@@ -56,6 +64,13 @@ def _hit(source: str, row: Mapping[str, Any], explanation: dict[str, Any],
                int(explanation["rank"]), row_text(row), fields, why)
 
 
+def _document_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
+    """A row as a retriever hands it over: its document's text and metadata (what a
+    token budget counts)."""
+    hit = _hit(row.source_id, row.row, row.explain(), ranked)
+    return hit.text + "\n" + json.dumps(hit.metadata(), sort_keys=True, default=str)
+
+
 def hits_of(response: BrokerResponse, ranked: bool = True) -> list[Hit]:
     """A broker's answer as hits, best first (``ranked``: its synthesizer scored them)."""
     return [_hit(r.source_id, r.row, r.explain(), ranked) for r in response.ranking]
@@ -77,43 +92,54 @@ def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
 
 @dataclass
 class HitSource:
-    """A broker or a service URL, and the per-request knobs the service accepts.
+    """A broker or a service URL, and the request's overrides: any field of
+    :class:`~nautilus.request.model.QueryRequest` but the query (``top_k``, ``boosts``,
+    ``sources``, ``idf`` …), by name.
 
-    With a ``broker`` the knobs are the broker's own (build it with the settings you
-    want); with a ``url`` they are sent as ``POST /v1/query`` overrides.
+    With a ``broker`` the request is answered in this process by the request core, as
+    ``nautilus query`` answers it; with a ``url`` it is sent as a ``POST /v1/query``
+    body. Either way the overrides start from the broker's (or service's) settings.
     """
 
     broker: Broker | None = None
     url: str | None = None
     api_key: str | None = None
-    top_k: int | None = None
-    boosts: Mapping[str, str] | None = None
-    sources: Sequence[str] | None = None
-    idf: bool | None = None
     timeout_s: float = 30.0
+    overrides: Mapping[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    _core: Engine | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.broker is None) == (self.url is None):
             raise ValueError("give exactly one of broker= (in-process) or url= (a running "
                              "nautilus serve, e.g. 'http://127.0.0.1:8000')")
-        if self.broker is not None and any(v is not None for v in (
-                self.top_k, self.boosts, self.sources, self.idf)):
-            raise ValueError("top_k, boosts, sources and idf are sent to a service (url=); "
-                             "for an in-process broker, build it with those settings "
-                             "(NautilusSettings(ranking_top_k=..., source_boosts=...))")
+        unknown = sorted(set(self.overrides) - set(OVERRIDE_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown request field(s) {', '.join(unknown)} (valid: "
+                             f"{', '.join(OVERRIDE_FIELDS)})")
+        self.overrides = {k: v for k, v in self.overrides.items() if v is not None}
 
-    def _ranked(self) -> bool:
-        return self.broker is not None and self.broker.synthesizer.ranking_enabled
+    def _engine(self, broker: Broker) -> Engine:
+        """The in-process broker as the request core runs it (assembled on first use)."""
+        if self._core is None:
+            self._core = Engine.of(broker)
+        return self._core
+
+    def _request(self, query: str) -> QueryRequest:
+        """The request this retriever sends for ``query`` (a bad field is a ServiceError)."""
+        payload = {"query": query, **{k: dict(v) if isinstance(v, Mapping) else
+                                      list(v) if isinstance(v, tuple) else v
+                                      for k, v in self.overrides.items()}}
+        try:
+            return parse_request(payload)
+        except ProblemError as exc:
+            raise ServiceError(f"invalid request: {exc.detail}") from None
+
+    def _answer(self, result: Answer) -> list[Hit]:
+        return hits_of(result.response, result.ranked)
 
     def _body(self, query: str) -> dict[str, Any]:
-        body: dict[str, Any] = {"query": query}
-        for name in ("top_k", "boosts", "sources", "idf"):
-            value = getattr(self, name)
-            if value is not None:
-                body[name] = dict(value) if name == "boosts" else (
-                    list(value) if name == "sources" else value)
-        return body
+        return self._request(query).model_dump(exclude_defaults=True)
 
     def _headers(self) -> dict[str, str]:
         return {**self.headers, **({"Authorization": f"Bearer {self.api_key}"}
@@ -124,7 +150,11 @@ class HitSource:
 
     def hits(self, query: str) -> list[Hit]:
         if self.broker is not None:
-            return hits_of(self.broker.request(query), self._ranked())
+            try:
+                return self._answer(answer_sync(self._engine(self.broker), self._request(query),
+                                                _document_text))
+            except ProblemError as exc:
+                raise ServiceError(f"invalid request: {exc.detail}") from None
         try:
             response = httpx.post(self._endpoint(), json=self._body(query),
                                   headers=self._headers(), timeout=self.timeout_s)
@@ -134,7 +164,11 @@ class HitSource:
 
     async def ahits(self, query: str) -> list[Hit]:
         if self.broker is not None:
-            return hits_of(await self.broker.arequest(query), self._ranked())
+            try:
+                return self._answer(await answer(self._engine(self.broker), self._request(query),
+                                                 row_text=_document_text))
+            except ProblemError as exc:
+                raise ServiceError(f"invalid request: {exc.detail}") from None
         try:
             async with httpx.AsyncClient(timeout=self.timeout_s) as client:
                 response = await client.post(self._endpoint(), json=self._body(query),

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.arrays import FloatArray, IntArray
-from nautilus.ranking_boost import RRF_K
+from nautilus.synthesis.boosts import RRF_K
 from nautilus.synthesis.fusion import every_row_its_document, source_evidence
+from nautilus.text.arrays import FloatArray, IntArray
 
 #: Fewer rows than this in a batch and an undeclared source's order cannot be judged: weight 0.
 MIN_ROWS_TO_DETECT = 3

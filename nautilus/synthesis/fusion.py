@@ -51,9 +51,9 @@ import math
 
 import numpy as np
 
-from nautilus.arrays import FloatArray, IntArray
 from nautilus.log import get_logger
-from nautilus.ranking_boost import RRF_K
+from nautilus.synthesis.boosts import RRF_K
+from nautilus.text.arrays import FloatArray, IntArray
 
 logger = get_logger("nautilus.ranking")
 

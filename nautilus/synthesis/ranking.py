@@ -19,7 +19,8 @@ One pass per request, on numpy arrays built once (docs/design.md, "Ranking"):
 6. stage 2 — ``score = relevance + bump`` of the row's source level, the bump a share
    of the row's source votes only (never of its content vote);
 7. sort by (score desc, routing index, source_rank), collapse copies, keep ``top_k``
-   (and at most ``max_candidates``).
+   (and at most ``max_candidates``); with a ``cut``, stop that list where relevance
+   falls away (``nautilus/selection/cut.py``: a prefix, never empty).
 
 Each step is a module of its own: ``candidates`` (1, 2), ``query`` (3), ``similarity``
 (4, 5; vector arithmetic in ``vectors``), ``fusion`` (5, 6), ``select`` (7); this class
@@ -36,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nautilus.arrays import FloatArray, IntArray
 from nautilus.embedders import Embedder, HashingEmbedder, embedder_from_name, is_token_embedder
-from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.records import AdapterResult, RankedRow
+from nautilus.selection.cut import RelevanceCut, parse_cut, relevance_cut
 from nautilus.synthesis import copies, detection, fusion
 from nautilus.synthesis.basic import BasicSynthesizer
+from nautilus.synthesis.boosts import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.synthesis.candidates import (
     MAX_TEXT_CHARS,
     NOT_TEXT,
@@ -55,7 +56,8 @@ from nautilus.synthesis.query import TokensToWeight, query_vector, weighted_quer
 from nautilus.synthesis.rank_warnings import RankWarnings
 from nautilus.synthesis.select import Scores, select
 from nautilus.synthesis.similarity import lexical_similarities, similarities
-from nautilus.text import IDF_FLOOR, TokenBatch, idf_factors, query_token_weights, tokenize
+from nautilus.text.arrays import FloatArray, IntArray
+from nautilus.text.tokens import IDF_FLOOR, TokenBatch, idf_factors, query_token_weights, tokenize
 
 if TYPE_CHECKING:
     from nautilus.config import NautilusSettings
@@ -70,7 +72,8 @@ class RankingSynthesizer:
     def __init__(self, top_k: int | None = None, idf: bool = False,
                  source_boosts: Mapping[str, str] | None = None,
                  embedder: Embedder | None = None, max_candidates: int | None = None,
-                 dedup_key: str | None = None, idf_floor: float = IDF_FLOOR) -> None:
+                 dedup_key: str | None = None,
+                 cut: RelevanceCut | str | None = None) -> None:
         for name, value in (("top_k", top_k), ("max_candidates", max_candidates)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                       or value < 1):
@@ -85,11 +88,12 @@ class RankingSynthesizer:
         self.source_boosts = boosts
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
         self.max_candidates = max_candidates
-        if (not isinstance(idf_floor, int | float) or isinstance(idf_floor, bool)
-                or not 0.0 <= idf_floor <= 1.0):  # also rejects NaN
-            raise ValueError(f"idf_floor must be a number in [0, 1], got {idf_floor!r}")
         self.dedup_key = dedup_key
-        self.idf_floor = float(idf_floor)
+        parsed, problem = parse_cut("cut", cut)
+        if problem is not None:
+            raise ValueError(f"cut: {problem.reason}, got {cut!r} (valid: {problem.valid})")
+        #: The relevance cut applied to the top K (nautilus/selection/cut.py); None: off.
+        self.cut = parsed
 
     @classmethod
     def from_settings(cls, settings: NautilusSettings,
@@ -99,7 +103,7 @@ class RankingSynthesizer:
                    embedder=embedder or embedder_from_name(
                        settings.embedder, cache_size=settings.embedder_cache_size),
                    max_candidates=settings.ranking_max_candidates,
-                   dedup_key=settings.ranking_dedup_key)
+                   dedup_key=settings.ranking_dedup_key, cut=settings.ranking_cut)
 
     # --- public API ------------------------------------------------------------------
 
@@ -194,7 +198,7 @@ class RankingSynthesizer:
                 if query is None:
                     return None
             else:
-                factors = idf_factors(batch, weights, self.idf_floor)
+                factors = idf_factors(batch, weights, IDF_FLOOR)
         # Only an IDF pass defers the query's embedding, and the pass above resolved it.
         assert not isinstance(query, TokensToWeight)
         similarity, texts, batch = similarities(sub, self.embedder, query,
@@ -241,17 +245,22 @@ class RankingSynthesizer:
         # a content lead larger than the bump of those votes survives every level.
         bump: FloatArray = stage2_bump(votes, bumps[sub.source_index] if n_sources
                                        else np.zeros(n))
-        scores = Scores(relevance + bump, similarity, factors, keys[scored], bump, relevance,
-                         content, content_rank, evidence, voters,
-                         source_weight[sub.source_index], sub_doc, unranked,
-                         np.full(n, weight))
+        scores = Scores(score=relevance + bump, similarity=similarity, idf_factor=factors,
+                        content_rank=content_rank, content=content,
+                        content_weight=np.full(n, weight), evidence=evidence, voters=voters,
+                        source_weight=source_weight[sub.source_index], unranked_vote=unranked,
+                        relevance=relevance, boost_bump=bump, stage1_key=keys[scored],
+                        doc=sub_doc)
         # Every row scored stays a candidate: the rows the cap keeps without boosts (the
         # reference) too, so a boost can let rows in but never push a better one out.
         # At most max_candidates rows leave, best first, as without the reference.
         limit = self.top_k
         if len(kept) < len(cands.rows):
             limit = len(kept) if limit is None else min(limit, len(kept))
-        return select(sub, scores, limit)
+        ranked = select(sub, scores, limit)
+        if self.cut is not None:  # where relevance falls away: a prefix, never empty
+            del ranked[relevance_cut(ranked, self.cut):]
+        return ranked
 
 
     def _documents(self, cands: Candidates, texts: list[str] | None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -21,43 +20,15 @@ import pytest
 from tools.servers import NAUTILUS, free_port
 
 pytest.importorskip("mcp")
-import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp_support import SOURCES, connect, environment, sources_file
 from mcp_types import CallToolResult
 
-from nautilus.service.overrides import QueryRequest
-from nautilus.sources.factory import bundled_demo_config
+from nautilus.request.model import QueryRequest
 
 QUERY = "orders-db disk full"
 KEY = "k-mcp-7d41"
-DEMO = bundled_demo_config().parent
-SOURCES = ["tickets", "graph", "runbooks", "postmortems", "broken"]
-
-
-def sources_file(tmp: Path) -> Path:
-    """The demo's four sources plus ``broken``, whose seed the tests remove once the
-    server is up (a valid file at start-up; then every search of it fails)."""
-    text = bundled_demo_config().read_text()
-    for seed in ("tickets.jsonl", "services.jsonl", "dependencies.jsonl", "runbooks.jsonl",
-                 "postmortems.jsonl"):
-        text = text.replace(f" {seed}", f" {DEMO / seed}")
-    seed = tmp / "broken.jsonl"
-    seed.write_text('{"id": "b1", "title": "disk"}\n')
-    text += (f"  - id: broken\n    type: sqlite_fts\n    path: demo/broken.db\n"
-             f"    seed: {seed}\n    columns: [title]\n    timeout_s: 1\n")
-    path = tmp / "nautilus.yaml"
-    path.write_text(text)
-    return path
-
-
-def environment(tmp: Path, **extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    base.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    return {**base, "NAUTILUS_DATA_DIR": str(tmp / "data"), "NAUTILUS_LOG_FORMAT": "json",
-            "NAUTILUS_CONFIG": str(tmp / "nautilus.yaml"), "NAUTILUS_RANKING_TOP_K": "5",
-            "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.5", **extra}
 
 
 _CLI: dict[tuple[str, ...], list[tuple[str, Any, float]]] = {}
@@ -247,11 +218,6 @@ def http_server(tmp_path_factory: pytest.TempPathFactory,
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0, log.read_text()
-
-
-def connect(url: str, key: str | None) -> tuple[httpx2.AsyncClient, Client]:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"} if key else {})
-    return http, Client(streamable_http_client(url + "/mcp", http_client=http))
 
 
 def test_http_tools_search_boosts_errors_pages_and_a_source_down(

@@ -24,7 +24,7 @@ from nautilus import (
     RankingSynthesizer,
 )
 from nautilus.embedders.hashing import SparseVector
-from nautilus.text import TokenBatch, idf_factors, query_token_weights
+from nautilus.text.tokens import TokenBatch, idf_factors, query_token_weights
 from tools.reference import doc_key, reference_rank
 
 HIGH_BUMP = 0.02

@@ -1,0 +1,121 @@
+"""``nautilus config``: the effective settings and the sources file, checked as a broker and
+``nautilus load`` would check them; with ``--strict``, a gate that fails on any problem."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from nautilus.broker import boost_problems
+from nautilus.config import NautilusSettings
+from nautilus.sources.factory import (
+    SourceConfigError,
+    build_sources,
+    bundled_demo_config,
+    load_sources,
+    sources_json_schema,
+)
+
+#: What a sources file must list (said when it lists nothing).
+NO_SOURCES = "at least one source; docs/sources.md has an example of each type"
+
+
+def run_config(args: argparse.Namespace) -> int:
+    """``nautilus config``: print the effective settings and sources, or gate them."""
+    if args.schema:
+        print(json.dumps(sources_json_schema(), indent=2, sort_keys=True))
+        return 0
+    with _quiet("nautilus.config") if args.strict else contextlib.nullcontext():
+        settings = NautilusSettings()  # --strict reports each problem itself, once
+    path = config_path(settings, args.config)
+    listing, source_error = check_sources(settings, path)
+    if listing == []:
+        source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"
+    source_ids = None if listing is None else [s["id"] for s in listing]
+    problems = list(settings.problems) + list(
+        boost_problems(settings, source_ids) if source_ids is not None else ())
+    failed = args.strict and bool(problems or source_error is not None)
+    if args.json:
+        print(json.dumps({
+            "settings": settings.effective(),
+            "ranking_enabled": settings.ranking_enabled,
+            "skipped": [{"variable": p.variable, "value": p.value, "reason": p.reason,
+                         "valid": p.valid, "message": p.message} for p in problems],
+            "sources_file": {"path": str(path), "ok": source_error is None,
+                             "error": source_error, "sources": listing or []},
+        }, indent=2, sort_keys=True))
+    elif not failed:  # a failed gate prints its problems alone, on stderr
+        print(_settings_table(settings))
+        print(f"\nranking: {'on' if settings.ranking_enabled else 'off (exact passthrough)'}")
+        print(f"sources: {path}: " + (f"ERROR {source_error}" if source_error is not None
+                                      else "" if listing else "(none)"))
+        for source in listing or []:
+            print("  - " + "  ".join(source.values()))
+        print("skipped:" if problems else "skipped: none")
+        for problem in problems:
+            print(f"  - {problem.message}")
+    if failed:
+        for problem in problems:
+            print(f"nautilus: {problem.message}", file=sys.stderr)
+        if source_error is not None:
+            print(f"nautilus: {source_error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """The stdlib logger ``name`` off for the block (its warnings are reported otherwise)."""
+    target = logging.getLogger(name)
+    was = target.disabled
+    target.disabled = True
+    try:
+        yield
+    finally:
+        target.disabled = was
+
+
+def check_sources(settings: NautilusSettings,
+                   path: Path) -> tuple[list[dict[str, str]] | None, str | None]:
+    """Validate the sources file as a broker would (without building databases or
+    connecting to one), and PostgreSQL sources' seeds as ``load`` would: each source's id
+    and type (and a database's DSN, password masked), or the problem."""
+    try:
+        sources, _ = build_sources(path, settings.data_dir, settings.embedder,
+                                   settings.embedder_cache_size)
+    except (SourceConfigError, ImportError) as exc:
+        return None, str(exc)
+    for source in sources:
+        source.close()
+    specs = load_sources(path).specs
+    from nautilus.sources.postgres.load import LoadError, check_seeds, postgres_specs
+    try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
+        check_seeds(postgres_specs(specs), path.parent)
+    except LoadError as exc:
+        return None, f"{path}: {exc}"
+    return [{"id": spec.id, "type": spec.type,
+             **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {})}  # Dsn masks itself
+            for spec in specs], None
+
+
+def _settings_table(settings: NautilusSettings) -> str:
+    rows = []
+    for name, value in settings.effective().items():
+        if isinstance(value, dict):
+            shown = ",".join(f"{k}:{v}" for k, v in value.items()) or "(unset)"
+        else:
+            shown = "(unset)" if value is None else str(value).lower() if isinstance(
+                value, bool) else str(value)
+        rows.append((name, shown))
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {shown}" for name, shown in rows)
+
+
+def config_path(settings: NautilusSettings, given: str | None) -> Path:
+    """The sources file a command reads: ``--config``, else NAUTILUS_CONFIG, else the demo's."""
+    return Path(given or settings.config or bundled_demo_config()).expanduser()
