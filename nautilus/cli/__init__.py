@@ -10,35 +10,24 @@ commands' output is the point, so they log warnings and errors only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+# Only what every command's parser needs is imported here: each command imports its own
+# machinery when it runs, so `--version` and `--help` load neither numpy nor pydantic, and
+# `query` loads neither the service nor the MCP SDK nor PostgreSQL's driver.
 from nautilus import __version__
-from nautilus.broker import Broker
-from nautilus.cli.config import config_path, run_config
-from nautilus.cli.output import answer_text, summarize
-from nautilus.config import NautilusSettings, collect_source_boosts
-from nautilus.errors import NautilusError
 from nautilus.evaluation import command as eval_command
-from nautilus.log import LogSettings, configure_logging, get_logger
-from nautilus.request.answer import answer_sync
-from nautilus.request.engine import Engine
-from nautilus.request.errors import ProblemError
-from nautilus.request.model import QueryRequest, arg_of, parse_request
-from nautilus.response_hash import json_default
-from nautilus.service.manifest import with_manifest
 from nautilus.settings_parsing import parse_int
-from nautilus.sources.factory import build_sources, load_sources
-from nautilus.sources.sqlite.base import SqliteSource
-from nautilus.synthesis.basic import BasicSynthesizer
-from nautilus.synthesis.ranking import RankingSynthesizer
 
-logger = get_logger("nautilus.cli")
+if TYPE_CHECKING:
+    from nautilus.broker import Broker
+    from nautilus.request.errors import ProblemError
+    from nautilus.request.model import QueryRequest
 
 DEMO_QUERIES = (
     "orders database disk almost full",
@@ -51,8 +40,10 @@ _DESCRIPTION = ("The ranking layer for retrieval brokers: ask every source, rank
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
+    parser = _parser(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    from nautilus.errors import NautilusError
+    from nautilus.log import LogSettings, configure_logging, get_logger
     log = LogSettings()
     level = (log.log_level.strip().lower() if "log_level" in log.model_fields_set
              else "info" if args.command in ("serve", "mcp") else "warning")
@@ -68,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return 0
     except Exception as exc:  # the last line of defence: a clear line, never a traceback
-        logger.error("unexpected_error", error_type=type(exc).__name__, error=str(exc)[:500])
+        get_logger("nautilus.cli").error("unexpected_error", error_type=type(exc).__name__,
+                                         error=str(exc)[:500])
         print(f"nautilus: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 
@@ -83,7 +75,10 @@ def _quiet_stdout() -> None:
         pass
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The command's parser. The query's flags come from the request model (pydantic), so
+    they are added only when ``argv`` runs ``query``: ``--version``, ``--help`` and the
+    other commands parse without loading it."""
     parser = argparse.ArgumentParser(prog="nautilus", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"nautilus {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -103,13 +98,14 @@ def _parser() -> argparse.ArgumentParser:
     config.add_argument("--manifest", metavar="FILE",
                         help="check the NAUTILUS_* env of a Kubernetes Deployment/StatefulSet "
                              "(with its ConfigMaps) or a compose file, without deploying it")
-    config.set_defaults(run=with_manifest(run_config))
+    config.set_defaults(run=_run_config)
 
     query = commands.add_parser("query", help="ask every source and show the ranked answer")
     query.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
     query.add_argument("--json", action="store_true", help="the answer as one JSON object "
                                                           "(what POST /v1/query returns)")
-    add_request_flags(query)
+    if next((a for a in argv if not a.startswith("-")), None) == "query":
+        add_request_flags(query)
     query.set_defaults(run=_run_query)
 
     sources = commands.add_parser("sources", help="manage the sources' built data")
@@ -154,9 +150,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# --- config ------------------------------------------------------------------------------
+
+def _run_config(args: argparse.Namespace) -> int:
+    from nautilus.cli.config import run_config
+    from nautilus.service.manifest import with_manifest
+    return with_manifest(run_config)(args)
+
+
 # --- sources -----------------------------------------------------------------------------
 
 def _run_sources_rebuild(args: argparse.Namespace) -> int:
+    from nautilus.cli.config import config_path
+    from nautilus.config import NautilusSettings
+    from nautilus.sources.factory import build_sources
+    from nautilus.sources.sqlite.base import SqliteSource
     settings = NautilusSettings()
     path = config_path(settings, args.config)
     sources, _ = build_sources(path, settings.data_dir, settings.embedder,
@@ -197,6 +205,7 @@ def _port(text: str) -> int:
 
 def _boost(text: str) -> str:
     """``--boost``: one ``id:level`` entry, checked like NAUTILUS_SOURCE_BOOSTS."""
+    from nautilus.config import collect_source_boosts
     boosts, problems = collect_source_boosts(text)
     if problems:
         raise argparse.ArgumentTypeError(f"{problems[0].value!r}: {problems[0].reason} "
@@ -208,6 +217,7 @@ def _boost(text: str) -> str:
 def add_request_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per :class:`QueryRequest` field (the query is the positional argument),
     named, explained and checked as the request model declares it."""
+    from nautilus.request.model import QueryRequest, arg_of
     paged = parser.add_mutually_exclusive_group()
     for name, info in QueryRequest.model_fields.items():
         arg = arg_of(name)
@@ -241,6 +251,7 @@ def _kind(annotation: Any) -> type:
 def request_of(args: argparse.Namespace) -> QueryRequest:
     """The flags as a request; a value the model refuses is a ProblemError (exit 2). A
     byte of the query that is not UTF-8 (a lone surrogate here) becomes U+FFFD."""
+    from nautilus.request.model import QueryRequest, parse_request
     payload: dict[str, Any] = {"query": os.fsencode(args.text).decode("utf-8", "replace")}
     for name in QueryRequest.model_fields:
         value = getattr(args, name, None)
@@ -253,6 +264,14 @@ def request_of(args: argparse.Namespace) -> QueryRequest:
 
 
 def _run_query(args: argparse.Namespace) -> int:
+    import json
+
+    from nautilus.cli.output import answer_text
+    from nautilus.config import NautilusSettings
+    from nautilus.request.answer import answer_sync
+    from nautilus.request.engine import Engine
+    from nautilus.request.errors import ProblemError
+    from nautilus.response_hash import json_default
     try:
         request = request_of(args)
         engine = Engine.assemble(NautilusSettings(), args.config)
@@ -280,6 +299,7 @@ def _run_query(args: argparse.Namespace) -> int:
 def _refused(exc: ProblemError) -> int:
     """A refused request: each problem on stderr, named by its flag; 2 for a bad flag,
     1 for a request that could not be answered as asked (a stale cursor)."""
+    from nautilus.request.model import QueryRequest, arg_of
     errors = exc.extra.get("errors") or ([exc.extra] if exc.extra.get("field") else [])
     for error in errors:
         field = str(error.get("field", ""))
@@ -295,6 +315,9 @@ def _refused(exc: ProblemError) -> int:
 # --- load --------------------------------------------------------------------------------
 
 def _run_load(args: argparse.Namespace) -> int:
+    from nautilus.cli.config import config_path
+    from nautilus.config import NautilusSettings
+    from nautilus.sources.factory import load_sources
     from nautilus.sources.postgres.load import (
         LoadError,
         default_progress,
@@ -343,6 +366,8 @@ def _run_mcp(args: argparse.Namespace) -> int:
 # --- demo --------------------------------------------------------------------------------
 
 def _run_demo(args: argparse.Namespace) -> int:
+    from nautilus.broker import Broker
+    from nautilus.config import NautilusSettings
     settings = NautilusSettings()
     if args.postgres:
         from nautilus.cli.demo_postgres import run_postgres_demo
@@ -354,6 +379,9 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 def _show_demo(broker: Broker, top_k: int, kind: str = "") -> None:
+    from nautilus.cli.output import summarize
+    from nautilus.synthesis.basic import BasicSynthesizer
+    from nautilus.synthesis.ranking import RankingSynthesizer
     ranker = RankingSynthesizer(top_k=top_k, idf=True)
     width = 56
     print(f"nautilus demo: four sources (tickets: {kind}SQL table, graph: service graph, "

@@ -10,17 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nautilus.config import NautilusSettings
-from nautilus.evaluation.evaluate import run_eval
-from nautilus.evaluation.judgments import EvalInputError
 from nautilus.evaluation.metrics import DEFAULT_K
-from nautilus.evaluation.report import (
-    json_report,
-    markdown_report,
-    plot,
-    recommendation_lines,
-    text_report,
-)
 
 
 def add_parser(commands: Any) -> None:
@@ -57,6 +47,18 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Here, not at the top: `nautilus --help` builds this parser without loading them.
+    from nautilus.config import NautilusSettings
+    from nautilus.evaluation.evaluate import run_eval
+    from nautilus.evaluation.judgments import EvalInputError
+    from nautilus.evaluation.report import (
+        json_report,
+        markdown_report,
+        plot,
+        recommendation_lines,
+        text_report,
+    )
+
     if args.plot is not None:
         _check_matplotlib()
     sweep = bool(args.sweep or args.recommend or args.plot is not None)

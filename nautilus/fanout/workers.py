@@ -105,7 +105,8 @@ class WorkerPool:
             inbox.put(future, ok, value)
 
         owner = owner if owner is not None else context.get(current_owner)
-        call = self.submit(lambda: context.run(fn, *args, **kwargs), owner, done, eager=False)
+        call = self.submit(lambda: context.run(fn, *args, **kwargs), owner, done, eager=False,
+                           wake_later=loop.call_soon)
         spill = None
         if call.state == _PENDING:
             spill = loop.call_later(SPILL_S, self._spill, call, inbox)
@@ -126,11 +127,16 @@ class WorkerPool:
     # --- the thread side ----------------------------------------------------------------
 
     def submit(self, fn: Callable[[], Any], owner: object,
-               on_done: Callable[[bool, Any], None], eager: bool = True) -> _Call:
+               on_done: Callable[[bool, Any], None], eager: bool = True,
+               wake_later: Callable[[Callable[[], None]], object] | None = None) -> _Call:
         """Queue ``fn``; ``on_done(ok, value)`` is called in the worker with its outcome.
         ``eager``: wake a worker for it whenever one sleeps (else only when none is awake;
-        see :meth:`_spill`). Raises :class:`SourceStuckError` when ``owner`` has too many
-        stuck calls."""
+        see :meth:`_spill`). ``wake_later``: how to defer that wake-up (a loop's
+        ``call_soon``: after the callbacks the loop has ready, so the calls a request's
+        sources queue together wake one worker, which takes them all in turn, instead of
+        a worker woken for the first one finding the queue empty, waking the loop for its
+        result alone, and being woken again for the next). Raises
+        :class:`SourceStuckError` when ``owner`` has too many stuck calls."""
         call = _Call(fn, owner, on_done)
         with self._lock:
             stuck = self._stuck.get(owner, 0) if owner is not None else 0
@@ -141,7 +147,13 @@ class WorkerPool:
             self._pending.append(call)
             wake = self._wake_one() if eager or self._awake == 0 else None
         if wake is not None:
-            wake()
+            if wake_later is None:
+                wake()
+            else:
+                try:
+                    wake_later(wake)
+                except RuntimeError:  # the loop is closed: at once, then
+                    wake()
         return call
 
     def _wake_one(self) -> Callable[[], None] | None:

@@ -10,15 +10,19 @@ a problem+json 401 otherwise), with ``/healthz`` and ``/metrics`` beside it.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from nautilus import __version__
 from nautilus.config import NautilusSettings
 from nautilus.log import get_logger
+from nautilus.mcp.stdio import INSTRUCTIONS, SERVER_NAME
 
 if TYPE_CHECKING:
     from nautilus.mcp.tools import Tools
@@ -32,22 +36,18 @@ MCP_PATH = "/mcp"
 
 def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None = None) -> int:
     """Serve until stdin closes (stdio) or SIGINT/SIGTERM (http); the exit code."""
-    try:
-        import anyio
-        import mcp.server  # noqa: F401  (the SDK itself, before the broker is built)
-        import uvicorn
+    if transport == "stdio":  # the handshake first, the SDK and the broker meanwhile
+        if importlib.util.find_spec("mcp") is None:
+            raise ImportError(f"nautilus mcp needs the 'mcp' extra: {_EXTRA} (no module 'mcp')")
+        from nautilus.mcp.stdio import serve_stdio
 
-        from nautilus.mcp.tools import Tools
-        from nautilus.service.server import listen_problem
-        from nautilus.service.state import ServerState
-    except ImportError as exc:
-        raise ImportError("nautilus mcp needs the 'mcp' extra: "
-                          f"pip install 'nautilus-ranking[mcp]' ({exc})") from exc
-    settings = NautilusSettings()  # strict mode raises ConfigError here
-    engine = Tools(ServerState.build(settings))  # as nautilus serve checks everything
-    if transport == "stdio":
-        anyio.run(_serve_stdio, engine)
+        serve_stdio(_stdio_server)
         return 0
+    settings, engine = _prepare()
+    import uvicorn
+
+    from nautilus.service.server import listen_problem
+
     host = host or settings.serve_host
     port = port if port is not None else DEFAULT_PORT
     problem = listen_problem(host, port)
@@ -84,6 +84,34 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _Terminated
 
 
+#: How to install what ``nautilus mcp`` needs.
+_EXTRA = "pip install 'nautilus-ranking[mcp]'"
+
+
+def _prepare() -> tuple[NautilusSettings, Tools]:
+    """The settings and the tools over a server's state; a bad sources file, a strict-mode
+    problem or no sources at all raise here, before anything is served."""
+    try:
+        import anyio  # noqa: F401
+        import mcp.server  # noqa: F401  (the SDK itself, before the broker is built)
+        import uvicorn  # noqa: F401
+
+        from nautilus.mcp.tools import Tools
+        from nautilus.service.server import listen_problem  # noqa: F401
+        from nautilus.service.state import ServerState
+    except ImportError as exc:
+        raise ImportError(f"nautilus mcp needs the 'mcp' extra: {_EXTRA} ({exc})") from exc
+    settings = NautilusSettings()  # strict mode raises ConfigError here
+    return settings, Tools(ServerState.build(settings))  # as nautilus serve checks everything
+
+
+def _stdio_server() -> Callable[[Any, Any], Awaitable[None]]:
+    """Built in :func:`nautilus.mcp.stdio.serve_stdio`'s loading thread: the SDK's stdio
+    server over the two streams it is given."""
+    _, engine = _prepare()
+    return functools.partial(_serve_stdio, engine)
+
+
 def _server(engine: Tools) -> Any:
     import mcp_types as types
     from mcp.server import Server
@@ -95,18 +123,15 @@ def _server(engine: Tools) -> Any:
         result: types.CallToolResult = await engine.call(params.name, params.arguments)
         return result
 
-    return Server("nautilus", version="0.1.0", title="nautilus",
-                  instructions=("search ranks the rows of every source for a query; "
-                                "list_sources names the sources that boosts and sources "
-                                "accept."),
+    return Server(SERVER_NAME, version=__version__, title=SERVER_NAME, instructions=INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def _serve_stdio(engine: Tools) -> None:
+async def _serve_stdio(engine: Tools, stdin: Any = None, stdout: Any = None) -> None:
     from mcp.server.stdio import stdio_server
 
     server = _server(engine)
-    async with engine.state.running("mcp"), stdio_server() as (read, write):
+    async with engine.state.running("mcp"), stdio_server(stdin, stdout) as (read, write):
         logger.info("mcp_starting", transport="stdio")
         await server.run(read, write, server.create_initialization_options())
 

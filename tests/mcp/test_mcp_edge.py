@@ -5,6 +5,7 @@ them, and an unknown tool name adds no metric series. A real server on loopback.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import signal
 import socket
 import subprocess
@@ -97,13 +98,19 @@ def test_get_opens_no_stream(server: tuple[str, int]) -> None:
 
 def test_an_idle_connection_is_kept_past_five_seconds(server: tuple[str, int]) -> None:
     _, port = server
-    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(request)
-        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", "/healthz")
+        first = connection.getresponse()
+        assert first.status == 200 and first.read()  # the whole answer: the socket is idle
+        sock = connection.sock
         time.sleep(6)  # uvicorn's default keep-alive (5 s) would have closed it
-        sock.sendall(request)
-        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+        connection.request("GET", "/healthz")  # on the same socket, not a new one
+        assert connection.sock is sock
+        second = connection.getresponse()
+        assert second.status == 200 and second.read()
+    finally:
+        connection.close()
 
 
 def test_unknown_tool_names_add_no_metric_series(server: tuple[str, int]) -> None:
