@@ -77,7 +77,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_sees_the_package() -> None:
     graph = import_graph()
     assert "nautilus.log" in graph["nautilus.config"]
-    assert "nautilus.config" in graph["nautilus.cli"]
+    assert "nautilus.config" in graph["nautilus.cli.query"]
 
 
 def test_no_module_imports_itself_back() -> None:

@@ -8,25 +8,49 @@ import contextlib
 import json
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from nautilus.broker import boost_problems
-from nautilus.config import NautilusSettings
-from nautilus.sources.factory import (
-    SourceConfigError,
-    build_sources,
-    bundled_demo_config,
-    load_sources,
-    sources_json_schema,
-)
+from nautilus.cli.args import CONFIG_HELP
+
+if TYPE_CHECKING:  # loaded when the command runs (``nautilus --help`` needs none of it)
+    from nautilus.config import NautilusSettings
 
 #: What a sources file must list (said when it lists nothing).
 NO_SOURCES = "at least one source; docs/sources.md has an example of each type"
 
 
+def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
+    config = commands.add_parser("config", help="show the effective settings, every "
+                                                "skipped entry and the sources file's status")
+    config.add_argument("--config", help=CONFIG_HELP)
+    config.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    config.add_argument("--strict", action="store_true",
+                        help="exit 1 if any entry was skipped or the sources file is broken "
+                             "(for deployment pipelines)")
+    config.add_argument("--schema", action="store_true",
+                        help="print the sources file's JSON Schema and exit")
+    config.add_argument("--env-file", metavar="FILE",
+                        help="check the NAUTILUS_* settings of this dotenv file instead of "
+                             "the environment")
+    config.add_argument("--manifest", metavar="FILE",
+                        help="check the NAUTILUS_* env of a Kubernetes Deployment/StatefulSet "
+                             "(with its ConfigMaps) or a compose file, without deploying it")
+    config.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``nautilus config``, with ``--manifest`` or ``--env-file`` read first."""
+    from nautilus.service.manifest import with_manifest
+    return with_manifest(run_config)(args)
+
+
 def run_config(args: argparse.Namespace) -> int:
     """``nautilus config``: print the effective settings and sources, or gate them."""
+    from nautilus.broker import boost_problems
+    from nautilus.config import NautilusSettings
+    from nautilus.sources.factory import sources_json_schema
     if args.schema:
         print(json.dumps(sources_json_schema(), indent=2, sort_keys=True))
         return 0
@@ -85,6 +109,7 @@ def check_sources(settings: NautilusSettings,
     """Validate the sources file as a broker would (without building databases or
     connecting to one), and PostgreSQL sources' seeds as ``load`` would: each source's id
     and type (and a database's DSN, password masked), or the problem."""
+    from nautilus.sources.factory import SourceConfigError, build_sources, load_sources
     try:
         sources, _ = build_sources(path, settings.data_dir, settings.embedder,
                                    settings.embedder_cache_size)
@@ -118,4 +143,5 @@ def _settings_table(settings: NautilusSettings) -> str:
 
 def config_path(settings: NautilusSettings, given: str | None) -> Path:
     """The sources file a command reads: ``--config``, else NAUTILUS_CONFIG, else the demo's."""
+    from nautilus.sources.factory import bundled_demo_config
     return Path(given or settings.config or bundled_demo_config()).expanduser()

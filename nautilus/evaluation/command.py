@@ -7,13 +7,14 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nautilus.evaluation.metrics import DEFAULT_K
 
 
-def add_parser(commands: Any) -> None:
+def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
     """Add ``eval`` to the ``nautilus`` subcommands."""
     parser = commands.add_parser(
         "eval", help="measure relevance on judged queries; --sweep tries the alternatives",
