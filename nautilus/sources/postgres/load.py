@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from psycopg.sql import Composable, Composed
 
 EMBED_BATCH = 64
+#: The range of a ``bigint`` column; a seed's integers outside it make a ``numeric`` one.
+BIGINT = (-(1 << 63), (1 << 63) - 1)
 WRITE_BATCH = 500
 
 
@@ -142,21 +144,57 @@ def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
         for name in names:  # a seed that gained a field since the last load
             conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
                 table, sql.Identifier(name), sql.SQL(types[name])))
+        types = _stored_types(conn, table, types)
         vectors_column = None
         if isinstance(spec, PgvectorSpec) and embedder is not None:
             vectors_column = spec.embedding_column
             _prepare_vectors(conn, spec, model_id(embedder), embedder, replace)
         _upsert(conn, spec, table, names, types, docs, embedder, vectors_column, progress)
-        pruned = 0
-        if prune:  # the seed's ids, compared as text whatever the column's type
-            pruned = conn.execute(sql.SQL("DELETE FROM {} WHERE NOT ({}::text = ANY(%s))")
-                                  .format(table, sql.Identifier(spec.id_field)),
-                                  [[str(doc[spec.id_field]) for doc in docs]]).rowcount
+        pruned = _prune(conn, spec, table, types, docs) if prune else 0
         _index(conn, spec, table)
         conn.commit()
         (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() \
             or (0,)
-    return LoadReport(spec.id, spec.type, spec.table, len(docs), int(count), max(pruned, 0))
+    return LoadReport(spec.id, spec.type, spec.table, len(docs), int(count), pruned)
+
+
+def _prune(conn: Connection[Any], spec: PostgresSpec, table: Composable,
+           types: dict[str, str], docs: list[Row]) -> int:
+    """Delete the rows whose id is not in the seed; how many went.
+
+    The seed's ids are compared as the upsert stored them: written into a temporary
+    column of the id column's own type with the same parameters the upsert sends, so
+    ``1`` and ``"A-7"`` in one jsonb column, or ``1.0`` in a bigint one, match the rows
+    they wrote (as text, ``"A-7"`` is ``'"A-7"'`` and ``1.0`` is ``'1'``)."""
+    from psycopg import sql
+    from psycopg.types.json import Jsonb
+
+    column = sql.Identifier(spec.id_field)
+    seen = sql.Identifier("nautilus_seed_ids")
+    conn.execute(sql.SQL("CREATE TEMPORARY TABLE {} ON COMMIT DROP AS "
+                         "SELECT {} AS id FROM {} WITH NO DATA").format(seen, column, table))
+    wrap = types.get(spec.id_field) == "jsonb"
+    with conn.cursor() as cursor:
+        cursor.executemany(sql.SQL("INSERT INTO {} VALUES (%s)").format(seen),
+                           [[Jsonb(doc[spec.id_field]) if wrap else doc[spec.id_field]]
+                            for doc in docs])
+    deleted = conn.execute(sql.SQL("DELETE FROM {} AS t WHERE NOT EXISTS "
+                                   "(SELECT 1 FROM {} AS s WHERE s.id = t.{})")
+                           .format(table, seen, column)).rowcount
+    return max(deleted, 0)
+
+
+def _stored_types(conn: Connection[Any], table: Composable,
+                  types: dict[str, str]) -> dict[str, str]:
+    """``types`` (from this seed) with a column the table already holds as jsonb kept
+    jsonb: a seed whose ids were ``1`` and ``"A-7"`` and are now only ``1`` still writes
+    JSON values into it (a bare integer would be refused there)."""
+    from psycopg import sql
+    cursor = conn.execute(sql.SQL("SELECT * FROM {} LIMIT 0").format(table))
+    jsonb = conn.adapters.types.get("jsonb")
+    stored = {column.name for column in cursor.description or ()
+              if jsonb is not None and column.type_code == jsonb.oid}
+    return {name: "jsonb" if name in stored else kind for name, kind in types.items()}
 
 
 def _column_type(values: list[Any]) -> str:
@@ -164,7 +202,7 @@ def _column_type(values: list[Any]) -> str:
     if present and all(isinstance(v, bool) for v in present):
         return "boolean"
     if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        return "bigint"
+        return "bigint" if all(BIGINT[0] <= v <= BIGINT[1] for v in present) else "numeric"
     if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
         return "double precision"
     if all(isinstance(v, str) for v in present):
