@@ -1,7 +1,7 @@
 """nautilus — the ranking layer for retrieval brokers."""
 
 from nautilus.broker import Broker
-from nautilus.config import ConfigError, ConfigProblem, NautilusSettings, parse_source_boosts
+from nautilus.config import ConfigError, NautilusSettings, parse_source_boosts
 from nautilus.embedders import (
     Embedder,
     EmbeddingUnavailableError,
@@ -25,7 +25,6 @@ __all__ = [
     "Broker",
     "BrokerResponse",
     "ConfigError",
-    "ConfigProblem",
     "Embedder",
     "EmbeddingUnavailableError",
     "ErrorRecord",

@@ -31,7 +31,7 @@ from nautilus.response_hash import (
 from nautilus.rows import screen_rows
 from nautilus.sources.base import Source, declared_order, id_of, preparer, timeout_of
 from nautilus.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
-from nautilus.synthesis.base import Synthesizer, as_synthesizer
+from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
 from nautilus.thread_loop import run_in_this_thread
@@ -92,7 +92,11 @@ class Broker:
 
     @synthesizer.setter
     def synthesizer(self, synthesizer: Synthesizer) -> None:
-        self._synthesizer = as_synthesizer(synthesizer)  # a merge-only one is completed
+        if not isinstance(synthesizer, Synthesizer):
+            raise TypeError(f"{type(synthesizer).__name__} is not a Synthesizer: it needs "
+                            "merge, merge_ranked, ranking_enabled and embedder "
+                            "(nautilus.synthesis.base)")
+        self._synthesizer = synthesizer
 
     def close(self) -> None:
         """Release every source (a failing ``close`` is logged, never raised)."""

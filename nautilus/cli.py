@@ -19,21 +19,21 @@ from pathlib import Path
 from typing import Any
 
 from nautilus import __version__
-from nautilus.broker import Broker, applied_settings
+from nautilus.broker import Broker
 from nautilus.config import NautilusSettings, collect_source_boosts
-from nautilus.config_command import NO_SOURCES, config_path, run_config
+from nautilus.config_command import config_path, run_config
 from nautilus.errors import NautilusError
 from nautilus.evaluation import command as eval_command
 from nautilus.log import LogSettings, configure_logging, get_logger
-from nautilus.pages import PageError, Paging, paging
-from nautilus.query_output import RANKING_OFF, ranked_table, summarize
+from nautilus.query_output import answer_text, summarize
+from nautilus.request.answer import answer_sync
+from nautilus.request.engine import Engine
+from nautilus.request.errors import ProblemError
+from nautilus.request.model import QueryRequest, arg_of, parse_request
 from nautilus.response_hash import json_default
 from nautilus.service.manifest import with_manifest
 from nautilus.settings_parsing import parse_int
-from nautilus.sources.factory import (
-    build_sources,
-    load_sources,
-)
+from nautilus.sources.factory import build_sources, load_sources
 from nautilus.sources.sqlite.base import SqliteSource
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
@@ -64,10 +64,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader left (``| head``): not an error of ours
+        _quiet_stdout()
+        return 0
     except Exception as exc:  # the last line of defence: a clear line, never a traceback
         logger.error("unexpected_error", error_type=type(exc).__name__, error=str(exc)[:500])
         print(f"nautilus: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of a closed pipe does
+    not print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -93,22 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     config.set_defaults(run=with_manifest(run_config))
 
     query = commands.add_parser("query", help="ask every source and show the ranked answer")
-    query.add_argument("text", help="the query")
     query.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
-    query.add_argument("--top-k", type=_top_k, metavar="K", help="keep the K best rows")
-    query.add_argument("--boost", action="append", default=[], type=_boost, metavar="ID:LEVEL",
-                       help="boost a source (repeatable); replaces NAUTILUS_SOURCE_BOOSTS")
-    query.add_argument("--idf", action="store_true", help="turn on the batch-local IDF factor")
-    query.add_argument("--json", action="store_true", help="the BrokerResponse as one JSON object")
-    query.add_argument("--explain", action="store_true", help="show each score's components")
-    query.add_argument("--vectors", action="store_true",
-                       help="with --json: keep the rows' vectors (the 'embedding' field)")
-    paged = query.add_mutually_exclusive_group()
-    paged.add_argument("--page", type=_top_k, metavar="N",
-                       help="page N of the ranking, K rows a page (needs --top-k or "
-                            "NAUTILUS_RANKING_TOP_K)")
-    paged.add_argument("--cursor", metavar="CURSOR",
-                       help="the next page: the cursor a previous page printed")
+    query.add_argument("--json", action="store_true", help="the answer as one JSON object "
+                                                          "(what POST /v1/query returns)")
+    add_request_flags(query)
     query.set_defaults(run=_run_query)
 
     sources = commands.add_parser("sources", help="manage the sources' built data")
@@ -204,73 +205,91 @@ def _boost(text: str) -> str:
         raise argparse.ArgumentTypeError("empty entry (expected ID or ID:LEVEL)")
     return text
 
+def add_request_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per :class:`QueryRequest` field (the query is the positional argument),
+    named, explained and checked as the request model declares it."""
+    paged = parser.add_mutually_exclusive_group()
+    for name, info in QueryRequest.model_fields.items():
+        arg = arg_of(name)
+        kind = _kind(info.annotation)
+        help_text = info.description or name
+        if not arg.flag:
+            parser.add_argument("text", metavar=arg.metavar, help=help_text)
+            continue
+        target = paged if name in ("page", "cursor") else parser
+        if kind is bool:
+            target.add_argument(arg.flag, dest=name, action="store_true", default=None,
+                                help=help_text)
+        elif arg.repeat:
+            target.add_argument(arg.flag, dest=name, action="append", metavar=arg.metavar,
+                                type=_boost if kind is dict else str,
+                                help=help_text + " (repeatable)")
+        else:
+            target.add_argument(arg.flag, dest=name, metavar=arg.metavar, help=help_text,
+                                type=_top_k if kind is int else str)
+
+
+def _kind(annotation: Any) -> type:
+    """The plain type of an optional request field (``int | None`` is ``int``)."""
+    for option in (*getattr(annotation, "__args__", ()), annotation):
+        origin = getattr(option, "__origin__", option)
+        if origin in (bool, int, str, dict, list):
+            return origin  # type: ignore[no-any-return]
+    raise TypeError(f"no command-line form for {annotation!r}")
+
+
+def request_of(args: argparse.Namespace) -> QueryRequest:
+    """The flags as a request; a value the model refuses is a ProblemError (exit 2). A
+    byte of the query that is not UTF-8 (a lone surrogate here) becomes U+FFFD."""
+    payload: dict[str, Any] = {"query": os.fsencode(args.text).decode("utf-8", "replace")}
+    for name in QueryRequest.model_fields:
+        value = getattr(args, name, None)
+        if name == "query" or value is None:
+            continue
+        if name == "boosts":
+            value = dict(entry.partition(":")[::2] for entry in value)
+        payload[name] = value
+    return parse_request(payload)
+
+
 def _run_query(args: argparse.Namespace) -> int:
-    overrides: dict[str, Any] = {}
-    if args.top_k is not None:
-        overrides["ranking_top_k"] = args.top_k
-    if args.boost:
-        overrides["source_boosts"] = ",".join(args.boost)
-    if args.idf:
-        overrides["ranking_idf"] = True
-    settings = NautilusSettings(**overrides)
-    broker = Broker.from_config(args.config, settings)
-    if not broker.sources:
-        print(f"nautilus: {config_path(settings, args.config)}: lists no sources, so there "
-              f"is nothing to ask (valid: {NO_SOURCES})", file=sys.stderr)
-        return 1
     try:
-        pages = _paging(args, broker, settings)
-    except PageError as exc:
-        print(f"nautilus: {exc}", file=sys.stderr)
-        return 2
-    response = broker.request(args.text)
-    page = None
-    if pages is not None:
-        try:
-            response, page = pages.cut(response)
-        except PageError as exc:
-            print(f"nautilus: {exc}", file=sys.stderr)
-            return 1
-    all_failed = bool(broker.sources) and len(response.sources_errored) == len(broker.sources)
-    ranked = broker.synthesizer.ranking_enabled
+        request = request_of(args)
+        engine = Engine.assemble(NautilusSettings(), args.config)
+    except ProblemError as exc:
+        return _refused(exc)
+    try:
+        result = answer_sync(engine, request)
+    except ProblemError as exc:
+        return _refused(exc)
+    finally:
+        engine.broker.close()
+    response = result.response
+    sources = result.plan.broker.sources
+    all_failed = bool(sources) and len(response.sources_errored) == len(sources)
     if args.json:
-        out = response.to_dict(vectors=args.vectors, ranking_enabled=ranked)
-        out["synthesizer"] = type(broker.synthesizer).__name__
-        if page is not None:
-            out["page"] = page
-        print(json.dumps(out, default=json_default))
+        print(json.dumps(result.to_json(), default=json_default))
     else:
-        applied: dict[str, str] = getattr(broker.synthesizer, "source_boosts", {})
-        print(f"query: {args.text}")
-        print(f"synthesizer: {type(broker.synthesizer).__name__}"
-              + (f"  (boosts: {', '.join(f'{k}:{v}' for k, v in applied.items())})"
-                 if applied else ""))
-        if not ranked:
-            print(RANKING_OFF)
-        print(ranked_table(response.ranking, args.explain and ranked, ranked))
-        for error in response.sources_errored:
-            print(f"error: {error.source_id}: {error.error_type}: {error.message}")
-        print(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")
-        if page is not None:
-            print(f"page {page['number']} ({page['size']} rows a page); "
-                  + (f"next: --cursor {page['next_cursor']}" if page["next_cursor"]
-                     else "no next page"))
+        print(answer_text(result))
     if all_failed:
         print("nautilus: every source failed (see the errors above)", file=sys.stderr)
         return 1
     return 0
 
 
-def _paging(args: argparse.Namespace, broker: Broker,
-            settings: NautilusSettings) -> Paging | None:
-    """The page asked for, its ranker installed on ``broker`` (the settings' boosts
-    cut to the broker's sources, as the broker and the service cut them)."""
-    settings = applied_settings(settings, [s.id for s in broker.sources])
-    pages = paging(args.text, settings, [s.id for s in broker.sources],
-                   page=args.page, cursor=args.cursor)
-    if pages is not None:
-        broker.synthesizer = pages.synthesizer(settings, broker.synthesizer.embedder)
-    return pages
+def _refused(exc: ProblemError) -> int:
+    """A refused request: each problem on stderr, named by its flag; 2 for a bad flag,
+    1 for a request that could not be answered as asked (a stale cursor)."""
+    errors = exc.extra.get("errors") or ([exc.extra] if exc.extra.get("field") else [])
+    for error in errors:
+        field = str(error.get("field", ""))
+        flag = (arg_of(field).flag or "query") if field in QueryRequest.model_fields else field
+        reason = error.get("reason") or exc.detail
+        print(f"nautilus: {flag}: {error.get('value')!r}: {reason} "
+              f"(valid: {error.get('valid')})", file=sys.stderr)
+    if not errors:
+        print(f"nautilus: {exc.detail}", file=sys.stderr)
+    return 2 if exc.status in (403, 422) else 1
 
 
 # --- load --------------------------------------------------------------------------------

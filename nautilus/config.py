@@ -49,10 +49,6 @@ _BOOSTS_VAR = "NAUTILUS_SOURCE_BOOSTS"
 _SOURCE_ID = re.compile(r"^[a-z0-9_][a-z0-9_.\-]*$")
 
 
-#: The name :class:`Problem` had in the settings; kept for callers that import it.
-ConfigProblem = Problem
-
-
 class ConfigError(NautilusError):
     """Strict mode found configuration problems; the message lists every one."""
 

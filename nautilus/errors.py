@@ -1,7 +1,8 @@
 """How nautilus tells an operator what is wrong.
 
 :class:`NautilusError` is the base of every exception nautilus raises on purpose, so
-``except nautilus.NautilusError`` catches them all. Each also keeps the built-in base
+``except nautilus.NautilusError`` catches them all, and each of them is importable from
+this module. Each also keeps the built-in base
 it had (``ValueError``, ``OSError``, ``ConnectionError``, ``RuntimeError``), so an
 ``except`` written for that still catches it.
 
@@ -14,9 +15,46 @@ in a problem+json body; the command line prints it.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 _MAX_SHOWN = 60
+
+#: Every exception nautilus raises on purpose, by the module that raises it: each is
+#: importable from here (``from nautilus.errors import SeedError``), loaded on first use
+#: so that this module stays free of what they need (a database driver, the model).
+_RAISED_BY = {
+    "ConfigError": "nautilus.config",
+    "SourceConfigError": "nautilus.sources.schema",
+    "SeedError": "nautilus.sources.seeds",
+    "ForeignFileError": "nautilus.sources.sqlite.base",
+    "NoSpaceError": "nautilus.sources.sqlite.base",
+    "PostgresUnavailableError": "nautilus.sources.postgres.base",
+    "PostgresSourceError": "nautilus.sources.postgres.base",
+    "VectorModelMismatchError": "nautilus.sources.postgres.vector",
+    "LoadError": "nautilus.sources.postgres.load",
+    "SourceStuckError": "nautilus.workers",
+    "NoCanonicalFormError": "nautilus.response_hash",
+    "EmbeddingUnavailableError": "nautilus.embedders.base",
+    "ModelFileError": "nautilus.embedders.onnx",
+    "GraphRewriteError": "nautilus.embedders.onnx_graph",
+    "PageError": "nautilus.pages",
+    "ProblemError": "nautilus.request.errors",
+    "EvalInputError": "nautilus.evaluation.judgments",
+    "CollectionError": "nautilus.evaluation.collection",
+    "ServiceError": "nautilus.retrievers.source",
+}
+
+__all__ = ["NautilusError", "Problem", *sorted(_RAISED_BY), "cut", "shown"]
+
+
+def __getattr__(name: str) -> type[NautilusError]:
+    """``nautilus.errors.<Name>``: the exception from the module that raises it."""
+    module = _RAISED_BY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nautilus.errors' has no attribute {name!r}")
+    found: type[NautilusError] = getattr(importlib.import_module(module), name)
+    return found
 
 
 class NautilusError(Exception):

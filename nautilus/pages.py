@@ -23,6 +23,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -35,6 +36,8 @@ from nautilus.response_hash import compute_response_hash
 from nautilus.synthesis.ranking import RankingSynthesizer
 
 _VERSION = 1
+#: The characters a cursor is made of (URL-safe base64, unpadded).
+_CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]+")
 #: The deepest page a request may ask for: page n ranks n·K + 1 rows.
 MAX_PAGE = 1000
 _FIELDS = "query, top_k, boosts, idf, sources"
@@ -154,7 +157,8 @@ def paging(query: str, settings: NautilusSettings, source_ids: Sequence[str], *,
 def _decode(cursor: object) -> tuple[int, str, str | None]:
     bad = PageError("cursor", cut(cursor), "not a cursor nautilus made",
                     "the next_cursor of an earlier response, unchanged")
-    if not isinstance(cursor, str) or not cursor or len(cursor) > 512:
+    if (not isinstance(cursor, str) or not cursor or len(cursor) > 512
+            or not _CURSOR_TEXT.fullmatch(cursor)):  # base64 would skip other characters
         raise bad
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nautilus.records import RankedRow
+from nautilus.records import SCORE_COMPONENTS, RankedRow
+
+if TYPE_CHECKING:
+    from nautilus.request.answer import Answer
 
 #: What ``query`` says when no ranking knob is set (the rows are the sources' own order).
 RANKING_OFF = ("ranking: off — exact passthrough: rows in source order, no scores to explain; "
@@ -30,24 +33,50 @@ def summarize(row: dict[str, Any], width: int = 72) -> str:
 
 
 def ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -> str:
-    """The ranking as ``query`` prints it: one line a row; ``explain`` adds the score's parts."""
+    """The ranking as ``query`` prints it: one line a row; ``explain`` adds the score's
+    components, one column each (declared with :class:`RankedRow`), and a legend."""
     head = f"{'rank':>4}  {'source':<12} {'score':>7}  "
     if explain:
-        head += f"{'sim':>6} {'idf':>5} {'c.rank':>6} {'content':>7} {'c.w':>4} {'evid.':>7} " \
-                f"{'w':>4} {'unrank.':>7} {'bump':>6} {'stage1':>7}  "
+        head += "".join(f"{meta['column']:>{meta['width']}} " for _, meta in SCORE_COMPONENTS)
+        head += " "
     lines = [head + "row"]
     for r in ranking:
         score = f"{r.score:>7.4f}" if ranked else f"{'-':>7}"  # passthrough: no score
         line = f"{r.rank:>4}  {r.source_id[:12]:<12} {score}  "
         if explain:
-            line += (f"{r.similarity:>6.3f} {r.idf_factor:>5.2f} {r.content_rank:>6} "
-                     f"{r.content:>7.5f} {r.content_weight:>4.2f} {r.evidence:>7.5f} "
-                     f"{r.source_weight:>4.2f} {r.unranked_vote:>7.5f} "
-                     f"{r.boost_bump:>6.4f} {r.stage1_key:>7.5f}  ")
+            line += "".join(f"{getattr(r, name):>{meta['width']}{meta['fmt']}} "
+                            for name, meta in SCORE_COMPONENTS) + " "
         line += summarize(r.row, 60 if explain else 72)
         if explain and r.also_from:
             line += "  (also " + ", ".join(f"{s}#{n}" for s, n in r.also_from) + ")"
         lines.append(line)
     if len(lines) == 1:
         lines.append("  (no rows)")
+    if explain:
+        lines.append("")
+        lines.extend(f"  {meta['column']:<8} {name}: {meta['doc']}"
+                     for name, meta in SCORE_COMPONENTS)
+    return "\n".join(lines)
+
+
+def answer_text(result: Answer) -> str:
+    """A request's answer as ``nautilus query`` prints it to a person."""
+    response, ranked = result.response, result.ranked
+    applied = result.plan.effective.source_boosts if ranked else {}
+    lines = [f"query: {result.request.query}",
+             f"synthesizer: {result.synthesizer}"
+             + (f"  (boosts: {', '.join(f'{k}:{v}' for k, v in applied.items())})"
+                if applied else "")]
+    if not ranked:
+        lines.append(RANKING_OFF)
+    lines.append(ranked_table(response.ranking, bool(result.request.explain) and ranked,
+                              ranked))
+    lines.extend(f"error: {error.source_id}: {error.error_type}: {error.message}"
+                 for error in response.sources_errored)
+    lines.append(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")
+    page = result.page
+    if page is not None:
+        lines.append(f"page {page['number']} ({page['size']} rows a page); "
+                     + (f"next: --cursor {page['next_cursor']}" if page["next_cursor"]
+                        else "no next page"))
     return "\n".join(lines)

@@ -65,27 +65,25 @@ class AdapterResult:
     source_ranks: tuple[int, ...] | None = None
 
 
+def _component(default: float | int, column: str, width: int, fmt: str, doc: str,
+               why: bool = False) -> Any:
+    """A score component of :class:`RankedRow`: its ``--explain`` column (header, width,
+    number format), what it means, and whether a short "why" (MCP, retrievers) shows it.
+    Every listing of the components is derived from these declarations."""
+    return field(default=default, metadata={"column": column, "width": width, "fmt": fmt,
+                                            "doc": doc, "why": why})
+
+
 @dataclass(frozen=True, slots=True)
 class RankedRow:
     """One row's place in the global ranking, and why it is there.
 
     ``score = relevance + boost_bump`` with ``relevance = content + evidence +
-    unranked_vote`` (nautilus/synthesis/fusion.py): ``content`` is the content vote
-    ``content_weight · ŝ / 61``, ``ŝ`` the content similarity (``similarity *
-    idf_factor``) normalised by the batch's distribution, ``content_rank`` the row's
-    rank by it among the batch's documents, ``content_weight`` the batch's (1 when
-    the ranked sources share no document, falling to 0.1 as they share more);
-    ``boost_bump`` a share of ``evidence + unranked_vote``; ``evidence`` is the sum
-    of the ranked sources' votes for the row's document, ``source_weight / (60 +
-    rank)`` each, from ``voters`` sources; ``source_weight`` is the weight of this
-    row's own source (1 declared ranked, 0 unranked, else detected);
-    ``unranked_vote`` stands in for an unranked source's order when no other ranked
-    source returned the document:
-    ``content_weight · (1 - source_weight) / (60 + its content rank in that source)``,
-    the best of the row's own and its copies' in the unboosted reference.
-    ``stage1_key`` is the fused rank key used by the candidate cap. ``also_from``
-    lists the other ``(source_id, source_rank)`` pairs that returned the same
-    document (collapsed into this row).
+    unranked_vote``. Each score component is declared once below, with its
+    ``--explain`` column and what it means (:data:`SCORE_COMPONENTS` lists them; the
+    formula is in docs/configuration.md, "How a row is scored"). ``also_from`` lists
+    the other ``(source_id, source_rank)`` pairs that returned the same document
+    (collapsed into this row).
     """
 
     source_id: str
@@ -93,27 +91,58 @@ class RankedRow:
     score: float
     rank: int
     source_rank: int
-    similarity: float = 0.0
-    idf_factor: float = 1.0
-    stage1_key: float = 0.0
-    boost_bump: float = 0.0
     also_from: tuple[tuple[str, int], ...] = ()
-    relevance: float = 0.0
-    content: float = 0.0
-    content_rank: int = 0
-    evidence: float = 0.0
-    voters: int = 0
-    source_weight: float = 0.0
-    unranked_vote: float = 0.0
-    content_weight: float = 1.0
+    similarity: float = _component(
+        0.0, "sim", 6, ".3f", "cosine of the row's vector to the query's", why=True)
+    idf_factor: float = _component(
+        1.0, "idf", 5, ".2f", "the batch-local IDF factor (1 without IDF)")
+    content_rank: int = _component(
+        0, "c.rank", 6, "d", "the row's rank by content among the batch's documents")
+    content: float = _component(
+        0.0, "content", 7, ".5f", "the content vote: content weight x normalised "
+        "similarity / 61")
+    content_weight: float = _component(
+        1.0, "c.w", 4, ".2f", "how much content counts in this batch (1 disjoint "
+        "sources, down to 0.1 overlapping ones)")
+    evidence: float = _component(
+        0.0, "evid.", 7, ".5f", "the ranked sources' votes for the row's document: "
+        "weight / (60 + rank) each", why=True)
+    voters: int = _component(
+        0, "voters", 6, "d", "how many ranked sources returned the row's document", why=True)
+    source_weight: float = _component(
+        0.0, "w", 4, ".2f", "how much the row's source's order counts (1 ranked, 0 "
+        "unranked, else detected)")
+    unranked_vote: float = _component(
+        0.0, "unrank.", 7, ".5f", "the vote standing in for an unranked source's order")
+    relevance: float = _component(
+        0.0, "relev.", 7, ".5f", "content + evidence + unranked vote: the score before any "
+        "boost", why=True)
+    boost_bump: float = _component(
+        0.0, "bump", 6, ".4f", "what the source's boost added to the score", why=True)
+    stage1_key: float = _component(
+        0.0, "stage1", 7, ".5f", "the fused rank key the candidate cap keeps rows by")
 
     def explain(self) -> dict[str, Any]:
         """The score and its components, without the row (for logs and ``--explain``)."""
         # Not asdict(): it deep-copies the row (vectors included) only to drop it, which
         # made serialising a response cost more than ranking it.
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "row"}
+        out = {name: getattr(self, name) for name in _EXPLAINED}
         out["also_from"] = [list(pair) for pair in self.also_from]
         return out
+
+    def why(self) -> dict[str, Any]:
+        """The components a short explanation carries (those declared ``why``)."""
+        return {name: getattr(self, name) for name in WHY_COMPONENTS}
+
+
+#: The score components of a :class:`RankedRow`, in declaration order: name, then its
+#: ``--explain`` column, width, number format, meaning and whether "why" shows it.
+SCORE_COMPONENTS: tuple[tuple[str, dict[str, Any]], ...] = tuple(
+    (f.name, dict(f.metadata)) for f in fields(RankedRow) if "column" in f.metadata)
+#: The components a short "why" shows (MCP results, retriever metadata without explain).
+WHY_COMPONENTS: tuple[str, ...] = tuple(name for name, meta in SCORE_COMPONENTS
+                                        if meta["why"])
+_EXPLAINED = tuple(f.name for f in fields(RankedRow) if f.name != "row")
 
 
 @dataclass
@@ -170,9 +199,7 @@ class BrokerResponse:
 #: ``embedding`` (1,024 floats with the hashing embedder), and the ranking reads it there.
 VECTOR_FIELDS = frozenset({"embedding"})
 #: A ranking entry's score and its components (what a passthrough does not compute).
-SCORE_FIELDS = ("score", "similarity", "idf_factor", "stage1_key", "boost_bump", "relevance",
-                "content", "content_rank", "evidence", "voters", "source_weight",
-                "unranked_vote", "content_weight")
+SCORE_FIELDS: tuple[str, ...] = ("score", *(name for name, _ in SCORE_COMPONENTS))
 
 
 def without_vectors(data: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:

@@ -175,3 +175,44 @@ def test_log_format_and_level_are_honoured() -> None:
     assert event["event"] == "config_value_skipped" and event["level"] == "warning"
     quiet = run("config", env={**bad, "NAUTILUS_LOG_LEVEL": "error"})
     assert quiet.stderr == "" and "NAUTILUS_RANKING_IDF" in quiet.stdout
+
+
+def test_a_reader_that_leaves_early_is_not_an_error() -> None:
+    """``nautilus query … | head``: the pipe closes under a long answer; exit 0, quietly."""
+    process = subprocess.Popen([NAUTILUS, "query", "disk", "--top-k", "400", "--json",
+                                "--vectors"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "NAUTILUS_LOG_LEVEL": "error"})
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.read(10)
+    process.stdout.close()
+    errors = process.stderr.read().decode()
+    process.stderr.close()
+    assert process.wait(timeout=120) == 0, errors
+    assert "BrokenPipe" not in errors and "Traceback" not in errors
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--boost", "wikki:high"], "--boost: 'wikki': no source has id 'wikki' (valid: tickets,"),
+    (["--source", "wikki"], "--source: 'wikki': unknown source id (valid: tickets,"),
+])
+def test_an_unknown_source_in_a_flag_is_a_usage_error(args: list[str], message: str) -> None:
+    result = run("query", QUERY, *args)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert message in result.stderr
+
+
+def test_an_empty_query_is_a_usage_error() -> None:
+    result = run("query", "")
+    assert result.returncode == 2
+    assert "nautilus: query: '': string should have at least 1 character" in result.stderr
+
+
+def test_a_cursor_with_characters_inserted_is_refused() -> None:
+    first = run("query", QUERY, "--top-k", "2", "--page", "1")
+    cursor = first.stdout.rsplit("--cursor ", 1)[1].strip()
+    for tampered in (cursor[:5] + "!" + cursor[5:], cursor[:5] + " " + cursor[5:],
+                     cursor + "\u00e9"):
+        result = run("query", QUERY, "--top-k", "2", "--cursor", tampered)
+        assert result.returncode == 2, tampered
+        assert "not a cursor nautilus made" in result.stderr
+    assert run("query", QUERY, "--top-k", "2", "--cursor", cursor).returncode == 0

@@ -85,7 +85,7 @@ def test_a_sources_file_with_no_sources_fails_strict_and_a_query(tmp_path: Path)
     assert as_json["sources_file"]["ok"] is False
     query = run("query", "anything", "--config", str(empty))
     assert query.returncode == 1 and query.stdout == ""
-    assert "lists no sources, so there is nothing to ask" in query.stderr
+    assert "the sources file lists no sources" in query.stderr
     assert "docs/sources.md" in query.stderr
 
 

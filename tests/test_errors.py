@@ -51,3 +51,23 @@ def test_each_keeps_the_builtin_base_callers_catch(module: str, name: str,
 
 def test_nautilus_error_is_exported() -> None:
     assert "NautilusError" in nautilus.__all__
+
+
+def test_every_exception_nautilus_raises_is_importable_from_nautilus_errors() -> None:
+    """Every NautilusError subclass defined in the package is listed in nautilus.errors
+    (found by reading the source, so a new one that is not listed fails this)."""
+    import re
+    from pathlib import Path
+
+    import nautilus.errors as errors
+
+    package = Path(errors.__file__).parent
+    defined = {match for path in package.rglob("*.py")
+               for match in re.findall(r"^class (\w+)\((?:[^)]*Error[^)]*)\):",
+                                       path.read_text(encoding="utf-8"), re.MULTILINE)}
+    defined = {name for name in defined if not name.startswith("_")} - {"NautilusError"}
+    assert defined == set(errors._RAISED_BY)
+    for name in sorted(defined):  # (the dev install has every extra)
+        cls = getattr(errors, name)
+        assert issubclass(cls, errors.NautilusError) and cls.__name__ == name
+    assert "SeedError" in errors.__all__

@@ -180,8 +180,7 @@ def synthesizers(draw: st.DrawFn) -> RankingSynthesizer:
     return RankingSynthesizer(
         top_k=draw(st.none() | st.integers(1, 12)), idf=draw(st.booleans()),
         source_boosts=boosts, max_candidates=draw(st.none() | st.integers(1, 20)),
-        dedup_key=draw(st.sampled_from([None, "id", "t", "k", "tags", "embedding"])),
-        idf_floor=draw(st.floats(0.0, 1.0)))
+        dedup_key=draw(st.sampled_from([None, "id", "t", "k", "tags", "embedding"])))
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -405,9 +404,9 @@ json_fragments = st.one_of(
 @example(body=b'{"query": "x", "top_k": 1' + b"0" * 5000 + b"}")  # was a 500 (digit limit)
 @example(body=b'{"query": "x", "top_k": NaN}')  # NaN was accepted as a number
 def test_any_request_body_is_a_request_or_a_422(body: bytes) -> None:
+    from nautilus.request.errors import ProblemError
+    from nautilus.request.model import parse_request
     from nautilus.service.limits import parse_json_body
-    from nautilus.service.overrides import parse_request
-    from nautilus.service.problems import ProblemError
     try:
         parse_request(parse_json_body(body))
     except ProblemError as exc:

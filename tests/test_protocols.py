@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fakes import write_jsonl
 
 from nautilus import AdapterResult, BasicSynthesizer, RankingSynthesizer, Synthesizer
 from nautilus.broker import Broker
 from nautilus.sources.base import ForwardingSource, Source, declared_order, preparer
 from nautilus.sources.sqlite.table import SqliteTableSource
-from nautilus.synthesis.base import MergeOnly, as_synthesizer
 
 
 class ReversingMerge:
@@ -43,21 +43,17 @@ class RowsOnly:
 def test_the_package_synthesizers_have_the_whole_protocol() -> None:
     basic, ranking = BasicSynthesizer(), RankingSynthesizer()
     assert isinstance(basic, Synthesizer) and isinstance(ranking, Synthesizer)
-    assert as_synthesizer(basic) is basic and as_synthesizer(ranking) is ranking
     assert (basic.ranking_enabled, basic.embedder) == (False, None)
     assert ranking.ranking_enabled and ranking.embedder is not None
 
 
-def test_a_merge_only_synthesizer_is_completed_with_a_passthrough_ranking() -> None:
-    broker = Broker([RowsOnly()], ReversingMerge())
-    assert isinstance(broker.synthesizer, MergeOnly)
-    response = broker.request("disk")
-    assert response.data == {"plain": [{"t": "cpu hot"}, {"t": "disk full"}]}
-    # The rows are not as the source gave them, so each is numbered by its merged place.
-    assert [(r.row["t"], r.rank, r.source_rank, r.score) for r in response.ranking] == [
-        ("cpu hot", 1, 1, 0.0), ("disk full", 2, 2, 0.0)]
-    broker.synthesizer = ReversingMerge()  # assigned later: completed the same way
-    assert isinstance(broker.synthesizer, MergeOnly)
+def test_a_merge_only_synthesizer_is_refused_naming_the_protocol() -> None:
+    with pytest.raises(TypeError, match="ReversingMerge is not a Synthesizer: it needs merge, "
+                                        "merge_ranked"):
+        Broker([RowsOnly()], ReversingMerge())  # type: ignore[arg-type]
+    broker = Broker([RowsOnly()])
+    with pytest.raises(TypeError, match="not a Synthesizer"):
+        broker.synthesizer = ReversingMerge()  # type: ignore[assignment]
 
 
 def test_a_duck_typed_source_reads_as_the_defaults_say() -> None:

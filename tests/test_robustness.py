@@ -214,12 +214,6 @@ def test_rank_accepts_a_source_id_that_is_not_a_string() -> None:
     assert {r.source_id for r in ranking} == {7, "other"}
 
 
-@pytest.mark.parametrize("floor", [float("nan"), -0.1, 1.5, float("inf")])
-def test_idf_floor_outside_zero_one_is_a_clear_error(floor: float) -> None:
-    with pytest.raises(ValueError, match=r"idf_floor must be a number in \[0, 1\]"):
-        RankingSynthesizer(idf=True, idf_floor=floor)
-
-
 # --- 5. two query words whose features cancel do not switch ranking off ---------------------
 
 def test_features_that_cancel_never_give_a_zero_vector() -> None:

@@ -17,12 +17,11 @@ from collections.abc import AsyncIterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from nautilus.config import ConfigError, NautilusSettings
-from nautilus.errors import Problem
+from nautilus.config import NautilusSettings
 from nautilus.log import get_logger
 
 if TYPE_CHECKING:
-    from nautilus.mcp.tools import Engine
+    from nautilus.mcp.tools import Tools
 
 logger = get_logger("nautilus.mcp")
 
@@ -38,19 +37,14 @@ def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None 
         import mcp.server  # noqa: F401  (the SDK itself, before the broker is built)
         import uvicorn
 
-        from nautilus.mcp.tools import Engine
-        from nautilus.service.limits import load_api_keys
+        from nautilus.mcp.tools import Tools
         from nautilus.service.server import listen_problem
+        from nautilus.service.state import ServerState
     except ImportError as exc:
         raise ImportError("nautilus mcp needs the 'mcp' extra: "
                           f"pip install 'nautilus-ranking[mcp]' ({exc})") from exc
     settings = NautilusSettings()  # strict mode raises ConfigError here
-    keys = load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable
-    engine = Engine.build(settings)
-    if not engine.broker.sources:  # as nautilus serve refuses it: nothing to search
-        raise ConfigError((Problem(
-            "NAUTILUS_CONFIG", str(settings.config), "the sources file lists no sources",
-            "at least one source; docs/sources.md has an example of each type"),))
+    engine = Tools(ServerState.build(settings))  # as nautilus serve checks everything
     if transport == "stdio":
         anyio.run(_serve_stdio, engine)
         return 0
@@ -61,12 +55,12 @@ def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None 
         print(f"nautilus: {problem}", file=sys.stderr)
         return 1
     logger.info("mcp_starting", transport="http", host=host, port=port, path=MCP_PATH,
-                api_keys=len(keys))
+                api_keys=len(engine.state.api_keys))
     # uvicorn drains on SIGTERM, then raises the signal again with the handler it found:
     # ours makes that a clean exit 0 (as nautilus serve does).
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        uvicorn.run(http_app(engine, keys, host), host=host, port=port, access_log=False,
+        uvicorn.run(http_app(engine, host), host=host, port=port, access_log=False,
                     log_level="warning", server_header=False,
                     timeout_graceful_shutdown=int(settings.serve_request_timeout_s) + 5)
     except _Terminated:
@@ -84,7 +78,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _Terminated
 
 
-def _server(engine: Engine) -> Any:
+def _server(engine: Tools) -> Any:
     import mcp_types as types
     from mcp.server import Server
 
@@ -102,16 +96,16 @@ def _server(engine: Engine) -> Any:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def _serve_stdio(engine: Engine) -> None:
+async def _serve_stdio(engine: Tools) -> None:
     from mcp.server.stdio import stdio_server
 
     server = _server(engine)
-    async with engine.running(), stdio_server() as (read, write):
+    async with engine.state.running("mcp"), stdio_server() as (read, write):
         logger.info("mcp_starting", transport="stdio")
         await server.run(read, write, server.create_initialization_options())
 
 
-def http_app(engine: Engine, keys: tuple[bytes, ...], host: str) -> Any:
+def http_app(engine: Tools, host: str) -> Any:
     """The ASGI app: ``/mcp`` behind the API keys, ``/healthz``, ``/metrics``."""
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -133,12 +127,12 @@ def http_app(engine: Engine, keys: tuple[bytes, ...], host: str) -> Any:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        async with engine.running(), inner.router.lifespan_context(inner):
+        async with engine.state.running("mcp"), inner.router.lifespan_context(inner):
             yield
 
     app = Starlette(routes=[Route("/healthz", healthz), Route("/metrics", prometheus),
                             Mount("/", app=inner)], lifespan=lifespan)
-    return _Guard(app, keys)
+    return _Guard(app, engine.state.api_keys)
 
 
 class _Guard:
@@ -154,9 +148,10 @@ class _Guard:
             return
         from starlette.requests import Request
 
+        from nautilus.request.errors import ProblemError
         from nautilus.service import metrics
         from nautilus.service.limits import check_api_key, request_id_of
-        from nautilus.service.problems import ProblemError, problem_response
+        from nautilus.service.problems import problem_response
 
         rid = request_id_of(scope["headers"])
         started, status = time.perf_counter(), 500

@@ -1,118 +1,77 @@
-"""The MCP tools ``search`` and ``list_sources``, over the service's broker and limits.
+"""The MCP tools ``search`` and ``list_sources``, over a server's shared state.
 
-A ``search`` call is a ``POST /v1/query`` body: it is parsed by the same
-``parse_request``/``plan`` (so the same fields, levels, ids and limits, and the
-same messages), runs on the same private broker loop under the same deadline and
-concurrency limit, and is counted in the same Prometheus series. A bad argument
+A ``search`` call is a ``POST /v1/query`` body: the same request model (its input
+schema is the model's), answered by the same :meth:`ServerState.answer` — the same
+fields, levels, ids, limits and messages, the same broker loop, deadline and
+concurrency limit, the same Prometheus series. A bad argument
 is a tool error (``isError``) whose text names the field, the bad value and the
 valid choices — a model reads it and retries; never a traceback.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import textwrap
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 
-from nautilus.blas import limit_blas_threads
-from nautilus.broker import Broker
 from nautilus.config import NautilusSettings
-from nautilus.embedders import Embedder
+from nautilus.errors import cut
 from nautilus.log import get_logger
 from nautilus.pages import MAX_PAGE
 from nautilus.ranking_boost import BOOST_LEVELS
-from nautilus.records import VECTOR_FIELDS, BrokerResponse, RankedRow
+from nautilus.records import VECTOR_FIELDS, RankedRow
+from nautilus.request.answer import Answer
+from nautilus.request.errors import ProblemError
+from nautilus.request.model import QueryRequest, parse_request
 from nautilus.service import metrics
-from nautilus.service.limits import ConcurrencyLimit
-from nautilus.service.overrides import QueryRequest, cut_page, forbid_overrides, parse_request, plan
-from nautilus.service.problems import ProblemError
-from nautilus.service.readiness import Readiness
-from nautilus.service.runner import BrokerLoop
-from nautilus.service.served import serve_broker
+from nautilus.service.state import ServerState
 from nautilus.sources.base import declared_order
-from nautilus.sources.factory import bundled_demo_config, load_sources
 
 logger = get_logger("nautilus.mcp")
 
 SEARCH = "search"
 LIST_SOURCES = "list_sources"
-#: The score components a result's ``why`` carries without ``explain``.
-_WHY = ("relevance", "similarity", "boost_bump", "evidence", "voters")
 
 
-@dataclass
-class Engine:
-    """What the server builds once and every tool call shares (as a service worker)."""
+class Tools:
+    """The tools over a server's shared state (as a service worker has it)."""
 
-    settings: NautilusSettings
-    broker: Broker
-    embedder: Embedder | None
-    limit: ConcurrencyLimit
-    readiness: Readiness
-    runner: BrokerLoop
-    source_types: dict[str, str]
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
 
-    @classmethod
-    def build(cls, settings: NautilusSettings) -> Engine:
-        """The broker from the settings (as ``nautilus serve`` builds it); a bad sources
-        file or a strict-mode problem raises here, before anything is served."""
-        served = serve_broker(settings)
-        effective, broker, raw, embedder = (served.settings, served.broker,
-                                            served.raw_sources, served.embedder)
-        path = Path(settings.config or bundled_demo_config()).expanduser()
-        types_by_id = {spec.id: spec.type for spec in load_sources(path).specs}
-        return cls(effective, broker, embedder, ConcurrencyLimit(settings.serve_max_concurrency),
-                   Readiness(raw, settings.serve_probe_interval_s), BrokerLoop(), types_by_id)
-
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[Engine]:
-        """Probe the sources in the background while serving; release everything after."""
-        limit_blas_threads(1)
-        metrics.start([s.id for s in self.broker.sources], len(self.settings.problems))
-        prober = asyncio.create_task(self.readiness.run())
-        logger.info("mcp_ready", sources=[s.id for s in self.broker.sources],
-                    synthesizer=type(self.broker.synthesizer).__name__)
-        try:
-            yield self
-        finally:
-            prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await prober
-            self.runner.stop()
-            self.broker.close()
-            logger.info("mcp_stopped")
+    @property
+    def settings(self) -> NautilusSettings:
+        return self.state.settings
 
     # --- the tools' listing ----------------------------------------------------------
 
     def tools(self) -> list[types.Tool]:
-        ids = [s.id for s in self.broker.sources]
+        ids = self.state.engine.source_ids
         boosts = ", ".join(f"{k}:{v}" for k, v in self.settings.source_boosts.items()) or "none"
         top_k = self.settings.ranking_top_k
+        ranked = self.state.engine.broker.synthesizer.ranking_enabled
+        order = ("one ranking of their rows, best first: each result has its source, its "
+                 "score and why it scored so (relevance to the query, agreement between "
+                 "sources, boost)" if ranked else
+                 "their rows in each source's own order (ranking is off on this server: "
+                 "no scores; passing top_k, boosts or idf turns it on for the call)")
         search = types.Tool(
-            name=SEARCH, title="Search every source, ranked",
+            name=SEARCH, title="Search every source" + (", ranked" if ranked else ""),
             description=(
-                "Ask every source (" + ", ".join(ids) + ") at once and get one ranking of "
-                "their rows, best first: each result has its source, its score and why it "
-                "scored so (relevance to the query, agreement between sources, boost). "
+                "Ask every source (" + ", ".join(ids) + ") at once and get " + order + ". "
                 f"top_k keeps the K best (default {top_k if top_k else 'all rows'}). "
                 "boosts tilts the ranking toward sources you trust more for this query: "
-                "{source_id: level}, levels low < medium < high; a boost adds a fixed bump "
-                "to that source's rows, so a boosted source wins close calls but cannot lift "
-                "an irrelevant row over clearly better ones. Boosts given here replace the "
-                f"server's ({boosts}). sources limits the search to some sources. Results "
-                "past the first top_k: pass page (2, 3, ...) or the next_cursor of the "
-                "previous answer; the same query and settings always give the same pages. "
-                "A source that fails is listed under sources_errored; the others still "
-                f"answer. A call gets its answer within {self.settings.serve_request_timeout_s:g} "
-                "s or a deadline error."),
-            input_schema=self._search_schema(ids),
+                "{source_id: level}, levels low < medium < high; a boosted source wins close "
+                "calls but cannot lift an irrelevant row over clearly better ones. Boosts "
+                f"given here replace the server's ({boosts}). sources limits the search to "
+                "some sources. Results past the first top_k: pass page (2, 3, ...) or the "
+                "next_cursor of the previous answer; the same query and settings always give "
+                "the same pages. A source that fails is listed under sources_errored; the "
+                "others still answer. A call gets its answer within "
+                f"{self.settings.serve_request_timeout_s:g} s or a deadline error."),
+            input_schema=search_schema(ids, self.settings.serve_max_query_chars),
             output_schema=_SEARCH_OUTPUT,
             annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True,
                                               destructive_hint=False, open_world_hint=False))
@@ -128,39 +87,12 @@ class Engine:
                                               destructive_hint=False, open_world_hint=False))
         return [search, listing]
 
-    def _search_schema(self, ids: list[str]) -> dict[str, Any]:
-        max_chars = self.settings.serve_max_query_chars
-        properties: dict[str, Any] = {
-            "query": {"type": "string", "minLength": 1, "maxLength": max_chars,
-                      "description": f"what to look for, in plain words (at most {max_chars} "
-                                     "characters)"},
-            "top_k": {"type": "integer", "minimum": 1,
-                      "description": "how many results to return (the page size when paging)"},
-            "boosts": {"type": "object", "propertyNames": {"enum": ids},
-                       "additionalProperties": {"type": "string", "enum": list(BOOST_LEVELS)},
-                       "description": "{source_id: low|medium|high}: favour these sources "
-                                      "(replaces the server's boosts for this call)"},
-            "idf": {"type": "boolean", "description": "down-weight words that recur across "
-                                                       "the candidate rows"},
-            "sources": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": ids},
-                        "description": "ask only these sources (default: all)"},
-            "explain": {"type": "boolean", "description": "add every score component and the "
-                                                         "effective settings"},
-            "vectors": {"type": "boolean", "description": "keep each row's vector (1,024 "
-                                                         "floats in 'embedding'); off by default"},
-            "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE,
-                     "description": "page number: page 2 is results top_k+1 to 2*top_k"},
-            "cursor": {"type": "string", "description": "the next_cursor of the previous "
-                                                        "answer to the same call: its next page"},
-        }
-        return {"type": "object", "properties": properties, "required": ["query"],
-                "additionalProperties": False}
-
     # --- the tools' answers -----------------------------------------------------------
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         started = time.perf_counter()
         status = 200
+        known = name in (SEARCH, LIST_SOURCES)
         try:
             if name == SEARCH:
                 result = await self.search(arguments or {})
@@ -168,54 +100,35 @@ class Engine:
                 result = self.list_sources()
             else:
                 raise ProblemError(404, "unknown-tool", "Unknown tool",
-                                   f"no tool named {name!r} (valid: {SEARCH}, {LIST_SOURCES})")
+                                   f"no tool named {cut(name)!r} (valid: {SEARCH}, "
+                                   f"{LIST_SOURCES})")
         except ProblemError as exc:
             status = exc.status
             result = _error(exc)
         finally:
             elapsed = time.perf_counter() - started
-            metrics.REQUEST_DURATION.labels(f"mcp:{name[:32]}", str(status)).observe(elapsed)
+            # a tool name is the caller's text: only the known ones are metric labels
+            route = f"mcp:{name}" if known else "mcp:other"
+            metrics.REQUEST_DURATION.labels(route, str(status)).observe(elapsed)
             logger.info("mcp_tool_call", tool=name[:64], status=status,
                         duration_ms=round(elapsed * 1000, 2))
         return result
 
     async def search(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        settings = self.settings
-        parsed = parse_request(arguments)
-        if not settings.serve_allow_overrides:
-            forbid_overrides(parsed)
-        run = plan(parsed, self.broker, settings, self.embedder, settings.serve_max_query_chars)
-        self.limit.acquire()
-        metrics.IN_FLIGHT.inc()
-        deadline = settings.serve_request_timeout_s
-        try:
-            response = await asyncio.wait_for(
-                self.runner.run(run.broker.arequest(parsed.query)), deadline)
-        except TimeoutError:
-            metrics.REJECTED.labels("deadline").inc()
-            raise ProblemError(504, "deadline", "Deadline exceeded",
-                               f"no answer within {deadline:g} s "
-                               "(NAUTILUS_SERVE_REQUEST_TIMEOUT_S)") from None
-        finally:
-            self.limit.release()
-            metrics.IN_FLIGHT.dec()
-        response, page = cut_page(run, response)
-        metrics.record_response(response)
-        ranked = run.broker.synthesizer.ranking_enabled
-        out = _search_content(parsed, response, page, ranked)
-        if parsed.explain:
-            out["explain"] = run.explain
+        result = await self.state.answer(parse_request(arguments))
+        out = _search_content(result)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=_search_text(out))],
             structured_content=out)
 
     def list_sources(self) -> types.CallToolResult:
-        failing = self.readiness.failing()
-        rows = [{"id": s.id, "type": self.source_types.get(s.id, "custom"),
+        failing = self.state.readiness.failing()
+        types_by_id = self.state.engine.source_types
+        rows = [{"id": s.id, "type": types_by_id.get(s.id, "custom"),
                  "declares_order": declared_order(s),
                  "boost": self.settings.source_boosts.get(s.id.lower()),
                  "healthy": s.id not in failing, "problem": failing.get(s.id)}
-                for s in self.broker.sources]
+                for s in self.state.engine.sources]
         lines = [f"{r['id']} ({r['type']}): "
                  + ("ranked" if r["declares_order"] else "unranked" if r["declares_order"]
                     is False else "order detected per query")
@@ -226,23 +139,49 @@ class Engine:
                                     structured_content={"sources": rows})
 
 
-def _search_content(parsed: QueryRequest, response: BrokerResponse,
-                    page: dict[str, Any] | None, ranked: bool) -> dict[str, Any]:
-    return {"query": parsed.query,
-            "results": [_result(r, bool(parsed.explain), ranked, bool(parsed.vectors))
-                        for r in response.ranking],
-            "page": page,
-            "sources_queried": list(response.sources_queried),
-            "sources_errored": [{"source_id": e.source_id, "error_type": e.error_type,
-                                 "message": e.message} for e in response.sources_errored],
-            "response_hash": response.response_hash,
-            "request_id": response.request_id}
+def search_schema(ids: list[str], max_chars: int) -> dict[str, Any]:
+    """The ``search`` tool's input schema: :class:`QueryRequest`'s own, in the plain
+    types a model reads (an optional field is its type, not a union with null), with
+    this server's source ids, boost levels and query length filled in."""
+    schema = QueryRequest.model_json_schema()
+    properties: dict[str, Any] = {}
+    for name, spec in schema["properties"].items():
+        spec = {k: v for k, v in spec.items() if k not in ("title", "default")}
+        options = [o for o in spec.pop("anyOf", []) if o.get("type") != "null"]
+        if options:
+            spec = {**options[0], **spec}
+        properties[name] = spec
+    properties["query"]["maxLength"] = max_chars
+    properties["query"]["description"] += f" (at most {max_chars} characters)"
+    properties["top_k"]["minimum"] = 1
+    properties["page"].update(minimum=1, maximum=MAX_PAGE)
+    properties["boosts"].update(propertyNames={"enum": ids}, additionalProperties={
+        "type": "string", "enum": list(BOOST_LEVELS)})
+    properties["sources"]["items"] = {"type": "string", "enum": ids}
+    return {"type": "object", "properties": properties, "required": ["query"],
+            "additionalProperties": False}
+
+
+def _search_content(result: Answer) -> dict[str, Any]:
+    request, response = result.request, result.response
+    out = {"query": request.query,
+           "results": [_result(r, bool(request.explain), result.ranked, bool(request.vectors))
+                       for r in response.ranking],
+           "page": result.page,
+           "sources_queried": list(response.sources_queried),
+           "sources_errored": [{"source_id": e.source_id, "error_type": e.error_type,
+                                "message": e.message} for e in response.sources_errored],
+           "response_hash": response.response_hash,
+           "request_id": response.request_id}
+    if request.explain:
+        out["explain"] = result.plan.explain
+    return out
 
 
 def _result(r: RankedRow, explain: bool, ranked: bool, vectors: bool) -> dict[str, Any]:
     components = r.explain()
     why = ({k: v for k, v in components.items() if k not in ("source_id", "rank", "score")}
-           if explain else {k: components[k] for k in _WHY})
+           if explain else r.why())
     why["also_from"] = [{"source": s, "source_rank": n} for s, n in r.also_from]
     # A vector source's 1,024 floats are for the ranker: most of what a model would read.
     row = r.row if vectors else {k: v for k, v in r.row.items() if k not in VECTOR_FIELDS}

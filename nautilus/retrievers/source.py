@@ -13,6 +13,10 @@ import httpx
 from nautilus.broker import Broker
 from nautilus.errors import NautilusError
 from nautilus.records import BrokerResponse
+from nautilus.request.answer import Answer, answer, answer_sync
+from nautilus.request.engine import Engine
+from nautilus.request.errors import ProblemError
+from nautilus.request.model import QueryRequest, parse_request
 
 #: Row fields never copied into a hit's text or fields (vectors are for the ranker).
 _HIDDEN = frozenset({"embedding"})
@@ -77,10 +81,12 @@ def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
 
 @dataclass
 class HitSource:
-    """A broker or a service URL, and the per-request knobs the service accepts.
+    """A broker or a service URL, and the request's overrides (the fields of
+    :class:`~nautilus.request.model.QueryRequest`).
 
-    With a ``broker`` the knobs are the broker's own (build it with the settings you
-    want); with a ``url`` they are sent as ``POST /v1/query`` overrides.
+    With a ``broker`` the request is answered in this process by the request core, as
+    ``nautilus query`` answers it; with a ``url`` it is sent as a ``POST /v1/query``
+    body. Either way the overrides start from the broker's (or service's) settings.
     """
 
     broker: Broker | None = None
@@ -97,23 +103,28 @@ class HitSource:
         if (self.broker is None) == (self.url is None):
             raise ValueError("give exactly one of broker= (in-process) or url= (a running "
                              "nautilus serve, e.g. 'http://127.0.0.1:8000')")
-        if self.broker is not None and any(v is not None for v in (
-                self.top_k, self.boosts, self.sources, self.idf)):
-            raise ValueError("top_k, boosts, sources and idf are sent to a service (url=); "
-                             "for an in-process broker, build it with those settings "
-                             "(NautilusSettings(ranking_top_k=..., source_boosts=...))")
 
-    def _ranked(self) -> bool:
-        return self.broker is not None and self.broker.synthesizer.ranking_enabled
+    def _request(self, query: str) -> QueryRequest:
+        """The request this retriever sends for ``query`` (a bad field is a ServiceError)."""
+        payload: dict[str, Any] = {"query": query}
+        if self.top_k is not None:
+            payload["top_k"] = self.top_k
+        if self.boosts is not None:
+            payload["boosts"] = dict(self.boosts)
+        if self.sources is not None:
+            payload["sources"] = list(self.sources)
+        if self.idf is not None:
+            payload["idf"] = self.idf
+        try:
+            return parse_request(payload)
+        except ProblemError as exc:
+            raise ServiceError(f"invalid request: {exc.detail}") from None
+
+    def _answer(self, result: Answer) -> list[Hit]:
+        return hits_of(result.response, result.ranked)
 
     def _body(self, query: str) -> dict[str, Any]:
-        body: dict[str, Any] = {"query": query}
-        for name in ("top_k", "boosts", "sources", "idf"):
-            value = getattr(self, name)
-            if value is not None:
-                body[name] = dict(value) if name == "boosts" else (
-                    list(value) if name == "sources" else value)
-        return body
+        return self._request(query).model_dump(exclude_defaults=True)
 
     def _headers(self) -> dict[str, str]:
         return {**self.headers, **({"Authorization": f"Bearer {self.api_key}"}
@@ -124,7 +135,10 @@ class HitSource:
 
     def hits(self, query: str) -> list[Hit]:
         if self.broker is not None:
-            return hits_of(self.broker.request(query), self._ranked())
+            try:
+                return self._answer(answer_sync(Engine.of(self.broker), self._request(query)))
+            except ProblemError as exc:
+                raise ServiceError(f"invalid request: {exc.detail}") from None
         try:
             response = httpx.post(self._endpoint(), json=self._body(query),
                                   headers=self._headers(), timeout=self.timeout_s)
@@ -134,7 +148,10 @@ class HitSource:
 
     async def ahits(self, query: str) -> list[Hit]:
         if self.broker is not None:
-            return hits_of(await self.broker.arequest(query), self._ranked())
+            try:
+                return self._answer(await answer(Engine.of(self.broker), self._request(query)))
+            except ProblemError as exc:
+                raise ServiceError(f"invalid request: {exc.detail}") from None
         try:
             async with httpx.AsyncClient(timeout=self.timeout_s) as client:
                 response = await client.post(self._endpoint(), json=self._body(query),

@@ -8,14 +8,12 @@ stack trace (the log has the detail).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import re
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -28,15 +26,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nautilus import __version__
-from nautilus.blas import limit_blas_threads
-from nautilus.broker import Broker, boost_problems
 from nautilus.config import NautilusSettings
-from nautilus.embedders import Embedder
 from nautilus.errors import Problem, cut
 from nautilus.log import configure_logging, get_logger
+from nautilus.request.errors import ProblemError, invalid
+from nautilus.request.model import QueryRequest, parse_request
 from nautilus.service import metrics
 from nautilus.service.limits import (
-    ConcurrencyLimit,
     check_api_key,
     key_matches,
     load_api_keys,
@@ -44,22 +40,8 @@ from nautilus.service.limits import (
     read_body,
     request_id_of,
 )
-from nautilus.service.overrides import (
-    QueryRequest,
-    cut_page,
-    forbid_overrides,
-    parse_request,
-    plan,
-)
-from nautilus.service.problems import (
-    ProblemError,
-    invalid,
-    problem_response,
-    strict_json,
-)
-from nautilus.service.readiness import Readiness
-from nautilus.service.runner import BrokerLoop
-from nautilus.service.served import serve_broker
+from nautilus.service.problems import problem_response, strict_json
+from nautilus.service.state import ServerState
 
 logger = get_logger("nautilus.service")
 
@@ -67,20 +49,6 @@ _ROUTES = frozenset({"/v1/query", "/v1/config", "/healthz", "/readyz", "/metrics
                      "/openapi.json"})
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|DSN", re.IGNORECASE)
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
-
-
-@dataclass
-class ServiceState:
-    """What a worker builds once at start-up and every request shares."""
-
-    settings: NautilusSettings
-    broker: Broker
-    embedder: Embedder | None
-    limit: ConcurrencyLimit
-    readiness: Readiness
-    api_keys: tuple[bytes, ...]
-    problems: tuple[Problem, ...]
-    runner: BrokerLoop
 
 
 def create_app(settings: NautilusSettings | None = None) -> FastAPI:
@@ -91,32 +59,10 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # This worker process is ours: one BLAS thread, so concurrent requests do not
-        # contend with BLAS's own threads (nautilus.blas; threadpoolctl is in the extra).
-        limit_blas_threads(1)
-        served = serve_broker(settings)
-        effective, broker, embedder = served.settings, served.broker, served.embedder
-        raw_sources = served.raw_sources
-        problems = settings.problems + boost_problems(settings, [s.id for s in raw_sources])
-        readiness = Readiness(raw_sources, settings.serve_probe_interval_s)
-        runner = BrokerLoop()
-        app.state.service = ServiceState(effective, broker, embedder,
-                                         ConcurrencyLimit(settings.serve_max_concurrency),
-                                         readiness, api_keys, problems, runner)
-        metrics.start([s.id for s in raw_sources], len(problems))
-        prober = asyncio.create_task(readiness.run())
-        logger.info("serve_ready", sources=[s.id for s in raw_sources],
-                    synthesizer=type(broker.synthesizer).__name__,
-                    config_problems=len(problems))
-        try:
+        state = ServerState.build(settings)
+        app.state.service = state
+        async with state.running("serve"):
             yield
-        finally:
-            prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await prober
-            runner.stop()  # uvicorn has drained the in-flight requests by now
-            broker.close()
-            logger.info("serve_stopped")
 
     # No /docs or /redoc: FastAPI's pages load their scripts from a CDN, so offline (or
     # behind a strict egress policy) they are blank; any OpenAPI viewer reads the schema.
@@ -143,8 +89,8 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
     return app
 
 
-def _state(request: Request) -> ServiceState:
-    state: ServiceState = request.app.state.service
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.service
     return state
 
 
@@ -174,13 +120,8 @@ def _add_routes(app: FastAPI) -> None:
         # The body first, under its own deadline: a slow client never holds a slot.
         body = await read_body(request, state.settings.serve_max_body_bytes,
                                state.settings.serve_body_timeout_s)
-        state.limit.acquire()
-        metrics.IN_FLIGHT.inc()
-        try:
-            return await _answer(request, state, body)
-        finally:
-            state.limit.release()
-            metrics.IN_FLIGHT.dec()
+        result = await state.answer(parse_request(parse_json_body(body)), _request_id(request))
+        return Response(strict_json(result.to_json()), media_type="application/json")
 
     @app.get("/v1/config", summary="Effective settings and skipped problems")
     async def config(request: Request) -> dict[str, Any]:
@@ -189,10 +130,10 @@ def _add_routes(app: FastAPI) -> None:
         return {
             "settings": {k: _mask(k, v) for k, v in state.settings.effective().items()},
             "ranking_enabled": state.settings.ranking_enabled,
-            "synthesizer": type(state.broker.synthesizer).__name__,
-            "sources": [s.id for s in state.broker.sources],
+            "synthesizer": type(state.engine.broker.synthesizer).__name__,
+            "sources": state.engine.source_ids,
             "skipped": [{"variable": p.variable, "value": _mask(p.variable, p.value),
-                         "reason": p.reason, "valid": p.valid} for p in state.problems],
+                         "reason": p.reason, "valid": p.valid} for p in state.engine.problems],
         }
 
     @app.get("/healthz", summary="The process is alive (touches no dependency)")
@@ -223,36 +164,6 @@ def _add_routes(app: FastAPI) -> None:
     async def prometheus() -> Response:
         payload, content_type = metrics.render()
         return Response(payload, media_type=content_type)
-
-
-async def _answer(request: Request, state: ServiceState, body: bytes) -> Response:
-    settings = state.settings
-    parsed = parse_request(parse_json_body(body))
-    if not settings.serve_allow_overrides:
-        forbid_overrides(parsed)
-    run = plan(parsed, state.broker, settings, state.embedder, settings.serve_max_query_chars)
-    deadline = settings.serve_request_timeout_s
-    try:
-        response = await asyncio.wait_for(
-            state.runner.run(run.broker.arequest(parsed.query)), deadline)
-    except TimeoutError:
-        metrics.REJECTED.labels("deadline").inc()
-        raise ProblemError(504, "deadline", "Deadline exceeded",
-                           f"no answer within {deadline:g} s "
-                           "(NAUTILUS_SERVE_REQUEST_TIMEOUT_S)") from None
-    response, page = cut_page(run, response)
-    metrics.record_response(response)
-    rid = _request_id(request)
-    broker_request_id = response.request_id
-    response.request_id = rid
-    out = response.to_dict(vectors=bool(parsed.vectors),
-                           ranking_enabled=run.broker.synthesizer.ranking_enabled)
-    out["synthesizer"] = type(run.broker.synthesizer).__name__
-    if page is not None:
-        out["page"] = page
-    if parsed.explain:
-        out["explain"] = {**run.explain, "broker_request_id": broker_request_id}
-    return Response(strict_json(out), media_type="application/json")
 
 
 def _mask(name: str, value: Any) -> Any:

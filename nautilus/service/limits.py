@@ -13,7 +13,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from nautilus.config import ConfigError
 from nautilus.errors import Problem, cut
-from nautilus.service.problems import ProblemError, invalid
+from nautilus.request.errors import ProblemError, invalid
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 

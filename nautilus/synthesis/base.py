@@ -36,34 +36,6 @@ class Synthesizer(Protocol):
                      ) -> tuple[Merged, list[RankedRow]]: ...
 
 
-class MergeOnly:
-    """A synthesizer written against the older protocol (``merge`` alone), completed:
-    its ranking is the merged rows in order, unscored (:func:`passthrough_ranking`)."""
-
-    ranking_enabled = False
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.embedder: Embedder | None = getattr(inner, "embedder", None)
-
-    def merge(self, results: list[AdapterResult],
-              context: Mapping[str, Any] | None = None) -> Merged:
-        merged: Merged = self.inner.merge(results, context)
-        return merged
-
-    def merge_ranked(self, results: list[AdapterResult], context: Mapping[str, Any] | None = None,
-                     ) -> tuple[Merged, list[RankedRow]]:
-        data = self.merge(results, context)
-        return data, passthrough_ranking(results, data)
-
-
-def as_synthesizer(synthesizer: Any) -> Synthesizer:
-    """``synthesizer`` itself when it has the whole protocol, else :class:`MergeOnly` of it."""
-    if isinstance(synthesizer, Synthesizer):
-        return synthesizer
-    return MergeOnly(synthesizer)
-
-
 def passthrough_ranking(results: list[AdapterResult], data: Merged) -> list[RankedRow]:
     """The merged rows in order, unscored, each at its position in its source's own
     answer (``AdapterResult.source_ranks``: rows after a dropped one keep their place);

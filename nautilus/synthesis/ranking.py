@@ -70,7 +70,7 @@ class RankingSynthesizer:
     def __init__(self, top_k: int | None = None, idf: bool = False,
                  source_boosts: Mapping[str, str] | None = None,
                  embedder: Embedder | None = None, max_candidates: int | None = None,
-                 dedup_key: str | None = None, idf_floor: float = IDF_FLOOR) -> None:
+                 dedup_key: str | None = None) -> None:
         for name, value in (("top_k", top_k), ("max_candidates", max_candidates)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                       or value < 1):
@@ -85,11 +85,7 @@ class RankingSynthesizer:
         self.source_boosts = boosts
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
         self.max_candidates = max_candidates
-        if (not isinstance(idf_floor, int | float) or isinstance(idf_floor, bool)
-                or not 0.0 <= idf_floor <= 1.0):  # also rejects NaN
-            raise ValueError(f"idf_floor must be a number in [0, 1], got {idf_floor!r}")
         self.dedup_key = dedup_key
-        self.idf_floor = float(idf_floor)
 
     @classmethod
     def from_settings(cls, settings: NautilusSettings,
@@ -194,7 +190,7 @@ class RankingSynthesizer:
                 if query is None:
                     return None
             else:
-                factors = idf_factors(batch, weights, self.idf_floor)
+                factors = idf_factors(batch, weights, IDF_FLOOR)
         # Only an IDF pass defers the query's embedding, and the pass above resolved it.
         assert not isinstance(query, TokensToWeight)
         similarity, texts, batch = similarities(sub, self.embedder, query,
@@ -241,10 +237,12 @@ class RankingSynthesizer:
         # a content lead larger than the bump of those votes survives every level.
         bump: FloatArray = stage2_bump(votes, bumps[sub.source_index] if n_sources
                                        else np.zeros(n))
-        scores = Scores(relevance + bump, similarity, factors, keys[scored], bump, relevance,
-                         content, content_rank, evidence, voters,
-                         source_weight[sub.source_index], sub_doc, unranked,
-                         np.full(n, weight))
+        scores = Scores(score=relevance + bump, similarity=similarity, idf_factor=factors,
+                        content_rank=content_rank, content=content,
+                        content_weight=np.full(n, weight), evidence=evidence, voters=voters,
+                        source_weight=source_weight[sub.source_index], unranked_vote=unranked,
+                        relevance=relevance, boost_bump=bump, stage1_key=keys[scored],
+                        doc=sub_doc)
         # Every row scored stays a candidate: the rows the cap keeps without boosts (the
         # reference) too, so a boost can let rows in but never push a better one out.
         # At most max_candidates rows leave, best first, as without the reference.

@@ -27,7 +27,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
-from nautilus.service.overrides import QueryRequest
+from nautilus.request.model import QueryRequest
 from nautilus.sources.factory import bundled_demo_config
 
 QUERY = "orders-db disk full"

@@ -118,8 +118,19 @@ def test_a_refused_query_or_a_bad_setup_is_one_clear_error(server: Server,
         llamaindex.NautilusRetriever(url="http://127.0.0.1:9").retrieve(QUERY)
     with pytest.raises(ValueError, match="exactly one of broker="):
         llamaindex.NautilusRetriever()
-    with pytest.raises(ValueError, match="build it with those settings"):
-        langchain.NautilusRetriever(broker=broker, top_k=3)
+    with pytest.raises(NautilusError, match=r"invalid request: boosts: 'graph:hgih'"):
+        langchain.NautilusRetriever(broker=broker, boosts={"graph": "hgih"}).invoke(QUERY)
+
+
+def test_in_process_retrievers_take_the_same_overrides_as_the_cli(broker: Broker) -> None:
+    expected = cli("--top-k", "3", "--boost", "graph:high", "--source", "graph",
+                   "--source", "tickets")
+    knobs: dict[str, Any] = {"top_k": 3, "boosts": {"graph": "high"},
+                             "sources": ["graph", "tickets"]}
+    assert of_documents(langchain.NautilusRetriever(broker=broker, **knobs).invoke(
+        QUERY)) == expected
+    assert of_nodes(asyncio.run(llamaindex.NautilusRetriever(broker=broker, **knobs).aretrieve(
+        QUERY))) == expected
 
 
 def test_llamaindex_retrieval_makes_no_network_call(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
-"""``POST /v1/query``'s body, and its per-request overrides turned into a broker.
+"""A request's overrides turned into what it runs: a broker (shared, or a light
+per-request one) and the page to cut from its answer.
 
 Overrides go through the same parsers as the environment variables
 (``collect_source_boosts`` for ``boosts``, the integer and boolean parsers for
 ``top_k`` and ``idf``), so a level or an id means the same thing in a manifest
-and in a request; a bad value is refused with 422 instead of being skipped,
+and in a request; a bad value is refused (422 over HTTP) instead of being skipped,
 because the caller is there to fix it.
 """
 
@@ -12,96 +13,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
 from nautilus.broker import Broker, synthesizer_for
 from nautilus.config import NautilusSettings, collect_source_boosts
 from nautilus.embedders import Embedder
 from nautilus.errors import Problem, cut
-from nautilus.pages import MAX_PAGE, PageError, Paging, paging
+from nautilus.pages import PageError, Paging, paging
 from nautilus.records import BrokerResponse
-from nautilus.service.problems import ProblemError, invalid
+from nautilus.request.errors import ProblemError, invalid
+from nautilus.request.model import QueryRequest
 from nautilus.settings_parsing import parse_bool, parse_int
 from nautilus.synthesis.base import Synthesizer
 
 OVERRIDES = ("top_k", "boosts", "idf", "sources")
 
 
-class QueryRequest(BaseModel):
-    """A query and optional per-request overrides of the ranking knobs."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(description="the query text", min_length=1)
-    top_k: int | None = Field(default=None, description="keep the K best rows (>= 1); "
-                              "overrides NAUTILUS_RANKING_TOP_K")
-    boosts: dict[str, str] | None = Field(
-        default=None, description="{source_id: low|medium|high}; replaces "
-        "NAUTILUS_SOURCE_BOOSTS for this request")
-    idf: bool | None = Field(default=None, description="overrides NAUTILUS_RANKING_IDF")
-    sources: list[str] | None = Field(default=None, json_schema_extra={"minItems": 1},
-                                      description="ask only these sources")  # [] is a 422
-    explain: bool | None = Field(default=False, description="add the effective ranking "
-                                 "settings of this request under 'explain'")
-    vectors: bool | None = Field(default=False, description="keep the rows' vectors (the "
-                          "'embedding' field) in 'data'; left out by default")
-    page: int | None = Field(default=None, description=f"page number (1 to {MAX_PAGE}) of "
-                             "top_k rows each: page 2 is ranks top_k+1 to 2·top_k")
-    cursor: str | None = Field(default=None, description="the 'page.next_cursor' of an "
-                               "earlier response to the same query and settings: its next page")
-
-    @field_validator("top_k", "page", mode="before")
-    @classmethod
-    def _no_bool_count(cls, value: object) -> object:
-        if isinstance(value, bool):  # JSON true is not the number 1
-            raise ValueError("a boolean is not a number")
-        return value
-
-
-def parse_request(payload: object) -> QueryRequest:
-    """The body as a :class:`QueryRequest`, or 422 naming each bad field."""
-    try:
-        return QueryRequest.model_validate(payload)
-    except ValidationError as exc:
-        fields = ", ".join(QueryRequest.model_fields)
-        problems = []
-        for error in exc.errors():
-            where = ".".join(str(p) for p in error["loc"]) or "body"
-            valid = _valid_for(error["type"], where, fields)
-            message = error["msg"]
-            problems.append(Problem(where, cut(error.get("input")),
-                                         message[:1].lower() + message[1:], valid))
-        raise invalid(problems) from None
-
-
-def _valid_for(error_type: str, where: str, fields: str) -> str:
-    if error_type == "extra_forbidden":
-        return fields
-    if error_type in ("model_type", "model_attributes_type"):
-        return "a JSON object with " + fields
-    if where == "query":
-        return "a non-empty string"
-    if where.startswith("boosts"):
-        return "an object {source_id: low|medium|high}"
-    if where.startswith("sources"):
-        return "a list of source ids"
-    if where == "top_k":
-        return "an integer >= 1"
-    if where in ("idf", "explain", "vectors"):
-        return "true or false"
-    if where == "page":
-        return f"an integer from 1 to {MAX_PAGE}"
-    if where == "cursor":
-        return "the next_cursor of an earlier response"
-    return "see the OpenAPI schema at /openapi.json"
-
-
 @dataclass(frozen=True)
 class Plan:
-    """What one request runs: a broker (shared, or a light per-request one), and the
-    page to cut from its answer when the request asked for one."""
+    """What one request runs: a broker (shared, or a light per-request one), the
+    settings it ranks under (the engine's with the request's overrides), and the page
+    to cut from its answer when the request asked for one."""
 
     broker: Broker
+    effective: NautilusSettings
     explain: dict[str, Any]
     paging: Paging | None = None
 
@@ -163,14 +96,14 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
     if pages is not None:
         explain["page"] = pages.number
     if not update and request.sources is None and pages is None:
-        return Plan(broker, explain)
+        return Plan(broker, effective, explain)
     synthesizer: Synthesizer = broker.synthesizer
     if pages is not None:
         synthesizer = pages.synthesizer(effective, embedder)
     elif update:
         synthesizer = synthesizer_for(effective, embedder)
     explain["synthesizer"] = type(synthesizer).__name__
-    return Plan(Broker(chosen, synthesizer, broker.limit), explain, pages)
+    return Plan(Broker(chosen, synthesizer, broker.limit), effective, explain, pages)
 
 
 def cut_page(run: Plan, response: BrokerResponse,
