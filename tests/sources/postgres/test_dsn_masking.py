@@ -176,18 +176,25 @@ def test_the_service_and_mcp_never_show_a_misread_password(tmp_path: Path, dsn: 
 
 
 def mcp_outputs(tmp_path: Path, config: str) -> list[str]:
-    """The MCP tools' answers (``search``, ``list_sources``), in process."""
+    """The MCP tools' answers (``search``, ``list_sources``) and the server's logs, from a
+    real ``nautilus mcp`` over stdio."""
     pytest.importorskip("mcp")
-    from nautilus.config import NautilusSettings
-    from nautilus.mcp.tools import Engine
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    settings = NautilusSettings(config=config, data_dir=tmp_path / "data")
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = {**base, "NAUTILUS_CONFIG": config, "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+           "NAUTILUS_LOG_FORMAT": "json"}
+    params = StdioServerParameters(command=NAUTILUS, args=["mcp"], env=env, cwd=tmp_path)
+    errlog = tmp_path / "mcp-stderr.log"
 
     async def calls() -> list[str]:
-        engine = Engine.build(settings)
-        async with engine.running():
-            found = await engine.call("search", {"query": "disk"})
-            listed = await engine.call("list_sources", {})
+        with errlog.open("w") as sink:
+            async with Client(stdio_client(params, errlog=sink)) as client:
+                found = await client.call_tool("search", {"query": "disk"})
+                listed = await client.call_tool("list_sources", {})
         return [json.dumps(r.model_dump(mode="json"), default=str) for r in (found, listed)]
 
-    return asyncio.run(calls())
+    shown = asyncio.run(calls())
+    assert "kb" in shown[0] and "kb" in shown[1], shown
+    return [*shown, errlog.read_text(encoding="utf-8", errors="replace")]
