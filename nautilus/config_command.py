@@ -34,12 +34,13 @@ def run_config(args: argparse.Namespace) -> int:
         settings = NautilusSettings()  # --strict reports each problem itself, once
     path = config_path(settings, args.config)
     listing, source_error = _check_sources(settings, path)
+    id_problems = _id_problems(path) if source_error is None else []
     if listing == []:
         source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"
     source_ids = None if listing is None else [s["id"] for s in listing]
     problems = list(settings.problems) + list(
         boost_problems(settings, source_ids) if source_ids is not None else ())
-    failed = args.strict and bool(problems or source_error is not None)
+    failed = args.strict and bool(problems or id_problems or source_error is not None)
     if args.json:
         print(json.dumps({
             "settings": settings.effective(),
@@ -47,7 +48,8 @@ def run_config(args: argparse.Namespace) -> int:
             "skipped": [{"variable": p.variable, "value": p.value, "reason": p.reason,
                          "valid": p.valid, "message": p.message} for p in problems],
             "sources_file": {"path": str(path), "ok": source_error is None,
-                             "error": source_error, "sources": listing or []},
+                             "error": source_error, "sources": listing or [],
+                             "warnings": id_problems},
         }, indent=2, sort_keys=True))
     elif not failed:  # a failed gate prints its problems alone, on stderr
         print(_settings_table(settings))
@@ -56,6 +58,8 @@ def run_config(args: argparse.Namespace) -> int:
                                       else "" if listing else "(none)"))
         for source in listing or []:
             print("  - " + "  ".join(source.values()))
+        for warning in id_problems:
+            print(f"  warning: {warning}")
         print("skipped:" if problems else "skipped: none")
         for problem in problems:
             print(f"  - {problem.message}")
@@ -64,6 +68,8 @@ def run_config(args: argparse.Namespace) -> int:
             print(f"nautilus: {problem.message}", file=sys.stderr)
         if source_error is not None:
             print(f"nautilus: {source_error}", file=sys.stderr)
+        for warning in id_problems:
+            print(f"nautilus: {warning}", file=sys.stderr)
         return 1
     return 0
 
@@ -101,6 +107,23 @@ def _check_sources(settings: NautilusSettings,
     return [{"id": spec.id, "type": spec.type,
              **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {})}  # Dsn masks itself
             for spec in specs], None
+
+
+def _id_problems(path: Path) -> list[str]:
+    """Sources whose seed rows lack their ``id_field`` (answered with a null id): one
+    message each. A graph's entities and a PostgreSQL seed must have ids (checked above)."""
+    from nautilus.sources.postgres.load import seed_path
+    from nautilus.sources.schema import SeededSqliteSpec
+    from nautilus.sources.seeds import id_problem, load_seed
+    problems = []
+    for spec in load_sources(path).specs:
+        if not isinstance(spec, SeededSqliteSpec):
+            continue
+        seed = seed_path(spec.seed, path.parent)
+        problem = id_problem(seed, load_seed(seed), spec.id_field)
+        if problem is not None:
+            problems.append(f"source {spec.id!r}: {problem}")
+    return problems
 
 
 def _settings_table(settings: NautilusSettings) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from nautilus.request.answer import Answer, answer, answer_sync
 from nautilus.request.engine import Engine
 from nautilus.request.errors import ProblemError
 from nautilus.request.model import QueryRequest, parse_request
+from nautilus.response_hash import NoCanonicalFormError, canonical_json
 
 #: Row fields never copied into a hit's text or fields (vectors are for the ranker).
 _HIDDEN = frozenset({"embedding"})
@@ -48,10 +50,37 @@ class Hit:
     fields: dict[str, Any]
     explanation: dict[str, Any]
 
+    @property
+    def key(self) -> str:
+        """The row's stable name, what a framework's document id is: ``source:id``, or
+        for a row without an id a digest of its content (:func:`row_key`)."""
+        return row_key(self.source, self.id, self.fields)
+
     def metadata(self) -> dict[str, Any]:
         """What both frameworks carry beside the text."""
         return {"source": self.source, "id": self.id, "score": self.score, "rank": self.rank,
                 "explanation": self.explanation, "fields": self.fields}
+
+
+#: Fields a source adds per query (a score, the match that found a graph row): left out
+#: of a row's content digest, so the same row has one key whatever the query.
+_PER_QUERY = frozenset({"embedding", "embedding_model", "similarity", "bm25", "rank",
+                        "distance", "relation", "direction", "via", "edge"})
+
+
+def row_key(source: str, row_id: Any, row: Mapping[str, Any]) -> str:
+    """``source:id``; for a row without an id, ``source:sha256-`` and 16 hex digits of
+    its content (its canonical JSON, the per-query fields left out) — the same row has
+    the same key in every call, never one that depends on its rank."""
+    if row_id is not None and row_id != "":
+        return f"{source}:{row_id}"
+    content = {k: v for k, v in row.items() if k not in _PER_QUERY}
+    try:
+        text = canonical_json(content)
+    except NoCanonicalFormError:
+        text = json.dumps(content, sort_keys=True, default=repr)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{source}:sha256-{digest[:16]}"
 
 
 def row_text(row: Mapping[str, Any]) -> str:

@@ -101,6 +101,34 @@ def load_seed(path: Path, columns: Iterable[str] = (), every_row: Iterable[str] 
     return rows
 
 
+def id_problem(path: Path, rows: list[Row], id_field: str) -> str | None:
+    """What is wrong with the ids of a seed's rows (None: every row has one): how many lack
+    ``id_field``, and the fields that could be the id instead (in every row, unique)."""
+    missing = sum(1 for row in rows if row.get(id_field) is None)
+    if not missing:
+        return None
+    candidates = [name for name in dict.fromkeys(k for row in rows for k in row)
+                  if _unique_everywhere(rows, name)]
+    hint = (f"; set id_field to the seed's id field (unique in every row: "
+            f"{', '.join(candidates[:5])})" if candidates else
+            "; give every row an id, or set id_field to the field that is one")
+    return (f"{missing} of {len(rows)} rows of {path} have no {id_field!r} (the id_field): "
+            f"their id is null in every answer{hint}")
+
+
+def _unique_everywhere(rows: list[Row], name: str) -> bool:
+    seen = set()
+    for row in rows:
+        value = row.get(name)
+        if value is None or isinstance(value, dict | list | bool | float):
+            return False
+        key = (type(value).__name__, value)
+        if key in seen:
+            return False
+        seen.add(key)
+    return True
+
+
 def file_digest(paths: Iterable[Path]) -> str:
     """sha256 over the contents of ``paths`` (streamed)."""
     digest = hashlib.sha256()

@@ -124,7 +124,6 @@ def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
 
 def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
               cache_size: int, progress: TextIO | None, prune: bool = False) -> LoadReport:
-    import psycopg
     from psycopg import sql
 
     docs, names = read_seed(spec, seed)
@@ -134,7 +133,7 @@ def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
     if isinstance(spec, PgvectorSpec):
         embedder = vector_embedder(embedder_name, spec.dim, cache_size)
 
-    with psycopg.connect(spec.dsn.get_secret_value(), connect_timeout=10) as conn:
+    with _connect(spec) as conn:
         if replace:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
         columns = sql.SQL(", ").join(
@@ -182,6 +181,18 @@ def _prune(conn: Connection[Any], spec: PostgresSpec, table: Composable,
                                    "(SELECT 1 FROM {} AS s WHERE s.id = t.{})")
                            .format(table, seen, column)).rowcount
     return max(deleted, 0)
+
+
+def _connect(spec: PostgresSpec) -> Connection[Any]:
+    """The load's connection; a failure names the DSN masked and its reason scrubbed
+    (host names are resolved in Python: a misread DSN's host may fail as UnicodeError)."""
+    import psycopg
+    dsn = spec.dsn.get_secret_value()
+    try:
+        return psycopg.connect(dsn, connect_timeout=10)
+    except (psycopg.Error, OSError, ValueError) as exc:
+        raise LoadError(f"source {spec.id!r} ({mask_dsn(dsn)}): "
+                        f"{scrub(str(exc).strip() or type(exc).__name__, dsn)}") from None
 
 
 def _stored_types(conn: Connection[Any], table: Composable,

@@ -16,6 +16,7 @@ from nautilus.sources.schema import (
     ColumnList,
     SeededSqliteSpec,
     column_list,
+    named_id_field,
     register_source_type,
     resolve_data_path,
     resolve_seed_path,
@@ -47,8 +48,10 @@ class SqliteTableSource(SeededSqliteSource):
     ranked: bool | None = False
 
     def __init__(self, source_id: str, path: Path, seed: Path, table: str,
-                 search_columns: list[str], timeout_s: float = 5.0) -> None:
+                 search_columns: list[str], timeout_s: float = 5.0,
+                 id_field: str = "id") -> None:
         super().__init__(source_id, path, seed, timeout_s)
+        self.id_field = id_field
         if not search_columns:
             raise ValueError("search_columns must name at least one column")
         self.table_name = table
@@ -108,6 +111,6 @@ class SqliteTableSpec(SeededSqliteSpec):
 
     def build(self, ctx: BuildContext) -> SqliteTableSource:
         seed = resolve_seed_path(ctx, self.seed)
-        load_seed(seed, self.search_columns)
+        load_seed(seed, [*self.search_columns, *named_id_field(self)])
         return SqliteTableSource(self.id, resolve_data_path(ctx, self.path), seed, self.table,
-                                 self.search_columns, self.timeout_s)
+                                 self.search_columns, self.timeout_s, self.id_field)

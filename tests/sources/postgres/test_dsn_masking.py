@@ -83,12 +83,12 @@ def test_the_mask_and_the_scrubbed_driver_error_hide_every_password(form: str,
     dsn = dsn_for(form, pw)
     masked = mask_dsn(dsn)
     assert hidden(masked), masked
-    assert "password=***" in masked or "u:***@" in masked, masked
+    assert "***" in masked, masked
     if form == "url":  # the host and database stay readable
         assert masked == "postgresql://u:***@127.0.0.1:1/d?connect_timeout=1"
     try:
         psycopg.connect(dsn, connect_timeout=1).close()
-    except psycopg.Error as exc:  # the driver's own words about this DSN
+    except (psycopg.Error, ValueError) as exc:  # the driver's words (IDNA: UnicodeError)
         message = scrub(str(exc), dsn)
         assert hidden(message), message
         assert message == MISREAD or not misread(dsn)
