@@ -13,6 +13,7 @@ from pathlib import Path
 
 from nautilus.broker import boost_problems
 from nautilus.config import NautilusSettings
+from nautilus.errors import Problem
 from nautilus.sources.factory import (
     SourceConfigError,
     build_sources,
@@ -39,7 +40,8 @@ def run_config(args: argparse.Namespace) -> int:
         source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"
     source_ids = None if listing is None else [s["id"] for s in listing]
     problems = list(settings.problems) + list(
-        boost_problems(settings, source_ids) if source_ids is not None else ())
+        boost_problems(settings, source_ids) if source_ids is not None else ()) + \
+        _keys_problems(settings)
     failed = args.strict and bool(problems or id_problems or source_error is not None)
     if args.json:
         print(json.dumps({
@@ -107,6 +109,21 @@ def _check_sources(settings: NautilusSettings,
     return [{"id": spec.id, "type": spec.type,
              **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {})}  # Dsn masks itself
             for spec in specs], None
+
+
+def _keys_problems(settings: NautilusSettings) -> list[Problem]:
+    """The API keys file as ``serve`` and ``mcp`` read it at start-up (missing, not a
+    regular file, empty): a gate must fail on what would stop the service."""
+    from nautilus.config import ConfigError
+    try:
+        from nautilus.service.limits import load_api_keys
+    except ImportError:  # no serve extra: nothing here reads the file
+        return []
+    try:
+        load_api_keys(settings.serve_api_keys_file)
+    except ConfigError as exc:
+        return list(exc.problems)
+    return []
 
 
 def _id_problems(path: Path) -> list[str]:

@@ -115,6 +115,13 @@ def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
         if doc.get(spec.id_field) is None:
             raise LoadError(f"source {spec.id!r}: {seed}: row {i} has no {spec.id_field!r} "
                             f"(the id_field)")
+    for name in names:
+        json_column = _column_type([doc.get(name) for doc in docs]) == "jsonb"
+        for i, doc in enumerate(docs, start=1):
+            problem = _unstorable(doc.get(name), json_column)
+            if problem:
+                raise LoadError(f"source {spec.id!r}: {seed}: row {i}, field {name!r}: "
+                                f"{problem}")
     missing = [c for c in spec.columns if c not in names]
     if missing:
         raise LoadError(f"source {spec.id!r}: columns {missing} are in no row of {seed} "
@@ -206,6 +213,32 @@ def _stored_types(conn: Connection[Any], table: Composable,
     stored = {column.name for column in cursor.description or ()
               if jsonb is not None and column.type_code == jsonb.oid}
     return {name: "jsonb" if name in stored else kind for name, kind in types.items()}
+
+
+def _unstorable(value: Any, json_column: bool, depth: int = 0) -> str:
+    """Why PostgreSQL would refuse ``value`` ("" when it takes it): text holds no NUL and
+    no lone surrogate, JSON no NaN or Infinity."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "a NUL character (\\u0000), which PostgreSQL text cannot hold; remove it"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a lone surrogate (\\ud800-\\udfff), which is not UTF-8 text; remove it"
+        return ""
+    if isinstance(value, float) and (json_column or depth) and not np.isfinite(value):
+        return f"{value} in a JSON value (PostgreSQL's jsonb has no NaN or Infinity)"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = _unstorable(key, True, depth + 1) or _unstorable(item, True, depth + 1)
+            if problem:
+                return problem
+    if isinstance(value, list):
+        for item in value:
+            problem = _unstorable(item, True, depth + 1)
+            if problem:
+                return problem
+    return ""
 
 
 def _column_type(values: list[Any]) -> str:

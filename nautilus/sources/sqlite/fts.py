@@ -19,7 +19,7 @@ from nautilus.sources.schema import (
     resolve_data_path,
     resolve_seed_path,
 )
-from nautilus.sources.seeds import load_seed
+from nautilus.sources.seeds import load_seed, sqlite_value
 from nautilus.sources.sql import quote_identifier
 from nautilus.sources.sqlite.base import SeededSqliteSource
 from nautilus.text import plain_tokens
@@ -90,12 +90,12 @@ class SqliteFtsSource(SeededSqliteSource):
 
 
 def _text(value: object) -> str:
-    return "" if value is None else str(value)
+    return "" if value is None else str(sqlite_value(str(value)))
 
 
 def _id(value: object) -> str | None:
     """The id as stored (text); a row without one keeps none (not ``""``)."""
-    return None if value is None else str(value)
+    return None if value is None else _text(value)
 
 
 @register_source_type

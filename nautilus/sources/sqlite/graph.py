@@ -18,7 +18,7 @@ from nautilus.sources.schema import (
     resolve_data_path,
     resolve_seed_path,
 )
-from nautilus.sources.seeds import load_seed
+from nautilus.sources.seeds import load_seed, sqlite_value
 from nautilus.sources.sqlite.base import SqliteSource
 from nautilus.text import tokenize
 
@@ -63,11 +63,11 @@ class SqliteGraphSource(SqliteSource):
         connection.execute("CREATE TABLE edges (src TEXT, dst TEXT, relation TEXT)")
         connection.executemany(
             "INSERT OR REPLACE INTO entities VALUES (?, ?, ?)",
-            ((str(e[key]), str(e.get("name") or e[key]), json.dumps(e, ensure_ascii=False))
-             for e in entities))
+            ((_text(e[key]), _text(e.get("name") or e[key]), _text(json.dumps(
+                e, ensure_ascii=False))) for e in entities))
         connection.executemany(
             "INSERT INTO edges VALUES (?, ?, ?)",
-            ((str(e["src"]), str(e["dst"]), str(e["relation"])) for e in edges))
+            ((_text(e["src"]), _text(e["dst"]), _text(e["relation"])) for e in edges))
         connection.execute("CREATE INDEX edges_src ON edges (src)")
         connection.execute("CREATE INDEX edges_dst ON edges (dst)")
 
@@ -115,6 +115,10 @@ class SqliteGraphSource(SqliteSource):
         names = [(key, frozenset(tokenize(name.replace("-", " ")))) for key, name, _ in records]
         self._cache = (stamp, entities, names)
         return entities, names
+
+
+def _text(value: object) -> str:
+    return str(sqlite_value(str(value)))
 
 
 @register_source_type

@@ -21,7 +21,7 @@ from nautilus.sources.schema import (
     resolve_data_path,
     resolve_seed_path,
 )
-from nautilus.sources.seeds import load_seed
+from nautilus.sources.seeds import load_seed, sqlite_value
 from nautilus.sources.sql import MAX_KEYWORDS, escape_identifier, like_pattern, quote_identifier
 from nautilus.sources.sqlite.base import SeededSqliteSource
 from nautilus.text import keyword_stems
@@ -30,8 +30,10 @@ _SEARCH_TABLE = "nautilus_search"
 
 
 def _cell(value: Any) -> Any:
-    """A seed value as SQLite stores it: nested JSON as its JSON text."""
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+    """A seed value as SQLite stores it: nested JSON as its JSON text (see
+    :func:`~nautilus.sources.seeds.sqlite_value` for integers past 64 bits)."""
+    return sqlite_value(json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list)
+                        else value)
 
 
 class SqliteTableSource(SeededSqliteSource):
