@@ -47,6 +47,8 @@ def run_config(args: argparse.Namespace) -> int:
         print(json.dumps({
             "settings": settings.effective(),
             "ranking_enabled": settings.ranking_enabled,
+            "log_level_applied": _log_levels() or {"cli": settings.log_level,
+                                                   "serve": settings.log_level},
             "skipped": [{"variable": p.variable, "value": p.value, "reason": p.reason,
                          "valid": p.valid, "message": p.message} for p in problems],
             "sources_file": {"path": str(path), "ok": source_error is None,
@@ -126,6 +128,16 @@ def _keys_problems(settings: NautilusSettings) -> list[Problem]:
     return []
 
 
+def _log_levels() -> dict[str, str] | None:
+    """The levels that apply when ``NAUTILUS_LOG_LEVEL`` is unset (None when it is set):
+    the commands whose output is the point log warnings, the servers info
+    (:func:`nautilus.cli.main`)."""
+    from nautilus.log import LogSettings
+    if "log_level" in LogSettings().model_fields_set:
+        return None
+    return {"cli": "warning", "serve": "info"}
+
+
 def _id_problems(path: Path) -> list[str]:
     """Sources whose seed rows lack their ``id_field`` (answered with a null id): one
     message each. A graph's entities and a PostgreSQL seed must have ids (checked above)."""
@@ -145,8 +157,11 @@ def _id_problems(path: Path) -> list[str]:
 
 def _settings_table(settings: NautilusSettings) -> str:
     rows = []
+    applied = _log_levels()
     for name, value in settings.effective().items():
-        if isinstance(value, dict):
+        if name == "NAUTILUS_LOG_LEVEL" and applied is not None:
+            shown = f"{applied['cli']} (serve, mcp: {applied['serve']}; unset: by command)"
+        elif isinstance(value, dict):
             shown = ",".join(f"{k}:{v}" for k, v in value.items()) or "(unset)"
         else:
             shown = "(unset)" if value is None else str(value).lower() if isinstance(
