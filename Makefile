@@ -2,19 +2,19 @@
 # installs the project into it (once; again when pyproject.toml changes).
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-dev-embed-postgres-serve-mcp-langchain-llamaindex
+STAMP  := $(VENV)/.installed-dev-embed-postgres-serve-mcp-langchain-llamaindex-tokens
 BSTAMP := $(VENV)/.installed-bench
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens]'
 	touch $(STAMP)
 
 $(BSTAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens,bench]'
 	touch $(BSTAMP)
 
 demo: $(STAMP)
@@ -29,6 +29,11 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# While working: every module exercised, without the real servers, PostgreSQL and the
+# docs' examples (tests/conftest.py, SLOW_PATHS); `make test` and CI run everything.
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
 
 bench: $(BSTAMP)
 	$(BIN)/python -m benchmarks.report --out docs/benchmarks.md --plot docs/speed-scaling.png

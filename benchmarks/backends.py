@@ -180,7 +180,7 @@ def postgres_dsn(given: str | None) -> Iterator[str]:
     if given:
         yield given
         return
-    from nautilus.demo_postgres import embedded_postgres
+    from nautilus.cli.demo_postgres import embedded_postgres
     with tempfile.TemporaryDirectory(prefix="nautilus-bench-pg-") as tmp, \
             embedded_postgres(Path(tmp) / "pgdata") as server:
         yield str(server.get_uri())

@@ -10,7 +10,11 @@ against real servers on loopback, bounded in count and time.
 - with ``--baseline BIN`` (the ``nautilus`` command of another checkout, e.g. an older
   commit's ``.venv/bin/nautilus``): concurrency 1 and 8 against that server too, in
   the same run, and the ratio of requests/s;
-- with ``--busy``: everything with one busy-looping process taking a core.
+- with ``--busy``: everything with one busy-looping process taking a core;
+- the server's CPU time per request at each level: the user + system time of the
+  server's processes over the level (``/proc/<pid>/stat``, the worker processes
+  included) ÷ the requests answered — what a request costs the server whatever else
+  the machine is doing.
 
     python -m benchmarks.load [--out docs/benchmarks.md] [--requests 400] [--seconds 15]
                               [--baseline ../old/.venv/bin/nautilus] [--busy]
@@ -67,6 +71,11 @@ class Run:
     latencies_ms: list[float]
     statuses: Counter[str]
     seconds: float
+    cpu_s: float = float("nan")  # the server's CPU time over the level (warm-up excluded)
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return 1000 * self.cpu_s / len(self.latencies_ms) if self.latencies_ms else float("nan")
 
     def percentile(self, q: float) -> float:
         return float(np.percentile(self.latencies_ms, q)) if self.latencies_ms else float("nan")
@@ -85,11 +94,32 @@ class Run:
         count = len(self.latencies_ms)
         return (f"| {self.label} | {self.workers} | {self.concurrency} | {count} | "
                 f"{self.percentile(50):.1f} | {self.percentile(95):.1f} | "
-                f"{self.percentile(99):.1f} | {count / self.seconds:.0f} | {self.error_text()} |")
+                f"{self.percentile(99):.1f} | {count / self.seconds:.0f} | "
+                f"{self.cpu_ms_per_request:.2f} | {self.error_text()} |")
 
 
-async def closed_loop(url: str, concurrency: int, requests: int, seconds: float) -> tuple[
-        list[float], Counter[str], float]:
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its live descendants (``/proc``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            stat = Path(f"/proc/{current}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    return total
+
+
+async def closed_loop(url: str, concurrency: int, requests: int, seconds: float,
+                      pid: int | None = None) -> tuple[list[float], Counter[str], float, float]:
     """``concurrency`` clients, each sending its next query when the last one is answered,
     until ``requests`` were sent or ``seconds`` passed."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -100,6 +130,7 @@ async def closed_loop(url: str, concurrency: int, requests: int, seconds: float)
         for query in QUERIES:  # warm-up: connections, databases, caches
             await client.post("/v1/query", json={"query": query})
         deadline = time.monotonic() + seconds
+        cpu_before = process_cpu_s(pid) if pid is not None else float("nan")
 
         async def client_loop() -> None:
             nonlocal issued
@@ -117,14 +148,15 @@ async def closed_loop(url: str, concurrency: int, requests: int, seconds: float)
         started = time.perf_counter()
         await asyncio.gather(*(client_loop() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
-    return latencies, statuses, elapsed
+        cpu = process_cpu_s(pid) - cpu_before if pid is not None else float("nan")
+    return latencies, statuses, elapsed, cpu
 
 
 def load(server: Server, label: str, workers: int, concurrency: int, requests: int,
          seconds: float) -> Run:
-    latencies, statuses, elapsed = asyncio.run(closed_loop(server.url, concurrency, requests,
-                                                           seconds))
-    run = Run(label, workers, concurrency, latencies, statuses, elapsed)
+    latencies, statuses, elapsed, cpu = asyncio.run(closed_loop(
+        server.url, concurrency, requests, seconds, server.process.pid))
+    run = Run(label, workers, concurrency, latencies, statuses, elapsed, cpu)
     print(run.row(), file=sys.stderr, flush=True)
     return run
 
@@ -185,8 +217,23 @@ def main() -> int:
                         "concurrency 1 and 8 against it too, in the same run")
     parser.add_argument("--busy", action="store_true",
                         help="run with one busy-looping process taking a core")
+    parser.add_argument("--cpu-only", action="store_true",
+                        help="only the server's CPU per request: one worker, concurrency 8 "
+                             "(for tuning; prints, writes nothing; with --baseline, of that "
+                             "command's server instead)")
     args = parser.parse_args()
     configure_logging("warning", "console")
+    if args.cpu_only:
+        if args.baseline:
+            servers.NAUTILUS = args.baseline
+        with (tempfile.TemporaryDirectory(prefix="nautilus-load-") as tmp_name, busy(args.busy),
+              running(Path(tmp_name), SETTINGS, workers=1) as server):
+            wait_ready(server)
+            run = load(server, "demo", 1, 8, args.requests, args.seconds)
+        print(f"server CPU per request at concurrency 8, one worker: "
+              f"{run.cpu_ms_per_request:.2f} ms ({len(run.latencies_ms)} requests, "
+              f"{rate(run):.0f} req/s, p50 {run.percentile(50):.1f} ms)")
+        return 0
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="nautilus-load-") as tmp_name, busy(args.busy):
         tmp = Path(tmp_name)
@@ -290,9 +337,15 @@ def report(runs: list[Run], limit: int, baseline: float, service_p50: float,
         "answers 503 at once instead of queueing.",
         "",
         "| sources | workers | concurrency | requests | p50 ms | p95 ms | p99 ms | req/s "
-        "| errors |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| server CPU ms/request | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *(r.row() for r in runs),
+        "",
+        f"**Server CPU per request** at concurrency 8, one worker: "
+        f"**{next(r for r in runs if r.workers == 1 and r.concurrency == 8).cpu_ms_per_request:.2f}"
+        " ms** (target ≤ 3 ms): the server processes' user + system time over the level ÷ "
+        "the requests answered. Steadier than the latencies when the client and other work "
+        "share the cores, not immune: contention adds CPU (more hand-offs, colder caches).",
         "",
         f"**Service overhead**: p50 at concurrency 1 is {service_p50:.2f} ms over HTTP against "
         f"{baseline:.2f} ms for in-process `await Broker.arequest` on the same queries "

@@ -16,7 +16,13 @@ over the whole corpus: BM25 (the hybrid fts list) and BM25+dense (RRF of the
 hybrid fts and vector lists). nautilus: RankingSynthesizer with IDF on, its
 default settings otherwise (copies collapse by text), with the default hashing
 embedder and with MiniLM (onnx). Every cell has the paired 95% bootstrap interval
-of nautilus minus that strategy, per query. Then boost-safety tables. Everything
+of nautilus minus that strategy, per query. Then the vector source's treatment (a
+lexical content signal must not under-rate a semantic index's rows): the share of
+its relevant rows that reach the top 10 under nautilus (default, onnx) and RRF over
+the ranked sources, and nautilus's nDCG@10 (default embedder) with a fixed stage-2
+bump of 10% / 50% of the vector source's votes applied here (a fusion without that
+bias gains nothing from the bump). Then what each boost level does
+(`boost_safety.py`). Everything
 runs twice: *declared* (fts and vector say ``ranked=True``, sql ``ranked=False``,
 as nautilus's own sources do) and *undeclared* (``ranked=None`` on every result,
 as a library caller or an upstream broker whose adapters return rows only hands
@@ -59,9 +65,6 @@ from nautilus.sources.sqlite.vector import SqliteVectorSource
 
 SOURCE_LIMIT = 30
 SOURCES = ("fts", "sql", "vector")
-LEVELS = (None, "low", "medium", "high")
-#: The stage-1 cap of the second boost-safety table: half of the 90-row union.
-SAFETY_CAP = 45
 Strategy = Callable[[list[AdapterResult], str], list[str]]
 
 
@@ -171,6 +174,34 @@ def strategies() -> dict[str, Strategy]:
     return out
 
 
+#: The fixed stage-2 bumps of the vector source's votes the bias table applies (shares).
+VECTOR_BUMPS = (0.1, 0.5)
+
+
+BUMPED = "nautilus (default), vector +"
+
+
+def bumped_name(share: float) -> str:
+    return f"{BUMPED}{share:.0%}"
+
+
+def vector_relevant(results: list[AdapterResult], grades: dict[str, int]) -> set[str]:
+    """The relevant documents the vector source returned."""
+    return {str(row["id"]) for r in results if r.source_id == "vector" for row in r.rows
+            if str(row["id"]) in grades}
+
+
+def vector_bumped(rows: list[Any], share: float) -> list[str]:
+    """A full ranking re-sorted with ``share`` of the row's source votes added wherever the
+    vector source returned the row's document: a stage-2 bump of the vector source, fixed
+    here (not the product's levels)."""
+    def score(row: Any) -> float:
+        vector = row.source_id == "vector" or any(s == "vector" for s, _ in row.also_from)
+        return float(row.relevance + (share * (row.evidence + row.unranked_vote)
+                                      if vector else 0.0))
+    return unique_ids([r.row for r in sorted(rows, key=lambda r: -score(r))])
+
+
 def fetch(broker: Broker, collection: Collection) -> dict[str, list[AdapterResult]]:
     async def run() -> dict[str, list[AdapterResult]]:
         return {qid: await broker.fetch(text) for qid, text in collection.queries.items()}
@@ -185,13 +216,27 @@ def evaluate(collection: Collection, fetched: dict[str, list[AdapterResult]],
     runs on the first ``onnx_queries`` queries only when given (paired on those)."""
     out: dict[str, dict[str, list[float]]] = {}
     for name, strategy in strategies().items():
-        per = out.setdefault(name, {"ndcg": [], "recall": []})
+        per = out.setdefault(name, {"ndcg": [], "recall": [], "vector_top": [],
+                                    "vector_relevant": []})
         for i, (qid, results) in enumerate(fetched.items()):
             if name == NAUTILUS_ONNX and onnx_queries is not None and i >= onnx_queries:
                 break
             ranked = strategy(results, collection.queries[qid])
-            per["ndcg"].append(ndcg_at(ranked, collection.qrels[qid]))
-            per["recall"].append(recall_at(ranked, collection.qrels[qid]))
+            grades = collection.qrels[qid]
+            per["ndcg"].append(ndcg_at(ranked, grades))
+            per["recall"].append(recall_at(ranked, grades))
+            relevant = vector_relevant(results, grades)
+            per["vector_top"].append(float(len(relevant & set(ranked[:10]))))
+            per["vector_relevant"].append(float(len(relevant)))
+    for share in VECTOR_BUMPS:
+        out[bumped_name(share)] = {"ndcg": [], "recall": []}
+    bump_ranker = RankingSynthesizer(idf=True)
+    for qid, results in fetched.items():
+        rows = bump_ranker.rank(results, {"query": collection.queries[qid]})
+        for share in VECTOR_BUMPS:
+            ranked = vector_bumped(rows, share)
+            out[bumped_name(share)]["ndcg"].append(ndcg_at(ranked, collection.qrels[qid]))
+            out[bumped_name(share)]["recall"].append(recall_at(ranked, collection.qrels[qid]))
     for name, central in (("central BM25", central_bm25), ("central BM25+dense", central_hybrid)):
         per = out.setdefault(name, {"ndcg": [], "recall": []})
         for qid in fetched:
@@ -237,7 +282,7 @@ def quality_table(name: str, scenario: str, scores: dict[str, dict[str, list[flo
                  f"Δ {s} − strategy [95% CI]" for s in ours) + " |",
              "|---|---|---|" + "---|" * len(ours)]
     for strategy, metric in scores.items():
-        if strategy.startswith("_"):
+        if strategy.startswith("_") or strategy.startswith(BUMPED):
             continue
         cells = ["—" if strategy == s else paired(scores[s]["ndcg"], metric["ndcg"])
                  for s in ours]
@@ -273,64 +318,32 @@ def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]],
     return "\n".join(lines)
 
 
-def boost_safety(collection: Collection, fetched: dict[str, list[AdapterResult]],
-                 max_candidates: int | None) -> list[tuple[str, str, float, float, float]]:
-    """(source, level, boosted share of the top 10, others' recall@10 relative to no boost,
-    nDCG@10) for every source and level, partitioned scenario."""
-    rows = []
-    for source in SOURCES:
-        base_hits = None
-        for level in LEVELS:
-            ranker = RankingSynthesizer(idf=True, top_k=10, max_candidates=max_candidates,
-                                        source_boosts={source: level} if level else None)
-            share, hits, ndcg = 0.0, 0, 0.0
-            for qid, results in fetched.items():
-                grades = collection.qrels[qid]
-                top = ranker.rank(results, {"query": collection.queries[qid]})
-                share += sum(r.source_id == source for r in top) / max(len(top), 1)
-                hits += sum(1 for r in top if r.source_id != source and str(r.row["id"]) in grades)
-                ndcg += ndcg_at([str(r.row["id"]) for r in top], grades)
-            if base_hits is None:
-                base_hits = hits
-            relative = hits / base_hits if base_hits else 1.0
-            rows.append((source, level or "none", share / len(fetched), relative,
-                         ndcg / len(fetched)))
-    return rows
+def bias_table(cells: dict[str, dict[str, dict[str, list[float]]]], mode: str) -> str:
+    """Whether a lexical content signal under-rates the semantic (vector) source's rows:
+    (a) the share of its relevant rows that reach the top 10, and (b) what a fixed bump
+    of its votes does to nautilus's nDCG@10 with the default embedder."""
+    lines = [f"**The vector source's rows ({mode})**: (a) the share of its relevant rows "
+             "that reach the top 10; (b) nDCG@10 of nautilus (default) with a stage-2 bump "
+             "of 10% / 50% of the vector source's votes, Δ paired [95% CI] (a fusion that "
+             "does not under-rate it gains nothing from the bump)", "",
+             "| cell | (a) nautilus (default) | (a) RRF ranked only | (a) nautilus (onnx) "
+             "| (b) nautilus (default) | +10% Δ [95% CI] | +50% Δ [95% CI] |",
+             "|---|---|---|---|---|---|---|"]
 
-
-def safety_table(name: str, rows: list[tuple[str, str, float, float, float]],
-                 cap: int | None) -> str:
-    title = f"**{name} — boost safety, partitioned, IDF on, top 10"
-    title += f", stage-1 cap {cap}**" if cap else "**"
-    lines = [title, "", "| boosted source | level | its share of top 10 | others' recall@10 "
-             "vs no boost | nDCG@10 |", "|---|---|---|---|---|"]
-    lines += [f"| {s} | {lvl} | {share:.3f} | {rel:.3f} | {ndcg:.3f} |"
-              for s, lvl, share, rel, ndcg in rows]
+    def share(scores: dict[str, list[float]]) -> str:
+        total = sum(scores.get("vector_relevant", []))
+        return f"{sum(scores['vector_top']) / total:.3f}" if total else "—"
+    for cell, scores in cells.items():
+        ours = scores[NAUTILUS]["ndcg"]
+        row = [cell, share(scores[NAUTILUS]), share(scores["RRF ranked only"]),
+               share(scores[NAUTILUS_ONNX]) if NAUTILUS_ONNX in scores else "—",
+               f"{mean(ours):.3f}"]
+        row += [paired(scores[bumped_name(b)]["ndcg"], ours) for b in VECTOR_BUMPS]
+        lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
 MODES = ("declared", "undeclared")
-SafetyRows = list[tuple[str, str, float, float, float]]
-
-
-def safety_summary(mode: str, tables: list[tuple[str, int | None, SafetyRows]]) -> str:
-    """Per collection and cap: the worst share of their recall@10 the other sources keep
-    at ``high``, each source's share of the top 10 at none → high, and whether every
-    source's share rises (never falls) none → low → medium → high."""
-    lines = [f"**Boost safety summary ({mode})** (partitioned, IDF on, top 10; worst over "
-             "the three boosted sources)", "",
-             "| collection | cap | others' recall@10 kept at high (worst) | "
-             + " | ".join(f"{s} share none → high" for s in SOURCES)
-             + " | share monotone none → high |", "|---|---|---|" + "---|" * len(SOURCES) + "---|"]
-    for name, cap, rows in tables:
-        worst = min(rel for _, level, _, rel, _ in rows if level == "high")
-        share = {(s, level): sh for s, level, sh, _, _ in rows}
-        monotone = all(share[(s, a)] <= share[(s, b)] for s in SOURCES
-                       for a, b in zip(("none", *LEVELS[1:-1]), LEVELS[1:], strict=True))
-        lines.append(f"| {name} | {cap or 'none'} | {worst:.3f} | " + " | ".join(
-            f"{share[(s, 'none')]:.2f} → {share[(s, 'high')]:.2f}" for s in SOURCES)
-            + f" | {'yes' if monotone else '**no**'} |")
-    return "\n".join(lines)
 
 
 def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
@@ -338,11 +351,16 @@ def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
         modes: tuple[str, ...] = MODES) -> tuple[str, dict[str, Any]]:
     """Every collection, both scenarios, in each of ``modes``: ``declared`` (the sources
     say whether their order is relevance, as nautilus's own do) and ``undeclared``
-    (``ranked=None`` on every result: the ranker detects it)."""
+    (``ranked=None`` on every result: the ranker detects it). With ``safety``, what each
+    boost level does (``benchmarks/boost_safety.py``: share gained, the others' recall
+    kept, Δ nDCG, every level and demotion, both embedders, with and without a cap)."""
+    from benchmarks import boost_safety  # it builds on this module
+
     sections: dict[str, list[str]] = {mode: [] for mode in modes}
     cells: dict[str, dict[str, dict[str, dict[str, list[float]]]]] = {m: {} for m in modes}
     summary: dict[str, Any] = {}
-    safety_tables: dict[str, list[tuple[str, int | None, SafetyRows]]] = {m: [] for m in modes}
+    boost_cells: boost_safety.Cells = {}
+    hybrid_lines: list[str] = []
     vector_embedder = onnx_embedder()
     with tempfile.TemporaryDirectory() as scratch:
         tmp = str(work_dir) if work_dir is not None else scratch
@@ -365,15 +383,17 @@ def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
                     cells[mode][f"{name} {scenario}"] = scores
                     summary[f"{mode}/{name}/{scenario}"] = {
                         k: mean(v["ndcg"]) for k, v in scores.items() if not k.startswith("_")}
-                    if scenario == "partitioned" and safety:
-                        for cap in (None, SAFETY_CAP):
-                            rows = boost_safety(collection, fetched, cap)
-                            safety_tables[mode].append((name, cap, rows))
-                            sections[mode].append(safety_table(f"{name} ({mode})", rows, cap))
                     print(f"{name}/{scenario}/{mode}: {time.perf_counter() - started:.1f} s",
                           file=sys.stderr, flush=True)
+            if safety:
+                more, lines = boost_safety.collection_cells(
+                    collection, fetched_by, list(boost_safety.EMBEDDERS), list(modes))
+                boost_cells.update(more)
+                hybrid_lines += lines
     out = [floor_table(cells[mode], mode) for mode in modes]
-    out += [safety_summary(mode, safety_tables[mode]) for mode in modes if safety_tables[mode]]
+    out += [bias_table(cells[mode], mode) for mode in modes]
+    if boost_cells:
+        out.append(boost_safety.tables(boost_cells, hybrid_lines))
     for mode in modes:
         out += sections[mode]
     return "\n\n".join(out), summary

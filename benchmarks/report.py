@@ -41,7 +41,7 @@ bootstrap interval (10,000 resamples). Everything runs twice: *declared* (fts an
 vector say `ranked=True`, sql `ranked=False`, as nautilus's own sources do) and
 *undeclared* (`ranked=None` on every result, as a library caller or an upstream
 broker whose adapters return rows only hands them over: nautilus detects it); each
-has its summary and its boost-safety summary.
+has its summary; then what each boost level does (`benchmarks/boost_safety.py`).
 
 """
 

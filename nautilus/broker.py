@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 from nautilus.config import ConfigError, NautilusSettings, log_problem
 from nautilus.embedders import Embedder
 from nautilus.errors import Problem
+from nautilus.fanout.thread_loop import run_in_this_thread
+from nautilus.fanout.workers import current_owner
 from nautilus.log import get_logger
 from nautilus.records import AdapterResult, BrokerResponse, ErrorRecord, SourceWarning
 from nautilus.response_hash import (
@@ -29,13 +31,12 @@ from nautilus.response_hash import (
     hash_canonical,
 )
 from nautilus.rows import screen_rows
+from nautilus.selection.budget import apply_budget, entry_text
 from nautilus.sources.base import Source, declared_order, id_of, preparer, timeout_of
 from nautilus.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
 from nautilus.synthesis.base import Synthesizer
 from nautilus.synthesis.basic import BasicSynthesizer
 from nautilus.synthesis.ranking import RankingSynthesizer
-from nautilus.thread_loop import run_in_this_thread
-from nautilus.workers import current_owner
 
 logger = get_logger("nautilus.broker")
 
@@ -54,11 +55,17 @@ class Broker:
 
     def __init__(self, sources: Sequence[Source], synthesizer: Synthesizer | None = None,
                  limit: int = DEFAULT_LIMIT,
-                 prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> None:
+                 prepare_timeout_s: float = PREPARE_TIMEOUT_S,
+                 max_tokens: int | None = None) -> None:
         self.sources = list(sources)
         self.synthesizer = synthesizer or BasicSynthesizer()
         self.limit = limit
         self.prepare_timeout_s = prepare_timeout_s
+        if max_tokens is not None and (isinstance(max_tokens, bool)
+                                       or not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ValueError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
+        #: The token budget of every response (nautilus/selection/budget.py); None: none.
+        self.max_tokens = max_tokens
 
     @classmethod
     def from_config(cls, path: str | Path | None = None,
@@ -84,7 +91,7 @@ class Broker:
         synthesizer = synthesizer_for(settings)
         logger.debug("broker_ready", sources=[s.id for s in sources],
                      synthesizer=type(synthesizer).__name__)
-        return cls(sources, synthesizer, limit)
+        return cls(sources, synthesizer, limit, max_tokens=settings.ranking_max_tokens)
 
     @property
     def synthesizer(self) -> Synthesizer:
@@ -137,6 +144,12 @@ class Broker:
         errors = [r.error for r in results if r.error is not None]
         warnings = [warning for _, _, warning, _ in raw if warning is not None]
         data, ranking = self.synthesizer.merge_ranked(results, ctx)
+        budget = None
+        if self.max_tokens is not None:  # the rows that fit, in rank order
+            scored = bool(self.synthesizer.ranking_enabled)  # a passthrough's are null
+            data, ranking, fitted = apply_budget(
+                data, ranking, self.max_tokens, lambda r: entry_text(r, scored=scored))
+            budget = fitted.as_dict()
         # The built-in synthesizers keep the sources' row objects as they are: the
         # response hash is made of the texts each row was hashed with already.
         texts = ([(result.rows, row_texts) for result, _, _, row_texts in raw]
@@ -147,7 +160,7 @@ class Broker:
             sources_errored=errors,
             duration_ms=round((time.perf_counter() - started) * 1000),
             response_hash=_response_hash(data, texts), source_response_hashes=source_hashes,
-            sources_warned=warnings)
+            sources_warned=warnings, budget=budget)
         logger.info("request_served", request_id=request_id, sources=len(self.sources),
                     errored=[e.source_id for e in errors], rows=sum(map(len, data.values())),
                     warned=[w.source_id for w in warnings], duration_ms=response.duration_ms)
@@ -376,7 +389,7 @@ def _id_text(source_id: Any) -> str:
 
 def run_sync(coroutine: Coroutine[Any, Any, T], name: str, instead: str) -> T:
     """Run ``coroutine`` to completion on this thread's long-lived loop
-    (:mod:`nautilus.thread_loop`), whose worker threads are never waited for. Inside a
+    (:mod:`nautilus.fanout.thread_loop`), whose worker threads are never waited for. Inside a
     running loop this raises ``RuntimeError`` (as ``asyncio.run`` does) naming the
     awaitable to use."""
     try:

@@ -34,14 +34,16 @@ from nautilus.settings_parsing import (
     parse_field_name,
     parse_int,
     parse_origins,
+    parse_ranking_cut,
     parse_seconds,
 )
 
 logger = get_logger("nautilus.config")
 
-#: Valid boost levels, weakest first. ``ranking_boost.BOOST_LEVELS`` holds their
-#: numbers; a guard test keeps the two in sync.
-VALID_LEVELS: tuple[str, ...] = ("low", "medium", "high")
+#: Valid boost levels, lowest first: the demotions (``-high`` demotes most), then the
+#: boosts. ``synthesis.boosts.BOOST_LEVELS`` holds their numbers; a guard test keeps the
+#: two in sync.
+VALID_LEVELS: tuple[str, ...] = ("-high", "-medium", "-low", "low", "medium", "high")
 DEFAULT_LEVEL = "medium"
 VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "onnx-float32", "noop")
 
@@ -151,6 +153,8 @@ class NautilusSettings(LogSettings):
     source_boosts: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     ranking_max_candidates: int | None = None
     ranking_dedup_key: str | None = None
+    ranking_max_tokens: int | None = None
+    ranking_cut: str | None = None
     embedder: str = "hashing"
     embedder_cache_size: int = 10_000
     config_strict: bool = False
@@ -208,6 +212,10 @@ class NautilusSettings(LogSettings):
 
         for field in ("ranking_top_k", "ranking_max_candidates"):
             take(field, parse_int(var(field), data.get(field), default=default(field)))
+        take("ranking_max_tokens", parse_int(
+            var("ranking_max_tokens"), data.get("ranking_max_tokens"),
+            valid="an integer >= 1 (tokens of the rows handed over), or unset"))
+        take("ranking_cut", parse_ranking_cut(var("ranking_cut"), data.get("ranking_cut")))
         take("ranking_idf", parse_bool(var("ranking_idf"), data.get("ranking_idf"),
                                        default("ranking_idf")))
         strict, strict_problem = parse_bool(var("config_strict"), data.get("config_strict"),
@@ -249,10 +257,12 @@ class NautilusSettings(LogSettings):
 
     @property
     def ranking_enabled(self) -> bool:
-        """True when any ranking knob is set; otherwise the broker passes rows through."""
+        """True when any ranking knob is set; otherwise the broker passes rows through.
+        (``ranking_max_tokens`` is not one: a budget keeps what fits of whichever list
+        is handed over, ranked or passed through; a cut needs relevance, so it is.)"""
         return bool(self.ranking_top_k is not None or self.ranking_idf or self.source_boosts
                     or self.ranking_max_candidates is not None
-                    or self.ranking_dedup_key is not None)
+                    or self.ranking_dedup_key is not None or self.ranking_cut is not None)
 
     def effective(self) -> dict[str, Any]:
         """The settings as plain JSON-able values, keyed by environment variable."""

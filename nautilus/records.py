@@ -119,6 +119,9 @@ class RankedRow:
         "boost", why=True)
     boost_bump: float = _component(
         0.0, "bump", 6, ".4f", "what the source's boost added to the score", why=True)
+    unboosted_rank: int = _component(
+        0, "unb.", 5, "d", "the row's place in this ranking without any boost (0: no boost "
+        "set); beside rank, what the boost did")
     stage1_key: float = _component(
         0.0, "stage1", 7, ".5f", "the fused rank key the candidate cap keeps rows by")
 
@@ -159,6 +162,9 @@ class BrokerResponse:
     response_hash: str = ""
     source_response_hashes: dict[str, str] = field(default_factory=dict)
     sources_warned: list[SourceWarning] = field(default_factory=list)
+    #: With a token budget: ``max_tokens``, ``tokens_used``, ``rows_left_out`` and
+    #: ``first_row_over_budget`` (nautilus/selection/budget.py); None without one.
+    budget: dict[str, Any] | None = None
 
     def to_dict(self, *, vectors: bool | None = None,
                 ranking_enabled: bool | None = None) -> dict[str, Any]:
@@ -185,6 +191,8 @@ class BrokerResponse:
             "sources_warned": [{**asdict(w), "positions": list(w.positions)}
                                for w in self.sources_warned],
         }
+        if self.budget is not None:  # only under a budget: no key otherwise
+            out["budget"] = dict(self.budget)
         if vectors is not None:
             out["vectors_included"] = vectors
         if ranking_enabled is not None:

@@ -102,3 +102,14 @@ def parse_field_name(var: str, raw: object) -> tuple[str | None, Problem | None]
     if isinstance(raw, str) and len(raw.strip()) <= 200:
         return raw.strip(), None
     return None, Problem(var, cut(raw), "not a field name", "a row field such as 'id'")
+
+
+def parse_ranking_cut(var: str, raw: object) -> tuple[str | None, Problem | None]:
+    """A relevance cut ``METHOD:VALUE`` (``relative:0.8``, ``floor:0.6``, ``gap:0.1``;
+    nautilus/selection/cut.py), as its canonical text; blank, unset or ``off``: None."""
+    # Here, not at the top: the command's parser uses this module, and the selection
+    # package loads numpy (``nautilus --version`` does not).
+    from nautilus.selection import cut as relevance_cuts
+
+    value, problem = relevance_cuts.parse_cut(var, raw)
+    return (str(value) if value is not None else None), problem

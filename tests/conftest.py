@@ -49,3 +49,37 @@ def clean_nautilus_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("NAUTILUS_DATA_DIR", str(tmp_path / "data"))
+
+
+#: What `make test-fast` leaves out (marked ``slow``): the suites that start real servers,
+#: a real PostgreSQL or many CLI processes, or run every example of the docs. Every
+#: module of the package is still exercised by the rest (`make test` runs everything).
+SLOW_PATHS = (
+    "sources/postgres/",  # a real PostgreSQL 18
+    "mcp/",  # real MCP servers, stdio and HTTP
+    "retrievers/",  # a real nautilus serve behind them
+    "service/test_service_attacks.py", "service/test_service_limits.py",
+    "service/test_service_operations.py", "service/test_service_readonly_root.py",
+    "service/test_service_settings.py",  # real servers on loopback
+    "request/test_every_way_in.py", "request/test_budget_every_way_in.py",
+    "cli/",  # tens of CLI processes each
+    "embedders/test_embedder_extra_missing.py",  # a venv-like child without the extra
+    "test_docs.py", "test_showcase.py", "test_deploy_files.py",
+)
+#: Single tests of a few seconds each in otherwise quick suites.
+SLOW_TESTS = frozenset({
+    "test_robustness.py::test_the_service_answers_when_a_source_raises_cancelled_error",
+    "request/test_pages.py::test_cli_pages_by_number_and_by_cursor_concatenate_to_the_top_3k",
+    "synthesis/test_ranking.py::test_vectorised_path_matches_the_reference",
+})
+#: Fixtures that make a test slow wherever it is.
+SLOW_FIXTURES = frozenset({"pg_dsn", "pg_server"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
+    for item in items:
+        where = Path(str(item.fspath)).relative_to(root).as_posix()
+        if (where.startswith(SLOW_PATHS) or f"{where}::{item.name}" in SLOW_TESTS
+                or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))):
+            item.add_marker(pytest.mark.slow)

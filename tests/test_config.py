@@ -53,7 +53,8 @@ def test_parse_source_boosts_bad_entry_is_warned_and_skipped(
     assert event["variable"] == "NAUTILUS_SOURCE_BOOSTS"
     assert event["value"] == bad_entry
     assert reason_part in event["reason"]
-    assert event["valid"] == ("each id once" if "repeated" in reason_part else "low, medium, high")
+    assert event["valid"] == ("each id once" if "repeated" in reason_part
+                              else "-high, -medium, -low, low, medium, high")
 
 
 def test_defaults_are_all_unset() -> None:
@@ -78,6 +79,10 @@ def test_defaults_are_all_unset() -> None:
     ("NAUTILUS_RANKING_IDF", "0", "ranking_idf", False),
     ("NAUTILUS_RANKING_IDF", "FALSE", "ranking_idf", False),
     ("NAUTILUS_RANKING_DEDUP_KEY", "id", "ranking_dedup_key", "id"),
+    ("NAUTILUS_RANKING_MAX_TOKENS", " 2000 ", "ranking_max_tokens", 2000),
+    ("NAUTILUS_RANKING_CUT", " Relative:0.80 ", "ranking_cut", "relative:0.8"),
+    ("NAUTILUS_RANKING_CUT", "gap : .1", "ranking_cut", "gap:0.1"),
+    ("NAUTILUS_RANKING_CUT", "off", "ranking_cut", None),
     ("NAUTILUS_EMBEDDER", "NOOP", "embedder", "noop"),
     ("NAUTILUS_EMBEDDER", "onnx", "embedder", "onnx"),
     ("NAUTILUS_EMBEDDER_CACHE_SIZE", "500", "embedder_cache_size", 500),
@@ -101,6 +106,10 @@ def test_env_values_parse(monkeypatch: pytest.MonkeyPatch, variable: str, value:
     ("NAUTILUS_RANKING_TOP_K", "1e3", "ranking_top_k", None, "integer >= 1"),
     ("NAUTILUS_RANKING_MAX_CANDIDATES", "lots", "ranking_max_candidates", None, "integer >= 1"),
     ("NAUTILUS_RANKING_MAX_CANDIDATES", "0", "ranking_max_candidates", None, "integer >= 1"),
+    ("NAUTILUS_RANKING_MAX_TOKENS", "0", "ranking_max_tokens", None, "integer >= 1"),
+    ("NAUTILUS_RANKING_MAX_TOKENS", "4k", "ranking_max_tokens", None, "integer >= 1"),
+    ("NAUTILUS_RANKING_CUT", "relative", "ranking_cut", None, "relative:A, floor:T or gap:G"),
+    ("NAUTILUS_RANKING_CUT", "floor:1.5", "ranking_cut", None, "relative:A, floor:T or gap:G"),
     ("NAUTILUS_RANKING_IDF", "maybe", "ranking_idf", False, "true/false"),
     ("NAUTILUS_RANKING_IDF", "2", "ranking_idf", False, "true/false"),
     ("NAUTILUS_EMBEDDER", "bert", "embedder", "hashing", "hashing, onnx, onnx-float32, noop"),
@@ -155,10 +164,27 @@ def test_strict_mode_raises_one_error_listing_every_problem(
         NautilusSettings()
     message = str(info.value)
     assert "3 configuration problem(s)" in message
-    assert "unknown level 'hgih' for 'graph' (valid: low, medium, high)" in message
+    assert ("unknown level 'hgih' for 'graph' "
+            "(valid: -high, -medium, -low, low, medium, high)") in message
     assert "':high': empty source id" in message
     assert "NAUTILUS_RANKING_TOP_K: 'ten': not an integer >= 1" in message
     assert len(info.value.problems) == 3
+
+
+def test_strict_mode_refuses_a_bad_budget_or_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NAUTILUS_CONFIG_STRICT", "true")
+    monkeypatch.setenv("NAUTILUS_RANKING_MAX_TOKENS", "-5")
+    monkeypatch.setenv("NAUTILUS_RANKING_CUT", "top:0.5")
+    with pytest.raises(ConfigError) as info:
+        NautilusSettings()
+    assert [p.variable for p in info.value.problems] == ["NAUTILUS_RANKING_MAX_TOKENS",
+                                                         "NAUTILUS_RANKING_CUT"]
+    assert "'top:0.5': not a cut setting" in str(info.value)
+
+
+def test_a_cut_turns_ranking_on_and_a_budget_does_not() -> None:
+    assert NautilusSettings(ranking_cut="relative:0.8").ranking_enabled
+    assert not NautilusSettings(ranking_max_tokens=500).ranking_enabled
 
 
 def test_strict_mode_with_good_values_loads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -214,3 +240,15 @@ def test_no_env_value_raises_without_strict_mode(top_k: str, idf: str, boosts: s
             return
     assert s.ranking_top_k is None or s.ranking_top_k >= 1
     assert isinstance(s.ranking_idf, bool)
+
+
+def test_every_setting_is_documented_and_in_the_example_env() -> None:
+    """A new NAUTILUS_* setting is named in docs/configuration.md and .env.example."""
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    docs = (root / "docs" / "configuration.md").read_text(encoding="utf-8")
+    example = (root / ".env.example").read_text(encoding="utf-8")
+    names = ["NAUTILUS_" + name.upper() for name in NautilusSettings.model_fields]
+    assert [n for n in names if n not in docs] == []
+    assert [n for n in names if n not in example] == []

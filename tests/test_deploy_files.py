@@ -127,7 +127,7 @@ def test_the_build_context_leaves_out_the_virtualenv_caches_git_and_secrets() ->
     copied = [word for line in DOCKERFILE.read_text(encoding="utf-8").splitlines()
               if line.startswith("COPY ") and "--from" not in line for word in line.split()[1:-1]]
     assert copied == ["pyproject.toml", "README.md", "nautilus"]
-    for path in (*copied, "nautilus/cli.py", "nautilus/demo/nautilus.yaml"):
+    for path in (*copied, "nautilus/cli/__init__.py", "nautilus/demo/nautilus.yaml"):
         assert (ROOT / path).exists() and not _ignored(path, patterns), path
 
 

@@ -33,7 +33,7 @@ def test_every_public_exception_of_the_package_is_a_nautilus_error() -> None:
 
 
 @pytest.mark.parametrize(("module", "name", "builtin"), [
-    ("nautilus.pages", "PageError", ValueError),
+    ("nautilus.request.pages", "PageError", ValueError),
     ("nautilus.sources.seeds", "SeedError", ValueError),
     ("nautilus.sources.sqlite.base", "NoSpaceError", OSError),
     ("nautilus.sources.postgres.base", "PostgresUnavailableError", ConnectionError),

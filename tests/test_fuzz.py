@@ -176,7 +176,8 @@ contexts = st.one_of(
 @st.composite
 def synthesizers(draw: st.DrawFn) -> RankingSynthesizer:
     boosts = draw(st.dictionaries(st.sampled_from([*SOURCE_IDS, "nope"]),
-                                  st.sampled_from(["low", "medium", "high"]), max_size=3))
+                                  st.sampled_from(["-high", "-low", "low", "medium", "high"]),
+                                  max_size=3))
     return RankingSynthesizer(
         top_k=draw(st.none() | st.integers(1, 12)), idf=draw(st.booleans()),
         source_boosts=boosts, max_candidates=draw(st.none() | st.integers(1, 20)),

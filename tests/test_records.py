@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from nautilus.query_output import ranked_table
+from nautilus.cli.output import ranked_table
 from nautilus.records import SCORE_COMPONENTS, SCORE_FIELDS, WHY_COMPONENTS, RankedRow
 from nautilus.synthesis.select import Scores
 

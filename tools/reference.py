@@ -3,7 +3,7 @@
 Content similarity and the fusion with the sources' votes (fusion.py) as the
 docs describe them: a vote per ranked source, a content vote by normalised similarity
 weighted by how many documents the ranked sources share, unranked sources voting by
-content, the boost on the source votes only, copies collapsed.
+content, the boost a share of the relevance spread, copies collapsed.
 
 The vectorised path must match it (scores with assert_allclose, order exactly).
 It handles text rows and rows carrying a valid ``embedding`` with the hashing
@@ -19,8 +19,15 @@ import zlib
 from collections import Counter
 from typing import Any
 
-from nautilus.ranking_boost import BOOST_LEVELS, RRF_K
-from nautilus.text import tokenize
+try:
+    from nautilus.synthesis import boosts as ranking_boost
+    from nautilus.synthesis.boosts import BOOST_LEVELS, RRF_K
+    from nautilus.text.tokens import tokenize
+except ImportError:  # an earlier revision's layout: the "before" side of tools.same_output
+    from nautilus.ranking_boost import BOOST_LEVELS, RRF_K  # type: ignore[no-redef]
+
+    from nautilus import ranking_boost  # type: ignore[attr-defined,no-redef]
+    from nautilus.text import tokenize  # type: ignore[attr-defined,no-redef]
 
 MASK64 = (1 << 64) - 1
 DIM = 1 << 16
@@ -127,6 +134,23 @@ def key_ordered(rows: list[dict[str, Any]]) -> bool:
     return False
 
 
+def score_ordered(rows: list[dict[str, Any]]) -> bool:
+    """Some field every row has as a finite float, never rising or never falling down the
+    rows, with 8 or more distinct values (a score: the source is ranked)."""
+    if len(rows) < 8:
+        return False
+    for name in rows[0]:
+        values = [r.get(name) for r in rows]
+        if not all(type(v) is float and math.isfinite(v) for v in values):
+            continue
+        pairs = list(itertools.pairwise(values))
+        if not (all(a >= b for a, b in pairs) or all(a <= b for a, b in pairs)):
+            continue
+        if len(set(values)) >= 8:
+            return True
+    return False
+
+
 def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
                    top_k: int | None = None, idf: bool = False,
                    boosts: dict[str, str] | None = None, max_candidates: int | None = None,
@@ -186,6 +210,8 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
     for sid, rows in sources:
         if sid not in said and key_ordered(rows):
             said[sid] = False
+        elif sid not in said and score_ordered(rows):
+            said[sid] = True
     declared = said
     ref_votes: dict[str, float] = {}
     ref_best: dict[tuple[str, str], int] = {}
@@ -256,12 +282,47 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         own_vote[id(c)] = vote
         if id(c) in in_reference:
             unranked[c["doc"]] = max(unranked.get(c["doc"], 0.0), vote)
+    def scale(sim: float) -> float:
+        if sim <= 0:
+            return 0.0
+        return min(max((sim - low) / span, 0.0), 1.0) if span > 0 else 1.0
+    # lexical content: a ranked source's row rated below what its rank implies (the
+    # pooled scaled content of the ranked reference rows at the same relative place) is
+    # lifted half the source's weight of the way to it
+    pooled = sorted((scale(r["sim"]) for r in reference if weight[r["sid"]] > 0), reverse=True)
+    for c in scored:
+        c["scaled"] = scale(c["sim"])
+        mine = [r["rank"] for r in reference if r["sid"] == c["sid"]]
+        if weight[c["sid"]] > 0 and mine and pooled:
+            place = sum(1 for rank in mine if rank < c["rank"])
+            implied = pooled[min(place * len(pooled) // len(mine), len(pooled) - 1)]
+            gap = max(implied - c["scaled"], 0.0)
+            c["scaled"] += 0.5 * weight[c["sid"]] * gap
     for c in scored:  # every scored row stays a candidate; at most len(kept) leave
-        scaled = min(max((c["sim"] - low) / span, 0.0), 1.0) if span > 0 else 1.0
-        content = content_weight * scaled / (RRF_K + 1) if c["sim"] > 0 else 0.0
+        c["content"] = content_weight * c["scaled"] / (RRF_K + 1)
         vote = max(own_vote.get(id(c), 0.0), unranked.get(c["doc"], 0.0))
-        votes = evidence[c["doc"]] + vote
-        c["score"] = content + votes + c["bump"] * abs(votes)
+        c["relevance"] = c["content"] + evidence[c["doc"]] + vote
+    # stage 2: a signed share of the spread of the reference documents' relevance (the
+    # best at a third of the depth minus the one at the depth), decayed by the row's
+    # place among its source's reference rows (a demotion undecayed); rows with no
+    # relevance are not moved
+    doc_relevance: dict[str, float] = {}
+    for c in reference:
+        doc_relevance[c["doc"]] = max(doc_relevance.get(c["doc"], -math.inf), c["relevance"])
+    best = sorted((v for v in doc_relevance.values() if v > 0), reverse=True)
+    spread = 0.0
+    if len(best) >= 2:
+        depth = min(ranking_boost.SPREAD_DEPTH, len(best))
+        spread = min(best[math.ceil(depth / 3) - 1] - best[depth - 1], ranking_boost.MAX_SPREAD)
+    for c in scored:
+        share = c["bump"]
+        bump = 0.0
+        if share and c["relevance"] > 0 and spread > 0:
+            place = 1 + sum(1 for r in reference
+                            if r["sid"] == c["sid"] and r["relevance"] > c["relevance"])
+            decay = 1.0 / (1.0 + (place - 1) / ranking_boost.RANK_DECAY) if share > 0 else 1.0
+            bump = share * spread * decay
+        c["score"] = c["relevance"] + bump
     ordered = sorted(scored, key=lambda c: (-c["score"], c["routing"], c["rank"]))
     seen: set[str] = set()
     distinct = []

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from nautilus.errors import NautilusError
-from nautilus.text import TokenBatch
+from nautilus.text.tokens import TokenBatch
 
 if TYPE_CHECKING:
     from nautilus.embedders.hashing import SparseRows, SparseVector

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.arrays import cached_values, concatenated, unique_inverse
-from nautilus.text import TokenBatch
+from nautilus.text.arrays import cached_values, concatenated, unique_inverse
+from nautilus.text.tokens import TokenBatch
 
 
 @dataclass(frozen=True)

@@ -7,24 +7,14 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nautilus.config import NautilusSettings
-from nautilus.evaluation.evaluate import run_eval
-from nautilus.evaluation.judgments import EvalInputError
 from nautilus.evaluation.metrics import DEFAULT_K
-from nautilus.evaluation.report import (
-    coverage_lines,
-    json_report,
-    markdown_report,
-    plot,
-    recommendation_lines,
-    text_report,
-)
 
 
-def add_parser(commands: Any) -> None:
+def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
     """Add ``eval`` to the ``nautilus`` subcommands."""
     parser = commands.add_parser(
         "eval", help="measure relevance on judged queries; --sweep tries the alternatives",
@@ -58,6 +48,19 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Here, not at the top: `nautilus --help` builds this parser without loading them.
+    from nautilus.config import NautilusSettings
+    from nautilus.evaluation.evaluate import run_eval
+    from nautilus.evaluation.judgments import EvalInputError
+    from nautilus.evaluation.report import (
+        coverage_lines,
+        json_report,
+        markdown_report,
+        plot,
+        recommendation_lines,
+        text_report,
+    )
+
     if args.plot is not None:
         _check_matplotlib()
     sweep = bool(args.sweep or args.recommend or args.plot is not None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from nautilus.broker import Broker, applied_settings
 from nautilus.config import NautilusSettings
 from nautilus.embedders import Embedder, embedder_from_name
 from nautilus.evaluation.coverage import Coverage, coverage
+from nautilus.evaluation.cuts import CutScored, score_cuts
 from nautilus.evaluation.judgments import EvalInputError, read_judgments, read_queries
 from nautilus.evaluation.metrics import DEFAULT_K, relevant
 from nautilus.evaluation.progress import Progress
@@ -57,6 +58,7 @@ class EvalResult:
     recommendation: Recommendation | None
     fetch_seconds: float
     rank_seconds: float
+    cuts: list[CutScored] = field(default_factory=list)   # the sweep's relevance-cut table
     #: From passthrough: ranking turned on with no knob's own effect (every knob's gain
     #: includes this one's; a report names which part is the knob's).
     ranking_on: Scored | None = None
@@ -106,10 +108,12 @@ def run_eval(queries_path: Path, judgments_path: Path, config: str | None,
     started = time.perf_counter()
     alts = alternatives(current, source_ids, embedder, sweep)
     boosted = sorted({a.source for a in alts if a.kind == "boost" and a.source})
-    with Progress(len(runs) * (len(alts) + len(boosted)), "ranking", enabled=progress) as bar:
+    steps = len(runs) * (len(alts) + len(boosted) + (1 if sweep else 0))
+    with Progress(steps, "ranking", enabled=progress) as bar:
         scored = [score(a, runs, source_ids, id_field, k, bar.step) for a in alts]
         references = _references(current, boosted, embedder, scored[0], runs, source_ids,
                                   id_field, k, bar)
+        cuts = score_cuts(current, embedder, runs, id_field, k, bar.step) if sweep else []
     compare(scored, references)
     ranking_on = None
     if sweep and not current.ranking_enabled:
@@ -132,11 +136,12 @@ def run_eval(queries_path: Path, judgments_path: Path, config: str | None,
         ranking_enabled=current.ranking_enabled, queries_format=queries.format,
         judgments_format=judgments.format,
         coverage=cov, scored=scored, references=references, recommendation=recommendation,
-        fetch_seconds=fetch_seconds, rank_seconds=rank_seconds, ranking_on=ranking_on)
+        fetch_seconds=fetch_seconds, rank_seconds=rank_seconds, cuts=cuts,
+        ranking_on=ranking_on)
 
 
 _RANKING_FIELDS = ("ranking_top_k", "ranking_idf", "source_boosts", "ranking_max_candidates",
-                   "ranking_dedup_key", "embedder")
+                   "ranking_dedup_key", "ranking_cut", "embedder")
 
 
 def _embedder(broker: Broker, settings: NautilusSettings) -> Embedder:
@@ -157,7 +162,7 @@ def _references(settings: NautilusSettings, boosted: list[str], embedder: Embedd
         reference: Alternative = unboosted_reference(settings, sid, embedder)
         ranker = reference.ranker
         key = (ranker.top_k, ranker.idf, tuple(sorted(ranker.source_boosts.items())),
-               ranker.max_candidates, ranker.dedup_key) if ranker else ("passthrough",)
+               ranker.max_candidates, ranker.dedup_key, ranker.cut) if ranker else ("passthrough",)
         if settings.ranking_enabled and sid.lower() not in settings.source_boosts:
             cache.setdefault(key, current)
         if key not in cache:

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from nautilus.evaluation.cuts import CutScored
 from nautilus.evaluation.evaluate import EvalResult
 from nautilus.evaluation.sweep import HIJACK_FLOOR, Recommendation, Scored, bootstrap_ci
 
@@ -63,6 +64,21 @@ def _rows(result: EvalResult) -> tuple[list[str], list[list[str]]]:
             row.append(f"{worst[1]:.2f} ({worst[0]}){flag}")
         rows.append(row)
     return head, rows
+
+
+def _cut_rows(result: EvalResult) -> tuple[list[str], list[list[str]]]:
+    """The relevance-cut table (a sweep's): per ``NAUTILUS_RANKING_CUT`` setting."""
+    k = result.k
+    head = ["NAUTILUS_RANKING_CUT", "rows handed over", "irrelevant rows", f"recall@{k}",
+            f"nDCG@{k}"]
+    rows = [[entry.setting + (" (= current)" if entry.current else ""),
+             f"{entry.handed.mean():.2f}", f"{entry.irrelevant.mean():.2f}",
+             f"{entry.recall.mean():.3f}", f"{entry.ndcg.mean():.3f}"] for entry in result.cuts]
+    return head, rows
+
+
+_CUT_NOTE = ("relevance cut: each setting on the ranking above without a cut (ranking on); "
+             "means per query; irrelevant = no judgment of grade >= 1")
 
 
 def _coverage_lines(result: EvalResult) -> list[str]:
@@ -176,6 +192,13 @@ def text_report(result: EvalResult) -> str:
                  f">= {HIJACK_FLOOR:g})"
                  + ("; 'ranked, no boost' is that ranking (ranking on, every knob at its default)"
                     if not result.ranking_enabled else ""))
+    if result.cuts:
+        head, rows = _cut_rows(result)
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        lines += ["", _CUT_NOTE]
+        lines += ["  ".join([row[0].ljust(widths[0])] + [c.rjust(w) for c, w in
+                                                         zip(row[1:], widths[1:], strict=True)])
+                  for row in [head, *rows]]
     rec = recommendation_lines(result)
     if rec:
         lines += ["", *rec]
@@ -191,6 +214,11 @@ def markdown_report(result: EvalResult) -> str:
     lines += [f"- {line}" for line in _coverage_lines(result)]
     lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    if result.cuts:
+        head, rows = _cut_rows(result)
+        lines += ["", f"{_CUT_NOTE}:", "", "| " + " | ".join(head) + " |",
+                  "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
     rec = recommendation_lines(result)
     if rec:
         lines += ["", "```sh", *rec, "```"]
@@ -242,7 +270,15 @@ def json_report(result: EvalResult) -> dict[str, Any]:
             "reason": rec.reason,
         },
         "seconds": {"fetch": result.fetch_seconds, "rank": result.rank_seconds},
+        "relevance_cut": [_cut_dict(c) for c in result.cuts],
     }
+
+
+def _cut_dict(entry: CutScored) -> dict[str, Any]:
+    return {"setting": entry.setting, "current": entry.current,
+            "rows_handed_over": _num(entry.handed.mean()),
+            "irrelevant_rows": _num(entry.irrelevant.mean()),
+            "recall": _num(entry.recall.mean()), "ndcg": _num(entry.ndcg.mean())}
 
 
 def plot(result: EvalResult, path: Path) -> None:
@@ -253,7 +289,7 @@ def plot(result: EvalResult, path: Path) -> None:
         plt: Any = importlib.import_module("matplotlib.pyplot")
     except ImportError as exc:
         raise ImportError("--plot needs matplotlib: pip install 'nautilus-ranking[bench]'") from exc
-    levels = ["none", "low", "medium", "high"]
+    levels = ["-high", "-medium", "-low", "none", "low", "medium", "high"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for sid in result.sources:
         by_level = {e.alternative.level: e for e in result.scored

@@ -44,7 +44,7 @@ BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 #: The settings that turn ranking on; passthrough unsets every one of them.
 RANKING_KNOBS = ("ranking_top_k", "ranking_idf", "source_boosts", "ranking_max_candidates",
-                 "ranking_dedup_key")
+                 "ranking_dedup_key", "ranking_cut")
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ def _signature(settings: NautilusSettings) -> tuple[Any, ...]:
         return ("passthrough",)
     return (settings.ranking_top_k, settings.ranking_idf,
             tuple(sorted(settings.source_boosts.items())), settings.ranking_max_candidates,
-            settings.ranking_dedup_key)
+            settings.ranking_dedup_key, settings.ranking_cut)
 
 
 def boosts_value(boosts: Mapping[str, str], order: Sequence[str]) -> str:
@@ -233,7 +233,7 @@ def alternatives(settings: NautilusSettings, source_ids: Sequence[str], embedder
     add("passthrough", "passthrough",
         settings.model_copy(update={"ranking_top_k": None, "ranking_idf": False,
                                     "source_boosts": {}, "ranking_max_candidates": None,
-                                    "ranking_dedup_key": None}), unset)
+                                    "ranking_dedup_key": None, "ranking_cut": None}), unset)
     for on in (False, True):
         add(f"IDF {'on' if on else 'off'}", "idf",
             settings.model_copy(update={"ranking_idf": on}),

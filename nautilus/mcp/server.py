@@ -10,15 +10,19 @@ a problem+json 401 otherwise), with ``/healthz`` and ``/metrics`` beside it.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from nautilus import __version__
 from nautilus.config import NautilusSettings
 from nautilus.log import get_logger
+from nautilus.mcp.stdio import INSTRUCTIONS, SERVER_NAME
 
 if TYPE_CHECKING:
     from nautilus.mcp.tools import Tools
@@ -32,22 +36,18 @@ MCP_PATH = "/mcp"
 
 def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None = None) -> int:
     """Serve until stdin closes (stdio) or SIGINT/SIGTERM (http); the exit code."""
-    try:
-        import anyio
-        import mcp.server  # noqa: F401  (the SDK itself, before the broker is built)
-        import uvicorn
+    if transport == "stdio":  # the handshake first, the SDK and the broker meanwhile
+        if importlib.util.find_spec("mcp") is None:
+            raise ImportError(f"nautilus mcp needs the 'mcp' extra: {_EXTRA} (no module 'mcp')")
+        from nautilus.mcp.stdio import serve_stdio
 
-        from nautilus.mcp.tools import Tools
-        from nautilus.service.server import listen_problem
-        from nautilus.service.state import ServerState
-    except ImportError as exc:
-        raise ImportError("nautilus mcp needs the 'mcp' extra: "
-                          f"pip install 'nautilus-ranking[mcp]' ({exc})") from exc
-    settings = NautilusSettings()  # strict mode raises ConfigError here
-    engine = Tools(ServerState.build(settings))  # as nautilus serve checks everything
-    if transport == "stdio":
-        anyio.run(_serve_stdio, engine)
+        serve_stdio(_stdio_server)
         return 0
+    settings, engine = _prepare()
+    import uvicorn
+
+    from nautilus.service.server import listen_problem
+
     host = host or settings.serve_host
     port = port if port is not None else DEFAULT_PORT
     problem = listen_problem(host, port)
@@ -59,10 +59,16 @@ def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None 
     # uvicorn drains on SIGTERM, then raises the signal again with the handler it found:
     # ours makes that a clean exit 0 (as nautilus serve does).
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    from nautilus.service.protocol import with_header_deadline
     try:
+        # The service's edge: slow headers closed and slow bodies cut after
+        # NAUTILUS_SERVE_BODY_TIMEOUT_S, idle connections kept longer than a load
+        # balancer keeps them (75 s), as nautilus serve runs.
         uvicorn.run(http_app(engine, host), host=host, port=port, access_log=False,
-                    log_level="warning", server_header=False,
-                    timeout_graceful_shutdown=int(settings.serve_request_timeout_s) + 5)
+                    log_level="warning", server_header=False, timeout_keep_alive=75,
+                    http=with_header_deadline(settings.serve_body_timeout_s),
+                    timeout_graceful_shutdown=int(max(settings.serve_request_timeout_s,
+                                                      settings.serve_body_timeout_s)) + 5)
     except _Terminated:
         pass
     finally:
@@ -78,6 +84,34 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise _Terminated
 
 
+#: How to install what ``nautilus mcp`` needs.
+_EXTRA = "pip install 'nautilus-ranking[mcp]'"
+
+
+def _prepare() -> tuple[NautilusSettings, Tools]:
+    """The settings and the tools over a server's state; a bad sources file, a strict-mode
+    problem or no sources at all raise here, before anything is served."""
+    try:
+        import anyio  # noqa: F401
+        import mcp.server  # noqa: F401  (the SDK itself, before the broker is built)
+        import uvicorn  # noqa: F401
+
+        from nautilus.mcp.tools import Tools
+        from nautilus.service.server import listen_problem  # noqa: F401
+        from nautilus.service.state import ServerState
+    except ImportError as exc:
+        raise ImportError(f"nautilus mcp needs the 'mcp' extra: {_EXTRA} ({exc})") from exc
+    settings = NautilusSettings()  # strict mode raises ConfigError here
+    return settings, Tools(ServerState.build(settings))  # as nautilus serve checks everything
+
+
+def _stdio_server() -> Callable[[Any, Any], Awaitable[None]]:
+    """Built in :func:`nautilus.mcp.stdio.serve_stdio`'s loading thread: the SDK's stdio
+    server over the two streams it is given."""
+    _, engine = _prepare()
+    return functools.partial(_serve_stdio, engine)
+
+
 def _server(engine: Tools) -> Any:
     import mcp_types as types
     from mcp.server import Server
@@ -89,18 +123,15 @@ def _server(engine: Tools) -> Any:
         result: types.CallToolResult = await engine.call(params.name, params.arguments)
         return result
 
-    return Server("nautilus", version="0.1.0", title="nautilus",
-                  instructions=("search ranks the rows of every source for a query; "
-                                "list_sources names the sources that boosts and sources "
-                                "accept."),
+    return Server(SERVER_NAME, version=__version__, title=SERVER_NAME, instructions=INSTRUCTIONS,
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def _serve_stdio(engine: Tools) -> None:
+async def _serve_stdio(engine: Tools, stdin: Any = None, stdout: Any = None) -> None:
     from mcp.server.stdio import stdio_server
 
     server = _server(engine)
-    async with engine.state.running("mcp"), stdio_server() as (read, write):
+    async with engine.state.running("mcp"), stdio_server(stdin, stdout) as (read, write):
         logger.info("mcp_starting", transport="stdio")
         await server.run(read, write, server.create_initialization_options())
 
@@ -132,15 +163,18 @@ def http_app(engine: Tools, host: str) -> Any:
 
     app = Starlette(routes=[Route("/healthz", healthz), Route("/metrics", prometheus),
                             Mount("/", app=inner)], lifespan=lifespan)
-    return _Guard(app, engine.state.api_keys)
+    return _Guard(app, engine.settings, engine.state.api_keys)
 
 
 class _Guard:
-    """Pure ASGI middleware: the API keys on ``/mcp``, a request id, one ``http_request``
-    log line and the request-duration metric, as ``nautilus serve`` has them."""
+    """Pure ASGI middleware: the service's edge on ``/mcp`` — the API keys, a body read
+    whole under ``NAUTILUS_SERVE_BODY_TIMEOUT_S`` and ``NAUTILUS_SERVE_MAX_BODY_BYTES``
+    before the MCP app sees it, no standing ``GET`` stream (this server is stateless:
+    it has nothing to push) — plus a request id, one ``http_request`` log line and the
+    request-duration metric, as ``nautilus serve`` has them."""
 
-    def __init__(self, app: Any, keys: tuple[bytes, ...]) -> None:
-        self.app, self.keys = app, keys
+    def __init__(self, app: Any, settings: NautilusSettings, keys: tuple[bytes, ...]) -> None:
+        self.app, self.settings, self.keys = app, settings, keys
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -150,7 +184,7 @@ class _Guard:
 
         from nautilus.request.errors import ProblemError
         from nautilus.service import metrics
-        from nautilus.service.limits import check_api_key, request_id_of
+        from nautilus.service.limits import check_api_key, read_body, request_id_of
         from nautilus.service.problems import problem_response
 
         rid = request_id_of(scope["headers"])
@@ -169,9 +203,20 @@ class _Guard:
             if path.rstrip("/") == MCP_PATH:
                 try:
                     check_api_key(Request(scope), self.keys)
+                    if scope["method"] == "GET":
+                        raise ProblemError(405, "method-not-allowed", "Method not allowed",
+                                           "this MCP server is stateless and opens no "
+                                           "stream: send JSON-RPC with POST",
+                                           headers={"Allow": "POST, DELETE"})
+                    body = await read_body(Request(scope, receive),
+                                           self.settings.serve_max_body_bytes,
+                                           self.settings.serve_body_timeout_s)
                 except ProblemError as exc:
+                    if exc.slug == "body-timeout":
+                        metrics.REJECTED.labels("body_timeout").inc()
                     await problem_response(exc, rid)(scope, receive, sending)
                     return
+                receive = _replay(body, receive)
             await self.app(scope, receive, sending)
         finally:
             elapsed = time.perf_counter() - started
@@ -179,3 +224,18 @@ class _Guard:
             metrics.REQUEST_DURATION.labels(route, str(status)).observe(elapsed)
             logger.info("http_request", method=scope["method"], path=path[:200],
                         status=status, duration_ms=round(elapsed * 1000, 2), request_id=rid)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that gives the body already read, then what the client sends
+    next (its disconnect)."""
+    given = False
+
+    async def replay() -> Any:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

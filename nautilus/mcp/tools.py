@@ -19,15 +19,15 @@ import mcp_types as types
 from nautilus.config import NautilusSettings
 from nautilus.errors import cut
 from nautilus.log import get_logger
-from nautilus.pages import MAX_PAGE
-from nautilus.ranking_boost import BOOST_LEVELS
 from nautilus.records import VECTOR_FIELDS, RankedRow
 from nautilus.request.answer import Answer
 from nautilus.request.errors import ProblemError
 from nautilus.request.model import QueryRequest, parse_request
+from nautilus.request.pages import MAX_PAGE
 from nautilus.service import metrics
 from nautilus.service.state import ServerState
 from nautilus.sources.base import declared_order
+from nautilus.synthesis.boosts import BOOST_LEVELS
 
 logger = get_logger("nautilus.mcp")
 
@@ -63,14 +63,18 @@ class Tools:
                 "Ask every source (" + ", ".join(ids) + ") at once and get " + order + ". "
                 f"top_k keeps the K best (default {top_k if top_k else 'all rows'}). "
                 "boosts tilts the ranking toward sources you trust more for this query: "
-                "{source_id: level}, levels low < medium < high; a boosted source wins close "
+                "{source_id: level}, levels low < medium < high (and -low, -medium, -high to hold "
+                "a noisy source back); a boosted source wins close "
                 "calls but cannot lift an irrelevant row over clearly better ones. Boosts "
                 f"given here replace the server's ({boosts}). sources limits the search to "
                 "some sources. Results past the first top_k: pass page (2, 3, ...) or the "
                 "next_cursor of the previous answer; the same query and settings always give "
-                "the same pages. A source that fails is listed under sources_errored; the "
-                "others still answer. A call gets its answer within "
-                f"{self.settings.serve_request_timeout_s:g} s or a deadline error."),
+                "the same pages. max_tokens hands over only the best results whose lines fit "
+                "in that many tokens (the first always), so a short answer is not padded "
+                "with poor rows; the answer says how many were left out. A source that "
+                "fails is listed under sources_errored; the others still answer. A call gets "
+                f"its answer within {self.settings.serve_request_timeout_s:g} s or a "
+                "deadline error."),
             input_schema=search_schema(ids, self.settings.serve_max_query_chars),
             output_schema=_SEARCH_OUTPUT,
             annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True,
@@ -115,7 +119,7 @@ class Tools:
         return result
 
     async def search(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        result = await self.state.answer(parse_request(arguments))
+        result = await self.state.answer(parse_request(arguments), row_text=_row_text)
         out = _search_content(result)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=_search_text(out))],
@@ -173,6 +177,8 @@ def _search_content(result: Answer) -> dict[str, Any]:
                                 "message": e.message} for e in response.sources_errored],
            "response_hash": response.response_hash,
            "request_id": response.request_id}
+    if response.budget is not None:
+        out["budget"] = response.budget
     if request.explain:
         out["explain"] = result.plan.explain
     return out
@@ -191,20 +197,35 @@ def _result(r: RankedRow, explain: bool, ranked: bool, vectors: bool) -> dict[st
 
 
 def _search_text(out: dict[str, Any]) -> str:
-    """The compact form an agent reads: one line a result, then errors and paging."""
+    """The compact form an agent reads: one line a result, then errors, budget, paging."""
     results = out["results"]
     lines = [f"{len(results)} result(s) for {out['query']!r}"]
-    for r in results:
-        score = "" if r["score"] is None else f" score {r['score']:.4f}"
-        also = "".join(f", also {a['source']}#{a['source_rank']}" for a in r["why"]["also_from"])
-        lines.append(f"{r['rank']}. [{r['source']}]{score}{also}: {_line(r['row'])}")
+    lines.extend(_result_line(r) for r in results)
     for e in out["sources_errored"]:
         lines.append(f"source {e['source_id']} failed ({e['error_type']}): {e['message']}")
+    budget = out.get("budget")
+    if budget is not None:
+        lines.append(f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens, "
+                     f"{budget['rows_left_out']} more result(s) left out"
+                     + (" (the first result alone is over the budget)"
+                        if budget["first_row_over_budget"] else ""))
     page = out["page"]
     if page is not None:
         lines.append(f"page {page['number']}; " + (f"next_cursor: {page['next_cursor']}"
                                                     if page["next_cursor"] else "last page"))
     return "\n".join(lines)
+
+
+def _result_line(r: dict[str, Any]) -> str:
+    score = "" if r["score"] is None else f" score {r['score']:.4f}"
+    also = "".join(f", also {a['source']}#{a['source_rank']}" for a in r["why"]["also_from"])
+    return f"{r['rank']}. [{r['source']}]{score}{also}: {_line(r['row'])}"
+
+
+def _row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
+    """A row as the tool's text hands it to a model: its result line (what a token
+    budget counts)."""
+    return _result_line(_result(row, bool(request.explain), ranked, bool(request.vectors)))
 
 
 def _line(row: dict[str, Any], width: int = 200) -> str:
@@ -249,6 +270,8 @@ _SEARCH_OUTPUT: dict[str, Any] = {
         "sources_errored": {"type": "array", "items": {"type": "object"}},
         "response_hash": {"type": "string"},
         "request_id": {"type": "string"},
+        "budget": {"type": "object", "description": "with max_tokens: the budget, the "
+                   "tokens used and how many ranked results were left out"},
         "explain": {"type": "object"},
     },
 }

@@ -10,14 +10,16 @@ request is a :class:`~nautilus.request.errors.ProblemError` whatever the way in.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nautilus.broker import run_sync
-from nautilus.records import BrokerResponse
+from nautilus.records import BrokerResponse, RankedRow
 from nautilus.request.engine import Engine
 from nautilus.request.model import QueryRequest
 from nautilus.request.plan import Plan, cut_page, forbid_overrides, plan
+from nautilus.response_hash import compute_response_hash
+from nautilus.selection.budget import apply_budget, entry_text
 
 #: How a server runs a request's broker call: on its own loop, under its deadline and
 #: concurrency limit (``nautilus.service.state``). Without one it is awaited here.
@@ -60,13 +62,26 @@ class Answer:
         return out
 
 
+#: How one way in hands a ranked row over, as text: what a token budget counts.
+RowText = Callable[[RankedRow, QueryRequest, bool], str]
+
+
+def response_row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
+    """A row as a JSON answer carries it (``POST /v1/query``, ``nautilus query --json``):
+    its ranking entry and the row, vectors only when asked for."""
+    return entry_text(row, vectors=bool(request.vectors), scored=ranked)
+
+
 async def answer(engine: Engine, request: QueryRequest, *, allow_overrides: bool = True,
                  max_query_chars: int | None = None, run: Runner | None = None,
-                 request_id: str | None = None) -> Answer:
+                 request_id: str | None = None,
+                 row_text: RowText = response_row_text) -> Answer:
     """Plan ``request`` against ``engine`` (a bad field is a 422 ``ProblemError``; an
     override where ``allow_overrides`` is off a 403), run it (through ``run`` when
-    given), and cut the asked page (409 when the data moved under a cursor).
-    ``request_id`` replaces the broker's own in the response (a server's request id)."""
+    given), cut the asked page (409 when the data moved under a cursor), and keep the
+    rows of it that fit in the token budget, each counted as ``row_text`` (how this way
+    in hands a row over). ``request_id`` replaces the broker's own in the response (a
+    server's request id)."""
     if not allow_overrides:
         forbid_overrides(request)
     chars = max_query_chars if max_query_chars is not None else len(request.query)
@@ -74,12 +89,21 @@ async def answer(engine: Engine, request: QueryRequest, *, allow_overrides: bool
     call = run_plan.broker.arequest(request.query)
     response = await (run(call) if run is not None else call)
     response, page = cut_page(run_plan, response)
+    max_tokens = run_plan.effective.ranking_max_tokens
+    if max_tokens is not None:  # a page is cut first; the budget keeps what fits of it
+        ranked = run_plan.broker.synthesizer.ranking_enabled
+        data, ranking, fitted = apply_budget(response.data, response.ranking, max_tokens,
+                                             lambda r: row_text(r, request, ranked))
+        response = replace(response, data=data, ranking=ranking, budget=fitted.as_dict(),
+                           response_hash=compute_response_hash(data))
     broker_request_id = response.request_id
     if request_id is not None:
         response.request_id = request_id
     return Answer(request, response, run_plan, page, broker_request_id)
 
 
-def answer_sync(engine: Engine, request: QueryRequest) -> Answer:
+def answer_sync(engine: Engine, request: QueryRequest,
+                row_text: RowText = response_row_text) -> Answer:
     """:func:`answer` from synchronous code (``nautilus query``, a sync retriever)."""
-    return run_sync(answer(engine, request), "answer_sync()", "await answer(...)")
+    return run_sync(answer(engine, request, row_text=row_text), "answer_sync()",
+                    "await answer(...)")

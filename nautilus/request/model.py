@@ -9,8 +9,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from nautilus.errors import Problem, cut
-from nautilus.pages import MAX_PAGE
 from nautilus.request.errors import invalid
+from nautilus.request.pages import MAX_PAGE
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,10 @@ class QueryRequest(BaseModel):
         default=None, description="keep the K best rows (the page size when paging); "
         "replaces NAUTILUS_RANKING_TOP_K")
     boosts: Annotated[dict[str, str] | None, Arg(
-        "--boost", "an object {source_id: low|medium|high}", "ID:LEVEL", repeat=True)] = Field(
-        default=None, description="{source_id: level}, levels low < medium < high: favour "
-        "these sources; replaces NAUTILUS_SOURCE_BOOSTS")
+        "--boost", "an object {source_id: level}, levels -high, -medium, -low, low, medium, "
+        "high", "ID:LEVEL", repeat=True)] = Field(
+        default=None, description="{source_id: level}: low < medium < high favour a source, "
+        "-low, -medium, -high hold one back; replaces NAUTILUS_SOURCE_BOOSTS")
     idf: Annotated[bool | None, Arg("--idf", "true or false")] = Field(
         default=None, description="down-weight words that recur across the candidate rows "
         "(the batch-local IDF); replaces NAUTILUS_RANKING_IDF")
@@ -54,6 +55,15 @@ class QueryRequest(BaseModel):
                                              repeat=True)] = Field(
         default=None, json_schema_extra={"minItems": 1},  # [] is refused
         description="ask only these sources (default: all)")
+    max_tokens: Annotated[int | None, Arg("--max-tokens", "an integer >= 1", "N")] = Field(
+        default=None, description="hand over only the best rows that fit in N tokens, each "
+        "counted as it is handed over (the first row always, flagged when it alone is "
+        "over); replaces NAUTILUS_RANKING_MAX_TOKENS")
+    cut: Annotated[str | None, Arg("--cut", "relative:A, floor:T or gap:G with a number in "
+                                             "(0, 1], e.g. relative:0.8; or off", "CUT")] = Field(
+        default=None, description="stop the ranking where relevance falls away (a prefix, "
+        "never before the first row): relative:0.8, floor:0.6 or gap:0.1; replaces "
+        "NAUTILUS_RANKING_CUT")
     explain: Annotated[bool | None, Arg("--explain", "true or false")] = Field(
         default=False, description="show every score component and the request's "
         "effective ranking settings")
@@ -68,7 +78,7 @@ class QueryRequest(BaseModel):
         default=None, description="the next_cursor of an earlier answer to the same query "
         "and settings: its next page")
 
-    @field_validator("top_k", "page", mode="before")
+    @field_validator("top_k", "page", "max_tokens", mode="before")
     @classmethod
     def _plain_count(cls, value: object) -> object:
         if isinstance(value, bool):  # JSON true is not the number 1

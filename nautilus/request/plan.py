@@ -17,14 +17,14 @@ from nautilus.broker import Broker, synthesizer_for
 from nautilus.config import NautilusSettings, collect_source_boosts
 from nautilus.embedders import Embedder
 from nautilus.errors import Problem, cut
-from nautilus.pages import PageError, Paging, paging
 from nautilus.records import BrokerResponse
 from nautilus.request.errors import ProblemError, invalid
 from nautilus.request.model import QueryRequest
-from nautilus.settings_parsing import parse_bool, parse_int
+from nautilus.request.pages import PageError, Paging, paging
+from nautilus.settings_parsing import parse_bool, parse_int, parse_ranking_cut
 from nautilus.synthesis.base import Synthesizer
 
-OVERRIDES = ("top_k", "boosts", "idf", "sources")
+OVERRIDES = ("top_k", "boosts", "idf", "sources", "max_tokens", "cut")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,17 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
     if request.idf is not None:
         idf, problem = parse_bool("idf", request.idf, False)
         update["ranking_idf"] = idf
+    if request.max_tokens is not None:
+        max_tokens, problem = parse_int("max_tokens", request.max_tokens)
+        if problem:
+            problems.append(Problem("max_tokens", problem.value, problem.reason,
+                                    "an integer >= 1"))
+        update["ranking_max_tokens"] = max_tokens
+    if request.cut is not None:
+        relevance_cut, problem = parse_ranking_cut("cut", request.cut)
+        if problem:
+            problems.append(problem)
+        update["ranking_cut"] = relevance_cut
     if request.boosts is not None:
         boosts, boost_problems = collect_source_boosts(request.boosts)
         problems.extend(Problem("boosts", p.value, p.reason, p.valid)
@@ -92,15 +103,19 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
     explain = {"synthesizer": type(broker.synthesizer).__name__,
                "top_k": effective.ranking_top_k, "idf": effective.ranking_idf,
                "boosts": effective.source_boosts, "sources": [s.id for s in chosen],
+               "max_tokens": effective.ranking_max_tokens, "cut": effective.ranking_cut,
                "overrides": [name for name in OVERRIDES if getattr(request, name) is not None]}
     if pages is not None:
         explain["page"] = pages.number
-    if not update and request.sources is None and pages is None:
+    # The budget is the core's to apply (to the page, counted as each way in hands rows
+    # over): the broker that runs the request has none of its own.
+    if (not update and request.sources is None and pages is None
+            and broker.max_tokens is None):
         return Plan(broker, effective, explain)
     synthesizer: Synthesizer = broker.synthesizer
     if pages is not None:
         synthesizer = pages.synthesizer(effective, embedder)
-    elif update:
+    elif set(update) - {"ranking_max_tokens"}:
         synthesizer = synthesizer_for(effective, embedder)
     explain["synthesizer"] = type(synthesizer).__name__
     return Plan(Broker(chosen, synthesizer, broker.limit), effective, explain, pages)

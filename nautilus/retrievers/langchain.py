@@ -9,7 +9,6 @@ score's components) and ``fields`` (the row) in its metadata.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
@@ -22,28 +21,37 @@ try:
 except ImportError as exc:  # pragma: no cover - the message is what a user needs
     raise ImportError("nautilus.retrievers.langchain needs the 'langchain' extra: "
                       "pip install 'nautilus-ranking[langchain]'") from exc
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr, model_validator
 
 from nautilus.broker import Broker
-from nautilus.retrievers.source import Hit, HitSource
+from nautilus.retrievers.source import OVERRIDE_FIELDS, Hit, HitSource
 
 
 class NautilusRetriever(BaseRetriever):
-    """nautilus' ranking of every source, as LangChain documents."""
+    """nautilus' ranking of every source, as LangChain documents. Besides ``broker`` or
+    ``url``, ``api_key`` and ``timeout_s``, it takes the request's fields by name
+    (``top_k``, ``boosts``, ``sources``, ``idf`` … — those of ``POST /v1/query``),
+    gathered in ``overrides``."""
 
     broker: Broker | None = None
     url: str | None = None
     api_key: str | None = None
-    top_k: int | None = None
-    boosts: Mapping[str, str] | None = None
-    sources: Sequence[str] | None = None
-    idf: bool | None = None
     timeout_s: float = 30.0
+    overrides: dict[str, Any] = Field(default_factory=dict)
     _source: HitSource = PrivateAttr()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_overrides(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            given = {name: data.pop(name) for name in OVERRIDE_FIELDS if name in data}
+            data["overrides"] = {**data.get("overrides", {}), **given}
+        return data
+
     def model_post_init(self, context: Any) -> None:
-        self._source = HitSource(self.broker, self.url, self.api_key, self.top_k, self.boosts,
-                                 self.sources, self.idf, self.timeout_s)
+        self._source = HitSource(self.broker, self.url, self.api_key, self.timeout_s,
+                                 self.overrides)
 
     def _get_relevant_documents(self, query: str, *,
                                 run_manager: CallbackManagerForRetrieverRun) -> list[Document]:

@@ -14,7 +14,7 @@ load a tokenizer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from typing import Any
 
 try:
     from llama_index.core.base.base_retriever import BaseRetriever
@@ -34,11 +34,11 @@ class NautilusRetriever(BaseRetriever):
     """nautilus' ranking of every source, as LlamaIndex nodes with scores."""
 
     def __init__(self, broker: Broker | None = None, url: str | None = None, *,
-                 api_key: str | None = None, top_k: int | None = None,
-                 boosts: Mapping[str, str] | None = None, sources: Sequence[str] | None = None,
-                 idf: bool | None = None, timeout_s: float = 30.0,
-                 callback_manager: CallbackManager | None = None) -> None:
-        self._source = HitSource(broker, url, api_key, top_k, boosts, sources, idf, timeout_s)
+                 api_key: str | None = None, timeout_s: float = 30.0,
+                 callback_manager: CallbackManager | None = None, **overrides: Any) -> None:
+        """``overrides``: request fields by name (``top_k``, ``boosts``, ``sources``,
+        ``idf`` … — those of ``POST /v1/query``)."""
+        self._source = HitSource(broker, url, api_key, timeout_s, overrides)
         super().__init__(callback_manager=callback_manager)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

@@ -8,7 +8,7 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,13 +16,16 @@ import httpx
 
 from nautilus.broker import Broker, run_sync
 from nautilus.errors import NautilusError
-from nautilus.records import BrokerResponse
+from nautilus.records import BrokerResponse, RankedRow
 from nautilus.request.answer import Answer, answer, answer_sync
 from nautilus.request.engine import Engine
 from nautilus.request.errors import ProblemError
 from nautilus.request.model import QueryRequest, parse_request
 from nautilus.response_hash import NoCanonicalFormError, canonical_json
 
+#: What a retriever may set on its requests: every request field but the query.
+OVERRIDE_FIELDS: tuple[str, ...] = tuple(name for name in QueryRequest.model_fields
+                                         if name != "query")
 #: Row fields never copied into a hit's text or fields (vectors are for the ranker).
 _HIDDEN = frozenset({"embedding"})
 #: The largest answer read from a service by default (bytes; ``max_answer_bytes``): a
@@ -99,6 +102,13 @@ def _hit(source: str, row: Mapping[str, Any], explanation: dict[str, Any],
                int(explanation["rank"]), row_text(row), fields, why)
 
 
+def _document_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
+    """A row as a retriever hands it over: its document's text and metadata (what a
+    token budget counts)."""
+    hit = _hit(row.source_id, row.row, row.explain(), ranked)
+    return hit.text + "\n" + json.dumps(hit.metadata(), sort_keys=True, default=str)
+
+
 def hits_of(response: BrokerResponse, ranked: bool = True) -> list[Hit]:
     """A broker's answer as hits, best first (``ranked``: its synthesizer scored them)."""
     return [_hit(r.source_id, r.row, r.explain(), ranked) for r in response.ranking]
@@ -120,8 +130,9 @@ def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
 
 @dataclass
 class HitSource:
-    """A broker or a service URL, and the request's overrides (the fields of
-    :class:`~nautilus.request.model.QueryRequest`).
+    """A broker or a service URL, and the request's overrides: any field of
+    :class:`~nautilus.request.model.QueryRequest` but the query (``top_k``, ``boosts``,
+    ``sources``, ``idf`` …), by name.
 
     With a ``broker`` the request is answered in this process by the request core, as
     ``nautilus query`` answers it; with a ``url`` it is sent as a ``POST /v1/query``
@@ -131,30 +142,33 @@ class HitSource:
     broker: Broker | None = None
     url: str | None = None
     api_key: str | None = None
-    top_k: int | None = None
-    boosts: Mapping[str, str] | None = None
-    sources: Sequence[str] | None = None
-    idf: bool | None = None
     timeout_s: float = 30.0
+    overrides: Mapping[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     max_answer_bytes: int = MAX_ANSWER_BYTES
+    _core: Engine | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.broker is None) == (self.url is None):
             raise ValueError("give exactly one of broker= (in-process) or url= (a running "
                              "nautilus serve, e.g. 'http://127.0.0.1:8000')")
+        unknown = sorted(set(self.overrides) - set(OVERRIDE_FIELDS))
+        if unknown:
+            raise ValueError(f"unknown request field(s) {', '.join(unknown)} (valid: "
+                             f"{', '.join(OVERRIDE_FIELDS)})")
+        self.overrides = {k: v for k, v in self.overrides.items() if v is not None}
+
+    def _engine(self, broker: Broker) -> Engine:
+        """The in-process broker as the request core runs it (assembled on first use)."""
+        if self._core is None:
+            self._core = Engine.of(broker)
+        return self._core
 
     def _request(self, query: str) -> QueryRequest:
         """The request this retriever sends for ``query`` (a bad field is a ServiceError)."""
-        payload: dict[str, Any] = {"query": query}
-        if self.top_k is not None:
-            payload["top_k"] = self.top_k
-        if self.boosts is not None:
-            payload["boosts"] = dict(self.boosts)
-        if self.sources is not None:
-            payload["sources"] = list(self.sources)
-        if self.idf is not None:
-            payload["idf"] = self.idf
+        payload = {"query": query, **{k: dict(v) if isinstance(v, Mapping) else
+                                      list(v) if isinstance(v, tuple) else v
+                                      for k, v in self.overrides.items()}}
         try:
             return parse_request(payload)
         except ProblemError as exc:
@@ -176,7 +190,8 @@ class HitSource:
     def hits(self, query: str) -> list[Hit]:
         if self.broker is not None:
             try:
-                return self._answer(answer_sync(Engine.of(self.broker), self._request(query)))
+                return self._answer(answer_sync(self._engine(self.broker), self._request(query),
+                                                _document_text))
             except ProblemError as exc:
                 raise ServiceError(f"invalid request: {exc.detail}") from None
         body = self._body(query)
@@ -191,7 +206,8 @@ class HitSource:
     async def ahits(self, query: str) -> list[Hit]:
         if self.broker is not None:
             try:
-                return self._answer(await answer(Engine.of(self.broker), self._request(query)))
+                return self._answer(await answer(self._engine(self.broker), self._request(query),
+                                                 row_text=_document_text))
             except ProblemError as exc:
                 raise ServiceError(f"invalid request: {exc.detail}") from None
         return await self._post(self._body(query))

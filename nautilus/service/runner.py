@@ -11,7 +11,7 @@ for the heavy part.
 
 from __future__ import annotations
 
-from nautilus.background_loop import BackgroundLoop
+from nautilus.fanout.background_loop import BackgroundLoop
 
 
 class BrokerLoop(BackgroundLoop):

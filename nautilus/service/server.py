@@ -19,8 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
-from nautilus.broker import Broker
 from nautilus.config import ConfigError, NautilusSettings
 from nautilus.errors import Problem
 from nautilus.log import get_logger
@@ -88,6 +88,26 @@ def _clear_operator_dir(path: Path) -> None:
             "a writable directory, or unset (a fresh one is made)"),)) from None
 
 
+def _check(settings: NautilusSettings) -> None:
+    """The sources file and the boosts, checked as ``nautilus config --strict`` checks
+    them (without building a broker or loading a model): a problem is a ConfigError."""
+    from nautilus.broker import boost_problems
+    from nautilus.cli.config import check_sources
+    from nautilus.request.engine import NO_SOURCES, config_path
+
+    path = config_path(settings, None)
+    listing, error = check_sources(settings, path)
+    if error is not None:
+        raise ConfigError((Problem("NAUTILUS_CONFIG", str(path), error,
+                                   "a sources file nautilus config --strict accepts"),))
+    if not listing:
+        raise ConfigError((Problem("NAUTILUS_CONFIG", str(path),
+                                   "the sources file lists no sources", NO_SOURCES),))
+    problems = boost_problems(settings, [source["id"] for source in listing])
+    if problems and settings.config_strict:
+        raise ConfigError(problems)
+
+
 def serve(host: str | None = None, port: int | None = None,
           workers: int | None = None, config: str | None = None) -> int:
     try:
@@ -100,11 +120,7 @@ def serve(host: str | None = None, port: int | None = None,
     if config:  # as NAUTILUS_CONFIG, so every worker process reads the same file
         os.environ["NAUTILUS_CONFIG"] = str(Path(config).expanduser().resolve())
     settings = NautilusSettings()  # strict mode raises ConfigError here
-    with Broker.from_config(None, settings) as broker:  # sources file and boosted ids
-        if not broker.sources:
-            raise ConfigError((Problem(
-                "NAUTILUS_CONFIG", str(settings.config), "the sources file lists no sources",
-                "at least one source; docs/sources.md has an example of each type"),))
+    _check(settings)
     load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable
     host = host or settings.serve_host
     port = port if port is not None else settings.serve_port
@@ -113,12 +129,15 @@ def serve(host: str | None = None, port: int | None = None,
     if problem is not None:
         print(f"nautilus: {problem}", file=sys.stderr)
         return 1
-    # The workers read their settings again: give them the flags' values, so
-    # /v1/config reports the address actually bound.
-    os.environ.update(NAUTILUS_SERVE_HOST=host, NAUTILUS_SERVE_PORT=str(port),
-                      NAUTILUS_SERVE_WORKERS=str(workers),
-                      NAUTILUS_SERVE_BODY_TIMEOUT_S=(  # positional: what the parser reads
-                          f"{settings.serve_body_timeout_s:.20f}".rstrip("0").rstrip(".")))
+    settings = settings.model_copy(update={"serve_host": host, "serve_port": port,
+                                           "serve_workers": workers})
+    if workers > 1:
+        # Worker processes start afresh and read their settings from the environment:
+        # give them the flags' values, so /v1/config reports the address actually bound.
+        os.environ.update(NAUTILUS_SERVE_HOST=host, NAUTILUS_SERVE_PORT=str(port),
+                          NAUTILUS_SERVE_WORKERS=str(workers),
+                          NAUTILUS_SERVE_BODY_TIMEOUT_S=(  # positional: what the parser reads
+                              f"{settings.serve_body_timeout_s:.20f}".rstrip("0").rstrip(".")))
     own_dir = None
     if os.environ.get(_MULTIPROC):  # the operator's directory: clear the last run's files
         _clear_operator_dir(Path(os.environ[_MULTIPROC]))
@@ -128,12 +147,19 @@ def serve(host: str | None = None, port: int | None = None,
     logger.info("serve_starting", host=host, port=port, workers=workers,
                 metrics_dir=os.environ[_MULTIPROC])
     # imported once the metrics directory is set (prometheus-client reads it on import)
-    from nautilus.service.protocol import HeaderDeadlineProtocol
+    from nautilus.service.protocol import HeaderDeadlineProtocol, with_header_deadline
+    # One worker (the default) serves an app built here, from the settings just checked;
+    # several are processes of their own, which build theirs from the environment.
+    if workers > 1:
+        app: Any = "nautilus.service.app:create_app"
+    else:
+        from nautilus.service.app import create_app
+        app = create_app(settings)
     # uvicorn drains in-flight requests on SIGTERM, then raises the signal again with
     # the handler it found: ours turns that into a clean exit 0 that still cleans up.
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        uvicorn.run("nautilus.service.app:create_app", factory=True, host=host, port=port,
+        uvicorn.run(app, factory=workers > 1, host=host, port=port,
                     workers=workers, access_log=False, log_level="warning",
                     # a stalled body is cut at its own deadline: the drain outlasts both
                     timeout_graceful_shutdown=int(max(settings.serve_request_timeout_s,
@@ -142,7 +168,10 @@ def serve(host: str | None = None, port: int | None = None,
                     # the balancer, never the server, closes an idle connection, so a
                     # request is never sent on a connection the server is closing
                     timeout_keep_alive=75,
-                    http=HeaderDeadlineProtocol,  # slow headers are cut like slow bodies
+                    # slow headers are cut like slow bodies (a worker process reads the
+                    # deadline from the environment, as it reads its other settings)
+                    http=(HeaderDeadlineProtocol if workers > 1
+                          else with_header_deadline(settings.serve_body_timeout_s)),
                     server_header=False)
     except _Terminated:
         pass

@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from nautilus.blas import limit_blas_threads
 from nautilus.config import NautilusSettings
+from nautilus.fanout.blas import limit_blas_threads
 from nautilus.log import get_logger
 from nautilus.records import BrokerResponse
-from nautilus.request.answer import Answer, answer
+from nautilus.request.answer import Answer, RowText, answer, response_row_text
 from nautilus.request.engine import Engine
 from nautilus.request.errors import ProblemError
 from nautilus.request.model import QueryRequest
@@ -64,7 +64,7 @@ class ServerState:
         """Probe the sources in the background while serving; release everything after
         (``kind``: ``serve`` or ``mcp``, in the ``<kind>_ready``/``<kind>_stopped`` logs)."""
         # This process is ours: one BLAS thread, so concurrent requests do not contend
-        # with BLAS's own threads (nautilus.blas; threadpoolctl is in the extra).
+        # with BLAS's own threads (nautilus.fanout.blas; threadpoolctl is in the extra).
         limit_blas_threads(1)
         metrics.start([s.id for s in self.raw_sources], len(self.engine.problems))
         prober = asyncio.create_task(self.readiness.run())
@@ -81,13 +81,15 @@ class ServerState:
             self.engine.broker.close()
             logger.info(f"{kind}_stopped")
 
-    async def answer(self, request: QueryRequest, request_id: str | None = None) -> Answer:
-        """The request answered as every protocol serves it (see the module docstring)."""
+    async def answer(self, request: QueryRequest, request_id: str | None = None,
+                     row_text: RowText = response_row_text) -> Answer:
+        """The request answered as every protocol serves it (see the module docstring);
+        ``row_text``: how the protocol hands a row over (what a token budget counts)."""
         settings = self.settings
         result = await answer(self.engine, request,
                               allow_overrides=settings.serve_allow_overrides,
                               max_query_chars=settings.serve_max_query_chars,
-                              run=self._run, request_id=request_id)
+                              run=self._run, request_id=request_id, row_text=row_text)
         metrics.record_response(result.response)
         return result
 

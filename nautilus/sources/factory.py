@@ -14,7 +14,8 @@ sources:
 ```
 
 The models live in ``schema.py`` (shared options) and beside each source type
-(``sqlite_table.py``…); importing this module registers the built-in types.
+(``sqlite_table.py``…); importing this module declares the built-in types, each one
+imported when a sources file first names it (:class:`~nautilus.sources.schema.SourceTypes`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,8 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from nautilus.sources.base import Source
-from nautilus.sources.postgres import fts as postgres_fts
-from nautilus.sources.postgres import table as postgres_table
-from nautilus.sources.postgres import vector as postgres_vector
 from nautilus.sources.schema import (
     DEFAULT_LIMIT,
     DEFAULT_TIMEOUT_S,
@@ -38,12 +36,12 @@ from nautilus.sources.schema import (
     load_sources,
     sources_json_schema,
 )
-from nautilus.sources.sqlite import fts as sqlite_fts
-from nautilus.sources.sqlite import graph as sqlite_graph
-from nautilus.sources.sqlite import table as sqlite_table
-from nautilus.sources.sqlite import vector as sqlite_vector
+
+if TYPE_CHECKING:
+    from nautilus.sources.base import Source
 
 __all__ = [
+    "BUILT_IN_TYPES",
     "DEFAULT_DATA_DIR",
     "DEFAULT_LIMIT",
     "DEFAULT_TIMEOUT_S",
@@ -61,8 +59,18 @@ __all__ = [
 ]
 #: NAUTILUS_DATA_DIR's default, shared by every project of the user (see project_dir).
 DEFAULT_DATA_DIR = Path("~/.cache/nautilus")
-_BUILT_IN = (sqlite_fts, sqlite_graph, sqlite_table, sqlite_vector,  # registered on import
-             postgres_fts, postgres_table, postgres_vector)
+#: The built-in source types and the module that registers each (imported on first use).
+BUILT_IN_TYPES = {
+    "postgres_fts": "nautilus.sources.postgres.fts",
+    "postgres_table": "nautilus.sources.postgres.table",
+    "pgvector": "nautilus.sources.postgres.vector",
+    "sqlite_fts": "nautilus.sources.sqlite.fts",
+    "sqlite_graph": "nautilus.sources.sqlite.graph",
+    "sqlite_table": "nautilus.sources.sqlite.table",
+    "sqlite_vector": "nautilus.sources.sqlite.vector",
+}
+for _name, _module in BUILT_IN_TYPES.items():
+    SOURCE_TYPES.declare(_name, _module)
 
 
 def bundled_demo_config() -> Path:

@@ -14,10 +14,12 @@ schema for editors (``nautilus config --schema``).
 from __future__ import annotations
 
 import difflib
+import importlib
 import math
 import os
 import re
 from abc import abstractmethod
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args
@@ -113,8 +115,53 @@ class SeededSqliteSpec(SqliteSpec):
     seed: str = Field(description="JSONL seed, relative to the sources file")
 
 
+class SourceTypes(MutableMapping[str, type[SourceSpec]]):
+    """Every known source type by name. A type may be *declared* by the module that
+    registers it (:meth:`declare`): that module is imported the first time the type is
+    looked up, and iterating imports every declared one. So a file of SQLite sources
+    never loads the PostgreSQL types, yet error messages list every type."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, type[SourceSpec] | str] = {}  # a class, or its module
+
+    def declare(self, name: str, module: str) -> None:
+        """``name`` is registered by importing ``module`` (unless it is known already)."""
+        self._entries.setdefault(name, module)
+
+    def __getitem__(self, name: str) -> type[SourceSpec]:
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            importlib.import_module(entry)  # registers it (register_source_type)
+            entry = self._entries[name]
+            if isinstance(entry, str):
+                raise TypeError(f"module {entry} did not register source type {name!r}")
+        return entry
+
+    def __setitem__(self, name: str, cls: type[SourceSpec]) -> None:
+        self._entries[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        names = list(self._entries)
+        for name in names:
+            self[name]  # import the declared ones, so every name iterated is a class
+        return iter(names)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def keys_known(self) -> list[str]:
+        """Every type's name, declared or registered, without importing any."""
+        return list(self._entries)
+
+
 #: Every known source type by name; :func:`register_source_type` adds to it.
-SOURCE_TYPES: dict[str, type[SourceSpec]] = {}
+SOURCE_TYPES = SourceTypes()
 
 
 def register_source_type(cls: type[SourceSpec]) -> type[SourceSpec]:
@@ -171,7 +218,7 @@ def load_sources(path: Path) -> SourcesFile:
 
 
 def _validate_entry(entry: object, where: str) -> SourceSpec:
-    valid = ", ".join(SOURCE_TYPES)
+    valid = ", ".join(SOURCE_TYPES.keys_known())  # without importing every type
     if not isinstance(entry, dict):
         raise SourceConfigError(f"{where}: expected a mapping with 'id' and 'type'")
     named = f"{entry['id']}, " if isinstance(entry.get("id"), str) else ""
@@ -181,7 +228,7 @@ def _validate_entry(entry: object, where: str) -> SourceSpec:
         raise SourceConfigError(f"{label}: missing 'type' (valid: {valid})")
     cls = SOURCE_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        hint = _did_you_mean(str(kind), list(SOURCE_TYPES))
+        hint = _did_you_mean(str(kind), SOURCE_TYPES.keys_known())
         raise SourceConfigError(f"{label}: unknown type {kind!r}{hint} (valid: {valid})")
     try:
         return cls.model_validate(entry)

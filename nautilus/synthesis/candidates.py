@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from nautilus.arrays import FloatArray, IntArray
 from nautilus.records import AdapterResult
 from nautilus.rows import mapping_problem, source_ranks_problem
 from nautilus.synthesis.rank_warnings import RankWarnings
+from nautilus.text.arrays import FloatArray, IntArray
 
 #: A row's text is cut to this many characters before tokenising or embedding,
 #: so one 1 MB field cannot stall a request; the cut is logged.

@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.arrays import IntArray
 from nautilus.log import get_logger
 from nautilus.response_hash import NoCanonicalFormError, canonical_json
-from nautilus.text import TokenBatch, tokenize
+from nautilus.text.arrays import IntArray
+from nautilus.text.tokens import TokenBatch, tokenize
 
 logger = get_logger("nautilus.ranking")
 

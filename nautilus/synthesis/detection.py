@@ -5,7 +5,10 @@ from the sources file or the source class): declared ranked weighs 1, declared
 unranked 0. Otherwise it is detected per batch. A source whose rows are sorted by
 one of their own identifier fields (``key_ordered``: strictly monotone integers or
 strings, at least ``MIN_ROWS_FOR_KEY_ORDER`` rows) is a table in key order:
-unranked, as if declared so. The others by up to three tests of the source's
+unranked, as if declared so; where content is lexical, one whose rows come in the
+order of a float score they carry (``score_ordered``: a BM25 score, a cosine, a
+distance) is ranked, whatever the score measures — a semantic index is not judged by
+a lexical content it may disagree with. The others by up to three tests of the source's
 order, each a z-score (``rho * sqrt(n - 1)``, Spearman's ``rho`` over its ``n``
 rows, about standard normal when the order is unrelated to what it is tested
 against): against **content** similarity; against the **other sources** (the
@@ -31,9 +34,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.arrays import FloatArray, IntArray
-from nautilus.ranking_boost import RRF_K
+from nautilus.synthesis.boosts import RRF_K
 from nautilus.synthesis.fusion import every_row_its_document, source_evidence
+from nautilus.text.arrays import FloatArray, IntArray
 
 #: Fewer rows than this in a batch and an undeclared source's order cannot be judged: weight 0.
 MIN_ROWS_TO_DETECT = 3
@@ -89,7 +92,7 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
 
     ``source_index``/``source_rank``/``similarity``/``doc`` describe the rows the
     detection looks at; ``declared[j]`` is source ``j``'s own word, if any (False too
-    for a source found in key order, :func:`unranked_by_key_order`: its votes are
+    for a source found in key order, :func:`orders_from_fields`: its votes are
     left out of the other sources' agreement test). Without ``doc`` (or where no two
     rows are copies) no source shares a document with another and that test is not
     made. ``lexical`` (optional): each row's match with the query's words (the IDF
@@ -139,11 +142,18 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
     return weights, agreement
 
 
-def unranked_by_key_order(declared: Sequence[bool | None], rows: Sequence[Mapping[str, Any]],
-                          source_index: IntArray) -> list[bool | None]:
+def orders_from_fields(declared: Sequence[bool | None], rows: Sequence[Mapping[str, Any]],
+                       source_index: IntArray, scores: bool = True) -> list[bool | None]:
     """``declared``, with every undeclared source whose rows are in key order
-    (:func:`key_ordered`) now unranked (False). ``rows``/``source_index``: every
-    candidate, each source's rows in its order."""
+    (:func:`key_ordered`) now unranked (False), and, when ``scores``, every other
+    undeclared source whose rows are in the order of a score they carry
+    (:func:`score_ordered`) now ranked (True). ``rows``/``source_index``: every
+    candidate, each source's rows in its order.
+
+    The ranker asks for ``scores`` when content is lexical: its tests then judge an
+    order by the words it matches, which a semantic index's order need not follow.
+    A model's content has a semantic test and a words test beside it, which judge
+    both kinds of index (docs/tuning.md measured the score order there too)."""
     out = list(declared)
     if all(said is not None for said in out):
         return out
@@ -156,6 +166,8 @@ def unranked_by_key_order(declared: Sequence[bool | None], rows: Sequence[Mappin
                     else [rows[i] for i in np.flatnonzero(source_index == j).tolist()])
             if key_ordered(mine):
                 out[j] = False
+            elif scores and score_ordered(mine):
+                out[j] = True
         start += counts[j]
     return out
 
@@ -194,6 +206,44 @@ def key_ordered(rows: Sequence[Mapping[str, Any]]) -> bool:
             previous = current
         else:
             if not step_one:
+                return True
+    return False
+
+
+def score_ordered(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``rows`` (one source's answer, in its order) come in the order of a score
+    they carry: one field that every row has as a finite float, never rising or never
+    falling down the rows, with at least ``MIN_ROWS_FOR_KEY_ORDER`` distinct values —
+    a BM25 score, a cosine, a distance. An order by a score is relevance whatever the
+    score measures (words or meaning), so it needs no test against content. Under an
+    order unrelated to the field it is monotone with probability at most ``2 / d!``
+    (``d`` distinct values). Cheap: a field out of order is given up at the first
+    pair that breaks it."""
+    n = len(rows)
+    if n < MIN_ROWS_FOR_KEY_ORDER:
+        return False
+    first = rows[0]
+    if not isinstance(first, Mapping):
+        return False
+    for name, value in first.items():
+        if type(value) is not float or not math.isfinite(value):
+            continue
+        direction = 0  # +1 rising, -1 falling, 0 not yet known
+        previous = value
+        distinct = 1
+        for row in rows[1:]:
+            current = row.get(name) if isinstance(row, Mapping) else None
+            if type(current) is not float or not math.isfinite(current):
+                break
+            if current != previous:
+                step = 1 if current > previous else -1
+                if direction and step != direction:
+                    break
+                direction = step
+                distinct += 1
+            previous = current
+        else:
+            if distinct >= MIN_ROWS_FOR_KEY_ORDER:
                 return True
     return False
 

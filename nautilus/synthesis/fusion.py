@@ -18,6 +18,11 @@ not. The fused relevance of a row is a sum of *votes*, each at most
   convex combination of a normalised score with rank evidence (2023, "An
   Analysis of Fusion Functions for Hybrid Retrieval"); none when the similarity is
   not positive (the row shares nothing with the query);
+* with a **lexical** content signal, a ranked source's row whose ``ŝ`` is below what
+  its rank implies (the ranked rows' pooled ``ŝ`` at its relative place in its
+  source) is lifted ``w_j · RANK_FLOOR_SHARE`` of the way to it (:func:`rank_floor`):
+  a shared word is evidence of relevance, a missing one is not, so a semantic
+  index's paraphrases are not rated far below their rank;
 * for a document that only **unranked** sources returned, the vote such a source
   would give it if it ordered its rows by content: ``c · (1 - w_j) / (k + r)``,
   ``r`` the document's content rank among that source's rows. Without it a
@@ -51,9 +56,9 @@ import math
 
 import numpy as np
 
-from nautilus.arrays import FloatArray, IntArray
 from nautilus.log import get_logger
-from nautilus.ranking_boost import RRF_K
+from nautilus.synthesis.boosts import RRF_K
+from nautilus.text.arrays import FloatArray, IntArray
 
 logger = get_logger("nautilus.ranking")
 
@@ -74,6 +79,10 @@ CONTENT_FLOOR = 0.1
 SEMANTIC_SHARE = 0.7
 #: Distribution-based normalisation: mean ± this many standard deviations map to 0 and 1.
 DBSF_SPREAD = 3.0
+#: Lexical content: how far a ranked source's row that content rates below its rank's
+#: place is lifted towards that place — halfway, the source's judgement and content's
+#: counted equally (docs/tuning.md: 0.3 and 0.5 both gain on every shard cell, 1 loses).
+RANK_FLOOR_SHARE = 0.5
 def source_evidence(doc: IntArray, source_index: IntArray, source_rank: IntArray,
                     weights: FloatArray, k: float = RRF_K) -> tuple[FloatArray, IntArray]:
     """Each row's source votes: the sum over sources of ``w_j / (k + r)``, ``r`` the best
@@ -253,6 +262,39 @@ def normalised_similarity(similarity: FloatArray, doc: IntArray,
             np.minimum(scaled, 1.0, out=scaled)
             out *= scaled
     return out
+
+
+def rank_floor(normalised: FloatArray, source_index: IntArray, source_rank: IntArray,
+               weights: FloatArray, reference: IntArray,
+               share: float = RANK_FLOOR_SHARE) -> FloatArray:
+    """Lexical content, not penalising a ranked source for matching by meaning: each row
+    of a source with weight ``w > 0`` whose normalised content ``ŝ`` is below what its
+    rank implies is lifted ``w · share`` of the way to it.
+
+    What a rank implies: a source's row at rank position ``p`` of its ``n`` reference rows
+    is, by the source's judgement, as good as the ranked sources' reference rows at the
+    same relative place ``p / n`` of their pooled ``ŝ`` (highest first). A shared word is
+    evidence of relevance, a missing one is not (a semantic index finds paraphrases), so
+    only a row content rates lower than that place is moved, and only part of the way:
+    content still orders the rows, and a row content rates higher keeps its ``ŝ``.
+    Computed on the ``reference`` rows only, so no boost changes another row's lift."""
+    ranked_ref = reference[weights[source_index[reference]] > 0]
+    if len(ranked_ref) == 0 or share <= 0:
+        return normalised
+    pooled = np.sort(normalised[ranked_ref])[::-1]  # the ranked reference rows, best first
+    # Each row's place among its source's reference rows: how many rank strictly above it.
+    width = int(source_rank.max()) + 2
+    keys = np.sort(source_index[ranked_ref] * width + source_rank[ranked_ref])
+    start = np.searchsorted(keys, source_index * width, side="left")
+    count = np.searchsorted(keys, (source_index + 1) * width, side="left") - start
+    place = np.searchsorted(keys, source_index * width + source_rank, side="left") - start
+    row_weight = weights[source_index]
+    lift = (row_weight > 0) & (count > 0)
+    at = np.minimum((place * len(pooled)) // np.maximum(count, 1), len(pooled) - 1)
+    implied = np.where(lift, pooled[at], 0.0)
+    gap = np.maximum(implied - normalised, 0.0)
+    lifted: FloatArray = normalised + (share * row_weight) * gap
+    return lifted
 
 
 def convex_content(semantic: FloatArray, lexical: FloatArray,

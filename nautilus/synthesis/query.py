@@ -14,7 +14,7 @@ from nautilus.embedders import Embedder, is_token_embedder
 from nautilus.synthesis.candidates import MAX_TEXT_CHARS
 from nautilus.synthesis.rank_warnings import RankWarnings
 from nautilus.synthesis.vectors import QueryVector, as_vector, vector_problem
-from nautilus.text import tokenize
+from nautilus.text.tokens import tokenize
 
 
 @dataclass(frozen=True)

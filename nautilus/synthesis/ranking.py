@@ -19,7 +19,8 @@ One pass per request, on numpy arrays built once (docs/design.md, "Ranking"):
 6. stage 2 — ``score = relevance + bump`` of the row's source level, the bump a share
    of the row's source votes only (never of its content vote);
 7. sort by (score desc, routing index, source_rank), collapse copies, keep ``top_k``
-   (and at most ``max_candidates``).
+   (and at most ``max_candidates``); with a ``cut``, stop that list where relevance
+   falls away (``nautilus/selection/cut.py``: a prefix, never empty).
 
 Each step is a module of its own: ``candidates`` (1, 2), ``query`` (3), ``similarity``
 (4, 5; vector arithmetic in ``vectors``), ``fusion`` (5, 6), ``select`` (7); this class
@@ -36,12 +37,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from nautilus.arrays import FloatArray, IntArray
 from nautilus.embedders import Embedder, HashingEmbedder, embedder_from_name, is_token_embedder
-from nautilus.ranking_boost import BOOST_LEVELS, stage1_key, stage2_bump, weights_for
 from nautilus.records import AdapterResult, RankedRow
+from nautilus.selection.cut import RelevanceCut, parse_cut, relevance_cut
 from nautilus.synthesis import copies, detection, fusion
 from nautilus.synthesis.basic import BasicSynthesizer
+from nautilus.synthesis.boosts import (
+    BOOST_LEVELS,
+    stage1_key,
+    stage2_bumps,
+    unboosted_places,
+    weights_for,
+)
 from nautilus.synthesis.candidates import (
     MAX_TEXT_CHARS,
     NOT_TEXT,
@@ -55,7 +62,8 @@ from nautilus.synthesis.query import TokensToWeight, query_vector, weighted_quer
 from nautilus.synthesis.rank_warnings import RankWarnings
 from nautilus.synthesis.select import Scores, select
 from nautilus.synthesis.similarity import lexical_similarities, similarities
-from nautilus.text import IDF_FLOOR, TokenBatch, idf_factors, query_token_weights, tokenize
+from nautilus.text.arrays import FloatArray, IntArray
+from nautilus.text.tokens import IDF_FLOOR, TokenBatch, idf_factors, query_token_weights, tokenize
 
 if TYPE_CHECKING:
     from nautilus.config import NautilusSettings
@@ -70,7 +78,8 @@ class RankingSynthesizer:
     def __init__(self, top_k: int | None = None, idf: bool = False,
                  source_boosts: Mapping[str, str] | None = None,
                  embedder: Embedder | None = None, max_candidates: int | None = None,
-                 dedup_key: str | None = None) -> None:
+                 dedup_key: str | None = None,
+                 cut: RelevanceCut | str | None = None) -> None:
         for name, value in (("top_k", top_k), ("max_candidates", max_candidates)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                       or value < 1):
@@ -86,6 +95,11 @@ class RankingSynthesizer:
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
         self.max_candidates = max_candidates
         self.dedup_key = dedup_key
+        parsed, problem = parse_cut("cut", cut)
+        if problem is not None:
+            raise ValueError(f"cut: {problem.reason}, got {cut!r} (valid: {problem.valid})")
+        #: The relevance cut applied to the top K (nautilus/selection/cut.py); None: off.
+        self.cut = parsed
 
     @classmethod
     def from_settings(cls, settings: NautilusSettings,
@@ -95,7 +109,7 @@ class RankingSynthesizer:
                    embedder=embedder or embedder_from_name(
                        settings.embedder, cache_size=settings.embedder_cache_size),
                    max_candidates=settings.ranking_max_candidates,
-                   dedup_key=settings.ranking_dedup_key)
+                   dedup_key=settings.ranking_dedup_key, cut=settings.ranking_cut)
 
     # --- public API ------------------------------------------------------------------
 
@@ -145,7 +159,6 @@ class RankingSynthesizer:
         if query is None:
             return None
         cands = flatten(results, warnings)
-        n_sources = len(cands.source_ids)
         level_weights = [weights_for(self.source_boosts.get(s.lower()) if isinstance(s, str)
                                      else None) for s in cands.source_ids]
         multipliers = np.array([w.multiplier for w in level_weights] or [1.0])
@@ -156,8 +169,14 @@ class RankingSynthesizer:
         if not cands.rows:
             return []
         texts_all = row_texts(cands.rows, warnings) if self.idf else None
-        said = detection.unranked_by_key_order(declared(results, cands.source_ids),
-                                            cands.rows, cands.source_index)
+        # Content is lexical when the query is in a lexical embedder's space: content then
+        # sees words only, and cannot judge a semantic index's order (detection, fusion).
+        lexical_content = is_token_embedder(self.embedder) and (
+            query_in_embedder_space or isinstance(query, TokensToWeight)
+            or query.shape[0] == getattr(self.embedder, "dim", None))
+        said = detection.orders_from_fields(declared(results, cands.source_ids),
+                                           cands.rows, cands.source_index,
+                                           scores=lexical_content)
         # Stage 1: the cap keeps rows by the boosted key; the statistics come from the rows
         # it keeps without boosts (the reference), which no boost can change.
         everyone = np.arange(len(cands.rows))
@@ -226,30 +245,40 @@ class RankingSynthesizer:
             normalised = fusion.convex_content(
                 normalised, fusion.normalised_similarity(lexical, sub_doc, where_ref))
             content_score = normalised
+        elif lexical_content:
+            # Lexical content only: a ranked source's row that shares few of the query's
+            # words is not rated far below what its rank says (a semantic index's match).
+            normalised = fusion.rank_floor(normalised, sub.source_index, sub.source_rank,
+                                           source_weight, where_ref)
         content_rank = fusion.content_ranks(content_score, sub_doc, where_ref)
         content = fusion.content_vote(normalised, weight=weight)
         unranked = fusion.unranked_votes(content_score, sub_doc, sub.source_index,
                                          where_ref, source_weight, voters, weight)
         evidence = evidence_all[scored]
         relevance = content + evidence + unranked
-        votes = evidence + unranked
-        # Stage 2: a boost scales the row's source votes only, never its content vote, so
-        # a content lead larger than the bump of those votes survives every level.
-        bump: FloatArray = stage2_bump(votes, bumps[sub.source_index] if n_sources
-                                       else np.zeros(n))
+        # Stage 2: a boost adds a signed share of the spread of the batch's unboosted
+        # relevance, decayed by the row's place in its source; both read from unboosted
+        # relevance and the reference rows, so a boost never changes another row's bump.
+        bump: FloatArray = stage2_bumps(relevance, sub.source_index, sub_doc, where_ref,
+                                        bumps)
+        unboosted = (unboosted_places(relevance, sub.source_index, sub.source_rank, sub_doc,
+                                      where_ref) if bumps.any() else np.zeros(n, dtype=np.int64))
         scores = Scores(score=relevance + bump, similarity=similarity, idf_factor=factors,
                         content_rank=content_rank, content=content,
                         content_weight=np.full(n, weight), evidence=evidence, voters=voters,
                         source_weight=source_weight[sub.source_index], unranked_vote=unranked,
                         relevance=relevance, boost_bump=bump, stage1_key=keys[scored],
-                        doc=sub_doc)
+                        doc=sub_doc, unboosted_rank=unboosted)
         # Every row scored stays a candidate: the rows the cap keeps without boosts (the
         # reference) too, so a boost can let rows in but never push a better one out.
         # At most max_candidates rows leave, best first, as without the reference.
         limit = self.top_k
         if len(kept) < len(cands.rows):
             limit = len(kept) if limit is None else min(limit, len(kept))
-        return select(sub, scores, limit)
+        ranked = select(sub, scores, limit)
+        if self.cut is not None:  # where relevance falls away: a prefix, never empty
+            del ranked[relevance_cut(ranked, self.cut):]
+        return ranked
 
 
     def _documents(self, cands: Candidates, texts: list[str] | None,

@@ -11,10 +11,10 @@ from itertools import starmap
 
 import numpy as np
 
-from nautilus.arrays import FloatArray, IntArray
 from nautilus.records import SCORE_COMPONENTS, RankedRow
 from nautilus.synthesis import fusion
 from nautilus.synthesis.candidates import Candidates
+from nautilus.text.arrays import FloatArray, IntArray
 
 
 @dataclass
@@ -36,6 +36,7 @@ class Scores:
     boost_bump: FloatArray
     stage1_key: FloatArray
     doc: IntArray
+    unboosted_rank: IntArray
 
     def take(self, keep: IntArray) -> Scores:
         return Scores(**{name: values[keep] for name, values in vars(self).items()})

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from nautilus.arrays import FloatArray, IntArray
 from nautilus.embedders import (
     Embedder,
     HashingEmbedder,
@@ -34,7 +33,8 @@ from nautilus.synthesis.vectors import (
     stack,
     unit,
 )
-from nautilus.text import TokenBatch
+from nautilus.text.arrays import FloatArray, IntArray
+from nautilus.text.tokens import TokenBatch
 
 _EMBEDDING_OF = methodcaller("get", "embedding")
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus.arrays import FloatArray
 from nautilus.embedders import SparseVector
+from nautilus.text.arrays import FloatArray
 
 #: A query vector: dense (given by the caller, or from a dense embedder) or sparse
 #: (a lexical embedder's few hashed features out of 65,536 dimensions).

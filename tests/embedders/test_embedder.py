@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import nautilus.words as words_module
+import nautilus.text.words as words_module
 from nautilus import (
     AdapterResult,
     EmbeddingUnavailableError,
@@ -20,7 +20,7 @@ from nautilus import (
     RankingSynthesizer,
 )
 from nautilus.embedders import Embedder, embedder_from_name
-from nautilus.text import TokenBatch, keyword_stems, plain_tokens, tokenize
+from nautilus.text.tokens import TokenBatch, keyword_stems, plain_tokens, tokenize
 from tools.reference import hashing_vector
 
 
@@ -137,8 +137,8 @@ def test_batch_tokenizer_is_exact_even_when_word_hashes_collide(collide: bool,
     a hostile row would aim for) the batch still equals :func:`tokenize` on each text,
     also when it is cut into chunks whose words are grouped again across them."""
     zero = (np.uint64(0),) * 3
-    with (mock.patch("nautilus.words._MIX", zero if collide else words_module._MIX),
-          mock.patch("nautilus.text._CHUNK", chunk)):
+    with (mock.patch("nautilus.text.words._MIX", zero if collide else words_module._MIX),
+          mock.patch("nautilus.text.tokens._CHUNK", chunk)):
         batch = TokenBatch.from_texts(EDGE_TEXTS * 3)
     words = {i: w for w, i in batch.vocab.items()}
     got: list[list[str]] = [[] for _ in EDGE_TEXTS * 3]

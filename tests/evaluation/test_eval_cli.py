@@ -87,7 +87,7 @@ def test_json_agrees_with_the_text_and_the_recommendation_is_supported(
     assert isinstance(results, list)
     assert results[0]["name"] == "current (passthrough)" and results[0]["delta_ndcg"] is None
     boosts = [r for r in results if r["kind"] == "boost"]
-    assert len(boosts) == 9
+    assert len(boosts) == 18  # three sources at six levels, demotions included
     references = sweep_json["hijack_references"]
     assert isinstance(references, dict)
     for entry in boosts:  # the hijack check: every other source, never the boosted one
@@ -179,3 +179,17 @@ def test_plot_writes_a_png(adi: dict[str, Path], tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| setting |" in result.stdout
+
+
+def test_the_sweep_reports_each_relevance_cut_setting(sweep_json: dict[str, object]) -> None:
+    cuts = sweep_json["relevance_cut"]
+    assert isinstance(cuts, list)
+    assert [c["setting"] for c in cuts][:3] == ["off", "relative:0.5", "relative:0.6"]
+    off = cuts[0]
+    assert off["current"] is True      # no cut is set
+    for entry in cuts:
+        assert set(entry) == {"setting", "current", "rows_handed_over", "irrelevant_rows",
+                              "recall", "ndcg"}
+        assert 1 <= entry["rows_handed_over"] <= off["rows_handed_over"]
+        assert entry["irrelevant_rows"] <= entry["rows_handed_over"]
+        assert entry["recall"] <= off["recall"] + 1e-12   # a cut only ever removes rows

@@ -49,10 +49,11 @@ def test_from_passthrough_the_sweep_tries_idf_on_and_every_source_at_every_level
     rows = names_and_env(NautilusSettings())
     assert [name for name, _ in rows] == [
         "current (passthrough)", "IDF on",  # IDF off is passthrough itself: not listed twice
-        "fts:low", "fts:medium", "fts:high", "sql:low", "sql:medium", "sql:high",
-        "vector:low", "vector:medium", "vector:high"]
+        *(f"{source}:{level}" for source in ("fts", "sql", "vector")
+          for level in ("-high", "-medium", "-low", "low", "medium", "high"))]
     assert dict(rows)["IDF on"] == {"NAUTILUS_RANKING_IDF": "true"}
     assert dict(rows)["sql:high"] == {"NAUTILUS_SOURCE_BOOSTS": "sql:high"}
+    assert dict(rows)["sql:-high"] == {"NAUTILUS_SOURCE_BOOSTS": "sql:-high"}  # a demotion
 
 
 def test_from_boosted_settings_alternatives_change_one_thing_each() -> None:

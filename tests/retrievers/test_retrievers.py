@@ -112,7 +112,7 @@ def test_http_retrievers_send_overrides_and_give_the_cli_rows_in_order(server: S
 def test_a_refused_query_or_a_bad_setup_is_one_clear_error(server: Server,
                                                            broker: Broker) -> None:
     bad = langchain.NautilusRetriever(url=server.url, boosts={"graph": "hgih"})
-    with pytest.raises(NautilusError, match=r"422: boosts: 'graph:hgih'.*low, medium, high"):
+    with pytest.raises(NautilusError, match=r"422: boosts: 'graph:hgih'.*-low, low, medium, high"):
         bad.invoke(QUERY)
     with pytest.raises(NautilusError, match="ConnectError"):
         llamaindex.NautilusRetriever(url="http://127.0.0.1:9").retrieve(QUERY)

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from nautilus.request.model import QueryRequest
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
 QUERY = "orders-db disk full"
@@ -95,8 +96,13 @@ def test_overrides_choose_sources_top_k_boosts_and_explain(server: Server) -> No
     assert "explain" not in plain and plain["sources_queried"] == SOURCES
 
 
+#: Every field of the request, as a refusal lists them.
+FIELDS = ", ".join(QueryRequest.model_fields)
+
+
 @pytest.mark.parametrize(("body", "field", "value", "valid"), [
-    ({"query": "x", "boosts": {"graph": "hgih"}}, "boosts", "graph:hgih", "low, medium, high"),
+    ({"query": "x", "boosts": {"graph": "hgih"}}, "boosts", "graph:hgih",
+     "-high, -medium, -low, low, medium, high"),
     ({"query": "x", "boosts": {"grpah": "high"}}, "boosts", "grpah",
      "tickets, graph, runbooks, postmortems"),
     ({"query": "x", "sources": ["tickets", "nope"]}, "sources", "nope",
@@ -106,12 +112,13 @@ def test_overrides_choose_sources_top_k_boosts_and_explain(server: Server) -> No
     ({"query": "x", "top_k": 0}, "top_k", "0", "an integer >= 1"),
     ({"query": "x", "top_k": "ten"}, "top_k", "ten", "an integer >= 1"),
     ({"query": "x", "idf": "maybe"}, "idf", "maybe", "true or false"),
-    ({"query": "x", "topk": 3}, "topk", "3",
-     "query, top_k, boosts, idf, sources, explain, vectors, page, cursor"),
+    ({"query": "x", "topk": 3}, "topk", "3", FIELDS),
     ({"query": ""}, "query", "", "a non-empty string"),
     ({"top_k": 3}, "query", "{'top_k': 3}", "a non-empty string"),
-    (["query"], "body", "['query']", "a JSON object with query, top_k, boosts, idf, sources, "
-     "explain, vectors, page, cursor"),
+    (["query"], "body", "['query']", "a JSON object with " + FIELDS),
+    ({"query": "x", "max_tokens": 0}, "max_tokens", "0", "an integer >= 1"),
+    ({"query": "x", "cut": "steep:2"}, "cut", "steep:2", "relative:A, floor:T or gap:G with "
+     "a number in (0, 1], e.g. relative:0.8; or off"),
     ({"query": "q" * 201}, "query", "(201 characters)", "at most 200 characters"),
 ])
 def test_a_bad_request_is_a_422_naming_field_value_and_valid_choices(

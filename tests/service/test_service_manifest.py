@@ -19,7 +19,7 @@ NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 K8S = ROOT / "deploy" / "k8s" / "deployment.yaml"
 COMPOSE = ROOT / "deploy" / "compose.yaml"
 HGIH = ("NAUTILUS_SOURCE_BOOSTS: 'graph:hgih': unknown level 'hgih' for 'graph' "
-        "(valid: low, medium, high)")
+        "(valid: -high, -medium, -low, low, medium, high)")
 
 
 def config(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

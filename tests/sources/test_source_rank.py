@@ -18,7 +18,7 @@ from fakes import FakeSource
 from structlog.testing import capture_logs
 
 from nautilus import AdapterResult, Broker, HashingEmbedder, RankingSynthesizer
-from nautilus.ranking_boost import stage1_key
+from nautilus.synthesis.boosts import stage1_key
 from tools.servers import SLOW_SERVE, Server, running, wait_ready
 
 QUERY = "orders-db disk full"

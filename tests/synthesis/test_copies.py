@@ -14,7 +14,7 @@ from nautilus import AdapterResult, RankingSynthesizer
 from nautilus.synthesis import copies
 from nautilus.synthesis.candidates import MAX_TEXT_CHARS, NOT_TEXT, row_texts
 from nautilus.synthesis.rank_warnings import RankWarnings
-from nautilus.text import TokenBatch
+from nautilus.text.tokens import TokenBatch
 
 
 def texts_of(rows: list[dict[str, Any]], limit: int) -> list[str]:

@@ -182,10 +182,43 @@ def test_rows_sorted_by_an_identifier_are_a_table_in_key_order() -> None:
     assert not detection.key_ordered(rows([1, "3", 4, 5, 6, 7, 8, 9.5]))  # mixed kinds
     assert not detection.key_ordered([{"id": 1}] * 7 + [["not", "a", "row"]])
     assert not detection.key_ordered(rows([True, False] * 4))
-    declared = detection.unranked_by_key_order(
+    declared = detection.orders_from_fields(
         [None, None, True], rows(list(range(10, 18))) + rows([5, 3, 9, 1, 7, 2, 8, 4])
         + rows(list(range(20, 28))), np.repeat(np.arange(3), 8))
     assert declared == [False, None, True]  # a declared source keeps its word
+
+
+def test_rows_in_the_order_of_a_score_they_carry_are_ranked() -> None:
+    def rows(scores: list[object]) -> list[dict[str, object]]:
+        ids = [486, 51, 12, 184, 573, 878, 665, 746, 93, 310]
+        return [{"id": ids[i], "text": "words", "score": v} for i, v in enumerate(scores)]
+    falling = [0.91, 0.88, 0.8, 0.8, 0.74, 0.6, 0.52, 0.5, 0.41, 0.3]
+    assert detection.score_ordered(rows(falling))  # a cosine, ties allowed
+    assert detection.score_ordered(rows([-12.5, -11.0, -9.25, -9.0, -8.5, -7.0, -6.5, -6.0]))
+    assert not detection.score_ordered(rows(falling[:7]))  # too few rows to tell
+    assert not detection.score_ordered(rows([0.9, 0.8, 0.85, 0.7, 0.6, 0.5, 0.4, 0.3]))
+    assert not detection.score_ordered(rows([0.9] * 4 + [0.5] * 6))  # 2 values prove nothing
+    assert not detection.score_ordered(rows([9, 8, 7, 6, 5, 4, 3, 2]))  # integers: a key
+    assert not detection.score_ordered(rows([0.9, float("nan"), 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]))
+    # key order first: a table in id order whose rows carry a rising float is unranked
+    table = [{"id": 3 * i + 10, "text": "words", "created": 1.0e9 + i} for i in range(8)]
+    scored = rows(falling)
+    said = detection.orders_from_fields([None, None, False], table + scored + scored,
+                                        np.repeat(np.arange(3), [8, 10, 10]))
+    assert said == [False, True, False]  # and a declared source keeps its word
+    # content that is not lexical (a model's) judges the order by its own tests
+    assert detection.orders_from_fields([None, None, False], table + scored + scored,
+                                        np.repeat(np.arange(3), [8, 10, 10]),
+                                        scores=False) == [False, None, False]
+
+
+def test_a_semantic_index_without_shared_words_is_ranked_by_its_scores() -> None:
+    # A vector index's rows share no word with the query: content cannot tell its order
+    # from an unrelated one, its similarity field can.
+    rows = [{"id": f"v{i * 7 % 10}", "text": f"paraphrase {i * 3 % 10}", "similarity": 0.9 - i / 50}
+            for i in range(10)]
+    ranked = RankingSynthesizer().rank([AdapterResult("vector", rows)], {"query": "disk full"})
+    assert {r.source_weight for r in ranked} == {1.0}
 
 
 def test_an_undeclared_table_in_id_order_gets_no_vote() -> None:
@@ -384,3 +417,49 @@ def test_descending_ranks_share_ties_within_each_group() -> None:
     assert fusion.descending_ranks(similarity).tolist() == [3, 1, 3, 6, 1, 3]
     groups = np.array([0, 1, 1, 0, 0, 1])
     assert fusion.descending_ranks(similarity, groups).tolist() == [2, 1, 2, 3, 1, 2]
+
+
+def test_rank_floor_lifts_a_ranked_row_content_rates_below_its_place() -> None:
+    # Source 0 (lexical) rows at ŝ 0.9, 0.8, 0.7; source 1 (semantic) 0.1, 0.6, 0.2;
+    # source 2 unranked. Pooled ranked ŝ, best first: 0.9 0.8 0.7 0.6 0.2 0.1.
+    normalised = np.array([0.9, 0.8, 0.7, 0.1, 0.6, 0.2, 0.05])
+    source = np.array([0, 0, 0, 1, 1, 1, 2])
+    rank = np.array([1, 2, 3, 1, 2, 3, 1])
+    weights = np.array([1.0, 1.0, 0.0])
+    every = np.arange(7)
+    lifted = fusion.rank_floor(normalised, source, rank, weights, every)
+    # source 1's rank 1 is at place 0/3 → pooled[0] = 0.9: halfway from 0.1 is 0.5; its
+    # rank 2 (0.6) is implied 0.7 (place 1/3 → pooled[2]): 0.65; its rank 3 (0.2) is
+    # implied 0.2 (place 2/3 → pooled[4]): kept
+    assert np.allclose(lifted, [0.9, 0.8, 0.7, 0.5, 0.65, 0.2, 0.05])
+    assert (lifted >= normalised).all()  # never lowered; the unranked row untouched
+    half = fusion.rank_floor(normalised, source, rank, np.array([1.0, 0.5, 0.0]), every)
+    assert np.isclose(half[3], 0.1 + 0.25 * 0.8)  # a half-weight source, a quarter of the way
+    # the reference alone sets the places: a row outside it (a boost let it in) is placed
+    # among the reference rows of its source and changes nobody else's lift
+    ref = np.array([0, 1, 2, 3, 4, 6])
+    extra = fusion.rank_floor(normalised, source, rank, weights, ref)
+    assert np.allclose(extra[:5], fusion.rank_floor(normalised[:5], source[:5], rank[:5],
+                                                    weights, np.arange(5)))
+
+
+def test_a_semantic_index_paraphrase_is_not_buried_by_lexical_content() -> None:
+    # Disjoint shards: a keyword index's rows share the query's words, a vector index's
+    # best rows are paraphrases sharing none. Lexical content alone put the vector
+    # index's rank 1 below the keyword index's rank 10 ("full moon"); its rank now lifts
+    # it above the weak word matches, and an exact match still leads.
+    keyword = [{"id": f"k{i}", "text": t} for i, t in enumerate([
+        "disk full on the database host", "database disk full alarms", "disk full errors",
+        "full disk warnings for database backups", "database host disk usage", "disk quotas",
+        "full table scans in the database", "database indexes", "disk caches", "full moon"])]
+    semantic = [{"id": f"v{i}", "text": t} for i, t in enumerate([
+        "the db server has no storage space left", "storage volume exhausted on the sql machine",
+        "out of space on the data node", "capacity planning for servers", "server memory",
+        "backup schedules", "replication lag", "network partitions", "cpu throttling", "logs"])]
+    results = [AdapterResult("fts", keyword, ranked=True),
+               AdapterResult("vector", semantic, ranked=True)]
+    ranked = RankingSynthesizer().rank(results, {"query": "disk full on the database host"})
+    place = {r.row["id"]: r.rank for r in ranked}
+    assert place["k0"] == 1
+    assert place["v0"] < min(place[k] for k in ("k5", "k6", "k7", "k8", "k9"))
+    assert ranked[place["v0"] - 1].content > 0  # lifted, though it shares no word

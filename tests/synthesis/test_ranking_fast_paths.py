@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from nautilus import AdapterResult, HashingEmbedder, NoopEmbedder, RankingSynthesizer
 from nautilus.embedders import SparseVector, TokenEmbedder, is_token_embedder
-from nautilus.text import TokenBatch, tokenize
+from nautilus.text.tokens import TokenBatch, tokenize
 
 TEXTS = ["Disk full on the orders database", "orders replication lag after failover",
          "login page slow", "disk disk full again", "the and of", ""]

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from pydantic import Field, field_validator
 
 from nautilus.errors import NautilusError
+from nautilus.fanout.workers import in_worker
 from nautilus.log import get_logger
 from nautilus.sources.base import Row, SourceBase, with_id
 from nautilus.sources.postgres.dsn import Dsn, mask_dsn, scrub
 from nautilus.sources.postgres.pools import configure, pool_loop, running_pool_loop
 from nautilus.sources.schema import SourceSpec
-from nautilus.workers import in_worker
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

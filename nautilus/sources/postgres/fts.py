@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 from nautilus.sources.base import Row, Source
 from nautilus.sources.postgres.base import PostgresSource, PostgresSpec, finish, spec_kwargs
 from nautilus.sources.schema import BuildContext, register_source_type
-from nautilus.text import plain_tokens
+from nautilus.text.tokens import plain_tokens
 
 if TYPE_CHECKING:
     from psycopg.sql import Composable, Composed

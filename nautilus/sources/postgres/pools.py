@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from nautilus.background_loop import BackgroundLoop
+from nautilus.fanout.background_loop import BackgroundLoop
 from nautilus.log import get_logger
 from nautilus.sources.postgres.dsn import (
     DEFAULT_CONNECT_TIMEOUT_S,

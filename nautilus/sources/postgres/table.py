@@ -16,7 +16,7 @@ from nautilus.sources.base import Source
 from nautilus.sources.postgres.base import PostgresSource, PostgresSpec, finish, spec_kwargs
 from nautilus.sources.schema import BuildContext, register_source_type
 from nautilus.sources.sql import MAX_KEYWORDS, like_pattern
-from nautilus.text import keyword_stems
+from nautilus.text.tokens import keyword_stems
 
 if TYPE_CHECKING:
     from psycopg.sql import Composed

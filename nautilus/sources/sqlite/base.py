@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from nautilus.errors import NautilusError
+from nautilus.fanout.workers import in_worker
 from nautilus.log import get_logger
 from nautilus.rows import CanonicalRows
 from nautilus.sources.base import Row, SourceBase, with_id
 from nautilus.sources.seeds import file_digest
 from nautilus.sources.sqlite.connections import ReadConnections, read_only_uri, stat_key
-from nautilus.workers import in_worker
 
 try:  # a cross-process lock; without fcntl (Windows) the in-process lock still holds
     import fcntl

@@ -22,7 +22,7 @@ from nautilus.sources.schema import (
 from nautilus.sources.seeds import load_seed, sqlite_value
 from nautilus.sources.sql import quote_identifier
 from nautilus.sources.sqlite.base import SeededSqliteSource
-from nautilus.text import plain_tokens
+from nautilus.text.tokens import plain_tokens
 
 #: At most this many distinct words of a query are searched (as the other types do): a
 #: query of 100,000 words must cost what a sentence costs, not an OR of them all.

@@ -20,7 +20,7 @@ from nautilus.sources.schema import (
 )
 from nautilus.sources.seeds import load_seed, sqlite_value
 from nautilus.sources.sqlite.base import SqliteSource
-from nautilus.text import tokenize
+from nautilus.text.tokens import tokenize
 
 _EDGE_FIELDS = ("src", "dst", "relation")
 

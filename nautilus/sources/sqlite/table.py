@@ -24,7 +24,7 @@ from nautilus.sources.schema import (
 from nautilus.sources.seeds import load_seed, sqlite_value
 from nautilus.sources.sql import MAX_KEYWORDS, escape_identifier, like_pattern, quote_identifier
 from nautilus.sources.sqlite.base import SeededSqliteSource
-from nautilus.text import keyword_stems
+from nautilus.text.tokens import keyword_stems
 
 _SEARCH_TABLE = "nautilus_search"
 

@@ -35,7 +35,7 @@ from nautilus.sources.schema import (
 from nautilus.sources.seeds import load_seed
 from nautilus.sources.sql import quote_identifier
 from nautilus.sources.sqlite.base import SeededSqliteSource
-from nautilus.text import tokenize
+from nautilus.text.tokens import tokenize
 
 MAX_DIM = 65_536
 #: Stored vectors kept written out as JSON, per source (about 20 KB each at 1,024 floats).

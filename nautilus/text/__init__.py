@@ -1,0 +1,1 @@
+"""Text as the ranking and the sources see it: tokens, word batches, array helpers."""
