@@ -27,6 +27,7 @@ _RAISED_BY = {
     "ConfigError": "nautilus.config",
     "SourceConfigError": "nautilus.sources.schema",
     "SeedError": "nautilus.sources.seeds",
+    "FileRefusedError": "nautilus.sources.seeds",
     "ForeignFileError": "nautilus.sources.sqlite.base",
     "NoSpaceError": "nautilus.sources.sqlite.base",
     "PostgresUnavailableError": "nautilus.sources.postgres.base",

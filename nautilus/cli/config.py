@@ -16,6 +16,7 @@ from nautilus.cli.args import CONFIG_HELP
 
 if TYPE_CHECKING:  # loaded when the command runs (``nautilus --help`` needs none of it)
     from nautilus.config import NautilusSettings
+    from nautilus.errors import Problem
 
 #: What a sources file must list (said when it lists nothing).
 NO_SOURCES = "at least one source; docs/sources.md has an example of each type"
@@ -58,20 +59,25 @@ def run_config(args: argparse.Namespace) -> int:
         settings = NautilusSettings()  # --strict reports each problem itself, once
     path = config_path(settings, args.config)
     listing, source_error = check_sources(settings, path)
+    id_problems = _id_problems(path) if source_error is None else []
     if listing == []:
         source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"
     source_ids = None if listing is None else [s["id"] for s in listing]
     problems = list(settings.problems) + list(
-        boost_problems(settings, source_ids) if source_ids is not None else ())
-    failed = args.strict and bool(problems or source_error is not None)
+        boost_problems(settings, source_ids) if source_ids is not None else ()) + \
+        _keys_problems(settings)
+    failed = args.strict and bool(problems or id_problems or source_error is not None)
     if args.json:
         print(json.dumps({
             "settings": settings.effective(),
             "ranking_enabled": settings.ranking_enabled,
+            "log_level_applied": _log_levels() or {"cli": settings.log_level,
+                                                   "serve": settings.log_level},
             "skipped": [{"variable": p.variable, "value": p.value, "reason": p.reason,
                          "valid": p.valid, "message": p.message} for p in problems],
             "sources_file": {"path": str(path), "ok": source_error is None,
-                             "error": source_error, "sources": listing or []},
+                             "error": source_error, "sources": listing or [],
+                             "warnings": id_problems},
         }, indent=2, sort_keys=True))
     elif not failed:  # a failed gate prints its problems alone, on stderr
         print(_settings_table(settings))
@@ -80,6 +86,8 @@ def run_config(args: argparse.Namespace) -> int:
                                       else "" if listing else "(none)"))
         for source in listing or []:
             print("  - " + "  ".join(source.values()))
+        for warning in id_problems:
+            print(f"  warning: {warning}")
         print("skipped:" if problems else "skipped: none")
         for problem in problems:
             print(f"  - {problem.message}")
@@ -88,6 +96,8 @@ def run_config(args: argparse.Namespace) -> int:
             print(f"nautilus: {problem.message}", file=sys.stderr)
         if source_error is not None:
             print(f"nautilus: {source_error}", file=sys.stderr)
+        for warning in id_problems:
+            print(f"nautilus: {warning}", file=sys.stderr)
         return 1
     return 0
 
@@ -128,10 +138,56 @@ def check_sources(settings: NautilusSettings,
             for spec in specs], None
 
 
+def _keys_problems(settings: NautilusSettings) -> list[Problem]:
+    """The API keys file as ``serve`` and ``mcp`` read it at start-up (missing, not a
+    regular file, empty): a gate must fail on what would stop the service."""
+    from nautilus.config import ConfigError
+    try:
+        from nautilus.service.limits import load_api_keys
+    except ImportError:  # no serve extra: nothing here reads the file
+        return []
+    try:
+        load_api_keys(settings.serve_api_keys_file)
+    except ConfigError as exc:
+        return list(exc.problems)
+    return []
+
+
+def _log_levels() -> dict[str, str] | None:
+    """The levels that apply when ``NAUTILUS_LOG_LEVEL`` is unset (None when it is set):
+    the commands whose output is the point log warnings, the servers info
+    (:func:`nautilus.cli.main`)."""
+    from nautilus.log import LogSettings
+    if "log_level" in LogSettings().model_fields_set:
+        return None
+    return {"cli": "warning", "serve": "info"}
+
+
+def _id_problems(path: Path) -> list[str]:
+    """Sources whose seed rows lack their ``id_field`` (answered with a null id): one
+    message each. A graph's entities and a PostgreSQL seed must have ids (checked above)."""
+    from nautilus.sources.factory import load_sources
+    from nautilus.sources.postgres.load import seed_path
+    from nautilus.sources.schema import SeededSqliteSpec
+    from nautilus.sources.seeds import id_problem, load_seed
+    problems = []
+    for spec in load_sources(path).specs:
+        if not isinstance(spec, SeededSqliteSpec):
+            continue
+        seed = seed_path(spec.seed, path.parent)
+        problem = id_problem(seed, load_seed(seed), spec.id_field)
+        if problem is not None:
+            problems.append(f"source {spec.id!r}: {problem}")
+    return problems
+
+
 def _settings_table(settings: NautilusSettings) -> str:
     rows = []
+    applied = _log_levels()
     for name, value in settings.effective().items():
-        if isinstance(value, dict):
+        if name == "NAUTILUS_LOG_LEVEL" and applied is not None:
+            shown = f"{applied['cli']} (serve, mcp: {applied['serve']}; unset: by command)"
+        elif isinstance(value, dict):
             shown = ",".join(f"{k}:{v}" for k, v in value.items()) or "(unset)"
         else:
             shown = "(unset)" if value is None else str(value).lower() if isinstance(

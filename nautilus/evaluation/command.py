@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from nautilus.evaluation.evaluate import run_eval
     from nautilus.evaluation.judgments import EvalInputError
     from nautilus.evaluation.report import (
+        coverage_lines,
         json_report,
         markdown_report,
         plot,
@@ -75,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         text = json.dumps(json_report(result), indent=2, sort_keys=True)
     elif args.markdown:
         text = markdown_report(result)
-    elif args.recommend:
+    elif args.recommend:  # stdout is a .env fragment; what it rests on goes to stderr
+        for line in coverage_lines(result)[1:]:
+            print(f"nautilus: {line}", file=sys.stderr)
         text = "\n".join(recommendation_lines(result))
     else:
         text = text_report(result)

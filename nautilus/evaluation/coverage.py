@@ -36,6 +36,13 @@ class Coverage:
     errors: dict[str, int] = field(default_factory=dict)  # source -> queries it failed
 
     relevant_ids: int = 0             # distinct judged-relevant ids
+    judged_fields: list[str] = field(default_factory=list)  # other fields holding judged ids
+
+    @property
+    def mostly_unseen(self) -> bool:
+        """More than half the judged-relevant ids came back in no row: the judgments are
+        not about these sources (or not in this field), and no comparison means much."""
+        return self.relevant_ids > 0 and 2 * len(self.never_seen) > self.relevant_ids
 
     @property
     def id_field_suspect(self) -> bool:
@@ -51,6 +58,8 @@ def coverage(runs: Sequence[Fetched], queries: Mapping[str, str],
              grades: Mapping[str, Mapping[str, int]], id_field: str) -> Coverage:
     seen: set[str] = set()
     fields: Counter[str] = Counter()
+    judged: Counter[str] = Counter()  # row fields other than id_field holding a judged id
+    every_relevant = {d for run in runs for d in relevant(run.grades)}
     errors: Counter[str] = Counter()
     rows_total = rows_without_id = 0
     relevant_total = relevant_returned = 0
@@ -63,6 +72,8 @@ def coverage(runs: Sequence[Fetched], queries: Mapping[str, str],
             for row in result.rows:
                 rows_total += 1
                 fields.update(row.keys())
+                judged.update(k for k, v in row.items() if k != id_field and
+                              isinstance(v, str | int) and str(v) in every_relevant)
                 doc = row_id(row, id_field)
                 if doc is None:
                     rows_without_id += 1
@@ -86,4 +97,5 @@ def coverage(runs: Sequence[Fetched], queries: Mapping[str, str],
         not_returned=relevant_total - relevant_returned,
         never_seen=sorted(relevant_ids - seen), rows_total=rows_total,
         rows_without_id=rows_without_id, fields_seen=[f for f, _ in fields.most_common(12)],
-        errors=dict(errors), relevant_ids=len(relevant_ids))
+        errors=dict(errors), relevant_ids=len(relevant_ids),
+        judged_fields=[f for f, _ in judged.most_common(3)])

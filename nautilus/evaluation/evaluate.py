@@ -29,11 +29,13 @@ from nautilus.evaluation.sweep import (
     Recommendation,
     Scored,
     alternatives,
+    bootstrap_ci,
     compare,
     recommend,
     score,
     unboosted_reference,
 )
+from nautilus.synthesis.ranking import RankingSynthesizer
 
 #: Queries in flight at once: enough to overlap the sources' I/O, few enough to be polite.
 CONCURRENT_QUERIES = 4
@@ -57,6 +59,9 @@ class EvalResult:
     fetch_seconds: float
     rank_seconds: float
     cuts: list[CutScored] = field(default_factory=list)   # the sweep's relevance-cut table
+    #: From passthrough: ranking turned on with no knob's own effect (every knob's gain
+    #: includes this one's; a report names which part is the knob's).
+    ranking_on: Scored | None = None
 
 
 async def fetch_all(broker: Broker, judged: Sequence[tuple[str, str, Mapping[str, int]]],
@@ -110,6 +115,19 @@ def run_eval(queries_path: Path, judgments_path: Path, config: str | None,
                                   id_field, k, bar)
         cuts = score_cuts(current, embedder, runs, id_field, k, bar.step) if sweep else []
     compare(scored, references)
+    ranking_on = None
+    if sweep and not current.ranking_enabled:
+        ranking_on = score(Alternative("ranking on, no knob", "reference",
+                                       RankingSynthesizer.from_settings(current, embedder)),
+                           runs, source_ids, id_field, k)
+        ranking_on.delta = bootstrap_ci(ranking_on.ndcg - scored[0].ndcg)
+    cov = coverage(runs, queries.texts, judgments.grades, id_field)
+    recommendation = recommend(scored, k) if sweep else None
+    if recommendation is not None and cov.mostly_unseen:
+        recommendation = Recommendation(None, [], (
+            f"{len(cov.never_seen)} of {cov.relevant_ids} judged-relevant ids are carried by "
+            f"no row any source returned, so these judgments do not describe these sources "
+            f"(is --config the sources file they were made for? is --id-field right?)"))
     rank_seconds = time.perf_counter() - started
     return EvalResult(
         k=k, id_field=id_field, sources=source_ids,
@@ -117,10 +135,9 @@ def run_eval(queries_path: Path, judgments_path: Path, config: str | None,
                   if name.removeprefix("NAUTILUS_").lower() in _RANKING_FIELDS},
         ranking_enabled=current.ranking_enabled, queries_format=queries.format,
         judgments_format=judgments.format,
-        coverage=coverage(runs, queries.texts, judgments.grades, id_field),
-        scored=scored, references=references,
-        recommendation=recommend(scored, k) if sweep else None,
-        fetch_seconds=fetch_seconds, rank_seconds=rank_seconds, cuts=cuts)
+        coverage=cov, scored=scored, references=references, recommendation=recommendation,
+        fetch_seconds=fetch_seconds, rank_seconds=rank_seconds, cuts=cuts,
+        ranking_on=ranking_on)
 
 
 _RANKING_FIELDS = ("ranking_top_k", "ranking_idf", "source_boosts", "ranking_max_candidates",

@@ -9,7 +9,7 @@ from typing import Any
 
 from nautilus.evaluation.cuts import CutScored
 from nautilus.evaluation.evaluate import EvalResult
-from nautilus.evaluation.sweep import HIJACK_FLOOR, Recommendation, Scored
+from nautilus.evaluation.sweep import HIJACK_FLOOR, Recommendation, Scored, bootstrap_ci
 
 
 def _setting(entry: Scored) -> str:
@@ -95,10 +95,15 @@ def _coverage_lines(result: EvalResult) -> list[str]:
         lines.append(f"never seen: {len(cov.never_seen)} of {cov.relevant_ids} judged-relevant "
                      f"ids are carried by no row of any query (as far as this run shows, no "
                      f"source holds them): {cov.examples(cov.never_seen)}")
-    if cov.id_field_suspect:
+    if cov.id_field_suspect and cov.judged_fields:
         lines.append(f"warning: no returned row carries any judged id in field "
-                     f"{result.id_field!r}; is --id-field right? (row fields seen: "
-                     f"{', '.join(cov.fields_seen) or 'none'})")
+                     f"{result.id_field!r}, but field {cov.judged_fields[0]!r} does: pass "
+                     f"--id-field {cov.judged_fields[0]}")
+    elif cov.id_field_suspect:  # in no field at all: judgments made for other sources
+        lines.append(f"warning: no returned row carries any judged id, in any field: these "
+                     f"judgments are for other sources than the ones evaluated "
+                     f"({', '.join(result.sources)}); pass --config with the sources file "
+                     f"they were made for")
     if cov.rows_without_id:
         lines.append(f"rows without {result.id_field!r}: {cov.rows_without_id} of "
                      f"{cov.rows_total} (they keep their place and count as not relevant)")
@@ -113,6 +118,11 @@ def _coverage_lines(result: EvalResult) -> list[str]:
         lines.append(f"source errors: {sid} failed {count} of {cov.evaluated} queries "
                      "(scored as returning nothing)")
     return lines
+
+
+def coverage_lines(result: EvalResult) -> list[str]:
+    """What the scores rest on: the recall ceiling first, then every note and warning."""
+    return _coverage_lines(result)
 
 
 def recommendation_lines(result: EvalResult) -> list[str]:
@@ -136,6 +146,7 @@ def recommendation_lines(result: EvalResult) -> list[str]:
     mean, low, high = best.delta
     out = [f"# recommendation: {best.alternative.name}: nDCG@{k} {mean:+.3f} "
            f"(95% CI {low:+.3f} to {high:+.3f}) over the current settings; {kept}."]
+    out += _attribution(result, best)
     if any(value == "" for _, value in best.alternative.env):
         out.append("# an empty value unsets the variable")
     out += env_lines
@@ -143,6 +154,21 @@ def recommendation_lines(result: EvalResult) -> list[str]:
     if others:
         out.append(f"# also measured better and safe (smaller gain): {', '.join(others)}")
     return out
+
+
+def _attribution(result: EvalResult, best: Scored) -> list[str]:
+    """From passthrough, any knob turns ranking on: the part of a knob's gain that ranking
+    on alone gives, and the knob's own (its nDCG against ranking on with no knob)."""
+    on = result.ranking_on
+    if on is None or on.delta is None or best.alternative.kind == "passthrough":
+        return []
+    knob = ", ".join(name for name, _ in best.alternative.env) or best.alternative.name
+    own = bootstrap_ci(best.ndcg - on.ndcg)
+    verdict = ("the gain is turning ranking on, not this knob" if own[1] <= 0.0
+               else f"{knob} adds to turning ranking on")
+    return [f"# of it, turning ranking on (any NAUTILUS_RANKING_* knob or a boost does) "
+            f"gives {on.delta[0]:+.3f} (95% CI {on.delta[1]:+.3f} to {on.delta[2]:+.3f}), "
+            f"{knob} itself {own[0]:+.3f} (95% CI {own[1]:+.3f} to {own[2]:+.3f}): {verdict}."]
 
 
 def text_report(result: EvalResult) -> str:

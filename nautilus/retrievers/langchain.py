@@ -65,4 +65,4 @@ class NautilusRetriever(BaseRetriever):
 
 def _document(hit: Hit) -> Document:
     return Document(page_content=hit.text, metadata=hit.metadata(),
-                    id=f"{hit.source}:{hit.id if hit.id is not None else hit.rank}")
+                    id=hit.key)

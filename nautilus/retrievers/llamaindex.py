@@ -49,7 +49,7 @@ class NautilusRetriever(BaseRetriever):
 
 
 def _node(hit: Hit) -> NodeWithScore:
-    node = TextNode(id_=f"{hit.source}:{hit.id if hit.id is not None else hit.rank}",
+    node = TextNode(id_=hit.key,
                     text=hit.text, metadata=hit.metadata(),
                     excluded_llm_metadata_keys=list(_NOT_FOR_MODELS),
                     excluded_embed_metadata_keys=list(_NOT_FOR_MODELS))

@@ -4,6 +4,9 @@ same order as ``nautilus query --json`` with the same settings."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,19 +14,27 @@ from typing import Any
 
 import httpx
 
-from nautilus.broker import Broker
+from nautilus.broker import Broker, run_sync
 from nautilus.errors import NautilusError
 from nautilus.records import BrokerResponse, RankedRow
 from nautilus.request.answer import Answer, answer, answer_sync
 from nautilus.request.engine import Engine
 from nautilus.request.errors import ProblemError
 from nautilus.request.model import QueryRequest, parse_request
+from nautilus.response_hash import NoCanonicalFormError, canonical_json
 
 #: What a retriever may set on its requests: every request field but the query.
 OVERRIDE_FIELDS: tuple[str, ...] = tuple(name for name in QueryRequest.model_fields
                                          if name != "query")
 #: Row fields never copied into a hit's text or fields (vectors are for the ranker).
 _HIDDEN = frozenset({"embedding"})
+#: The largest answer read from a service by default (bytes; ``max_answer_bytes``): a
+#: bigger one is refused as it streams in, never read whole. A service answers with the
+#: rows without their vectors: 100 rows of 10 KB are 1 MB.
+MAX_ANSWER_BYTES = 32 << 20
+#: What a malformed answer can raise while it is read into hits.
+_MALFORMED = (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError,
+              RecursionError)
 
 
 class ServiceError(NautilusError, RuntimeError):
@@ -42,10 +53,37 @@ class Hit:
     fields: dict[str, Any]
     explanation: dict[str, Any]
 
+    @property
+    def key(self) -> str:
+        """The row's stable name, what a framework's document id is: ``source:id``, or
+        for a row without an id a digest of its content (:func:`row_key`)."""
+        return row_key(self.source, self.id, self.fields)
+
     def metadata(self) -> dict[str, Any]:
         """What both frameworks carry beside the text."""
         return {"source": self.source, "id": self.id, "score": self.score, "rank": self.rank,
                 "explanation": self.explanation, "fields": self.fields}
+
+
+#: Fields a source adds per query (a score, the match that found a graph row): left out
+#: of a row's content digest, so the same row has one key whatever the query.
+_PER_QUERY = frozenset({"embedding", "embedding_model", "similarity", "bm25", "rank",
+                        "distance", "relation", "direction", "via", "edge"})
+
+
+def row_key(source: str, row_id: Any, row: Mapping[str, Any]) -> str:
+    """``source:id``; for a row without an id, ``source:sha256-`` and 16 hex digits of
+    its content (its canonical JSON, the per-query fields left out) — the same row has
+    the same key in every call, never one that depends on its rank."""
+    if row_id is not None and row_id != "":
+        return f"{source}:{row_id}"
+    content = {k: v for k, v in row.items() if k not in _PER_QUERY}
+    try:
+        text = canonical_json(content)
+    except NoCanonicalFormError:
+        text = json.dumps(content, sort_keys=True, default=repr)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{source}:sha256-{digest[:16]}"
 
 
 def row_text(row: Mapping[str, Any]) -> str:
@@ -107,6 +145,7 @@ class HitSource:
     timeout_s: float = 30.0
     overrides: Mapping[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    max_answer_bytes: int = MAX_ANSWER_BYTES
     _core: Engine | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -155,12 +194,14 @@ class HitSource:
                                                 _document_text))
             except ProblemError as exc:
                 raise ServiceError(f"invalid request: {exc.detail}") from None
+        body = self._body(query)
         try:
-            response = httpx.post(self._endpoint(), json=self._body(query),
-                                  headers=self._headers(), timeout=self.timeout_s)
-        except httpx.HTTPError as exc:
-            raise ServiceError(f"{self._endpoint()}: {type(exc).__name__}: {exc}") from None
-        return hits_of_json(_checked(response))
+            asyncio.get_running_loop()
+        except RuntimeError:  # the usual case: this thread's own loop
+            return run_sync(self._post(body), "hits()", "await ahits(...)")
+        # called synchronously inside a running loop (a notebook): a thread of its own
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, self._post(body)).result()
 
     async def ahits(self, query: str) -> list[Hit]:
         if self.broker is not None:
@@ -169,21 +210,68 @@ class HitSource:
                                                  row_text=_document_text))
             except ProblemError as exc:
                 raise ServiceError(f"invalid request: {exc.detail}") from None
+        return await self._post(self._body(query))
+
+    async def _post(self, body: dict[str, Any]) -> list[Hit]:
+        """One ``POST /v1/query``, all of it — connecting, the headers, the body — within
+        ``timeout_s`` (httpx's own timeouts are per read: a server sending a byte a
+        second would hold the call for ever), its body read as it streams in and
+        refused past ``max_answer_bytes``; anything but a query answer is a
+        :class:`ServiceError`."""
+        endpoint = self._endpoint()
         try:
-            async with httpx.AsyncClient(timeout=self.timeout_s) as client:
-                response = await client.post(self._endpoint(), json=self._body(query),
-                                             headers=self._headers())
+            async with asyncio.timeout(self.timeout_s):
+                status, raw = await self._exchange(endpoint, body)
+        except TimeoutError:
+            raise ServiceError(f"{endpoint}: no complete answer within timeout_s="
+                               f"{self.timeout_s:g} s") from None
         except httpx.HTTPError as exc:
-            raise ServiceError(f"{self._endpoint()}: {type(exc).__name__}: {exc}") from None
-        return hits_of_json(_checked(response))
+            raise ServiceError(f"{endpoint}: {type(exc).__name__}: {exc}") from None
+        return parse_answer(endpoint, status, raw)
+
+    async def _exchange(self, endpoint: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        async with httpx.AsyncClient(timeout=self.timeout_s) as client, client.stream(
+                "POST", endpoint, json=body, headers=self._headers()) as response:
+            declared = response.headers.get("content-length", "")
+            cap = self.max_answer_bytes
+            if declared.isdigit() and int(declared) > cap:
+                raise ServiceError(_too_large(endpoint, cap, f"{int(declared):,} declared"))
+            raw = bytearray()
+            async for chunk in response.aiter_bytes():
+                raw += chunk
+                if len(raw) > cap:
+                    raise ServiceError(_too_large(endpoint, cap, "more streamed"))
+            return response.status_code, bytes(raw)
 
 
-def _checked(response: httpx.Response) -> dict[str, Any]:
-    if response.status_code != 200:
-        try:
-            detail = response.json().get("detail", response.text)
-        except ValueError:
-            detail = response.text[:300]
-        raise ServiceError(f"nautilus serve answered {response.status_code}: {detail}")
-    body: dict[str, Any] = response.json()
-    return body
+def _too_large(endpoint: str, cap: int, what: str) -> str:
+    return (f"{endpoint}: answer larger than max_answer_bytes={cap:,} ({what}); ask for "
+            "fewer rows (top_k) or raise max_answer_bytes")
+
+
+def parse_answer(endpoint: str, status: int, raw: bytes) -> list[Hit]:
+    """A service's answer (status and body) as hits, or a :class:`ServiceError` saying
+    what is wrong with it: a refusal (its problem+json detail), a body that is not
+    JSON or not a query answer (never a raw ``KeyError`` or ``JSONDecodeError``)."""
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        body, problem = None, "JSON nested too deeply"
+    except ValueError as exc:  # not JSON, not UTF-8, past the digit limit
+        body, problem = None, f"not JSON ({str(exc)[:120]})"
+    else:
+        problem = ""
+    if status != 200:
+        detail = body.get("detail") if isinstance(body, dict) else None
+        shown = str(detail) if detail is not None else raw[:300].decode("utf-8", "replace")
+        raise ServiceError(f"nautilus serve answered {status}: {shown[:300]}")
+    if problem:
+        raise ServiceError(f"{endpoint}: the answer is {problem}")
+    if not isinstance(body, dict):
+        raise ServiceError(f"{endpoint}: the answer is not a JSON object "
+                           f"({type(body).__name__})")
+    try:
+        return hits_of_json(body)
+    except _MALFORMED as exc:
+        what = f"{type(exc).__name__}: {str(exc)[:120]}"
+        raise ServiceError(f"{endpoint}: the answer is not a query answer ({what})") from None

@@ -106,6 +106,10 @@ class ConcurrencyLimit:
         self.in_flight -= 1
 
 
+#: The largest API keys file read (bytes): a file of keys, not data.
+MAX_KEYS_FILE_BYTES = 1 << 20
+
+
 def load_api_keys(path: str | None) -> tuple[bytes, ...]:
     """Keys from the file, one a line (blank lines and ``#`` comments ignored).
 
@@ -118,11 +122,12 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
         return ConfigError((Problem("NAUTILUS_SERVE_API_KEYS_FILE", cut(path), reason,
                                           "a readable file, one key a line"),))
 
-    try:
-        text = Path(path).expanduser().read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or type(exc).__name__
-        raise problem(f"cannot read it ({reason})") from None
+    from nautilus.sources.seeds import FileRefusedError, read_text_file
+    try:  # a regular file only, bounded; a BOM (a Windows editor's) is not part of a key
+        text = read_text_file(Path(path).expanduser(), "API keys file", MAX_KEYS_FILE_BYTES,
+                              "a regular file, one key a line")
+    except FileRefusedError as exc:
+        raise problem(f"cannot read it ({exc})") from None
     keys = tuple(line.strip().encode() for line in text.splitlines()
                  if line.strip() and not line.strip().startswith("#"))
     if not keys:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import math
 import os
 import sys
@@ -58,25 +59,36 @@ def _is_ours(name: object) -> bool:
     return isinstance(name, str) and name.upper().startswith(_PREFIX)
 
 
+#: The largest manifest read (bytes).
+MAX_MANIFEST_BYTES = 16 << 20
+
+
 def _fail(path: str | Path, reason: str, valid: str) -> ConfigError:
     return ConfigError((Problem("--manifest", str(path), reason, valid),))
 
 
 def read_env_file(path: str | Path) -> dict[str, str]:
     """``KEY=VALUE`` lines (``export``, quotes and ``#`` comments as in dotenv)."""
-    if not Path(path).is_file():
-        raise ConfigError((Problem("--env-file", str(path), "no such file",
-                                         "a dotenv file of KEY=VALUE lines"),))
-    return {k: v or "" for k, v in dotenv_values(path).items()}
+    from nautilus.sources.seeds import FileRefusedError, read_text_file
+    try:
+        text = read_text_file(Path(path), "env file", MAX_MANIFEST_BYTES,
+                              "a dotenv file of KEY=VALUE lines")
+    except FileRefusedError as exc:
+        reason = "no such file" if not Path(path).exists() else str(exc)
+        raise ConfigError((Problem("--env-file", str(path), reason,
+                                   "a dotenv file of KEY=VALUE lines"),)) from None
+    return {k: v or "" for k, v in dotenv_values(stream=io.StringIO(text)).items()}
 
 
 def read_manifest(path: str | Path) -> list[Target]:
     """Every container or compose service that sets a ``NAUTILUS_*`` variable."""
-    try:
-        documents = [d for d in yaml.safe_load_all(Path(path).read_text(encoding="utf-8"))
-                     if isinstance(d, dict)]
-    except OSError as exc:
-        raise _fail(path, f"cannot read it ({exc.strerror})", "a readable file") from None
+    from nautilus.sources.seeds import FileRefusedError, read_text_file
+    try:  # a regular file only, bounded (/dev/zero never ends, a FIFO waits for a writer)
+        text = read_text_file(Path(path), "manifest", MAX_MANIFEST_BYTES,
+                              "a Kubernetes or compose YAML file")
+        documents = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    except FileRefusedError as exc:
+        raise _fail(path, f"cannot read it ({exc})", "a readable file") from None
     except yaml.YAMLError as exc:
         raise _fail(path, f"not valid YAML ({str(exc).splitlines()[0]})",
                     "Kubernetes or compose YAML") from None

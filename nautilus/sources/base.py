@@ -82,6 +82,15 @@ def preparer(source: object) -> Callable[[], Awaitable[None]] | None:
     return prepare
 
 
+def with_id(row: Row, id_field: str) -> Row:
+    """``row`` answered with its id where every caller reads one, ``row["id"]``: a source
+    whose ``id_field`` is another field (``key``) gives that field's value as ``id`` too
+    (the field itself stays). A row without the field is answered as it is."""
+    if id_field == "id" or id_field not in row:
+        return row
+    return {**row, "id": row[id_field]}
+
+
 def id_of(source: object) -> object:
     """The source's ``id`` as it is (the broker fails only this source when it is not a
     string), None when it has none."""

@@ -96,9 +96,17 @@ class SourceSpec(BaseModel):
 
 
 class SqliteSpec(SourceSpec):
-    """Options of every SQLite type: the database file nautilus builds."""
+    """Options of every SQLite type: the database file nautilus builds, and the seed field
+    that is each row's id."""
 
     path: str = Field(description="database file, relative to NAUTILUS_DATA_DIR")
+    id_field: str = Field("id", min_length=1, max_length=128,
+                          description="seed field that is the row's id (answered as 'id')")
+
+    @field_validator("id_field")
+    @classmethod
+    def _id_field(cls, value: str) -> str:
+        return column_list([value])[0]
 
 
 class SeededSqliteSpec(SqliteSpec):
@@ -406,6 +414,11 @@ def resolve_seed_path(ctx: BuildContext, value: str) -> Path:
     """A seed's path: relative paths are beside the sources file."""
     given = Path(value).expanduser()
     return given if given.is_absolute() else ctx.base_dir / given
+
+
+def named_id_field(spec: SqliteSpec) -> list[str]:
+    """``[id_field]`` when the sources file names one (then a seed must have it), else []."""
+    return [spec.id_field] if "id_field" in spec.model_fields_set else []
 
 
 def column_list(value: list[str]) -> list[str]:

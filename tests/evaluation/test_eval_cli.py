@@ -151,7 +151,7 @@ def test_judgments_no_row_carries_are_reported_not_dropped(adi: dict[str, Path],
 
     wrong = run(*eval_args(adi), "--id-field", "title")
     assert wrong.returncode == 0, wrong.stderr
-    assert "is --id-field right?" in wrong.stdout and "row fields seen:" in wrong.stdout
+    assert "in field 'title', but field 'id' does: pass --id-field id" in wrong.stdout
 
 
 def test_input_errors_are_one_line_and_exit_1(adi: dict[str, Path], tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from pydantic import Field, field_validator
 from nautilus.errors import NautilusError
 from nautilus.fanout.workers import in_worker
 from nautilus.log import get_logger
-from nautilus.sources.base import Row, SourceBase
+from nautilus.sources.base import Row, SourceBase, with_id
 from nautilus.sources.postgres.dsn import Dsn, mask_dsn, scrub
 from nautilus.sources.postgres.pools import configure, pool_loop, running_pool_loop
 from nautilus.sources.schema import SourceSpec
@@ -67,7 +67,9 @@ class PostgresSpec(SourceSpec):
     dsn: Dsn
     table: str = Field(min_length=1)
     columns: list[str] = Field(min_length=1)
-    id_field: str = Field(default="id", min_length=1)
+    id_field: str = Field(default="id", min_length=1,
+                          description="column that is the row's id (answered as 'id'); "
+                                      "the table's primary key when `nautilus load` makes it")
     limit: int | None = Field(default=None, ge=1)
     pool_size: int = Field(default=4, ge=1, le=100)
     seed: str | None = None
@@ -245,7 +247,7 @@ class PostgresSource(SourceBase):
         try:
             conn = await psycopg.AsyncConnection.connect(
                 self.dsn, connect_timeout=max(1, math.ceil(self.timeout_s / 2)))
-        except psycopg.Error as exc:
+        except (psycopg.Error, OSError, ValueError) as exc:  # ValueError: a host IDNA refuses
             loop.down.add(self.dsn)
             reason = scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else
                            type(exc).__name__, self.dsn)
@@ -281,7 +283,7 @@ class PostgresSource(SourceBase):
             if clearer is not None:
                 raise clearer from None
             raise
-        return [self.to_row(record) for record in records]
+        return [with_id(self.to_row(record), self.id_field) for record in records]
 
 
 def finish(spec: PostgresSpec, source: PostgresSource) -> PostgresSource:

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from psycopg.sql import Composable, Composed
 
 EMBED_BATCH = 64
+#: The range of a ``bigint`` column; a seed's integers outside it make a ``numeric`` one.
+BIGINT = (-(1 << 63), (1 << 63) - 1)
 WRITE_BATCH = 500
 
 
@@ -113,6 +115,13 @@ def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
         if doc.get(spec.id_field) is None:
             raise LoadError(f"source {spec.id!r}: {seed}: row {i} has no {spec.id_field!r} "
                             f"(the id_field)")
+    for name in names:
+        json_column = _column_type([doc.get(name) for doc in docs]) == "jsonb"
+        for i, doc in enumerate(docs, start=1):
+            problem = _unstorable(doc.get(name), json_column)
+            if problem:
+                raise LoadError(f"source {spec.id!r}: {seed}: row {i}, field {name!r}: "
+                                f"{problem}")
     missing = [c for c in spec.columns if c not in names]
     if missing:
         raise LoadError(f"source {spec.id!r}: columns {missing} are in no row of {seed} "
@@ -122,7 +131,6 @@ def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
 
 def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
               cache_size: int, progress: TextIO | None, prune: bool = False) -> LoadReport:
-    import psycopg
     from psycopg import sql
 
     docs, names = read_seed(spec, seed)
@@ -132,7 +140,7 @@ def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
     if isinstance(spec, PgvectorSpec):
         embedder = vector_embedder(embedder_name, spec.dim, cache_size)
 
-    with psycopg.connect(spec.dsn.get_secret_value(), connect_timeout=10) as conn:
+    with _connect(spec) as conn:
         if replace:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
         columns = sql.SQL(", ").join(
@@ -142,21 +150,95 @@ def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
         for name in names:  # a seed that gained a field since the last load
             conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
                 table, sql.Identifier(name), sql.SQL(types[name])))
+        types = _stored_types(conn, table, types)
         vectors_column = None
         if isinstance(spec, PgvectorSpec) and embedder is not None:
             vectors_column = spec.embedding_column
             _prepare_vectors(conn, spec, model_id(embedder), embedder, replace)
         _upsert(conn, spec, table, names, types, docs, embedder, vectors_column, progress)
-        pruned = 0
-        if prune:  # the seed's ids, compared as text whatever the column's type
-            pruned = conn.execute(sql.SQL("DELETE FROM {} WHERE NOT ({}::text = ANY(%s))")
-                                  .format(table, sql.Identifier(spec.id_field)),
-                                  [[str(doc[spec.id_field]) for doc in docs]]).rowcount
+        pruned = _prune(conn, spec, table, types, docs) if prune else 0
         _index(conn, spec, table)
         conn.commit()
         (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() \
             or (0,)
-    return LoadReport(spec.id, spec.type, spec.table, len(docs), int(count), max(pruned, 0))
+    return LoadReport(spec.id, spec.type, spec.table, len(docs), int(count), pruned)
+
+
+def _prune(conn: Connection[Any], spec: PostgresSpec, table: Composable,
+           types: dict[str, str], docs: list[Row]) -> int:
+    """Delete the rows whose id is not in the seed; how many went.
+
+    The seed's ids are compared as the upsert stored them: written into a temporary
+    column of the id column's own type with the same parameters the upsert sends, so
+    ``1`` and ``"A-7"`` in one jsonb column, or ``1.0`` in a bigint one, match the rows
+    they wrote (as text, ``"A-7"`` is ``'"A-7"'`` and ``1.0`` is ``'1'``)."""
+    from psycopg import sql
+    from psycopg.types.json import Jsonb
+
+    column = sql.Identifier(spec.id_field)
+    seen = sql.Identifier("nautilus_seed_ids")
+    conn.execute(sql.SQL("CREATE TEMPORARY TABLE {} ON COMMIT DROP AS "
+                         "SELECT {} AS id FROM {} WITH NO DATA").format(seen, column, table))
+    wrap = types.get(spec.id_field) == "jsonb"
+    with conn.cursor() as cursor:
+        cursor.executemany(sql.SQL("INSERT INTO {} VALUES (%s)").format(seen),
+                           [[Jsonb(doc[spec.id_field]) if wrap else doc[spec.id_field]]
+                            for doc in docs])
+    deleted = conn.execute(sql.SQL("DELETE FROM {} AS t WHERE NOT EXISTS "
+                                   "(SELECT 1 FROM {} AS s WHERE s.id = t.{})")
+                           .format(table, seen, column)).rowcount
+    return max(deleted, 0)
+
+
+def _connect(spec: PostgresSpec) -> Connection[Any]:
+    """The load's connection; a failure names the DSN masked and its reason scrubbed
+    (host names are resolved in Python: a misread DSN's host may fail as UnicodeError)."""
+    import psycopg
+    dsn = spec.dsn.get_secret_value()
+    try:
+        return psycopg.connect(dsn, connect_timeout=10)
+    except (psycopg.Error, OSError, ValueError) as exc:
+        raise LoadError(f"source {spec.id!r} ({mask_dsn(dsn)}): "
+                        f"{scrub(str(exc).strip() or type(exc).__name__, dsn)}") from None
+
+
+def _stored_types(conn: Connection[Any], table: Composable,
+                  types: dict[str, str]) -> dict[str, str]:
+    """``types`` (from this seed) with a column the table already holds as jsonb kept
+    jsonb: a seed whose ids were ``1`` and ``"A-7"`` and are now only ``1`` still writes
+    JSON values into it (a bare integer would be refused there)."""
+    from psycopg import sql
+    cursor = conn.execute(sql.SQL("SELECT * FROM {} LIMIT 0").format(table))
+    jsonb = conn.adapters.types.get("jsonb")
+    stored = {column.name for column in cursor.description or ()
+              if jsonb is not None and column.type_code == jsonb.oid}
+    return {name: "jsonb" if name in stored else kind for name, kind in types.items()}
+
+
+def _unstorable(value: Any, json_column: bool, depth: int = 0) -> str:
+    """Why PostgreSQL would refuse ``value`` ("" when it takes it): text holds no NUL and
+    no lone surrogate, JSON no NaN or Infinity."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "a NUL character (\\u0000), which PostgreSQL text cannot hold; remove it"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a lone surrogate (\\ud800-\\udfff), which is not UTF-8 text; remove it"
+        return ""
+    if isinstance(value, float) and (json_column or depth) and not np.isfinite(value):
+        return f"{value} in a JSON value (PostgreSQL's jsonb has no NaN or Infinity)"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = _unstorable(key, True, depth + 1) or _unstorable(item, True, depth + 1)
+            if problem:
+                return problem
+    if isinstance(value, list):
+        for item in value:
+            problem = _unstorable(item, True, depth + 1)
+            if problem:
+                return problem
+    return ""
 
 
 def _column_type(values: list[Any]) -> str:
@@ -164,7 +246,7 @@ def _column_type(values: list[Any]) -> str:
     if present and all(isinstance(v, bool) for v in present):
         return "boolean"
     if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        return "bigint"
+        return "bigint" if all(BIGINT[0] <= v <= BIGINT[1] for v in present) else "numeric"
     if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
         return "double precision"
     if all(isinstance(v, str) for v in present):

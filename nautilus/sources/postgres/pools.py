@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nautilus.fanout.background_loop import BackgroundLoop
 from nautilus.log import get_logger
-from nautilus.sources.postgres.dsn import DEFAULT_CONNECT_TIMEOUT_S, mask_dsn
+from nautilus.sources.postgres.dsn import (
+    DEFAULT_CONNECT_TIMEOUT_S,
+    MISREAD,
+    mask_dsn,
+    misread,
+    scrub,
+)
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -27,6 +33,37 @@ if TYPE_CHECKING:
 logger = get_logger("nautilus.sources.postgres")
 
 T = TypeVar("T")
+
+
+class _ScrubDsns(logging.Filter):
+    """psycopg-pool logs its connection errors itself (``error connecting in 'nautilus-kb':
+    failed to resolve host "tail@db"``): a record naming one of the pools is scrubbed of
+    its DSN's password (:func:`~nautilus.sources.postgres.dsn.scrub`; for a DSN libpq
+    misreads, the driver's words are withheld), any other of every pool's passwords."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pools: dict[str, str] = {}  # pool name -> DSN
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.pools:
+            return True
+        message = record.getMessage()
+        named = [(name, dsn) for name, dsn in list(self.pools.items()) if name in message]
+        if named:
+            name, dsn = named[0]
+            clean = scrub(message, dsn)
+            message = f"pool {name!r}: {MISREAD}" if clean == MISREAD else clean
+        else:
+            for dsn in list(self.pools.values()):
+                if not misread(dsn):
+                    message = scrub(message, dsn)
+        record.msg, record.args = message, None
+        return True
+
+
+_SCRUB = _ScrubDsns()
+logging.getLogger("psycopg.pool").addFilter(_SCRUB)
 
 
 class _PoolLoop:
@@ -85,6 +122,7 @@ class _PoolLoop:
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             dsn, min_size=1, max_size=size, open=False, kwargs=kwargs, configure=configure,
             name=name)
+        _SCRUB.pools[name] = dsn
         await pool.open(wait=False)
         logger.debug("postgres_pool_opened", dsn=mask_dsn(dsn), max_size=size)
         return pool

@@ -20,7 +20,8 @@ from typing import Any
 from nautilus.errors import NautilusError
 from nautilus.fanout.workers import in_worker
 from nautilus.log import get_logger
-from nautilus.sources.base import Row, SourceBase
+from nautilus.rows import CanonicalRows
+from nautilus.sources.base import Row, SourceBase, with_id
 from nautilus.sources.seeds import file_digest
 from nautilus.sources.sqlite.connections import ReadConnections, read_only_uri, stat_key
 
@@ -94,6 +95,8 @@ class SqliteSource(SourceBase):
 
     #: Tables a database built before fingerprints existed has (recognised, rebuilt).
     legacy_tables: frozenset[str] = frozenset()
+    #: The row field that is its id (answered as ``id`` too: :func:`with_id`).
+    id_field: str = "id"
 
     def __init__(self, source_id: str, path: Path, timeout_s: float = 5.0) -> None:
         self.id = source_id
@@ -172,7 +175,10 @@ class SqliteSource(SourceBase):
         if check and not self._unchanged():
             self.ensure_built()
         with self._connections.connection() as connection:
-            return self.query_rows(connection, query, context, limit)
+            rows = self.query_rows(connection, query, context, limit)
+        if self.id_field == "id" or type(rows) is CanonicalRows:  # the vector type adds it
+            return rows
+        return [with_id(row, self.id_field) for row in rows]
 
     # --- building -------------------------------------------------------------------
 

@@ -7,19 +7,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from nautilus.sources.base import Row
 from nautilus.sources.schema import (
     BuildContext,
     ColumnList,
     SeededSqliteSpec,
-    column_list,
+    named_id_field,
     register_source_type,
     resolve_data_path,
     resolve_seed_path,
 )
-from nautilus.sources.seeds import load_seed
+from nautilus.sources.seeds import load_seed, sqlite_value
 from nautilus.sources.sql import quote_identifier
 from nautilus.sources.sqlite.base import SeededSqliteSource
 from nautilus.text.tokens import plain_tokens
@@ -62,7 +62,8 @@ class SqliteFtsSource(SeededSqliteSource):
         self.id_field = id_field
 
     def options(self) -> dict[str, Any]:
-        return {"columns": self.columns, "id_field": self.id_field}
+        # null_ids: a row without an id stores NULL, no longer "" (rebuilds older files)
+        return {"columns": self.columns, "id_field": self.id_field, "null_ids": True}
 
     def build(self, connection: sqlite3.Connection) -> None:
         docs = load_seed(self.seed, self.columns)
@@ -74,7 +75,8 @@ class SqliteFtsSource(SeededSqliteSource):
         placeholders = ", ".join("?" for _ in names)
         connection.executemany(
             f"INSERT INTO docs VALUES ({placeholders})",
-            ([_text(doc.get(n)) for n in names] for doc in docs))
+            ([_id(doc.get(self.id_field)), *(_text(doc.get(n)) for n in names[1:])]
+             for doc in docs))
 
     def query_rows(self, connection: sqlite3.Connection, query: str,
                    context: Mapping[str, Any], limit: int) -> list[Row]:
@@ -88,7 +90,12 @@ class SqliteFtsSource(SeededSqliteSource):
 
 
 def _text(value: object) -> str:
-    return "" if value is None else str(value)
+    return "" if value is None else str(sqlite_value(str(value)))
+
+
+def _id(value: object) -> str | None:
+    """The id as stored (text); a row without one keeps none (not ``""``)."""
+    return None if value is None else _text(value)
 
 
 @register_source_type
@@ -97,18 +104,9 @@ class SqliteFtsSpec(SeededSqliteSpec):
 
     type: Literal["sqlite_fts"]
     columns: ColumnList = Field(description="seed fields indexed and returned")
-    id_field: str = Field("id", min_length=1, max_length=128,
-                          description="seed field returned as the row's id (not indexed)")
-
-    @field_validator("id_field")
-    @classmethod
-    def _id_field(cls, value: str) -> str:
-        return column_list([value])[0]
 
     def build(self, ctx: BuildContext) -> SqliteFtsSource:
         seed = resolve_seed_path(ctx, self.seed)
-        named = [*self.columns, self.id_field] if "id_field" in self.model_fields_set \
-            else self.columns
-        load_seed(seed, named)
+        load_seed(seed, [*self.columns, *named_id_field(self)])
         return SqliteFtsSource(self.id, resolve_data_path(ctx, self.path), seed, self.columns,
                                self.id_field, self.timeout_s)

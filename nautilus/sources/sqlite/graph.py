@@ -18,7 +18,7 @@ from nautilus.sources.schema import (
     resolve_data_path,
     resolve_seed_path,
 )
-from nautilus.sources.seeds import load_seed
+from nautilus.sources.seeds import load_seed, sqlite_value
 from nautilus.sources.sqlite.base import SqliteSource
 from nautilus.text.tokens import tokenize
 
@@ -41,8 +41,9 @@ class SqliteGraphSource(SqliteSource):
     ranked: bool | None = None
 
     def __init__(self, source_id: str, path: Path, entities: Path, edges: Path,
-                 timeout_s: float = 5.0) -> None:
+                 timeout_s: float = 5.0, id_field: str = "id") -> None:
         super().__init__(source_id, path, timeout_s)
+        self.id_field = id_field
         self.entities = entities
         self.edges = edges
         self._cache: tuple[Any, dict[str, str], list[tuple[str, frozenset[str]]]] | None = None
@@ -50,19 +51,23 @@ class SqliteGraphSource(SqliteSource):
     def seeds(self) -> list[Path]:
         return [self.entities, self.edges]
 
+    def options(self) -> dict[str, Any]:
+        return {} if self.id_field == "id" else {"id_field": self.id_field}
+
     def build(self, connection: sqlite3.Connection) -> None:
-        entities = load_seed(self.entities, every_row=("id",))
+        key = self.id_field
+        entities = load_seed(self.entities, every_row=(key,))
         edges = load_seed(self.edges, every_row=_EDGE_FIELDS, allow_empty=True)
         connection.execute("CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL, "
                            "doc TEXT NOT NULL)")
         connection.execute("CREATE TABLE edges (src TEXT, dst TEXT, relation TEXT)")
         connection.executemany(
             "INSERT OR REPLACE INTO entities VALUES (?, ?, ?)",
-            ((str(e["id"]), str(e.get("name") or e["id"]), json.dumps(e, ensure_ascii=False))
-             for e in entities))
+            ((_text(e[key]), _text(e.get("name") or e[key]), _text(json.dumps(
+                e, ensure_ascii=False))) for e in entities))
         connection.executemany(
             "INSERT INTO edges VALUES (?, ?, ?)",
-            ((str(e["src"]), str(e["dst"]), str(e["relation"])) for e in edges))
+            ((_text(e["src"]), _text(e["dst"]), _text(e["relation"])) for e in edges))
         connection.execute("CREATE INDEX edges_src ON edges (src)")
         connection.execute("CREATE INDEX edges_dst ON edges (dst)")
 
@@ -112,20 +117,25 @@ class SqliteGraphSource(SqliteSource):
         return entities, names
 
 
+def _text(value: object) -> str:
+    return str(sqlite_value(str(value)))
+
+
 @register_source_type
 class SqliteGraphSpec(SqliteSpec):
     """``sqlite_graph``: entities and edges from two JSONL seeds, matched by name."""
 
     type: Literal["sqlite_graph"]
-    entities: str = Field(description="JSONL seed of entities (each with 'id'; 'name' "
-                                      "optional), relative to the sources file")
+    entities: str = Field(description="JSONL seed of entities (each with its id_field, "
+                                      "'id' unless set; 'name' optional), relative to the "
+                                      "sources file")
     edges: str = Field(description="JSONL seed of edges ('src', 'dst', 'relation'), "
                                    "relative to the sources file")
 
     def build(self, ctx: BuildContext) -> SqliteGraphSource:
         entities = resolve_seed_path(ctx, self.entities)
         edges = resolve_seed_path(ctx, self.edges)
-        load_seed(entities, every_row=("id",))
+        load_seed(entities, every_row=(self.id_field,))
         load_seed(edges, every_row=_EDGE_FIELDS, allow_empty=True)
         return SqliteGraphSource(self.id, resolve_data_path(ctx, self.path), entities, edges,
-                                 self.timeout_s)
+                                 self.timeout_s, self.id_field)

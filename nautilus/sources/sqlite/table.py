@@ -16,11 +16,12 @@ from nautilus.sources.schema import (
     ColumnList,
     SeededSqliteSpec,
     column_list,
+    named_id_field,
     register_source_type,
     resolve_data_path,
     resolve_seed_path,
 )
-from nautilus.sources.seeds import load_seed
+from nautilus.sources.seeds import load_seed, sqlite_value
 from nautilus.sources.sql import MAX_KEYWORDS, escape_identifier, like_pattern, quote_identifier
 from nautilus.sources.sqlite.base import SeededSqliteSource
 from nautilus.text.tokens import keyword_stems
@@ -29,8 +30,10 @@ _SEARCH_TABLE = "nautilus_search"
 
 
 def _cell(value: Any) -> Any:
-    """A seed value as SQLite stores it: nested JSON as its JSON text."""
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+    """A seed value as SQLite stores it: nested JSON as its JSON text (see
+    :func:`~nautilus.sources.seeds.sqlite_value` for integers past 64 bits)."""
+    return sqlite_value(json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list)
+                        else value)
 
 
 class SqliteTableSource(SeededSqliteSource):
@@ -47,8 +50,10 @@ class SqliteTableSource(SeededSqliteSource):
     ranked: bool | None = False
 
     def __init__(self, source_id: str, path: Path, seed: Path, table: str,
-                 search_columns: list[str], timeout_s: float = 5.0) -> None:
+                 search_columns: list[str], timeout_s: float = 5.0,
+                 id_field: str = "id") -> None:
         super().__init__(source_id, path, seed, timeout_s)
+        self.id_field = id_field
         if not search_columns:
             raise ValueError("search_columns must name at least one column")
         self.table_name = table
@@ -108,6 +113,6 @@ class SqliteTableSpec(SeededSqliteSpec):
 
     def build(self, ctx: BuildContext) -> SqliteTableSource:
         seed = resolve_seed_path(ctx, self.seed)
-        load_seed(seed, self.search_columns)
+        load_seed(seed, [*self.search_columns, *named_id_field(self)])
         return SqliteTableSource(self.id, resolve_data_path(ctx, self.path), seed, self.table,
-                                 self.search_columns, self.timeout_s)
+                                 self.search_columns, self.timeout_s, self.id_field)

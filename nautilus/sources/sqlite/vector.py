@@ -22,11 +22,12 @@ from pydantic import Field
 from nautilus.embedders import Embedder, HashingEmbedder, embed_texts, embedder_from_name
 from nautilus.response_hash import canonical_json, canonical_object_with
 from nautilus.rows import CanonicalRows
-from nautilus.sources.base import Row
+from nautilus.sources.base import Row, with_id
 from nautilus.sources.schema import (
     BuildContext,
     ColumnList,
     SeededSqliteSpec,
+    named_id_field,
     register_source_type,
     resolve_data_path,
     resolve_seed_path,
@@ -52,8 +53,10 @@ class SqliteVectorSource(SeededSqliteSource):
     legacy_tables = frozenset({"meta", "docs"})
 
     def __init__(self, source_id: str, path: Path, seed: Path, text_fields: list[str],
-                 embedder: Embedder | None = None, timeout_s: float = 5.0) -> None:
+                 embedder: Embedder | None = None, timeout_s: float = 5.0,
+                 id_field: str = "id") -> None:
         super().__init__(source_id, path, seed, timeout_s)
+        self.id_field = id_field
         for name in text_fields:
             quote_identifier(name)
         if not text_fields:
@@ -100,8 +103,9 @@ class SqliteVectorSource(SeededSqliteSource):
         for i in order.tolist():
             if scores[i] <= 0:
                 break
-            row = {**json.loads(docs[i]), "embedding": matrix[i].tolist(),
-                   "embedding_model": self.model_id, "similarity": float(scores[i])}
+            row = {**with_id(json.loads(docs[i]), self.id_field),
+                   "embedding": matrix[i].tolist(), "embedding_model": self.model_id,
+                   "similarity": float(scores[i])}
             rows.append(row)
             texts.append(canonical_object_with(row, "embedding",
                                                self._embedding_text(stamp, i, row["embedding"])))
@@ -157,8 +161,8 @@ class SqliteVectorSpec(SeededSqliteSpec):
 
     def build(self, ctx: BuildContext) -> SqliteVectorSource:
         seed = resolve_seed_path(ctx, self.seed)
-        load_seed(seed, self.text_fields)
+        load_seed(seed, [*self.text_fields, *named_id_field(self)])
         embedder = embedder_from_name("hashing" if ctx.embedder_name == "noop"
                                       else ctx.embedder_name, self.dim, ctx.cache_size)
         return SqliteVectorSource(self.id, resolve_data_path(ctx, self.path), seed,
-                                  self.text_fields, embedder, self.timeout_s)
+                                  self.text_fields, embedder, self.timeout_s, self.id_field)

@@ -194,7 +194,8 @@ sources:
     seed: odd.jsonl
 """, encoding="utf-8")
     load_postgres(postgres_specs(load_source_specs(path).specs), tmp_path, "hashing")
-    assert search(built(path, "odd"), "words") == [{"key id": "a", "the \"text\"": "quoted words"}]
+    assert search(built(path, "odd"), "words") == [{"key id": "a", "the \"text\"": "quoted words",
+                                                  "id": "a"}]  # id_field answered as the id
 
 
 def test_queries_run_in_read_only_transactions(pg_dsn: str) -> None:

@@ -1,0 +1,136 @@
+"""A hostile HTTP server on loopback, for the tests of nautilus' HTTP clients: it answers
+each request as the first part of its path says, over a raw socket (no framework between
+the test and the bytes).
+
+    with hostile_server() as url:
+        HitSource(url=f"{url}/trickle").hits("q")   # a byte every TRICKLE_S, for ever
+
+``/trickle`` — headers, then one body byte every :data:`TRICKLE_S` seconds;
+``/slow-headers`` — the status line and headers one byte at a time, as slowly;
+``/huge`` — a 200 declaring no length, then zeros until the client goes (64 MiB at most);
+``/huge-declared`` — a ``Content-Length`` of 64 MiB, then zeros;
+``/body/<name>`` — a 200 (or the status in :data:`BODIES`) with ``BODIES[name]`` as body.
+Every connection's bytes sent are counted in ``Hostile.sent``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+TRICKLE_S = 0.3
+HUGE_BYTES = 64 << 20
+_ENTRY = {"source_id": "a", "rank": 1, "score": 0.5}
+#: Bad answers a service (or something posing as one) may give: name -> (status, body).
+BODIES: dict[str, tuple[int, bytes]] = {
+    "not-json": (200, b"<html>gateway error</html>"),
+    "not-utf8": (200, b'{"ranking": "\xff\xfe"}'),
+    "empty": (200, b""),
+    "deep": (200, b"[" * 100_000 + b"]" * 100_000),
+    "huge-int": (200, b'{"ranking": ' + b"9" * 5000 + b"}"),
+    "a-list": (200, b"[]"),
+    "no-ranking": (200, b"{}"),
+    "ranking-not-list": (200, b'{"ranking": 5}'),
+    "entry-not-object": (200, b'{"ranking": [5], "data": {}}'),
+    "no-source-id": (200, json.dumps({"ranking": [{"rank": 1}], "data": {}}).encode()),
+    "unhashable-source": (200, json.dumps({"ranking": [{**_ENTRY, "source_id": ["a"]}],
+                                           "data": {}}).encode()),
+    "no-data": (200, json.dumps({"ranking": [_ENTRY]}).encode()),
+    "data-a-list": (200, json.dumps({"ranking": [_ENTRY], "data": []}).encode()),
+    "row-missing": (200, json.dumps({"ranking": [_ENTRY], "data": {"a": []}}).encode()),
+    "row-not-object": (200, json.dumps({"ranking": [_ENTRY], "data": {"a": [5]}}).encode()),
+    "rank-not-int": (200, json.dumps({"ranking": [{**_ENTRY, "rank": "first"}],
+                                      "data": {"a": [{"id": 1}]}}).encode()),
+    "score-not-number": (200, json.dumps({"ranking": [{**_ENTRY, "score": {"x": 1}}],
+                                          "data": {"a": [{"id": 1}]}}).encode()),
+    "error-a-list": (500, b"[1, 2]"),
+}
+
+
+@dataclass
+class Hostile:
+    url: str
+    sent: list[int] = field(default_factory=list)
+
+
+@contextmanager
+def hostile_server() -> Iterator[Hostile]:
+    """The server on a free loopback port, stopped (connections closed) when left."""
+    state = Hostile("")
+    stop = threading.Event()
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            conn: socket.socket = self.request
+            conn.settimeout(30)
+            sent = 0
+            try:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    head += chunk
+                mode = head.split(b" ", 2)[1].decode().strip("/").split("/")
+                sent = _answer(conn, mode, stop)
+            except OSError:
+                pass
+            finally:
+                state.sent.append(sent)
+
+    class Server(socketserver.ThreadingTCPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+
+    server = Server(("127.0.0.1", 0), Handler)
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+
+
+def _answer(conn: socket.socket, mode: list[str], stop: threading.Event) -> int:
+    """Answer as ``mode`` says; the bytes sent."""
+    sent = 0
+
+    def send(data: bytes) -> None:
+        nonlocal sent
+        conn.sendall(data)
+        sent += len(data)
+
+    if mode[0] == "trickle":
+        send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+             b"Content-Length: 1000\r\n\r\n")
+        while not stop.wait(TRICKLE_S):
+            send(b" ")
+    elif mode[0] == "slow-headers":
+        for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Pad: " + b"x" * 500:
+            if stop.wait(TRICKLE_S):
+                break
+            send(bytes([byte]))
+    elif mode[0] in ("huge", "huge-declared"):
+        length = f"Content-Length: {HUGE_BYTES}\r\n" if mode[0] == "huge-declared" else ""
+        send(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{length}"
+             "Connection: close\r\n\r\n".encode())
+        block = b"0" * (1 << 20)
+        for _ in range(HUGE_BYTES >> 20):
+            if stop.is_set():
+                break
+            send(block)
+    elif mode[0] == "body":
+        status, body = BODIES[mode[1]]
+        send(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+    time.sleep(0.05)
+    return sent
