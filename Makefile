@@ -25,6 +25,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check nautilus tests benchmarks tools
+	$(BIN)/ruff format --check nautilus tests benchmarks tools
 	$(BIN)/mypy nautilus
 
 test: lint

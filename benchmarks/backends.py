@@ -49,21 +49,31 @@ KINDS = ("fts", "sql", "vector")
 BACKENDS = ("sqlite", "postgres")
 DIM = 1024  # the hashing embedder's size, as the SQLite vector source uses it
 COLUMNS = ["title", "text"]
-Fetched = dict[str, list[AdapterResult]]   # query id -> one result per source
+Fetched = dict[str, list[AdapterResult]]  # query id -> one result per source
 
 
 def partitions(collection: Collection, scenario: str) -> list[list[dict[str, str]]]:
-    return ([collection.docs[i::3] for i in range(3)] if scenario == "partitioned"
-            else [collection.docs] * 3)
+    return (
+        [collection.docs[i::3] for i in range(3)]
+        if scenario == "partitioned"
+        else [collection.docs] * 3
+    )
 
 
 def sqlite_sources(seeds: list[Path], folder: Path) -> list[Source]:
     return [
         SqliteFtsSource("fts", folder / f"{seeds[0].stem}.db", seeds[0], COLUMNS, timeout_s=60),
-        SqliteTableSource("sql", folder / f"{seeds[1].stem}.db", seeds[1], "docs", COLUMNS,
-                          timeout_s=60),
-        SqliteVectorSource("vector", folder / f"{seeds[2].stem}.db", seeds[2], COLUMNS,
-                           HashingEmbedder(dim=DIM), timeout_s=60),
+        SqliteTableSource(
+            "sql", folder / f"{seeds[1].stem}.db", seeds[1], "docs", COLUMNS, timeout_s=60
+        ),
+        SqliteVectorSource(
+            "vector",
+            folder / f"{seeds[2].stem}.db",
+            seeds[2],
+            COLUMNS,
+            HashingEmbedder(dim=DIM),
+            timeout_s=60,
+        ),
     ]
 
 
@@ -71,27 +81,44 @@ def postgres_sources(seeds: list[Path], dsn: str, prefix: str) -> list[Source]:
     """Load the seeds into three tables (idempotent) and the sources that query them."""
     common: dict[str, Any] = {"dsn": dsn, "columns": COLUMNS, "timeout_s": 60}
     specs = [
-        PostgresFtsSpec(id="fts", type="postgres_fts", table=f"{prefix}_fts",
-                        tsvector_column="tsv", seed=str(seeds[0]), **common),
-        PostgresTableSpec(id="sql", type="postgres_table", table=f"{prefix}_sql",
-                          seed=str(seeds[1]), **common),
-        PgvectorSpec(id="vector", type="pgvector", table=f"{prefix}_vector", dim=DIM,
-                     seed=str(seeds[2]), **common),
+        PostgresFtsSpec(
+            id="fts",
+            type="postgres_fts",
+            table=f"{prefix}_fts",
+            tsvector_column="tsv",
+            seed=str(seeds[0]),
+            **common,
+        ),
+        PostgresTableSpec(
+            id="sql", type="postgres_table", table=f"{prefix}_sql", seed=str(seeds[1]), **common
+        ),
+        PgvectorSpec(
+            id="vector",
+            type="pgvector",
+            table=f"{prefix}_vector",
+            dim=DIM,
+            seed=str(seeds[2]),
+            **common,
+        ),
     ]
     load_postgres(specs, Path("/"), "hashing")
     return [
-        PostgresFtsSource("fts", dsn, f"{prefix}_fts", COLUMNS, tsvector_column="tsv",
-                          timeout_s=60),
+        PostgresFtsSource(
+            "fts", dsn, f"{prefix}_fts", COLUMNS, tsvector_column="tsv", timeout_s=60
+        ),
         PostgresTableSource("sql", dsn, f"{prefix}_sql", COLUMNS, timeout_s=60),
-        PgvectorSource("vector", dsn, f"{prefix}_vector", COLUMNS, HashingEmbedder(dim=DIM),
-                       timeout_s=60),
+        PgvectorSource(
+            "vector", dsn, f"{prefix}_vector", COLUMNS, HashingEmbedder(dim=DIM), timeout_s=60
+        ),
     ]
 
 
-def fetch_timed(backends: dict[str, Sequence[Source]], collection: Collection
-                ) -> tuple[dict[str, Fetched], dict[str, dict[str, list[float]]]]:
+def fetch_timed(
+    backends: dict[str, Sequence[Source]], collection: Collection
+) -> tuple[dict[str, Fetched], dict[str, dict[str, list[float]]]]:
     """Every query's results and each source's latencies (ms) at each backend, one call
     at a time, the backends interleaved query by query so both see the same machine."""
+
     async def run() -> tuple[dict[str, Fetched], dict[str, dict[str, list[float]]]]:
         fetched: dict[str, Fetched] = {b: {} for b in backends}
         latency = {b: {s.id: [] for s in sources} for b, sources in backends.items()}
@@ -108,6 +135,7 @@ def fetch_timed(backends: dict[str, Sequence[Source]], collection: Collection
                     results.append(AdapterResult(source.id, rows))
                 fetched[backend][qid] = results
         return fetched, latency
+
     return asyncio.run(run())
 
 
@@ -127,14 +155,18 @@ def strategies() -> dict[str, Callable[[list[AdapterResult], str], list[str]]]:
     ranker = RankingSynthesizer(dedup_key="id", idf=True)
 
     def only(kind: str) -> Callable[[list[AdapterResult], str], list[str]]:
-        return lambda results, _q: unique_ids([r for x in results if x.source_id == kind
-                                               for r in x.rows])
+        return lambda results, _q: unique_ids(
+            [r for x in results if x.source_id == kind for r in x.rows]
+        )
+
     out = {f"{kind} alone": only(kind) for kind in KINDS}
     out["passthrough (union)"] = lambda results, _q: unique_ids(
-        [r for x in results for r in x.rows])
+        [r for x in results for r in x.rows]
+    )
     out["RRF k=60"] = lambda results, _q: rrf(results)
     out["nautilus IDF on"] = lambda results, q: unique_ids(
-        [r.row for r in ranker.rank(results, {"query": q})])
+        [r.row for r in ranker.rank(results, {"query": q})]
+    )
     return out
 
 
@@ -151,11 +183,16 @@ def scores(collection: Collection, fetched: Fetched) -> dict[str, tuple[float, f
     return out
 
 
-def relevance_table(title: str, by_backend: dict[str, dict[str, tuple[float, float]]],
-                    queries: int) -> str:
-    lines = [f"**{title}** ({queries} queries) — nDCG@10 / recall@10", "",
-             "| strategy | SQLite nDCG@10 | PostgreSQL nDCG@10 | SQLite recall@10 "
-             "| PostgreSQL recall@10 |", "|---|---|---|---|---|"]
+def relevance_table(
+    title: str, by_backend: dict[str, dict[str, tuple[float, float]]], queries: int
+) -> str:
+    lines = [
+        f"**{title}** ({queries} queries) — nDCG@10 / recall@10",
+        "",
+        "| strategy | SQLite nDCG@10 | PostgreSQL nDCG@10 | SQLite recall@10 "
+        "| PostgreSQL recall@10 |",
+        "|---|---|---|---|---|",
+    ]
     for name in by_backend["sqlite"]:
         s, p = by_backend["sqlite"][name], by_backend["postgres"][name]
         lines.append(f"| {name} | {s[0]:.3f} | {p[0]:.3f} | {s[1]:.3f} | {p[1]:.3f} |")
@@ -163,15 +200,20 @@ def relevance_table(title: str, by_backend: dict[str, dict[str, tuple[float, flo
 
 
 def latency_table(title: str, latency: dict[str, dict[str, list[float]]]) -> str:
-    lines = [f"**{title}** — per-source latency, ms (one call at a time, backends "
-             "interleaved)", "",
-             "| source | SQLite p50 | SQLite p95 | PostgreSQL p50 | PostgreSQL p95 "
-             "| p50 ratio PG/SQLite |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"**{title}** — per-source latency, ms (one call at a time, backends interleaved)",
+        "",
+        "| source | SQLite p50 | SQLite p95 | PostgreSQL p50 | PostgreSQL p95 "
+        "| p50 ratio PG/SQLite |",
+        "|---|---|---|---|---|---|",
+    ]
     for kind in KINDS:
         s, p = latency["sqlite"][kind], latency["postgres"][kind]
         s50, p50 = float(np.percentile(s, 50)), float(np.percentile(p, 50))
-        lines.append(f"| {kind} | {s50:.2f} | {np.percentile(s, 95):.2f} "
-                     f"| {p50:.2f} | {np.percentile(p, 95):.2f} | {p50 / s50:.1f}× |")
+        lines.append(
+            f"| {kind} | {s50:.2f} | {np.percentile(s, 95):.2f} "
+            f"| {p50:.2f} | {np.percentile(p, 95):.2f} | {p50 / s50:.1f}× |"
+        )
     return "\n".join(lines)
 
 
@@ -181,13 +223,20 @@ def postgres_dsn(given: str | None) -> Iterator[str]:
         yield given
         return
     from nautilus.cli.demo_postgres import embedded_postgres
-    with tempfile.TemporaryDirectory(prefix="nautilus-bench-pg-") as tmp, \
-            embedded_postgres(Path(tmp) / "pgdata") as server:
+
+    with (
+        tempfile.TemporaryDirectory(prefix="nautilus-bench-pg-") as tmp,
+        embedded_postgres(Path(tmp) / "pgdata") as server,
+    ):
         yield str(server.get_uri())
 
 
-def run(datasets: Path, only: str | None, dsn: str | None = None,
-        scenarios: Sequence[str] = ("partitioned", "hybrid")) -> str:
+def run(
+    datasets: Path,
+    only: str | None,
+    dsn: str | None = None,
+    scenarios: Sequence[str] = ("partitioned", "hybrid"),
+) -> str:
     sections = []
     with postgres_dsn(dsn) as server_dsn, tempfile.TemporaryDirectory() as tmp:
         for name in NAMES:
@@ -201,12 +250,12 @@ def run(datasets: Path, only: str | None, dsn: str | None = None,
                 seeds = []
                 for kind, docs in zip(KINDS, partitions(collection, scenario), strict=True):
                     seed = folder / f"{scenario}-{kind}.jsonl"
-                    seed.write_text("".join(json.dumps(d) + "\n" for d in docs),
-                                    encoding="utf-8")
+                    seed.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
                     seeds.append(seed)
-                backends = {"sqlite": sqlite_sources(seeds, folder),
-                            "postgres": postgres_sources(seeds, server_dsn,
-                                                         f"bench_{name}_{scenario}")}
+                backends = {
+                    "sqlite": sqlite_sources(seeds, folder),
+                    "postgres": postgres_sources(seeds, server_dsn, f"bench_{name}_{scenario}"),
+                }
                 fetched, latency = fetch_timed(backends, collection)
                 by_backend = {b: scores(collection, f) for b, f in fetched.items()}
                 for sources in backends.values():
@@ -215,6 +264,5 @@ def run(datasets: Path, only: str | None, dsn: str | None = None,
                 title = f"{name} — {scenario}"
                 sections.append(relevance_table(title, by_backend, len(collection.queries)))
                 sections.append(latency_table(title, latency))
-                print(f"{name}/{scenario}: {time.perf_counter() - started:.1f} s",
-                      file=sys.stderr)
+                print(f"{name}/{scenario}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return "\n\n".join(sections)

@@ -52,8 +52,15 @@ def run_once(argv: Sequence[str], env: dict[str, str], into: Timings) -> None:
     """One cold process: its wall time and its CPU time (user + system)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          stdin=subprocess.DEVNULL, timeout=120, check=False)
+    done = subprocess.run(
+        argv,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
     into.wall.append(time.perf_counter() - started)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     into.cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -61,8 +68,9 @@ def run_once(argv: Sequence[str], env: dict[str, str], into: Timings) -> None:
         raise RuntimeError(f"{argv} failed: {done.stderr.decode()[-500:]}")
 
 
-def paired(command: Sequence[str], label: str, env: dict[str, str],
-           runs: int) -> tuple[Timings, Timings]:
+def paired(
+    command: Sequence[str], label: str, env: dict[str, str], runs: int
+) -> tuple[Timings, Timings]:
     """``command`` and the numpy import in turn, after one warm-up of each."""
     numpy = [str(BIN / "python"), "-c", "import numpy"]
     ours, floor = Timings(label), Timings("python -c 'import numpy'")
@@ -79,8 +87,7 @@ async def mcp_session(env: dict[str, str], cwd: Path) -> tuple[float, float, flo
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=str(BIN / "nautilus"), args=["mcp"], env=env,
-                                   cwd=cwd)
+    params = StdioServerParameters(command=str(BIN / "nautilus"), args=["mcp"], env=env, cwd=cwd)
     with (cwd / "mcp-stderr.log").open("a") as errlog:
         started = time.perf_counter()
         async with Client(stdio_client(params, errlog=errlog)) as client:
@@ -100,9 +107,11 @@ def measure_mcp(env: dict[str, str], cwd: Path, runs: int) -> list[tuple[float, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each command")
-    parser.add_argument("--work-dir", type=Path,
-                        help="NAUTILUS_DATA_DIR for the demo's databases (default: a "
-                             "temporary folder)")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        help="NAUTILUS_DATA_DIR for the demo's databases (default: a temporary folder)",
+    )
     parser.add_argument("--out", type=Path, help="write the section into this markdown file")
     parser.add_argument("--no-mcp", action="store_true", help="skip the MCP measurement")
     args = parser.parse_args()
@@ -113,11 +122,13 @@ def main() -> int:
         env["NAUTILUS_DATA_DIR"] = str(data)
         load = os.getloadavg()[0]
         nautilus = str(BIN / "nautilus")
-        subprocess.run([nautilus, "query", QUERY], env=env, check=True, timeout=300,
-                       stdout=subprocess.DEVNULL)  # the demo's databases, built once
-        rows = [paired([nautilus, "--version"], "`nautilus --version`", env, args.runs),
-                paired([nautilus, "query", QUERY], f"`nautilus query {QUERY!r}`", env,
-                       args.runs)]
+        subprocess.run(
+            [nautilus, "query", QUERY], env=env, check=True, timeout=300, stdout=subprocess.DEVNULL
+        )  # the demo's databases, built once
+        rows = [
+            paired([nautilus, "--version"], "`nautilus --version`", env, args.runs),
+            paired([nautilus, "query", QUERY], f"`nautilus query {QUERY!r}`", env, args.runs),
+        ]
         sessions = [] if args.no_mcp else measure_mcp(env, tmp, args.runs)
     section = report(rows, sessions, args.runs, load)
     print(section)
@@ -127,8 +138,12 @@ def main() -> int:
     return 0
 
 
-def report(rows: list[tuple[Timings, Timings]], sessions: list[tuple[float, float, float]],
-           runs: int, load: float) -> str:
+def report(
+    rows: list[tuple[Timings, Timings]],
+    sessions: list[tuple[float, float, float]],
+    runs: int,
+    load: float,
+) -> str:
     targets = {"`nautilus --version`": 1.5}
     lines = [
         BEGIN,
@@ -146,9 +161,11 @@ def report(rows: list[tuple[Timings, Timings]], sessions: list[tuple[float, floa
     ]
     for ours, floor in rows:
         target = targets.get(ours.label, 3.0)
-        lines.append(f"| {ours.label} | {ours.best():.3f} | {ours.best_cpu():.3f} | "
-                     f"{floor.best():.3f} | **{ours.best() / floor.best():.2f}×** | "
-                     f"≤ {target:g}× |")
+        lines.append(
+            f"| {ours.label} | {ours.best():.3f} | {ours.best_cpu():.3f} | "
+            f"{floor.best():.3f} | **{ours.best() / floor.best():.2f}×** | "
+            f"≤ {target:g}× |"
+        )
     if sessions:
         best = [min(s[i] for s in sessions) for i in range(3)]
         lines += [

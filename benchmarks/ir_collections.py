@@ -20,9 +20,9 @@ NAMES = ("cranfield", "cisi", "cacm", "adi")
 @dataclass
 class Collection:
     name: str
-    docs: list[dict[str, str]]                 # {"id", "title", "text"}
-    queries: dict[str, str]                    # judged queries only
-    qrels: dict[str, dict[str, int]]           # query id -> doc id -> grade >= 1
+    docs: list[dict[str, str]]  # {"id", "title", "text"}
+    queries: dict[str, str]  # judged queries only
+    qrels: dict[str, dict[str, int]]  # query id -> doc id -> grade >= 1
 
 
 class MissingDatasets(SystemExit):
@@ -32,14 +32,17 @@ class MissingDatasets(SystemExit):
 def load(name: str, root: Path = DATASETS) -> Collection:
     folder = root / name
     if not (folder / "corpus.jsonl").is_file():
-        raise MissingDatasets(f"benchmark: no collection {name!r} under {root} (expected "
-                              f"../shared/datasets beside the project; pass --datasets DIR)")
+        raise MissingDatasets(
+            f"benchmark: no collection {name!r} under {root} (expected "
+            f"../shared/datasets beside the project; pass --datasets DIR)"
+        )
     docs = []
     with (folder / "corpus.jsonl").open(encoding="utf-8") as handle:
         for line in handle:
             d = json.loads(line)
-            docs.append({"id": str(d["_id"]), "title": d.get("title") or "",
-                         "text": d.get("text") or ""})
+            docs.append(
+                {"id": str(d["_id"]), "title": d.get("title") or "", "text": d.get("text") or ""}
+            )
     qrels: dict[str, dict[str, int]] = {}
     with (folder / "qrels" / "test.tsv").open(encoding="utf-8") as handle:
         for row in csv.DictReader(handle, delimiter="\t"):

@@ -53,13 +53,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 BEGIN, END = "<!-- load:begin -->", "<!-- load:end -->"
 LOAD_AT_START = os.getloadavg()[0]
-SETTINGS = {"NAUTILUS_RANKING_TOP_K": "10", "NAUTILUS_RANKING_IDF": "true",
-            "NAUTILUS_LOG_LEVEL": "info"}
+SETTINGS = {
+    "NAUTILUS_RANKING_TOP_K": "10",
+    "NAUTILUS_RANKING_IDF": "true",
+    "NAUTILUS_LOG_LEVEL": "info",
+}
 QUERIES = (
-    "orders-db disk full", "orders database replication lag", "users logged out of sessions",
-    "card payments failing with timeouts at checkout", "checkout 502 errors",
-    "redis memory eviction", "certificate expired on the edge proxy", "kafka consumer lag",
-    "search index stale after deploy", "payments-service latency spike",
+    "orders-db disk full",
+    "orders database replication lag",
+    "users logged out of sessions",
+    "card payments failing with timeouts at checkout",
+    "checkout 502 errors",
+    "redis memory eviction",
+    "certificate expired on the edge proxy",
+    "kafka consumer lag",
+    "search index stale after deploy",
+    "payments-service latency spike",
 )
 
 
@@ -92,10 +101,12 @@ class Run:
 
     def row(self) -> str:
         count = len(self.latencies_ms)
-        return (f"| {self.label} | {self.workers} | {self.concurrency} | {count} | "
-                f"{self.percentile(50):.1f} | {self.percentile(95):.1f} | "
-                f"{self.percentile(99):.1f} | {count / self.seconds:.0f} | "
-                f"{self.cpu_ms_per_request:.2f} | {self.error_text()} |")
+        return (
+            f"| {self.label} | {self.workers} | {self.concurrency} | {count} | "
+            f"{self.percentile(50):.1f} | {self.percentile(95):.1f} | "
+            f"{self.percentile(99):.1f} | {count / self.seconds:.0f} | "
+            f"{self.cpu_ms_per_request:.2f} | {self.error_text()} |"
+        )
 
 
 def process_cpu_s(pid: int) -> float:
@@ -109,7 +120,7 @@ def process_cpu_s(pid: int) -> float:
         seen.add(current)
         try:
             stat = Path(f"/proc/{current}/stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+            fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
             total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
             for task in Path(f"/proc/{current}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
@@ -118,8 +129,9 @@ def process_cpu_s(pid: int) -> float:
     return total
 
 
-async def closed_loop(url: str, concurrency: int, requests: int, seconds: float,
-                      pid: int | None = None) -> tuple[list[float], Counter[str], float, float]:
+async def closed_loop(
+    url: str, concurrency: int, requests: int, seconds: float, pid: int | None = None
+) -> tuple[list[float], Counter[str], float, float]:
     """``concurrency`` clients, each sending its next query when the last one is answered,
     until ``requests`` were sent or ``seconds`` passed."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -152,10 +164,12 @@ async def closed_loop(url: str, concurrency: int, requests: int, seconds: float,
     return latencies, statuses, elapsed, cpu
 
 
-def load(server: Server, label: str, workers: int, concurrency: int, requests: int,
-         seconds: float) -> Run:
-    latencies, statuses, elapsed, cpu = asyncio.run(closed_loop(
-        server.url, concurrency, requests, seconds, server.process.pid))
+def load(
+    server: Server, label: str, workers: int, concurrency: int, requests: int, seconds: float
+) -> Run:
+    latencies, statuses, elapsed, cpu = asyncio.run(
+        closed_loop(server.url, concurrency, requests, seconds, server.process.pid)
+    )
     run = Run(label, workers, concurrency, latencies, statuses, elapsed, cpu)
     print(run.row(), file=sys.stderr, flush=True)
     return run
@@ -202,8 +216,14 @@ def source_latency(server: Server) -> dict[str, tuple[float, float]]:
 
 def timeouts(server: Server) -> int:
     text = httpx.get(server.url + "/metrics", timeout=10).text
-    return int(sum(float(m.group(1)) for m in re.finditer(
-        r'^nautilus_source_errors_total{[^}]*error_type="timeout"[^}]*} (\S+)$', text, re.M)))
+    return int(
+        sum(
+            float(m.group(1))
+            for m in re.finditer(
+                r'^nautilus_source_errors_total{[^}]*error_type="timeout"[^}]*} (\S+)$', text, re.M
+            )
+        )
+    )
 
 
 def main() -> int:
@@ -211,28 +231,44 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the section into this markdown file")
     parser.add_argument("--requests", type=int, default=400, help="at most, per level")
     parser.add_argument("--seconds", type=float, default=15.0, help="at most, per level")
-    parser.add_argument("--slow-delay", type=float, default=5.0,
-                        help="seconds the slow source takes (its timeout_s is 2)")
-    parser.add_argument("--baseline", help="the nautilus command of another checkout: "
-                        "concurrency 1 and 8 against it too, in the same run")
-    parser.add_argument("--busy", action="store_true",
-                        help="run with one busy-looping process taking a core")
-    parser.add_argument("--cpu-only", action="store_true",
-                        help="only the server's CPU per request: one worker, concurrency 8 "
-                             "(for tuning; prints, writes nothing; with --baseline, of that "
-                             "command's server instead)")
+    parser.add_argument(
+        "--slow-delay",
+        type=float,
+        default=5.0,
+        help="seconds the slow source takes (its timeout_s is 2)",
+    )
+    parser.add_argument(
+        "--baseline",
+        help="the nautilus command of another checkout: "
+        "concurrency 1 and 8 against it too, in the same run",
+    )
+    parser.add_argument(
+        "--busy", action="store_true", help="run with one busy-looping process taking a core"
+    )
+    parser.add_argument(
+        "--cpu-only",
+        action="store_true",
+        help="only the server's CPU per request: one worker, concurrency 8 "
+        "(for tuning; prints, writes nothing; with --baseline, of that "
+        "command's server instead)",
+    )
     args = parser.parse_args()
     configure_logging("warning", "console")
     if args.cpu_only:
         if args.baseline:
             servers.NAUTILUS = args.baseline
-        with (tempfile.TemporaryDirectory(prefix="nautilus-load-") as tmp_name, busy(args.busy),
-              running(Path(tmp_name), SETTINGS, workers=1) as server):
+        with (
+            tempfile.TemporaryDirectory(prefix="nautilus-load-") as tmp_name,
+            busy(args.busy),
+            running(Path(tmp_name), SETTINGS, workers=1) as server,
+        ):
             wait_ready(server)
             run = load(server, "demo", 1, 8, args.requests, args.seconds)
-        print(f"server CPU per request at concurrency 8, one worker: "
-              f"{run.cpu_ms_per_request:.2f} ms ({len(run.latencies_ms)} requests, "
-              f"{rate(run):.0f} req/s, p50 {run.percentile(50):.1f} ms)")
+        print(
+            f"server CPU per request at concurrency 8, one worker: "
+            f"{run.cpu_ms_per_request:.2f} ms ({len(run.latencies_ms)} requests, "
+            f"{rate(run):.0f} req/s, p50 {run.percentile(50):.1f} ms)"
+        )
         return 0
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="nautilus-load-") as tmp_name, busy(args.busy):
@@ -245,8 +281,16 @@ def main() -> int:
                 with running(tmp / "baseline", SETTINGS, workers=1) as server:
                     wait_ready(server)
                     for concurrency in (1, 8):
-                        older.append(load(server, "demo (baseline)", 1, concurrency,
-                                          args.requests, args.seconds))
+                        older.append(
+                            load(
+                                server,
+                                "demo (baseline)",
+                                1,
+                                concurrency,
+                                args.requests,
+                                args.seconds,
+                            )
+                        )
             finally:
                 servers.NAUTILUS = own
         with running(tmp, SETTINGS, workers=1) as server:
@@ -256,21 +300,38 @@ def main() -> int:
                 if concurrency == 1:
                     inside = server_side(server)
             limit = httpx.get(server.url + "/v1/config", timeout=10).json()["settings"][
-                "NAUTILUS_SERVE_MAX_CONCURRENCY"]
+                "NAUTILUS_SERVE_MAX_CONCURRENCY"
+            ]
         baseline = in_process_p50(tmp / "data", args.requests)
         with running(tmp, SETTINGS, workers=2) as server:
             wait_ready(server)
             for concurrency in (8, 32):
                 runs.append(load(server, "demo", 2, concurrency, args.requests, args.seconds))
         slow_env: Mapping[str, str] = {**SETTINGS, "NAUTILUS_SERVE_REQUEST_TIMEOUT_S": "10"}
-        with running(tmp, slow_env, workers=1,
-                     launcher=["--slow", "runbooks", "--delay", str(args.slow_delay)]) as server:
+        with running(
+            tmp,
+            slow_env,
+            workers=1,
+            launcher=["--slow", "runbooks", "--delay", str(args.slow_delay)],
+        ) as server:
             slow = load(server, "runbooks slow", 1, 8, min(args.requests, 40), args.seconds * 2)
             per_source = source_latency(server)
             timed_out = timeouts(server)
     service_p50 = runs[0].percentile(50)
-    section = report(runs, limit, baseline, service_p50, inside, slow, per_source, timed_out,
-                     args.slow_delay, older, args.baseline, args.busy)
+    section = report(
+        runs,
+        limit,
+        baseline,
+        service_p50,
+        inside,
+        slow,
+        per_source,
+        timed_out,
+        args.slow_delay,
+        older,
+        args.baseline,
+        args.busy,
+    )
     print(section)
     if args.out:
         write_section(args.out, section)
@@ -282,8 +343,11 @@ def server_side(server: Server) -> tuple[float, float]:
     """p50 of the server's own timings so far: whole request (access log) and the broker
     call inside it (``request_served``) — the service's overhead without the client."""
     events = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
-    handled = [e["duration_ms"] for e in events
-               if e["event"] == "http_request" and e["path"] == "/v1/query"]
+    handled = [
+        e["duration_ms"]
+        for e in events
+        if e["event"] == "http_request" and e["path"] == "/v1/query"
+    ]
     brokered = [e["duration_ms"] for e in events if e["event"] == "request_served"]
     return float(np.percentile(handled, 50)), float(np.percentile(brokered, 50))
 
@@ -302,21 +366,34 @@ def busy(on: bool) -> Iterator[None]:
         burner.wait()
 
 
-def report(runs: list[Run], limit: int, baseline: float, service_p50: float,
-           inside: tuple[float, float], slow: Run,
-           per_source: Mapping[str, tuple[float, float]], timed_out: int,
-           delay: float, older: list[Run], older_bin: str | None, burner: bool) -> str:
+def report(
+    runs: list[Run],
+    limit: int,
+    baseline: float,
+    service_p50: float,
+    inside: tuple[float, float],
+    slow: Run,
+    per_source: Mapping[str, tuple[float, float]],
+    timed_out: int,
+    delay: float,
+    older: list[Run],
+    older_bin: str | None,
+    burner: bool,
+) -> str:
     compared = []
     if older:
         now = {r.concurrency: r for r in runs if r.workers == 1}
         compared = [
             "",
             f"**Against a baseline server** (`{older_bin}`, same settings, same run): "
-            + "; ".join(f"concurrency {o.concurrency}: p50 {o.percentile(50):.1f} → "
-                        f"{now[o.concurrency].percentile(50):.1f} ms, {rate(o):.0f} → "
-                        f"{rate(now[o.concurrency]):.0f} req/s "
-                        f"(**×{rate(now[o.concurrency]) / rate(o):.2f}**)"
-                        for o in older) + ".",
+            + "; ".join(
+                f"concurrency {o.concurrency}: p50 {o.percentile(50):.1f} → "
+                f"{now[o.concurrency].percentile(50):.1f} ms, {rate(o):.0f} → "
+                f"{rate(now[o.concurrency]):.0f} req/s "
+                f"(**×{rate(now[o.concurrency]) / rate(o):.2f}**)"
+                for o in older
+            )
+            + ".",
         ]
     lines = [
         BEGIN,

@@ -67,8 +67,11 @@ def make(variant: str, cache_size: int = 0) -> OnnxEmbedder:
 
 def demo_texts() -> list[str]:
     demo = ROOT / "nautilus" / "demo"
-    docs = [json.loads(line) for name in ("tickets", "runbooks", "postmortems")
-            for line in (demo / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
+    docs = [
+        json.loads(line)
+        for name in ("tickets", "runbooks", "postmortems")
+        for line in (demo / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     return [" ".join(str(v) for k, v in d.items() if k != "id") for d in docs]
 
 
@@ -76,7 +79,7 @@ def collection_texts(datasets: Path, per: int = 100, queries: int = 25) -> list[
     out = []
     for name in NAMES:
         collection = load(name, datasets)
-        docs = collection.docs[::max(1, len(collection.docs) // per)][:per]
+        docs = collection.docs[:: max(1, len(collection.docs) // per)][:per]
         out += [f"{d.get('title', '')} {d.get('text', '')}".strip() for d in docs]
         out += list(collection.queries.values())[:queries]
     return out
@@ -105,13 +108,17 @@ def fidelity(variants: list[str], datasets: Path) -> dict[str, dict[str, np.ndar
     sets = {"demo": demo_texts(), "collections": collection_texts(datasets)}
     reference = make("shipped")
     ref = {k: reference.embed_batch(t) for k, t in sets.items()}
-    return {v: {k: np.sum(make(v).embed_batch(t) * ref[k], axis=1) for k, t in sets.items()}
-            for v in variants if v != "shipped"}
+    return {
+        v: {k: np.sum(make(v).embed_batch(t) * ref[k], axis=1) for k, t in sets.items()}
+        for v in variants
+        if v != "shipped"
+    }
 
 
 def quality(variants: list[str], datasets: Path) -> dict[str, dict[str, list[float]]]:
     """Per variant, per collection/scenario: nDCG@10 of nautilus (onnx) per query."""
     from benchmarks import quality as bench
+
     out: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for v in variants:
@@ -122,13 +129,14 @@ def quality(variants: list[str], datasets: Path) -> dict[str, dict[str, list[flo
             for name in NAMES:
                 collection = load(name, datasets)
                 for scenario in ("partitioned", "hybrid"):
-                    broker = bench.build_broker(collection, scenario,
-                                                Path(scratch) / v / name, embedder)
+                    broker = bench.build_broker(
+                        collection, scenario, Path(scratch) / v / name, embedder
+                    )
                     fetched = bench.fetch(broker, collection)
                     out[v][f"{name} {scenario}"] = [
-                        ndcg_at(strategy(results, collection.queries[qid]),
-                                collection.qrels[qid])
-                        for qid, results in fetched.items()]
+                        ndcg_at(strategy(results, collection.queries[qid]), collection.qrels[qid])
+                        for qid, results in fetched.items()
+                    ]
             print(f"{v:>9}: quality {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return out
 
@@ -139,23 +147,31 @@ def main() -> int:
     parser.add_argument("--counts", nargs="+", type=int, default=[30, 60])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--datasets", type=Path, default=DATASETS)
-    parser.add_argument("--quality", action="store_true",
-                        help="also nDCG@10 on the shared collections (minutes)")
+    parser.add_argument(
+        "--quality", action="store_true", help="also nDCG@10 on the shared collections (minutes)"
+    )
     parser.add_argument("--no-speed", action="store_true")
-    parser.add_argument("--batch", type=int, default=None,
-                        help="texts per session.run, every variant (default: the embedder's)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="texts per session.run, every variant (default: the embedder's)",
+    )
     args = parser.parse_args()
     global BATCH
     BATCH = args.batch
     variants = list(args.variants)
     if not args.no_speed:
         times = speed(variants, args.counts, args.rounds)
-        print("| variant | " + " | ".join(f"{n} texts cold: median (min)" for n in args.counts)
-              + " |")
+        print(
+            "| variant | " + " | ".join(f"{n} texts cold: median (min)" for n in args.counts) + " |"
+        )
         print("|---|" + "---|" * len(args.counts))
         for v in variants:
-            cells = [f"{np.median(times[v][n]) * 1000:.0f} ms ({min(times[v][n]) * 1000:.0f})"
-                     for n in args.counts]
+            cells = [
+                f"{np.median(times[v][n]) * 1000:.0f} ms ({min(times[v][n]) * 1000:.0f})"
+                for n in args.counts
+            ]
             print(f"| {v} | " + " | ".join(cells) + " |")
         print()
         cos = fidelity(variants, args.datasets)
@@ -163,24 +179,33 @@ def main() -> int:
         print("|---|---|---|")
         for v, c in cos.items():
             d, k = c["demo"], c["collections"]
-            print(f"| {v} | {d.min():.4f} / {d.mean():.4f} | "
-                  f"{k.min():.4f} / {np.percentile(k, 1):.4f} / {k.mean():.4f} |")
+            print(
+                f"| {v} | {d.min():.4f} / {d.mean():.4f} | "
+                f"{k.min():.4f} / {np.percentile(k, 1):.4f} / {k.mean():.4f} |"
+            )
         print()
     if args.quality:
         base = "fused" if "fused" in variants else variants[0]
         scores = quality(variants, args.datasets)
         others = [v for v in variants if v != base]
-        print(f"| cell | {base} nDCG@10 | " + " | ".join(
-            f"{v} | Δ {v} − {base} [95% CI]" for v in others) + " |")
+        print(
+            f"| cell | {base} nDCG@10 | "
+            + " | ".join(f"{v} | Δ {v} − {base} [95% CI]" for v in others)
+            + " |"
+        )
         print("|---|---|" + "---|---|" * len(others))
         cells = [*scores[base], "all"]
         for cell in cells:
-            ref = (scores[base][cell] if cell != "all"
-                   else [x for c in scores[base].values() for x in c])
+            ref = (
+                scores[base][cell]
+                if cell != "all"
+                else [x for c in scores[base].values() for x in c]
+            )
             row = [cell, f"{np.mean(ref):.3f}"]
             for v in others:
-                ours = (scores[v][cell] if cell != "all"
-                        else [x for c in scores[v].values() for x in c])
+                ours = (
+                    scores[v][cell] if cell != "all" else [x for c in scores[v].values() for x in c]
+                )
                 delta, low, high = bootstrap_ci([a - b for a, b in zip(ours, ref, strict=True)])
                 row += [f"{np.mean(ours):.3f}", f"{delta:+.3f} [{low:+.3f}, {high:+.3f}]"]
             print("| " + " | ".join(row) + " |", flush=True)

@@ -68,10 +68,14 @@ SOURCES = ("fts", "sql", "vector")
 Strategy = Callable[[list[AdapterResult], str], list[str]]
 
 
-def build_broker(collection: Collection, scenario: str, folder: Path,
-                 vector_embedder: Any = None) -> Broker:
-    parts = ([collection.docs[i::3] for i in range(3)] if scenario == "partitioned"
-             else [collection.docs] * 3)
+def build_broker(
+    collection: Collection, scenario: str, folder: Path, vector_embedder: Any = None
+) -> Broker:
+    parts = (
+        [collection.docs[i::3] for i in range(3)]
+        if scenario == "partitioned"
+        else [collection.docs] * 3
+    )
     folder.mkdir(parents=True, exist_ok=True)
     seeds = []
     for name, docs in zip(SOURCES, parts, strict=True):
@@ -80,12 +84,20 @@ def build_broker(collection: Collection, scenario: str, folder: Path,
         seeds.append(seed)
     db = folder / "db"
     sources = [
-        SqliteFtsSource("fts", db / f"{scenario}-fts.db", seeds[0], ["title", "text"],
-                        timeout_s=60),
-        SqliteTableSource("sql", db / f"{scenario}-sql.db", seeds[1], "docs", ["title", "text"],
-                          timeout_s=60),
-        SqliteVectorSource("vector", db / f"{scenario}-vector.db", seeds[2], ["title", "text"],
-                           embedder=vector_embedder, timeout_s=600),
+        SqliteFtsSource(
+            "fts", db / f"{scenario}-fts.db", seeds[0], ["title", "text"], timeout_s=60
+        ),
+        SqliteTableSource(
+            "sql", db / f"{scenario}-sql.db", seeds[1], "docs", ["title", "text"], timeout_s=60
+        ),
+        SqliteVectorSource(
+            "vector",
+            db / f"{scenario}-vector.db",
+            seeds[2],
+            ["title", "text"],
+            embedder=vector_embedder,
+            timeout_s=600,
+        ),
     ]
     return Broker(sources, limit=SOURCE_LIMIT)
 
@@ -146,6 +158,7 @@ def ranking(**options: Any) -> Strategy:
 
     def order(results: list[AdapterResult], query: str) -> list[str]:
         return unique_ids([r.row for r in ranker.rank(results, {"query": query})])
+
     return order
 
 
@@ -154,6 +167,7 @@ def onnx_embedder() -> Any:
     """The real model (nautilus-ranking[embed]) shared by every run, or None without the extra."""
     try:
         from nautilus.embedders.onnx import OnnxEmbedder
+
         return OnnxEmbedder(cache_size=100_000)
     except ImportError:  # the extra is not installed (OnnxEmbedder says which part)
         return None
@@ -165,9 +179,13 @@ SIMPLE = ("passthrough", "round-robin", "RRF k=60", "RRF ranked only")
 
 
 def strategies() -> dict[str, Strategy]:
-    out: dict[str, Strategy] = {"passthrough": passthrough, "round-robin": round_robin,
-                                "RRF k=60": rrf, "RRF ranked only": rrf_ranked,
-                                NAUTILUS: ranking(idf=True)}
+    out: dict[str, Strategy] = {
+        "passthrough": passthrough,
+        "round-robin": round_robin,
+        "RRF k=60": rrf,
+        "RRF ranked only": rrf_ranked,
+        NAUTILUS: ranking(idf=True),
+    }
     model = onnx_embedder()
     if model is not None:
         out[NAUTILUS_ONNX] = ranking(idf=True, embedder=model)
@@ -187,37 +205,50 @@ def bumped_name(share: float) -> str:
 
 def vector_relevant(results: list[AdapterResult], grades: dict[str, int]) -> set[str]:
     """The relevant documents the vector source returned."""
-    return {str(row["id"]) for r in results if r.source_id == "vector" for row in r.rows
-            if str(row["id"]) in grades}
+    return {
+        str(row["id"])
+        for r in results
+        if r.source_id == "vector"
+        for row in r.rows
+        if str(row["id"]) in grades
+    }
 
 
 def vector_bumped(rows: list[Any], share: float) -> list[str]:
     """A full ranking re-sorted with ``share`` of the row's source votes added wherever the
     vector source returned the row's document: a stage-2 bump of the vector source, fixed
     here (not the product's levels)."""
+
     def score(row: Any) -> float:
         vector = row.source_id == "vector" or any(s == "vector" for s, _ in row.also_from)
-        return float(row.relevance + (share * (row.evidence + row.unranked_vote)
-                                      if vector else 0.0))
+        return float(
+            row.relevance + (share * (row.evidence + row.unranked_vote) if vector else 0.0)
+        )
+
     return unique_ids([r.row for r in sorted(rows, key=lambda r: -score(r))])
 
 
 def fetch(broker: Broker, collection: Collection) -> dict[str, list[AdapterResult]]:
     async def run() -> dict[str, list[AdapterResult]]:
         return {qid: await broker.fetch(text) for qid, text in collection.queries.items()}
+
     return asyncio.run(run())
 
 
-def evaluate(collection: Collection, fetched: dict[str, list[AdapterResult]],
-             hybrid: dict[str, list[AdapterResult]], onnx_queries: int | None = None,
-             ) -> dict[str, dict[str, list[float]]]:
+def evaluate(
+    collection: Collection,
+    fetched: dict[str, list[AdapterResult]],
+    hybrid: dict[str, list[AdapterResult]],
+    onnx_queries: int | None = None,
+) -> dict[str, dict[str, list[float]]]:
     """Per strategy, per metric, one value per query (query order). ``hybrid``: the
     hybrid scenario's results, for the central-index baselines. The onnx strategy
     runs on the first ``onnx_queries`` queries only when given (paired on those)."""
     out: dict[str, dict[str, list[float]]] = {}
     for name, strategy in strategies().items():
-        per = out.setdefault(name, {"ndcg": [], "recall": [], "vector_top": [],
-                                    "vector_relevant": []})
+        per = out.setdefault(
+            name, {"ndcg": [], "recall": [], "vector_top": [], "vector_relevant": []}
+        )
         for i, (qid, results) in enumerate(fetched.items()):
             if name == NAUTILUS_ONNX and onnx_queries is not None and i >= onnx_queries:
                 break
@@ -275,43 +306,63 @@ def quality_table(name: str, scenario: str, scores: dict[str, dict[str, list[flo
     ours = [s for s in (NAUTILUS, NAUTILUS_ONNX) if s in scores]
     subset = ""
     if NAUTILUS_ONNX in scores and len(scores[NAUTILUS_ONNX]["ndcg"]) < n:
-        subset = (f"; onnx on the first {len(scores[NAUTILUS_ONNX]['ndcg'])} queries, its "
-                  "Δ paired on those")
-    lines = [f"**{name} — {scenario}** ({n} queries; union recall {union:.3f}{subset})", "",
-             "| strategy | nDCG@10 | recall@10 | " + " | ".join(
-                 f"Δ {s} − strategy [95% CI]" for s in ours) + " |",
-             "|---|---|---|" + "---|" * len(ours)]
+        subset = (
+            f"; onnx on the first {len(scores[NAUTILUS_ONNX]['ndcg'])} queries, its "
+            "Δ paired on those"
+        )
+    lines = [
+        f"**{name} — {scenario}** ({n} queries; union recall {union:.3f}{subset})",
+        "",
+        "| strategy | nDCG@10 | recall@10 | "
+        + " | ".join(f"Δ {s} − strategy [95% CI]" for s in ours)
+        + " |",
+        "|---|---|---|" + "---|" * len(ours),
+    ]
     for strategy, metric in scores.items():
         if strategy.startswith("_") or strategy.startswith(BUMPED):
             continue
-        cells = ["—" if strategy == s else paired(scores[s]["ndcg"], metric["ndcg"])
-                 for s in ours]
-        lines.append(f"| {strategy} | {mean(metric['ndcg']):.3f} | {mean(metric['recall']):.3f} "
-                     "| " + " | ".join(cells) + " |")
+        cells = ["—" if strategy == s else paired(scores[s]["ndcg"], metric["ndcg"]) for s in ours]
+        lines.append(
+            f"| {strategy} | {mean(metric['ndcg']):.3f} | {mean(metric['recall']):.3f} "
+            "| " + " | ".join(cells) + " |"
+        )
     return "\n".join(lines)
 
 
-def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]],
-                mode: str = "declared") -> str:
+def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]], mode: str = "declared") -> str:
     """nautilus against the best simple fusion and the central indexes, every cell."""
-    said = ("the sources declare whether their order is relevance" if mode == "declared"
-            else "no source declares it: `ranked=None` on every result")
-    lines = [f"**Summary ({mode}: {said}): nautilus against the best simple fusion and the "
-             "central indexes** (nDCG@10; Δ paired per query, 95% bootstrap interval)", "",
-             "| cell | nautilus (default) | best simple fusion | Δ [95% CI] | ÷ central BM25 "
-             "| nautilus (onnx) | Δ vs best simple [95% CI] | Δ vs central BM25+dense [95% CI] |",
-             "|---|---|---|---|---|---|---|---|"]
+    said = (
+        "the sources declare whether their order is relevance"
+        if mode == "declared"
+        else "no source declares it: `ranked=None` on every result"
+    )
+    lines = [
+        f"**Summary ({mode}: {said}): nautilus against the best simple fusion and the "
+        "central indexes** (nDCG@10; Δ paired per query, 95% bootstrap interval)",
+        "",
+        "| cell | nautilus (default) | best simple fusion | Δ [95% CI] | ÷ central BM25 "
+        "| nautilus (onnx) | Δ vs best simple [95% CI] | Δ vs central BM25+dense [95% CI] |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for cell, scores in cells.items():
         best = max(SIMPLE, key=lambda s: mean(scores[s]["ndcg"]))
         ours = scores[NAUTILUS]["ndcg"]
         bm25 = mean(scores["central BM25"]["ndcg"])
-        row = [cell, f"{mean(ours):.3f}", f"{mean(scores[best]['ndcg']):.3f} ({best})",
-               paired(ours, scores[best]["ndcg"]), f"{mean(ours) / bm25:.2f}" if bm25 else "—"]
+        row = [
+            cell,
+            f"{mean(ours):.3f}",
+            f"{mean(scores[best]['ndcg']):.3f} ({best})",
+            paired(ours, scores[best]["ndcg"]),
+            f"{mean(ours) / bm25:.2f}" if bm25 else "—",
+        ]
         if NAUTILUS_ONNX in scores:
             onnx = scores[NAUTILUS_ONNX]["ndcg"]
             shown = f"{mean(onnx):.3f}" + (f" ({len(onnx)} q)" if len(onnx) < len(ours) else "")
-            row += [shown, paired(onnx, scores[best]["ndcg"]),
-                    paired(onnx, scores["central BM25+dense"]["ndcg"])]
+            row += [
+                shown,
+                paired(onnx, scores[best]["ndcg"]),
+                paired(onnx, scores["central BM25+dense"]["ndcg"]),
+            ]
         else:
             row += ["—", "—", "—"]
         lines.append("| " + " | ".join(row) + " |")
@@ -322,22 +373,30 @@ def bias_table(cells: dict[str, dict[str, dict[str, list[float]]]], mode: str) -
     """Whether a lexical content signal under-rates the semantic (vector) source's rows:
     (a) the share of its relevant rows that reach the top 10, and (b) what a fixed bump
     of its votes does to nautilus's nDCG@10 with the default embedder."""
-    lines = [f"**The vector source's rows ({mode})**: (a) the share of its relevant rows "
-             "that reach the top 10; (b) nDCG@10 of nautilus (default) with a stage-2 bump "
-             "of 10% / 50% of the vector source's votes, Δ paired [95% CI] (a fusion that "
-             "does not under-rate it gains nothing from the bump)", "",
-             "| cell | (a) nautilus (default) | (a) RRF ranked only | (a) nautilus (onnx) "
-             "| (b) nautilus (default) | +10% Δ [95% CI] | +50% Δ [95% CI] |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"**The vector source's rows ({mode})**: (a) the share of its relevant rows "
+        "that reach the top 10; (b) nDCG@10 of nautilus (default) with a stage-2 bump "
+        "of 10% / 50% of the vector source's votes, Δ paired [95% CI] (a fusion that "
+        "does not under-rate it gains nothing from the bump)",
+        "",
+        "| cell | (a) nautilus (default) | (a) RRF ranked only | (a) nautilus (onnx) "
+        "| (b) nautilus (default) | +10% Δ [95% CI] | +50% Δ [95% CI] |",
+        "|---|---|---|---|---|---|---|",
+    ]
 
     def share(scores: dict[str, list[float]]) -> str:
         total = sum(scores.get("vector_relevant", []))
         return f"{sum(scores['vector_top']) / total:.3f}" if total else "—"
+
     for cell, scores in cells.items():
         ours = scores[NAUTILUS]["ndcg"]
-        row = [cell, share(scores[NAUTILUS]), share(scores["RRF ranked only"]),
-               share(scores[NAUTILUS_ONNX]) if NAUTILUS_ONNX in scores else "—",
-               f"{mean(ours):.3f}"]
+        row = [
+            cell,
+            share(scores[NAUTILUS]),
+            share(scores["RRF ranked only"]),
+            share(scores[NAUTILUS_ONNX]) if NAUTILUS_ONNX in scores else "—",
+            f"{mean(ours):.3f}",
+        ]
         row += [paired(scores[bumped_name(b)]["ndcg"], ours) for b in VECTOR_BUMPS]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -346,9 +405,14 @@ def bias_table(cells: dict[str, dict[str, dict[str, list[float]]]], mode: str) -
 MODES = ("declared", "undeclared")
 
 
-def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
-        safety: bool = True, work_dir: Path | None = None,
-        modes: tuple[str, ...] = MODES) -> tuple[str, dict[str, Any]]:
+def run(
+    datasets: Path,
+    only: str | None,
+    onnx_queries: int | None = None,
+    safety: bool = True,
+    work_dir: Path | None = None,
+    modes: tuple[str, ...] = MODES,
+) -> tuple[str, dict[str, Any]]:
     """Every collection, both scenarios, in each of ``modes``: ``declared`` (the sources
     say whether their order is relevance, as nautilus's own do) and ``undeclared``
     (``ranked=None`` on every result: the ranker detects it). With ``safety``, what each
@@ -373,8 +437,10 @@ def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
                 broker = build_broker(collection, scenario, Path(tmp) / name, vector_embedder)
                 fetched_by[scenario] = fetch(broker, collection)
             for mode in modes:
-                given = {scenario: (fetched if mode == "declared" else undeclare(fetched))
-                         for scenario, fetched in fetched_by.items()}
+                given = {
+                    scenario: (fetched if mode == "declared" else undeclare(fetched))
+                    for scenario, fetched in fetched_by.items()
+                }
                 for scenario in ("partitioned", "hybrid"):
                     started = time.perf_counter()
                     fetched = given[scenario]
@@ -382,12 +448,17 @@ def run(datasets: Path, only: str | None, onnx_queries: int | None = None,
                     sections[mode].append(quality_table(f"{name} ({mode})", scenario, scores))
                     cells[mode][f"{name} {scenario}"] = scores
                     summary[f"{mode}/{name}/{scenario}"] = {
-                        k: mean(v["ndcg"]) for k, v in scores.items() if not k.startswith("_")}
-                    print(f"{name}/{scenario}/{mode}: {time.perf_counter() - started:.1f} s",
-                          file=sys.stderr, flush=True)
+                        k: mean(v["ndcg"]) for k, v in scores.items() if not k.startswith("_")
+                    }
+                    print(
+                        f"{name}/{scenario}/{mode}: {time.perf_counter() - started:.1f} s",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             if safety:
                 more, lines = boost_safety.collection_cells(
-                    collection, fetched_by, list(boost_safety.EMBEDDERS), list(modes))
+                    collection, fetched_by, list(boost_safety.EMBEDDERS), list(modes)
+                )
                 boost_cells.update(more)
                 hybrid_lines += lines
     out = [floor_table(cells[mode], mode) for mode in modes]
@@ -404,28 +475,54 @@ def main() -> int:
     parser.add_argument("--datasets", type=Path, default=DATASETS)
     parser.add_argument("--only", choices=NAMES)
     parser.add_argument("--out", type=Path, help="write the markdown tables here")
-    parser.add_argument("--onnx-queries", type=int, default=None,
-                        help="run the onnx strategy on the first N queries of each collection")
+    parser.add_argument(
+        "--onnx-queries",
+        type=int,
+        default=None,
+        help="run the onnx strategy on the first N queries of each collection",
+    )
     parser.add_argument("--no-safety", action="store_true", help="skip the boost-safety tables")
-    parser.add_argument("--work-dir", type=Path, help="keep the source databases here and reuse "
-                        "them on the next run (the MiniLM vector build is the slow part)")
-    parser.add_argument("--undeclared", action="store_true",
-                        help="only the undeclared run: ranked=None on every result")
-    parser.add_argument("--declared", action="store_true",
-                        help="only the declared run (the sources' own ranked flags)")
-    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite",
-                        help="postgres: SQLite and PostgreSQL side by side (backends.py)")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        help="keep the source databases here and reuse "
+        "them on the next run (the MiniLM vector build is the slow part)",
+    )
+    parser.add_argument(
+        "--undeclared",
+        action="store_true",
+        help="only the undeclared run: ranked=None on every result",
+    )
+    parser.add_argument(
+        "--declared",
+        action="store_true",
+        help="only the declared run (the sources' own ranked flags)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="postgres: SQLite and PostgreSQL side by side (backends.py)",
+    )
     parser.add_argument("--dsn", help="with --backend postgres: this server, not an embedded one")
     args = parser.parse_args()
     configure_logging("warning", "console")
     if args.backend == "postgres":
         from backends import run as run_backends
+
         text = run_backends(args.datasets, args.only, args.dsn)
     else:
-        modes = tuple(m for m, only_this in zip(MODES, (args.declared, args.undeclared),
-                                                strict=True) if only_this) or MODES
-        text, _ = run(args.datasets, args.only, args.onnx_queries, not args.no_safety,
-                      args.work_dir, modes)
+        modes = (
+            tuple(
+                m
+                for m, only_this in zip(MODES, (args.declared, args.undeclared), strict=True)
+                if only_this
+            )
+            or MODES
+        )
+        text, _ = run(
+            args.datasets, args.only, args.onnx_queries, not args.no_safety, args.work_dir, modes
+        )
     print(text)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

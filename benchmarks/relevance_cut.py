@@ -52,8 +52,9 @@ class Cell:
     ndcg: dict[str, list[float]]
 
 
-def fetched_for(collection: Collection, scenario: str, folder: Path,
-                vector_embedder: Any) -> dict[str, list[AdapterResult]]:
+def fetched_for(
+    collection: Collection, scenario: str, folder: Path, vector_embedder: Any
+) -> dict[str, list[AdapterResult]]:
     """The sources' answers to every judged query, cached in ``folder`` (the fan-out and
     the MiniLM vector build are the slow part; the cut is measured on the ranking)."""
     cache = folder / f"{scenario}-fetched-{'onnx' if vector_embedder else 'hashing'}.pickle"
@@ -70,27 +71,33 @@ def fetched_for(collection: Collection, scenario: str, folder: Path,
     return fetched
 
 
-def rankings(collection: Collection, fetched: dict[str, list[AdapterResult]],
-             embedder: Any) -> dict[str, list[RankedRow]]:
+def rankings(
+    collection: Collection, fetched: dict[str, list[AdapterResult]], embedder: Any
+) -> dict[str, list[RankedRow]]:
     """The top 10 of every query, unboosted, IDF on (the cut is applied to these)."""
-    ranker = RankingSynthesizer(idf=True, top_k=TOP_K,
-                                **({"embedder": embedder} if embedder is not None else {}))
-    return {qid: ranker.rank(results, {"query": collection.queries[qid]})
-            for qid, results in fetched.items()}
+    ranker = RankingSynthesizer(
+        idf=True, top_k=TOP_K, **({"embedder": embedder} if embedder is not None else {})
+    )
+    return {
+        qid: ranker.rank(results, {"query": collection.queries[qid]})
+        for qid, results in fetched.items()
+    }
 
 
-def measure(name: str, collection: Collection, ranked: dict[str, list[RankedRow]],
-            settings: Sequence[str]) -> Cell:
+def measure(
+    name: str, collection: Collection, ranked: dict[str, list[RankedRow]], settings: Sequence[str]
+) -> Cell:
     cell = Cell(name, {}, {}, {}, {})
     for setting in settings:
         cut = parse_cut("bench", setting)[0]
         for qid, rows in ranked.items():
             grades = collection.qrels[qid]
-            kept = rows[:relevance_cut(rows, cut)] if cut is not None else rows
+            kept = rows[: relevance_cut(rows, cut)] if cut is not None else rows
             ids = [str(r.row["id"]) for r in kept]
             cell.handed.setdefault(setting, []).append(len(ids))
             cell.irrelevant.setdefault(setting, []).append(
-                sum(1 for d in ids if grades.get(d, 0) < 1))
+                sum(1 for d in ids if grades.get(d, 0) < 1)
+            )
             cell.recall.setdefault(setting, []).append(recall_at(ids, grades, TOP_K))
             cell.ndcg.setdefault(setting, []).append(ndcg_at(ids, grades, TOP_K))
     return cell
@@ -110,26 +117,35 @@ def qualifies(cell: Cell, setting: str) -> tuple[float, float, bool]:
 
 
 def cell_table(cell: Cell) -> str:
-    lines = [f"**{cell.name}** ({len(cell.recall['off'])} queries, top {TOP_K})", "",
-             "| cut | rows handed over | irrelevant rows | recall@10 | nDCG@10 "
-             "| irrelevant vs off | recall@10 loss |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"**{cell.name}** ({len(cell.recall['off'])} queries, top {TOP_K})",
+        "",
+        "| cut | rows handed over | irrelevant rows | recall@10 | nDCG@10 "
+        "| irrelevant vs off | recall@10 loss |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for setting in cell.handed:
         fewer, loss, ok = qualifies(cell, setting)
         mark = " ✓" if ok and setting != "off" else ""
-        lines.append(f"| {setting}{mark} | {mean(cell.handed[setting]):.2f} | "
-                     f"{mean(cell.irrelevant[setting]):.2f} | {mean(cell.recall[setting]):.3f} | "
-                     f"{mean(cell.ndcg[setting]):.3f} | {-fewer:+.0%} | {-loss:+.1%} |")
+        lines.append(
+            f"| {setting}{mark} | {mean(cell.handed[setting]):.2f} | "
+            f"{mean(cell.irrelevant[setting]):.2f} | {mean(cell.recall[setting]):.3f} | "
+            f"{mean(cell.ndcg[setting]):.3f} | {-fewer:+.0%} | {-loss:+.1%} |"
+        )
     return "\n".join(lines)
 
 
 def summary_table(cells: list[Cell], settings: Sequence[str]) -> str:
     """Per setting, over the cells: irrelevant rows kept out and recall@10 lost."""
-    lines = [f"**Summary** (the bar: >= {FEWER_IRRELEVANT:.0%} fewer irrelevant rows at <= "
-             f"{RECALL_LOSS:.0%} relative loss of recall@10 against off, in every one of "
-             f"{len(cells)} cells)", "",
-             "| cut | rows handed over (mean of cells) | fewer irrelevant rows: least, mean "
-             "| recall@10 lost: most, mean | cells meeting the bar |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"**Summary** (the bar: >= {FEWER_IRRELEVANT:.0%} fewer irrelevant rows at <= "
+        f"{RECALL_LOSS:.0%} relative loss of recall@10 against off, in every one of "
+        f"{len(cells)} cells)",
+        "",
+        "| cut | rows handed over (mean of cells) | fewer irrelevant rows: least, mean "
+        "| recall@10 lost: most, mean | cells meeting the bar |",
+        "|---|---|---|---|---|",
+    ]
     for setting in settings:
         if setting == "off":
             continue
@@ -138,41 +154,50 @@ def summary_table(cells: list[Cell], settings: Sequence[str]) -> str:
         loss = [r[1] for r in results]
         handed = mean([mean(c.handed[setting]) for c in cells])
         ok = sum(r[2] for r in results)
-        lines.append(f"| {setting} | {handed:.2f} | {min(fewer):.0%}, {mean(fewer):.0%} | "
-                     f"{max(loss):.1%}, {mean(loss):.1%} | {ok} / {len(cells)} |")
+        lines.append(
+            f"| {setting} | {handed:.2f} | {min(fewer):.0%}, {mean(fewer):.0%} | "
+            f"{max(loss):.1%}, {mean(loss):.1%} | {ok} / {len(cells)} |"
+        )
     return "\n".join(lines)
 
 
 #: Hindsight: each method's number on a fine grid, the best chosen per cell.
-HINDSIGHT = {"relative": [x / 100 for x in range(30, 101)],
-             "floor": [x / 100 for x in range(30, 101)],
-             "gap": [x / 100 for x in range(1, 51)]}
+HINDSIGHT = {
+    "relative": [x / 100 for x in range(30, 101)],
+    "floor": [x / 100 for x in range(30, 101)],
+    "gap": [x / 100 for x in range(1, 51)],
+}
 
 
-def hindsight_table(collections: dict[str, Collection],
-                    ranked_by_cell: dict[str, dict[str, list[RankedRow]]]) -> str:
+def hindsight_table(
+    collections: dict[str, Collection], ranked_by_cell: dict[str, dict[str, list[RankedRow]]]
+) -> str:
     """Per method and cell, the most irrelevant rows kept out by any number of the
     method within the recall bar — the number chosen per cell, with hindsight: an upper
     bound on what one deployed setting could do."""
     names = list(ranked_by_cell)
-    lines = [f"**With hindsight**: per method, the largest share of irrelevant rows kept "
-             f"out within <= {RECALL_LOSS:.0%} recall@10 loss, its number chosen per cell "
-             "(an upper bound for one setting)", "",
-             "| method | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines = [
+        f"**With hindsight**: per method, the largest share of irrelevant rows kept "
+        f"out within <= {RECALL_LOSS:.0%} recall@10 loss, its number chosen per cell "
+        "(an upper bound for one setting)",
+        "",
+        "| method | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
     for method, values in HINDSIGHT.items():
         settings = ["off", *(f"{method}:{v:g}" for v in values)]
         best = []
         for cell_name, ranked in ranked_by_cell.items():
             cell = measure(cell_name, collections[cell_name.split()[0]], ranked, settings)
-            fits = [qualifies(cell, s)[0] for s in settings[1:]
-                    if qualifies(cell, s)[1] <= RECALL_LOSS]
+            fits = [
+                qualifies(cell, s)[0] for s in settings[1:] if qualifies(cell, s)[1] <= RECALL_LOSS
+            ]
             best.append(max(fits, default=0.0))
         lines.append(f"| {method} | " + " | ".join(f"{b:.0%}" for b in best) + " |")
     return "\n".join(lines)
 
 
-def run(datasets: Path, only: str | None, work_dir: Path | None,
-        settings: Sequence[str]) -> str:
+def run(datasets: Path, only: str | None, work_dir: Path | None, settings: Sequence[str]) -> str:
     cells: list[Cell] = []
     collections: dict[str, Collection] = {}
     ranked_by_cell: dict[str, dict[str, list[RankedRow]]] = {}
@@ -194,9 +219,13 @@ def run(datasets: Path, only: str | None, work_dir: Path | None,
                     ranked_by_cell[cell_name] = ranked
                     cells.append(measure(cell_name, collection, ranked, settings))
                     print(f"{name}/{scenario}/{label} done", file=sys.stderr, flush=True)
-    return "\n\n".join([summary_table(cells, settings),
-                        hindsight_table(collections, ranked_by_cell),
-                        *(cell_table(c) for c in cells)])
+    return "\n\n".join(
+        [
+            summary_table(cells, settings),
+            hindsight_table(collections, ranked_by_cell),
+            *(cell_table(c) for c in cells),
+        ]
+    )
 
 
 def main() -> int:
@@ -204,10 +233,16 @@ def main() -> int:
     parser.add_argument("--datasets", type=Path, default=DATASETS)
     parser.add_argument("--only", choices=NAMES)
     parser.add_argument("--out", type=Path, help="write the markdown tables here")
-    parser.add_argument("--work-dir", type=Path, help="keep the source databases and the "
-                        "fetched rows here, and reuse them on the next run")
-    parser.add_argument("--settings", default=",".join(CUT_SETTINGS),
-                        help="comma-separated cut settings (default: the documented ones)")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        help="keep the source databases and the fetched rows here, and reuse them on the next run",
+    )
+    parser.add_argument(
+        "--settings",
+        default=",".join(CUT_SETTINGS),
+        help="comma-separated cut settings (default: the documented ones)",
+    )
     args = parser.parse_args()
     configure_logging("warning", "console")
     asked = [s.strip() for s in args.settings.split(",")]

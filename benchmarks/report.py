@@ -1,6 +1,6 @@
 """Run both benchmarks and write docs/benchmarks.md (what `make bench` runs).
 
-    python -m benchmarks.report [--out docs/benchmarks.md] [--plot docs/speed-scaling.png]
+python -m benchmarks.report [--out docs/benchmarks.md] [--plot docs/speed-scaling.png]
 """
 
 from __future__ import annotations
@@ -99,12 +99,20 @@ def main() -> int:
     results = speed.measure([1_000, 10_000, 100_000])
     speed.plot(results, args.plot)
     model = speed.model_table(speed.measure_model())
-    text = (HEADER.format(date=time.strftime("%Y-%m-%d"), machine=speed.machine())
-            + relevance + SPEED + speed.latency_table(latency) + THROUGHPUT
-            + speed.table(results) + MODEL + model + "\n")
+    text = (
+        HEADER.format(date=time.strftime("%Y-%m-%d"), machine=speed.machine())
+        + relevance
+        + SPEED
+        + speed.latency_table(latency)
+        + THROUGHPUT
+        + speed.table(results)
+        + MODEL
+        + model
+        + "\n"
+    )
     previous = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
     if "<!-- load:begin -->" in previous:  # benchmarks/load.py's section is kept as it is
-        text += "\n" + previous[previous.index("<!-- load:begin -->"):]
+        text += "\n" + previous[previous.index("<!-- load:begin -->") :]
     args.out.write_text(text, encoding="utf-8")
     print(f"wrote {args.out} and {args.plot}", file=sys.stderr)
     return 0

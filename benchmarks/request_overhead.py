@@ -40,10 +40,16 @@ from nautilus.log import configure_logging
 
 BEGIN, END = "<!-- overhead:begin -->", "<!-- overhead:end -->"
 QUERIES = (
-    "orders-db disk full", "orders database replication lag", "users logged out of sessions",
-    "card payments failing with timeouts at checkout", "checkout 502 errors",
-    "redis memory eviction", "certificate expired on the edge proxy", "kafka consumer lag",
-    "search index stale after deploy", "payments-service latency spike",
+    "orders-db disk full",
+    "orders database replication lag",
+    "users logged out of sessions",
+    "card payments failing with timeouts at checkout",
+    "checkout 502 errors",
+    "redis memory eviction",
+    "certificate expired on the edge proxy",
+    "kafka consumer lag",
+    "search index stale after deploy",
+    "payments-service latency spike",
 )
 
 
@@ -52,8 +58,9 @@ def demo_broker(data_dir: Path) -> Broker:
     saved = dict(os.environ)
     for key in [k for k in os.environ if k.startswith("NAUTILUS_")]:
         del os.environ[key]
-    os.environ.update(NAUTILUS_DATA_DIR=str(data_dir), NAUTILUS_RANKING_TOP_K="8",
-                      NAUTILUS_RANKING_IDF="true")
+    os.environ.update(
+        NAUTILUS_DATA_DIR=str(data_dir), NAUTILUS_RANKING_TOP_K="8", NAUTILUS_RANKING_IDF="true"
+    )
     try:
         return Broker.from_config(None, NautilusSettings(_env_file=None))  # type: ignore[call-arg]
     finally:
@@ -108,9 +115,18 @@ def measure(broker: Broker, calls: int) -> dict[str, list[float]]:
         broker.request(q)
         searches(broker, q)
     CPU_MS.clear()
-    out: dict[str, list[float]] = {k: [] for k in ("request", "rank_sync", "fetch_sync",
-                                                   "arequest", "rank_async", "search_sync",
-                                                   "search_async")}
+    out: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "request",
+            "rank_sync",
+            "fetch_sync",
+            "arequest",
+            "rank_async",
+            "search_sync",
+            "search_async",
+        )
+    }
     for i in range(calls):
         q = QUERIES[i % len(QUERIES)]
         out["request"].append(timed(partial(broker.request, q), "request"))
@@ -180,18 +196,22 @@ def report(label: str, out: dict[str, list[float]], threads: tuple[int, int]) ->
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300, help="timed calls of each kind")
-    parser.add_argument("--busy", action="store_true",
-                        help="also run with one busy-looping process taking a core")
+    parser.add_argument(
+        "--busy", action="store_true", help="also run with one busy-looping process taking a core"
+    )
     parser.add_argument("--out", type=Path, help="write the section into this markdown file")
     args = parser.parse_args()
     configure_logging("warning", "console")
     import nautilus
-    head = (f"`python -m benchmarks.request_overhead --calls {args.calls}"
-            f"{' --busy' if args.busy else ''}` on {time.strftime('%Y-%m-%d')}: "
-            f"{platform.machine()}, {os.cpu_count()} cores shared with other work, Python "
-            f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the "
-            f"start; {args.calls} calls of each kind, the bundled demo (four SQLite "
-            "sources), `top_k=8`, IDF on.")
+
+    head = (
+        f"`python -m benchmarks.request_overhead --calls {args.calls}"
+        f"{' --busy' if args.busy else ''}` on {time.strftime('%Y-%m-%d')}: "
+        f"{platform.machine()}, {os.cpu_count()} cores shared with other work, Python "
+        f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the "
+        f"start; {args.calls} calls of each kind, the bundled demo (four SQLite "
+        "sources), `top_k=8`, IDF on."
+    )
     print(f"nautilus from {Path(nautilus.__file__).parent}\n\n{head}\n")
     sections = [BEGIN, "## Request overhead (`benchmarks/request_overhead.py`)", "", head, ""]
     with tempfile.TemporaryDirectory(prefix="nautilus-overhead-") as tmp:

@@ -64,8 +64,7 @@ HAS_MATRIX = "embeddings" in {f.name for f in dataclasses.fields(AdapterResult)}
 
 def vocabulary(rng: np.random.Generator, size: int = 5000) -> list[str]:
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    return ["".join(rng.choice(letters, rng.integers(3, 10))) for _ in range(size)] + \
-        QUERY.split()
+    return ["".join(rng.choice(letters, rng.integers(3, 10))) for _ in range(size)] + QUERY.split()
 
 
 def text_rows(n: int, rng: np.random.Generator) -> list[dict[str, Any]]:
@@ -75,21 +74,29 @@ def text_rows(n: int, rng: np.random.Generator) -> list[dict[str, Any]]:
     rows, at = [], 0
     for i in range(n):
         t, b = int(rng.integers(4, 9)), int(rng.integers(15, 41))
-        pick = [words[j] for j in ranks[at:at + t + b]]
+        pick = [words[j] for j in ranks[at : at + t + b]]
         at += t + b
-        rows.append({"id": f"row-{i}", "title": " ".join(pick[:t]),
-                     "text": " ".join(pick[t:]), "severity": "sev3"})
+        rows.append(
+            {
+                "id": f"row-{i}",
+                "title": " ".join(pick[:t]),
+                "text": " ".join(pick[t:]),
+                "severity": "sev3",
+            }
+        )
     return rows
 
 
 def vector_rows(n: int, rng: np.random.Generator, as_list: bool) -> list[dict[str, Any]]:
     matrix = rng.normal(size=(n, DIM))
-    return [{"id": f"row-{i}", "embedding": matrix[i].tolist() if as_list else matrix[i]}
-            for i in range(n)]
+    return [
+        {"id": f"row-{i}", "embedding": matrix[i].tolist() if as_list else matrix[i]}
+        for i in range(n)
+    ]
 
 
 def split(rows: list[dict[str, Any]]) -> list[AdapterResult]:
-    return [AdapterResult(s, rows[i::len(SOURCES)]) for i, s in enumerate(SOURCES)]
+    return [AdapterResult(s, rows[i :: len(SOURCES)]) for i, s in enumerate(SOURCES)]
 
 
 def split_matrix(n: int, rng: np.random.Generator) -> list[AdapterResult]:
@@ -97,8 +104,10 @@ def split_matrix(n: int, rng: np.random.Generator) -> list[AdapterResult]:
     matrix = rng.normal(size=(n, DIM)).astype(np.float32)
     rows = [{"id": f"row-{i}"} for i in range(n)]
     k = len(SOURCES)
-    return [AdapterResult(s, rows[i::k], embeddings=np.ascontiguousarray(matrix[i::k]))
-            for i, s in enumerate(SOURCES)]
+    return [
+        AdapterResult(s, rows[i::k], embeddings=np.ascontiguousarray(matrix[i::k]))
+        for i, s in enumerate(SOURCES)
+    ]
 
 
 # --- the naive baseline ------------------------------------------------------------------
@@ -133,12 +142,14 @@ def naive_rank(results: list[AdapterResult], query: str, top_k: int) -> list[tup
 
 # --- timing ------------------------------------------------------------------------------
 
+
 def best_time(call: Callable[[], object], budget_s: float = 2.0, max_repeats: int = 7) -> float:
     return best_times(call, budget_s, max_repeats)[0]
 
 
-def best_times(call: Callable[[], object], budget_s: float = 2.0,
-               max_repeats: int = 7) -> tuple[float, float]:
+def best_times(
+    call: Callable[[], object], budget_s: float = 2.0, max_repeats: int = 7
+) -> tuple[float, float]:
     """The best wall time and the best CPU time (this process, all its threads) of a
     few calls. On a shared machine the CPU time moves much less than the wall time."""
     times: list[float] = []
@@ -204,11 +215,22 @@ def latency(calls: int = LATENCY_CALLS) -> list[dict[str, Any]]:
                     naive_rank(results, QUERY, TOP_K)
                     naive.append(time.perf_counter() - started)
                 p50, p99 = np.percentile(times, [50, 99])
-                out.append({"rows": n, "busy": busy, "calls": count, "p50_s": float(p50),
-                            "p99_s": float(p99), "cpu_p50_s": float(np.median(cpu)),
-                            "naive_p50_s": float(np.median(naive))})
-                print(f"latency {n:>4} rows {'busy' if busy else 'quiet'}: p50 "
-                      f"{p50 * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms", file=sys.stderr)
+                out.append(
+                    {
+                        "rows": n,
+                        "busy": busy,
+                        "calls": count,
+                        "p50_s": float(p50),
+                        "p99_s": float(p99),
+                        "cpu_p50_s": float(np.median(cpu)),
+                        "naive_p50_s": float(np.median(naive)),
+                    }
+                )
+                print(
+                    f"latency {n:>4} rows {'busy' if busy else 'quiet'}: p50 "
+                    f"{p50 * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms",
+                    file=sys.stderr,
+                )
     return out
 
 
@@ -226,8 +248,11 @@ def measure(sizes: list[int]) -> list[dict[str, Any]]:
                 ranker = RankingSynthesizer(top_k=TOP_K, idf=True)
                 context: dict[str, Any] = {"query": QUERY}
             else:
-                results = (split_matrix(n, rng) if kind == "float32 matrix"
-                           else split(vector_rows(n, rng, as_list=kind == "list vectors")))
+                results = (
+                    split_matrix(n, rng)
+                    if kind == "float32 matrix"
+                    else split(vector_rows(n, rng, as_list=kind == "list vectors"))
+                )
                 ranker = RankingSynthesizer(top_k=TOP_K)
                 context = {"embedding": query_vector}
             rank = partial(ranker.rank, results, context)
@@ -236,17 +261,30 @@ def measure(sizes: list[int]) -> list[dict[str, Any]]:
             reference_s = naive_s = naive_cpu_s = None
             if kind == "text, IDF on" and n <= 10_000:
                 sources = [(r.source_id, r.rows) for r in results]
-                reference_s = best_time(partial(reference_rank, sources, QUERY, top_k=TOP_K,
-                                                idf=True), budget_s=0, max_repeats=1)
+                reference_s = best_time(
+                    partial(reference_rank, sources, QUERY, top_k=TOP_K, idf=True),
+                    budget_s=0,
+                    max_repeats=1,
+                )
                 # the best of four (no time budget: with budget_s=0, best_times stops at
                 # two): two calls left its ratio at the machine's mercy
-                naive_s, naive_cpu_s = best_times(partial(naive_rank, results, QUERY, TOP_K),
-                                                  budget_s=math.inf, max_repeats=4)
-            out.append({"kind": kind, "rows": n, "seconds": ranked_s, "cpu_s": ranked_cpu_s,
-                        "naive_cpu_s": naive_cpu_s,
-                        "rows_per_s": n / ranked_s, "passthrough_s": passthrough_s,
-                        "reference_s": reference_s, "naive_s": naive_s,
-                        "peak_mb": peak_memory_mb(rank)})
+                naive_s, naive_cpu_s = best_times(
+                    partial(naive_rank, results, QUERY, TOP_K), budget_s=math.inf, max_repeats=4
+                )
+            out.append(
+                {
+                    "kind": kind,
+                    "rows": n,
+                    "seconds": ranked_s,
+                    "cpu_s": ranked_cpu_s,
+                    "naive_cpu_s": naive_cpu_s,
+                    "rows_per_s": n / ranked_s,
+                    "passthrough_s": passthrough_s,
+                    "reference_s": reference_s,
+                    "naive_s": naive_s,
+                    "peak_mb": peak_memory_mb(rank),
+                }
+            )
             print(f"{kind:>14} {n:>7}: {n / ranked_s:>12,.0f} rows/s", file=sys.stderr)
     return out
 
@@ -255,8 +293,11 @@ def demo_rows(n: int) -> list[dict[str, Any]]:
     """Real English rows (the bundled demo's tickets, runbooks and postmortems),
     cycled with a unique id so that every row is new to the cache."""
     demo = ROOT / "nautilus" / "demo"
-    docs = [json.loads(line) for name in ("tickets", "runbooks", "postmortems")
-            for line in (demo / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()]
+    docs = [
+        json.loads(line)
+        for name in ("tickets", "runbooks", "postmortems")
+        for line in (demo / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     return [{**docs[i % len(docs)], "id": f"row-{i}"} for i in range(n)]
 
 
@@ -279,54 +320,69 @@ def measure_model(counts: tuple[int, ...] = (30, 60, 100, 200, 300)) -> list[dic
         cold = time.perf_counter() - started
         warm = best_time(partial(ranker.rank, results, {"query": QUERY}))
         out.append({"rows": n, "cold_s": cold, "warm_s": warm})
-        print(f"   onnx {n:>5}: cold {cold * 1000:.0f} ms, warm {warm * 1000:.1f} ms",
-              file=sys.stderr)
+        print(
+            f"   onnx {n:>5}: cold {cold * 1000:.0f} ms, warm {warm * 1000:.1f} ms", file=sys.stderr
+        )
     return out
 
 
 # --- tables ------------------------------------------------------------------------------
 
+
 def model_table(results: list[dict[str, Any]]) -> str:
     if not results:
         return "(the embed extra is not installed: no model timings)"
     lines = ["| candidates scored | cold cache | rows/s cold | warm cache |", "|---|---|---|---|"]
-    lines += [f"| {r['rows']} | {r['cold_s'] * 1000:,.0f} ms | {r['rows'] / r['cold_s']:,.0f} | "
-              f"{r['warm_s'] * 1000:.1f} ms |" for r in results]
+    lines += [
+        f"| {r['rows']} | {r['cold_s'] * 1000:,.0f} ms | {r['rows'] / r['cold_s']:,.0f} | "
+        f"{r['warm_s'] * 1000:.1f} ms |"
+        for r in results
+    ]
     return "\n".join(lines)
 
 
 def latency_table(results: list[dict[str, Any]]) -> str:
-    lines = ["| rows | machine | p50 | p99 | CPU time p50 | naive ranker p50 | × naive |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['rows']} | {'other core busy' if r['busy'] else 'as is'} | "
-              f"{r['p50_s'] * 1000:.2f} ms | {r['p99_s'] * 1000:.2f} ms | "
-              f"{r['cpu_p50_s'] * 1000:.2f} ms | "
-              f"{r['naive_p50_s'] * 1000:.2f} ms | {r['naive_p50_s'] / r['p50_s']:.1f}× faster |"
-              for r in results]
+    lines = [
+        "| rows | machine | p50 | p99 | CPU time p50 | naive ranker p50 | × naive |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['rows']} | {'other core busy' if r['busy'] else 'as is'} | "
+        f"{r['p50_s'] * 1000:.2f} ms | {r['p99_s'] * 1000:.2f} ms | "
+        f"{r['cpu_p50_s'] * 1000:.2f} ms | "
+        f"{r['naive_p50_s'] * 1000:.2f} ms | {r['naive_p50_s'] / r['p50_s']:.1f}× faster |"
+        for r in results
+    ]
     return "\n".join(lines)
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    lines = ["| rows | kind | rank() time | rows/s | × passthrough time | "
-             "× naive tf-idf | × reference | peak memory |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| rows | kind | rank() time | rows/s | × passthrough time | "
+        "× naive tf-idf | × reference | peak memory |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         ref = f"{r['reference_s'] / r['seconds']:.0f}× faster" if r.get("reference_s") else "—"
         naive = f"{r['naive_s'] / r['seconds']:.1f}× faster" if r.get("naive_s") else "—"
-        lines.append(f"| {r['rows']:,} | {r['kind']} | {r['seconds'] * 1000:.1f} ms | "
-                     f"{r['rows_per_s']:,.0f} | {r['seconds'] / r['passthrough_s']:,.0f} | "
-                     f"{naive} | {ref} | {r['peak_mb']:.1f} MiB |")
+        lines.append(
+            f"| {r['rows']:,} | {r['kind']} | {r['seconds'] * 1000:.1f} ms | "
+            f"{r['rows_per_s']:,.0f} | {r['seconds'] / r['passthrough_s']:,.0f} | "
+            f"{naive} | {ref} | {r['peak_mb']:.1f} MiB |"
+        )
     scaling = []
     for kind in dict.fromkeys(r["kind"] for r in results):
         by_n = {r["rows"]: r["seconds"] for r in results if r["kind"] == kind}
         if 10_000 in by_n and 100_000 in by_n:
-            scaling.append(f"{kind}: 100k rows take {by_n[100_000] / by_n[10_000]:.1f}× "
-                           "the 10k time")
+            scaling.append(
+                f"{kind}: 100k rows take {by_n[100_000] / by_n[10_000]:.1f}× the 10k time"
+            )
     return "\n".join(lines) + ("\n\n" + "; ".join(scaling) + "." if scaling else "")
 
 
 def plot(results: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -336,12 +392,17 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
         axis.loglog(*zip(*points, strict=True), marker="o", label=f"rank(): {kind}")
     refs = [(r["rows"], r["naive_s"]) for r in results if r.get("naive_s")]
     if refs:
-        axis.loglog(*zip(*refs, strict=True), marker="x", linestyle="--",
-                    label="naive pure-Python tf-idf (text)")
+        axis.loglog(
+            *zip(*refs, strict=True),
+            marker="x",
+            linestyle="--",
+            label="naive pure-Python tf-idf (text)",
+        )
     sizes = sorted({r["rows"] for r in results})
     base = min(r["seconds"] for r in results if r["rows"] == sizes[0])
-    axis.loglog(sizes, [base * n / sizes[0] for n in sizes], color="grey", linestyle=":",
-                label="linear")
+    axis.loglog(
+        sizes, [base * n / sizes[0] for n in sizes], color="grey", linestyle=":", label="linear"
+    )
     axis.set_xlabel("rows ranked")
     axis.set_ylabel("seconds (best of repeats)")
     axis.set_title(f"nautilus rank() scaling, top_k={TOP_K}")
@@ -352,16 +413,21 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 
 
 def machine() -> str:
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}, numpy {np.__version__}")
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, numpy {np.__version__}"
+    )
 
 
 # --- before / after ----------------------------------------------------------------------
 
+
 def run_all(sizes: list[int], model_counts: tuple[int, ...]) -> dict[str, Any]:
-    return {"latency": latency(LATENCY_CALLS) if LATENCY_CALLS else [],
-            "throughput": measure(sizes) if sizes else [],
-            "model": measure_model(model_counts)}
+    return {
+        "latency": latency(LATENCY_CALLS) if LATENCY_CALLS else [],
+        "throughput": measure(sizes) if sizes else [],
+        "model": measure_model(model_counts),
+    }
 
 
 def _run(pythonpath: Path | None, args: list[str], out: Path) -> dict[str, Any]:
@@ -392,21 +458,29 @@ def compare(rev: str, rounds: int, args: list[str]) -> str:
             before_runs.append(_run(before_src, args, Path(tmp) / f"before{i}.json"))
             after_runs.append(_run(None, args, Path(tmp) / f"after{i}.json"))
     before, after = _best(before_runs), _best(after_runs)
-    lines = [f"Machine: {machine()}. Before: `{rev}`; after: the working tree; "
-             f"best of {rounds} round(s), each running both.", "",
-             "| rows | machine | p50 before | p50 after | p99 before | p99 after | "
-             "CPU p50 before | CPU p50 after | × naive before | × naive after |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Machine: {machine()}. Before: `{rev}`; after: the working tree; "
+        f"best of {rounds} round(s), each running both.",
+        "",
+        "| rows | machine | p50 before | p50 after | p99 before | p99 after | "
+        "CPU p50 before | CPU p50 after | × naive before | × naive after |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for b, a in zip(before["latency"], after["latency"], strict=True):
-        lines.append(f"| {a['rows']} | {'other core busy' if a['busy'] else 'as is'} | "
-                     f"{b['p50_s'] * 1000:.2f} ms | {a['p50_s'] * 1000:.2f} ms | "
-                     f"{b['p99_s'] * 1000:.2f} ms | {a['p99_s'] * 1000:.2f} ms | "
-                     f"{b['cpu_p50_s'] * 1000:.2f} ms | {a['cpu_p50_s'] * 1000:.2f} ms | "
-                     f"{b['naive_p50_s'] / b['p50_s']:.1f} | {a['naive_p50_s'] / a['p50_s']:.1f} |")
-    lines += ["", "| rows | kind | rank() before | rank() after | rows/s before | rows/s after | "
-              "CPU before | CPU after | × naive before | × naive after | "
-              "× naive, CPU, before | × naive, CPU, after |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {a['rows']} | {'other core busy' if a['busy'] else 'as is'} | "
+            f"{b['p50_s'] * 1000:.2f} ms | {a['p50_s'] * 1000:.2f} ms | "
+            f"{b['p99_s'] * 1000:.2f} ms | {a['p99_s'] * 1000:.2f} ms | "
+            f"{b['cpu_p50_s'] * 1000:.2f} ms | {a['cpu_p50_s'] * 1000:.2f} ms | "
+            f"{b['naive_p50_s'] / b['p50_s']:.1f} | {a['naive_p50_s'] / a['p50_s']:.1f} |"
+        )
+    lines += [
+        "",
+        "| rows | kind | rank() before | rank() after | rows/s before | rows/s after | "
+        "CPU before | CPU after | × naive before | × naive after | "
+        "× naive, CPU, before | × naive, CPU, after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     before_by = {(b["kind"], b["rows"]): b for b in before["throughput"]}
     for a in after["throughput"]:
         b = before_by.get((a["kind"], a["rows"]))
@@ -423,49 +497,76 @@ def compare(rev: str, rounds: int, args: list[str]) -> str:
 
         before_s = f"{b['seconds'] * 1000:.1f} ms" if b else "—"
         before_rate = f"{b['rows_per_s']:,.0f}" if b else "—"
-        lines.append(f"| {a['rows']:,} | {a['kind']} | {before_s} | "
-                     f"{a['seconds'] * 1000:.1f} ms | {before_rate} | {a['rows_per_s']:,.0f} | "
-                     f"{cpu(b)} | {cpu(a)} | {naive(b)} | {naive(a)} | "
-                     f"{naive(b, True)} | {naive(a, True)} |")
+        lines.append(
+            f"| {a['rows']:,} | {a['kind']} | {before_s} | "
+            f"{a['seconds'] * 1000:.1f} ms | {before_rate} | {a['rows_per_s']:,.0f} | "
+            f"{cpu(b)} | {cpu(a)} | {naive(b)} | {naive(a)} | "
+            f"{naive(b, True)} | {naive(a, True)} |"
+        )
     for label, data in (("before", before), ("after", after)):
         scaling = []
         for kind in dict.fromkeys(r["kind"] for r in data["throughput"]):
             by_n = {r["rows"]: r for r in data["throughput"] if r["kind"] == kind}
             if 10_000 in by_n and 100_000 in by_n:
                 big, small = by_n[100_000], by_n[10_000]
-                scaling.append(f"{kind} {big['seconds'] / small['seconds']:.1f}× "
-                               f"(CPU {big['cpu_s'] / small['cpu_s']:.1f}×)")
+                scaling.append(
+                    f"{kind} {big['seconds'] / small['seconds']:.1f}× "
+                    f"(CPU {big['cpu_s'] / small['cpu_s']:.1f}×)"
+                )
         if scaling:
             lines += ["", f"100k rows / 10k rows time, {label}: " + ", ".join(scaling) + "."]
     if before["model"] and after["model"]:
-        lines += ["", "| onnx candidates | cold before | cold after | warm before | warm after |",
-                  "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| onnx candidates | cold before | cold after | warm before | warm after |",
+            "|---|---|---|---|---|",
+        ]
         for b, a in zip(before["model"], after["model"], strict=True):
-            lines.append(f"| {a['rows']} | {b['cold_s'] * 1000:,.0f} ms | "
-                         f"{a['cold_s'] * 1000:,.0f} ms | {b['warm_s'] * 1000:.1f} ms | "
-                         f"{a['warm_s'] * 1000:.1f} ms |")
+            lines.append(
+                f"| {a['rows']} | {b['cold_s'] * 1000:,.0f} ms | "
+                f"{a['cold_s'] * 1000:,.0f} ms | {b['warm_s'] * 1000:.1f} ms | "
+                f"{a['warm_s'] * 1000:.1f} ms |"
+            )
     return "\n".join(lines)
 
 
 def main() -> int:
     global LATENCY_CALLS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="*", default=[1_000, 10_000, 100_000],
-                        help="throughput batch sizes (none: skip)")
-    parser.add_argument("--latency-calls", type=int, default=LATENCY_CALLS,
-                        help="calls per small-request size at 40 rows (0: skip latency)")
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="*",
+        default=[1_000, 10_000, 100_000],
+        help="throughput batch sizes (none: skip)",
+    )
+    parser.add_argument(
+        "--latency-calls",
+        type=int,
+        default=LATENCY_CALLS,
+        help="calls per small-request size at 40 rows (0: skip latency)",
+    )
     parser.add_argument("--model-counts", type=int, nargs="*", default=[30, 60, 100, 200, 300])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--json", type=Path, help="write the raw numbers here (for --compare)")
-    parser.add_argument("--compare", metavar="REV",
-                        help="also run REV's nautilus (git archive) and print before/after")
+    parser.add_argument(
+        "--compare",
+        metavar="REV",
+        help="also run REV's nautilus (git archive) and print before/after",
+    )
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     configure_logging("warning", "console")
     LATENCY_CALLS = args.latency_calls
-    passed = ["--sizes", *map(str, args.sizes), "--model-counts", *map(str, args.model_counts),
-              "--latency-calls", str(args.latency_calls)]
+    passed = [
+        "--sizes",
+        *map(str, args.sizes),
+        "--model-counts",
+        *map(str, args.model_counts),
+        "--latency-calls",
+        str(args.latency_calls),
+    ]
     if args.compare:
         text = compare(args.compare, max(1, args.rounds), passed)
     else:
@@ -473,8 +574,14 @@ def main() -> int:
         if args.json:
             args.json.write_text(json.dumps(data), encoding="utf-8")
             return 0
-        text = (f"Machine: {machine()}.\n\n" + latency_table(data["latency"]) + "\n\n"
-                + table(data["throughput"]) + "\n\n" + model_table(data["model"]))
+        text = (
+            f"Machine: {machine()}.\n\n"
+            + latency_table(data["latency"])
+            + "\n\n"
+            + table(data["throughput"])
+            + "\n\n"
+            + model_table(data["model"])
+        )
         if args.plot:
             plot(data["throughput"], args.plot)
     print(text)

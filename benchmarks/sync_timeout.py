@@ -31,12 +31,22 @@ def write_config(root: Path, rows: int, timeout: float, name: str) -> Path:
     seed = root / f"{name}.jsonl"
     with seed.open("w") as handle:
         for i in range(rows):
-            handle.write(json.dumps({"id": i, "title": f"ticket {i} about disk and cpu load",
-                                     "description": "the service was slow " * 30}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "id": i,
+                        "title": f"ticket {i} about disk and cpu load",
+                        "description": "the service was slow " * 30,
+                    }
+                )
+                + "\n"
+            )
     config = root / f"{name}.yaml"
-    config.write_text(f"sources:\n  - id: big\n    type: sqlite_table\n    path: {name}.db\n"
-                      f"    seed: {seed.name}\n    table: t\n"
-                      f"    search_columns: [title, description]\n    timeout_s: {timeout}\n")
+    config.write_text(
+        f"sources:\n  - id: big\n    type: sqlite_table\n    path: {name}.db\n"
+        f"    seed: {seed.name}\n    table: t\n"
+        f"    search_columns: [title, description]\n    timeout_s: {timeout}\n"
+    )
     return config
 
 
@@ -78,17 +88,30 @@ def main() -> None:
         env = {**os.environ, "NAUTILUS_LOG_LEVEL": "ERROR"}
 
         def cli(config: Path) -> None:  # exits 1 when every source failed: not checked
-            subprocess.run([sys.executable, "-m", "nautilus.cli", "query", QUERY, "--config",
-                            str(config), "--json"], env=env, check=False, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "nautilus.cli",
+                    "query",
+                    QUERY,
+                    "--config",
+                    str(config),
+                    "--json",
+                ],
+                env=env,
+                check=False,
+                capture_output=True,
+            )
 
         Broker.from_config(small, settings).request(QUERY)  # build the small table
         cli_big, cli_small = best(3, lambda: cli(big)), best(3, lambda: cli(small))
         print(f"{args.rows:,} rows, timeout_s {args.timeout}: SQLite scan alone {scan:.3f} s")
         print(f"  Broker.request()   {sync:.3f} s  ({[e.error_type for e in errors]})")
-        print(f"  Broker.arequest()  {asynchronous:.3f} s  (timed inside the loop; "
-              f"{async_error})")
-        print(f"  nautilus query     {cli_big:.3f} s  (same command on 100 rows: "
-              f"{cli_small:.3f} s)")
+        print(f"  Broker.arequest()  {asynchronous:.3f} s  (timed inside the loop; {async_error})")
+        print(
+            f"  nautilus query     {cli_big:.3f} s  (same command on 100 rows: {cli_small:.3f} s)"
+        )
 
 
 if __name__ == "__main__":

@@ -52,37 +52,50 @@ def requests(datasets: Path, queries: int) -> list[tuple[list[AdapterResult], st
     out = []
     for n, (_, text) in enumerate(list(collection.queries.items())[:queries]):
         start = (n * 97) % (len(docs) - 90)
-        chosen = docs[start:start + 90]
-        out.append(([AdapterResult(sid, chosen[i::3], ranked=True)
-                     for i, sid in enumerate(("fts", "sql", "vector"))], text))
+        chosen = docs[start : start + 90]
+        out.append(
+            (
+                [
+                    AdapterResult(sid, chosen[i::3], ranked=True)
+                    for i, sid in enumerate(("fts", "sql", "vector"))
+                ],
+                text,
+            )
+        )
     return out
 
 
-def one_request(ranker: RankingSynthesizer, results: list[AdapterResult], query: str,
-                rounds: int, exact: bool) -> dict[str, float]:
+def one_request(
+    ranker: RankingSynthesizer, results: list[AdapterResult], query: str, rounds: int, exact: bool
+) -> dict[str, float]:
     """Each step's µs on one request (exact counts only with the extra)."""
     context = {"query": query}
     ranked = ranker.rank(results, context)
     texts = [entry_text(r) for r in ranked]
     counts = count_tokens(texts, exact=False)
-    out = {"rank (baseline)": per_request(lambda: ranker.rank(results, context), rounds),
-           "serialise 40 rows (entry_text)": per_request(
-               lambda: [entry_text(r) for r in ranked], rounds)}
+    out = {
+        "rank (baseline)": per_request(lambda: ranker.rank(results, context), rounds),
+        "serialise 40 rows (entry_text)": per_request(
+            lambda: [entry_text(r) for r in ranked], rounds
+        ),
+    }
     if exact:
         out["count, o200k_base"] = per_request(lambda: count_tokens(texts, exact=True), rounds)
     out["count, estimate"] = per_request(lambda: count_tokens(texts, exact=False), rounds)
     out["fit_counts"] = per_request(lambda: fit_counts(counts, BUDGET), rounds)
     if exact:
         out["budget: count o200k_base + fit"] = per_request(
-            lambda: fit_counts(count_tokens(texts, exact=True), BUDGET), rounds)
+            lambda: fit_counts(count_tokens(texts, exact=True), BUDGET), rounds
+        )
     out["budget: estimate + fit"] = per_request(
-        lambda: fit_counts(count_tokens(texts, exact=False), BUDGET), rounds)
+        lambda: fit_counts(count_tokens(texts, exact=False), BUDGET), rounds
+    )
     return out
 
 
 def timings(datasets: Path, queries: int, rounds: int) -> str:
     started = time.perf_counter()
-    exact = tokens.exact_available()   # loads the vocabulary once
+    exact = tokens.exact_available()  # loads the vocabulary once
     load_ms = (time.perf_counter() - started) * 1e3
     ranker = RankingSynthesizer(top_k=ROWS, idf=True)
     parts: dict[str, list[float]] = {}
@@ -92,34 +105,47 @@ def timings(datasets: Path, queries: int, rounds: int) -> str:
             parts.setdefault(name, []).append(value)
         sizes.append(sum(len(entry_text(r)) for r in ranker.rank(results, {"query": query})))
     base = statistics.median(parts["rank (baseline)"])
-    lines = [f"**Token budget cost** ({ROWS} rows a request, {len(sizes)} cranfield queries, "
-             f"median row text {statistics.median(sizes) / ROWS:.0f} characters; per request: "
-             f"the median over the queries of the best of {rounds} rounds)", "",
-             "| step | µs per request | ÷ ranking the request |", "|---|---|---|"]
+    lines = [
+        f"**Token budget cost** ({ROWS} rows a request, {len(sizes)} cranfield queries, "
+        f"median row text {statistics.median(sizes) / ROWS:.0f} characters; per request: "
+        f"the median over the queries of the best of {rounds} rounds)",
+        "",
+        "| step | µs per request | ÷ ranking the request |",
+        "|---|---|---|",
+    ]
     for name, values in parts.items():
         if values:
             median = statistics.median(values)
             lines.append(f"| {name} | {median:.1f} | {median / base:.3f} |")
-    lines += ["", f"Loading the o200k_base vocabulary, once per process: {load_ms:.0f} ms"
-              if exact else "The tokens extra is not installed: exact counts not measured."]
+    lines += [
+        "",
+        f"Loading the o200k_base vocabulary, once per process: {load_ms:.0f} ms"
+        if exact
+        else "The tokens extra is not installed: exact counts not measured.",
+    ]
     return "\n".join(lines)
 
 
 def estimate_table(datasets: Path) -> str:
     if not tokens.exact_available():
         return "(the estimate is compared with o200k_base only with the tokens extra)"
-    lines = ["**The estimate against o200k_base** (each corpus's documents as "
-             "`{\"id\",\"text\",\"title\"}` rows)", "",
-             "| corpus | rows | estimate ÷ o200k_base: min | median | max | rows under |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "**The estimate against o200k_base** (each corpus's documents as "
+        '`{"id","text","title"}` rows)',
+        "",
+        "| corpus | rows | estimate ÷ o200k_base: min | median | max | rows under |",
+        "|---|---|---|---|---|---|",
+    ]
     for name in NAMES:
         docs = load(name, datasets).docs
         texts = [json.dumps(d, sort_keys=True, separators=(",", ":")) for d in docs]
         exact = count_tokens(texts, exact=True)
         ratios = sorted(estimate_tokens(t) / n for t, n in zip(texts, exact, strict=True) if n)
         under = sum(r < 1 for r in ratios)
-        lines.append(f"| {name} | {len(texts)} | {ratios[0]:.2f} | "
-                     f"{statistics.median(ratios):.2f} | {ratios[-1]:.2f} | {under} |")
+        lines.append(
+            f"| {name} | {len(texts)} | {ratios[0]:.2f} | "
+            f"{statistics.median(ratios):.2f} | {ratios[-1]:.2f} | {under} |"
+        )
     return "\n".join(lines)
 
 

@@ -53,23 +53,29 @@ _REASONS_SHOWN = 3
 class Broker:
     """Sources plus a synthesizer. Build one with :meth:`from_config`."""
 
-    def __init__(self, sources: Sequence[Source], synthesizer: Synthesizer | None = None,
-                 limit: int = DEFAULT_LIMIT,
-                 prepare_timeout_s: float = PREPARE_TIMEOUT_S,
-                 max_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        synthesizer: Synthesizer | None = None,
+        limit: int = DEFAULT_LIMIT,
+        prepare_timeout_s: float = PREPARE_TIMEOUT_S,
+        max_tokens: int | None = None,
+    ) -> None:
         self.sources = list(sources)
         self.synthesizer = synthesizer or BasicSynthesizer()
         self.limit = limit
         self.prepare_timeout_s = prepare_timeout_s
-        if max_tokens is not None and (isinstance(max_tokens, bool)
-                                       or not isinstance(max_tokens, int) or max_tokens < 1):
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
             raise ValueError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
         #: The token budget of every response (nautilus/selection/budget.py); None: none.
         self.max_tokens = max_tokens
 
     @classmethod
-    def from_config(cls, path: str | Path | None = None,
-                    settings: NautilusSettings | None = None) -> Broker:
+    def from_config(
+        cls, path: str | Path | None = None, settings: NautilusSettings | None = None
+    ) -> Broker:
         """Sources from ``path``, else ``NAUTILUS_CONFIG``, else the bundled demo config.
 
         Ranking comes from the settings: every ranking knob unset gives
@@ -78,8 +84,9 @@ class Broker:
         """
         settings = settings if settings is not None else NautilusSettings()
         config_path = Path(path or settings.config or bundled_demo_config()).expanduser()
-        sources, limit = build_sources(config_path, settings.data_dir, settings.embedder,
-                                       settings.embedder_cache_size)
+        sources, limit = build_sources(
+            config_path, settings.data_dir, settings.embedder, settings.embedder_cache_size
+        )
         ids = [s.id for s in sources]
         problems = boost_problems(settings, ids)
         if problems:
@@ -89,8 +96,9 @@ class Broker:
                 log_problem(problem)
             settings = applied_settings(settings, ids)
         synthesizer = synthesizer_for(settings)
-        logger.debug("broker_ready", sources=[s.id for s in sources],
-                     synthesizer=type(synthesizer).__name__)
+        logger.debug(
+            "broker_ready", sources=[s.id for s in sources], synthesizer=type(synthesizer).__name__
+        )
         return cls(sources, synthesizer, limit, max_tokens=settings.ranking_max_tokens)
 
     @property
@@ -100,9 +108,11 @@ class Broker:
     @synthesizer.setter
     def synthesizer(self, synthesizer: Synthesizer) -> None:
         if not isinstance(synthesizer, Synthesizer):
-            raise TypeError(f"{type(synthesizer).__name__} is not a Synthesizer: it needs "
-                            "merge, merge_ranked, ranking_enabled and embedder "
-                            "(nautilus.synthesis.base)")
+            raise TypeError(
+                f"{type(synthesizer).__name__} is not a Synthesizer: it needs "
+                "merge, merge_ranked, ranking_enabled and embedder "
+                "(nautilus.synthesis.base)"
+            )
         self._synthesizer = synthesizer
 
     def close(self) -> None:
@@ -111,8 +121,12 @@ class Broker:
             try:
                 source.close()
             except Exception as exc:
-                logger.warning("source_close_failed", source_id=source.id,
-                               error_type=type(exc).__name__, error=str(exc)[:200])
+                logger.warning(
+                    "source_close_failed",
+                    source_id=source.id,
+                    error_type=type(exc).__name__,
+                    error=str(exc)[:200],
+                )
 
     def __enter__(self) -> Broker:
         return self
@@ -127,11 +141,13 @@ class Broker:
         ``asyncio.run`` does) rather than block the loop: call
         ``await broker.arequest(...)`` there.
         """
-        return run_sync(self.arequest(query, context), "Broker.request()",
-                        "await broker.arequest(...)")
+        return run_sync(
+            self.arequest(query, context), "Broker.request()", "await broker.arequest(...)"
+        )
 
-    async def arequest(self, query: str,
-                       context: Mapping[str, Any] | None = None) -> BrokerResponse:
+    async def arequest(
+        self, query: str, context: Mapping[str, Any] | None = None
+    ) -> BrokerResponse:
         if not isinstance(query, str):
             raise TypeError(f"query must be a string, got {type(query).__name__}")
         started = time.perf_counter()
@@ -139,8 +155,9 @@ class Broker:
         ctx = _request_context(query, context)
         raw = await self._fan_out(query, ctx)
         results = [result for result, _, _, _ in raw]
-        source_hashes = {result.source_id: raw_hash
-                         for result, raw_hash, _, _ in raw if result.error is None}
+        source_hashes = {
+            result.source_id: raw_hash for result, raw_hash, _, _ in raw if result.error is None
+        }
         errors = [r.error for r in results if r.error is not None]
         warnings = [warning for _, _, warning, _ in raw if warning is not None]
         data, ranking = self.synthesizer.merge_ranked(results, ctx)
@@ -148,44 +165,64 @@ class Broker:
         if self.max_tokens is not None:  # the rows that fit, in rank order
             scored = bool(self.synthesizer.ranking_enabled)  # a passthrough's are null
             data, ranking, fitted = apply_budget(
-                data, ranking, self.max_tokens, lambda r: entry_text(r, scored=scored))
+                data, ranking, self.max_tokens, lambda r: entry_text(r, scored=scored)
+            )
             budget = fitted.as_dict()
         # The built-in synthesizers keep the sources' row objects as they are: the
         # response hash is made of the texts each row was hashed with already.
-        texts = ([(result.rows, row_texts) for result, _, _, row_texts in raw]
-                 if type(self.synthesizer) in _ROWS_KEPT else [])
+        texts = (
+            [(result.rows, row_texts) for result, _, _, row_texts in raw]
+            if type(self.synthesizer) in _ROWS_KEPT
+            else []
+        )
         response = BrokerResponse(
-            request_id=request_id, data=data, ranking=ranking,
+            request_id=request_id,
+            data=data,
+            ranking=ranking,
             sources_queried=[_id_text(id_of(s)) for s in self.sources],
             sources_errored=errors,
             duration_ms=round((time.perf_counter() - started) * 1000),
-            response_hash=_response_hash(data, texts), source_response_hashes=source_hashes,
-            sources_warned=warnings, budget=budget)
-        logger.info("request_served", request_id=request_id, sources=len(self.sources),
-                    errored=[e.source_id for e in errors], rows=sum(map(len, data.values())),
-                    warned=[w.source_id for w in warnings], duration_ms=response.duration_ms)
+            response_hash=_response_hash(data, texts),
+            source_response_hashes=source_hashes,
+            sources_warned=warnings,
+            budget=budget,
+        )
+        logger.info(
+            "request_served",
+            request_id=request_id,
+            sources=len(self.sources),
+            errored=[e.source_id for e in errors],
+            rows=sum(map(len, data.values())),
+            warned=[w.source_id for w in warnings],
+            duration_ms=response.duration_ms,
+        )
         return response
 
-    async def fetch(self, query: str,
-                    context: Mapping[str, Any] | None = None) -> list[AdapterResult]:
+    async def fetch(
+        self, query: str, context: Mapping[str, Any] | None = None
+    ) -> list[AdapterResult]:
         """Every source's result for ``query``, unsynthesised (errors included; rows
         without a canonical form dropped, as in :meth:`arequest`)."""
         ctx = _request_context(query, context)
         return [result for result, _, _, _ in await self._fan_out(query, ctx)]
 
-    def fetch_sync(self, query: str,
-                   context: Mapping[str, Any] | None = None) -> list[AdapterResult]:
+    def fetch_sync(
+        self, query: str, context: Mapping[str, Any] | None = None
+    ) -> list[AdapterResult]:
         """Synchronous :meth:`fetch`, returning at the sources' deadlines like :meth:`request`."""
-        return run_sync(self.fetch(query, context), "Broker.fetch_sync()",
-                        "await broker.fetch(...)")
+        return run_sync(
+            self.fetch(query, context), "Broker.fetch_sync()", "await broker.fetch(...)"
+        )
 
     async def _fan_out(self, query: str, ctx: Mapping[str, Any]) -> list[_Answer]:
         barrier = _Barrier(len(self.sources))
-        return list(await asyncio.gather(*(self._call(s, query, ctx, barrier)
-                                           for s in self.sources)))
+        return list(
+            await asyncio.gather(*(self._call(s, query, ctx, barrier) for s in self.sources))
+        )
 
-    async def _call(self, source: Source, query: str, ctx: Mapping[str, Any],
-                    barrier: _Barrier) -> _Answer:
+    async def _call(
+        self, source: Source, query: str, ctx: Mapping[str, Any], barrier: _Barrier
+    ) -> _Answer:
         """(the source's result, the hash of its raw rows, what was dropped from them,
         the canonical text of each kept row).
 
@@ -201,24 +238,31 @@ class Broker:
 
         def failed(error_type: str, message: str) -> _Answer:
             elapsed = round((time.perf_counter() - started) * 1000)
-            logger.warning("source_failed", source_id=source_id, error_type=error_type,
-                           message=message, duration_ms=elapsed)
+            logger.warning(
+                "source_failed",
+                source_id=source_id,
+                error_type=error_type,
+                message=message,
+                duration_ms=elapsed,
+            )
             error = ErrorRecord(source_id, error_type, message)
             return AdapterResult(source_id, [], elapsed, error), "", None, []
 
         with barrier:
             if not isinstance(raw_id, str):
-                return failed("invalid_source",
-                              f"a source id must be a string, got {type(raw_id).__name__}")
+                return failed(
+                    "invalid_source", f"a source id must be a string, got {type(raw_id).__name__}"
+                )
             current_owner.set(source)  # this task's own context: to_thread counts for it
             prepare = preparer(source)
             if prepare is not None:  # building data (a SQLite seed) is not answering: it
-                try:                 # gets its own, generous deadline, not timeout_s
+                try:  # gets its own, generous deadline, not timeout_s
                     async with asyncio.timeout(self.prepare_timeout_s):
                         await prepare()
                 except TimeoutError:
-                    return failed("build_timeout",
-                                  f"data not built within {self.prepare_timeout_s:g} s")
+                    return failed(
+                        "build_timeout", f"data not built within {self.prepare_timeout_s:g} s"
+                    )
                 except Exception as exc:
                     return failed(type(exc).__name__, _message(exc))
                 except asyncio.CancelledError as exc:
@@ -234,7 +278,7 @@ class Broker:
         except Exception as exc:  # a source is someone else's code: isolate every failure
             return failed(type(exc).__name__, _message(exc))
         except asyncio.CancelledError as exc:  # raised by the source, not a cancellation
-            if _being_cancelled():             # of the request: its failure alone
+            if _being_cancelled():  # of the request: its failure alone
                 raise
             return failed("CancelledError", _message(exc))
         if not isinstance(rows, list):
@@ -246,17 +290,24 @@ class Broker:
             reasons = [f"row {position}: {reason}" for position, reason in dropped]
             shown = "; ".join(reasons[:_REASONS_SHOWN])
             more = len(reasons) - _REASONS_SHOWN
-            message = f"{len(dropped)} row(s) dropped: {shown}" + (f"; and {more} more"
-                                                                    if more > 0 else "")
+            message = f"{len(dropped)} row(s) dropped: {shown}" + (
+                f"; and {more} more" if more > 0 else ""
+            )
             warning = SourceWarning(source_id, "rows_dropped", message, len(dropped), positions)
             gone = set(positions)  # the kept rows keep their place in the source's answer
             source_ranks = tuple(p for p in range(1, len(rows) + 1) if p not in gone)
-            logger.warning("source_rows_invalid", source_id=source_id, count=len(dropped),
-                           positions=list(positions[:20]), reasons=reasons[:_REASONS_SHOWN],
-                           action="dropped; the source's other rows are used")
+            logger.warning(
+                "source_rows_invalid",
+                source_id=source_id,
+                count=len(dropped),
+                positions=list(positions[:20]),
+                reasons=reasons[:_REASONS_SHOWN],
+                action="dropped; the source's other rows are used",
+            )
         elapsed = round((time.perf_counter() - started) * 1000)
-        result = AdapterResult(source_id, good, elapsed, ranked=declared_order(source),
-                               source_ranks=source_ranks)
+        result = AdapterResult(
+            source_id, good, elapsed, ranked=declared_order(source), source_ranks=source_ranks
+        )
         return result, raw_hash, warning, texts
 
 
@@ -267,13 +318,17 @@ _Answer = tuple[AdapterResult, str, SourceWarning | None, list[str]]
 _ROWS_KEPT = (RankingSynthesizer, BasicSynthesizer)
 
 
-def _response_hash(data: dict[str, list[dict[str, Any]]],
-                   texts: list[tuple[list[dict[str, Any]], list[str]]]) -> str:
+def _response_hash(
+    data: dict[str, list[dict[str, Any]]], texts: list[tuple[list[dict[str, Any]], list[str]]]
+) -> str:
     """:func:`compute_response_hash` of ``data``, from the canonical texts its rows were
     hashed with when each is one of the rows of ``texts`` (the same object), else
     encoded afresh: byte for byte the same canonical JSON either way."""
-    known = {id(row): (row, text) for rows, row_texts in texts
-             for row, text in zip(rows, row_texts, strict=True)}
+    known = {
+        id(row): (row, text)
+        for rows, row_texts in texts
+        for row, text in zip(rows, row_texts, strict=True)
+    }
     if type(data) is not dict or not known:
         return compute_response_hash(data)
     parts: dict[str, str] = {}
@@ -290,13 +345,14 @@ def _response_hash(data: dict[str, list[dict[str, Any]]],
     return hash_canonical(canonical_object(parts))
 
 
-def boost_problems(settings: NautilusSettings,
-                   source_ids: Sequence[str]) -> tuple[Problem, ...]:
+def boost_problems(settings: NautilusSettings, source_ids: Sequence[str]) -> tuple[Problem, ...]:
     """One problem for each boosted id that no source has (ids compare lower-cased)."""
     known = {sid.lower() for sid in source_ids}
-    return tuple(Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}",
-                         ", ".join(source_ids))
-                 for sid in settings.source_boosts if sid not in known)
+    return tuple(
+        Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}", ", ".join(source_ids))
+        for sid in settings.source_boosts
+        if sid not in known
+    )
 
 
 def applied_settings(settings: NautilusSettings, source_ids: Sequence[str]) -> NautilusSettings:

@@ -77,7 +77,8 @@ def collect_source_boosts(
         return {}, []
     if isinstance(raw, Mapping):
         entries: list[tuple[str, str | None, object]] = [
-            (f"{k}:{v if v is not None else ''}", str(k), v) for k, v in raw.items()]
+            (f"{k}:{v if v is not None else ''}", str(k), v) for k, v in raw.items()
+        ]
     elif isinstance(raw, str):
         entries = [(e, *_split_entry(e)) for e in raw.split(",")]
     else:
@@ -90,16 +91,20 @@ def collect_source_boosts(
     for entry, source_id, level in entries:
         reason = _entry_problem(entry, source_id, level)
         if reason is not None:
-            problems.append(Problem(_BOOSTS_VAR, cut(entry.strip()), reason,
-                                          _level_choices()))
+            problems.append(Problem(_BOOSTS_VAR, cut(entry.strip()), reason, _level_choices()))
             continue
         if source_id is None:  # an empty entry, as in "graph:high,,sql"
             continue
         sid = source_id.strip().lower()
         if sid in boosts:
-            problems.append(Problem(
-                _BOOSTS_VAR, cut(written[sid]), f"repeated source id {sid!r}; the last entry wins",
-                "each id once"))
+            problems.append(
+                Problem(
+                    _BOOSTS_VAR,
+                    cut(written[sid]),
+                    f"repeated source id {sid!r}; the last entry wins",
+                    "each id once",
+                )
+            )
         boosts[sid] = (str(level).strip().lower() if level else "") or DEFAULT_LEVEL
         written[sid] = entry.strip()
     return boosts, problems
@@ -133,8 +138,13 @@ def _entry_problem(entry: str, source_id: str | None, level: object) -> str | No
 def log_problem(problem: Problem) -> None:
     """Emit the one structured warning for a skipped value."""
     event = "source_boost_skipped" if problem.variable == _BOOSTS_VAR else "config_value_skipped"
-    logger.warning(event, variable=problem.variable, value=problem.value,
-                   reason=problem.reason, valid=problem.valid)
+    logger.warning(
+        event,
+        variable=problem.variable,
+        value=problem.value,
+        reason=problem.reason,
+        valid=problem.valid,
+    )
 
 
 def parse_source_boosts(raw: str | Mapping[str, object] | None) -> dict[str, str]:
@@ -176,14 +186,15 @@ class NautilusSettings(LogSettings):
     _problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
-                                   init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource,
-                                   dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource,
-                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _DotEnvTypos(dotenv_settings),
-                file_secret_settings)
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _DotEnvTypos(dotenv_settings), file_secret_settings)
 
     @property
     def problems(self) -> tuple[Problem, ...]:
@@ -212,26 +223,55 @@ class NautilusSettings(LogSettings):
 
         for field in ("ranking_top_k", "ranking_max_candidates"):
             take(field, parse_int(var(field), data.get(field), default=default(field)))
-        take("ranking_max_tokens", parse_int(
-            var("ranking_max_tokens"), data.get("ranking_max_tokens"),
-            valid="an integer >= 1 (tokens of the rows handed over), or unset"))
+        take(
+            "ranking_max_tokens",
+            parse_int(
+                var("ranking_max_tokens"),
+                data.get("ranking_max_tokens"),
+                valid="an integer >= 1 (tokens of the rows handed over), or unset",
+            ),
+        )
         take("ranking_cut", parse_ranking_cut(var("ranking_cut"), data.get("ranking_cut")))
-        take("ranking_idf", parse_bool(var("ranking_idf"), data.get("ranking_idf"),
-                                       default("ranking_idf")))
-        strict, strict_problem = parse_bool(var("config_strict"), data.get("config_strict"),
-                                            default("config_strict"))
+        take(
+            "ranking_idf",
+            parse_bool(var("ranking_idf"), data.get("ranking_idf"), default("ranking_idf")),
+        )
+        strict, strict_problem = parse_bool(
+            var("config_strict"), data.get("config_strict"), default("config_strict")
+        )
         take("config_strict", (strict, strict_problem))
-        take("ranking_dedup_key", parse_field_name(var("ranking_dedup_key"),
-                                                   data.get("ranking_dedup_key")))
-        take("embedder", parse_choice(var("embedder"), data.get("embedder"),
-                                      VALID_EMBEDDERS, default("embedder")))
-        take("embedder_cache_size", parse_int(
-            var("embedder_cache_size"), data.get("embedder_cache_size"), minimum=0,
-            default=default("embedder_cache_size"), valid="an integer >= 0 (0: no cache)"))
-        take("log_level", parse_choice(var("log_level"), data.get("log_level"),
-                                       VALID_LOG_LEVELS, default("log_level")))
-        take("log_format", parse_choice(var("log_format"), data.get("log_format"),
-                                        VALID_LOG_FORMATS, default("log_format")))
+        take(
+            "ranking_dedup_key",
+            parse_field_name(var("ranking_dedup_key"), data.get("ranking_dedup_key")),
+        )
+        take(
+            "embedder",
+            parse_choice(
+                var("embedder"), data.get("embedder"), VALID_EMBEDDERS, default("embedder")
+            ),
+        )
+        take(
+            "embedder_cache_size",
+            parse_int(
+                var("embedder_cache_size"),
+                data.get("embedder_cache_size"),
+                minimum=0,
+                default=default("embedder_cache_size"),
+                valid="an integer >= 0 (0: no cache)",
+            ),
+        )
+        take(
+            "log_level",
+            parse_choice(
+                var("log_level"), data.get("log_level"), VALID_LOG_LEVELS, default("log_level")
+            ),
+        )
+        take(
+            "log_format",
+            parse_choice(
+                var("log_format"), data.get("log_format"), VALID_LOG_FORMATS, default("log_format")
+            ),
+        )
         _take_serve_settings(data, take, default)
         raw_boosts = data.get("source_boosts")
         if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):
@@ -243,9 +283,14 @@ class NautilusSettings(LogSettings):
         raw_dir = data.get("data_dir")
         if isinstance(raw_dir, str) and not raw_dir.strip():
             data.pop("data_dir")
-            found.append(Problem(var("data_dir"), raw_dir, "empty (databases would be "
-                                 "built in the working directory)",
-                                 f"a folder, e.g. {default('data_dir')} (the default)"))
+            found.append(
+                Problem(
+                    var("data_dir"),
+                    raw_dir,
+                    "empty (databases would be built in the working directory)",
+                    f"a folder, e.g. {default('data_dir')} (the default)",
+                )
+            )
 
         if strict and found:  # the error lists every problem: no warning each as well
             raise ConfigError(tuple(found))
@@ -260,9 +305,14 @@ class NautilusSettings(LogSettings):
         """True when any ranking knob is set; otherwise the broker passes rows through.
         (``ranking_max_tokens`` is not one: a budget keeps what fits of whichever list
         is handed over, ranked or passed through; a cut needs relevance, so it is.)"""
-        return bool(self.ranking_top_k is not None or self.ranking_idf or self.source_boosts
-                    or self.ranking_max_candidates is not None
-                    or self.ranking_dedup_key is not None or self.ranking_cut is not None)
+        return bool(
+            self.ranking_top_k is not None
+            or self.ranking_idf
+            or self.source_boosts
+            or self.ranking_max_candidates is not None
+            or self.ranking_dedup_key is not None
+            or self.ranking_cut is not None
+        )
 
     def effective(self) -> dict[str, Any]:
         """The settings as plain JSON-able values, keyed by environment variable."""
@@ -271,38 +321,74 @@ class NautilusSettings(LogSettings):
 
 
 def _take_serve_settings(
-    data: dict[str, Any], take: Callable[[str, tuple[Any, Problem | None]], None],
+    data: dict[str, Any],
+    take: Callable[[str, tuple[Any, Problem | None]], None],
     default: Callable[[str], Any],
 ) -> None:
     """The ``NAUTILUS_SERVE_*`` knobs, each warned about and skipped (back to
     ``default(field)``, the field's default) like the others."""
+
     def var(field: str) -> str:
         return "NAUTILUS_" + field.upper()
 
     host = data.get("serve_host")
-    if host is not None and not (isinstance(host, str) and host.strip()
-                                 and re.fullmatch(r"[A-Za-z0-9.:\-\[\]]{1,253}", host.strip())):
-        take("serve_host", (default("serve_host"), Problem(
-            var("serve_host"), cut(host), "not a host name or address",
-            "an address such as 127.0.0.1 or 0.0.0.0")))
+    if host is not None and not (
+        isinstance(host, str)
+        and host.strip()
+        and re.fullmatch(r"[A-Za-z0-9.:\-\[\]]{1,253}", host.strip())
+    ):
+        take(
+            "serve_host",
+            (
+                default("serve_host"),
+                Problem(
+                    var("serve_host"),
+                    cut(host),
+                    "not a host name or address",
+                    "an address such as 127.0.0.1 or 0.0.0.0",
+                ),
+            ),
+        )
     elif host is not None:
         data["serve_host"] = host.strip()
-    take("serve_port", parse_int(var("serve_port"), data.get("serve_port"),
-                                 default=default("serve_port"), maximum=65535,
-                                 valid="an integer from 1 to 65535"))
-    for field in ("serve_workers", "serve_max_query_chars", "serve_max_body_bytes",
-                  "serve_max_concurrency"):
-        take(field, parse_int(var(field), data.get(field), default=default(field),
-                              valid="an integer >= 1"))
-    take("serve_allow_overrides", parse_bool(var("serve_allow_overrides"),
-                                             data.get("serve_allow_overrides"),
-                                             default("serve_allow_overrides")))
+    take(
+        "serve_port",
+        parse_int(
+            var("serve_port"),
+            data.get("serve_port"),
+            default=default("serve_port"),
+            maximum=65535,
+            valid="an integer from 1 to 65535",
+        ),
+    )
+    for field in (
+        "serve_workers",
+        "serve_max_query_chars",
+        "serve_max_body_bytes",
+        "serve_max_concurrency",
+    ):
+        take(
+            field,
+            parse_int(var(field), data.get(field), default=default(field), valid="an integer >= 1"),
+        )
+    take(
+        "serve_allow_overrides",
+        parse_bool(
+            var("serve_allow_overrides"),
+            data.get("serve_allow_overrides"),
+            default("serve_allow_overrides"),
+        ),
+    )
     for field in ("serve_request_timeout_s", "serve_probe_interval_s", "serve_body_timeout_s"):
         take(field, parse_seconds(var(field), data.get(field), default(field)))
-    take("serve_api_keys_file", parse_field_name(var("serve_api_keys_file"),
-                                                 data.get("serve_api_keys_file")))
-    take("serve_cors_origins", parse_origins(var("serve_cors_origins"),
-                                             data.get("serve_cors_origins")))
+    take(
+        "serve_api_keys_file",
+        parse_field_name(var("serve_api_keys_file"), data.get("serve_api_keys_file")),
+    )
+    take(
+        "serve_cors_origins",
+        parse_origins(var("serve_cors_origins"), data.get("serve_cors_origins")),
+    )
 
 
 _DOTENV_UNKNOWN = "__nautilus_dotenv_unknown__"
@@ -323,9 +409,12 @@ class _DotEnvTypos(PydanticBaseSettingsSource):
         values = dict(self.inner())
         names = getattr(self.inner, "env_vars", {})
         known = set(self.settings_cls.model_fields)
-        unknown = sorted(n.upper() for n in names
-                         if n.lower().startswith("nautilus_")
-                         and n.lower().removeprefix("nautilus_") not in known)
+        unknown = sorted(
+            n.upper()
+            for n in names
+            if n.lower().startswith("nautilus_")
+            and n.lower().removeprefix("nautilus_") not in known
+        )
         for name in unknown:
             values.pop(name.lower().removeprefix("nautilus_"), None)
         if unknown:
@@ -333,14 +422,16 @@ class _DotEnvTypos(PydanticBaseSettingsSource):
         return values
 
 
-def _unknown_variables(cls: type[BaseSettings],
-                       in_dotenv: Iterable[str] = ()) -> list[Problem]:
+def _unknown_variables(cls: type[BaseSettings], in_dotenv: Iterable[str] = ()) -> list[Problem]:
     """``NAUTILUS_*`` variables (environment or ``.env``) that match no setting:
     most likely a typo."""
     known = {"NAUTILUS_" + name.upper() for name in cls.model_fields}
     valid = ", ".join(sorted(known))
-    found = {name.upper(): "(set)" for name in os.environ
-             if name.upper().startswith("NAUTILUS_") and name.upper() not in known}
+    found = {
+        name.upper(): "(set)"
+        for name in os.environ
+        if name.upper().startswith("NAUTILUS_") and name.upper() not in known
+    }
     for name in in_dotenv:
         found.setdefault(name.upper(), "(set in .env)")
     problems = []

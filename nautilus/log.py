@@ -40,8 +40,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 if TYPE_CHECKING:
     import structlog
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO,
-           "warning": logging.WARNING, "error": logging.ERROR}
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 VALID_LOG_LEVELS: tuple[str, ...] = tuple(_LEVELS)
 VALID_LOG_FORMATS: tuple[str, ...] = ("auto", "console", "json")
 _HANDLER_NAME = "nautilus-configure-logging"
@@ -55,8 +59,9 @@ class LogSettings(BaseSettings):
     may read its settings without the two modules importing each other.
     """
 
-    model_config = SettingsConfigDict(env_prefix="NAUTILUS_", env_file=".env",
-                                      extra="ignore", validate_default=True)
+    model_config = SettingsConfigDict(
+        env_prefix="NAUTILUS_", env_file=".env", extra="ignore", validate_default=True
+    )
 
     log_level: str = "info"
     log_format: str = "auto"
@@ -87,6 +92,7 @@ class _Logger:
         bound = self._bound
         if bound is None:
             import structlog
+
             bound = self._bound = structlog.wrap_logger(logging.getLogger(self._name))
         return bound
 
@@ -114,8 +120,9 @@ class _Logger:
         return getattr(self._target(logging.CRITICAL), name)
 
 
-def merge_request_context(logger: Any, method: str,
-                          event_dict: structlog.typing.EventDict) -> structlog.typing.EventDict:
+def merge_request_context(
+    logger: Any, method: str, event_dict: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
     """structlog's ``merge_contextvars``, except that a bound ``request_id`` wins over the
     event's own (kept as ``broker_request_id``): one id per request on every line."""
     import structlog
@@ -128,8 +135,9 @@ def merge_request_context(logger: Any, method: str,
     return {**context, **event_dict}
 
 
-def configure_logging(level: str | None = None, fmt: str | None = None,
-                      stream: TextIO | None = None) -> None:
+def configure_logging(
+    level: str | None = None, fmt: str | None = None, stream: TextIO | None = None
+) -> None:
     """Send nautilus' logs to ``stream`` (default stderr) at ``level``, rendered as ``fmt``.
 
     ``level``/``fmt`` default to ``NAUTILUS_LOG_LEVEL`` / ``NAUTILUS_LOG_FORMAT``.
@@ -183,7 +191,8 @@ def _apply(setup: _Setup, waited: bool = False) -> None:
         return
     use_console = setup.fmt == "console" or (setup.fmt != "json" and setup.out.isatty())
     renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer(colors=setup.out.isatty()) if use_console
+        structlog.dev.ConsoleRenderer(colors=setup.out.isatty())
+        if use_console
         else structlog.processors.JSONRenderer(sort_keys=True)
     )
     structlog.configure(

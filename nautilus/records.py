@@ -65,13 +65,16 @@ class AdapterResult:
     source_ranks: tuple[int, ...] | None = None
 
 
-def _component(default: float | int, column: str, width: int, fmt: str, doc: str,
-               why: bool = False) -> Any:
+def _component(
+    default: float | int, column: str, width: int, fmt: str, doc: str, why: bool = False
+) -> Any:
     """A score component of :class:`RankedRow`: its ``--explain`` column (header, width,
     number format), what it means, and whether a short "why" (MCP, retrievers) shows it.
     Every listing of the components is derived from these declarations."""
-    return field(default=default, metadata={"column": column, "width": width, "fmt": fmt,
-                                            "doc": doc, "why": why})
+    return field(
+        default=default,
+        metadata={"column": column, "width": width, "fmt": fmt, "doc": doc, "why": why},
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,37 +96,67 @@ class RankedRow:
     source_rank: int
     also_from: tuple[tuple[str, int], ...] = ()
     similarity: float = _component(
-        0.0, "sim", 6, ".3f", "cosine of the row's vector to the query's", why=True)
+        0.0, "sim", 6, ".3f", "cosine of the row's vector to the query's", why=True
+    )
     idf_factor: float = _component(
-        1.0, "idf", 5, ".2f", "the batch-local IDF factor (1 without IDF)")
+        1.0, "idf", 5, ".2f", "the batch-local IDF factor (1 without IDF)"
+    )
     content_rank: int = _component(
-        0, "c.rank", 6, "d", "the row's rank by content among the batch's documents")
+        0, "c.rank", 6, "d", "the row's rank by content among the batch's documents"
+    )
     content: float = _component(
-        0.0, "content", 7, ".5f", "the content vote: content weight x normalised "
-        "similarity / 61")
+        0.0, "content", 7, ".5f", "the content vote: content weight x normalised similarity / 61"
+    )
     content_weight: float = _component(
-        1.0, "c.w", 4, ".2f", "how much content counts in this batch (1 disjoint "
-        "sources, down to 0.1 overlapping ones)")
+        1.0,
+        "c.w",
+        4,
+        ".2f",
+        "how much content counts in this batch (1 disjoint sources, down to 0.1 overlapping ones)",
+    )
     evidence: float = _component(
-        0.0, "evid.", 7, ".5f", "the ranked sources' votes for the row's document: "
-        "weight / (60 + rank) each", why=True)
+        0.0,
+        "evid.",
+        7,
+        ".5f",
+        "the ranked sources' votes for the row's document: weight / (60 + rank) each",
+        why=True,
+    )
     voters: int = _component(
-        0, "voters", 6, "d", "how many ranked sources returned the row's document", why=True)
+        0, "voters", 6, "d", "how many ranked sources returned the row's document", why=True
+    )
     source_weight: float = _component(
-        0.0, "w", 4, ".2f", "how much the row's source's order counts (1 ranked, 0 "
-        "unranked, else detected)")
+        0.0,
+        "w",
+        4,
+        ".2f",
+        "how much the row's source's order counts (1 ranked, 0 unranked, else detected)",
+    )
     unranked_vote: float = _component(
-        0.0, "unrank.", 7, ".5f", "the vote standing in for an unranked source's order")
+        0.0, "unrank.", 7, ".5f", "the vote standing in for an unranked source's order"
+    )
     relevance: float = _component(
-        0.0, "relev.", 7, ".5f", "content + evidence + unranked vote: the score before any "
-        "boost", why=True)
+        0.0,
+        "relev.",
+        7,
+        ".5f",
+        "content + evidence + unranked vote: the score before any boost",
+        why=True,
+    )
     boost_bump: float = _component(
-        0.0, "bump", 6, ".4f", "what the source's boost added to the score", why=True)
+        0.0, "bump", 6, ".4f", "what the source's boost added to the score", why=True
+    )
     unboosted_rank: int = _component(
-        0, "unb.", 5, "d", "the row's place in this ranking without any boost (0: no boost "
-        "set); beside rank, what the boost did")
+        0,
+        "unb.",
+        5,
+        "d",
+        "the row's place in this ranking without any boost (0: no boost "
+        "set); beside rank, what the boost did",
+    )
     stage1_key: float = _component(
-        0.0, "stage1", 7, ".5f", "the fused rank key the candidate cap keeps rows by")
+        0.0, "stage1", 7, ".5f", "the fused rank key the candidate cap keeps rows by"
+    )
 
     def explain(self) -> dict[str, Any]:
         """The score and its components, without the row (for logs and ``--explain``)."""
@@ -141,10 +174,10 @@ class RankedRow:
 #: The score components of a :class:`RankedRow`, in declaration order: name, then its
 #: ``--explain`` column, width, number format, meaning and whether "why" shows it.
 SCORE_COMPONENTS: tuple[tuple[str, dict[str, Any]], ...] = tuple(
-    (f.name, dict(f.metadata)) for f in fields(RankedRow) if "column" in f.metadata)
+    (f.name, dict(f.metadata)) for f in fields(RankedRow) if "column" in f.metadata
+)
 #: The components a short "why" shows (MCP results, retriever metadata without explain).
-WHY_COMPONENTS: tuple[str, ...] = tuple(name for name, meta in SCORE_COMPONENTS
-                                        if meta["why"])
+WHY_COMPONENTS: tuple[str, ...] = tuple(name for name, meta in SCORE_COMPONENTS if meta["why"])
 _EXPLAINED = tuple(f.name for f in fields(RankedRow) if f.name != "row")
 
 
@@ -166,8 +199,9 @@ class BrokerResponse:
     #: ``first_row_over_budget`` (nautilus/selection/budget.py); None without one.
     budget: dict[str, Any] | None = None
 
-    def to_dict(self, *, vectors: bool | None = None,
-                ranking_enabled: bool | None = None) -> dict[str, Any]:
+    def to_dict(
+        self, *, vectors: bool | None = None, ranking_enabled: bool | None = None
+    ) -> dict[str, Any]:
         """The response as JSON-able values.
 
         ``vectors=False`` leaves each row's vector (the :data:`VECTOR_FIELDS`) out of
@@ -188,8 +222,9 @@ class BrokerResponse:
             "duration_ms": self.duration_ms,
             "response_hash": self.response_hash,
             "source_response_hashes": dict(self.source_response_hashes),
-            "sources_warned": [{**asdict(w), "positions": list(w.positions)}
-                               for w in self.sources_warned],
+            "sources_warned": [
+                {**asdict(w), "positions": list(w.positions)} for w in self.sources_warned
+            ],
         }
         if self.budget is not None:  # only under a budget: no key otherwise
             out["budget"] = dict(self.budget)
@@ -212,7 +247,12 @@ SCORE_FIELDS: tuple[str, ...] = ("score", *(name for name, _ in SCORE_COMPONENTS
 
 def without_vectors(data: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
     """``data`` with each row's vector fields left out (new dicts where a row had one)."""
-    return {sid: [{k: v for k, v in row.items() if k not in VECTOR_FIELDS}
-                  if isinstance(row, dict) and not VECTOR_FIELDS.isdisjoint(row) else row
-                  for row in rows]
-            for sid, rows in data.items()}
+    return {
+        sid: [
+            {k: v for k, v in row.items() if k not in VECTOR_FIELDS}
+            if isinstance(row, dict) and not VECTOR_FIELDS.isdisjoint(row)
+            else row
+            for row in rows
+        ]
+        for sid, rows in data.items()
+    }

@@ -53,7 +53,8 @@ def canonical_json(data: Any) -> str:
         return _encode(data)
     except Exception as exc:  # a value's own __str__ or .items() may raise anything
         raise NoCanonicalFormError(
-            f"value has no canonical JSON form ({describe_error(exc)})") from exc
+            f"value has no canonical JSON form ({describe_error(exc)})"
+        ) from exc
 
 
 def canonical_list(texts: Iterable[str]) -> str:

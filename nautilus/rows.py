@@ -33,8 +33,9 @@ class CanonicalRows(list[dict[str, Any]]):
         self.texts = texts
 
 
-def screen_rows(rows: list[Any],
-                ) -> tuple[list[dict[str, Any]], str, list[tuple[int, str]], list[str]]:
+def screen_rows(
+    rows: list[Any],
+) -> tuple[list[dict[str, Any]], str, list[tuple[int, str]], list[str]]:
     """Split a source's rows: (the usable rows, the response hash of the raw rows,
     ``(position, reason)`` for each row dropped, and the canonical JSON text of each
     usable row, for the response hash).
@@ -112,7 +113,8 @@ def source_ranks_problem(ranks: Any, given: int) -> str | None:
         return f"not a flat sequence of integers (dtype {array.dtype}, shape {array.shape})"
     if len(array) != given:
         return f"{len(array)} ranks for {given} rows"
-    if given and not (array[0] >= 1 and array[-1] <= MAX_SOURCE_RANK
-                      and bool((array[1:] > array[:-1]).all())):
+    if given and not (
+        array[0] >= 1 and array[-1] <= MAX_SOURCE_RANK and bool((array[1:] > array[:-1]).all())
+    ):
         return f"not strictly increasing integers in 1..{MAX_SOURCE_RANK}"
     return None

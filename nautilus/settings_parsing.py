@@ -19,9 +19,14 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
 
-def parse_int(var: str, raw: object, minimum: int = 1, default: int | None = None,
-              valid: str = "an integer >= 1, or unset",
-              maximum: int | None = None) -> tuple[int | None, Problem | None]:
+def parse_int(
+    var: str,
+    raw: object,
+    minimum: int = 1,
+    default: int | None = None,
+    valid: str = "an integer >= 1, or unset",
+    maximum: int | None = None,
+) -> tuple[int | None, Problem | None]:
     """An integer from ``minimum`` (and up to ``maximum``); blank or unset: ``default``."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return default, None
@@ -49,8 +54,9 @@ def parse_seconds(var: str, raw: object, default: float) -> tuple[float, Problem
     elif isinstance(raw, str) and re.fullmatch(r"\+?([0-9]{1,9}(\.[0-9]*)?|\.[0-9]+)", raw.strip()):
         value = float(raw.strip())
     if value is None or not value > 0:
-        return default, Problem(var, cut(raw), "not a number of seconds > 0",
-                                "a number > 0, such as 2.5")
+        return default, Problem(
+            var, cut(raw), "not a number of seconds > 0", "a number > 0, such as 2.5"
+        )
     return value, None
 
 
@@ -63,8 +69,12 @@ def parse_origins(var: str, raw: object) -> tuple[list[str], Problem | None]:
     origins = [str(o).strip().rstrip("/") for o in items if str(o).strip()]
     bad = [o for o in origins if o != "*" and not re.fullmatch(r"https?://[^\s/]+", o)]
     if bad:
-        return [], Problem(var, cut(bad[0]), "not an origin",
-                           "'*' or comma-separated origins such as https://app.example.com")
+        return [], Problem(
+            var,
+            cut(bad[0]),
+            "not an origin",
+            "'*' or comma-separated origins such as https://app.example.com",
+        )
     return origins, None
 
 
@@ -80,12 +90,12 @@ def parse_bool(var: str, raw: object, default: bool) -> tuple[bool, Problem | No
         return True, None
     if text in _FALSE:
         return False, None
-    return default, Problem(var, cut(raw), "not a boolean",
-                            "true/false, 1/0, yes/no, on/off")
+    return default, Problem(var, cut(raw), "not a boolean", "true/false, 1/0, yes/no, on/off")
 
 
-def parse_choice(var: str, raw: object, choices: tuple[str, ...],
-                 default: str) -> tuple[str, Problem | None]:
+def parse_choice(
+    var: str, raw: object, choices: tuple[str, ...], default: str
+) -> tuple[str, Problem | None]:
     """One of ``choices`` (any case, whitespace tolerated); blank or unset: ``default``."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return default, None

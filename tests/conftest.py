@@ -20,8 +20,9 @@ from postgres_fixtures import pg_dsn, pg_server  # noqa: F401
 # A failure found locally is kept as an @example on its test.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE")
-                      or ("ci" if os.environ.get("CI") else "dev"))
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
 if settings.default.derandomize:
     # Hypothesis also draws constants from every local module loaded so far, so the
     # examples a property sees would depend on which tests ran before it (and a clean
@@ -58,20 +59,27 @@ SLOW_PATHS = (
     "sources/postgres/",  # a real PostgreSQL 18
     "mcp/",  # real MCP servers, stdio and HTTP
     "retrievers/",  # a real nautilus serve behind them
-    "service/test_service_attacks.py", "service/test_service_limits.py",
-    "service/test_service_operations.py", "service/test_service_readonly_root.py",
+    "service/test_service_attacks.py",
+    "service/test_service_limits.py",
+    "service/test_service_operations.py",
+    "service/test_service_readonly_root.py",
     "service/test_service_settings.py",  # real servers on loopback
-    "request/test_every_way_in.py", "request/test_budget_every_way_in.py",
+    "request/test_every_way_in.py",
+    "request/test_budget_every_way_in.py",
     "cli/",  # tens of CLI processes each
     "embedders/test_embedder_extra_missing.py",  # a venv-like child without the extra
-    "test_docs.py", "test_showcase.py", "test_deploy_files.py",
+    "test_docs.py",
+    "test_showcase.py",
+    "test_deploy_files.py",
 )
 #: Single tests of a few seconds each in otherwise quick suites.
-SLOW_TESTS = frozenset({
-    "test_robustness.py::test_the_service_answers_when_a_source_raises_cancelled_error",
-    "request/test_pages.py::test_cli_pages_by_number_and_by_cursor_concatenate_to_the_top_3k",
-    "synthesis/test_ranking.py::test_vectorised_path_matches_the_reference",
-})
+SLOW_TESTS = frozenset(
+    {
+        "test_robustness.py::test_the_service_answers_when_a_source_raises_cancelled_error",
+        "request/test_pages.py::test_cli_pages_by_number_and_by_cursor_concatenate_to_the_top_3k",
+        "synthesis/test_ranking.py::test_vectorised_path_matches_the_reference",
+    }
+)
 #: Fixtures that make a test slow wherever it is.
 SLOW_FIXTURES = frozenset({"pg_dsn", "pg_server"})
 
@@ -80,6 +88,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     root = Path(__file__).parent
     for item in items:
         where = Path(str(item.fspath)).relative_to(root).as_posix()
-        if (where.startswith(SLOW_PATHS) or f"{where}::{item.name}" in SLOW_TESTS
-                or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))):
+        if (
+            where.startswith(SLOW_PATHS)
+            or f"{where}::{item.name}" in SLOW_TESTS
+            or SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        ):
             item.add_marker(pytest.mark.slow)

@@ -13,8 +13,15 @@ from typing import Any
 class FakeSource:
     """A source whose behaviour a test chooses: rows, an exception, a hang or garbage."""
 
-    def __init__(self, source_id: str, result: Any = None, *, raises: Exception | None = None,
-                 hang: bool = False, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        source_id: str,
+        result: Any = None,
+        *,
+        raises: Exception | None = None,
+        hang: bool = False,
+        timeout_s: float = 5.0,
+    ) -> None:
         self.id = source_id
         self.timeout_s = timeout_s
         self.result = result if result is not None else []

@@ -55,10 +55,12 @@ def pg_dsn(pg_server: PgServer, request: pytest.FixtureRequest) -> str:
     """A DSN to a database of this test module's own, created empty."""
     import psycopg
     from psycopg import sql
+
     name = "t_" + re.sub(r"\W", "_", request.module.__name__)[-40:].lower()
     with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return pg_server.dsn(name)
 
@@ -66,6 +68,7 @@ def pg_dsn(pg_server: PgServer, request: pytest.FixtureRequest) -> str:
 def execute(dsn: str, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     """Run one statement on its own connection (autocommit); its rows, if any."""
     import psycopg
+
     with psycopg.connect(dsn, autocommit=True) as conn:
         cursor = conn.execute(statement, params)  # type: ignore[arg-type]
         return cursor.fetchall() if cursor.description else []

@@ -62,7 +62,8 @@ def test_all_knobs_unset_is_byte_identical_to_passthrough() -> None:
     assert json.dumps(response.data) == json.dumps(passthrough)
     assert response.response_hash == compute_response_hash(passthrough)
     assert response.source_response_hashes == {
-        r.source_id: compute_response_hash(r.rows) for r in results}
+        r.source_id: compute_response_hash(r.rows) for r in results
+    }
 
 
 def test_a_ranking_knob_switches_the_synthesizer_and_reorders() -> None:
@@ -89,13 +90,16 @@ def test_boost_moves_the_boosted_source_up_without_wiping_out_the_others() -> No
 
 def test_failing_slow_and_garbage_sources_are_isolated() -> None:
     good_rows = [{"id": 1, "title": "disk full"}, {"id": 2, "title": "disk slow"}]
-    broker = Broker([
-        FakeSource("good", good_rows),
-        FakeSource("raises", raises=RuntimeError("connection refused")),
-        FakeSource("slow", hang=True, timeout_s=0.05),
-        FakeSource("garbage", result="<html>502</html>"),
-        FakeSource("mixed", [{"id": 3}, None, "x"]),
-    ], RankingSynthesizer(idf=True))
+    broker = Broker(
+        [
+            FakeSource("good", good_rows),
+            FakeSource("raises", raises=RuntimeError("connection refused")),
+            FakeSource("slow", hang=True, timeout_s=0.05),
+            FakeSource("garbage", result="<html>502</html>"),
+            FakeSource("mixed", [{"id": 3}, None, "x"]),
+        ],
+        RankingSynthesizer(idf=True),
+    )
     with capture_logs() as logs:
         response = broker.request("disk")
     errors = {e.source_id: e.error_type for e in response.sources_errored}
@@ -114,6 +118,7 @@ def test_sources_are_called_concurrently() -> None:
         a, b = asyncio.Event(), asyncio.Event()
         broker = Broker([WaitsForPeer("a", a, b), WaitsForPeer("b", b, a)])
         return await broker.arequest("x")
+
     response = asyncio.run(run())
     assert response.sources_errored == [] and set(response.data) == {"a", "b"}
 
@@ -121,6 +126,7 @@ def test_sources_are_called_concurrently() -> None:
 def test_request_inside_an_event_loop_says_to_use_arequest() -> None:
     async def run() -> None:
         Broker([FakeSource("a")]).request("x")
+
     with pytest.raises(RuntimeError, match="arequest"):
         asyncio.run(run())
 
@@ -128,7 +134,8 @@ def test_request_inside_an_event_loop_says_to_use_arequest() -> None:
 def test_response_hash_row_order_matters_key_order_does_not() -> None:
     a, b = {"id": 1, "t": "x"}, {"id": 2, "t": "y"}
     assert compute_response_hash({"s": [a, b], "r": []}) == compute_response_hash(
-        {"r": [], "s": [{"t": "x", "id": 1}, b]})
+        {"r": [], "s": [{"t": "x", "id": 1}, b]}
+    )
     assert compute_response_hash({"s": [a, b]}) != compute_response_hash({"s": [b, a]})
     assert compute_response_hash({}).startswith("sha256:")
 
@@ -161,7 +168,9 @@ def write_config(tmp_path: Path, text: str) -> Path:
 def test_config_interpolates_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "t.jsonl").write_text('{"id": "a", "title": "disk full"}\n', encoding="utf-8")
     monkeypatch.setenv("TICKETS_TABLE", "tickets")
-    path = write_config(tmp_path, """
+    path = write_config(
+        tmp_path,
+        """
 sources:
   - id: t
     type: sqlite_table
@@ -169,25 +178,36 @@ sources:
     seed: t.jsonl
     table: ${TICKETS_TABLE}
     search_columns: [title]
-""")
+""",
+    )
     response = Broker.from_config(path).request("disk")
     assert response.data == {"t": [{"id": "a", "title": "disk full"}]}
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("sources: [{id: t, type: sqlite_table, path: '${NOT_SET_ANYWHERE}'}]",
-     "NOT_SET_ANYWHERE is not set"),
-    ("sources: [{id: t, type: mongo}]", "unknown type 'mongo'"),
-    ("sources: [{id: t, type: sqlite_table, path: x.db}]", "missing option 'seed'"),
-    ("sources: [{id: t, type: sqlite_fts, path: x, seed: y, columns: [a], timeout_s: -1}]",
-     "timeout_s"),
-    ("sources: [{id: a, type: sqlite_graph, path: a, entities: e, edges: d},"
-     " {id: A, type: sqlite_graph, path: a, entities: e, edges: d}]", "duplicate source id"),
-    ("just a string", "expected a mapping"),
-    ("sources: [\n  - bad: [", "not valid YAML"),
-    ("limit: 0\nsources: []", "limit: Input should be greater than or equal to 1, got 0"),
-    ("!!python/object/apply:os.system ['echo pwned']", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "sources: [{id: t, type: sqlite_table, path: '${NOT_SET_ANYWHERE}'}]",
+            "NOT_SET_ANYWHERE is not set",
+        ),
+        ("sources: [{id: t, type: mongo}]", "unknown type 'mongo'"),
+        ("sources: [{id: t, type: sqlite_table, path: x.db}]", "missing option 'seed'"),
+        (
+            "sources: [{id: t, type: sqlite_fts, path: x, seed: y, columns: [a], timeout_s: -1}]",
+            "timeout_s",
+        ),
+        (
+            "sources: [{id: a, type: sqlite_graph, path: a, entities: e, edges: d},"
+            " {id: A, type: sqlite_graph, path: a, entities: e, edges: d}]",
+            "duplicate source id",
+        ),
+        ("just a string", "expected a mapping"),
+        ("sources: [\n  - bad: [", "not valid YAML"),
+        ("limit: 0\nsources: []", "limit: Input should be greater than or equal to 1, got 0"),
+        ("!!python/object/apply:os.system ['echo pwned']", "not valid YAML"),
+    ],
+)
 def test_bad_config_is_a_clear_error(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(SourceConfigError, match=message):
         Broker.from_config(write_config(tmp_path, text))
@@ -201,11 +221,14 @@ def test_missing_config_file_is_a_clear_error(tmp_path: Path) -> None:
 def test_a_broken_source_fails_only_its_own_requests(tmp_path: Path) -> None:
     (tmp_path / "ok.jsonl").write_text('{"id": "a", "title": "disk full"}\n', encoding="utf-8")
     (tmp_path / "b.jsonl").write_text('{"id": "b", "title": "disk"}\n', encoding="utf-8")
-    path = write_config(tmp_path, """
+    path = write_config(
+        tmp_path,
+        """
 sources:
   - {id: ok, type: sqlite_table, path: ok.db, seed: ok.jsonl, table: t, search_columns: [title]}
   - {id: broken, type: sqlite_fts, path: b.db, seed: b.jsonl, columns: [title]}
-""")
+""",
+    )
     broker = Broker.from_config(path)
     (tmp_path / "b.jsonl").unlink()  # the seed disappears after start-up
     response = broker.request("disk")
@@ -258,7 +281,8 @@ def test_the_response_hash_is_made_of_each_rows_text_byte_for_byte() -> None:
             response = broker.request(query)
             assert response.response_hash == compute_response_hash(response.data)
             assert response.source_response_hashes == {
-                r.source_id: compute_response_hash(r.rows) for r in results}
+                r.source_id: compute_response_hash(r.rows) for r in results
+            }
             assert all("embedding" in row for row in vector.rows)
 
 
@@ -269,14 +293,19 @@ def test_the_vector_source_hands_over_each_rows_canonical_text(tmp_path: Path) -
         rows = asyncio.run(source.search(query, {"query": query}, 50))
         assert isinstance(rows, CanonicalRows) and rows
         assert rows.texts == [canonical_json(row) for row in rows]
-        assert rows.texts == [canonical_json(row) for row in  # again: the kept texts
-                              asyncio.run(source.search(query, {"query": query}, 50))]
+        assert rows.texts == [
+            canonical_json(row)
+            for row in asyncio.run(  # again: the kept texts
+                source.search(query, {"query": query}, 50)
+            )
+        ]
 
 
 def test_a_synthesizer_that_changes_rows_gets_the_hash_of_what_it_returns() -> None:
     class Stamps(BasicSynthesizer):
-        def merge(self, results: list[AdapterResult],
-                  context: Mapping[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+        def merge(
+            self, results: list[AdapterResult], context: Mapping[str, Any] | None = None
+        ) -> dict[str, list[dict[str, Any]]]:
             data = super().merge(results, context)
             for rows in data.values():
                 for row in rows:

@@ -15,21 +15,41 @@ from nautilus.sources.factory import BUILT_IN_TYPES
 from nautilus.sources.schema import SOURCE_TYPES
 
 #: Never loaded by ``import nautilus.cli``: the extras and the web stack.
-EXTRAS = ("psycopg", "psycopg_pool", "fastapi", "starlette", "uvicorn", "mcp", "mcp_types",
-          "onnxruntime")
+EXTRAS = (
+    "psycopg",
+    "psycopg_pool",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "mcp",
+    "mcp_types",
+    "onnxruntime",
+)
 #: Never loaded by ``--version`` / ``--help`` either: the heavy core.
-HEAVY = ("numpy", "pydantic", "pydantic_settings", "structlog", "yaml", "rich",
-         "nautilus.broker", "nautilus.config", "nautilus.sources.postgres")
+HEAVY = (
+    "numpy",
+    "pydantic",
+    "pydantic_settings",
+    "structlog",
+    "yaml",
+    "rich",
+    "nautilus.broker",
+    "nautilus.config",
+    "nautilus.sources.postgres",
+)
 
 
 def loaded_after(code: str, cwd: Path) -> set[str]:
     """The top-level packages and nautilus modules in ``sys.modules`` after ``code``."""
-    probe = (f"import sys, json\n{code}\n"
-             "names = {n for n in sys.modules if n.startswith('nautilus.')}\n"
-             "names |= {n.split('.')[0] for n in sys.modules}\n"
-             "sys.__stdout__.write('\\n' + json.dumps(sorted(names)))\n")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         timeout=120, cwd=cwd)
+    probe = (
+        f"import sys, json\n{code}\n"
+        "names = {n for n in sys.modules if n.startswith('nautilus.')}\n"
+        "names |= {n.split('.')[0] for n in sys.modules}\n"
+        "sys.__stdout__.write('\\n' + json.dumps(sorted(names)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
     assert out.returncode == 0, out.stderr
     return set(json.loads(out.stdout.splitlines()[-1]))
 
@@ -46,13 +66,20 @@ def test_importing_the_command_loads_no_extra_and_no_heavy_module(tmp_path: Path
 
 
 def help_loads(argv: list[str], cwd: Path) -> set[str]:
-    return loaded_after("from nautilus.cli import main\n"
-                        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass", cwd)
+    return loaded_after(
+        f"from nautilus.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass",
+        cwd,
+    )
 
 
 def test_version_and_help_load_no_heavy_module(tmp_path: Path) -> None:
-    for argv in (["--version"], ["--help"], ["eval", "--help"], ["serve", "--help"],
-                 ["mcp", "--help"]):
+    for argv in (
+        ["--version"],
+        ["--help"],
+        ["eval", "--help"],
+        ["serve", "--help"],
+        ["mcp", "--help"],
+    ):
         assert _prefixed(help_loads(argv, tmp_path), EXTRAS + HEAVY) == [], argv
     # The query's flags are the request model's (pydantic): no extra, no PostgreSQL.
     loaded = help_loads(["query", "--help"], tmp_path)
@@ -61,21 +88,34 @@ def test_version_and_help_load_no_heavy_module(tmp_path: Path) -> None:
 
 
 def test_a_query_over_sqlite_sources_loads_no_service_mcp_or_postgres(tmp_path: Path) -> None:
-    loaded = loaded_after("import contextlib, io\nfrom nautilus.cli import main\n"
-                          "with contextlib.redirect_stdout(io.StringIO()):\n"
-                          "    assert main(['query', 'orders-db disk full', '--top-k', '3']) == 0",
-                          tmp_path)
+    loaded = loaded_after(
+        "import contextlib, io\nfrom nautilus.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['query', 'orders-db disk full', '--top-k', '3']) == 0",
+        tmp_path,
+    )
     assert {"numpy", "nautilus.broker", "nautilus.sources.sqlite.fts"} <= loaded  # it ran
     assert _prefixed(loaded, EXTRAS) == []
-    assert _prefixed(loaded, ("nautilus.service", "nautilus.mcp", "nautilus.sources.postgres",
-                              "nautilus.evaluation.evaluate", "rich")) == []
+    assert (
+        _prefixed(
+            loaded,
+            (
+                "nautilus.service",
+                "nautilus.mcp",
+                "nautilus.sources.postgres",
+                "nautilus.evaluation.evaluate",
+                "rich",
+            ),
+        )
+        == []
+    )
 
 
 def test_every_built_in_type_is_registered_by_the_module_declared_for_it() -> None:
     for name, module in BUILT_IN_TYPES.items():
         spec = SOURCE_TYPES[name]  # imports the module on first look-up
         assert spec.__module__ == module
-    assert list(SOURCE_TYPES)[:len(BUILT_IN_TYPES)] == list(BUILT_IN_TYPES)
+    assert list(SOURCE_TYPES)[: len(BUILT_IN_TYPES)] == list(BUILT_IN_TYPES)
 
 
 def test_the_package_names_its_public_api_lazily_and_completely() -> None:
@@ -94,28 +134,34 @@ def test_logging_set_up_waits_for_the_first_event_at_its_level(tmp_path: Path) -
     """Under configure_logging in a fresh process, an event below the level loads no
     structlog; the first one at the level does, rendered as asked; a structlog the
     application configured meanwhile wins."""
-    code = ("import io, sys\nfrom nautilus.log import configure_logging, get_logger\n"
-            "out = io.StringIO()\nconfigure_logging('warning', 'json', out)\n"
-            "log = get_logger('nautilus.test')\nlog.info('hidden', n=1)\n"
-            "assert 'structlog' not in sys.modules\n"
-            "log.warning('shown', n=2)\nassert 'structlog' in sys.modules\n"
-            "print(out.getvalue().strip())\n"
-            "configure_logging('warning', 'json', out)\n"  # structlog loaded: applied now
-            "import structlog\nfrom structlog.testing import capture_logs\n"
-            "with capture_logs() as seen:\n    log.warning('captured')\n"
-            "assert [e['event'] for e in seen] == ['captured'], seen\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, cwd=tmp_path)
+    code = (
+        "import io, sys\nfrom nautilus.log import configure_logging, get_logger\n"
+        "out = io.StringIO()\nconfigure_logging('warning', 'json', out)\n"
+        "log = get_logger('nautilus.test')\nlog.info('hidden', n=1)\n"
+        "assert 'structlog' not in sys.modules\n"
+        "log.warning('shown', n=2)\nassert 'structlog' in sys.modules\n"
+        "print(out.getvalue().strip())\n"
+        "configure_logging('warning', 'json', out)\n"  # structlog loaded: applied now
+        "import structlog\nfrom structlog.testing import capture_logs\n"
+        "with capture_logs() as seen:\n    log.warning('captured')\n"
+        "assert [e['event'] for e in seen] == ['captured'], seen\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     event = json.loads(out.stdout.strip().splitlines()[-1])
     assert (event["event"], event["n"], event["level"]) == ("shown", 2, "warning")
-    later = ("import io, sys\nfrom nautilus.log import configure_logging, get_logger\n"
-             "out = io.StringIO()\nconfigure_logging('warning', 'json', out)\n"
-             "import structlog\nstructlog.configure(processors=["
-             "structlog.processors.KeyValueRenderer()])\n"
-             "get_logger('nautilus.test').warning('theirs', n=3)\n"
-             "print(out.getvalue().strip())\n")
-    theirs = subprocess.run([sys.executable, "-c", later], capture_output=True, text=True,
-                            timeout=60, cwd=tmp_path)
+    later = (
+        "import io, sys\nfrom nautilus.log import configure_logging, get_logger\n"
+        "out = io.StringIO()\nconfigure_logging('warning', 'json', out)\n"
+        "import structlog\nstructlog.configure(processors=["
+        "structlog.processors.KeyValueRenderer()])\n"
+        "get_logger('nautilus.test').warning('theirs', n=3)\n"
+        "print(out.getvalue().strip())\n"
+    )
+    theirs = subprocess.run(
+        [sys.executable, "-c", later], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert theirs.returncode == 0, theirs.stderr
     assert theirs.stdout.strip() == "n=3 event='theirs'"  # their renderer, not JSON

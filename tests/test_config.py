@@ -17,35 +17,42 @@ def warnings_of(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in logs if e["log_level"] == "warning"]
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    (None, {}),
-    ("", {}),
-    ("   ", {}),
-    ("graph:high", {"graph": "high"}),
-    ("graph:high, SQL:low,vector", {"graph": "high", "sql": "low", "vector": "medium"}),
-    ("  Graph : HIGH  ", {"graph": "high"}),
-    ("graph:", {"graph": "medium"}),
-    ("graph,sql", {"graph": "medium", "sql": "medium"}),
-    ("graph:high,,sql:low,", {"graph": "high", "sql": "low"}),
-    ("my-source.v2:low", {"my-source.v2": "low"}),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, {}),
+        ("", {}),
+        ("   ", {}),
+        ("graph:high", {"graph": "high"}),
+        ("graph:high, SQL:low,vector", {"graph": "high", "sql": "low", "vector": "medium"}),
+        ("  Graph : HIGH  ", {"graph": "high"}),
+        ("graph:", {"graph": "medium"}),
+        ("graph,sql", {"graph": "medium", "sql": "medium"}),
+        ("graph:high,,sql:low,", {"graph": "high", "sql": "low"}),
+        ("my-source.v2:low", {"my-source.v2": "low"}),
+    ],
+)
 def test_parse_source_boosts_good_input(raw: str | None, expected: dict[str, str]) -> None:
     with capture_logs() as logs:
         assert parse_source_boosts(raw) == expected
     assert warnings_of(logs) == []
 
 
-@pytest.mark.parametrize(("raw", "expected", "bad_entry", "reason_part"), [
-    ("graph:hgih", {}, "graph:hgih", "unknown level 'hgih' for 'graph'"),
-    (":high", {}, ":high", "empty source id"),
-    ("graph:high:extra", {}, "graph:high:extra", "malformed entry"),
-    ("===", {}, "===", "invalid source id"),
-    ("graph:hgih,sql:low", {"sql": "low"}, "graph:hgih", "unknown level"),
-    ("sql:low, :high ,graph", {"sql": "low", "graph": "medium"}, ":high", "empty source id"),
-    ("graph:low,graph:high", {"graph": "high"}, "graph:low", "repeated source id 'graph'"),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected", "bad_entry", "reason_part"),
+    [
+        ("graph:hgih", {}, "graph:hgih", "unknown level 'hgih' for 'graph'"),
+        (":high", {}, ":high", "empty source id"),
+        ("graph:high:extra", {}, "graph:high:extra", "malformed entry"),
+        ("===", {}, "===", "invalid source id"),
+        ("graph:hgih,sql:low", {"sql": "low"}, "graph:hgih", "unknown level"),
+        ("sql:low, :high ,graph", {"sql": "low", "graph": "medium"}, ":high", "empty source id"),
+        ("graph:low,graph:high", {"graph": "high"}, "graph:low", "repeated source id 'graph'"),
+    ],
+)
 def test_parse_source_boosts_bad_entry_is_warned_and_skipped(
-        raw: str, expected: dict[str, str], bad_entry: str, reason_part: str) -> None:
+    raw: str, expected: dict[str, str], bad_entry: str, reason_part: str
+) -> None:
     with capture_logs() as logs:
         assert parse_source_boosts(raw) == expected
     [event] = warnings_of(logs)
@@ -53,44 +60,54 @@ def test_parse_source_boosts_bad_entry_is_warned_and_skipped(
     assert event["variable"] == "NAUTILUS_SOURCE_BOOSTS"
     assert event["value"] == bad_entry
     assert reason_part in event["reason"]
-    assert event["valid"] == ("each id once" if "repeated" in reason_part
-                              else "-high, -medium, -low, low, medium, high")
+    assert event["valid"] == (
+        "each id once" if "repeated" in reason_part else "-high, -medium, -low, low, medium, high"
+    )
 
 
 def test_defaults_are_all_unset() -> None:
     s = NautilusSettings()
-    assert (s.ranking_top_k, s.ranking_idf, s.source_boosts, s.ranking_max_candidates,
-            s.ranking_dedup_key) == (None, False, {}, None, None)
+    assert (
+        s.ranking_top_k,
+        s.ranking_idf,
+        s.source_boosts,
+        s.ranking_max_candidates,
+        s.ranking_dedup_key,
+    ) == (None, False, {}, None, None)
     assert not s.ranking_enabled
     assert s.problems == ()
 
 
-@pytest.mark.parametrize(("variable", "value", "field", "expected"), [
-    ("NAUTILUS_RANKING_TOP_K", "10", "ranking_top_k", 10),
-    ("NAUTILUS_RANKING_TOP_K", " 3 ", "ranking_top_k", 3),
-    ("NAUTILUS_RANKING_TOP_K", "", "ranking_top_k", None),
-    ("NAUTILUS_RANKING_MAX_CANDIDATES", "200", "ranking_max_candidates", 200),
-    ("NAUTILUS_RANKING_IDF", "true", "ranking_idf", True),
-    ("NAUTILUS_RANKING_IDF", "YES", "ranking_idf", True),
-    ("NAUTILUS_RANKING_IDF", "On", "ranking_idf", True),
-    ("NAUTILUS_RANKING_IDF", "1", "ranking_idf", True),
-    ("NAUTILUS_RANKING_IDF", "off", "ranking_idf", False),
-    ("NAUTILUS_RANKING_IDF", "No", "ranking_idf", False),
-    ("NAUTILUS_RANKING_IDF", "0", "ranking_idf", False),
-    ("NAUTILUS_RANKING_IDF", "FALSE", "ranking_idf", False),
-    ("NAUTILUS_RANKING_DEDUP_KEY", "id", "ranking_dedup_key", "id"),
-    ("NAUTILUS_RANKING_MAX_TOKENS", " 2000 ", "ranking_max_tokens", 2000),
-    ("NAUTILUS_RANKING_CUT", " Relative:0.80 ", "ranking_cut", "relative:0.8"),
-    ("NAUTILUS_RANKING_CUT", "gap : .1", "ranking_cut", "gap:0.1"),
-    ("NAUTILUS_RANKING_CUT", "off", "ranking_cut", None),
-    ("NAUTILUS_EMBEDDER", "NOOP", "embedder", "noop"),
-    ("NAUTILUS_EMBEDDER", "onnx", "embedder", "onnx"),
-    ("NAUTILUS_EMBEDDER_CACHE_SIZE", "500", "embedder_cache_size", 500),
-    ("NAUTILUS_EMBEDDER_CACHE_SIZE", "0", "embedder_cache_size", 0),
-    ("NAUTILUS_EMBEDDER_CACHE_SIZE", "", "embedder_cache_size", 10_000),
-])
-def test_env_values_parse(monkeypatch: pytest.MonkeyPatch, variable: str, value: str,
-                          field: str, expected: object) -> None:
+@pytest.mark.parametrize(
+    ("variable", "value", "field", "expected"),
+    [
+        ("NAUTILUS_RANKING_TOP_K", "10", "ranking_top_k", 10),
+        ("NAUTILUS_RANKING_TOP_K", " 3 ", "ranking_top_k", 3),
+        ("NAUTILUS_RANKING_TOP_K", "", "ranking_top_k", None),
+        ("NAUTILUS_RANKING_MAX_CANDIDATES", "200", "ranking_max_candidates", 200),
+        ("NAUTILUS_RANKING_IDF", "true", "ranking_idf", True),
+        ("NAUTILUS_RANKING_IDF", "YES", "ranking_idf", True),
+        ("NAUTILUS_RANKING_IDF", "On", "ranking_idf", True),
+        ("NAUTILUS_RANKING_IDF", "1", "ranking_idf", True),
+        ("NAUTILUS_RANKING_IDF", "off", "ranking_idf", False),
+        ("NAUTILUS_RANKING_IDF", "No", "ranking_idf", False),
+        ("NAUTILUS_RANKING_IDF", "0", "ranking_idf", False),
+        ("NAUTILUS_RANKING_IDF", "FALSE", "ranking_idf", False),
+        ("NAUTILUS_RANKING_DEDUP_KEY", "id", "ranking_dedup_key", "id"),
+        ("NAUTILUS_RANKING_MAX_TOKENS", " 2000 ", "ranking_max_tokens", 2000),
+        ("NAUTILUS_RANKING_CUT", " Relative:0.80 ", "ranking_cut", "relative:0.8"),
+        ("NAUTILUS_RANKING_CUT", "gap : .1", "ranking_cut", "gap:0.1"),
+        ("NAUTILUS_RANKING_CUT", "off", "ranking_cut", None),
+        ("NAUTILUS_EMBEDDER", "NOOP", "embedder", "noop"),
+        ("NAUTILUS_EMBEDDER", "onnx", "embedder", "onnx"),
+        ("NAUTILUS_EMBEDDER_CACHE_SIZE", "500", "embedder_cache_size", 500),
+        ("NAUTILUS_EMBEDDER_CACHE_SIZE", "0", "embedder_cache_size", 0),
+        ("NAUTILUS_EMBEDDER_CACHE_SIZE", "", "embedder_cache_size", 10_000),
+    ],
+)
+def test_env_values_parse(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, field: str, expected: object
+) -> None:
     monkeypatch.setenv(variable, value)
     with capture_logs() as logs:
         s = NautilusSettings()
@@ -98,30 +115,38 @@ def test_env_values_parse(monkeypatch: pytest.MonkeyPatch, variable: str, value:
     assert warnings_of(logs) == []
 
 
-@pytest.mark.parametrize(("variable", "value", "field", "fallback", "valid_part"), [
-    ("NAUTILUS_RANKING_TOP_K", "abc", "ranking_top_k", None, "integer >= 1"),
-    ("NAUTILUS_RANKING_TOP_K", "0", "ranking_top_k", None, "integer >= 1"),
-    ("NAUTILUS_RANKING_TOP_K", "-3", "ranking_top_k", None, "integer >= 1"),
-    ("NAUTILUS_RANKING_TOP_K", "2.5", "ranking_top_k", None, "integer >= 1"),
-    ("NAUTILUS_RANKING_TOP_K", "1e3", "ranking_top_k", None, "integer >= 1"),
-    ("NAUTILUS_RANKING_MAX_CANDIDATES", "lots", "ranking_max_candidates", None, "integer >= 1"),
-    ("NAUTILUS_RANKING_MAX_CANDIDATES", "0", "ranking_max_candidates", None, "integer >= 1"),
-    ("NAUTILUS_RANKING_MAX_TOKENS", "0", "ranking_max_tokens", None, "integer >= 1"),
-    ("NAUTILUS_RANKING_MAX_TOKENS", "4k", "ranking_max_tokens", None, "integer >= 1"),
-    ("NAUTILUS_RANKING_CUT", "relative", "ranking_cut", None, "relative:A, floor:T or gap:G"),
-    ("NAUTILUS_RANKING_CUT", "floor:1.5", "ranking_cut", None, "relative:A, floor:T or gap:G"),
-    ("NAUTILUS_RANKING_IDF", "maybe", "ranking_idf", False, "true/false"),
-    ("NAUTILUS_RANKING_IDF", "2", "ranking_idf", False, "true/false"),
-    ("NAUTILUS_EMBEDDER", "bert", "embedder", "hashing", "hashing, onnx, onnx-float32, noop"),
-    ("NAUTILUS_EMBEDDER_CACHE_SIZE", "-1", "embedder_cache_size", 10_000, "integer >= 0"),
-    ("NAUTILUS_EMBEDDER_CACHE_SIZE", "big", "embedder_cache_size", 10_000, "integer >= 0"),
-    ("NAUTILUS_LOG_LEVEL", "loud", "log_level", "info", "debug, info"),
-    ("NAUTILUS_LOG_FORMAT", "xml", "log_format", "auto", "auto, console, json"),
-    ("NAUTILUS_CONFIG_STRICT", "sure", "config_strict", False, "true/false"),
-])
+@pytest.mark.parametrize(
+    ("variable", "value", "field", "fallback", "valid_part"),
+    [
+        ("NAUTILUS_RANKING_TOP_K", "abc", "ranking_top_k", None, "integer >= 1"),
+        ("NAUTILUS_RANKING_TOP_K", "0", "ranking_top_k", None, "integer >= 1"),
+        ("NAUTILUS_RANKING_TOP_K", "-3", "ranking_top_k", None, "integer >= 1"),
+        ("NAUTILUS_RANKING_TOP_K", "2.5", "ranking_top_k", None, "integer >= 1"),
+        ("NAUTILUS_RANKING_TOP_K", "1e3", "ranking_top_k", None, "integer >= 1"),
+        ("NAUTILUS_RANKING_MAX_CANDIDATES", "lots", "ranking_max_candidates", None, "integer >= 1"),
+        ("NAUTILUS_RANKING_MAX_CANDIDATES", "0", "ranking_max_candidates", None, "integer >= 1"),
+        ("NAUTILUS_RANKING_MAX_TOKENS", "0", "ranking_max_tokens", None, "integer >= 1"),
+        ("NAUTILUS_RANKING_MAX_TOKENS", "4k", "ranking_max_tokens", None, "integer >= 1"),
+        ("NAUTILUS_RANKING_CUT", "relative", "ranking_cut", None, "relative:A, floor:T or gap:G"),
+        ("NAUTILUS_RANKING_CUT", "floor:1.5", "ranking_cut", None, "relative:A, floor:T or gap:G"),
+        ("NAUTILUS_RANKING_IDF", "maybe", "ranking_idf", False, "true/false"),
+        ("NAUTILUS_RANKING_IDF", "2", "ranking_idf", False, "true/false"),
+        ("NAUTILUS_EMBEDDER", "bert", "embedder", "hashing", "hashing, onnx, onnx-float32, noop"),
+        ("NAUTILUS_EMBEDDER_CACHE_SIZE", "-1", "embedder_cache_size", 10_000, "integer >= 0"),
+        ("NAUTILUS_EMBEDDER_CACHE_SIZE", "big", "embedder_cache_size", 10_000, "integer >= 0"),
+        ("NAUTILUS_LOG_LEVEL", "loud", "log_level", "info", "debug, info"),
+        ("NAUTILUS_LOG_FORMAT", "xml", "log_format", "auto", "auto, console, json"),
+        ("NAUTILUS_CONFIG_STRICT", "sure", "config_strict", False, "true/false"),
+    ],
+)
 def test_bad_env_value_is_warned_and_falls_back(
-        monkeypatch: pytest.MonkeyPatch, variable: str, value: str, field: str,
-        fallback: object, valid_part: str) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+    variable: str,
+    value: str,
+    field: str,
+    fallback: object,
+    valid_part: str,
+) -> None:
     monkeypatch.setenv(variable, value)
     with capture_logs() as logs:
         s = NautilusSettings()
@@ -156,7 +181,8 @@ def test_unknown_nautilus_variable_is_warned(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_strict_mode_raises_one_error_listing_every_problem(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("NAUTILUS_CONFIG_STRICT", "true")
     monkeypatch.setenv("NAUTILUS_SOURCE_BOOSTS", "graph:hgih,:high")
     monkeypatch.setenv("NAUTILUS_RANKING_TOP_K", "ten")
@@ -164,8 +190,9 @@ def test_strict_mode_raises_one_error_listing_every_problem(
         NautilusSettings()
     message = str(info.value)
     assert "3 configuration problem(s)" in message
-    assert ("unknown level 'hgih' for 'graph' "
-            "(valid: -high, -medium, -low, low, medium, high)") in message
+    assert (
+        "unknown level 'hgih' for 'graph' (valid: -high, -medium, -low, low, medium, high)"
+    ) in message
     assert "':high': empty source id" in message
     assert "NAUTILUS_RANKING_TOP_K: 'ten': not an integer >= 1" in message
     assert len(info.value.problems) == 3
@@ -177,8 +204,10 @@ def test_strict_mode_refuses_a_bad_budget_or_cut(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("NAUTILUS_RANKING_CUT", "top:0.5")
     with pytest.raises(ConfigError) as info:
         NautilusSettings()
-    assert [p.variable for p in info.value.problems] == ["NAUTILUS_RANKING_MAX_TOKENS",
-                                                         "NAUTILUS_RANKING_CUT"]
+    assert [p.variable for p in info.value.problems] == [
+        "NAUTILUS_RANKING_MAX_TOKENS",
+        "NAUTILUS_RANKING_CUT",
+    ]
     assert "'top:0.5': not a cut setting" in str(info.value)
 
 
@@ -222,19 +251,26 @@ def test_no_boost_string_raises(raw: str) -> None:
     assert all(p.variable == "NAUTILUS_SOURCE_BOOSTS" for p in problems)
 
 
-_ENV_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
-                    max_size=40)
+_ENV_TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40
+)
 
 
 @settings(max_examples=150, deadline=None)
 @given(top_k=_ENV_TEXT, idf=_ENV_TEXT, boosts=_ENV_TEXT, cap=_ENV_TEXT, strict=_ENV_TEXT)
-def test_no_env_value_raises_without_strict_mode(top_k: str, idf: str, boosts: str, cap: str,
-                                                 strict: str) -> None:
+def test_no_env_value_raises_without_strict_mode(
+    top_k: str, idf: str, boosts: str, cap: str, strict: str
+) -> None:
     strict_on = strict.strip().lower() in {"1", "true", "yes", "on"}
     with capture_logs():
         try:
-            s = NautilusSettings(ranking_top_k=top_k, ranking_idf=idf, source_boosts=boosts,
-                                 ranking_max_candidates=cap, config_strict=strict)
+            s = NautilusSettings(
+                ranking_top_k=top_k,
+                ranking_idf=idf,
+                source_boosts=boosts,
+                ranking_max_candidates=cap,
+                config_strict=strict,
+            )
         except ConfigError:
             assert strict_on
             return

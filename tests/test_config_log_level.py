@@ -15,8 +15,13 @@ NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 
 def config(tmp_path: Path, *args: str, **env: str) -> str:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    run = subprocess.run([NAUTILUS, "config", *args], capture_output=True, text=True,
-                         timeout=60, env={**base, "NAUTILUS_DATA_DIR": str(tmp_path), **env})
+    run = subprocess.run(
+        [NAUTILUS, "config", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, "NAUTILUS_DATA_DIR": str(tmp_path), **env},
+    )
     assert run.returncode == 0, run.stderr
     return run.stdout
 
@@ -26,14 +31,21 @@ def level_line(text: str) -> str:
 
 
 def test_config_shows_the_level_each_command_logs_at(tmp_path: Path) -> None:
-    assert level_line(config(tmp_path)).split(None, 1)[1] == \
-        "warning (serve, mcp: info; unset: by command)"
+    assert (
+        level_line(config(tmp_path)).split(None, 1)[1]
+        == "warning (serve, mcp: info; unset: by command)"
+    )
     assert json.loads(config(tmp_path, "--json"))["log_level_applied"] == {
-        "cli": "warning", "serve": "info"}
+        "cli": "warning",
+        "serve": "info",
+    }
 
 
 def test_a_level_that_is_set_is_shown_as_set(tmp_path: Path) -> None:
     assert level_line(config(tmp_path, NAUTILUS_LOG_LEVEL="debug")).split() == [
-        "NAUTILUS_LOG_LEVEL", "debug"]
+        "NAUTILUS_LOG_LEVEL",
+        "debug",
+    ]
     assert json.loads(config(tmp_path, "--json", NAUTILUS_LOG_LEVEL="error"))[
-        "log_level_applied"] == {"cli": "error", "serve": "error"}
+        "log_level_applied"
+    ] == {"cli": "error", "serve": "error"}

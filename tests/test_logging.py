@@ -16,8 +16,11 @@ from nautilus.log import configure_logging, get_logger
 def test_every_module_logs_through_nautilus_log() -> None:
     """A module using structlog.get_logger directly would print to stdout when unconfigured."""
     package = Path(nautilus.__file__).parent
-    offenders = [str(p.relative_to(package)) for p in package.rglob("*.py")
-                 if p.name != "log.py" and "structlog.get_logger" in p.read_text("utf-8")]
+    offenders = [
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if p.name != "log.py" and "structlog.get_logger" in p.read_text("utf-8")
+    ]
     assert offenders == []
 
 

@@ -15,8 +15,7 @@ from nautilus.service.metrics import TimedSource
 
 
 class _Source:
-    def __init__(self, source_id: str, ranked: bool | None = None,
-                 build_s: float = 0.0) -> None:
+    def __init__(self, source_id: str, ranked: bool | None = None, build_s: float = 0.0) -> None:
         self.id, self.timeout_s, self.ranked, self.build_s = source_id, 0.5, ranked, build_s
         self.prepared = 0
 
@@ -24,8 +23,9 @@ class _Source:
         self.prepared += 1
         await asyncio.sleep(self.build_s)
 
-    async def search(self, query: str, context: Mapping[str, Any],
-                     limit: int) -> list[dict[str, Any]]:
+    async def search(
+        self, query: str, context: Mapping[str, Any], limit: int
+    ) -> list[dict[str, Any]]:
         return [{"id": f"{self.id}-1", "title": "disk full"}]
 
     def close(self) -> None:
@@ -49,16 +49,23 @@ def test_a_hung_build_fails_its_source_at_the_build_deadline_and_the_others_answ
     response = broker.request("disk")
     assert time.perf_counter() - started < 2
     assert [(e.source_id, e.error_type) for e in response.sources_errored] == [
-        ("hung", "build_timeout")]
+        ("hung", "build_timeout")
+    ]
     assert [r["id"] for r in response.data["good"]] == ["good-1"]
 
 
-@pytest.mark.parametrize("argv", [
-    ["serve", "--port", "99999"], ["serve", "--port", "abc"], ["serve", "--workers", "-1"],
-    ["demo", "--top-k", "0"],
-])
-def test_a_bad_flag_value_is_a_usage_error(argv: list[str],
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--port", "99999"],
+        ["serve", "--port", "abc"],
+        ["serve", "--workers", "-1"],
+        ["demo", "--top-k", "0"],
+    ],
+)
+def test_a_bad_flag_value_is_a_usage_error(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2

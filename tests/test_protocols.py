@@ -22,8 +22,9 @@ from nautilus.sources.sqlite.table import SqliteTableSource
 class ReversingMerge:
     """A synthesizer written against the older protocol: ``merge`` only."""
 
-    def merge(self, results: list[AdapterResult],
-              context: Mapping[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+    def merge(
+        self, results: list[AdapterResult], context: Mapping[str, Any] | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
         return {r.source_id: list(reversed(r.rows)) for r in results if r.error is None}
 
 
@@ -48,8 +49,9 @@ def test_the_package_synthesizers_have_the_whole_protocol() -> None:
 
 
 def test_a_merge_only_synthesizer_is_refused_naming_the_protocol() -> None:
-    with pytest.raises(TypeError, match="ReversingMerge is not a Synthesizer: it needs merge, "
-                                        "merge_ranked"):
+    with pytest.raises(
+        TypeError, match="ReversingMerge is not a Synthesizer: it needs merge, merge_ranked"
+    ):
         Broker([RowsOnly()], ReversingMerge())  # type: ignore[arg-type]
     broker = Broker([RowsOnly()])
     with pytest.raises(TypeError, match="not a Synthesizer"):
@@ -93,10 +95,12 @@ def test_callers_ask_the_protocol_not_the_class() -> None:
     package = Path(__file__).resolve().parents[1] / "nautilus"
     protocol = {package / "sources" / "base.py", package / "synthesis" / "base.py"}
     asks_class = re.compile(r"isinstance\([^)]*RankingSynthesizer")
-    reads_member = re.compile(
-        r"getattr\((source|src|s|self\.source), ")
-    offenders = [f"{path.relative_to(package)}:{number}"
-                 for path in sorted(package.rglob("*.py")) if path not in protocol
-                 for number, line in enumerate(path.read_text().splitlines(), start=1)
-                 if asks_class.search(line) or reads_member.search(line)]
+    reads_member = re.compile(r"getattr\((source|src|s|self\.source), ")
+    offenders = [
+        f"{path.relative_to(package)}:{number}"
+        for path in sorted(package.rglob("*.py"))
+        if path not in protocol
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if asks_class.search(line) or reads_member.search(line)
+    ]
     assert offenders == []

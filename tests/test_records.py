@@ -25,11 +25,11 @@ def test_scores_hold_every_component_by_its_ranked_row_name() -> None:
 def test_json_fields_why_and_explain_columns_come_from_the_declaration() -> None:
     assert ("score", *NAMES) == SCORE_FIELDS
     assert set(WHY_COMPONENTS) <= set(NAMES) and "relevance" in WHY_COMPONENTS
-    row = RankedRow("a", {"id": 1, "title": "disk full"}, 0.5, 1, 1, similarity=0.25,
-                    voters=2, boost_bump=0.125)
+    row = RankedRow(
+        "a", {"id": 1, "title": "disk full"}, 0.5, 1, 1, similarity=0.25, voters=2, boost_bump=0.125
+    )
     assert row.why() == {name: getattr(row, name) for name in WHY_COMPONENTS}
-    assert list(row.explain()) == ["source_id", "score", "rank", "source_rank", "also_from",
-                                   *NAMES]
+    assert list(row.explain()) == ["source_id", "score", "rank", "source_rank", "also_from", *NAMES]
     table = ranked_table([row], explain=True).splitlines()
     header = table[0].split()
     assert header[3:-1] == [meta["column"] for _, meta in SCORE_COMPONENTS]

@@ -26,8 +26,9 @@ QUERY = "orders-db disk full"
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run([NAUTILUS, *args], capture_output=True, text=True, timeout=120,
-                          env={**base, **(env or {})})
+    return subprocess.run(
+        [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env={**base, **(env or {})}
+    )
 
 
 def query_json(*flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -47,6 +48,7 @@ def sha256(data: object) -> str:
 
 # --- vectors -----------------------------------------------------------------------------
 
+
 def test_query_json_leaves_vectors_out_unless_asked_and_the_hash_is_the_upstream_one() -> None:
     lean = query_json()
     full = query_json("--vectors")
@@ -57,21 +59,25 @@ def test_query_json_leaves_vectors_out_unless_asked_and_the_hash_is_the_upstream
     # the vector sources' rows are still there, with what says which model made them
     assert len(rows_with(lean["data"], "embedding_model")) == len(vectors)
     # same rows, minus the vectors; the hash covers the rows as the sources returned them
-    assert lean["data"] == {sid: [{k: v for k, v in row.items() if k != "embedding"}
-                                  for row in rows] for sid, rows in full["data"].items()}
+    assert lean["data"] == {
+        sid: [{k: v for k, v in row.items() if k != "embedding"} for row in rows]
+        for sid, rows in full["data"].items()
+    }
     assert lean["response_hash"] == full["response_hash"] == sha256(full["data"])
     assert len(json.dumps(lean)) * 2 < len(json.dumps(full))
 
 
 def test_the_passthrough_is_still_an_exact_no_op_for_data_and_hash() -> None:
     full = query_json("--vectors")
-    upstream = {r.source_id: r.rows for r in
-                Broker.from_config(None, NautilusSettings()).fetch_sync(QUERY)}
+    upstream = {
+        r.source_id: r.rows for r in Broker.from_config(None, NautilusSettings()).fetch_sync(QUERY)
+    }
     assert full["data"] == json.loads(json.dumps(upstream))
     assert full["response_hash"] == sha256(upstream)
 
 
 # --- ranking off says so ----------------------------------------------------------------
+
 
 def test_passthrough_json_says_ranking_is_off_and_has_no_scores() -> None:
     out = query_json()
@@ -89,8 +95,12 @@ def test_passthrough_explain_names_the_knobs_that_turn_ranking_on() -> None:
     assert result.returncode == 0, result.stderr
     line = next(line for line in result.stdout.splitlines() if line.startswith("ranking:"))
     assert "off" in line and "passthrough" in line
-    for knob in ("NAUTILUS_RANKING_TOP_K", "NAUTILUS_RANKING_IDF", "NAUTILUS_SOURCE_BOOSTS",
-                 "--top-k"):
+    for knob in (
+        "NAUTILUS_RANKING_TOP_K",
+        "NAUTILUS_RANKING_IDF",
+        "NAUTILUS_SOURCE_BOOSTS",
+        "--top-k",
+    ):
         assert knob in line
     assert " 0.000 " not in result.stdout  # no column of zeros posing as scores
     ranked = cli("query", QUERY, "--explain", "--top-k", "3")
@@ -99,6 +109,7 @@ def test_passthrough_explain_names_the_knobs_that_turn_ranking_on() -> None:
 
 
 # --- the service -------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
@@ -148,8 +159,9 @@ def test_the_cli_and_the_service_send_the_same_keys(server: Server, tmp_path: Pa
 
 def test_vectors_is_no_ranking_override(tmp_path: Path) -> None:
     """A service that forbids overrides still lets a client ask for the vectors."""
-    with running(tmp_path, {"NAUTILUS_SERVE_API_KEYS_FILE": "",
-                            "NAUTILUS_SERVE_ALLOW_OVERRIDES": "false"}) as srv:
+    with running(
+        tmp_path, {"NAUTILUS_SERVE_API_KEYS_FILE": "", "NAUTILUS_SERVE_ALLOW_OVERRIDES": "false"}
+    ) as srv:
         assert wait_ready(srv).status_code == 200, srv.logs()
         full = post(srv, {"query": QUERY, "vectors": True})
         assert full.status_code == 200, full.text

@@ -66,23 +66,29 @@ BAD_ROWS: dict[str, Any] = {
 
 # --- 1. one bad row fails neither its source nor the request -----------------------------
 
+
 @pytest.mark.parametrize("ranking", [False, True], ids=["passthrough", "ranking"])
 @pytest.mark.parametrize("kind", list(BAD_ROWS))
-def test_a_bad_row_is_dropped_and_every_other_row_and_source_answered(kind: str,
-                                                                      ranking: bool) -> None:
+def test_a_bad_row_is_dropped_and_every_other_row_and_source_answered(
+    kind: str, ranking: bool
+) -> None:
     bad = BAD_ROWS[kind]()
     good = {"t": "disk full", "id": 1}
-    broker = Broker([FakeSource("hostile", [bad, {"t": "disk ok", "id": 2}]),
-                     FakeSource("plain", [good])],
-                    RankingSynthesizer(top_k=10, idf=True) if ranking else None)
+    broker = Broker(
+        [FakeSource("hostile", [bad, {"t": "disk ok", "id": 2}]), FakeSource("plain", [good])],
+        RankingSynthesizer(top_k=10, idf=True) if ranking else None,
+    )
     with capture_logs() as logs:
         response = broker.request("disk")
     assert response.sources_errored == []
     assert response.data == {"hostile": [{"t": "disk ok", "id": 2}], "plain": [good]}
     assert {r.source_id for r in response.ranking} == {"hostile", "plain"}
     [warning] = response.sources_warned
-    assert (warning.source_id, warning.warning_type, warning.count) == ("hostile",
-                                                                      "rows_dropped", 1)
+    assert (warning.source_id, warning.warning_type, warning.count) == (
+        "hostile",
+        "rows_dropped",
+        1,
+    )
     assert warning.positions == (1,)
     dropped = [e for e in logs if e["event"] == "source_rows_invalid"]
     assert len(dropped) == 1 and dropped[0]["source_id"] == "hostile" and dropped[0]["count"] == 1
@@ -93,7 +99,8 @@ def test_a_bad_row_is_dropped_and_every_other_row_and_source_answered(kind: str,
     # The raw hash covers what the source returned, less what has no canonical form.
     raw = [bad] if kind == "get_raises" else []
     assert response.source_response_hashes["hostile"] == compute_response_hash(
-        [*raw, {"t": "disk ok", "id": 2}])
+        [*raw, {"t": "disk ok", "id": 2}]
+    )
 
 
 def test_the_hash_names_why_a_value_has_no_canonical_form() -> None:
@@ -105,6 +112,7 @@ def test_the_hash_names_why_a_value_has_no_canonical_form() -> None:
 
 
 # --- 3. the sync path returns at the deadline ----------------------------------------------
+
 
 class StuckInAThread:
     """A source blocked in a worker thread (like a long SQLite call) until released."""
@@ -136,7 +144,8 @@ def test_sync_request_returns_at_the_deadline_while_the_worker_is_still_blocked(
         # before this change, request() waited for it).
         assert not stuck.finished.is_set()
         assert [(e.source_id, e.error_type) for e in response.sources_errored] == [
-            ("stuck", "timeout")]
+            ("stuck", "timeout")
+        ]
         assert response.data == {"plain": [{"t": "disk"}]}
         # The abandoned work cannot touch a later request: each request has its own loop.
         second = broker.request("disk")
@@ -162,38 +171,56 @@ def test_an_abandoned_thread_does_not_hold_the_process_open(tmp_path: Path) -> N
         "        return await asyncio.to_thread(threading.Event().wait, 3600)\n"
         "    def close(self): pass\n"
         "r = Broker([Stuck()]).request('x')\n"
-        "print(r.sources_errored[0].error_type)\n")
+        "print(r.sources_errored[0].error_type)\n"
+    )
     # Without the fix the interpreter joins the worker at exit: the timeout would fire.
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True
+    )
     assert done.stdout.splitlines()[-1] == "timeout"
 
 
 # --- 4. rank() never raises ----------------------------------------------------------------
 
-def _rank(rows: Any, context: Mapping[str, Any] | None, source_id: Any = "s",
-          **kwargs: Any) -> Any:
+
+def _rank(rows: Any, context: Mapping[str, Any] | None, source_id: Any = "s", **kwargs: Any) -> Any:
     synth = RankingSynthesizer(**kwargs)
     results = [AdapterResult(source_id, rows), AdapterResult("other", [{"t": "disk other"}])]
     return synth.merge_ranked(results, context)
 
 
 RANK_CASES: dict[str, tuple[Any, Mapping[str, Any] | None, dict[str, Any]]] = {
-    "zero_d_row_embedding": ([{"t": "disk", "embedding": np.array(1.0)},
-                              {"t": "x", "embedding": np.array([1.0, 2.0])}],
-                             {"embedding": [1.0, 0.0]}, {}),
-    "zero_d_query_embedding": ([{"t": "disk"}], {"embedding": np.array(1.0), "query": "disk"},
-                               {}),
-    "huge_int_row_embedding": ([{"t": "disk", "embedding": [10**400, 1.0]}],
-                               {"embedding": [1.0, 0.0]}, {}),
-    "huge_int_query_embedding": ([{"t": "disk"}], {"embedding": [10**400, 1.0],
-                                                   "query": "disk"}, {}),
-    "get_raises": ([GetRaises(t="disk"), {"t": "disk fine"}], {"query": "disk"},
-                   {"dedup_key": "t"}),
-    "cyclic_dedup_value": ([{"t": "disk", "k": cyclic_row()}, {"t": "disk", "k": 1}],
-                           {"query": "disk"}, {"dedup_key": "k"}),
-    "mixed_key_dedup_value": ([{"t": "disk", "k": {1: "a", "b": 2}}], {"query": "disk"},
-                              {"dedup_key": "k"}),
+    "zero_d_row_embedding": (
+        [{"t": "disk", "embedding": np.array(1.0)}, {"t": "x", "embedding": np.array([1.0, 2.0])}],
+        {"embedding": [1.0, 0.0]},
+        {},
+    ),
+    "zero_d_query_embedding": ([{"t": "disk"}], {"embedding": np.array(1.0), "query": "disk"}, {}),
+    "huge_int_row_embedding": (
+        [{"t": "disk", "embedding": [10**400, 1.0]}],
+        {"embedding": [1.0, 0.0]},
+        {},
+    ),
+    "huge_int_query_embedding": (
+        [{"t": "disk"}],
+        {"embedding": [10**400, 1.0], "query": "disk"},
+        {},
+    ),
+    "get_raises": (
+        [GetRaises(t="disk"), {"t": "disk fine"}],
+        {"query": "disk"},
+        {"dedup_key": "t"},
+    ),
+    "cyclic_dedup_value": (
+        [{"t": "disk", "k": cyclic_row()}, {"t": "disk", "k": 1}],
+        {"query": "disk"},
+        {"dedup_key": "k"},
+    ),
+    "mixed_key_dedup_value": (
+        [{"t": "disk", "k": {1: "a", "b": 2}}],
+        {"query": "disk"},
+        {"dedup_key": "k"},
+    ),
     "rows_none_passthrough": (None, None, {}),
     "rows_none_ranked": (None, {"query": "disk"}, {}),
 }
@@ -208,13 +235,15 @@ def test_rank_never_raises_on_hostile_input(case: str) -> None:
 
 
 def test_rank_accepts_a_source_id_that_is_not_a_string() -> None:
-    merged, ranking = _rank([{"t": "disk"}], {"query": "disk"}, source_id=7,
-                            source_boosts={"other": "high"})
+    merged, ranking = _rank(
+        [{"t": "disk"}], {"query": "disk"}, source_id=7, source_boosts={"other": "high"}
+    )
     assert merged[7] == [{"t": "disk"}]
     assert {r.source_id for r in ranking} == {7, "other"}
 
 
 # --- 5. two query words whose features cancel do not switch ranking off ---------------------
+
 
 def test_features_that_cancel_never_give_a_zero_vector() -> None:
     embedder = HashingEmbedder()
@@ -225,8 +254,9 @@ def test_features_that_cancel_never_give_a_zero_vector() -> None:
     assert np.count_nonzero(alone) == 1 and np.isclose(np.abs(alone).sum(), 1.0)
 
 
-@pytest.mark.parametrize("query", ["standby ms", "merchant 10", "idempotency applied",
-                                   "jwk sale"])  # the demo vocabulary's four such pairs
+@pytest.mark.parametrize(
+    "query", ["standby ms", "merchant 10", "idempotency applied", "jwk sale"]
+)  # the demo vocabulary's four such pairs
 def test_a_query_of_two_cancelling_words_is_ranked(query: str) -> None:
     rows = [{"t": word} for word in query.split()] + [{"t": "unrelated text"}]
     with capture_logs() as logs:
@@ -239,9 +269,25 @@ def test_cli_query_of_two_colliding_words_is_ranked(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
     env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
     done = subprocess.run(
-        [sys.executable, "-m", "nautilus.cli", "query", "standby ms", "--top-k", "3",
-         "--boost", "graph:high", "--json"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=True)
+        [
+            sys.executable,
+            "-m",
+            "nautilus.cli",
+            "query",
+            "standby ms",
+            "--top-k",
+            "3",
+            "--boost",
+            "graph:high",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=True,
+    )
     assert "rank_query_vector_invalid" not in done.stderr
     assert "rank_no_query_vector" not in done.stderr
     ranking = json.loads(done.stdout)["ranking"]
@@ -263,8 +309,14 @@ def test_response_hash_of_rows_holding_sets_is_the_same_under_every_hash_seed() 
     hashes = set()
     for seed in ("0", "1", "2", "3"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        done = subprocess.run([sys.executable, "-c", HASH_SCRIPT], capture_output=True,
-                              text=True, env=env, timeout=60, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", HASH_SCRIPT],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=True,
+        )
         hashes.add(done.stdout.strip())
     assert len(hashes) == 1
 
@@ -273,18 +325,25 @@ def test_a_set_hashes_as_its_sorted_canonical_list() -> None:
     # Elements in the order of their canonical text: '"a"' < '"b"' < '2'.
     assert canonical_json({"tags": {"b", "a", 2}}) == '{"tags":["a","b",2]}'
     assert compute_response_hash({"tags": {"b", "a"}}) == compute_response_hash(
-        {"tags": ["a", "b"]})
+        {"tags": ["a", "b"]}
+    )
 
 
 def test_json_native_data_hashes_exactly_as_the_upstream_broker() -> None:
     import hashlib
+
     data = {"b": [{"x": 1, "y": [1.5, None, True, "é"], "z": {"k": float("nan")}}], "a": []}
-    upstream = "sha256:" + hashlib.sha256(json.dumps(
-        data, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+    upstream = (
+        "sha256:"
+        + hashlib.sha256(
+            json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()
+        ).hexdigest()
+    )
     assert compute_response_hash(data) == upstream
 
 
 # --- 7. a query that is not a string is one clear error ------------------------------------
+
 
 @pytest.mark.parametrize("query", [None, 5, b"disk", ["disk"]])
 def test_a_query_that_is_not_a_string_is_one_clear_error(query: Any) -> None:
@@ -300,6 +359,7 @@ def test_a_context_that_is_not_a_mapping_is_one_clear_error() -> None:
 
 
 # --- 8. a source can neither fail nor steer the rest of the request ------------------------
+
 
 class CancelsItself(FakeSource):
     """Raises ``CancelledError`` from its own code: nobody cancelled the request."""
@@ -335,7 +395,8 @@ def test_a_source_raising_cancelled_error_fails_only_itself() -> None:
             response = broker.request("disk")  # before: CancelledError out of request()
         assert response.data == {"plain": good}
         assert [(e.source_id, e.error_type) for e in response.sources_errored] == [
-            ("cancels", "CancelledError")]
+            ("cancels", "CancelledError")
+        ]
         assert [e["source_id"] for e in logs if e["event"] == "source_failed"] == ["cancels"]
 
         async def inside_a_loop(b: Broker = broker) -> Any:
@@ -380,8 +441,9 @@ def test_a_source_writing_into_its_context_changes_nothing_for_the_others() -> N
 def test_a_source_with_a_non_string_id_fails_only_itself(bad_id: Any) -> None:
     good = [{"t": "disk full", "id": 1}]
     for synthesizer in (None, RankingSynthesizer(top_k=5)):
-        broker = Broker([FakeSource(bad_id, [{"t": "disk"}]), FakeSource("plain", good)],
-                        synthesizer)
+        broker = Broker(
+            [FakeSource(bad_id, [{"t": "disk"}]), FakeSource("plain", good)], synthesizer
+        )
         response = broker.request("disk")  # before: NoCanonicalFormError from the hash
         assert response.data == {"plain": good}
         [error] = response.sources_errored
@@ -396,15 +458,18 @@ def test_a_source_with_a_non_string_id_fails_only_itself(bad_id: Any) -> None:
 def test_the_service_answers_when_a_source_raises_cancelled_error(tmp_path: Path) -> None:
     from tools.servers import running, wait_ready
 
-    with running(tmp_path, {"NAUTILUS_RANKING_TOP_K": "8"},
-                 launcher=["--cancel", "runbooks"]) as server:
+    with running(
+        tmp_path, {"NAUTILUS_RANKING_TOP_K": "8"}, launcher=["--cancel", "runbooks"]
+    ) as server:
         wait_ready(server, timeout=10)
-        response = httpx.post(server.url + "/v1/query", json={"query": "orders-db disk full"},
-                              timeout=30)
+        response = httpx.post(
+            server.url + "/v1/query", json={"query": "orders-db disk full"}, timeout=30
+        )
         assert response.status_code == 200, response.text  # before: a plain-text 500
         body = response.json()
         assert [(e["source_id"], e["error_type"]) for e in body["sources_errored"]] == [
-            ("runbooks", "CancelledError")]
+            ("runbooks", "CancelledError")
+        ]
         # The other sources' rows are ranked as usual: a full top 8 without runbooks.
         assert len(body["ranking"]) == 8
         assert {r["source_id"] for r in body["ranking"]} <= {"tickets", "graph", "postmortems"}

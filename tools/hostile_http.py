@@ -39,16 +39,24 @@ BODIES: dict[str, tuple[int, bytes]] = {
     "ranking-not-list": (200, b'{"ranking": 5}'),
     "entry-not-object": (200, b'{"ranking": [5], "data": {}}'),
     "no-source-id": (200, json.dumps({"ranking": [{"rank": 1}], "data": {}}).encode()),
-    "unhashable-source": (200, json.dumps({"ranking": [{**_ENTRY, "source_id": ["a"]}],
-                                           "data": {}}).encode()),
+    "unhashable-source": (
+        200,
+        json.dumps({"ranking": [{**_ENTRY, "source_id": ["a"]}], "data": {}}).encode(),
+    ),
     "no-data": (200, json.dumps({"ranking": [_ENTRY]}).encode()),
     "data-a-list": (200, json.dumps({"ranking": [_ENTRY], "data": []}).encode()),
     "row-missing": (200, json.dumps({"ranking": [_ENTRY], "data": {"a": []}}).encode()),
     "row-not-object": (200, json.dumps({"ranking": [_ENTRY], "data": {"a": [5]}}).encode()),
-    "rank-not-int": (200, json.dumps({"ranking": [{**_ENTRY, "rank": "first"}],
-                                      "data": {"a": [{"id": 1}]}}).encode()),
-    "score-not-number": (200, json.dumps({"ranking": [{**_ENTRY, "score": {"x": 1}}],
-                                          "data": {"a": [{"id": 1}]}}).encode()),
+    "rank-not-int": (
+        200,
+        json.dumps({"ranking": [{**_ENTRY, "rank": "first"}], "data": {"a": [{"id": 1}]}}).encode(),
+    ),
+    "score-not-number": (
+        200,
+        json.dumps(
+            {"ranking": [{**_ENTRY, "score": {"x": 1}}], "data": {"a": [{"id": 1}]}}
+        ).encode(),
+    ),
     "error-a-list": (500, b"[1, 2]"),
 }
 
@@ -110,8 +118,7 @@ def _answer(conn: socket.socket, mode: list[str], stop: threading.Event) -> int:
         sent += len(data)
 
     if mode[0] == "trickle":
-        send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-             b"Content-Length: 1000\r\n\r\n")
+        send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
         while not stop.wait(TRICKLE_S):
             send(b" ")
     elif mode[0] == "slow-headers":
@@ -121,8 +128,10 @@ def _answer(conn: socket.socket, mode: list[str], stop: threading.Event) -> int:
             send(bytes([byte]))
     elif mode[0] in ("huge", "huge-declared"):
         length = f"Content-Length: {HUGE_BYTES}\r\n" if mode[0] == "huge-declared" else ""
-        send(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{length}"
-             "Connection: close\r\n\r\n".encode())
+        send(
+            f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{length}"
+            "Connection: close\r\n\r\n".encode()
+        )
         block = b"0" * (1 << 20)
         for _ in range(HUGE_BYTES >> 20):
             if stop.is_set():
@@ -130,7 +139,10 @@ def _answer(conn: socket.socket, mode: list[str], stop: threading.Event) -> int:
             send(block)
     elif mode[0] == "body":
         status, body = BODIES[mode[1]]
-        send(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
-             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        send(
+            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
     time.sleep(0.05)
     return sent

@@ -36,16 +36,31 @@ def measure(names: list[str]) -> dict[str, float]:
     text = {"query": speed.QUERY}
     vector = {"embedding": query_vector}
     cases: dict[str, tuple[Any, dict[str, Any], dict[str, Any], int]] = {
-        "text40": (speed.split(speed.text_rows(40, np.random.default_rng(40))),
-                   {"top_k": 10, "idf": True}, text, 300),
-        "text400": (speed.split(speed.text_rows(400, np.random.default_rng(400))),
-                    {"top_k": 10, "idf": True}, text, 60),
-        "text10k": (speed.split(speed.text_rows(10_000, np.random.default_rng(1))),
-                    {"top_k": 10, "idf": True}, text, 5),
-        "np10k": (speed.split(speed.vector_rows(10_000, np.random.default_rng(2), False)),
-                  {"top_k": 10}, vector, 10),
-        "mat10k": (speed.split_matrix(10_000, np.random.default_rng(3)),
-                   {"top_k": 10}, vector, 10),
+        "text40": (
+            speed.split(speed.text_rows(40, np.random.default_rng(40))),
+            {"top_k": 10, "idf": True},
+            text,
+            300,
+        ),
+        "text400": (
+            speed.split(speed.text_rows(400, np.random.default_rng(400))),
+            {"top_k": 10, "idf": True},
+            text,
+            60,
+        ),
+        "text10k": (
+            speed.split(speed.text_rows(10_000, np.random.default_rng(1))),
+            {"top_k": 10, "idf": True},
+            text,
+            5,
+        ),
+        "np10k": (
+            speed.split(speed.vector_rows(10_000, np.random.default_rng(2), False)),
+            {"top_k": 10},
+            vector,
+            10,
+        ),
+        "mat10k": (speed.split_matrix(10_000, np.random.default_rng(3)), {"top_k": 10}, vector, 10),
     }
     out = {}
     for name in names:
@@ -81,8 +96,14 @@ def main() -> int:
         before_src = checkout(args.rev, Path(tmp))
         for _ in range(args.rounds):
             for side, pythonpath in (("before", before_src), ("after", None)):
-                done = run_module("tools.rank_ab", ["--child", *names], pythonpath,
-                                  check=True, capture_output=True, text=True)
+                done = run_module(
+                    "tools.rank_ab",
+                    ["--child", *names],
+                    pythonpath,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
                 for name, ms in json.loads(done.stdout).items():
                     best[side][name] = min(best[side].get(name, float("inf")), ms)
     print(f"| case | CPU ms before ({args.rev}) | CPU ms after | before / after |")

@@ -38,8 +38,12 @@ def crc(term: str) -> int:
     return zlib.crc32(term.encode("utf-8"))
 
 
-def hashing_vector(tokens: list[str], dim: int = DIM,
-                   weights: dict[str, float] | None = None, bigrams_on: bool = False) -> Sparse:
+def hashing_vector(
+    tokens: list[str],
+    dim: int = DIM,
+    weights: dict[str, float] | None = None,
+    bigrams_on: bool = False,
+) -> Sparse:
     """Unigram and bigram features, 1 + ln(tf), each scaled by its tokens' weights
     (a bigram by the geometric mean), signed by bit 31, summed per bucket, unit length."""
     weights = weights or {}
@@ -79,8 +83,11 @@ def cosine(row: Sparse | list[float], query: Sparse) -> float:
 
 
 def row_text(row: dict[str, Any]) -> str:
-    return " ".join(v for k, v in row.items()
-                    if isinstance(v, str) and k not in ("embedding", "embedding_model"))
+    return " ".join(
+        v
+        for k, v in row.items()
+        if isinstance(v, str) and k not in ("embedding", "embedding_model")
+    )
 
 
 def idf_weights(token_sets: list[set[str]], query_tokens: list[str]) -> dict[str, float]:
@@ -92,15 +99,21 @@ def idf_weights(token_sets: list[set[str]], query_tokens: list[str]) -> dict[str
 def doc_key(row: dict[str, Any]) -> str | None:
     """Copies share this: the string fields by name, names and values lower-cased, each
     value's whitespace collapsed (and none kept at its ends)."""
-    parts = [f"{k.lower()}\x1f{' '.join(v.lower().split())}" for k, v in sorted(row.items())
-             if isinstance(v, str) and k not in ("embedding", "embedding_model") and v.strip()]
+    parts = [
+        f"{k.lower()}\x1f{' '.join(v.lower().split())}"
+        for k, v in sorted(row.items())
+        if isinstance(v, str) and k not in ("embedding", "embedding_model") and v.strip()
+    ]
     return "\x1e".join(parts) or None
 
 
 def spearman(x: list[float], y: list[float]) -> float:
     def ranks(values: list[float]) -> list[float]:
-        return [sum(1 for w in values if w < v) + (sum(1 for w in values if w == v) + 1) / 2
-                for v in values]
+        return [
+            sum(1 for w in values if w < v) + (sum(1 for w in values if w == v) + 1) / 2
+            for v in values
+        ]
+
     rx, ry = ranks(x), ranks(y)
     mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
     sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
@@ -121,6 +134,7 @@ def key_ordered(rows: list[dict[str, Any]]) -> bool:
         if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 18:
             return int(v)
         return v
+
     for name in rows[0]:
         values = [value(r.get(name)) for r in rows]
         if any(v is None for v in values) or len({type(v) for v in values}) > 1:
@@ -151,12 +165,17 @@ def score_ordered(rows: list[dict[str, Any]]) -> bool:
     return False
 
 
-def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
-                   top_k: int | None = None, idf: bool = False,
-                   boosts: dict[str, str] | None = None, max_candidates: int | None = None,
-                   dim: int = DIM, declared: dict[str, bool] | None = None,
-                   similarities: dict[tuple[str, int], float] | None = None,
-                   ) -> list[tuple[str, int, float]]:
+def reference_rank(
+    sources: list[tuple[str, list[dict[str, Any]]]],
+    query: str,
+    top_k: int | None = None,
+    idf: bool = False,
+    boosts: dict[str, str] | None = None,
+    max_candidates: int | None = None,
+    dim: int = DIM,
+    declared: dict[str, bool] | None = None,
+    similarities: dict[tuple[str, int], float] | None = None,
+) -> list[tuple[str, int, float]]:
     """(source_id, source_rank, score) best first, with the hashing embedder of ``dim``.
 
     Copies (same :func:`doc_key`) collapse into the best-scored one. ``similarities``,
@@ -169,16 +188,26 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         multiplier = level.multiplier if level else 1.0
         bump = level.bump if level else 0.0
         for position, row in enumerate(rows, start=1):
-            union.append({"sid": sid, "routing": routing, "rank": position, "row": row,
-                          "key": 1.0 / (RRF_K + position / multiplier),
-                          "plain": 1.0 / (RRF_K + position), "bump": bump,
-                          "doc": doc_key(row) or f"alone-{routing}-{position}"})
+            union.append(
+                {
+                    "sid": sid,
+                    "routing": routing,
+                    "rank": position,
+                    "row": row,
+                    "key": 1.0 / (RRF_K + position / multiplier),
+                    "plain": 1.0 / (RRF_K + position),
+                    "bump": bump,
+                    "doc": doc_key(row) or f"alone-{routing}-{position}",
+                }
+            )
     kept, reference = union, union
     if max_candidates is not None and len(union) > max_candidates:
+
         def cap(key: str) -> list[dict[str, Any]]:
             best = sorted(union, key=lambda c: (-c[key], c["routing"], c["rank"]))
             chosen = {id(c) for c in best[:max_candidates]}
             return [c for c in union if id(c) in chosen]
+
         kept, reference = cap("key"), cap("plain")
     scored = [c for c in union if any(c is x for x in kept) or any(c is x for x in reference)]
 
@@ -258,8 +287,9 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         if weight[sid] > 0:
             voters[doc] = voters.get(doc, 0) + 1
             ranked_docs[doc] = ranked_docs.get(doc, 0) + 1
-    shared = (sum(1 for n in ranked_docs.values() if n >= 2) / len(ranked_docs)
-              if ranked_docs else 0.0)
+    shared = (
+        sum(1 for n in ranked_docs.values() if n >= 2) / len(ranked_docs) if ranked_docs else 0.0
+    )
     content_weight = max(1.0 - shared / 0.1, 0.1)
     # unranked sources: a row whose document no other ranked source returned gets the vote
     # of its content rank among its source's reference rows; copies share the best vote
@@ -282,10 +312,12 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         own_vote[id(c)] = vote
         if id(c) in in_reference:
             unranked[c["doc"]] = max(unranked.get(c["doc"], 0.0), vote)
+
     def scale(sim: float) -> float:
         if sim <= 0:
             return 0.0
         return min(max((sim - low) / span, 0.0), 1.0) if span > 0 else 1.0
+
     # lexical content: a ranked source's row rated below what its rank implies (the
     # pooled scaled content of the ranked reference rows at the same relative place) is
     # lifted half the source's weight of the way to it
@@ -318,8 +350,9 @@ def reference_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
         share = c["bump"]
         bump = 0.0
         if share and c["relevance"] > 0 and spread > 0:
-            place = 1 + sum(1 for r in reference
-                            if r["sid"] == c["sid"] and r["relevance"] > c["relevance"])
+            place = 1 + sum(
+                1 for r in reference if r["sid"] == c["sid"] and r["relevance"] > c["relevance"]
+            )
             decay = 1.0 / (1.0 + (place - 1) / ranking_boost.RANK_DECAY) if share > 0 else 1.0
             bump = share * spread * decay
         c["score"] = c["relevance"] + bump

@@ -19,8 +19,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def checkout(rev: str, into: Path) -> Path:
     """REV's ``nautilus`` package, extracted with ``git archive`` (no worktree, no checkout)."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", rev, "nautilus"],
-                             capture_output=True, check=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "nautilus"],
+        capture_output=True,
+        check=True,
+    ).stdout
     tar_path = into / "src.tar"
     tar_path.write_bytes(archive)
     with tarfile.open(tar_path) as tar:
@@ -28,9 +31,13 @@ def checkout(rev: str, into: Path) -> Path:
     return into
 
 
-def run_module(module: str, args: Sequence[str], nautilus_from: Path | None = None,
-               env: Mapping[str, str] | None = None,
-               **kwargs: Any) -> subprocess.CompletedProcess[Any]:
+def run_module(
+    module: str,
+    args: Sequence[str],
+    nautilus_from: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    **kwargs: Any,
+) -> subprocess.CompletedProcess[Any]:
     """``python -m module args`` in a child whose ``nautilus`` is the one extracted at
     ``nautilus_from`` (the working tree's when None); the repository's ``benchmarks`` and
     ``tools`` import as usual. ``kwargs`` go to :func:`subprocess.run`."""
@@ -38,5 +45,6 @@ def run_module(module: str, args: Sequence[str], nautilus_from: Path | None = No
     first = [str(nautilus_from)] if nautilus_from is not None else []
     child_env["PYTHONPATH"] = os.pathsep.join([*first, str(ROOT)])
     # The child's first path entry is its working directory: the extracted package's.
-    return subprocess.run([sys.executable, "-m", module, *args], env=child_env,
-                          cwd=nautilus_from or ROOT, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], env=child_env, cwd=nautilus_from or ROOT, **kwargs
+    )

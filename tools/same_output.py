@@ -46,37 +46,65 @@ def batches() -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
         results = speed.split(speed.text_rows(n, np.random.default_rng(n)))
         for idf in (True, False):
             for top_k in (speed.TOP_K, None):
-                out.append((f"text {n} idf={idf} top_k={top_k}", results,
-                            {"top_k": top_k, "idf": idf}, {"query": speed.QUERY}))
-        out.append((f"text {n} other query", results, {"idf": True},
-                    {"query": "sev3 row the and of lag"}))
+                out.append(
+                    (
+                        f"text {n} idf={idf} top_k={top_k}",
+                        results,
+                        {"top_k": top_k, "idf": idf},
+                        {"query": speed.QUERY},
+                    )
+                )
+        out.append(
+            (f"text {n} other query", results, {"idf": True}, {"query": "sev3 row the and of lag"})
+        )
     boosts = {"graph": "high", "sql": "low"}
     results = speed.split(speed.text_rows(400, np.random.default_rng(7)))
-    out.append(("text 400 boosts + cap", results,
-                {"top_k": 20, "idf": True, "source_boosts": boosts, "max_candidates": 200},
-                {"query": speed.QUERY}))
+    out.append(
+        (
+            "text 400 boosts + cap",
+            results,
+            {"top_k": 20, "idf": True, "source_boosts": boosts, "max_candidates": 200},
+            {"query": speed.QUERY},
+        )
+    )
     for n in (40, 400, 4_000):
         results = copies_batch(n, np.random.default_rng(n + 2))
         for idf in (True, False):
-            out.append((f"copies {n} idf={idf}", results, {"top_k": None, "idf": idf},
-                        {"query": speed.QUERY}))
+            out.append(
+                (
+                    f"copies {n} idf={idf}",
+                    results,
+                    {"top_k": None, "idf": idf},
+                    {"query": speed.QUERY},
+                )
+            )
     rng = np.random.default_rng(1)
     query_vector = rng.normal(size=speed.DIM)
     for n in (40, 400, 10_000):
         for as_list in (False, True):
             results = speed.split(speed.vector_rows(n, rng, as_list=as_list))
-            out.append((f"vectors {n} {'list' if as_list else 'numpy'}", results,
-                        {"top_k": None}, {"embedding": query_vector.tolist()}))
+            out.append(
+                (
+                    f"vectors {n} {'list' if as_list else 'numpy'}",
+                    results,
+                    {"top_k": None},
+                    {"embedding": query_vector.tolist()},
+                )
+            )
     # One float32 matrix per source; "before" gets the same values row by row.
     for n in (40, 10_000):
         matrix = np.random.default_rng(n + 1).normal(size=(n, speed.DIM)).astype(np.float32)
         rows = [{"id": f"row-{i}"} for i in range(n)]
         k = len(speed.SOURCES)
-        parts = [(s, rows[i::k], np.ascontiguousarray(matrix[i::k]))
-                 for i, s in enumerate(speed.SOURCES)]
-        by_row = [AdapterResult(s, [{**row, "embedding": v.tolist()}
-                                    for row, v in zip(part, m, strict=True)])
-                  for s, part, m in parts]
+        parts = [
+            (s, rows[i::k], np.ascontiguousarray(matrix[i::k])) for i, s in enumerate(speed.SOURCES)
+        ]
+        by_row = [
+            AdapterResult(
+                s, [{**row, "embedding": v.tolist()} for row, v in zip(part, m, strict=True)]
+            )
+            for s, part, m in parts
+        ]
         context: dict[str, Any] = {"embedding": query_vector.tolist()}
         if speed.HAS_MATRIX:
             context["_matrix"] = [AdapterResult(s, part, embeddings=m) for s, part, m in parts]
@@ -85,8 +113,9 @@ def batches() -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
     return out
 
 
-def vector_batches(query_vector: Any) -> list[tuple[str, list[Any], dict[str, Any],
-                                                    dict[str, Any]]]:
+def vector_batches(
+    query_vector: Any,
+) -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
     """Vector rows at a few thousand: numpy vectors (float64 and float32), a float32
     matrix per source, each with the top 10 (the benchmark's setting), under a candidate
     cap, and with copies (rows repeated by another source, same vector), whose paths
@@ -108,26 +137,42 @@ def vector_batches(query_vector: Any) -> list[tuple[str, list[Any], dict[str, An
     rows = [{"id": f"row-{i}"} for i in range(len(matrix))]
     with_copies = rows[:2_000] + rows[:250]  # the first rows again, under other sources
     vectors = np.concatenate((matrix[:2_000], matrix[:250]))
-    for label, kwargs in (("top 10", {"top_k": 10}), ("all", {"top_k": None}),
-                          ("cap 1000 + boosts", {"top_k": 10, "max_candidates": 1_000,
-                                                 "source_boosts": {"graph": "high"}})):
+    for label, kwargs in (
+        ("top 10", {"top_k": 10}),
+        ("all", {"top_k": None}),
+        (
+            "cap 1000 + boosts",
+            {"top_k": 10, "max_candidates": 1_000, "source_boosts": {"graph": "high"}},
+        ),
+    ):
         context: dict[str, Any] = {"embedding": query_vector}
         for name, batch_rows, batch in (("", rows, matrix), (" copies", with_copies, vectors)):
             n = len(batch_rows)
-            parts = [(s, batch_rows[i::k], np.ascontiguousarray(batch[i::k]))
-                     for i, s in enumerate(speed.SOURCES)]
-            by_row = [AdapterResult(s, [{**row, "embedding": v.astype(np.float64)}
-                                        for row, v in zip(part, m, strict=True)])
-                      for s, part, m in parts]
-            as_float32 = [AdapterResult(s, [{**row, "embedding": v}
-                                            for row, v in zip(part, m, strict=True)])
-                          for s, part, m in parts]
+            parts = [
+                (s, batch_rows[i::k], np.ascontiguousarray(batch[i::k]))
+                for i, s in enumerate(speed.SOURCES)
+            ]
+            by_row = [
+                AdapterResult(
+                    s,
+                    [
+                        {**row, "embedding": v.astype(np.float64)}
+                        for row, v in zip(part, m, strict=True)
+                    ],
+                )
+                for s, part, m in parts
+            ]
+            as_float32 = [
+                AdapterResult(s, [{**row, "embedding": v} for row, v in zip(part, m, strict=True)])
+                for s, part, m in parts
+            ]
             out.append((f"numpy vectors {n}{name} {label}", by_row, kwargs, context))
             out.append((f"float32 vectors {n}{name} {label}", as_float32, kwargs, context))
             matrix_context = dict(context)
             if speed.HAS_MATRIX:
-                matrix_context["_matrix"] = [AdapterResult(s, part, embeddings=m)
-                                             for s, part, m in parts]
+                matrix_context["_matrix"] = [
+                    AdapterResult(s, part, embeddings=m) for s, part, m in parts
+                ]
             out.append((f"float32 matrix {n}{name} {label}", by_row, kwargs, matrix_context))
     return out
 
@@ -150,8 +195,12 @@ def copies_batch(n: int, rng: Any) -> list[Any]:
             variant["text"] += " extra"  # a near-copy: not the same document
         copies.append(variant)
     half = len(rows) // 2
-    return [AdapterResult("a", rows[:half]), AdapterResult("b", copies),
-            AdapterResult("c", rows[half:]), AdapterResult("d", copies[::2])]
+    return [
+        AdapterResult("a", rows[:half]),
+        AdapterResult("b", copies),
+        AdapterResult("c", rows[half:]),
+        AdapterResult("d", copies[::2]),
+    ]
 
 
 def rank_all() -> list[dict[str, Any]]:
@@ -166,16 +215,34 @@ def rank_all() -> list[dict[str, Any]]:
         if matrix_results is not None and os.environ.get("SAME_OUTPUT_SIDE") == "after":
             results = matrix_results
         ranked = RankingSynthesizer(**kwargs).rank(results, context)
-        out.append({"name": name, "rows": [(r.source_id, r.source_rank, r.score,
-                                            [list(a) for a in getattr(r, "also_from", ())])
-                                           for r in ranked]})
+        out.append(
+            {
+                "name": name,
+                "rows": [
+                    (
+                        r.source_id,
+                        r.source_rank,
+                        r.score,
+                        [list(a) for a in getattr(r, "also_from", ())],
+                    )
+                    for r in ranked
+                ],
+            }
+        )
     return out
 
 
 def _side(label: str, pythonpath: Path | None) -> list[dict[str, Any]]:
     env = dict(os.environ, SAME_OUTPUT_SIDE=label)
-    done = run_module("tools.same_output", ["--child"], pythonpath, env, check=True,
-                      capture_output=True, text=True)
+    done = run_module(
+        "tools.same_output",
+        ["--child"],
+        pythonpath,
+        env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     data: list[dict[str, Any]] = json.loads(done.stdout)
     return data
 
@@ -195,10 +262,18 @@ def compare(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[s
             problems.append(f"{name}: no 'before' ranking")
             continue
         if [_place(r) for r in old] != [_place(r) for r in rows]:
-            first = next((i for i, (a, b) in enumerate(zip(old, rows, strict=False))
-                          if _place(a) != _place(b)), min(len(old), len(rows)))
-            problems.append(f"{name}: order differs from place {first + 1} "
-                            f"(before {old[first:first + 2]}, after {rows[first:first + 2]})")
+            first = next(
+                (
+                    i
+                    for i, (a, b) in enumerate(zip(old, rows, strict=False))
+                    if _place(a) != _place(b)
+                ),
+                min(len(old), len(rows)),
+            )
+            problems.append(
+                f"{name}: order differs from place {first + 1} "
+                f"(before {old[first : first + 2]}, after {rows[first : first + 2]})"
+            )
             continue
         worst = max((abs(a[2] - b[2]) for a, b in zip(old, rows, strict=True)), default=0.0)
         if worst > TOLERANCE:
@@ -222,8 +297,10 @@ def main() -> int:
     problems = compare(before, after)
     for problem in problems:
         print("DIFFERENT:", problem)
-    print(f"{len(after) - len(problems)} of {len(after)} batches identical "
-          f"(order exact, scores within {TOLERANCE:g}) to {args.rev}")
+    print(
+        f"{len(after) - len(problems)} of {len(after)} batches identical "
+        f"(order exact, scores within {TOLERANCE:g}) to {args.rev}"
+    )
     return 1 if problems else 0
 
 

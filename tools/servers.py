@@ -48,22 +48,34 @@ class Server:
 
 
 @contextmanager
-def running(tmp: Path, env: Mapping[str, str] | None = None, workers: int = 1,
-            launcher: list[str] | None = None) -> Iterator[Server]:
+def running(
+    tmp: Path,
+    env: Mapping[str, str] | None = None,
+    workers: int = 1,
+    launcher: list[str] | None = None,
+) -> Iterator[Server]:
     """A server with only ``env``'s NAUTILUS_* settings (plus a private data dir),
     ready (``/healthz`` answers) when entered, stopped when left."""
     port = free_port()
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    full_env = {**base, "NAUTILUS_DATA_DIR": str(tmp / "data"), "NAUTILUS_LOG_FORMAT": "json",
-                **(env or {})}
+    full_env = {
+        **base,
+        "NAUTILUS_DATA_DIR": str(tmp / "data"),
+        "NAUTILUS_LOG_FORMAT": "json",
+        **(env or {}),
+    }
     args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
-    command = ([sys.executable, SLOW_SERVE, *launcher, "--", *args] if launcher is not None
-               else [NAUTILUS, *args])
+    command = (
+        [sys.executable, SLOW_SERVE, *launcher, "--", *args]
+        if launcher is not None
+        else [NAUTILUS, *args]
+    )
     log = tmp / f"server-{port}.log"
     with log.open("w", encoding="utf-8") as sink:
-        process = subprocess.Popen(command, env=full_env, cwd=tmp, stdout=sink,
-                                   stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(
+            command, env=full_env, cwd=tmp, stdout=sink, stderr=subprocess.STDOUT, text=True
+        )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     try:
         deadline = time.monotonic() + 60

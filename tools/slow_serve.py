@@ -75,12 +75,11 @@ def main() -> int:
 
     def from_config(cls: type[Broker], *a: Any, **k: Any) -> Broker:
         broker: Broker = original_from_config(cls, *a, **k)
-        broker.sources = [BadRowSource(s) if s.id == args.bad_row else s
-                          for s in broker.sources]
-        broker.sources = [SlowSource(s, args.delay) if s.id == args.slow else s
-                          for s in broker.sources]
-        broker.sources = [CancellingSource(s) if s.id == args.cancel else s
-                          for s in broker.sources]
+        broker.sources = [BadRowSource(s) if s.id == args.bad_row else s for s in broker.sources]
+        broker.sources = [
+            SlowSource(s, args.delay) if s.id == args.slow else s for s in broker.sources
+        ]
+        broker.sources = [CancellingSource(s) if s.id == args.cancel else s for s in broker.sources]
         return broker
 
     async def arequest(self: Broker, query: str, context: Any = None) -> Any:

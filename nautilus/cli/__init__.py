@@ -30,9 +30,11 @@ __all__ = ["DEMO_QUERIES", "add_request_flags", "main"]
 #: The commands, in the order ``--help`` lists them: each a module with ``add_parser``
 #: and ``run``.
 COMMANDS = (config, query, sources, load, serve, mcp, demo, eval_command)
-_DESCRIPTION = ("The ranking layer for retrieval brokers: ask every source, rank the union, "
-                "keep the top K. Commands: config, query, sources, load, serve, mcp, demo, eval "
-                "('nautilus COMMAND --help' for each).")
+_DESCRIPTION = (
+    "The ranking layer for retrieval brokers: ask every source, rank the union, "
+    "keep the top K. Commands: config, query, sources, load, serve, mcp, demo, eval "
+    "('nautilus COMMAND --help' for each)."
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,9 +42,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from nautilus.errors import NautilusError
     from nautilus.log import LogSettings, configure_logging, get_logger
+
     log = LogSettings()
-    level = (log.log_level.strip().lower() if "log_level" in log.model_fields_set
-             else "info" if args.command in ("serve", "mcp") else "warning")
+    level = (
+        log.log_level.strip().lower()
+        if "log_level" in log.model_fields_set
+        else "info"
+        if args.command in ("serve", "mcp")
+        else "warning"
+    )
     configure_logging(level, log.log_format.strip().lower())
     try:
         return int(args.run(args))
@@ -55,8 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return 0
     except Exception as exc:  # the last line of defence: a clear line, never a traceback
-        get_logger("nautilus.cli").error("unexpected_error", error_type=type(exc).__name__,
-                                         error=str(exc)[:500])
+        get_logger("nautilus.cli").error(
+            "unexpected_error", error_type=type(exc).__name__, error=str(exc)[:500]
+        )
         print(f"nautilus: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
 

@@ -29,10 +29,12 @@ def port(text: str) -> int:
 def boost_entry(text: str) -> str:
     """``--boost``: one ``id:level`` entry, checked like NAUTILUS_SOURCE_BOOSTS."""
     from nautilus.config import collect_source_boosts
+
     boosts, problems = collect_source_boosts(text)
     if problems:
-        raise argparse.ArgumentTypeError(f"{problems[0].value!r}: {problems[0].reason} "
-                                         f"(valid levels: {problems[0].valid})")
+        raise argparse.ArgumentTypeError(
+            f"{problems[0].value!r}: {problems[0].reason} (valid levels: {problems[0].valid})"
+        )
     if not boosts:
         raise argparse.ArgumentTypeError("empty entry (expected ID or ID:LEVEL)")
     return text

@@ -23,27 +23,39 @@ NO_SOURCES = "at least one source; docs/sources.md has an example of each type"
 
 
 def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
-    config = commands.add_parser("config", help="show the effective settings, every "
-                                                "skipped entry and the sources file's status")
+    config = commands.add_parser(
+        "config",
+        help="show the effective settings, every skipped entry and the sources file's status",
+    )
     config.add_argument("--config", help=CONFIG_HELP)
     config.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    config.add_argument("--strict", action="store_true",
-                        help="exit 1 if any entry was skipped or the sources file is broken "
-                             "(for deployment pipelines)")
-    config.add_argument("--schema", action="store_true",
-                        help="print the sources file's JSON Schema and exit")
-    config.add_argument("--env-file", metavar="FILE",
-                        help="check the NAUTILUS_* settings of this dotenv file instead of "
-                             "the environment")
-    config.add_argument("--manifest", metavar="FILE",
-                        help="check the NAUTILUS_* env of a Kubernetes Deployment/StatefulSet "
-                             "(with its ConfigMaps) or a compose file, without deploying it")
+    config.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 if any entry was skipped or the sources file is broken "
+        "(for deployment pipelines)",
+    )
+    config.add_argument(
+        "--schema", action="store_true", help="print the sources file's JSON Schema and exit"
+    )
+    config.add_argument(
+        "--env-file",
+        metavar="FILE",
+        help="check the NAUTILUS_* settings of this dotenv file instead of the environment",
+    )
+    config.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="check the NAUTILUS_* env of a Kubernetes Deployment/StatefulSet "
+        "(with its ConfigMaps) or a compose file, without deploying it",
+    )
     config.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """``nautilus config``, with ``--manifest`` or ``--env-file`` read first."""
     from nautilus.service.manifest import with_manifest
+
     return with_manifest(run_config)(args)
 
 
@@ -52,6 +64,7 @@ def run_config(args: argparse.Namespace) -> int:
     from nautilus.broker import boost_problems
     from nautilus.config import NautilusSettings
     from nautilus.sources.factory import sources_json_schema
+
     if args.schema:
         print(json.dumps(sources_json_schema(), indent=2, sort_keys=True))
         return 0
@@ -63,27 +76,49 @@ def run_config(args: argparse.Namespace) -> int:
     if listing == []:
         source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"
     source_ids = None if listing is None else [s["id"] for s in listing]
-    problems = list(settings.problems) + list(
-        boost_problems(settings, source_ids) if source_ids is not None else ()) + \
-        _keys_problems(settings)
+    problems = (
+        list(settings.problems)
+        + list(boost_problems(settings, source_ids) if source_ids is not None else ())
+        + _keys_problems(settings)
+    )
     failed = args.strict and bool(problems or id_problems or source_error is not None)
     if args.json:
-        print(json.dumps({
-            "settings": settings.effective(),
-            "ranking_enabled": settings.ranking_enabled,
-            "log_level_applied": _log_levels() or {"cli": settings.log_level,
-                                                   "serve": settings.log_level},
-            "skipped": [{"variable": p.variable, "value": p.value, "reason": p.reason,
-                         "valid": p.valid, "message": p.message} for p in problems],
-            "sources_file": {"path": str(path), "ok": source_error is None,
-                             "error": source_error, "sources": listing or [],
-                             "warnings": id_problems},
-        }, indent=2, sort_keys=True))
+        print(
+            json.dumps(
+                {
+                    "settings": settings.effective(),
+                    "ranking_enabled": settings.ranking_enabled,
+                    "log_level_applied": _log_levels()
+                    or {"cli": settings.log_level, "serve": settings.log_level},
+                    "skipped": [
+                        {
+                            "variable": p.variable,
+                            "value": p.value,
+                            "reason": p.reason,
+                            "valid": p.valid,
+                            "message": p.message,
+                        }
+                        for p in problems
+                    ],
+                    "sources_file": {
+                        "path": str(path),
+                        "ok": source_error is None,
+                        "error": source_error,
+                        "sources": listing or [],
+                        "warnings": id_problems,
+                    },
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
     elif not failed:  # a failed gate prints its problems alone, on stderr
         print(_settings_table(settings))
         print(f"\nranking: {'on' if settings.ranking_enabled else 'off (exact passthrough)'}")
-        print(f"sources: {path}: " + (f"ERROR {source_error}" if source_error is not None
-                                      else "" if listing else "(none)"))
+        print(
+            f"sources: {path}: "
+            + (f"ERROR {source_error}" if source_error is not None else "" if listing else "(none)")
+        )
         for source in listing or []:
             print("  - " + "  ".join(source.values()))
         for warning in id_problems:
@@ -114,34 +149,44 @@ def _quiet(name: str) -> Iterator[None]:
         target.disabled = was
 
 
-def check_sources(settings: NautilusSettings,
-                   path: Path) -> tuple[list[dict[str, str]] | None, str | None]:
+def check_sources(
+    settings: NautilusSettings, path: Path
+) -> tuple[list[dict[str, str]] | None, str | None]:
     """Validate the sources file as a broker would (without building databases or
     connecting to one), and PostgreSQL sources' seeds as ``load`` would: each source's id
     and type (and a database's DSN, password masked), or the problem."""
     from nautilus.sources.factory import SourceConfigError, build_sources, load_sources
+
     try:
-        sources, _ = build_sources(path, settings.data_dir, settings.embedder,
-                                   settings.embedder_cache_size)
+        sources, _ = build_sources(
+            path, settings.data_dir, settings.embedder, settings.embedder_cache_size
+        )
     except (SourceConfigError, ImportError) as exc:
         return None, str(exc)
     for source in sources:
         source.close()
     specs = load_sources(path).specs
     from nautilus.sources.postgres.load import LoadError, check_seeds, postgres_specs
+
     try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
         check_seeds(postgres_specs(specs), path.parent)
     except LoadError as exc:
         return None, f"{path}: {exc}"
-    return [{"id": spec.id, "type": spec.type,
-             **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {})}  # Dsn masks itself
-            for spec in specs], None
+    return [
+        {
+            "id": spec.id,
+            "type": spec.type,
+            **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {}),
+        }  # Dsn masks itself
+        for spec in specs
+    ], None
 
 
 def _keys_problems(settings: NautilusSettings) -> list[Problem]:
     """The API keys file as ``serve`` and ``mcp`` read it at start-up (missing, not a
     regular file, empty): a gate must fail on what would stop the service."""
     from nautilus.config import ConfigError
+
     try:
         from nautilus.service.limits import load_api_keys
     except ImportError:  # no serve extra: nothing here reads the file
@@ -158,6 +203,7 @@ def _log_levels() -> dict[str, str] | None:
     the commands whose output is the point log warnings, the servers info
     (:func:`nautilus.cli.main`)."""
     from nautilus.log import LogSettings
+
     if "log_level" in LogSettings().model_fields_set:
         return None
     return {"cli": "warning", "serve": "info"}
@@ -170,6 +216,7 @@ def _id_problems(path: Path) -> list[str]:
     from nautilus.sources.postgres.load import seed_path
     from nautilus.sources.schema import SeededSqliteSpec
     from nautilus.sources.seeds import id_problem, load_seed
+
     problems = []
     for spec in load_sources(path).specs:
         if not isinstance(spec, SeededSqliteSpec):
@@ -190,8 +237,13 @@ def _settings_table(settings: NautilusSettings) -> str:
         elif isinstance(value, dict):
             shown = ",".join(f"{k}:{v}" for k, v in value.items()) or "(unset)"
         else:
-            shown = "(unset)" if value is None else str(value).lower() if isinstance(
-                value, bool) else str(value)
+            shown = (
+                "(unset)"
+                if value is None
+                else str(value).lower()
+                if isinstance(value, bool)
+                else str(value)
+            )
         rows.append((name, shown))
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {shown}" for name, shown in rows)
@@ -200,4 +252,5 @@ def _settings_table(settings: NautilusSettings) -> str:
 def config_path(settings: NautilusSettings, given: str | None) -> Path:
     """The sources file a command reads: ``--config``, else NAUTILUS_CONFIG, else the demo's."""
     from nautilus.sources.factory import bundled_demo_config
+
     return Path(given or settings.config or bundled_demo_config()).expanduser()

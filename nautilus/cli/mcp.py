@@ -14,12 +14,16 @@ from nautilus.cli.args import CONFIG_HELP, port
 
 
 def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
-    mcp = commands.add_parser("mcp",
-                              help="run the MCP server for agents (extra nautilus-ranking[mcp])")
+    mcp = commands.add_parser(
+        "mcp", help="run the MCP server for agents (extra nautilus-ranking[mcp])"
+    )
     mcp.add_argument("--config", help=CONFIG_HELP)
-    mcp.add_argument("--transport", choices=("stdio", "http"), default="stdio",
-                     help="stdio (default: an agent starts this command) or http "
-                          "(streamable HTTP at /mcp)")
+    mcp.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (default: an agent starts this command) or http (streamable HTTP at /mcp)",
+    )
     mcp.add_argument("--host", help="http: address to bind (default NAUTILUS_SERVE_HOST)")
     mcp.add_argument("--port", type=port, help="http: port (default 8001)")
     mcp.set_defaults(run=run)
@@ -32,4 +36,5 @@ def run(args: argparse.Namespace) -> int:
     if args.config:  # as NAUTILUS_CONFIG, as serve does
         os.environ["NAUTILUS_CONFIG"] = str(Path(args.config).expanduser().resolve())
     from nautilus.mcp.server import run_mcp  # the MCP SDK only when serving it
+
     return run_mcp(args.transport, args.host, args.port)

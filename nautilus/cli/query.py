@@ -25,8 +25,11 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
     other commands parse without loading it."""
     query = commands.add_parser("query", help="ask every source and show the ranked answer")
     query.add_argument("--config", help=CONFIG_HELP)
-    query.add_argument("--json", action="store_true", help="the answer as one JSON object "
-                                                          "(what POST /v1/query returns)")
+    query.add_argument(
+        "--json",
+        action="store_true",
+        help="the answer as one JSON object (what POST /v1/query returns)",
+    )
     if next((a for a in argv if not a.startswith("-")), None) == "query":
         add_request_flags(query)
     query.set_defaults(run=run)
@@ -36,6 +39,7 @@ def add_request_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per :class:`QueryRequest` field (the query is the positional argument),
     named, explained and checked as the request model declares it."""
     from nautilus.request.model import QueryRequest, arg_of
+
     paged = parser.add_mutually_exclusive_group()
     for name, info in QueryRequest.model_fields.items():
         arg = arg_of(name)
@@ -46,15 +50,26 @@ def add_request_flags(parser: argparse.ArgumentParser) -> None:
             continue
         target = paged if name in ("page", "cursor") else parser
         if kind is bool:
-            target.add_argument(arg.flag, dest=name, action="store_true", default=None,
-                                help=help_text)
+            target.add_argument(
+                arg.flag, dest=name, action="store_true", default=None, help=help_text
+            )
         elif arg.repeat:
-            target.add_argument(arg.flag, dest=name, action="append", metavar=arg.metavar,
-                                type=boost_entry if kind is dict else str,
-                                help=help_text + " (repeatable)")
+            target.add_argument(
+                arg.flag,
+                dest=name,
+                action="append",
+                metavar=arg.metavar,
+                type=boost_entry if kind is dict else str,
+                help=help_text + " (repeatable)",
+            )
         else:
-            target.add_argument(arg.flag, dest=name, metavar=arg.metavar, help=help_text,
-                                type=count if kind is int else str)
+            target.add_argument(
+                arg.flag,
+                dest=name,
+                metavar=arg.metavar,
+                help=help_text,
+                type=count if kind is int else str,
+            )
 
 
 def _kind(annotation: Any) -> type:
@@ -70,6 +85,7 @@ def request_of(args: argparse.Namespace) -> QueryRequest:
     """The flags as a request; a value the model refuses is a ProblemError (exit 2). A
     byte of the query that is not UTF-8 (a lone surrogate here) becomes U+FFFD."""
     from nautilus.request.model import QueryRequest, parse_request
+
     payload: dict[str, Any] = {"query": os.fsencode(args.text).decode("utf-8", "replace")}
     for name in QueryRequest.model_fields:
         value = getattr(args, name, None)
@@ -90,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     from nautilus.request.engine import Engine
     from nautilus.request.errors import ProblemError
     from nautilus.response_hash import json_default
+
     try:
         request = request_of(args)
         engine = Engine.assemble(NautilusSettings(), args.config)
@@ -118,13 +135,16 @@ def _refused(exc: ProblemError) -> int:
     """A refused request: each problem on stderr, named by its flag; 2 for a bad flag,
     1 for a request that could not be answered as asked (a stale cursor)."""
     from nautilus.request.model import QueryRequest, arg_of
+
     errors = exc.extra.get("errors") or ([exc.extra] if exc.extra.get("field") else [])
     for error in errors:
         field = str(error.get("field", ""))
         flag = (arg_of(field).flag or "query") if field in QueryRequest.model_fields else field
         reason = error.get("reason") or exc.detail
-        print(f"nautilus: {flag}: {error.get('value')!r}: {reason} "
-              f"(valid: {error.get('valid')})", file=sys.stderr)
+        print(
+            f"nautilus: {flag}: {error.get('value')!r}: {reason} (valid: {error.get('valid')})",
+            file=sys.stderr,
+        )
     if not errors:
         print(f"nautilus: {exc.detail}", file=sys.stderr)
     return 2 if exc.status in (403, 422) else 1

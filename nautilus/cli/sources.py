@@ -23,10 +23,12 @@ def run(args: argparse.Namespace) -> int:
     from nautilus.config import NautilusSettings
     from nautilus.sources.factory import build_sources
     from nautilus.sources.sqlite.base import SqliteSource
+
     settings = NautilusSettings()
     path = config_path(settings, args.config)
-    sources, _ = build_sources(path, settings.data_dir, settings.embedder,
-                               settings.embedder_cache_size)
+    sources, _ = build_sources(
+        path, settings.data_dir, settings.embedder, settings.embedder_cache_size
+    )
     failed = 0
     for source in sources:
         if not isinstance(source, SqliteSource):  # only SQLite sources are built by nautilus

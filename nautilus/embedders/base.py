@@ -43,11 +43,13 @@ class TokenEmbedder(Protocol):
     dim: int
     model_id: str
 
-    def embed_tokens(self, batch: TokenBatch,
-                     token_weights: Mapping[str, float] | None = None) -> SparseRows: ...
+    def embed_tokens(
+        self, batch: TokenBatch, token_weights: Mapping[str, float] | None = None
+    ) -> SparseRows: ...
 
-    def embed_weighted(self, tokens: list[str],
-                       weights: Mapping[str, float]) -> npt.NDArray[np.float64]: ...
+    def embed_weighted(
+        self, tokens: list[str], weights: Mapping[str, float]
+    ) -> npt.NDArray[np.float64]: ...
 
     def embed_query(self, tokens: list[str], weights: Mapping[str, float]) -> SparseVector: ...
 
@@ -55,10 +57,13 @@ class TokenEmbedder(Protocol):
 def is_token_embedder(embedder: object) -> TypeGuard[TokenEmbedder]:
     """``isinstance(embedder, TokenEmbedder)`` in a microsecond: a runtime protocol check
     walks the protocol's members each time (~50 µs, a twentieth of a small request)."""
-    return (callable(getattr(embedder, "embed_tokens", None))
-            and callable(getattr(embedder, "embed_query", None))
-            and callable(getattr(embedder, "embed_weighted", None))
-            and hasattr(embedder, "dim") and hasattr(embedder, "model_id"))
+    return (
+        callable(getattr(embedder, "embed_tokens", None))
+        and callable(getattr(embedder, "embed_query", None))
+        and callable(getattr(embedder, "embed_weighted", None))
+        and hasattr(embedder, "dim")
+        and hasattr(embedder, "model_id")
+    )
 
 
 class NoopEmbedder:
@@ -74,7 +79,8 @@ class NoopEmbedder:
         if self.strict:
             raise EmbeddingUnavailableError(
                 "NoopEmbedder has no embeddings; pass context['embedding'] or choose "
-                "NAUTILUS_EMBEDDER=hashing")
+                "NAUTILUS_EMBEDDER=hashing"
+            )
         return [0.0] * self.dim
 
 

@@ -32,8 +32,9 @@ class SparseRows:
 
     def dot(self, vector: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """Each row's dot product with a dense ``vector``."""
-        products = np.bincount(self.rows, weights=self.values * vector[self.columns],
-                               minlength=self.n_rows)
+        products = np.bincount(
+            self.rows, weights=self.values * vector[self.columns], minlength=self.n_rows
+        )
         return products.astype(np.float64, copy=False)
 
     def dense(self) -> npt.NDArray[np.float64]:
@@ -49,8 +50,9 @@ class SparseRows:
         at = np.searchsorted(vector.columns, self.columns)
         np.minimum(at, len(vector.columns) - 1, out=at)
         hit = vector.columns[at] == self.columns
-        products = np.bincount(self.rows[hit], weights=self.values[hit] * vector.values[at[hit]],
-                               minlength=self.n_rows)
+        products = np.bincount(
+            self.rows[hit], weights=self.values[hit] * vector.values[at[hit]], minlength=self.n_rows
+        )
         return products.astype(np.float64, copy=False)
 
 
@@ -125,8 +127,9 @@ class HashingEmbedder:
     def embed_batch(self, texts: list[str]) -> npt.NDArray[np.float64]:
         return self.embed_tokens(TokenBatch.from_texts(texts)).dense()
 
-    def embed_weighted(self, tokens: list[str],
-                       weights: Mapping[str, float]) -> npt.NDArray[np.float64]:
+    def embed_weighted(
+        self, tokens: list[str], weights: Mapping[str, float]
+    ) -> npt.NDArray[np.float64]:
         """The vector of one token sequence with each feature scaled by a token weight
         (a unigram ``t`` by ``w(t)``, a bigram ``a b`` by ``sqrt(w(a) · w(b))``).
 
@@ -148,38 +151,51 @@ class HashingEmbedder:
         for token in tokens:  # distinct terms in order of first appearance, as a batch's
             counts[token] = counts.get(token, 0) + 1
         terms = list(counts)
-        hashes = np.fromiter(cached_values(_TERM_HASHES, _term_hash, terms),
-                             dtype=np.uint64, count=len(terms))
-        feature_weights = 1.0 + np.log(np.fromiter(counts.values(), dtype=np.int64,
-                                                   count=len(terms)).astype(np.float64))
+        hashes = np.fromiter(
+            cached_values(_TERM_HASHES, _term_hash, terms), dtype=np.uint64, count=len(terms)
+        )
+        feature_weights = 1.0 + np.log(
+            np.fromiter(counts.values(), dtype=np.int64, count=len(terms)).astype(np.float64)
+        )
         if weights:
             feature_weights *= np.array([weights.get(t, 1.0) for t in terms])
         signs, buckets = self._signs_and_columns(hashes)
         columns, inverse = unique_inverse(buckets)
         values = np.bincount(inverse, weights=feature_weights * signs, minlength=len(columns))
-        norm = math.sqrt(float(np.bincount(np.zeros(len(columns), dtype=np.int64),
-                                           weights=values * values)[0]))
+        norm = math.sqrt(
+            float(np.bincount(np.zeros(len(columns), dtype=np.int64), weights=values * values)[0])
+        )
         if norm <= _CANCELLED:  # every feature cancelled: unsigned, as in embed_tokens
             values = np.bincount(inverse, weights=feature_weights, minlength=len(columns))
-            norm = math.sqrt(float(np.bincount(np.zeros(len(columns), dtype=np.int64),
-                                               weights=values * values)[0]))
+            norm = math.sqrt(
+                float(
+                    np.bincount(np.zeros(len(columns), dtype=np.int64), weights=values * values)[0]
+                )
+            )
         return SparseVector(self.dim, columns, values / norm)
 
-    def _signs_and_columns(self, hashes: npt.NDArray[np.uint64],
-                           ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    def _signs_and_columns(
+        self,
+        hashes: npt.NDArray[np.uint64],
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
         """Each feature hash's sign (bit 31) and bucket (``h mod dim``)."""
         signs = np.where((hashes >> np.uint64(31)) & np.uint64(1), -1.0, 1.0)
         return signs, (hashes % np.uint64(self.dim)).astype(np.int64)
 
-    def embed_tokens(self, batch: TokenBatch,
-                     token_weights: Mapping[str, float] | None = None) -> SparseRows:
+    def embed_tokens(
+        self, batch: TokenBatch, token_weights: Mapping[str, float] | None = None
+    ) -> SparseRows:
         """Sparse unit vectors of a token batch; ``token_weights`` scales features
         as in :meth:`embed_weighted` (absent tokens weigh 1)."""
         vocab_terms = list(batch.vocab)
-        term_hashes = np.fromiter(cached_values(_TERM_HASHES, _term_hash, vocab_terms),
-                                  dtype=np.uint64, count=len(vocab_terms))
-        term_weights = (np.array([token_weights.get(t, 1.0) for t in vocab_terms])
-                        if token_weights else None)
+        term_hashes = np.fromiter(
+            cached_values(_TERM_HASHES, _term_hash, vocab_terms),
+            dtype=np.uint64,
+            count=len(vocab_terms),
+        )
+        term_weights = (
+            np.array([token_weights.get(t, 1.0) for t in vocab_terms]) if token_weights else None
+        )
         rows, terms, counts = batch.pairs()
         # A term's sign and bucket are worked out once, not once per text it is in.
         term_signs, term_columns = self._signs_and_columns(term_hashes)
@@ -194,7 +210,9 @@ class HashingEmbedder:
             width = np.uint64(1 << 32)
             keys, first_seen, b_counts = np.unique(
                 b_rows.astype(np.uint64) * width + (mixed % width),
-                return_index=True, return_counts=True)
+                return_index=True,
+                return_counts=True,
+            )
             feature_rows.append((keys // width).astype(np.int64))
             b_signs, b_columns = self._signs_and_columns(keys % width)
             feature_signs.append(b_signs)
@@ -202,7 +220,8 @@ class HashingEmbedder:
             feature_counts.append(b_counts.astype(np.int64))
             if term_weights is not None:
                 feature_scales.append(
-                    np.sqrt(term_weights[first] * term_weights[second])[first_seen])
+                    np.sqrt(term_weights[first] * term_weights[second])[first_seen]
+                )
         all_rows = concatenated(feature_rows)
         weights = 1.0 + np.log(concatenated(feature_counts).astype(np.float64))
         if feature_scales:
@@ -223,8 +242,8 @@ class HashingEmbedder:
             # takes its features unsigned. Texts with any feature left are unchanged.
             unsigned = np.bincount(inverse, weights=weights, minlength=len(keys))
             values = np.where(cancelled[out_rows], unsigned, values)
-            norms = np.sqrt(np.bincount(out_rows, weights=values * values,
-                                        minlength=batch.n_texts))
+            norms = np.sqrt(np.bincount(out_rows, weights=values * values, minlength=batch.n_texts))
         safe = np.where(norms > 0, norms, 1.0)
-        return SparseRows(batch.n_texts, self.dim, out_rows, keys % self.dim,
-                          values / safe[out_rows])
+        return SparseRows(
+            batch.n_texts, self.dim, out_rows, keys % self.dim, values / safe[out_rows]
+        )

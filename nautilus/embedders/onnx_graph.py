@@ -54,8 +54,7 @@ def _layer_of(initializer_name: str) -> str:
     return initializer_name.split(".encoder.layer.")[1].split(".")[0]
 
 
-def rewrite(model_bytes: bytes, int8: bool,
-            kinds: Iterable[str] = INT8_KINDS) -> bytes:
+def rewrite(model_bytes: bytes, int8: bool, kinds: Iterable[str] = INT8_KINDS) -> bytes:
     """The fused graph of the shipped model, with int8 products for ``kinds`` if
     ``int8``; ``kinds`` ⊆ {qkv, attn_out, ffn_up, ffn_down}."""
     import onnx
@@ -84,8 +83,13 @@ def rewrite(model_bytes: bytes, int8: bool,
         ``Cast(int8) * scale``, else None (an activation × activation product)."""
         mul = producer.get(matmul.input[1])
         cast = producer.get(mul.input[0]) if mul is not None and mul.op_type == "Mul" else None
-        if (cast is None or cast.op_type != "Cast" or cast.input[0] not in initializers
-                or mul is None or mul.input[1] not in initializers):
+        if (
+            cast is None
+            or cast.op_type != "Cast"
+            or cast.input[0] not in initializers
+            or mul is None
+            or mul.input[1] not in initializers
+        ):
             return None
         return cast.input[0], mul.input[1]
 
@@ -116,45 +120,83 @@ def rewrite(model_bytes: bytes, int8: bool,
         quantized, scale = weight
         per_column = numpy_helper.to_array(initializers[scale]).reshape(-1).astype(np.float32)
         new_initializers.append(numpy_helper.from_array(per_column, f"{scale}_per_column"))
-        replaced[id(node)] = [helper.make_node(
-            "DynamicQuantizeMatMul", [node.input[0], quantized, f"{scale}_per_column"],
-            list(node.output), name=f"{node.name}_int8", domain=CONTRIB)]
+        replaced[id(node)] = [
+            helper.make_node(
+                "DynamicQuantizeMatMul",
+                [node.input[0], quantized, f"{scale}_per_column"],
+                list(node.output),
+                name=f"{node.name}_int8",
+                domain=CONTRIB,
+            )
+        ]
     expected = {"qkv": 3 * LAYERS, "attn_out": LAYERS, "ffn_up": LAYERS, "ffn_down": LAYERS}
     if dict(products) != expected or len(context_of_layer) != LAYERS:
-        raise GraphRewriteError(f"expected weight products {expected} in {LAYERS} layers, "
-                                f"found {dict(products)} ({len(context_of_layer)} layers)")
+        raise GraphRewriteError(
+            f"expected weight products {expected} in {LAYERS} layers, "
+            f"found {dict(products)} ({len(context_of_layer)} layers)"
+        )
 
     # Attention: the three bias Adds of each layer feed one MultiHeadAttention, whose
     # output replaces the (batch, sequence, hidden) context the output projection reads.
     biases: dict[str, dict[str, onnx.NodeProto]] = defaultdict(dict)
     for node in graph.node:
-        if (node.op_type == "Add" and node.input[1] in initializers
-                and ".attention.self." in node.input[1]):
+        if (
+            node.op_type == "Add"
+            and node.input[1] in initializers
+            and ".attention.self." in node.input[1]
+        ):
             role = node.input[1].split(".attention.self.")[1].split(".")[0]
             biases[_layer_of(node.input[1])][role] = node
-    added.append(helper.make_node("Cast", ["attention_mask"], ["attention_mask_int32"],
-                                  to=TensorProto.INT32, name="attention_mask_int32"))
+    added.append(
+        helper.make_node(
+            "Cast",
+            ["attention_mask"],
+            ["attention_mask_int32"],
+            to=TensorProto.INT32,
+            name="attention_mask_int32",
+        )
+    )
     for layer, context in sorted(context_of_layer.items()):
         roles = biases.get(layer, {})
         if set(roles) != {"query", "key", "value"}:
-            raise GraphRewriteError(f"layer {layer}: query/key/value biases not found "
-                                    f"(found {sorted(roles)})")
+            raise GraphRewriteError(
+                f"layer {layer}: query/key/value biases not found (found {sorted(roles)})"
+            )
         adds = [roles["query"], roles["key"], roles["value"]]
         packed = np.concatenate([numpy_helper.to_array(initializers[a.input[1]]) for a in adds])
-        new_initializers.append(numpy_helper.from_array(packed.astype(np.float32),
-                                                        f"layer_{layer}_qkv_bias"))
-        added.append(helper.make_node(
-            "MultiHeadAttention",
-            [adds[0].input[0], adds[1].input[0], adds[2].input[0], f"layer_{layer}_qkv_bias",
-             "attention_mask_int32"],
-            [context], name=f"layer_{layer}_attention", domain=CONTRIB, num_heads=HEADS))
+        new_initializers.append(
+            numpy_helper.from_array(packed.astype(np.float32), f"layer_{layer}_qkv_bias")
+        )
+        added.append(
+            helper.make_node(
+                "MultiHeadAttention",
+                [
+                    adds[0].input[0],
+                    adds[1].input[0],
+                    adds[2].input[0],
+                    f"layer_{layer}_qkv_bias",
+                    "attention_mask_int32",
+                ],
+                [context],
+                name=f"layer_{layer}_attention",
+                domain=CONTRIB,
+                num_heads=HEADS,
+            )
+        )
     # GELU: x * (0.5 * (1 + erf(x / sqrt 2))), ending in the Mul named gelu*.
     gelus = [n for n in graph.node if n.op_type == "Mul" and n.output[0].startswith("gelu")]
     if len(gelus) != LAYERS:
         raise GraphRewriteError(f"expected {LAYERS} GELUs, found {len(gelus)}")
     for node in gelus:
-        added.append(helper.make_node("Gelu", [node.input[0]], list(node.output),
-                                      name=f"{node.name}_fused", domain=CONTRIB))
+        added.append(
+            helper.make_node(
+                "Gelu",
+                [node.input[0]],
+                list(node.output),
+                name=f"{node.name}_fused",
+                domain=CONTRIB,
+            )
+        )
 
     rewritten = {out for node in added for out in node.output}
     nodes: list[onnx.NodeProto] = []
@@ -183,8 +225,9 @@ def _live_in_order(nodes: list[NodeProto], outputs: list[str]) -> list[NodeProto
     producer = {out: node for node in nodes for out in node.output}
     seen: set[int] = set()
     ordered: list[NodeProto] = []
-    stack: list[tuple[NodeProto, bool]] = [(producer[name], False) for name in reversed(outputs)
-                                        if name in producer]
+    stack: list[tuple[NodeProto, bool]] = [
+        (producer[name], False) for name in reversed(outputs) if name in producer
+    ]
     while stack:
         node, inputs_done = stack.pop()
         if inputs_done:

@@ -34,10 +34,12 @@ def embedder_name_of(model_id: str) -> str | None:
     if dim != model_id:
         return "hashing" if dim.isascii() and dim.isdigit() else None
     from nautilus.embedders.onnx import INT8_MODEL_ID, MODEL_ID
+
     return {INT8_MODEL_ID: "onnx", MODEL_ID: "onnx-float32"}.get(model_id)
 
 
 @lru_cache(maxsize=4)
 def _shared_onnx(cache_size: int, int8: bool) -> Embedder:
     from nautilus.embedders.onnx import OnnxEmbedder
+
     return OnnxEmbedder(cache_size=cache_size, int8=int8)

@@ -25,9 +25,16 @@ __all__ = [
     "run_eval",
 ]
 
-_HOMES = {"EvalResult": "evaluate", "run_eval": "evaluate", "EvalInputError": "judgments",
-          "read_judgments": "judgments", "read_queries": "judgments", "ndcg_at": "metrics",
-          "recall_at": "metrics", "reciprocal_rank": "metrics"}
+_HOMES = {
+    "EvalResult": "evaluate",
+    "run_eval": "evaluate",
+    "EvalInputError": "judgments",
+    "read_judgments": "judgments",
+    "read_queries": "judgments",
+    "ndcg_at": "metrics",
+    "recall_at": "metrics",
+    "reciprocal_rank": "metrics",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -64,22 +64,30 @@ def read_corpus(dataset: Path) -> list[dict[str, str]]:
     """``corpus.jsonl`` as ``{"id", "title", "text"}`` documents."""
     path = dataset / "corpus.jsonl"
     if not path.is_file():
-        raise CollectionError(f"{dataset}: no corpus.jsonl (a BEIR collection folder has "
-                              "corpus.jsonl, queries.jsonl, qrels/)")
+        raise CollectionError(
+            f"{dataset}: no corpus.jsonl (a BEIR collection folder has "
+            "corpus.jsonl, queries.jsonl, qrels/)"
+        )
     docs = []
     try:
         for number, doc in enumerate(read_jsonl(path), start=1):
             if "_id" not in doc:
                 raise CollectionError(f"{path}: document #{number} has no '_id'")
-            docs.append({"id": str(doc["_id"]), "title": str(doc.get("title") or ""),
-                         "text": str(doc.get("text") or "")})
+            docs.append(
+                {
+                    "id": str(doc["_id"]),
+                    "title": str(doc.get("title") or ""),
+                    "text": str(doc.get("text") or ""),
+                }
+            )
     except ValueError as exc:  # read_jsonl names the file and the line
         raise CollectionError(str(exc)) from exc
     return docs
 
 
-def write_sources(dataset: Path, out: Path, layout: str = "partitioned",
-                  settings: NautilusSettings | None = None) -> Path:
+def write_sources(
+    dataset: Path, out: Path, layout: str = "partitioned", settings: NautilusSettings | None = None
+) -> Path:
     """Seeds and ``nautilus.yaml`` in ``out``, databases built under ``NAUTILUS_DATA_DIR``
     (rebuilt when a seed changes); returns the config path."""
     if layout not in LAYOUTS:
@@ -87,16 +95,22 @@ def write_sources(dataset: Path, out: Path, layout: str = "partitioned",
     docs = read_corpus(dataset)
     out = out.expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
-    parts = ([docs[i::3] for i in range(3)] if layout == "partitioned" else [docs] * 3)
+    parts = [docs[i::3] for i in range(3)] if layout == "partitioned" else [docs] * 3
     for name, part in zip(SOURCES, parts, strict=True):
-        (out / f"{name}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in part),
-                                           encoding="utf-8")
+        (out / f"{name}.jsonl").write_text(
+            "".join(json.dumps(d) + "\n" for d in part), encoding="utf-8"
+        )
     config = out / "nautilus.yaml"
-    config.write_text(_CONFIG.format(name=dataset.name, layout=layout, dataset=dataset,
-                                     out=out, limit=SOURCE_LIMIT), encoding="utf-8")
+    config.write_text(
+        _CONFIG.format(
+            name=dataset.name, layout=layout, dataset=dataset, out=out, limit=SOURCE_LIMIT
+        ),
+        encoding="utf-8",
+    )
     settings = settings if settings is not None else NautilusSettings()
-    sources, _ = build_sources(config, settings.data_dir, settings.embedder,
-                               settings.embedder_cache_size)
+    sources, _ = build_sources(
+        config, settings.data_dir, settings.embedder, settings.embedder_cache_size
+    )
     for source in sources:
         if isinstance(source, SqliteSource):
             source.ensure_built()
@@ -104,11 +118,15 @@ def write_sources(dataset: Path, out: Path, layout: str = "partitioned",
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nautilus.evaluation.collection",
-                                     description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m nautilus.evaluation.collection", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("dataset", type=Path, help="a BEIR collection folder")
-    parser.add_argument("out", type=Path, help="where the seeds and nautilus.yaml go "
-                                               "(databases: under NAUTILUS_DATA_DIR)")
+    parser.add_argument(
+        "out",
+        type=Path,
+        help="where the seeds and nautilus.yaml go (databases: under NAUTILUS_DATA_DIR)",
+    )
     parser.add_argument("--layout", choices=LAYOUTS, default="partitioned")
     args = parser.parse_args(argv)
     log = LogSettings()
@@ -120,8 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     qrels = args.dataset / "qrels" / "test.tsv"
     print(config)
-    print(f"try: nautilus eval --config {config} --queries {args.dataset / 'queries.jsonl'} "
-          f"--judgments {qrels} --sweep --recommend", file=sys.stderr)
+    print(
+        f"try: nautilus eval --config {config} --queries {args.dataset / 'queries.jsonl'} "
+        f"--judgments {qrels} --sweep --recommend",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -17,33 +17,63 @@ from nautilus.evaluation.metrics import DEFAULT_K
 def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
     """Add ``eval`` to the ``nautilus`` subcommands."""
     parser = commands.add_parser(
-        "eval", help="measure relevance on judged queries; --sweep tries the alternatives",
+        "eval",
+        help="measure relevance on judged queries; --sweep tries the alternatives",
         description="Run judged queries through the live broker (one fan-out per query) and "
-                    "report nDCG@k, recall@k, MRR, each source's share of the top k and the "
-                    "recall ceiling; --sweep re-ranks the same rows under passthrough, IDF "
-                    "off/on and every boost level, with paired bootstrap CIs.")
-    parser.add_argument("--queries", required=True, type=Path, metavar="FILE",
-                        help="BEIR queries.jsonl, TREC topics, or 'qid<TAB>text' lines")
-    parser.add_argument("--judgments", required=True, type=Path, metavar="FILE",
-                        help="BEIR qrels TSV (or its folder) or TREC qrels 'qid 0 docid grade'")
+        "report nDCG@k, recall@k, MRR, each source's share of the top k and the "
+        "recall ceiling; --sweep re-ranks the same rows under passthrough, IDF "
+        "off/on and every boost level, with paired bootstrap CIs.",
+    )
+    parser.add_argument(
+        "--queries",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="BEIR queries.jsonl, TREC topics, or 'qid<TAB>text' lines",
+    )
+    parser.add_argument(
+        "--judgments",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="BEIR qrels TSV (or its folder) or TREC qrels 'qid 0 docid grade'",
+    )
     parser.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
-    parser.add_argument("--id-field", default="id", metavar="FIELD",
-                        help="the row field that holds the judged document id (default: id)")
-    parser.add_argument("--k", type=int, default=DEFAULT_K, metavar="K",
-                        help=f"metric depth: nDCG@K, recall@K, share of the top K "
-                             f"(default {DEFAULT_K})")
-    parser.add_argument("--sweep", action="store_true",
-                        help="also passthrough, IDF off/on and each source at each boost level, "
-                             "and a recommendation")
-    parser.add_argument("--recommend", action="store_true",
-                        help="print only the recommended NAUTILUS_* lines, a .env fragment "
-                             "(implies --sweep; --json or --markdown print the whole report)")
+    parser.add_argument(
+        "--id-field",
+        default="id",
+        metavar="FIELD",
+        help="the row field that holds the judged document id (default: id)",
+    )
+    parser.add_argument(
+        "--k",
+        type=int,
+        default=DEFAULT_K,
+        metavar="K",
+        help=f"metric depth: nDCG@K, recall@K, share of the top K (default {DEFAULT_K})",
+    )
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also passthrough, IDF off/on and each source at each boost level, "
+        "and a recommendation",
+    )
+    parser.add_argument(
+        "--recommend",
+        action="store_true",
+        help="print only the recommended NAUTILUS_* lines, a .env fragment "
+        "(implies --sweep; --json or --markdown print the whole report)",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="one JSON object on stdout")
     output.add_argument("--markdown", action="store_true", help="a markdown table on stdout")
-    parser.add_argument("--plot", type=Path, metavar="FILE.png",
-                        help="share of the top K and nDCG@K against boost level (implies "
-                             "--sweep; needs matplotlib: pip install 'nautilus-ranking[bench]')")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FILE.png",
+        help="share of the top K and nDCG@K against boost level (implies "
+        "--sweep; needs matplotlib: pip install 'nautilus-ranking[bench]')",
+    )
     parser.set_defaults(run=run)
 
 
@@ -65,8 +95,15 @@ def run(args: argparse.Namespace) -> int:
         _check_matplotlib()
     sweep = bool(args.sweep or args.recommend or args.plot is not None)
     try:
-        result = run_eval(args.queries, args.judgments, args.config, NautilusSettings(),
-                          id_field=args.id_field, k=args.k, sweep=sweep)
+        result = run_eval(
+            args.queries,
+            args.judgments,
+            args.config,
+            NautilusSettings(),
+            id_field=args.id_field,
+            k=args.k,
+            sweep=sweep,
+        )
         if args.plot is not None:
             plot(result, args.plot)
     except (EvalInputError, OSError) as exc:

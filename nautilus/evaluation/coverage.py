@@ -22,20 +22,20 @@ _EXAMPLES = 5
 class Coverage:
     queries_in_file: int
     evaluated: int
-    no_relevant: list[str]            # queries with judgments but none >= 1: not scored
-    unjudged: list[str]               # queries with no judgment at all: not scored
-    judged_unknown_query: list[str]   # judged query ids the queries file does not have
-    relevant_total: int               # judged-relevant (query, doc) pairs of evaluated queries
-    relevant_returned: int            # ... returned by at least one source for their query
-    ceiling_recall: float             # mean per-query recall of the union of every source
-    not_returned: int                 # relevant pairs no source returned for their query
-    never_seen: list[str]             # relevant ids no row of any query carried
+    no_relevant: list[str]  # queries with judgments but none >= 1: not scored
+    unjudged: list[str]  # queries with no judgment at all: not scored
+    judged_unknown_query: list[str]  # judged query ids the queries file does not have
+    relevant_total: int  # judged-relevant (query, doc) pairs of evaluated queries
+    relevant_returned: int  # ... returned by at least one source for their query
+    ceiling_recall: float  # mean per-query recall of the union of every source
+    not_returned: int  # relevant pairs no source returned for their query
+    never_seen: list[str]  # relevant ids no row of any query carried
     rows_total: int
     rows_without_id: int
-    fields_seen: list[str]            # row fields, for a wrong --id-field
+    fields_seen: list[str]  # row fields, for a wrong --id-field
     errors: dict[str, int] = field(default_factory=dict)  # source -> queries it failed
 
-    relevant_ids: int = 0             # distinct judged-relevant ids
+    relevant_ids: int = 0  # distinct judged-relevant ids
     judged_fields: list[str] = field(default_factory=list)  # other fields holding judged ids
 
     @property
@@ -54,8 +54,12 @@ class Coverage:
         return shown + (f", … ({len(ids) - _EXAMPLES} more)" if len(ids) > _EXAMPLES else "")
 
 
-def coverage(runs: Sequence[Fetched], queries: Mapping[str, str],
-             grades: Mapping[str, Mapping[str, int]], id_field: str) -> Coverage:
+def coverage(
+    runs: Sequence[Fetched],
+    queries: Mapping[str, str],
+    grades: Mapping[str, Mapping[str, int]],
+    id_field: str,
+) -> Coverage:
     seen: set[str] = set()
     fields: Counter[str] = Counter()
     judged: Counter[str] = Counter()  # row fields other than id_field holding a judged id
@@ -72,8 +76,11 @@ def coverage(runs: Sequence[Fetched], queries: Mapping[str, str],
             for row in result.rows:
                 rows_total += 1
                 fields.update(row.keys())
-                judged.update(k for k, v in row.items() if k != id_field and
-                              isinstance(v, str | int) and str(v) in every_relevant)
+                judged.update(
+                    k
+                    for k, v in row.items()
+                    if k != id_field and isinstance(v, str | int) and str(v) in every_relevant
+                )
                 doc = row_id(row, id_field)
                 if doc is None:
                     rows_without_id += 1
@@ -88,14 +95,20 @@ def coverage(runs: Sequence[Fetched], queries: Mapping[str, str],
     relevant_ids = {d for run in runs for d in relevant(run.grades)}
     scored = {run.qid for run in runs}
     return Coverage(
-        queries_in_file=len(queries), evaluated=len(runs),
+        queries_in_file=len(queries),
+        evaluated=len(runs),
         no_relevant=[q for q in queries if q in grades and q not in scored],
         unjudged=[q for q in queries if q not in grades],
         judged_unknown_query=[q for q in grades if q not in queries],
-        relevant_total=relevant_total, relevant_returned=relevant_returned,
+        relevant_total=relevant_total,
+        relevant_returned=relevant_returned,
         ceiling_recall=ceiling / len(runs) if runs else 0.0,
         not_returned=relevant_total - relevant_returned,
-        never_seen=sorted(relevant_ids - seen), rows_total=rows_total,
-        rows_without_id=rows_without_id, fields_seen=[f for f, _ in fields.most_common(12)],
-        errors=dict(errors), relevant_ids=len(relevant_ids),
-        judged_fields=[f for f, _ in judged.most_common(3)])
+        never_seen=sorted(relevant_ids - seen),
+        rows_total=rows_total,
+        rows_without_id=rows_without_id,
+        fields_seen=[f for f, _ in fields.most_common(12)],
+        errors=dict(errors),
+        relevant_ids=len(relevant_ids),
+        judged_fields=[f for f, _ in judged.most_common(3)],
+    )

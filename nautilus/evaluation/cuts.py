@@ -28,10 +28,10 @@ from nautilus.synthesis.ranking import RankingSynthesizer
 class CutScored:
     """One cut setting's per-query values."""
 
-    setting: str                 # "off" or METHOD:VALUE, as NAUTILUS_RANKING_CUT takes it
-    current: bool                # the setting the current settings deploy
-    handed: FloatArray           # rows handed over
-    irrelevant: FloatArray       # of those, not judged relevant
+    setting: str  # "off" or METHOD:VALUE, as NAUTILUS_RANKING_CUT takes it
+    current: bool  # the setting the current settings deploy
+    handed: FloatArray  # rows handed over
+    irrelevant: FloatArray  # of those, not judged relevant
     recall: FloatArray
     ndcg: FloatArray
 
@@ -46,12 +46,18 @@ def cut_settings(current: str | None) -> list[RelevanceCut | None]:
     return cuts
 
 
-def score_cuts(settings: NautilusSettings, embedder: Embedder, runs: Sequence[Fetched],
-               id_field: str, k: int = DEFAULT_K,
-               step: Callable[[], None] | None = None) -> list[CutScored]:
+def score_cuts(
+    settings: NautilusSettings,
+    embedder: Embedder,
+    runs: Sequence[Fetched],
+    id_field: str,
+    k: int = DEFAULT_K,
+    step: Callable[[], None] | None = None,
+) -> list[CutScored]:
     """Every setting of :func:`cut_settings` on one ranking per query (see the module)."""
     ranker = RankingSynthesizer.from_settings(
-        settings.model_copy(update={"ranking_cut": None}), embedder=embedder)
+        settings.model_copy(update={"ranking_cut": None}), embedder=embedder
+    )
     cuts = cut_settings(settings.ranking_cut)
     shape = (len(cuts), len(runs))
     handed, irrelevant, recall, ndcg = (np.zeros(shape) for _ in range(4))
@@ -60,7 +66,7 @@ def score_cuts(settings: NautilusSettings, embedder: Embedder, runs: Sequence[Fe
         ids = [row_id(r.row, id_field) for r in ranked]
         wanted = relevant(run.grades)
         for c, cut in enumerate(cuts):
-            kept = ids[:relevance_cut(ranked, cut)]
+            kept = ids[: relevance_cut(ranked, cut)]
             handed[c, q] = len(kept)
             irrelevant[c, q] = sum(1 for doc in kept if doc is None or doc not in wanted)
             recall[c, q] = recall_at(kept, run.grades, k)
@@ -68,5 +74,14 @@ def score_cuts(settings: NautilusSettings, embedder: Embedder, runs: Sequence[Fe
         if step is not None:
             step()
     now = parse_cut("NAUTILUS_RANKING_CUT", settings.ranking_cut)[0]
-    return [CutScored(str(cut) if cut is not None else "off", cut == now, handed[c],
-                      irrelevant[c], recall[c], ndcg[c]) for c, cut in enumerate(cuts)]
+    return [
+        CutScored(
+            str(cut) if cut is not None else "off",
+            cut == now,
+            handed[c],
+            irrelevant[c],
+            recall[c],
+            ndcg[c],
+        )
+        for c, cut in enumerate(cuts)
+    ]

@@ -48,24 +48,25 @@ class EvalResult:
     k: int
     id_field: str
     sources: list[str]
-    settings: dict[str, Any]          # the current ranking settings, as NAUTILUS_* values
+    settings: dict[str, Any]  # the current ranking settings, as NAUTILUS_* values
     ranking_enabled: bool
     queries_format: str
     judgments_format: str
     coverage: Coverage
-    scored: list[Scored]              # the current settings first
-    references: dict[str, Scored]     # per boosted source: the same ranking unboosted
+    scored: list[Scored]  # the current settings first
+    references: dict[str, Scored]  # per boosted source: the same ranking unboosted
     recommendation: Recommendation | None
     fetch_seconds: float
     rank_seconds: float
-    cuts: list[CutScored] = field(default_factory=list)   # the sweep's relevance-cut table
+    cuts: list[CutScored] = field(default_factory=list)  # the sweep's relevance-cut table
     #: From passthrough: ranking turned on with no knob's own effect (every knob's gain
     #: includes this one's; a report names which part is the knob's).
     ranking_on: Scored | None = None
 
 
-async def fetch_all(broker: Broker, judged: Sequence[tuple[str, str, Mapping[str, int]]],
-                    progress: Progress) -> list[Fetched]:
+async def fetch_all(
+    broker: Broker, judged: Sequence[tuple[str, str, Mapping[str, int]]], progress: Progress
+) -> list[Fetched]:
     """One ``broker.fetch`` per query, a few at a time; results in the queries' order."""
     gate = asyncio.Semaphore(CONCURRENT_QUERIES)
 
@@ -78,22 +79,33 @@ async def fetch_all(broker: Broker, judged: Sequence[tuple[str, str, Mapping[str
     return list(await asyncio.gather(*(one(*item) for item in judged)))
 
 
-def run_eval(queries_path: Path, judgments_path: Path, config: str | None,
-             settings: NautilusSettings, id_field: str = "id", k: int = DEFAULT_K,
-             sweep: bool = False, progress: bool | None = None) -> EvalResult:
+def run_eval(
+    queries_path: Path,
+    judgments_path: Path,
+    config: str | None,
+    settings: NautilusSettings,
+    id_field: str = "id",
+    k: int = DEFAULT_K,
+    sweep: bool = False,
+    progress: bool | None = None,
+) -> EvalResult:
     """Read the inputs, fetch once per judged query, score the current settings
     (and every alternative with ``sweep``)."""
     if k < 1:
         raise EvalInputError(f"--k must be an integer >= 1, got {k}")
     queries = read_queries(queries_path)
     judgments = read_judgments(judgments_path)
-    judged = [(qid, text, judgments.grades[qid]) for qid, text in queries.texts.items()
-              if relevant(judgments.grades.get(qid, {}))]
+    judged = [
+        (qid, text, judgments.grades[qid])
+        for qid, text in queries.texts.items()
+        if relevant(judgments.grades.get(qid, {}))
+    ]
     if not judged:
         raise EvalInputError(
             f"no query of {queries_path} has a judgment with grade >= 1 in {judgments_path} "
             f"(query ids there: {_some(list(queries.texts))}; judged query ids: "
-            f"{_some(list(judgments.grades))})")
+            f"{_some(list(judgments.grades))})"
+        )
 
     broker = Broker.from_config(config, settings)
     with broker:
@@ -111,37 +123,70 @@ def run_eval(queries_path: Path, judgments_path: Path, config: str | None,
     steps = len(runs) * (len(alts) + len(boosted) + (1 if sweep else 0))
     with Progress(steps, "ranking", enabled=progress) as bar:
         scored = [score(a, runs, source_ids, id_field, k, bar.step) for a in alts]
-        references = _references(current, boosted, embedder, scored[0], runs, source_ids,
-                                  id_field, k, bar)
+        references = _references(
+            current, boosted, embedder, scored[0], runs, source_ids, id_field, k, bar
+        )
         cuts = score_cuts(current, embedder, runs, id_field, k, bar.step) if sweep else []
     compare(scored, references)
     ranking_on = None
     if sweep and not current.ranking_enabled:
-        ranking_on = score(Alternative("ranking on, no knob", "reference",
-                                       RankingSynthesizer.from_settings(current, embedder)),
-                           runs, source_ids, id_field, k)
+        ranking_on = score(
+            Alternative(
+                "ranking on, no knob",
+                "reference",
+                RankingSynthesizer.from_settings(current, embedder),
+            ),
+            runs,
+            source_ids,
+            id_field,
+            k,
+        )
         ranking_on.delta = bootstrap_ci(ranking_on.ndcg - scored[0].ndcg)
     cov = coverage(runs, queries.texts, judgments.grades, id_field)
     recommendation = recommend(scored, k) if sweep else None
     if recommendation is not None and cov.mostly_unseen:
-        recommendation = Recommendation(None, [], (
-            f"{len(cov.never_seen)} of {cov.relevant_ids} judged-relevant ids are carried by "
-            f"no row any source returned, so these judgments do not describe these sources "
-            f"(is --config the sources file they were made for? is --id-field right?)"))
+        recommendation = Recommendation(
+            None,
+            [],
+            (
+                f"{len(cov.never_seen)} of {cov.relevant_ids} judged-relevant ids are carried by "
+                f"no row any source returned, so these judgments do not describe these sources "
+                f"(is --config the sources file they were made for? is --id-field right?)"
+            ),
+        )
     rank_seconds = time.perf_counter() - started
     return EvalResult(
-        k=k, id_field=id_field, sources=source_ids,
-        settings={name: value for name, value in current.effective().items()
-                  if name.removeprefix("NAUTILUS_").lower() in _RANKING_FIELDS},
-        ranking_enabled=current.ranking_enabled, queries_format=queries.format,
+        k=k,
+        id_field=id_field,
+        sources=source_ids,
+        settings={
+            name: value
+            for name, value in current.effective().items()
+            if name.removeprefix("NAUTILUS_").lower() in _RANKING_FIELDS
+        },
+        ranking_enabled=current.ranking_enabled,
+        queries_format=queries.format,
         judgments_format=judgments.format,
-        coverage=cov, scored=scored, references=references, recommendation=recommendation,
-        fetch_seconds=fetch_seconds, rank_seconds=rank_seconds, cuts=cuts,
-        ranking_on=ranking_on)
+        coverage=cov,
+        scored=scored,
+        references=references,
+        recommendation=recommendation,
+        fetch_seconds=fetch_seconds,
+        rank_seconds=rank_seconds,
+        cuts=cuts,
+        ranking_on=ranking_on,
+    )
 
 
-_RANKING_FIELDS = ("ranking_top_k", "ranking_idf", "source_boosts", "ranking_max_candidates",
-                   "ranking_dedup_key", "ranking_cut", "embedder")
+_RANKING_FIELDS = (
+    "ranking_top_k",
+    "ranking_idf",
+    "source_boosts",
+    "ranking_max_candidates",
+    "ranking_dedup_key",
+    "ranking_cut",
+    "embedder",
+)
 
 
 def _embedder(broker: Broker, settings: NautilusSettings) -> Embedder:
@@ -151,9 +196,17 @@ def _embedder(broker: Broker, settings: NautilusSettings) -> Embedder:
     return embedder_from_name(settings.embedder, cache_size=settings.embedder_cache_size)
 
 
-def _references(settings: NautilusSettings, boosted: list[str], embedder: Embedder,
-                current: Scored, runs: list[Fetched], source_ids: list[str], id_field: str,
-                k: int, bar: Progress) -> dict[str, Scored]:
+def _references(
+    settings: NautilusSettings,
+    boosted: list[str],
+    embedder: Embedder,
+    current: Scored,
+    runs: list[Fetched],
+    source_ids: list[str],
+    id_field: str,
+    k: int,
+    bar: Progress,
+) -> dict[str, Scored]:
     """Per boosted source, the same ranking without its boost (computed once per distinct
     settings; the current scores are reused when they are that ranking)."""
     out: dict[str, Scored] = {}
@@ -161,8 +214,18 @@ def _references(settings: NautilusSettings, boosted: list[str], embedder: Embedd
     for sid in boosted:
         reference: Alternative = unboosted_reference(settings, sid, embedder)
         ranker = reference.ranker
-        key = (ranker.top_k, ranker.idf, tuple(sorted(ranker.source_boosts.items())),
-               ranker.max_candidates, ranker.dedup_key, ranker.cut) if ranker else ("passthrough",)
+        key = (
+            (
+                ranker.top_k,
+                ranker.idf,
+                tuple(sorted(ranker.source_boosts.items())),
+                ranker.max_candidates,
+                ranker.dedup_key,
+                ranker.cut,
+            )
+            if ranker
+            else ("passthrough",)
+        )
         if settings.ranking_enabled and sid.lower() not in settings.source_boosts:
             cache.setdefault(key, current)
         if key not in cache:

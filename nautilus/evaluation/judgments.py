@@ -61,8 +61,12 @@ def _read(path: Path) -> str:
     if not path.exists():
         raise EvalInputError(f"{path}: no such file")
     try:
-        return read_text_file(path, "eval file", MAX_EVAL_FILE_BYTES,
-                              "expected a regular text file of queries or judgments")
+        return read_text_file(
+            path,
+            "eval file",
+            MAX_EVAL_FILE_BYTES,
+            "expected a regular text file of queries or judgments",
+        )
     except FileRefusedError as exc:
         raise EvalInputError(str(exc)) from None
 
@@ -96,8 +100,10 @@ def _jsonl_queries(path: Path) -> dict[str, str]:
             qid = value.get("_id", value.get("id"))
             query = value.get("text", value.get("query"))
             if qid is None or not isinstance(query, str):
-                raise EvalInputError(f"{path}: query #{number}: expected fields '_id' and "
-                                     f"'text' (found: {', '.join(map(str, value)) or 'none'})")
+                raise EvalInputError(
+                    f"{path}: query #{number}: expected fields '_id' and "
+                    f"'text' (found: {', '.join(map(str, value)) or 'none'})"
+                )
             out[str(qid)] = query
     except ValueError as exc:  # read_jsonl names the file and the line
         raise EvalInputError(str(exc)) from exc
@@ -111,7 +117,7 @@ def _topic_blocks(text: str) -> list[str]:
         if not tag.group(1):
             start = tag.end() if start is None else start
         elif start is not None:
-            blocks.append(text[start:tag.start()])
+            blocks.append(text[start : tag.start()])
             start = None
     return blocks
 
@@ -137,7 +143,8 @@ def _tsv_queries(path: Path, text: str) -> dict[str, str]:
         if not tab or not qid.strip() or not query.strip():
             raise EvalInputError(
                 f"{path}:{number}: expected 'query-id<TAB>text' (or a BEIR queries.jsonl, "
-                f"or TREC <top> topics), got {line[:60]!r}")
+                f"or TREC <top> topics), got {line[:60]!r}"
+            )
         if number == 1 and qid.strip().lower() in {"query-id", "qid", "id", "query_id"}:
             continue
         out[qid.strip()] = query.strip()
@@ -146,26 +153,30 @@ def _tsv_queries(path: Path, text: str) -> dict[str, str]:
 
 # --- judgments --------------------------------------------------------------------------
 
+
 def judgments_file(path: Path) -> Path:
     """A BEIR folder (or its ``qrels`` folder) resolves to its ``test.tsv``."""
     if not path.is_dir():
         return path
     folder = path / "qrels" if (path / "qrels").is_dir() else path
     tsvs = sorted(folder.glob("*.tsv"))
-    chosen = folder / "test.tsv" if (folder / "test.tsv").is_file() else (
-        tsvs[0] if len(tsvs) == 1 else None)
+    chosen = (
+        folder / "test.tsv"
+        if (folder / "test.tsv").is_file()
+        else (tsvs[0] if len(tsvs) == 1 else None)
+    )
     if chosen is None:
         names = ", ".join(p.name for p in tsvs) or "none"
-        raise EvalInputError(f"{path}: a folder without test.tsv (qrels found: {names}); "
-                             "pass the file itself")
+        raise EvalInputError(
+            f"{path}: a folder without test.tsv (qrels found: {names}); pass the file itself"
+        )
     return chosen
 
 
 def read_judgments(path: Path) -> Judgments:
     """Judgments from a BEIR qrels TSV (with header) or a TREC qrels file, detected."""
     path = judgments_file(path)
-    lines = [(n, line) for n, line in enumerate(_read(path).splitlines(), start=1)
-             if line.strip()]
+    lines = [(n, line) for n, line in enumerate(_read(path).splitlines(), start=1) if line.strip()]
     if not lines:
         raise EvalInputError(f"{path}: empty judgments file")
     first = lines[0][1].split()
@@ -178,25 +189,29 @@ def read_judgments(path: Path) -> Judgments:
         return _parse(path, lines, "beir-tsv", (0, 1, 2), 3)
     raise EvalInputError(
         f"{path}:{lines[0][0]}: expected a BEIR qrels line 'query-id<TAB>corpus-id<TAB>score' "
-        f"or a TREC qrels line 'qid 0 docid grade', got {lines[0][1][:60]!r}")
+        f"or a TREC qrels line 'qid 0 docid grade', got {lines[0][1][:60]!r}"
+    )
 
 
-def _parse(path: Path, lines: list[tuple[int, str]], fmt: str, at: tuple[int, int, int],
-           width: int) -> Judgments:
+def _parse(
+    path: Path, lines: list[tuple[int, str]], fmt: str, at: tuple[int, int, int], width: int
+) -> Judgments:
     grades: dict[str, dict[str, int]] = {}
     repeated = 0
-    expected = ("'query-id<TAB>corpus-id<TAB>score'" if fmt == "beir-tsv"
-                else "'qid 0 docid grade'")
+    expected = "'query-id<TAB>corpus-id<TAB>score'" if fmt == "beir-tsv" else "'qid 0 docid grade'"
     for number, line in lines:
         parts = line.split("\t") if fmt == "beir-tsv" and "\t" in line else line.split()
         if len(parts) != width:
-            raise EvalInputError(f"{path}:{number}: expected {width} columns {expected}, "
-                                 f"got {len(parts)}: {line[:60]!r}")
+            raise EvalInputError(
+                f"{path}:{number}: expected {width} columns {expected}, "
+                f"got {len(parts)}: {line[:60]!r}"
+            )
         qid, doc, raw = (parts[i].strip() for i in at)
         grade = _grade(raw)
         if grade is None:
-            raise EvalInputError(f"{path}:{number}: grade {raw!r} is not an integer "
-                                 f"(expected {expected})")
+            raise EvalInputError(
+                f"{path}:{number}: grade {raw!r} is not an integer (expected {expected})"
+            )
         per = grades.setdefault(qid, {})
         if doc in per:
             repeated += 1

@@ -58,8 +58,9 @@ def relevant(grades: Mapping[str, int]) -> set[str]:
     return {d for d, g in grades.items() if g >= 1}
 
 
-def recall_at(ranked: Sequence[str | None], grades: Mapping[str, int],
-              k: int | None = DEFAULT_K) -> float:
+def recall_at(
+    ranked: Sequence[str | None], grades: Mapping[str, int], k: int | None = DEFAULT_K
+) -> float:
     """Relevant ids in the top ``k`` (the whole list when ``k`` is None) over all relevant."""
     wanted = relevant(grades)
     if not wanted:

@@ -13,8 +13,9 @@ _REDRAW_S = 0.1
 class Progress:
     """``Progress(total, "fetching")``; ``step()`` after each item; ``close()`` at the end."""
 
-    def __init__(self, total: int, label: str, stream: TextIO | None = None,
-                 enabled: bool | None = None) -> None:
+    def __init__(
+        self, total: int, label: str, stream: TextIO | None = None, enabled: bool | None = None
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = (self.stream.isatty() if enabled is None else enabled) and total > 0
         self.total = total
@@ -30,8 +31,10 @@ class Progress:
             self._drawn = now
             filled = round(_WIDTH * self.done / self.total)
             elapsed = now - self._started
-            self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (_WIDTH - filled)}] "
-                              f"{self.done}/{self.total} {elapsed:5.1f}s")
+            self.stream.write(
+                f"\r{self.label} [{'#' * filled}{'.' * (_WIDTH - filled)}] "
+                f"{self.done}/{self.total} {elapsed:5.1f}s"
+            )
             self.stream.flush()
 
     def close(self) -> None:

@@ -43,8 +43,14 @@ HIJACK_FLOOR = 0.8
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
 #: The settings that turn ranking on; passthrough unsets every one of them.
-RANKING_KNOBS = ("ranking_top_k", "ranking_idf", "source_boosts", "ranking_max_candidates",
-                 "ranking_dedup_key", "ranking_cut")
+RANKING_KNOBS = (
+    "ranking_top_k",
+    "ranking_idf",
+    "source_boosts",
+    "ranking_max_candidates",
+    "ranking_dedup_key",
+    "ranking_cut",
+)
 
 
 @dataclass(frozen=True)
@@ -62,11 +68,11 @@ class Alternative:
     """Deployable settings: the ``NAUTILUS_*`` lines that select them, and their synthesizer."""
 
     name: str
-    kind: str                      # current | passthrough | idf | boost
-    ranker: RankingSynthesizer | None   # None: passthrough (what the broker does)
-    env: tuple[tuple[str, str], ...] = ()   # changes against the current settings
-    source: str | None = None      # boost rows: the boosted source
-    level: str | None = None       # boost rows: low | medium | high | none
+    kind: str  # current | passthrough | idf | boost
+    ranker: RankingSynthesizer | None  # None: passthrough (what the broker does)
+    env: tuple[tuple[str, str], ...] = ()  # changes against the current settings
+    source: str | None = None  # boost rows: the boosted source
+    level: str | None = None  # boost rows: low | medium | high | none
     same_as_current: bool = False
 
 
@@ -78,11 +84,11 @@ class Scored:
     ndcg: FloatArray
     recall: FloatArray
     rr: FloatArray
-    share: dict[str, float]            # mean share of the top k, per source
-    source_recall: dict[str, float]    # mean recall@k of the relevant rows each source placed
+    share: dict[str, float]  # mean share of the top k, per source
+    source_recall: dict[str, float]  # mean recall@k of the relevant rows each source placed
     delta: tuple[float, float, float] | None = None  # mean nDCG diff vs current, 95% CI
     kept: dict[str, float | None] = field(default_factory=dict)  # boosts: others' recall
-    reference: str = ""           # what ``kept`` is relative to
+    reference: str = ""  # what ``kept`` is relative to
 
     @property
     def worst_kept(self) -> tuple[str, float] | None:
@@ -114,8 +120,7 @@ def row_id(row: Mapping[str, Any], id_field: str) -> str | None:
     return None if value is None else str(value)
 
 
-def ranked_rows(alternative: Alternative,
-                fetched: Fetched) -> list[tuple[str, dict[str, Any]]]:
+def ranked_rows(alternative: Alternative, fetched: Fetched) -> list[tuple[str, dict[str, Any]]]:
     """``(source_id, row)`` best first, as the broker would return them."""
     if alternative.ranker is None:
         merged = BasicSynthesizer().merge(fetched.results)
@@ -124,8 +129,14 @@ def ranked_rows(alternative: Alternative,
     return [(r.source_id, r.row) for r in ranked]
 
 
-def score(alternative: Alternative, runs: Sequence[Fetched], source_ids: Sequence[str],
-          id_field: str, k: int = DEFAULT_K, step: Callable[[], None] | None = None) -> Scored:
+def score(
+    alternative: Alternative,
+    runs: Sequence[Fetched],
+    source_ids: Sequence[str],
+    id_field: str,
+    k: int = DEFAULT_K,
+    step: Callable[[], None] | None = None,
+) -> Scored:
     """Per-query nDCG@k, recall@k and RR, and each source's share and recall of the top k."""
     n = len(runs)
     ndcg, recall, rr = np.zeros(n), np.zeros(n), np.zeros(n)
@@ -149,13 +160,19 @@ def score(alternative: Alternative, runs: Sequence[Fetched], source_ids: Sequenc
                 recall_sum[sid] = recall_sum.get(sid, 0.0) + 1 / len(wanted)
         if step is not None:
             step()
-    return Scored(alternative, ndcg, recall, rr,
-                  {sid: v / shared if shared else 0.0 for sid, v in share_sum.items()},
-                  {sid: v / n if n else 0.0 for sid, v in recall_sum.items()})
+    return Scored(
+        alternative,
+        ndcg,
+        recall,
+        rr,
+        {sid: v / shared if shared else 0.0 for sid, v in share_sum.items()},
+        {sid: v / n if n else 0.0 for sid, v in recall_sum.items()},
+    )
 
 
-def _first_copies(pairs: list[tuple[str, dict[str, Any]]],
-                  ids: list[str | None]) -> list[tuple[str, str | None]]:
+def _first_copies(
+    pairs: list[tuple[str, dict[str, Any]]], ids: list[str | None]
+) -> list[tuple[str, str | None]]:
     """``(source_id, id)`` with each repeated id dropped after its first place."""
     out: list[tuple[str, str | None]] = []
     seen: set[str] = set()
@@ -168,8 +185,11 @@ def _first_copies(pairs: list[tuple[str, dict[str, Any]]],
     return out
 
 
-def bootstrap_ci(diffs: Sequence[float] | FloatArray, resamples: int = BOOTSTRAP_RESAMPLES,
-                 seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
+def bootstrap_ci(
+    diffs: Sequence[float] | FloatArray,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[float, float, float]:
     """Mean of paired per-query differences and its 95% percentile bootstrap interval.
 
     A fixed seed: the same inputs give the same interval on every run and machine.
@@ -185,6 +205,7 @@ def bootstrap_ci(diffs: Sequence[float] | FloatArray, resamples: int = BOOTSTRAP
 
 # --- the alternatives -------------------------------------------------------------------
 
+
 def _synthesizer(settings: NautilusSettings, embedder: Embedder) -> RankingSynthesizer | None:
     """What ``Broker.from_config`` builds from these settings (None: passthrough)."""
     if not settings.ranking_enabled:
@@ -195,49 +216,86 @@ def _synthesizer(settings: NautilusSettings, embedder: Embedder) -> RankingSynth
 def _signature(settings: NautilusSettings) -> tuple[Any, ...]:
     if not settings.ranking_enabled:
         return ("passthrough",)
-    return (settings.ranking_top_k, settings.ranking_idf,
-            tuple(sorted(settings.source_boosts.items())), settings.ranking_max_candidates,
-            settings.ranking_dedup_key, settings.ranking_cut)
+    return (
+        settings.ranking_top_k,
+        settings.ranking_idf,
+        tuple(sorted(settings.source_boosts.items())),
+        settings.ranking_max_candidates,
+        settings.ranking_dedup_key,
+        settings.ranking_cut,
+    )
 
 
 def boosts_value(boosts: Mapping[str, str], order: Sequence[str]) -> str:
     """``NAUTILUS_SOURCE_BOOSTS`` as written, in the sources' order."""
     rank = {sid.lower(): i for i, sid in enumerate(order)}
-    return ",".join(f"{sid}:{level}" for sid, level in
-                    sorted(boosts.items(), key=lambda item: rank.get(item[0], len(rank))))
+    return ",".join(
+        f"{sid}:{level}"
+        for sid, level in sorted(boosts.items(), key=lambda item: rank.get(item[0], len(rank)))
+    )
 
 
-def alternatives(settings: NautilusSettings, source_ids: Sequence[str], embedder: Embedder,
-                 sweep: bool) -> list[Alternative]:
+def alternatives(
+    settings: NautilusSettings, source_ids: Sequence[str], embedder: Embedder, sweep: bool
+) -> list[Alternative]:
     """The current settings first; with ``sweep``: passthrough, IDF off/on, and every
     source at every boost level (and unboosted, where it is boosted today)."""
-    current = Alternative("current" if settings.ranking_enabled else "current (passthrough)",
-                          "current", _synthesizer(settings, embedder))
+    current = Alternative(
+        "current" if settings.ranking_enabled else "current (passthrough)",
+        "current",
+        _synthesizer(settings, embedder),
+    )
     if not sweep:
         return [current]
     seen = {_signature(settings): "current"}
     out = [current]
 
-    def add(name: str, kind: str, changed: NautilusSettings, env: list[tuple[str, str]],
-            source: str | None = None, level: str | None = None) -> None:
+    def add(
+        name: str,
+        kind: str,
+        changed: NautilusSettings,
+        env: list[tuple[str, str]],
+        source: str | None = None,
+        level: str | None = None,
+    ) -> None:
         signature = _signature(changed)
         same = seen.get(signature) == "current"
         if signature in seen and kind != "boost":
             return  # the same deployable settings as a row already listed
         seen.setdefault(signature, name)
-        out.append(Alternative(name, kind, _synthesizer(changed, embedder), tuple(env),
-                               source, level, same))
+        out.append(
+            Alternative(
+                name, kind, _synthesizer(changed, embedder), tuple(env), source, level, same
+            )
+        )
 
-    unset = [("NAUTILUS_" + knob.upper(), "") for knob in RANKING_KNOBS
-             if getattr(settings, knob) not in (None, False, {})]
-    add("passthrough", "passthrough",
-        settings.model_copy(update={"ranking_top_k": None, "ranking_idf": False,
-                                    "source_boosts": {}, "ranking_max_candidates": None,
-                                    "ranking_dedup_key": None, "ranking_cut": None}), unset)
+    unset = [
+        ("NAUTILUS_" + knob.upper(), "")
+        for knob in RANKING_KNOBS
+        if getattr(settings, knob) not in (None, False, {})
+    ]
+    add(
+        "passthrough",
+        "passthrough",
+        settings.model_copy(
+            update={
+                "ranking_top_k": None,
+                "ranking_idf": False,
+                "source_boosts": {},
+                "ranking_max_candidates": None,
+                "ranking_dedup_key": None,
+                "ranking_cut": None,
+            }
+        ),
+        unset,
+    )
     for on in (False, True):
-        add(f"IDF {'on' if on else 'off'}", "idf",
+        add(
+            f"IDF {'on' if on else 'off'}",
+            "idf",
             settings.model_copy(update={"ranking_idf": on}),
-            [("NAUTILUS_RANKING_IDF", "true" if on else "false")])
+            [("NAUTILUS_RANKING_IDF", "true" if on else "false")],
+        )
     for sid in source_ids:
         key = sid.lower()
         levels: list[str] = list(VALID_LEVELS)
@@ -247,20 +305,29 @@ def alternatives(settings: NautilusSettings, source_ids: Sequence[str], embedder
             boosts = {k: v for k, v in settings.source_boosts.items() if k != key}
             if level != "none":
                 boosts[key] = level
-            add(f"{sid}:{level}", "boost", settings.model_copy(update={"source_boosts": boosts}),
-                [("NAUTILUS_SOURCE_BOOSTS", boosts_value(boosts, source_ids))], sid, level)
+            add(
+                f"{sid}:{level}",
+                "boost",
+                settings.model_copy(update={"source_boosts": boosts}),
+                [("NAUTILUS_SOURCE_BOOSTS", boosts_value(boosts, source_ids))],
+                sid,
+                level,
+            )
     return out
 
 
-def unboosted_reference(settings: NautilusSettings, source: str,
-                        embedder: Embedder) -> Alternative:
+def unboosted_reference(settings: NautilusSettings, source: str, embedder: Embedder) -> Alternative:
     """The same ranking without ``source``'s boost (ranking kept on): the hijack baseline."""
     boosts = {k: v for k, v in settings.source_boosts.items() if k != source.lower()}
     changed = settings.model_copy(update={"source_boosts": boosts})
-    name = (f"{source}:none (ranked)" if boosts != settings.source_boosts
-            else "ranked, no boost (reference)")
-    return Alternative(name, "reference",
-                       RankingSynthesizer.from_settings(changed, embedder=embedder))
+    name = (
+        f"{source}:none (ranked)"
+        if boosts != settings.source_boosts
+        else "ranked, no boost (reference)"
+    )
+    return Alternative(
+        name, "reference", RankingSynthesizer.from_settings(changed, embedder=embedder)
+    )
 
 
 def compare(scored: list[Scored], references: Mapping[str, Scored]) -> None:
@@ -274,8 +341,11 @@ def compare(scored: list[Scored], references: Mapping[str, Scored]) -> None:
         if alt.kind == "boost" and alt.source is not None:
             base = references[alt.source]
             entry.reference = f"{alt.source} unboosted"
-            entry.kept = {sid: _ratio(entry.source_recall[sid], base.source_recall[sid])
-                          for sid in entry.source_recall if sid != alt.source}
+            entry.kept = {
+                sid: _ratio(entry.source_recall[sid], base.source_recall[sid])
+                for sid in entry.source_recall
+                if sid != alt.source
+            }
 
 
 def _ratio(value: float, base: float) -> float | None:
@@ -292,9 +362,11 @@ def recommend(scored: list[Scored], k: int = DEFAULT_K) -> Recommendation:
         return Recommendation(best, qualifying, "")
     improving = [s for s in candidates if s.improves]
     if improving:
-        reason = (f"{len(improving)} alternative(s) improve nDCG@{k} but take another source "
-                  f"below {HIJACK_FLOOR:g} of its recall@{k}: "
-                  + ", ".join(s.alternative.name for s in improving))
+        reason = (
+            f"{len(improving)} alternative(s) improve nDCG@{k} but take another source "
+            f"below {HIJACK_FLOOR:g} of its recall@{k}: "
+            + ", ".join(s.alternative.name for s in improving)
+        )
     else:
         reason = f"no alternative improves nDCG@{k} with a 95% CI above zero"
     return Recommendation(None, [], reason)

@@ -48,6 +48,7 @@ class BackgroundLoop:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Cancel what is left, stop the loop and wait (at most ``timeout``) for its thread."""
+
         def shutdown() -> None:
             for task in asyncio.all_tasks(self.loop):
                 task.cancel()

@@ -27,8 +27,11 @@ def limit_blas_threads(threads: int = 1) -> bool:
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
-        logger.info("blas_threads_not_limited", reason="threadpoolctl is not installed",
-                    hint="pip install 'nautilus-ranking[perf]'")
+        logger.info(
+            "blas_threads_not_limited",
+            reason="threadpoolctl is not installed",
+            hint="pip install 'nautilus-ranking[perf]'",
+        )
         return False
     import numpy  # noqa: F401  (load numpy's BLAS first, so that the limit reaches it)
 

@@ -43,7 +43,8 @@ POOL_SIZE = min(32, (os.cpu_count() or 1) + 4)
 #: it around each source's call, so ``asyncio.to_thread`` inside a source run on a
 #: nautilus loop is counted against that source.
 current_owner: contextvars.ContextVar[object] = contextvars.ContextVar(
-    "nautilus_worker_owner", default=None)
+    "nautilus_worker_owner", default=None
+)
 
 #: How long a queued call may wait for the busy workers before another one is woken.
 SPILL_S = 0.002
@@ -58,8 +59,9 @@ class SourceStuckError(NautilusError, RuntimeError):
 class _Call:
     __slots__ = ("fn", "on_done", "owner", "state", "watched")
 
-    def __init__(self, fn: Callable[[], Any], owner: object,
-                 on_done: Callable[[bool, Any], None]) -> None:
+    def __init__(
+        self, fn: Callable[[], Any], owner: object, on_done: Callable[[bool, Any], None]
+    ) -> None:
         self.fn = fn
         self.owner = owner
         self.state = _PENDING
@@ -91,8 +93,9 @@ class WorkerPool:
 
     # --- the asyncio side ---------------------------------------------------------------
 
-    async def run(self, owner: object, fn: Callable[P, T], /, *args: P.args,
-                  **kwargs: P.kwargs) -> T:
+    async def run(
+        self, owner: object, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T:
         """``fn(*args)`` in a worker thread, with the caller's context variables, counted
         against ``owner`` (None: the source the broker is calling, if any); a cancelled
         caller abandons the call (see :meth:`abandon`)."""
@@ -105,8 +108,13 @@ class WorkerPool:
             inbox.put(future, ok, value)
 
         owner = owner if owner is not None else context.get(current_owner)
-        call = self.submit(lambda: context.run(fn, *args, **kwargs), owner, done, eager=False,
-                           wake_later=loop.call_soon)
+        call = self.submit(
+            lambda: context.run(fn, *args, **kwargs),
+            owner,
+            done,
+            eager=False,
+            wake_later=loop.call_soon,
+        )
         spill = None
         if call.state == _PENDING:
             spill = loop.call_later(SPILL_S, self._spill, call, inbox)
@@ -126,9 +134,14 @@ class WorkerPool:
 
     # --- the thread side ----------------------------------------------------------------
 
-    def submit(self, fn: Callable[[], Any], owner: object,
-               on_done: Callable[[bool, Any], None], eager: bool = True,
-               wake_later: Callable[[Callable[[], None]], object] | None = None) -> _Call:
+    def submit(
+        self,
+        fn: Callable[[], Any],
+        owner: object,
+        on_done: Callable[[bool, Any], None],
+        eager: bool = True,
+        wake_later: Callable[[Callable[[], None]], object] | None = None,
+    ) -> _Call:
         """Queue ``fn``; ``on_done(ok, value)`` is called in the worker with its outcome.
         ``eager``: wake a worker for it whenever one sleeps (else only when none is awake;
         see :meth:`_spill`). ``wake_later``: how to defer that wake-up (a loop's
@@ -143,7 +156,8 @@ class WorkerPool:
             if stuck >= self.max_stuck:
                 raise SourceStuckError(
                     f"{stuck} earlier calls of this source are still blocked past their "
-                    "deadline; not starting another until one returns")
+                    "deadline; not starting another until one returns"
+                )
             self._pending.append(call)
             wake = self._wake_one() if eager or self._awake == 0 else None
         if wake is not None:
@@ -249,8 +263,11 @@ class WorkerPool:
     def stats(self) -> dict[str, int]:
         """Workers in the pool, idle ones, and stuck calls (for tests and diagnostics)."""
         with self._lock:
-            return {"workers": self._workers, "idle": len(self._sleeping),
-                    "stuck": sum(self._stuck.values())}
+            return {
+                "workers": self._workers,
+                "idle": len(self._sleeping),
+                "stuck": sum(self._stuck.values()),
+            }
 
 
 class _Inbox:
@@ -291,8 +308,7 @@ class _Inbox:
             settle(ok, value)
 
 
-_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = (
-    weakref.WeakKeyDictionary())
+_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
 _inboxes_guard = threading.Lock()
 
 
@@ -319,8 +335,9 @@ class PoolExecutor(concurrent.futures.ThreadPoolExecutor):
     (A ``ThreadPoolExecutor`` only because asyncio insists; it starts no thread of its own.)
     """
 
-    def submit(self, fn: Callable[P, T], /, *args: P.args,
-               **kwargs: P.kwargs) -> concurrent.futures.Future[T]:
+    def submit(
+        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> concurrent.futures.Future[T]:
         pool = shared_pool()
         future: _PoolFuture[T] = _PoolFuture()
 
@@ -364,8 +381,7 @@ def shared_pool() -> WorkerPool:
     return _pool
 
 
-async def in_worker(owner: object, fn: Callable[P, T], /, *args: P.args,
-                    **kwargs: P.kwargs) -> T:
+async def in_worker(owner: object, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """``await in_worker(source, fn, ...)``: ``fn`` in the shared pool, counted against
     ``source`` (``asyncio.to_thread``'s place for nautilus' own blocking calls, whatever
     loop awaits it)."""

@@ -54,21 +54,37 @@ def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None 
     if problem is not None:  # before anything starts, as nautilus serve checks it
         print(f"nautilus: {problem}", file=sys.stderr)
         return 1
-    logger.info("mcp_starting", transport="http", host=host, port=port, path=MCP_PATH,
-                api_keys=len(engine.state.api_keys))
+    logger.info(
+        "mcp_starting",
+        transport="http",
+        host=host,
+        port=port,
+        path=MCP_PATH,
+        api_keys=len(engine.state.api_keys),
+    )
     # uvicorn drains on SIGTERM, then raises the signal again with the handler it found:
     # ours makes that a clean exit 0 (as nautilus serve does).
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     from nautilus.service.protocol import with_header_deadline
+
     try:
         # The service's edge: slow headers closed and slow bodies cut after
         # NAUTILUS_SERVE_BODY_TIMEOUT_S, idle connections kept longer than a load
         # balancer keeps them (75 s), as nautilus serve runs.
-        uvicorn.run(http_app(engine, host), host=host, port=port, access_log=False,
-                    log_level="warning", server_header=False, timeout_keep_alive=75,
-                    http=with_header_deadline(settings.serve_body_timeout_s),
-                    timeout_graceful_shutdown=int(max(settings.serve_request_timeout_s,
-                                                      settings.serve_body_timeout_s)) + 5)
+        uvicorn.run(
+            http_app(engine, host),
+            host=host,
+            port=port,
+            access_log=False,
+            log_level="warning",
+            server_header=False,
+            timeout_keep_alive=75,
+            http=with_header_deadline(settings.serve_body_timeout_s),
+            timeout_graceful_shutdown=int(
+                max(settings.serve_request_timeout_s, settings.serve_body_timeout_s)
+            )
+            + 5,
+        )
     except _Terminated:
         pass
     finally:
@@ -123,8 +139,14 @@ def _server(engine: Tools) -> Any:
         result: types.CallToolResult = await engine.call(params.name, params.arguments)
         return result
 
-    return Server(SERVER_NAME, version=__version__, title=SERVER_NAME, instructions=INSTRUCTIONS,
-                  on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        title=SERVER_NAME,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
 
 
 async def _serve_stdio(engine: Tools, stdin: Any = None, stdout: Any = None) -> None:
@@ -146,8 +168,12 @@ def http_app(engine: Tools, host: str) -> Any:
     from nautilus.service import metrics
 
     inner = _server(engine).streamable_http_app(
-        streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host,
-        max_request_body_size=engine.settings.serve_max_body_bytes)
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        host=host,
+        max_request_body_size=engine.settings.serve_max_body_bytes,
+    )
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -161,8 +187,10 @@ def http_app(engine: Tools, host: str) -> Any:
         async with engine.state.running("mcp"), inner.router.lifespan_context(inner):
             yield
 
-    app = Starlette(routes=[Route("/healthz", healthz), Route("/metrics", prometheus),
-                            Mount("/", app=inner)], lifespan=lifespan)
+    app = Starlette(
+        routes=[Route("/healthz", healthz), Route("/metrics", prometheus), Mount("/", app=inner)],
+        lifespan=lifespan,
+    )
     return _Guard(app, engine.settings, engine.state.api_keys)
 
 
@@ -204,13 +232,19 @@ class _Guard:
                 try:
                     check_api_key(Request(scope), self.keys)
                     if scope["method"] == "GET":
-                        raise ProblemError(405, "method-not-allowed", "Method not allowed",
-                                           "this MCP server is stateless and opens no "
-                                           "stream: send JSON-RPC with POST",
-                                           headers={"Allow": "POST, DELETE"})
-                    body = await read_body(Request(scope, receive),
-                                           self.settings.serve_max_body_bytes,
-                                           self.settings.serve_body_timeout_s)
+                        raise ProblemError(
+                            405,
+                            "method-not-allowed",
+                            "Method not allowed",
+                            "this MCP server is stateless and opens no "
+                            "stream: send JSON-RPC with POST",
+                            headers={"Allow": "POST, DELETE"},
+                        )
+                    body = await read_body(
+                        Request(scope, receive),
+                        self.settings.serve_max_body_bytes,
+                        self.settings.serve_body_timeout_s,
+                    )
                 except ProblemError as exc:
                     if exc.slug == "body-timeout":
                         metrics.REJECTED.labels("body_timeout").inc()
@@ -222,8 +256,14 @@ class _Guard:
             elapsed = time.perf_counter() - started
             route = path if path in (MCP_PATH, "/healthz", "/metrics") else "other"
             metrics.REQUEST_DURATION.labels(route, str(status)).observe(elapsed)
-            logger.info("http_request", method=scope["method"], path=path[:200],
-                        status=status, duration_ms=round(elapsed * 1000, 2), request_id=rid)
+            logger.info(
+                "http_request",
+                method=scope["method"],
+                path=path[:200],
+                status=status,
+                duration_ms=round(elapsed * 1000, 2),
+                request_id=rid,
+            )
 
 
 def _replay(body: bytes, receive: Any) -> Any:

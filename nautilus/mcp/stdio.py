@@ -32,14 +32,19 @@ from nautilus.log import get_logger
 logger = get_logger("nautilus.mcp")
 
 SERVER_NAME = "nautilus"
-INSTRUCTIONS = ("search ranks the rows of every source for a query; list_sources names the "
-                "sources that boosts and sources accept.")
+INSTRUCTIONS = (
+    "search ranks the rows of every source for a query; list_sources names the "
+    "sources that boosts and sources accept."
+)
 #: The protocol revisions answered here: the stateless one (``server/discover``) and the
 #: ones of the ``initialize`` handshake, as the SDK (mcp 2.x) serves them.
 MODERN_VERSIONS = ("2026-07-28",)
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-_ENVELOPE = ("io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientInfo",
-             "io.modelcontextprotocol/clientCapabilities")
+_ENVELOPE = (
+    "io.modelcontextprotocol/protocolVersion",
+    "io.modelcontextprotocol/clientInfo",
+    "io.modelcontextprotocol/clientCapabilities",
+)
 _CAPABILITIES = {"tools": {"listChanged": False}}
 _SERVER_INFO = {"name": SERVER_NAME, "title": SERVER_NAME, "version": __version__}
 
@@ -58,18 +63,33 @@ def early_answer(message: Any) -> dict[str, Any] | None:
     params = message.get("params")
     if message.get("method") == "server/discover" and isinstance(params, dict):
         meta = params.get("_meta")
-        if (isinstance(meta, dict) and all(key in meta for key in _ENVELOPE)
-                and meta[_ENVELOPE[0]] in MODERN_VERSIONS):
-            return {"cacheScope": "private", "capabilities": _CAPABILITIES,
-                    "instructions": INSTRUCTIONS, "resultType": "complete",
-                    "supportedVersions": list(MODERN_VERSIONS), "ttlMs": 0,
-                    "_meta": {"io.modelcontextprotocol/serverInfo": _SERVER_INFO}}
+        if (
+            isinstance(meta, dict)
+            and all(key in meta for key in _ENVELOPE)
+            and meta[_ENVELOPE[0]] in MODERN_VERSIONS
+        ):
+            return {
+                "cacheScope": "private",
+                "capabilities": _CAPABILITIES,
+                "instructions": INSTRUCTIONS,
+                "resultType": "complete",
+                "supportedVersions": list(MODERN_VERSIONS),
+                "ttlMs": 0,
+                "_meta": {"io.modelcontextprotocol/serverInfo": _SERVER_INFO},
+            }
     if message.get("method") == "initialize" and isinstance(params, dict):
         version = params.get("protocolVersion")
-        if (version in HANDSHAKE_VERSIONS and isinstance(params.get("capabilities"), dict)
-                and isinstance(params.get("clientInfo"), dict)):
-            return {"capabilities": _CAPABILITIES, "instructions": INSTRUCTIONS,
-                    "protocolVersion": version, "serverInfo": _SERVER_INFO}
+        if (
+            version in HANDSHAKE_VERSIONS
+            and isinstance(params.get("capabilities"), dict)
+            and isinstance(params.get("clientInfo"), dict)
+        ):
+            return {
+                "capabilities": _CAPABILITIES,
+                "instructions": INSTRUCTIONS,
+                "protocolVersion": version,
+                "serverInfo": _SERVER_INFO,
+            }
     return None
 
 
@@ -133,8 +153,10 @@ def _answer_early(line: bytes, answered: dict[Any, dict[str, Any]], writer: _Wri
     if result is None:
         return
     answered[_key(message["id"])] = result
-    writer.send(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result},
-                           separators=(",", ":")) + "\n")
+    writer.send(
+        json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}, separators=(",", ":"))
+        + "\n"
+    )
     logger.info("mcp_handshake", method=message["method"], answered="before the SDK loaded")
 
 
@@ -162,8 +184,13 @@ class _Lines:
     over to be answered: the SDK's server stops at the end of its input, and a client
     that wrote its requests and closed the pipe still gets every answer."""
 
-    def __init__(self, backlog: list[bytes], inbox: queue.Queue[bytes | _Loaded | None],
-                 ended: bool, relay: _Relay) -> None:
+    def __init__(
+        self,
+        backlog: list[bytes],
+        inbox: queue.Queue[bytes | _Loaded | None],
+        ended: bool,
+        relay: _Relay,
+    ) -> None:
         self.backlog, self.inbox, self.ended, self.relay = backlog, inbox, ended, relay
 
     def __aiter__(self) -> _Lines:

@@ -52,13 +52,17 @@ class Tools:
         boosts = ", ".join(f"{k}:{v}" for k, v in self.settings.source_boosts.items()) or "none"
         top_k = self.settings.ranking_top_k
         ranked = self.state.engine.broker.synthesizer.ranking_enabled
-        order = ("one ranking of their rows, best first: each result has its source, its "
-                 "score and why it scored so (relevance to the query, agreement between "
-                 "sources, boost)" if ranked else
-                 "their rows in each source's own order (ranking is off on this server: "
-                 "no scores; passing top_k, boosts or idf turns it on for the call)")
+        order = (
+            "one ranking of their rows, best first: each result has its source, its "
+            "score and why it scored so (relevance to the query, agreement between "
+            "sources, boost)"
+            if ranked
+            else "their rows in each source's own order (ranking is off on this server: "
+            "no scores; passing top_k, boosts or idf turns it on for the call)"
+        )
         search = types.Tool(
-            name=SEARCH, title="Search every source" + (", ranked" if ranked else ""),
+            name=SEARCH,
+            title="Search every source" + (", ranked" if ranked else ""),
             description=(
                 "Ask every source (" + ", ".join(ids) + ") at once and get " + order + ". "
                 f"top_k keeps the K best (default {top_k if top_k else 'all rows'}). "
@@ -74,21 +78,35 @@ class Tools:
                 "with poor rows; the answer says how many were left out. A source that "
                 "fails is listed under sources_errored; the others still answer. A call gets "
                 f"its answer within {self.settings.serve_request_timeout_s:g} s or a "
-                "deadline error."),
+                "deadline error."
+            ),
             input_schema=search_schema(ids, self.settings.serve_max_query_chars),
             output_schema=_SEARCH_OUTPUT,
-            annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True,
-                                              destructive_hint=False, open_world_hint=False))
+            annotations=types.ToolAnnotations(
+                read_only_hint=True,
+                idempotent_hint=True,
+                destructive_hint=False,
+                open_world_hint=False,
+            ),
+        )
         listing = types.Tool(
-            name=LIST_SOURCES, title="List the sources",
-            description=("The sources search asks: each one's id (what boosts and sources "
-                         "name), its type, whether it declares its own order as relevance "
-                         "(a full-text or vector index) or not (a table), its current boost, "
-                         "and whether it answered its last health probe."),
+            name=LIST_SOURCES,
+            title="List the sources",
+            description=(
+                "The sources search asks: each one's id (what boosts and sources "
+                "name), its type, whether it declares its own order as relevance "
+                "(a full-text or vector index) or not (a table), its current boost, "
+                "and whether it answered its last health probe."
+            ),
             input_schema={"type": "object", "properties": {}, "additionalProperties": False},
             output_schema=_SOURCES_OUTPUT,
-            annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True,
-                                              destructive_hint=False, open_world_hint=False))
+            annotations=types.ToolAnnotations(
+                read_only_hint=True,
+                idempotent_hint=True,
+                destructive_hint=False,
+                open_world_hint=False,
+            ),
+        )
         return [search, listing]
 
     # --- the tools' answers -----------------------------------------------------------
@@ -103,9 +121,12 @@ class Tools:
             elif name == LIST_SOURCES:
                 result = self.list_sources()
             else:
-                raise ProblemError(404, "unknown-tool", "Unknown tool",
-                                   f"no tool named {cut(name)!r} (valid: {SEARCH}, "
-                                   f"{LIST_SOURCES})")
+                raise ProblemError(
+                    404,
+                    "unknown-tool",
+                    "Unknown tool",
+                    f"no tool named {cut(name)!r} (valid: {SEARCH}, {LIST_SOURCES})",
+                )
         except ProblemError as exc:
             status = exc.status
             result = _error(exc)
@@ -114,33 +135,49 @@ class Tools:
             # a tool name is the caller's text: only the known ones are metric labels
             route = f"mcp:{name}" if known else "mcp:other"
             metrics.REQUEST_DURATION.labels(route, str(status)).observe(elapsed)
-            logger.info("mcp_tool_call", tool=name[:64], status=status,
-                        duration_ms=round(elapsed * 1000, 2))
+            logger.info(
+                "mcp_tool_call", tool=name[:64], status=status, duration_ms=round(elapsed * 1000, 2)
+            )
         return result
 
     async def search(self, arguments: dict[str, Any]) -> types.CallToolResult:
         result = await self.state.answer(parse_request(arguments), row_text=_row_text)
         out = _search_content(result)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=_search_text(out))],
-            structured_content=out)
+            content=[types.TextContent(type="text", text=_search_text(out))], structured_content=out
+        )
 
     def list_sources(self) -> types.CallToolResult:
         failing = self.state.readiness.failing()
         types_by_id = self.state.engine.source_types
-        rows = [{"id": s.id, "type": types_by_id.get(s.id, "custom"),
-                 "declares_order": declared_order(s),
-                 "boost": self.settings.source_boosts.get(s.id.lower()),
-                 "healthy": s.id not in failing, "problem": failing.get(s.id)}
-                for s in self.state.engine.sources]
-        lines = [f"{r['id']} ({r['type']}): "
-                 + ("ranked" if r["declares_order"] else "unranked" if r["declares_order"]
-                    is False else "order detected per query")
-                 + (f", boost {r['boost']}" if r["boost"] else "")
-                 + (", healthy" if r["healthy"] else f", DOWN: {r['problem']}") for r in rows]
-        return types.CallToolResult(content=[types.TextContent(type="text",
-                                                               text="\n".join(lines))],
-                                    structured_content={"sources": rows})
+        rows = [
+            {
+                "id": s.id,
+                "type": types_by_id.get(s.id, "custom"),
+                "declares_order": declared_order(s),
+                "boost": self.settings.source_boosts.get(s.id.lower()),
+                "healthy": s.id not in failing,
+                "problem": failing.get(s.id),
+            }
+            for s in self.state.engine.sources
+        ]
+        lines = [
+            f"{r['id']} ({r['type']}): "
+            + (
+                "ranked"
+                if r["declares_order"]
+                else "unranked"
+                if r["declares_order"] is False
+                else "order detected per query"
+            )
+            + (f", boost {r['boost']}" if r["boost"] else "")
+            + (", healthy" if r["healthy"] else f", DOWN: {r['problem']}")
+            for r in rows
+        ]
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text="\n".join(lines))],
+            structured_content={"sources": rows},
+        )
 
 
 def search_schema(ids: list[str], max_chars: int) -> dict[str, Any]:
@@ -159,24 +196,36 @@ def search_schema(ids: list[str], max_chars: int) -> dict[str, Any]:
     properties["query"]["description"] += f" (at most {max_chars} characters)"
     properties["top_k"]["minimum"] = 1
     properties["page"].update(minimum=1, maximum=MAX_PAGE)
-    properties["boosts"].update(propertyNames={"enum": ids}, additionalProperties={
-        "type": "string", "enum": list(BOOST_LEVELS)})
+    properties["boosts"].update(
+        propertyNames={"enum": ids},
+        additionalProperties={"type": "string", "enum": list(BOOST_LEVELS)},
+    )
     properties["sources"]["items"] = {"type": "string", "enum": ids}
-    return {"type": "object", "properties": properties, "required": ["query"],
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": ["query"],
+        "additionalProperties": False,
+    }
 
 
 def _search_content(result: Answer) -> dict[str, Any]:
     request, response = result.request, result.response
-    out = {"query": request.query,
-           "results": [_result(r, bool(request.explain), result.ranked, bool(request.vectors))
-                       for r in response.ranking],
-           "page": result.page,
-           "sources_queried": list(response.sources_queried),
-           "sources_errored": [{"source_id": e.source_id, "error_type": e.error_type,
-                                "message": e.message} for e in response.sources_errored],
-           "response_hash": response.response_hash,
-           "request_id": response.request_id}
+    out = {
+        "query": request.query,
+        "results": [
+            _result(r, bool(request.explain), result.ranked, bool(request.vectors))
+            for r in response.ranking
+        ],
+        "page": result.page,
+        "sources_queried": list(response.sources_queried),
+        "sources_errored": [
+            {"source_id": e.source_id, "error_type": e.error_type, "message": e.message}
+            for e in response.sources_errored
+        ],
+        "response_hash": response.response_hash,
+        "request_id": response.request_id,
+    }
     if response.budget is not None:
         out["budget"] = response.budget
     if request.explain:
@@ -186,14 +235,23 @@ def _search_content(result: Answer) -> dict[str, Any]:
 
 def _result(r: RankedRow, explain: bool, ranked: bool, vectors: bool) -> dict[str, Any]:
     components = r.explain()
-    why = ({k: v for k, v in components.items() if k not in ("source_id", "rank", "score")}
-           if explain else r.why())
+    why = (
+        {k: v for k, v in components.items() if k not in ("source_id", "rank", "score")}
+        if explain
+        else r.why()
+    )
     why["also_from"] = [{"source": s, "source_rank": n} for s, n in r.also_from]
     # A vector source's 1,024 floats are for the ranker: most of what a model would read.
     row = r.row if vectors else {k: v for k, v in r.row.items() if k not in VECTOR_FIELDS}
-    return {"rank": r.rank, "source": r.source_id, "id": r.row.get("id"),
-            "score": r.score if ranked else None, "source_rank": r.source_rank,
-            "why": why, "row": row}
+    return {
+        "rank": r.rank,
+        "source": r.source_id,
+        "id": r.row.get("id"),
+        "score": r.score if ranked else None,
+        "source_rank": r.source_rank,
+        "why": why,
+        "row": row,
+    }
 
 
 def _search_text(out: dict[str, Any]) -> str:
@@ -205,14 +263,21 @@ def _search_text(out: dict[str, Any]) -> str:
         lines.append(f"source {e['source_id']} failed ({e['error_type']}): {e['message']}")
     budget = out.get("budget")
     if budget is not None:
-        lines.append(f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens, "
-                     f"{budget['rows_left_out']} more result(s) left out"
-                     + (" (the first result alone is over the budget)"
-                        if budget["first_row_over_budget"] else ""))
+        lines.append(
+            f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens, "
+            f"{budget['rows_left_out']} more result(s) left out"
+            + (
+                " (the first result alone is over the budget)"
+                if budget["first_row_over_budget"]
+                else ""
+            )
+        )
     page = out["page"]
     if page is not None:
-        lines.append(f"page {page['number']}; " + (f"next_cursor: {page['next_cursor']}"
-                                                    if page["next_cursor"] else "last page"))
+        lines.append(
+            f"page {page['number']}; "
+            + (f"next_cursor: {page['next_cursor']}" if page["next_cursor"] else "last page")
+        )
     return "\n".join(lines)
 
 
@@ -231,58 +296,105 @@ def _row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
 def _line(row: dict[str, Any], width: int = 200) -> str:
     """A row in one line: its id, then its text fields (a model reads the whole line)."""
     ident = row.get("id")
-    texts = [" ".join(v.split()) for k, v in row.items()
-             if isinstance(v, str) and k != "id" and v.strip() and v != ident]
+    texts = [
+        " ".join(v.split())
+        for k, v in row.items()
+        if isinstance(v, str) and k != "id" and v.strip() and v != ident
+    ]
     line = (f"{ident} — " if ident is not None else "") + " | ".join(texts)
     return textwrap.shorten(line, width=width, placeholder="…") if line else "(no text)"
 
 
 def _error(exc: ProblemError) -> types.CallToolResult:
     """A tool error: the problem's text for the model, its fields for a program."""
-    body = {"status": exc.status, "type": exc.slug, "title": exc.title, "detail": exc.detail,
-            **{k: v for k, v in exc.extra.items() if k in ("field", "value", "valid", "errors",
-                                                           "setting")}}
+    body = {
+        "status": exc.status,
+        "type": exc.slug,
+        "title": exc.title,
+        "detail": exc.detail,
+        **{
+            k: v
+            for k, v in exc.extra.items()
+            if k in ("field", "value", "valid", "errors", "setting")
+        },
+    }
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=f"{exc.title}: {exc.detail}")],
-        structured_content={"error": body}, is_error=True)
+        structured_content={"error": body},
+        is_error=True,
+    )
 
 
 _SEARCH_OUTPUT: dict[str, Any] = {
     "type": "object",
-    "required": ["query", "results", "page", "sources_queried", "sources_errored",
-                 "response_hash", "request_id"],
+    "required": [
+        "query",
+        "results",
+        "page",
+        "sources_queried",
+        "sources_errored",
+        "response_hash",
+        "request_id",
+    ],
     "properties": {
         "query": {"type": "string"},
-        "results": {"type": "array", "description": "best first", "items": {
-            "type": "object", "required": ["rank", "source", "id", "score", "why", "row"],
-            "properties": {
-                "rank": {"type": "integer", "description": "1 is the best overall"},
-                "source": {"type": "string"},
-                "id": {"description": "the row's own id, null if it has none"},
-                "score": {"type": ["number", "null"], "description": "null when ranking "
-                          "is off (rows passed through in the sources' order)"},
-                "source_rank": {"type": "integer"},
-                "why": {"type": "object", "description": "the score's components"},
-                "row": {"type": "object", "description": "the row as its source gave it "
-                        "(its vector left out unless vectors is true)"}}}},
+        "results": {
+            "type": "array",
+            "description": "best first",
+            "items": {
+                "type": "object",
+                "required": ["rank", "source", "id", "score", "why", "row"],
+                "properties": {
+                    "rank": {"type": "integer", "description": "1 is the best overall"},
+                    "source": {"type": "string"},
+                    "id": {"description": "the row's own id, null if it has none"},
+                    "score": {
+                        "type": ["number", "null"],
+                        "description": "null when ranking "
+                        "is off (rows passed through in the sources' order)",
+                    },
+                    "source_rank": {"type": "integer"},
+                    "why": {"type": "object", "description": "the score's components"},
+                    "row": {
+                        "type": "object",
+                        "description": "the row as its source gave it "
+                        "(its vector left out unless vectors is true)",
+                    },
+                },
+            },
+        },
         "page": {"type": ["object", "null"]},
         "sources_queried": {"type": "array", "items": {"type": "string"}},
         "sources_errored": {"type": "array", "items": {"type": "object"}},
         "response_hash": {"type": "string"},
         "request_id": {"type": "string"},
-        "budget": {"type": "object", "description": "with max_tokens: the budget, the "
-                   "tokens used and how many ranked results were left out"},
+        "budget": {
+            "type": "object",
+            "description": "with max_tokens: the budget, the "
+            "tokens used and how many ranked results were left out",
+        },
         "explain": {"type": "object"},
     },
 }
 
 _SOURCES_OUTPUT: dict[str, Any] = {
-    "type": "object", "required": ["sources"],
-    "properties": {"sources": {"type": "array", "items": {
-        "type": "object", "required": ["id", "type", "declares_order", "healthy"],
-        "properties": {"id": {"type": "string"}, "type": {"type": "string"},
-                       "declares_order": {"type": ["boolean", "null"]},
-                       "boost": {"type": ["string", "null"]},
-                       "healthy": {"type": "boolean"},
-                       "problem": {"type": ["string", "null"]}}}}},
+    "type": "object",
+    "required": ["sources"],
+    "properties": {
+        "sources": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "type", "declares_order", "healthy"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "type": {"type": "string"},
+                    "declares_order": {"type": ["boolean", "null"]},
+                    "boost": {"type": ["string", "null"]},
+                    "healthy": {"type": "boolean"},
+                    "problem": {"type": ["string", "null"]},
+                },
+            },
+        }
+    },
 }

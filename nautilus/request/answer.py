@@ -52,8 +52,7 @@ class Answer:
 
     def to_json(self) -> dict[str, Any]:
         """The answer as ``POST /v1/query`` and ``nautilus query --json`` write it."""
-        out = self.response.to_dict(vectors=bool(self.request.vectors),
-                                    ranking_enabled=self.ranked)
+        out = self.response.to_dict(vectors=bool(self.request.vectors), ranking_enabled=self.ranked)
         out["synthesizer"] = self.synthesizer
         if self.page is not None:
             out["page"] = self.page
@@ -72,10 +71,16 @@ def response_row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> st
     return entry_text(row, vectors=bool(request.vectors), scored=ranked)
 
 
-async def answer(engine: Engine, request: QueryRequest, *, allow_overrides: bool = True,
-                 max_query_chars: int | None = None, run: Runner | None = None,
-                 request_id: str | None = None,
-                 row_text: RowText = response_row_text) -> Answer:
+async def answer(
+    engine: Engine,
+    request: QueryRequest,
+    *,
+    allow_overrides: bool = True,
+    max_query_chars: int | None = None,
+    run: Runner | None = None,
+    request_id: str | None = None,
+    row_text: RowText = response_row_text,
+) -> Answer:
     """Plan ``request`` against ``engine`` (a bad field is a 422 ``ProblemError``; an
     override where ``allow_overrides`` is off a 403), run it (through ``run`` when
     given), cut the asked page (409 when the data moved under a cursor), and keep the
@@ -92,18 +97,26 @@ async def answer(engine: Engine, request: QueryRequest, *, allow_overrides: bool
     max_tokens = run_plan.effective.ranking_max_tokens
     if max_tokens is not None:  # a page is cut first; the budget keeps what fits of it
         ranked = run_plan.broker.synthesizer.ranking_enabled
-        data, ranking, fitted = apply_budget(response.data, response.ranking, max_tokens,
-                                             lambda r: row_text(r, request, ranked))
-        response = replace(response, data=data, ranking=ranking, budget=fitted.as_dict(),
-                           response_hash=compute_response_hash(data))
+        data, ranking, fitted = apply_budget(
+            response.data, response.ranking, max_tokens, lambda r: row_text(r, request, ranked)
+        )
+        response = replace(
+            response,
+            data=data,
+            ranking=ranking,
+            budget=fitted.as_dict(),
+            response_hash=compute_response_hash(data),
+        )
     broker_request_id = response.request_id
     if request_id is not None:
         response.request_id = request_id
     return Answer(request, response, run_plan, page, broker_request_id)
 
 
-def answer_sync(engine: Engine, request: QueryRequest,
-                row_text: RowText = response_row_text) -> Answer:
+def answer_sync(
+    engine: Engine, request: QueryRequest, row_text: RowText = response_row_text
+) -> Answer:
     """:func:`answer` from synchronous code (``nautilus query``, a sync retriever)."""
-    return run_sync(answer(engine, request, row_text=row_text), "answer_sync()",
-                    "await answer(...)")
+    return run_sync(
+        answer(engine, request, row_text=row_text), "answer_sync()", "await answer(...)"
+    )

@@ -49,8 +49,9 @@ class Engine:
         return [s.id for s in self.broker.sources]
 
     @classmethod
-    def assemble(cls, settings: NautilusSettings | None = None,
-                 config: str | Path | None = None) -> Engine:
+    def assemble(
+        cls, settings: NautilusSettings | None = None, config: str | Path | None = None
+    ) -> Engine:
         """The broker of the sources file ``config`` (else ``NAUTILUS_CONFIG``, else the
         demo's) under ``settings``; :class:`ConfigError` when the file lists no source,
         or in strict mode for a boost that names none."""
@@ -59,12 +60,25 @@ class Engine:
         broker = Broker.from_config(path, settings)
         if not broker.sources:
             broker.close()
-            raise ConfigError((Problem("NAUTILUS_CONFIG", str(path),
-                                       "the sources file lists no sources", NO_SOURCES),))
+            raise ConfigError(
+                (
+                    Problem(
+                        "NAUTILUS_CONFIG",
+                        str(path),
+                        "the sources file lists no sources",
+                        NO_SOURCES,
+                    ),
+                )
+            )
         ids = [s.id for s in broker.sources]
         types = {spec.id: spec.type for spec in load_sources(path).specs}
-        return cls(applied_settings(settings, ids), broker, _embedder_of(broker, settings),
-                   settings.problems + boost_problems(settings, ids), types)
+        return cls(
+            applied_settings(settings, ids),
+            broker,
+            _embedder_of(broker, settings),
+            settings.problems + boost_problems(settings, ids),
+            types,
+        )
 
     @classmethod
     def of(cls, broker: Broker, settings: NautilusSettings | None = None) -> Engine:
@@ -96,10 +110,13 @@ def _settings_of(broker: Broker) -> NautilusSettings:
     synthesizer = broker.synthesizer
     values: dict[str, Any] = {}
     if synthesizer.ranking_enabled:
-        for name, attribute in (("ranking_top_k", "top_k"), ("ranking_idf", "idf"),
-                                ("source_boosts", "source_boosts"),
-                                ("ranking_max_candidates", "max_candidates"),
-                                ("ranking_dedup_key", "dedup_key")):
+        for name, attribute in (
+            ("ranking_top_k", "top_k"),
+            ("ranking_idf", "idf"),
+            ("source_boosts", "source_boosts"),
+            ("ranking_max_candidates", "max_candidates"),
+            ("ranking_dedup_key", "dedup_key"),
+        ):
             if hasattr(synthesizer, attribute):
                 values[name] = getattr(synthesizer, attribute)
     return NautilusSettings.model_construct(**values)

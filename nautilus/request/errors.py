@@ -32,7 +32,17 @@ def invalid(problems: list[Problem]) -> ProblemError:
     """422 naming every bad field (a problem's ``name``), its value and the valid choices."""
     first = problems[0]
     return ProblemError(
-        422, "invalid-request", "Invalid request", "; ".join(p.message for p in problems),
-        extra={"field": first.name, "value": first.value, "valid": first.valid,
-               "errors": [{"field": p.name, "value": p.value, "reason": p.reason,
-                           "valid": p.valid} for p in problems]})
+        422,
+        "invalid-request",
+        "Invalid request",
+        "; ".join(p.message for p in problems),
+        extra={
+            "field": first.name,
+            "value": first.value,
+            "valid": first.valid,
+            "errors": [
+                {"field": p.name, "value": p.value, "reason": p.reason, "valid": p.valid}
+                for p in problems
+            ],
+        },
+    )

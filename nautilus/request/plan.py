@@ -39,22 +39,31 @@ class Plan:
     paging: Paging | None = None
 
 
-def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
-         embedder: Embedder | None, max_query_chars: int) -> Plan:
+def plan(
+    request: QueryRequest,
+    broker: Broker,
+    settings: NautilusSettings,
+    embedder: Embedder | None,
+    max_query_chars: int,
+) -> Plan:
     """Validate the overrides against the settings' parsers and the broker's sources."""
     problems: list[Problem] = []
     if len(request.query) > max_query_chars:
-        problems.append(Problem("query", f"({len(request.query)} characters)",
-                                     "too long (NAUTILUS_SERVE_MAX_QUERY_CHARS)",
-                                     f"at most {max_query_chars} characters"))
+        problems.append(
+            Problem(
+                "query",
+                f"({len(request.query)} characters)",
+                "too long (NAUTILUS_SERVE_MAX_QUERY_CHARS)",
+                f"at most {max_query_chars} characters",
+            )
+        )
     ids = [s.id for s in broker.sources]
     known = {i.lower(): i for i in ids}
     update: dict[str, Any] = {}
     if request.top_k is not None:
         top_k, problem = parse_int("top_k", request.top_k)
         if problem:
-            problems.append(Problem("top_k", problem.value, problem.reason,
-                                         "an integer >= 1"))
+            problems.append(Problem("top_k", problem.value, problem.reason, "an integer >= 1"))
         update["ranking_top_k"] = top_k
     if request.idf is not None:
         idf, problem = parse_bool("idf", request.idf, False)
@@ -62,8 +71,7 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
     if request.max_tokens is not None:
         max_tokens, problem = parse_int("max_tokens", request.max_tokens)
         if problem:
-            problems.append(Problem("max_tokens", problem.value, problem.reason,
-                                    "an integer >= 1"))
+            problems.append(Problem("max_tokens", problem.value, problem.reason, "an integer >= 1"))
         update["ranking_max_tokens"] = max_tokens
     if request.cut is not None:
         relevance_cut, problem = parse_ranking_cut("cut", request.cut)
@@ -72,45 +80,52 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
         update["ranking_cut"] = relevance_cut
     if request.boosts is not None:
         boosts, boost_problems = collect_source_boosts(request.boosts)
-        problems.extend(Problem("boosts", p.value, p.reason, p.valid)
-                        for p in boost_problems)
+        problems.extend(Problem("boosts", p.value, p.reason, p.valid) for p in boost_problems)
         for sid in boosts:
             if sid not in known:
-                problems.append(Problem("boosts", sid, f"no source has id {sid!r}",
-                                             ", ".join(ids)))
+                problems.append(Problem("boosts", sid, f"no source has id {sid!r}", ", ".join(ids)))
         update["source_boosts"] = boosts
     chosen = list(broker.sources)
     if request.sources is not None:
         wanted = [s.strip().lower() for s in request.sources]
         for raw, sid in zip(request.sources, wanted, strict=True):
             if sid not in known:
-                problems.append(Problem("sources", cut(raw), "unknown source id",
-                                             ", ".join(ids)))
+                problems.append(Problem("sources", cut(raw), "unknown source id", ", ".join(ids)))
         if not wanted:
-            problems.append(Problem("sources", "[]", "no source asked",
-                                         "one or more of: " + ", ".join(ids)))
+            problems.append(
+                Problem("sources", "[]", "no source asked", "one or more of: " + ", ".join(ids))
+            )
         chosen = [s for s in broker.sources if s.id.lower() in set(wanted)]
     effective = settings.model_copy(update=update) if update else settings
     pages = None
     if not problems:
         try:
-            pages = paging(request.query, effective, [s.id for s in chosen],
-                           page=request.page, cursor=request.cursor)
+            pages = paging(
+                request.query,
+                effective,
+                [s.id for s in chosen],
+                page=request.page,
+                cursor=request.cursor,
+            )
         except PageError as exc:
             problems.append(exc.problem)
     if problems:
         raise invalid(problems)
-    explain = {"synthesizer": type(broker.synthesizer).__name__,
-               "top_k": effective.ranking_top_k, "idf": effective.ranking_idf,
-               "boosts": effective.source_boosts, "sources": [s.id for s in chosen],
-               "max_tokens": effective.ranking_max_tokens, "cut": effective.ranking_cut,
-               "overrides": [name for name in OVERRIDES if getattr(request, name) is not None]}
+    explain = {
+        "synthesizer": type(broker.synthesizer).__name__,
+        "top_k": effective.ranking_top_k,
+        "idf": effective.ranking_idf,
+        "boosts": effective.source_boosts,
+        "sources": [s.id for s in chosen],
+        "max_tokens": effective.ranking_max_tokens,
+        "cut": effective.ranking_cut,
+        "overrides": [name for name in OVERRIDES if getattr(request, name) is not None],
+    }
     if pages is not None:
         explain["page"] = pages.number
     # The budget is the core's to apply (to the page, counted as each way in hands rows
     # over): the broker that runs the request has none of its own.
-    if (not update and request.sources is None and pages is None
-            and broker.max_tokens is None):
+    if not update and request.sources is None and pages is None and broker.max_tokens is None:
         return Plan(broker, effective, explain)
     synthesizer: Synthesizer = broker.synthesizer
     if pages is not None:
@@ -121,8 +136,10 @@ def plan(request: QueryRequest, broker: Broker, settings: NautilusSettings,
     return Plan(Broker(chosen, synthesizer, broker.limit), effective, explain, pages)
 
 
-def cut_page(run: Plan, response: BrokerResponse,
-             ) -> tuple[BrokerResponse, dict[str, Any] | None]:
+def cut_page(
+    run: Plan,
+    response: BrokerResponse,
+) -> tuple[BrokerResponse, dict[str, Any] | None]:
     """The asked page of ``response`` and its ``page`` object (the response as it is
     when no page was asked); 409 when the sources' answers moved under the cursor."""
     if run.paging is None:
@@ -130,9 +147,13 @@ def cut_page(run: Plan, response: BrokerResponse,
     try:
         return run.paging.cut(response)
     except PageError as exc:
-        raise ProblemError(409, "cursor-stale", "Cursor out of date", str(exc),
-                           extra={"field": exc.field, "value": exc.value,
-                                  "valid": exc.valid}) from None
+        raise ProblemError(
+            409,
+            "cursor-stale",
+            "Cursor out of date",
+            str(exc),
+            extra={"field": exc.field, "value": exc.value, "valid": exc.valid},
+        ) from None
 
 
 def forbid_overrides(request: QueryRequest) -> None:
@@ -140,7 +161,10 @@ def forbid_overrides(request: QueryRequest) -> None:
     given = [name for name in OVERRIDES if getattr(request, name) is not None]
     if given:
         raise ProblemError(
-            403, "overrides-forbidden", "Overrides forbidden",
+            403,
+            "overrides-forbidden",
+            "Overrides forbidden",
             f"this service does not accept per-request overrides ({', '.join(given)}): "
             "NAUTILUS_SERVE_ALLOW_OVERRIDES=false",
-            extra={"field": given[0], "setting": "NAUTILUS_SERVE_ALLOW_OVERRIDES"})
+            extra={"field": given[0], "setting": "NAUTILUS_SERVE_ALLOW_OVERRIDES"},
+        )

@@ -19,8 +19,10 @@ try:
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
 except ImportError as exc:  # pragma: no cover - the message is what a user needs
-    raise ImportError("nautilus.retrievers.langchain needs the 'langchain' extra: "
-                      "pip install 'nautilus-ranking[langchain]'") from exc
+    raise ImportError(
+        "nautilus.retrievers.langchain needs the 'langchain' extra: "
+        "pip install 'nautilus-ranking[langchain]'"
+    ) from exc
 from pydantic import Field, PrivateAttr, model_validator
 
 from nautilus.broker import Broker
@@ -50,19 +52,20 @@ class NautilusRetriever(BaseRetriever):
         return data
 
     def model_post_init(self, context: Any) -> None:
-        self._source = HitSource(self.broker, self.url, self.api_key, self.timeout_s,
-                                 self.overrides)
+        self._source = HitSource(
+            self.broker, self.url, self.api_key, self.timeout_s, self.overrides
+        )
 
-    def _get_relevant_documents(self, query: str, *,
-                                run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
         return [_document(hit) for hit in self._source.hits(query)]
 
     async def _aget_relevant_documents(
-            self, query: str, *,
-            run_manager: AsyncCallbackManagerForRetrieverRun) -> list[Document]:
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
         return [_document(hit) for hit in await self._source.ahits(query)]
 
 
 def _document(hit: Hit) -> Document:
-    return Document(page_content=hit.text, metadata=hit.metadata(),
-                    id=hit.key)
+    return Document(page_content=hit.text, metadata=hit.metadata(), id=hit.key)

@@ -21,8 +21,10 @@ try:
     from llama_index.core.callbacks import CallbackManager
     from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 except ImportError as exc:  # pragma: no cover - the message is what a user needs
-    raise ImportError("nautilus.retrievers.llamaindex needs the 'llamaindex' extra: "
-                      "pip install 'nautilus-ranking[llamaindex]'") from exc
+    raise ImportError(
+        "nautilus.retrievers.llamaindex needs the 'llamaindex' extra: "
+        "pip install 'nautilus-ranking[llamaindex]'"
+    ) from exc
 
 from nautilus.broker import Broker
 from nautilus.retrievers.source import Hit, HitSource
@@ -33,9 +35,16 @@ _NOT_FOR_MODELS = ["explanation", "fields"]
 class NautilusRetriever(BaseRetriever):
     """nautilus' ranking of every source, as LlamaIndex nodes with scores."""
 
-    def __init__(self, broker: Broker | None = None, url: str | None = None, *,
-                 api_key: str | None = None, timeout_s: float = 30.0,
-                 callback_manager: CallbackManager | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        broker: Broker | None = None,
+        url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 30.0,
+        callback_manager: CallbackManager | None = None,
+        **overrides: Any,
+    ) -> None:
         """``overrides``: request fields by name (``top_k``, ``boosts``, ``sources``,
         ``idf`` … — those of ``POST /v1/query``)."""
         self._source = HitSource(broker, url, api_key, timeout_s, overrides)
@@ -49,8 +58,11 @@ class NautilusRetriever(BaseRetriever):
 
 
 def _node(hit: Hit) -> NodeWithScore:
-    node = TextNode(id_=hit.key,
-                    text=hit.text, metadata=hit.metadata(),
-                    excluded_llm_metadata_keys=list(_NOT_FOR_MODELS),
-                    excluded_embed_metadata_keys=list(_NOT_FOR_MODELS))
+    node = TextNode(
+        id_=hit.key,
+        text=hit.text,
+        metadata=hit.metadata(),
+        excluded_llm_metadata_keys=list(_NOT_FOR_MODELS),
+        excluded_embed_metadata_keys=list(_NOT_FOR_MODELS),
+    )
     return NodeWithScore(node=node, score=hit.score)

@@ -24,8 +24,9 @@ from nautilus.request.model import QueryRequest, parse_request
 from nautilus.response_hash import NoCanonicalFormError, canonical_json
 
 #: What a retriever may set on its requests: every request field but the query.
-OVERRIDE_FIELDS: tuple[str, ...] = tuple(name for name in QueryRequest.model_fields
-                                         if name != "query")
+OVERRIDE_FIELDS: tuple[str, ...] = tuple(
+    name for name in QueryRequest.model_fields if name != "query"
+)
 #: Row fields never copied into a hit's text or fields (vectors are for the ranker).
 _HIDDEN = frozenset({"embedding"})
 #: The largest answer read from a service by default (bytes; ``max_answer_bytes``): a
@@ -33,8 +34,15 @@ _HIDDEN = frozenset({"embedding"})
 #: rows without their vectors: 100 rows of 10 KB are 1 MB.
 MAX_ANSWER_BYTES = 32 << 20
 #: What a malformed answer can raise while it is read into hits.
-_MALFORMED = (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError,
-              RecursionError)
+_MALFORMED = (
+    KeyError,
+    IndexError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    OverflowError,
+    RecursionError,
+)
 
 
 class ServiceError(NautilusError, RuntimeError):
@@ -61,14 +69,32 @@ class Hit:
 
     def metadata(self) -> dict[str, Any]:
         """What both frameworks carry beside the text."""
-        return {"source": self.source, "id": self.id, "score": self.score, "rank": self.rank,
-                "explanation": self.explanation, "fields": self.fields}
+        return {
+            "source": self.source,
+            "id": self.id,
+            "score": self.score,
+            "rank": self.rank,
+            "explanation": self.explanation,
+            "fields": self.fields,
+        }
 
 
 #: Fields a source adds per query (a score, the match that found a graph row): left out
 #: of a row's content digest, so the same row has one key whatever the query.
-_PER_QUERY = frozenset({"embedding", "embedding_model", "similarity", "bm25", "rank",
-                        "distance", "relation", "direction", "via", "edge"})
+_PER_QUERY = frozenset(
+    {
+        "embedding",
+        "embedding_model",
+        "similarity",
+        "bm25",
+        "rank",
+        "distance",
+        "relation",
+        "direction",
+        "via",
+        "edge",
+    }
+)
 
 
 def row_key(source: str, row_id: Any, row: Mapping[str, Any]) -> str:
@@ -93,13 +119,19 @@ def row_text(row: Mapping[str, Any]) -> str:
     return "\n".join(parts) or str(row.get("id", ""))
 
 
-def _hit(source: str, row: Mapping[str, Any], explanation: dict[str, Any],
-         ranked: bool) -> Hit:
+def _hit(source: str, row: Mapping[str, Any], explanation: dict[str, Any], ranked: bool) -> Hit:
     fields = {k: v for k, v in row.items() if k not in _HIDDEN}
     why = {k: v for k, v in explanation.items() if k not in ("source_id", "id", "rank", "score")}
     score = explanation.get("score")
-    return Hit(source, row.get("id"), float(score) if ranked and score is not None else None,
-               int(explanation["rank"]), row_text(row), fields, why)
+    return Hit(
+        source,
+        row.get("id"),
+        float(score) if ranked and score is not None else None,
+        int(explanation["rank"]),
+        row_text(row),
+        fields,
+        why,
+    )
 
 
 def _document_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
@@ -123,8 +155,9 @@ def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
         source = entry["source_id"]
         at = taken.get(source, 0)
         taken[source] = at + 1
-        hits.append(_hit(source, body["data"][source][at], entry,
-                         body.get("ranking_enabled", True)))
+        hits.append(
+            _hit(source, body["data"][source][at], entry, body.get("ranking_enabled", True))
+        )
     return hits
 
 
@@ -150,12 +183,16 @@ class HitSource:
 
     def __post_init__(self) -> None:
         if (self.broker is None) == (self.url is None):
-            raise ValueError("give exactly one of broker= (in-process) or url= (a running "
-                             "nautilus serve, e.g. 'http://127.0.0.1:8000')")
+            raise ValueError(
+                "give exactly one of broker= (in-process) or url= (a running "
+                "nautilus serve, e.g. 'http://127.0.0.1:8000')"
+            )
         unknown = sorted(set(self.overrides) - set(OVERRIDE_FIELDS))
         if unknown:
-            raise ValueError(f"unknown request field(s) {', '.join(unknown)} (valid: "
-                             f"{', '.join(OVERRIDE_FIELDS)})")
+            raise ValueError(
+                f"unknown request field(s) {', '.join(unknown)} (valid: "
+                f"{', '.join(OVERRIDE_FIELDS)})"
+            )
         self.overrides = {k: v for k, v in self.overrides.items() if v is not None}
 
     def _engine(self, broker: Broker) -> Engine:
@@ -166,9 +203,13 @@ class HitSource:
 
     def _request(self, query: str) -> QueryRequest:
         """The request this retriever sends for ``query`` (a bad field is a ServiceError)."""
-        payload = {"query": query, **{k: dict(v) if isinstance(v, Mapping) else
-                                      list(v) if isinstance(v, tuple) else v
-                                      for k, v in self.overrides.items()}}
+        payload = {
+            "query": query,
+            **{
+                k: dict(v) if isinstance(v, Mapping) else list(v) if isinstance(v, tuple) else v
+                for k, v in self.overrides.items()
+            },
+        }
         try:
             return parse_request(payload)
         except ProblemError as exc:
@@ -181,8 +222,10 @@ class HitSource:
         return self._request(query).model_dump(exclude_defaults=True)
 
     def _headers(self) -> dict[str, str]:
-        return {**self.headers, **({"Authorization": f"Bearer {self.api_key}"}
-                                   if self.api_key else {})}
+        return {
+            **self.headers,
+            **({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}),
+        }
 
     def _endpoint(self) -> str:
         return str(self.url).rstrip("/") + "/v1/query"
@@ -190,8 +233,9 @@ class HitSource:
     def hits(self, query: str) -> list[Hit]:
         if self.broker is not None:
             try:
-                return self._answer(answer_sync(self._engine(self.broker), self._request(query),
-                                                _document_text))
+                return self._answer(
+                    answer_sync(self._engine(self.broker), self._request(query), _document_text)
+                )
             except ProblemError as exc:
                 raise ServiceError(f"invalid request: {exc.detail}") from None
         body = self._body(query)
@@ -206,8 +250,11 @@ class HitSource:
     async def ahits(self, query: str) -> list[Hit]:
         if self.broker is not None:
             try:
-                return self._answer(await answer(self._engine(self.broker), self._request(query),
-                                                 row_text=_document_text))
+                return self._answer(
+                    await answer(
+                        self._engine(self.broker), self._request(query), row_text=_document_text
+                    )
+                )
             except ProblemError as exc:
                 raise ServiceError(f"invalid request: {exc.detail}") from None
         return await self._post(self._body(query))
@@ -223,15 +270,18 @@ class HitSource:
             async with asyncio.timeout(self.timeout_s):
                 status, raw = await self._exchange(endpoint, body)
         except TimeoutError:
-            raise ServiceError(f"{endpoint}: no complete answer within timeout_s="
-                               f"{self.timeout_s:g} s") from None
+            raise ServiceError(
+                f"{endpoint}: no complete answer within timeout_s={self.timeout_s:g} s"
+            ) from None
         except httpx.HTTPError as exc:
             raise ServiceError(f"{endpoint}: {type(exc).__name__}: {exc}") from None
         return parse_answer(endpoint, status, raw)
 
     async def _exchange(self, endpoint: str, body: dict[str, Any]) -> tuple[int, bytes]:
-        async with httpx.AsyncClient(timeout=self.timeout_s) as client, client.stream(
-                "POST", endpoint, json=body, headers=self._headers()) as response:
+        async with (
+            httpx.AsyncClient(timeout=self.timeout_s) as client,
+            client.stream("POST", endpoint, json=body, headers=self._headers()) as response,
+        ):
             declared = response.headers.get("content-length", "")
             cap = self.max_answer_bytes
             if declared.isdigit() and int(declared) > cap:
@@ -245,8 +295,10 @@ class HitSource:
 
 
 def _too_large(endpoint: str, cap: int, what: str) -> str:
-    return (f"{endpoint}: answer larger than max_answer_bytes={cap:,} ({what}); ask for "
-            "fewer rows (top_k) or raise max_answer_bytes")
+    return (
+        f"{endpoint}: answer larger than max_answer_bytes={cap:,} ({what}); ask for "
+        "fewer rows (top_k) or raise max_answer_bytes"
+    )
 
 
 def parse_answer(endpoint: str, status: int, raw: bytes) -> list[Hit]:
@@ -268,8 +320,7 @@ def parse_answer(endpoint: str, status: int, raw: bytes) -> list[Hit]:
     if problem:
         raise ServiceError(f"{endpoint}: the answer is {problem}")
     if not isinstance(body, dict):
-        raise ServiceError(f"{endpoint}: the answer is not a JSON object "
-                           f"({type(body).__name__})")
+        raise ServiceError(f"{endpoint}: the answer is not a JSON object ({type(body).__name__})")
     try:
         return hits_of_json(body)
     except _MALFORMED as exc:

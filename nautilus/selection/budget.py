@@ -43,8 +43,12 @@ class BudgetResult:
 
     def as_dict(self) -> dict[str, Any]:
         """The budget as a response reports it."""
-        return {"max_tokens": self.max_tokens, "tokens_used": self.tokens_used,
-                "rows_left_out": self.left_out, "first_row_over_budget": self.over_budget_first}
+        return {
+            "max_tokens": self.max_tokens,
+            "tokens_used": self.tokens_used,
+            "rows_left_out": self.left_out,
+            "first_row_over_budget": self.over_budget_first,
+        }
 
 
 def fit_counts(counts: Sequence[int], max_tokens: int) -> BudgetResult:
@@ -66,15 +70,15 @@ def fit_counts(counts: Sequence[int], max_tokens: int) -> BudgetResult:
     return BudgetResult(max_tokens, tuple(kept), used, len(counts) - len(kept), False)
 
 
-def fit_budget(rows_as_text: Sequence[str], max_tokens: int,
-               exact: bool | None = None) -> BudgetResult:
+def fit_budget(
+    rows_as_text: Sequence[str], max_tokens: int, exact: bool | None = None
+) -> BudgetResult:
     """The rows (each as the text the caller receives) that fit in ``max_tokens``, in
     rank order; see the module docstring. ``exact`` as in :func:`count_tokens`."""
     return fit_counts(count_tokens(rows_as_text, exact), max_tokens)
 
 
-def ranking_entry(ranked: RankedRow, vectors: bool = False,
-                  scored: bool = True) -> dict[str, Any]:
+def ranking_entry(ranked: RankedRow, vectors: bool = False, scored: bool = True) -> dict[str, Any]:
     """One ranked row as a response carries it: its ranking entry (``id`` and the score
     components; ``null`` each when not ``scored``, as a passthrough's response writes
     them) and the row under ``row`` (its vector fields left out unless ``vectors``;
@@ -90,14 +94,18 @@ def ranking_entry(ranked: RankedRow, vectors: bool = False,
 
 def entry_text(ranked: RankedRow, vectors: bool = False, scored: bool = True) -> str:
     """:func:`ranking_entry` as canonical JSON: the default text a row is counted as."""
-    return json.dumps(ranking_entry(ranked, vectors, scored), sort_keys=True,
-                      separators=(",", ":"), default=str)
+    return json.dumps(
+        ranking_entry(ranked, vectors, scored), sort_keys=True, separators=(",", ":"), default=str
+    )
 
 
-def apply_budget(data: Mapping[str, list[dict[str, Any]]], ranking: Sequence[RankedRow],
-                 max_tokens: int, text: Callable[[RankedRow], str] = entry_text,
-                 exact: bool | None = None,
-                 ) -> tuple[dict[str, list[dict[str, Any]]], list[RankedRow], BudgetResult]:
+def apply_budget(
+    data: Mapping[str, list[dict[str, Any]]],
+    ranking: Sequence[RankedRow],
+    max_tokens: int,
+    text: Callable[[RankedRow], str] = entry_text,
+    exact: bool | None = None,
+) -> tuple[dict[str, list[dict[str, Any]]], list[RankedRow], BudgetResult]:
     """The response's ``data`` and ``ranking`` cut to the rows that fit in ``max_tokens``,
     each row counted as ``text(row)`` (default :func:`entry_text`; a transport passes
     the text it hands over), and what the budget did.

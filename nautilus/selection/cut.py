@@ -40,8 +40,19 @@ from nautilus.records import RankedRow
 METHODS: tuple[str, ...] = ("relative", "floor", "gap")
 #: The settings the benchmark and ``nautilus eval`` measure (``off`` first).
 CUT_SETTINGS: tuple[str, ...] = (
-    "off", "relative:0.5", "relative:0.6", "relative:0.7", "relative:0.8", "relative:0.9",
-    "floor:0.5", "floor:0.6", "floor:0.7", "gap:0.05", "gap:0.1", "gap:0.2")
+    "off",
+    "relative:0.5",
+    "relative:0.6",
+    "relative:0.7",
+    "relative:0.8",
+    "relative:0.9",
+    "floor:0.5",
+    "floor:0.6",
+    "floor:0.7",
+    "gap:0.05",
+    "gap:0.1",
+    "gap:0.2",
+)
 #: The content vote's scale: a normalised similarity of 1 is worth ``weight / 61``.
 _VOTE = 61.0
 _VALID = "relative:A, floor:T or gap:G with a number in (0, 1], e.g. relative:0.8; or off"

@@ -79,19 +79,19 @@ def estimate_counts(texts: Sequence[str]) -> list[int]:
     starts = np.zeros(len(encoded), dtype=np.int64)
     np.cumsum(lengths[:-1] + 1, out=starts[1:])
     letter = np.take(_IS_LETTER, data)
-    words = letter * 4                       # a word's first letter 4 (1 + 3), the rest 1
+    words = letter * 4  # a word's first letter 4 (1 + 3), the rest 1
     words[1:] -= 3 * (letter[1:] & letter[:-1])
     digit = np.take(_IS_DIGIT, data)
-    numbers = digit * 3                      # a number's first digit 3 (1 + 2), the rest 1
+    numbers = digit * 3  # a number's first digit 3 (1 + 2), the rest 1
     numbers[1:] -= 2 * (digit[1:] & digit[:-1])
     space = np.take(_IS_SPACE, data)
     flat = np.take(_COSTS_ONE, data)
-    flat[1:] += space[1:] & space[:-1]       # a whitespace run's second character
+    flat[1:] += space[1:] & space[:-1]  # a whitespace run's second character
     flat[2:] -= space[2:] & space[1:-1] & space[:-2]
-    flat[:-1] += space[:-1] & digit[1:]     # a space before a number is a token of its own
+    flat[:-1] += space[:-1] & digit[1:]  # a space before a number is a token of its own
     sums = [np.add.reduceat(part, starts) for part in (words, numbers, flat)]
     counts = sums[0] // 4 + sums[1] // 3 + sums[2]
-    counts[lengths == 0] = 0                 # reduceat reads the next text there
+    counts[lengths == 0] = 0  # reduceat reads the next text there
     out: list[int] = counts.tolist()
     return out
 
@@ -118,6 +118,7 @@ def _exact() -> Callable[[list[str]], list[int]] | None:
         except UnicodeEncodeError:  # a lone surrogate: counted as its replacement characters
             counts = batch_count([_encodable(t) for t in texts], ENCODING, threads=1)
         return counts
+
     return count
 
 
@@ -144,8 +145,9 @@ def count_tokens(texts: Sequence[str], exact: bool | None = None) -> list[int]:
     """
     counter = _exact() if exact is not False else None
     if exact and counter is None:
-        raise ImportError(f"exact token counts need the {EXTRA!r} extra: "
-                          f"pip install 'nautilus-ranking[{EXTRA}]'")
+        raise ImportError(
+            f"exact token counts need the {EXTRA!r} extra: pip install 'nautilus-ranking[{EXTRA}]'"
+        )
     if counter is not None:
         return counter(list(texts))
     return estimate_counts(texts)

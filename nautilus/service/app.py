@@ -45,8 +45,7 @@ from nautilus.service.state import ServerState
 
 logger = get_logger("nautilus.service")
 
-_ROUTES = frozenset({"/v1/query", "/v1/config", "/healthz", "/readyz", "/metrics",
-                     "/openapi.json"})
+_ROUTES = frozenset({"/v1/query", "/v1/config", "/healthz", "/readyz", "/metrics", "/openapi.json"})
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|DSN", re.IGNORECASE)
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
@@ -68,23 +67,32 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
     # behind a strict egress policy) they are blank; any OpenAPI viewer reads the schema.
     # With API keys the schema needs one too: an unauthenticated caller learns only what
     # the probes say.
-    app = FastAPI(title="nautilus", version=__version__, lifespan=lifespan,
-                  description="The ranking layer for retrieval brokers, over HTTP.",
-                  openapi_url=None if api_keys else "/openapi.json",
-                  docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="nautilus",
+        version=__version__,
+        lifespan=lifespan,
+        description="The ranking layer for retrieval brokers, over HTTP.",
+        openapi_url=None if api_keys else "/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+    )
     _add_routes(app)
     if api_keys:
+
         @app.get("/openapi.json", include_in_schema=False)
         async def openapi(request: Request) -> Response:
             check_api_key(request, _state(request).api_keys)
             return JSONResponse(app.openapi())
+
     _add_error_handlers(app)
     if settings.serve_cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.serve_cors_origins,
-                           allow_methods=["GET", "POST"],
-                           allow_headers=["Content-Type", "Authorization", "X-API-Key",
-                                          "X-Request-ID"],
-                           expose_headers=["X-Request-ID", "Retry-After"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.serve_cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", "Authorization", "X-API-Key", "X-Request-ID"],
+            expose_headers=["X-Request-ID", "Retry-After"],
+        )
     app.add_middleware(RequestContext)
     return app
 
@@ -104,12 +112,25 @@ _PROBLEM = {"content": {"application/problem+json": {"schema": {"type": "object"
 
 
 def _add_routes(app: FastAPI) -> None:
-    @app.post("/v1/query", summary="Rank every source's rows for a query",
-              openapi_extra={"requestBody": {
-                  "required": True,
-                  "content": {"application/json": {"schema": _QUERY_SCHEMA}}}},
-              responses={401: _PROBLEM, 403: _PROBLEM, 409: _PROBLEM, 413: _PROBLEM,
-                         422: _PROBLEM, 503: _PROBLEM, 504: _PROBLEM})
+    @app.post(
+        "/v1/query",
+        summary="Rank every source's rows for a query",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _QUERY_SCHEMA}},
+            }
+        },
+        responses={
+            401: _PROBLEM,
+            403: _PROBLEM,
+            409: _PROBLEM,
+            413: _PROBLEM,
+            422: _PROBLEM,
+            503: _PROBLEM,
+            504: _PROBLEM,
+        },
+    )
     async def query(request: Request) -> Response:
         """The BrokerResponse as JSON — the same object as ``nautilus query --json``.
 
@@ -118,8 +139,9 @@ def _add_routes(app: FastAPI) -> None:
         state = _state(request)
         check_api_key(request, state.api_keys)
         # The body first, under its own deadline: a slow client never holds a slot.
-        body = await read_body(request, state.settings.serve_max_body_bytes,
-                               state.settings.serve_body_timeout_s)
+        body = await read_body(
+            request, state.settings.serve_max_body_bytes, state.settings.serve_body_timeout_s
+        )
         result = await state.answer(parse_request(parse_json_body(body)), _request_id(request))
         return Response(strict_json(result.to_json()), media_type="application/json")
 
@@ -132,16 +154,22 @@ def _add_routes(app: FastAPI) -> None:
             "ranking_enabled": state.settings.ranking_enabled,
             "synthesizer": type(state.engine.broker.synthesizer).__name__,
             "sources": state.engine.source_ids,
-            "skipped": [{"variable": p.variable, "value": _mask(p.variable, p.value),
-                         "reason": p.reason, "valid": p.valid} for p in state.engine.problems],
+            "skipped": [
+                {
+                    "variable": p.variable,
+                    "value": _mask(p.variable, p.value),
+                    "reason": p.reason,
+                    "valid": p.valid,
+                }
+                for p in state.engine.problems
+            ],
         }
 
     @app.get("/healthz", summary="The process is alive (touches no dependency)")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Every source answered a probe recently",
-             responses={503: _PROBLEM})
+    @app.get("/readyz", summary="Every source answered a probe recently", responses={503: _PROBLEM})
     async def readyz(request: Request) -> Response:
         """With API keys configured, only a caller with a key sees the sources and why
         they fail (driver errors name hosts); a probe gets the status alone."""
@@ -149,18 +177,27 @@ def _add_routes(app: FastAPI) -> None:
         detailed = not state.api_keys or key_matches(request, state.api_keys)
         failing = state.readiness.failing()
         if failing:
-            detail = ("sources not answering: " + ", ".join(sorted(failing)) if detailed
-                      else f"{len(failing)} source(s) not answering")
-            raise ProblemError(503, "not-ready", "Not ready", detail,
-                               extra={"failing": failing} if detailed else {},
-                               headers={"Retry-After": "5"})
+            detail = (
+                "sources not answering: " + ", ".join(sorted(failing))
+                if detailed
+                else f"{len(failing)} source(s) not answering"
+            )
+            raise ProblemError(
+                503,
+                "not-ready",
+                "Not ready",
+                detail,
+                extra={"failing": failing} if detailed else {},
+                headers={"Retry-After": "5"},
+            )
         body: dict[str, Any] = {"status": "ready"}
         if detailed:
             body["sources"] = sorted(state.readiness.health)
         return Response(json.dumps(body).encode(), media_type="application/json")
 
-    @app.get("/metrics", summary="Prometheus metrics (all workers)",
-             response_class=PlainTextResponse)
+    @app.get(
+        "/metrics", summary="Prometheus metrics (all workers)", response_class=PlainTextResponse
+    )
     async def prometheus() -> Response:
         payload, content_type = metrics.render()
         return Response(payload, media_type=content_type)
@@ -190,18 +227,27 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def on_http(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, StarletteHTTPException):
             raise exc
-        error = ProblemError(exc.status_code, f"http-{exc.status_code}",
-                             str(exc.detail) if exc.detail else "Error",
-                             f"{request.method} {request.url.path}: {exc.detail}",
-                             headers=dict(exc.headers or {}))
+        error = ProblemError(
+            exc.status_code,
+            f"http-{exc.status_code}",
+            str(exc.detail) if exc.detail else "Error",
+            f"{request.method} {request.url.path}: {exc.detail}",
+            headers=dict(exc.headers or {}),
+        )
         return problem_response(error, _request_id(request))
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, RequestValidationError):
             raise exc
-        problems = [Problem(".".join(str(p) for p in e["loc"]), cut(e.get("input")),
-                                 str(e["msg"]).lower(), "see /openapi.json")
-                    for e in exc.errors()]
+        problems = [
+            Problem(
+                ".".join(str(p) for p in e["loc"]),
+                cut(e.get("input")),
+                str(e["msg"]).lower(),
+                "see /openapi.json",
+            )
+            for e in exc.errors()
+        ]
         return problem_response(invalid(problems), _request_id(request))
 
     app.add_exception_handler(ProblemError, on_problem)
@@ -240,17 +286,30 @@ class RequestContext:
             try:
                 await self.app(scope, receive, send_with_id)
             except Exception as exc:
-                logger.error("request_failed", path=path, error_type=type(exc).__name__,
-                             error=str(exc)[:500], exc_info=True)
+                logger.error(
+                    "request_failed",
+                    path=path,
+                    error_type=type(exc).__name__,
+                    error=str(exc)[:500],
+                    exc_info=True,
+                )
                 if not sent_start:
-                    error = ProblemError(500, "internal", "Internal error",
-                                         "the service failed to answer; quote the request id "
-                                         "to the operator")
+                    error = ProblemError(
+                        500,
+                        "internal",
+                        "Internal error",
+                        "the service failed to answer; quote the request id to the operator",
+                    )
                     await problem_response(error, rid)(scope, receive, send_with_id)
             finally:
                 elapsed = time.perf_counter() - started
                 route = path if path in _ROUTES else "other"
                 metrics.REQUEST_DURATION.labels(route, str(status)).observe(elapsed)
-                logger.info("http_request", method=scope["method"], path=path[:200],
-                            status=status, duration_ms=round(elapsed * 1000, 2),
-                            client=(scope.get("client") or ("", 0))[0])
+                logger.info(
+                    "http_request",
+                    method=scope["method"],
+                    path=path[:200],
+                    status=status,
+                    duration_ms=round(elapsed * 1000, 2),
+                    client=(scope.get("client") or ("", 0))[0],
+                )

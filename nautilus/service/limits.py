@@ -48,14 +48,21 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
                     raise _too_large(max_bytes)
                 chunks.append(chunk)
     except TimeoutError:
-        raise ProblemError(408, "body-timeout", "Request body too slow",
-                           f"the body did not arrive within {timeout_s:g} s "
-                           "(NAUTILUS_SERVE_BODY_TIMEOUT_S)",
-                           headers={"Connection": "close"}) from None
+        raise ProblemError(
+            408,
+            "body-timeout",
+            "Request body too slow",
+            f"the body did not arrive within {timeout_s:g} s (NAUTILUS_SERVE_BODY_TIMEOUT_S)",
+            headers={"Connection": "close"},
+        ) from None
     except ClientDisconnect:  # nobody to answer; the access log shows the 400
-        raise ProblemError(400, "client-disconnected", "Client disconnected",
-                           "the client closed the connection before sending its body",
-                           headers={"Connection": "close"}) from None
+        raise ProblemError(
+            400,
+            "client-disconnected",
+            "Client disconnected",
+            "the client closed the connection before sending its body",
+            headers={"Connection": "close"},
+        ) from None
     return b"".join(chunks)
 
 
@@ -66,11 +73,21 @@ def parse_json_body(body: bytes) -> object:
     try:
         return json.loads(body, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        reason = ("nested too deeply" if isinstance(exc, RecursionError)
-                  else getattr(exc, "msg", None) or str(exc).split(";")[0][:120])
-        raise invalid([Problem("body", cut(body[:80].decode("utf-8", "replace")),
-                                    f"not valid JSON ({reason})",
-                                    'a JSON object such as {"query": "disk full"}')]) from None
+        reason = (
+            "nested too deeply"
+            if isinstance(exc, RecursionError)
+            else getattr(exc, "msg", None) or str(exc).split(";")[0][:120]
+        )
+        raise invalid(
+            [
+                Problem(
+                    "body",
+                    cut(body[:80].decode("utf-8", "replace")),
+                    f"not valid JSON ({reason})",
+                    'a JSON object such as {"query": "disk full"}',
+                )
+            ]
+        ) from None
 
 
 def _no_constant(name: str) -> object:
@@ -78,9 +95,13 @@ def _no_constant(name: str) -> object:
 
 
 def _too_large(max_bytes: int) -> ProblemError:
-    return ProblemError(413, "body-too-large", "Request body too large",
-                        f"the body exceeds {max_bytes} bytes (NAUTILUS_SERVE_MAX_BODY_BYTES)",
-                        extra={"field": "body", "valid": f"at most {max_bytes} bytes"})
+    return ProblemError(
+        413,
+        "body-too-large",
+        "Request body too large",
+        f"the body exceeds {max_bytes} bytes (NAUTILUS_SERVE_MAX_BODY_BYTES)",
+        extra={"field": "body", "valid": f"at most {max_bytes} bytes"},
+    )
 
 
 class ConcurrencyLimit:
@@ -96,10 +117,13 @@ class ConcurrencyLimit:
     def acquire(self) -> None:
         if self.in_flight >= self.limit:
             raise ProblemError(
-                503, "overloaded", "Service overloaded",
+                503,
+                "overloaded",
+                "Service overloaded",
                 f"{self.limit} queries are already running in this worker "
                 "(NAUTILUS_SERVE_MAX_CONCURRENCY); retry shortly",
-                headers={"Retry-After": str(self.retry_after_s)})
+                headers={"Retry-After": str(self.retry_after_s)},
+            )
         self.in_flight += 1
 
     def release(self) -> None:
@@ -118,18 +142,35 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
     """
     if path is None:
         return ()
+
     def problem(reason: str) -> ConfigError:
-        return ConfigError((Problem("NAUTILUS_SERVE_API_KEYS_FILE", cut(path), reason,
-                                          "a readable file, one key a line"),))
+        return ConfigError(
+            (
+                Problem(
+                    "NAUTILUS_SERVE_API_KEYS_FILE",
+                    cut(path),
+                    reason,
+                    "a readable file, one key a line",
+                ),
+            )
+        )
 
     from nautilus.sources.seeds import FileRefusedError, read_text_file
+
     try:  # a regular file only, bounded; a BOM (a Windows editor's) is not part of a key
-        text = read_text_file(Path(path).expanduser(), "API keys file", MAX_KEYS_FILE_BYTES,
-                              "a regular file, one key a line")
+        text = read_text_file(
+            Path(path).expanduser(),
+            "API keys file",
+            MAX_KEYS_FILE_BYTES,
+            "a regular file, one key a line",
+        )
     except FileRefusedError as exc:
         raise problem(f"cannot read it ({exc})") from None
-    keys = tuple(line.strip().encode() for line in text.splitlines()
-                 if line.strip() and not line.strip().startswith("#"))
+    keys = tuple(
+        line.strip().encode()
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    )
     if not keys:
         raise problem("holds no key")
     return keys
@@ -166,5 +207,10 @@ def check_api_key(request: Request, keys: tuple[bytes, ...]) -> None:
     """
     if not keys or key_matches(request, keys):
         return
-    raise ProblemError(401, "unauthorized", "Unauthorized", "missing or invalid credentials",
-                       headers={"WWW-Authenticate": "Bearer"})
+    raise ProblemError(
+        401,
+        "unauthorized",
+        "Unauthorized",
+        "missing or invalid credentials",
+        headers={"WWW-Authenticate": "Bearer"},
+    )

@@ -32,28 +32,40 @@ from nautilus.sources.base import ForwardingSource, Row, Source
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 REQUEST_DURATION = Histogram(
-    "nautilus_request_duration_seconds", "HTTP request latency, by route and status code.",
-    ["route", "status"], buckets=_LATENCY_BUCKETS)
+    "nautilus_request_duration_seconds",
+    "HTTP request latency, by route and status code.",
+    ["route", "status"],
+    buckets=_LATENCY_BUCKETS,
+)
 SOURCE_DURATION = Histogram(
     "nautilus_source_duration_seconds",
     "One source's search latency within a query (a timed-out search counts its wait).",
-    ["source"], buckets=_LATENCY_BUCKETS)
+    ["source"],
+    buckets=_LATENCY_BUCKETS,
+)
 SOURCE_ERRORS = Counter(
     "nautilus_source_errors_total",
     "Searches that gave no rows, by source and error type ('timeout' for a timeout).",
-    ["source", "error_type"])
+    ["source", "error_type"],
+)
 TOPK_ROWS = Counter(
     "nautilus_source_topk_rows_total",
     "Rows each source placed in the returned top K (all returned rows when ranking is off).",
-    ["source"])
+    ["source"],
+)
 REJECTED = Counter(
     "nautilus_requests_rejected_total",
-    "Queries refused before or while running: overloaded, deadline.", ["reason"])
+    "Queries refused before or while running: overloaded, deadline.",
+    ["reason"],
+)
 CONFIG_PROBLEMS = Gauge(
-    "nautilus_config_problems", "Configuration values skipped at start-up (warned about).",
-    multiprocess_mode="max")
-IN_FLIGHT = Gauge("nautilus_requests_in_flight", "Queries being answered now.",
-                  multiprocess_mode="livesum")
+    "nautilus_config_problems",
+    "Configuration values skipped at start-up (warned about).",
+    multiprocess_mode="max",
+)
+IN_FLIGHT = Gauge(
+    "nautilus_requests_in_flight", "Queries being answered now.", multiprocess_mode="livesum"
+)
 
 SHARE_NAME = "nautilus_source_topk_share"
 
@@ -95,8 +107,11 @@ class _TopKShare:
                     source = sample.labels["source"]
                     rows[source] = rows.get(source, 0.0) + sample.value
         total = sum(rows.values())
-        family = GaugeMetricFamily(SHARE_NAME, "Each source's share of the rows returned "
-                                   "(the top K) since start-up, 0-1.", labels=["source"])
+        family = GaugeMetricFamily(
+            SHARE_NAME,
+            "Each source's share of the rows returned (the top K) since start-up, 0-1.",
+            labels=["source"],
+        )
         for source, count in sorted(rows.items()):
             family.add_metric([source], count / total if total else 0.0)
         yield family

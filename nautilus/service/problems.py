@@ -22,10 +22,17 @@ _TYPE_BASE = "urn:nautilus:problem:"
 
 
 def problem_response(error: ProblemError, request_id: str) -> Response:
-    body = {"type": _TYPE_BASE + error.slug, "title": error.title, "status": error.status,
-            "detail": error.detail, **error.extra, "request_id": request_id}
-    return Response(strict_json(body), status_code=error.status,
-                    media_type=MEDIA_TYPE, headers=error.headers)
+    body = {
+        "type": _TYPE_BASE + error.slug,
+        "title": error.title,
+        "status": error.status,
+        "detail": error.detail,
+        **error.extra,
+        "request_id": request_id,
+    }
+    return Response(
+        strict_json(body), status_code=error.status, media_type=MEDIA_TYPE, headers=error.headers
+    )
 
 
 def strict_json(value: Any) -> bytes:

@@ -72,5 +72,4 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
 def with_header_deadline(seconds: float) -> type[HeaderDeadlineProtocol]:
     """The protocol with this header deadline, for a server run in this process (``nautilus
     mcp --transport http``), whose settings are at hand rather than in the environment."""
-    return type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,),
-                {"header_timeout_s": seconds})
+    return type("HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout_s": seconds})

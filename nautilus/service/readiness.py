@@ -47,7 +47,8 @@ class Readiness:
             if prepare is not None:  # a source whose data cannot be built is not ready
                 await asyncio.wait_for(prepare(), PREPARE_TIMEOUT_S)
             rows = await asyncio.wait_for(
-                source.search(PROBE_QUERY, {"query": PROBE_QUERY}, 1), source.timeout_s)
+                source.search(PROBE_QUERY, {"query": PROBE_QUERY}, 1), source.timeout_s
+            )
         except TimeoutError:
             health.last_error = f"timeout: no answer within {source.timeout_s:g} s"
         except Exception as exc:  # a source is someone else's code

@@ -49,11 +49,15 @@ def listen_problem(host: str, port: int) -> str | None:
             probe.bind((host, port))
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                return (f"cannot listen on {host}:{port}: the port is already in use by "
-                        "another process (choose another with --port or NAUTILUS_SERVE_PORT, "
-                        "or stop that process)")
-            return (f"cannot listen on {host}:{port}: {exc.strerror or exc} (check --host/"
-                    "NAUTILUS_SERVE_HOST and --port/NAUTILUS_SERVE_PORT)")
+                return (
+                    f"cannot listen on {host}:{port}: the port is already in use by "
+                    "another process (choose another with --port or NAUTILUS_SERVE_PORT, "
+                    "or stop that process)"
+                )
+            return (
+                f"cannot listen on {host}:{port}: {exc.strerror or exc} (check --host/"
+                "NAUTILUS_SERVE_HOST and --port/NAUTILUS_SERVE_PORT)"
+            )
     return None
 
 
@@ -68,10 +72,16 @@ def own_metrics_dir(data_dir: Path) -> str:
             return tempfile.mkdtemp(prefix="nautilus-metrics-", dir=parent)
         except OSError as exc:  # no usable temporary directory, a read-only file system
             tried.append(f"{parent or 'the temporary directory'}: {exc.strerror or exc}")
-    raise ConfigError((Problem(
-        _MULTIPROC, "(unset)", "no writable directory for the metrics (" + "; ".join(tried)
-        + ")", "a writable NAUTILUS_DATA_DIR (a mounted volume), TMPDIR or "
-        f"{_MULTIPROC}"),))
+    raise ConfigError(
+        (
+            Problem(
+                _MULTIPROC,
+                "(unset)",
+                "no writable directory for the metrics (" + "; ".join(tried) + ")",
+                f"a writable NAUTILUS_DATA_DIR (a mounted volume), TMPDIR or {_MULTIPROC}",
+            ),
+        )
+    )
 
 
 def _clear_operator_dir(path: Path) -> None:
@@ -83,9 +93,16 @@ def _clear_operator_dir(path: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".nautilus-probe-"):
             pass
     except OSError as exc:
-        raise ConfigError((Problem(
-            _MULTIPROC, str(path), f"not a writable directory ({exc.strerror or exc})",
-            "a writable directory, or unset (a fresh one is made)"),)) from None
+        raise ConfigError(
+            (
+                Problem(
+                    _MULTIPROC,
+                    str(path),
+                    f"not a writable directory ({exc.strerror or exc})",
+                    "a writable directory, or unset (a fresh one is made)",
+                ),
+            )
+        ) from None
 
 
 def _check(settings: NautilusSettings) -> None:
@@ -98,25 +115,43 @@ def _check(settings: NautilusSettings) -> None:
     path = config_path(settings, None)
     listing, error = check_sources(settings, path)
     if error is not None:
-        raise ConfigError((Problem("NAUTILUS_CONFIG", str(path), error,
-                                   "a sources file nautilus config --strict accepts"),))
+        raise ConfigError(
+            (
+                Problem(
+                    "NAUTILUS_CONFIG",
+                    str(path),
+                    error,
+                    "a sources file nautilus config --strict accepts",
+                ),
+            )
+        )
     if not listing:
-        raise ConfigError((Problem("NAUTILUS_CONFIG", str(path),
-                                   "the sources file lists no sources", NO_SOURCES),))
+        raise ConfigError(
+            (
+                Problem(
+                    "NAUTILUS_CONFIG", str(path), "the sources file lists no sources", NO_SOURCES
+                ),
+            )
+        )
     problems = boost_problems(settings, [source["id"] for source in listing])
     if problems and settings.config_strict:
         raise ConfigError(problems)
 
 
-def serve(host: str | None = None, port: int | None = None,
-          workers: int | None = None, config: str | None = None) -> int:
+def serve(
+    host: str | None = None,
+    port: int | None = None,
+    workers: int | None = None,
+    config: str | None = None,
+) -> int:
     try:
         import uvicorn
 
         from nautilus.service.limits import load_api_keys
     except ImportError as exc:
-        raise ImportError("nautilus serve needs the 'serve' extra: "
-                          "pip install 'nautilus-ranking[serve]'") from exc
+        raise ImportError(
+            "nautilus serve needs the 'serve' extra: pip install 'nautilus-ranking[serve]'"
+        ) from exc
     if config:  # as NAUTILUS_CONFIG, so every worker process reads the same file
         os.environ["NAUTILUS_CONFIG"] = str(Path(config).expanduser().resolve())
     settings = NautilusSettings()  # strict mode raises ConfigError here
@@ -129,50 +164,70 @@ def serve(host: str | None = None, port: int | None = None,
     if problem is not None:
         print(f"nautilus: {problem}", file=sys.stderr)
         return 1
-    settings = settings.model_copy(update={"serve_host": host, "serve_port": port,
-                                           "serve_workers": workers})
+    settings = settings.model_copy(
+        update={"serve_host": host, "serve_port": port, "serve_workers": workers}
+    )
     if workers > 1:
         # Worker processes start afresh and read their settings from the environment:
         # give them the flags' values, so /v1/config reports the address actually bound.
-        os.environ.update(NAUTILUS_SERVE_HOST=host, NAUTILUS_SERVE_PORT=str(port),
-                          NAUTILUS_SERVE_WORKERS=str(workers),
-                          NAUTILUS_SERVE_BODY_TIMEOUT_S=(  # positional: what the parser reads
-                              f"{settings.serve_body_timeout_s:.20f}".rstrip("0").rstrip(".")))
+        os.environ.update(
+            NAUTILUS_SERVE_HOST=host,
+            NAUTILUS_SERVE_PORT=str(port),
+            NAUTILUS_SERVE_WORKERS=str(workers),
+            NAUTILUS_SERVE_BODY_TIMEOUT_S=(  # positional: what the parser reads
+                f"{settings.serve_body_timeout_s:.20f}".rstrip("0").rstrip(".")
+            ),
+        )
     own_dir = None
     if os.environ.get(_MULTIPROC):  # the operator's directory: clear the last run's files
         _clear_operator_dir(Path(os.environ[_MULTIPROC]))
     else:
         own_dir = own_metrics_dir(settings.data_dir)
         os.environ[_MULTIPROC] = own_dir
-    logger.info("serve_starting", host=host, port=port, workers=workers,
-                metrics_dir=os.environ[_MULTIPROC])
+    logger.info(
+        "serve_starting", host=host, port=port, workers=workers, metrics_dir=os.environ[_MULTIPROC]
+    )
     # imported once the metrics directory is set (prometheus-client reads it on import)
     from nautilus.service.protocol import HeaderDeadlineProtocol, with_header_deadline
+
     # One worker (the default) serves an app built here, from the settings just checked;
     # several are processes of their own, which build theirs from the environment.
     if workers > 1:
         app: Any = "nautilus.service.app:create_app"
     else:
         from nautilus.service.app import create_app
+
         app = create_app(settings)
     # uvicorn drains in-flight requests on SIGTERM, then raises the signal again with
     # the handler it found: ours turns that into a clean exit 0 that still cleans up.
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        uvicorn.run(app, factory=workers > 1, host=host, port=port,
-                    workers=workers, access_log=False, log_level="warning",
-                    # a stalled body is cut at its own deadline: the drain outlasts both
-                    timeout_graceful_shutdown=int(max(settings.serve_request_timeout_s,
-                                                      settings.serve_body_timeout_s)) + 5,
-                    # longer than a load balancer's idle timeout (60 s on the usual ones):
-                    # the balancer, never the server, closes an idle connection, so a
-                    # request is never sent on a connection the server is closing
-                    timeout_keep_alive=75,
-                    # slow headers are cut like slow bodies (a worker process reads the
-                    # deadline from the environment, as it reads its other settings)
-                    http=(HeaderDeadlineProtocol if workers > 1
-                          else with_header_deadline(settings.serve_body_timeout_s)),
-                    server_header=False)
+        uvicorn.run(
+            app,
+            factory=workers > 1,
+            host=host,
+            port=port,
+            workers=workers,
+            access_log=False,
+            log_level="warning",
+            # a stalled body is cut at its own deadline: the drain outlasts both
+            timeout_graceful_shutdown=int(
+                max(settings.serve_request_timeout_s, settings.serve_body_timeout_s)
+            )
+            + 5,
+            # longer than a load balancer's idle timeout (60 s on the usual ones):
+            # the balancer, never the server, closes an idle connection, so a
+            # request is never sent on a connection the server is closing
+            timeout_keep_alive=75,
+            # slow headers are cut like slow bodies (a worker process reads the
+            # deadline from the environment, as it reads its other settings)
+            http=(
+                HeaderDeadlineProtocol
+                if workers > 1
+                else with_header_deadline(settings.serve_body_timeout_s)
+            ),
+            server_header=False,
+        )
     except _Terminated:
         pass
     finally:

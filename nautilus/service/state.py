@@ -56,8 +56,14 @@ class ServerState:
         engine = Engine.assemble(settings)
         raw = list(engine.broker.sources)
         engine.broker.sources = [metrics.TimedSource(s) for s in raw]
-        return cls(engine, raw, ConcurrencyLimit(settings.serve_max_concurrency),
-                   Readiness(raw, settings.serve_probe_interval_s), BrokerLoop(), api_keys)
+        return cls(
+            engine,
+            raw,
+            ConcurrencyLimit(settings.serve_max_concurrency),
+            Readiness(raw, settings.serve_probe_interval_s),
+            BrokerLoop(),
+            api_keys,
+        )
 
     @contextlib.asynccontextmanager
     async def running(self, kind: str) -> AsyncIterator[ServerState]:
@@ -68,9 +74,12 @@ class ServerState:
         limit_blas_threads(1)
         metrics.start([s.id for s in self.raw_sources], len(self.engine.problems))
         prober = asyncio.create_task(self.readiness.run())
-        logger.info(f"{kind}_ready", sources=self.engine.source_ids,
-                    synthesizer=type(self.engine.broker.synthesizer).__name__,
-                    config_problems=len(self.engine.problems))
+        logger.info(
+            f"{kind}_ready",
+            sources=self.engine.source_ids,
+            synthesizer=type(self.engine.broker.synthesizer).__name__,
+            config_problems=len(self.engine.problems),
+        )
         try:
             yield self
         finally:
@@ -81,15 +90,24 @@ class ServerState:
             self.engine.broker.close()
             logger.info(f"{kind}_stopped")
 
-    async def answer(self, request: QueryRequest, request_id: str | None = None,
-                     row_text: RowText = response_row_text) -> Answer:
+    async def answer(
+        self,
+        request: QueryRequest,
+        request_id: str | None = None,
+        row_text: RowText = response_row_text,
+    ) -> Answer:
         """The request answered as every protocol serves it (see the module docstring);
         ``row_text``: how the protocol hands a row over (what a token budget counts)."""
         settings = self.settings
-        result = await answer(self.engine, request,
-                              allow_overrides=settings.serve_allow_overrides,
-                              max_query_chars=settings.serve_max_query_chars,
-                              run=self._run, request_id=request_id, row_text=row_text)
+        result = await answer(
+            self.engine,
+            request,
+            allow_overrides=settings.serve_allow_overrides,
+            max_query_chars=settings.serve_max_query_chars,
+            run=self._run,
+            request_id=request_id,
+            row_text=row_text,
+        )
         metrics.record_response(result.response)
         return result
 
@@ -105,9 +123,12 @@ class ServerState:
             return await asyncio.wait_for(self.runner.run(call), deadline)
         except TimeoutError:
             metrics.REJECTED.labels("deadline").inc()
-            raise ProblemError(504, "deadline", "Deadline exceeded",
-                               f"no answer within {deadline:g} s "
-                               "(NAUTILUS_SERVE_REQUEST_TIMEOUT_S)") from None
+            raise ProblemError(
+                504,
+                "deadline",
+                "Deadline exceeded",
+                f"no answer within {deadline:g} s (NAUTILUS_SERVE_REQUEST_TIMEOUT_S)",
+            ) from None
         finally:
             self.limit.release()
             metrics.IN_FLIGHT.dec()

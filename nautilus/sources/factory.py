@@ -100,23 +100,29 @@ def project_dir(path: Path, data_dir: Path) -> Path | None:
     return data_dir.expanduser() / "projects" / f"{stem}-{key}"
 
 
-def build_sources(path: Path, data_dir: Path, embedder_name: str,
-                  cache_size: int = 10_000) -> tuple[list[Source], int]:
+def build_sources(
+    path: Path, data_dir: Path, embedder_name: str, cache_size: int = 10_000
+) -> tuple[list[Source], int]:
     """Validate a sources file and build its sources (seeds checked, paths resolved —
     see :func:`project_dir`; databases are built on first use). A
     :class:`SourceConfigError` names the problem."""
     document = load_sources(path)
-    ctx = BuildContext(base_dir=path.parent, data_dir=data_dir.expanduser(),
-                       embedder_name=embedder_name, cache_size=cache_size,
-                       relative_dir=project_dir(path, data_dir))
+    ctx = BuildContext(
+        base_dir=path.parent,
+        data_dir=data_dir.expanduser(),
+        embedder_name=embedder_name,
+        cache_size=cache_size,
+        relative_dir=project_dir(path, data_dir),
+    )
     sources: list[Source] = []
     try:
         for i, spec in enumerate(document.specs):
             try:
                 source = spec.build(ctx)
             except (ValueError, OSError) as exc:
-                raise SourceConfigError(f"{path}: sources[{i}] ({spec.id}, {spec.type}): "
-                                        f"{exc}") from None
+                raise SourceConfigError(
+                    f"{path}: sources[{i}] ({spec.id}, {spec.type}): {exc}"
+                ) from None
             if spec.ranked is not None:
                 source.ranked = spec.ranked
             sources.append(source)

@@ -43,10 +43,10 @@ DEFAULT_LIMIT = 30
 MAX_LIMIT = 10_000
 DEFAULT_TIMEOUT_S = 5.0
 MAX_TIMEOUT_S = 3600.0
-MAX_FILE_BYTES = 1 << 20          # a sources file is configuration, not data
-MAX_VALUES = 100_000              # values after expanding YAML aliases
-MAX_DEPTH = 64                    # nesting of mappings and lists
-MAX_FILE_NAME_BYTES = 200         # a built file's name, so its temporary names fit in 255
+MAX_FILE_BYTES = 1 << 20  # a sources file is configuration, not data
+MAX_VALUES = 100_000  # values after expanding YAML aliases
+MAX_DEPTH = 64  # nesting of mappings and lists
+MAX_FILE_NAME_BYTES = 200  # a built file's name, so its temporary names fit in 255
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SOURCE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _TOP_LEVEL = ("limit", "sources")
@@ -62,8 +62,8 @@ class SourceConfigError(NautilusError):
 class BuildContext:
     """What a spec needs to build its source."""
 
-    base_dir: Path        # the sources file's folder (seeds resolve against it)
-    data_dir: Path        # NAUTILUS_DATA_DIR (built SQLite files live inside it)
+    base_dir: Path  # the sources file's folder (seeds resolve against it)
+    data_dir: Path  # NAUTILUS_DATA_DIR (built SQLite files live inside it)
     embedder_name: str
     cache_size: int = 10_000
     relative_dir: Path | None = None  # where relative paths go (None: data_dir itself)
@@ -74,14 +74,21 @@ class SourceSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1, max_length=100,
-                    description="unique; what NAUTILUS_SOURCE_BOOSTS names")
+    id: str = Field(
+        min_length=1, max_length=100, description="unique; what NAUTILUS_SOURCE_BOOSTS names"
+    )
     type: str
-    timeout_s: float = Field(DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False,
-                             description="seconds before the broker gives up on this source")
+    timeout_s: float = Field(
+        DEFAULT_TIMEOUT_S,
+        gt=0,
+        le=MAX_TIMEOUT_S,
+        allow_inf_nan=False,
+        description="seconds before the broker gives up on this source",
+    )
     ranked: bool | None = Field(
-        None, description="whether the source's row order carries relevance "
-                          "(unset: the type's default)")
+        None,
+        description="whether the source's row order carries relevance (unset: the type's default)",
+    )
 
     @field_validator("id")
     @classmethod
@@ -100,8 +107,12 @@ class SqliteSpec(SourceSpec):
     that is each row's id."""
 
     path: str = Field(description="database file, relative to NAUTILUS_DATA_DIR")
-    id_field: str = Field("id", min_length=1, max_length=128,
-                          description="seed field that is the row's id (answered as 'id')")
+    id_field: str = Field(
+        "id",
+        min_length=1,
+        max_length=128,
+        description="seed field that is the row's id (answered as 'id')",
+    )
 
     @field_validator("id_field")
     @classmethod
@@ -184,8 +195,7 @@ class SourcesFile:
 
 class _Document(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT,
-                       description="rows asked of each source")
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="rows asked of each source")
 
 
 def load_sources(path: Path) -> SourcesFile:
@@ -210,8 +220,10 @@ def load_sources(path: Path) -> SourcesFile:
     for i, entry in enumerate(document["sources"]):
         spec = _validate_entry(entry, f"{where}: sources[{i}]")
         if spec.id.lower() in seen:
-            raise SourceConfigError(f"{where}: duplicate source id {spec.id!r} "
-                                    f"(ids are case-insensitive: {seen[spec.id.lower()]!r})")
+            raise SourceConfigError(
+                f"{where}: duplicate source id {spec.id!r} "
+                f"(ids are case-insensitive: {seen[spec.id.lower()]!r})"
+            )
         seen[spec.id.lower()] = spec.id
         specs.append(spec)
     return SourcesFile(path, limit, tuple(specs))
@@ -274,25 +286,32 @@ def _read_yaml(path: Path) -> Any:
         with path.open("rb") as handle:
             raw = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise SourceConfigError(f"cannot read sources config {path}: "
-                                f"{exc.strerror or exc}") from None
+        raise SourceConfigError(
+            f"cannot read sources config {path}: {exc.strerror or exc}"
+        ) from None
     if len(raw) > MAX_FILE_BYTES:
-        raise SourceConfigError(f"{path}: larger than {MAX_FILE_BYTES} bytes; "
-                                "a sources file lists sources, the data lives in seeds")
+        raise SourceConfigError(
+            f"{path}: larger than {MAX_FILE_BYTES} bytes; "
+            "a sources file lists sources, the data lives in seeds"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise SourceConfigError(f"{path}:{line}: not valid UTF-8 "
-                                f"(byte 0x{raw[exc.start]:02x})") from None
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SourceConfigError(
+            f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
+        ) from None
     try:
         return yaml.load(text, Loader=_BoundedLoader)
     except _TooDeep as exc:
-        raise SourceConfigError(f"{path}:{exc.line}: nested too deeply (more than "
-                                f"{MAX_DEPTH} levels)") from None
+        raise SourceConfigError(
+            f"{path}:{exc.line}: nested too deeply (more than {MAX_DEPTH} levels)"
+        ) from None
     except _DuplicateKey as exc:
-        raise SourceConfigError(f"{path}:{exc.line}: duplicate key {exc.key!r} (first on "
-                                f"line {exc.first}); give each option once") from None
+        raise SourceConfigError(
+            f"{path}:{exc.line}: duplicate key {exc.key!r} (first on "
+            f"line {exc.first}); give each option once"
+        ) from None
     except RecursionError:
         raise SourceConfigError(f"{path}: nested too deeply") from None
     except yaml.YAMLError as exc:
@@ -351,8 +370,10 @@ def expand_variables(value: Any, where: str = "") -> Any:
 def _expand(value: Any, where: str, budget: list[int], depth: int) -> Any:
     budget[0] -= 1
     if budget[0] < 0:
-        raise SourceConfigError(f"{where}: more than {MAX_VALUES} values once YAML aliases "
-                                "are expanded; write the values out instead")
+        raise SourceConfigError(
+            f"{where}: more than {MAX_VALUES} values once YAML aliases "
+            "are expanded; write the values out instead"
+        )
     if depth > MAX_DEPTH:
         raise SourceConfigError(f"{where}: nested more than {MAX_DEPTH} levels deep")
     if isinstance(value, dict):
@@ -368,8 +389,10 @@ def _expand(value: Any, where: str, budget: list[int], depth: int) -> Any:
             return os.environ[name]
         if default is not None:
             return default
-        raise SourceConfigError(f"{where}: environment variable {name} is not set "
-                                f"(use ${{{name}:-default}} for a fallback)")
+        raise SourceConfigError(
+            f"{where}: environment variable {name} is not set "
+            f"(use ${{{name}:-default}} for a fallback)"
+        )
 
     return _VARIABLE.sub(substitute, value)
 
@@ -377,8 +400,11 @@ def _expand(value: Any, where: str, budget: list[int], depth: int) -> Any:
 def sources_json_schema() -> dict[str, Any]:
     """JSON Schema of the sources file (every registered type), for editors."""
     types = tuple(SOURCE_TYPES.values())
-    entry: Any = (Annotated[Union[types], Field(discriminator="type")]  # noqa: UP007
-                  if len(types) > 1 else types[0])
+    entry: Any = (
+        Annotated[Union[types], Field(discriminator="type")]  # noqa: UP007
+        if len(types) > 1
+        else types[0]
+    )
 
     class SourcesFileSchema(_Document):
         sources: list[entry]
@@ -393,20 +419,29 @@ def resolve_data_path(ctx: BuildContext, value: str, option: str = "path") -> Pa
     """A built file's path: relative paths live under ``ctx.relative_dir`` (NAUTILUS_DATA_DIR
     or this sources file's folder inside it); none may leave it."""
     given = Path(value).expanduser()
-    data = (ctx.data_dir if given.is_absolute() else ctx.relative_dir or ctx.data_dir
-            ).expanduser().resolve()
+    data = (
+        (ctx.data_dir if given.is_absolute() else ctx.relative_dir or ctx.data_dir)
+        .expanduser()
+        .resolve()
+    )
     full = (given if given.is_absolute() else data / given).resolve()
     if full == data or not full.is_relative_to(data):
-        raise ValueError(f"{option} {value!r} is outside NAUTILUS_DATA_DIR ({data}); "
-                         "built files live inside it (use a relative path such as "
-                         "'shop/faqs.db')")
+        raise ValueError(
+            f"{option} {value!r} is outside NAUTILUS_DATA_DIR ({data}); "
+            "built files live inside it (use a relative path such as "
+            "'shop/faqs.db')"
+        )
     if full.is_dir():
-        raise ValueError(f"{option} {value!r} is a directory ({full}); it names the "
-                         "database file, such as 'shop/faqs.db'")
+        raise ValueError(
+            f"{option} {value!r} is a directory ({full}); it names the "
+            "database file, such as 'shop/faqs.db'"
+        )
     if len(full.name.encode("utf-8", "surrogateescape")) > MAX_FILE_NAME_BYTES:
-        raise ValueError(f"{option} {value!r}: file name longer than {MAX_FILE_NAME_BYTES} "
-                         "bytes (the system allows 255, and nautilus' temporary build files "
-                         "add up to 55)")
+        raise ValueError(
+            f"{option} {value!r}: file name longer than {MAX_FILE_NAME_BYTES} "
+            "bytes (the system allows 255, and nautilus' temporary build files "
+            "add up to 55)"
+        )
     return full
 
 
@@ -427,8 +462,7 @@ def column_list(value: list[str]) -> list[str]:
         try:
             quote_identifier(name)
         except ValueError:
-            raise ValueError(f"invalid column name {name!r} "
-                             "(letters, digits and '_')") from None
+            raise ValueError(f"invalid column name {name!r} (letters, digits and '_')") from None
     if len(set(value)) != len(value):
         raise ValueError("a column is named twice")
     return value

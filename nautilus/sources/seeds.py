@@ -20,21 +20,25 @@ class SeedError(NautilusError, ValueError):
     """A seed file that cannot be used: missing, not JSON lines, empty, or lacking a field."""
 
 
-
 #: The longest seed line read (bytes): a file with no line end is refused at this
 #: size instead of being read whole into memory.
 MAX_SEED_LINE_BYTES = 16 << 20
-_KINDS = ((stat_kind.S_ISDIR, "a directory"), (stat_kind.S_ISFIFO, "a named pipe"),
-          (stat_kind.S_ISCHR, "a character device"), (stat_kind.S_ISBLK, "a block device"),
-          (stat_kind.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat_kind.S_ISDIR, "a directory"),
+    (stat_kind.S_ISFIFO, "a named pipe"),
+    (stat_kind.S_ISCHR, "a character device"),
+    (stat_kind.S_ISBLK, "a block device"),
+    (stat_kind.S_ISSOCK, "a socket"),
+)
 
 
 class FileRefusedError(NautilusError, ValueError):
     """An operator's file that is not read: missing, not a regular file, or too large."""
 
 
-def open_seed(path: Path, what: str = "seed file",
-              expected: str = "a seed is a regular JSON-lines file") -> BinaryIO:
+def open_seed(
+    path: Path, what: str = "seed file", expected: str = "a seed is a regular JSON-lines file"
+) -> BinaryIO:
     """A seed (or another operator's file, ``what``) opened for reading, refused unless it
     is a regular file: a device or a pipe never ends (``/dev/zero``) or blocks until a
     writer comes (a FIFO). A :class:`SeedError` for a seed, else :class:`FileRefusedError`."""
@@ -61,29 +65,34 @@ def read_text_file(path: Path, what: str, max_bytes: int, expected: str) -> str:
     with open_seed(Path(path), what, expected) as handle:
         raw = handle.read(max_bytes + 1)
     if len(raw) > max_bytes:
-        raise FileRefusedError(f"{what} {path} is larger than {max_bytes:,} bytes; "
-                               f"{expected}")
+        raise FileRefusedError(f"{what} {path} is larger than {max_bytes:,} bytes; {expected}")
     try:
         return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise FileRefusedError(f"{what} {path}:{line}: not valid UTF-8 "
-                               f"(byte 0x{raw[exc.start]:02x})") from None
+        line = raw[: exc.start].count(b"\n") + 1
+        raise FileRefusedError(
+            f"{what} {path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
+        ) from None
 
 
 def read_jsonl(path: Path) -> Iterator[Row]:
     """The objects of a JSON-lines file; blank lines skipped, a bad line is a clear error."""
     if path.suffix.lower() in {".csv", ".tsv"}:
-        raise SeedError(f"{path}: seeds are JSON lines (one JSON object a line), not CSV; "
-                        "convert it, e.g. with: python -c \"import csv,json,sys; "
-                        "[print(json.dumps(r)) for r in csv.DictReader(sys.stdin)]\" "
-                        "< in.csv > out.jsonl")
+        raise SeedError(
+            f"{path}: seeds are JSON lines (one JSON object a line), not CSV; "
+            'convert it, e.g. with: python -c "import csv,json,sys; '
+            '[print(json.dumps(r)) for r in csv.DictReader(sys.stdin)]" '
+            "< in.csv > out.jsonl"
+        )
     with open_seed(path) as handle:
-        for number, raw in enumerate(iter(lambda: handle.readline(MAX_SEED_LINE_BYTES + 1),
-                                          b""), start=1):
+        for number, raw in enumerate(
+            iter(lambda: handle.readline(MAX_SEED_LINE_BYTES + 1), b""), start=1
+        ):
             if len(raw) > MAX_SEED_LINE_BYTES:
-                raise SeedError(f"{path}:{number}: line longer than {MAX_SEED_LINE_BYTES} "
-                                "bytes; seeds are JSON lines, one object a line")
+                raise SeedError(
+                    f"{path}:{number}: line longer than {MAX_SEED_LINE_BYTES} "
+                    "bytes; seeds are JSON lines, one object a line"
+                )
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -95,19 +104,30 @@ def read_jsonl(path: Path) -> Iterator[Row]:
             try:
                 value = json.loads(line)
             except (ValueError, RecursionError) as exc:  # ValueError: past the digit limit
-                reason = (exc.msg if isinstance(exc, json.JSONDecodeError)
-                          else "nested too deeply" if isinstance(exc, RecursionError)
-                          else str(exc).split(";")[0][:120])
-                raise SeedError(f"{path}:{number}: not valid JSON ({reason}); seeds are "
-                                "JSON lines, one object a line") from None
+                reason = (
+                    exc.msg
+                    if isinstance(exc, json.JSONDecodeError)
+                    else "nested too deeply"
+                    if isinstance(exc, RecursionError)
+                    else str(exc).split(";")[0][:120]
+                )
+                raise SeedError(
+                    f"{path}:{number}: not valid JSON ({reason}); seeds are "
+                    "JSON lines, one object a line"
+                ) from None
             if not isinstance(value, dict):
-                raise SeedError(f"{path}:{number}: expected a JSON object, "
-                                f"got {type(value).__name__}")
+                raise SeedError(
+                    f"{path}:{number}: expected a JSON object, got {type(value).__name__}"
+                )
             yield value
 
 
-def load_seed(path: Path, columns: Iterable[str] = (), every_row: Iterable[str] = (),
-              allow_empty: bool = False) -> list[Row]:
+def load_seed(
+    path: Path,
+    columns: Iterable[str] = (),
+    every_row: Iterable[str] = (),
+    allow_empty: bool = False,
+) -> list[Row]:
     """A seed's rows, checked: not empty, ``columns`` present in some row, ``every_row``
     fields present in each row. Every failure is a :class:`SeedError` naming the file."""
     rows = list(read_jsonl(path))
@@ -118,8 +138,9 @@ def load_seed(path: Path, columns: Iterable[str] = (), every_row: Iterable[str] 
         if name not in fields:
             close = difflib.get_close_matches(name, fields, n=1, cutoff=0.6)
             hint = f" — did you mean {close[0]!r}?" if close else ""
-            raise SeedError(f"seed file {path} has no field {name!r}{hint} "
-                            f"(fields: {', '.join(fields[:30])})")
+            raise SeedError(
+                f"seed file {path} has no field {name!r}{hint} (fields: {', '.join(fields[:30])})"
+            )
     required = list(every_row)
     for number, row in enumerate(rows, start=1):
         missing = [name for name in required if row.get(name) is None]
@@ -136,8 +157,11 @@ def sqlite_value(value: object) -> object:
     """A seed value as SQLite can store it: an integer past 64 bits as its digits (SQLite
     refuses it, and every query of the source would fail), a string's lone surrogates
     (JSON's ``"\\ud800"``, not UTF-8) as U+FFFD; anything else as it is."""
-    if isinstance(value, int) and not isinstance(value, bool) and not (
-            SQLITE_INTEGERS[0] <= value <= SQLITE_INTEGERS[1]):
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not (SQLITE_INTEGERS[0] <= value <= SQLITE_INTEGERS[1])
+    ):
         return str(value)
     if isinstance(value, str):
         try:
@@ -153,13 +177,20 @@ def id_problem(path: Path, rows: list[Row], id_field: str) -> str | None:
     missing = sum(1 for row in rows if row.get(id_field) is None)
     if not missing:
         return None
-    candidates = [name for name in dict.fromkeys(k for row in rows for k in row)
-                  if _unique_everywhere(rows, name)]
-    hint = (f"; set id_field to the seed's id field (unique in every row: "
-            f"{', '.join(candidates[:5])})" if candidates else
-            "; give every row an id, or set id_field to the field that is one")
-    return (f"{missing} of {len(rows)} rows of {path} have no {id_field!r} (the id_field): "
-            f"their id is null in every answer{hint}")
+    candidates = [
+        name
+        for name in dict.fromkeys(k for row in rows for k in row)
+        if _unique_everywhere(rows, name)
+    ]
+    hint = (
+        f"; set id_field to the seed's id field (unique in every row: {', '.join(candidates[:5])})"
+        if candidates
+        else "; give every row an id, or set id_field to the field that is one"
+    )
+    return (
+        f"{missing} of {len(rows)} rows of {path} have no {id_field!r} (the id_field): "
+        f"their id is null in every answer{hint}"
+    )
 
 
 def _unique_everywhere(rows: list[Row], name: str) -> bool:

@@ -29,11 +29,15 @@ class Synthesizer(Protocol):
     @property
     def embedder(self) -> Embedder | None: ...
 
-    def merge(self, results: list[AdapterResult],
-              context: Mapping[str, Any] | None = None) -> Merged: ...
+    def merge(
+        self, results: list[AdapterResult], context: Mapping[str, Any] | None = None
+    ) -> Merged: ...
 
-    def merge_ranked(self, results: list[AdapterResult], context: Mapping[str, Any] | None = None,
-                     ) -> tuple[Merged, list[RankedRow]]: ...
+    def merge_ranked(
+        self,
+        results: list[AdapterResult],
+        context: Mapping[str, Any] | None = None,
+    ) -> tuple[Merged, list[RankedRow]]: ...
 
 
 def passthrough_ranking(results: list[AdapterResult], data: Merged) -> list[RankedRow]:
@@ -45,14 +49,16 @@ def passthrough_ranking(results: list[AdapterResult], data: Merged) -> list[Rank
         if result.error is None:
             rows, ranks = given.setdefault(result.source_id, ([], []))
             start = ranks[-1] if ranks else 0  # a source id twice: its ranks continue
-            ranks.extend(start + rank for rank in (result.source_ranks
-                                                   or range(1, len(result.rows) + 1)))
+            ranks.extend(
+                start + rank for rank in (result.source_ranks or range(1, len(result.rows) + 1))
+            )
             rows.extend(result.rows)
     ranking: list[RankedRow] = []
     for sid, rows in data.items():
         kept, ranks = given.get(sid, ([], []))
         as_given = len(kept) == len(rows) and all(map(operator.is_, kept, rows))
         for i, row in enumerate(rows):
-            ranking.append(RankedRow(sid, row, 0.0, len(ranking) + 1,
-                                     ranks[i] if as_given else i + 1))
+            ranking.append(
+                RankedRow(sid, row, 0.0, len(ranking) + 1, ranks[i] if as_given else i + 1)
+            )
     return ranking

@@ -15,8 +15,9 @@ class BasicSynthesizer:
     ranking_enabled = False
     embedder = None
 
-    def merge(self, results: list[AdapterResult],
-              context: Mapping[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
+    def merge(
+        self, results: list[AdapterResult], context: Mapping[str, Any] | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
         merged: dict[str, list[dict[str, Any]]] = {}
         for result in results:
             if result.error is not None:
@@ -25,8 +26,11 @@ class BasicSynthesizer:
             merged.setdefault(result.source_id, []).extend(rows)
         return merged
 
-    def merge_ranked(self, results: list[AdapterResult], context: Mapping[str, Any] | None = None,
-                     ) -> tuple[Merged, list[RankedRow]]:
+    def merge_ranked(
+        self,
+        results: list[AdapterResult],
+        context: Mapping[str, Any] | None = None,
+    ) -> tuple[Merged, list[RankedRow]]:
         """The merged rows, and their ranking: in order, unscored."""
         data = self.merge(results, context)
         return data, passthrough_ranking(results, data)

@@ -152,8 +152,9 @@ def relevance_spread(relevance: FloatArray, doc: IntArray) -> float:
     return min(float(top[depth - third] - top[0]), MAX_SPREAD)
 
 
-def source_places(relevance: FloatArray, source_index: IntArray, reference: IntArray,
-                  sources: IntArray) -> IntArray:
+def source_places(
+    relevance: FloatArray, source_index: IntArray, reference: IntArray, sources: IntArray
+) -> IntArray:
     """Each row's 1-based place among its own source's ``reference`` rows by relevance
     (1 + those strictly more relevant; a row outside the reference as if inserted), for
     the rows of ``sources`` (0 elsewhere)."""
@@ -168,8 +169,13 @@ def source_places(relevance: FloatArray, source_index: IntArray, reference: IntA
     return places
 
 
-def stage2_bumps(relevance: FloatArray, source_index: IntArray, doc: IntArray,
-                 reference: IntArray, level_bump: FloatArray) -> FloatArray:
+def stage2_bumps(
+    relevance: FloatArray,
+    source_index: IntArray,
+    doc: IntArray,
+    reference: IntArray,
+    level_bump: FloatArray,
+) -> FloatArray:
     """What stage 2 adds to each row's relevance (negative for a demoted source).
 
     ``relevance`` unboosted, ``reference`` the positions of the rows the batch
@@ -199,8 +205,13 @@ def stage2_bumps(relevance: FloatArray, source_index: IntArray, doc: IntArray,
     return out
 
 
-def unboosted_places(relevance: FloatArray, source_index: IntArray, source_rank: IntArray,
-                     doc: IntArray, reference: IntArray) -> IntArray:
+def unboosted_places(
+    relevance: FloatArray,
+    source_index: IntArray,
+    source_rank: IntArray,
+    doc: IntArray,
+    reference: IntArray,
+) -> IntArray:
     """Each row's 1-based place in the ranking without boosts (what ``--explain`` shows
     beside the boosted one): its document's place among the ``reference`` rows' documents
     ordered as the final sort orders them (relevance desc, routing index, source rank),
@@ -212,8 +223,9 @@ def unboosted_places(relevance: FloatArray, source_index: IntArray, source_rank:
     places = np.zeros(n, dtype=np.int64)
     if n == 0 or len(reference) == 0:
         return places
-    order = reference[np.lexsort((source_rank[reference], source_index[reference],
-                                  -relevance[reference]))]
+    order = reference[
+        np.lexsort((source_rank[reference], source_index[reference], -relevance[reference]))
+    ]
     _, first = np.unique(doc[order], return_index=True)
     ranked_docs = doc[order][np.sort(first)]  # each document once, best first
     place_of = np.zeros(int(doc.max()) + 1, dtype=np.int64)
@@ -222,7 +234,6 @@ def unboosted_places(relevance: FloatArray, source_index: IntArray, source_rank:
     outside = np.flatnonzero(places == 0)
     if len(outside):
         best = np.sort(relevance[order][np.sort(first)])  # ascending
-        places[outside] = 1 + len(best) - np.searchsorted(best, relevance[outside],
-                                                          side="right")
+        places[outside] = 1 + len(best) - np.searchsorted(best, relevance[outside], side="right")
     out: IntArray = places
     return out

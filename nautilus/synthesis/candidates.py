@@ -43,8 +43,8 @@ class Matrices:
         matrix_of = np.full(n, -1, dtype=np.int64)
         row_in = np.zeros(n, dtype=np.int64)
         for m, (offset, _, _, rows) in enumerate(parts):
-            matrix_of[offset:offset + len(rows)] = m
-            row_in[offset:offset + len(rows)] = rows
+            matrix_of[offset : offset + len(rows)] = m
+            row_in[offset : offset + len(rows)] = rows
         return cls([(matrix, given) for _, matrix, given, _ in parts], matrix_of, row_in)
 
 
@@ -52,7 +52,7 @@ class Matrices:
 class Candidates:
     """The flattened batch: parallel arrays, one entry per candidate row."""
 
-    source_ids: list[str]          # routing order
+    source_ids: list[str]  # routing order
     source_index: IntArray
     source_rank: IntArray
     rows: list[dict[str, Any]]
@@ -63,8 +63,14 @@ class Candidates:
         matrices = self.matrices
         if matrices is not None:
             matrices = Matrices(matrices.parts, matrices.matrix_of[keep], matrices.row_in[keep])
-        return Candidates(self.source_ids, self.source_index[keep], self.source_rank[keep],
-                          [self.rows[i] for i in keep], matrices, self.plain)
+        return Candidates(
+            self.source_ids,
+            self.source_index[keep],
+            self.source_rank[keep],
+            [self.rows[i] for i in keep],
+            matrices,
+            self.plain,
+        )
 
 
 def flatten(results: list[AdapterResult], warnings: RankWarnings | None) -> Candidates:
@@ -95,9 +101,14 @@ def flatten(results: list[AdapterResult], warnings: RankWarnings | None) -> Cand
         ranks = source_ranks(result, given, warnings)
         positions = ranks + (start - 1)
         at = np.arange(given, dtype=np.int64)  # where each kept row is in result.rows
-        is_dict = [] if set(map(type, source_rows)) <= {dict} else [  # plain dicts: fast
-            type(row) is dict or (isinstance(row, dict) and mapping_problem(row) is None)
-            for row in source_rows]
+        is_dict = (
+            []
+            if set(map(type, source_rows)) <= {dict}
+            else [  # plain dicts: fast
+                type(row) is dict or (isinstance(row, dict) and mapping_problem(row) is None)
+                for row in source_rows
+            ]
+        )
         plain = plain and not is_dict
         if not all(is_dict):
             not_a_dict += is_dict.count(False)
@@ -112,13 +123,21 @@ def flatten(results: list[AdapterResult], warnings: RankWarnings | None) -> Cand
         # ranks count the rows left out too (here, and by the broker: source_ranks)
         next_rank[index] = start + (int(ranks[-1]) if given else 0)
     if warnings is not None and not_a_dict:
-        warnings.add("rank_row_not_a_dict", count=not_a_dict,
-                     reason="not a dict, or a dict subclass whose methods fail",
-                     action="left out of the ranking")
+        warnings.add(
+            "rank_row_not_a_dict",
+            count=not_a_dict,
+            reason="not a dict, or a dict subclass whose methods fail",
+            action="left out of the ranking",
+        )
     empty = np.zeros(0, dtype=np.int64)
-    return Candidates(source_ids, np.concatenate(index_parts) if index_parts else empty,
-                      np.concatenate(rank_parts) if rank_parts else empty, rows,
-                      Matrices.build(matrix_parts, len(rows)), plain)
+    return Candidates(
+        source_ids,
+        np.concatenate(index_parts) if index_parts else empty,
+        np.concatenate(rank_parts) if rank_parts else empty,
+        rows,
+        Matrices.build(matrix_parts, len(rows)),
+        plain,
+    )
 
 
 def source_ranks(result: AdapterResult, given: int, warnings: RankWarnings | None) -> IntArray:
@@ -131,8 +150,12 @@ def source_ranks(result: AdapterResult, given: int, warnings: RankWarnings | Non
             ranks: IntArray = np.asarray(said, dtype=np.int64)
             return ranks
         if warnings is not None:
-            warnings.add("rank_source_ranks_invalid", source_id=result.source_id,
-                         reason=problem, action="rows ranked in the order given")
+            warnings.add(
+                "rank_source_ranks_invalid",
+                source_id=result.source_id,
+                reason=problem,
+                action="rows ranked in the order given",
+            )
     return np.arange(1, given + 1, dtype=np.int64)
 
 
@@ -151,13 +174,20 @@ def row_texts(rows: list[dict[str, Any]], warnings: RankWarnings) -> list[str]:
     values, cut at :data:`MAX_TEXT_CHARS`."""
     # "embedding" is never a string, so only rows naming their vector's model need the
     # slower, key-aware join.
-    texts = [" ".join(filter(_IS_STR, row.values())) if "embedding_model" not in row
-             else " ".join(v for k, v in row.items() if _IS_STR(v) and k not in NOT_TEXT)
-             for row in rows]
+    texts = [
+        " ".join(filter(_IS_STR, row.values()))
+        if "embedding_model" not in row
+        else " ".join(v for k, v in row.items() if _IS_STR(v) and k not in NOT_TEXT)
+        for row in rows
+    ]
     long_rows = [i for i, t in enumerate(texts) if len(t) > MAX_TEXT_CHARS]
     if long_rows:
-        warnings.add("rank_row_text_truncated", count=len(long_rows),
-                     limit_chars=MAX_TEXT_CHARS, action="scored on the first part")
+        warnings.add(
+            "rank_row_text_truncated",
+            count=len(long_rows),
+            limit_chars=MAX_TEXT_CHARS,
+            action="scored on the first part",
+        )
         for i in long_rows:
             texts[i] = texts[i][:MAX_TEXT_CHARS]
     return texts

@@ -84,9 +84,14 @@ def _rank_correlation(rx: FloatArray, ry: FloatArray) -> float:
     return float(rx @ ry) / denominator if denominator > 0 else 0.0
 
 
-def source_weights(source_index: IntArray, source_rank: IntArray, similarity: FloatArray,
-                   declared: Sequence[bool | None], doc: IntArray | None = None,
-                   lexical: FloatArray | None = None) -> tuple[FloatArray, FloatArray]:
+def source_weights(
+    source_index: IntArray,
+    source_rank: IntArray,
+    similarity: FloatArray,
+    declared: Sequence[bool | None],
+    doc: IntArray | None = None,
+    lexical: FloatArray | None = None,
+) -> tuple[FloatArray, FloatArray]:
     """(weight of each source's votes, the detected agreement with content ``rho`` or NaN
     if declared).
 
@@ -106,8 +111,11 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
     together = bool((source_index[1:] >= source_index[:-1]).all())
     ends = np.cumsum(np.bincount(source_index, minlength=n_sources)).tolist() if together else []
     others: FloatArray | None = None  # each row's votes from the other sources
-    if doc is not None and any(said is None for said in declared) and not (
-            every_row_its_document(doc)):
+    if (
+        doc is not None
+        and any(said is None for said in declared)
+        and not (every_row_its_document(doc))
+    ):
         # (a source declared or found unranked votes for nothing here either)
         voting = np.array([said is not False for said in declared], dtype=np.float64)
         every, _ = source_evidence(doc, source_index, source_rank, voting)
@@ -117,7 +125,8 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
             weights[j] = 1.0 if said else 0.0
             continue
         mine: slice | npt.NDArray[np.bool_] = (
-            slice(ends[j - 1] if j else 0, ends[j]) if together else source_index == j)
+            slice(ends[j - 1] if j else 0, ends[j]) if together else source_index == j
+        )
         ranks = source_rank[mine]
         n = len(ranks)
         if n < MIN_ROWS_TO_DETECT:
@@ -134,16 +143,23 @@ def source_weights(source_index: IntArray, source_rank: IntArray, similarity: Fl
             tests.append(others[mine])
         if lexical is not None:
             tests.append(lexical[mine])
-        rhos = [_rank_correlation(order_ranks.copy(), average_ranks(t)) for t in tests
-                if len(tests) == 1 or t is tests[0] or t.max() > t.min()]
+        rhos = [
+            _rank_correlation(order_ranks.copy(), average_ranks(t))
+            for t in tests
+            if len(tests) == 1 or t is tests[0] or t.max() > t.min()
+        ]
         agreement[j] = rhos[0]
         z = max(rhos) * math.sqrt(n - 1)
         weights[j] = min(max((z - DETECT_FROM_Z) / (DETECT_FULL_Z - DETECT_FROM_Z), 0.0), 1.0)
     return weights, agreement
 
 
-def orders_from_fields(declared: Sequence[bool | None], rows: Sequence[Mapping[str, Any]],
-                       source_index: IntArray, scores: bool = True) -> list[bool | None]:
+def orders_from_fields(
+    declared: Sequence[bool | None],
+    rows: Sequence[Mapping[str, Any]],
+    source_index: IntArray,
+    scores: bool = True,
+) -> list[bool | None]:
     """``declared``, with every undeclared source whose rows are in key order
     (:func:`key_ordered`) now unranked (False), and, when ``scores``, every other
     undeclared source whose rows are in the order of a score they carry
@@ -162,8 +178,11 @@ def orders_from_fields(declared: Sequence[bool | None], rows: Sequence[Mapping[s
     start = 0
     for j, said in enumerate(out):
         if said is None and counts[j] >= MIN_ROWS_FOR_KEY_ORDER:
-            mine = (rows[start:start + counts[j]] if together
-                    else [rows[i] for i in np.flatnonzero(source_index == j).tolist()])
+            mine = (
+                rows[start : start + counts[j]]
+                if together
+                else [rows[i] for i in np.flatnonzero(source_index == j).tolist()]
+            )
             if key_ordered(mine):
                 out[j] = False
             elif scores and score_ordered(mine):
@@ -199,8 +218,12 @@ def key_ordered(rows: Sequence[Mapping[str, Any]]) -> bool:
         previous = b
         for row in rows[2:]:
             current = _identifier(row.get(name)) if isinstance(row, Mapping) else None
-            if (current is None or type(current) is not type(previous) or current == previous
-                    or (current > previous) != ascending):  # type: ignore[operator]
+            if (
+                current is None
+                or type(current) is not type(previous)
+                or current == previous
+                or (current > previous) != ascending  # type: ignore[operator]
+            ):
                 break
             step_one = step_one and current == previous + 1  # type: ignore[operator]
             previous = current
@@ -256,8 +279,7 @@ def _identifier(value: Any) -> int | str | None:
         return value  # type: ignore[no-any-return]
     if kind is str:
         # (at most 18 digits: an int64's, and far below int()'s limit on digits)
-        return (int(value) if len(value) <= 18 and value.isascii() and value.isdigit()
-                else value)
+        return int(value) if len(value) <= 18 and value.isascii() and value.isdigit() else value
     if isinstance(value, int) and not isinstance(value, bool):
         return int(value)
     if isinstance(value, str):

@@ -83,8 +83,15 @@ DBSF_SPREAD = 3.0
 #: place is lifted towards that place — halfway, the source's judgement and content's
 #: counted equally (docs/tuning.md: 0.3 and 0.5 both gain on every shard cell, 1 loses).
 RANK_FLOOR_SHARE = 0.5
-def source_evidence(doc: IntArray, source_index: IntArray, source_rank: IntArray,
-                    weights: FloatArray, k: float = RRF_K) -> tuple[FloatArray, IntArray]:
+
+
+def source_evidence(
+    doc: IntArray,
+    source_index: IntArray,
+    source_rank: IntArray,
+    weights: FloatArray,
+    k: float = RRF_K,
+) -> tuple[FloatArray, IntArray]:
     """Each row's source votes: the sum over sources of ``w_j / (k + r)``, ``r`` the best
     rank source ``j`` gave the row's document; and how many ranked sources voted.
 
@@ -123,9 +130,16 @@ def content_weight(doc: IntArray, source_index: IntArray, weights: FloatArray) -
     return CONTENT_WEIGHT * max(1.0 - shared / SHARED_FOR_CONTENT_FLOOR, CONTENT_FLOOR)
 
 
-def unranked_votes(similarity: FloatArray, doc: IntArray, source_index: IntArray,
-                   reference: IntArray, weights: FloatArray, voters: IntArray,
-                   weight: float, k: float = RRF_K) -> FloatArray:
+def unranked_votes(
+    similarity: FloatArray,
+    doc: IntArray,
+    source_index: IntArray,
+    reference: IntArray,
+    weights: FloatArray,
+    voters: IntArray,
+    weight: float,
+    k: float = RRF_K,
+) -> FloatArray:
     """Each row's vote from the unranked sources (``weights[j] < 1``) that returned its
     document, when no other ranked source did: ``weight · (1 - w_j) / (k + r)``, ``r``
     the document's content rank among source ``j``'s ``reference`` rows (0 for a row
@@ -155,7 +169,7 @@ def unranked_votes(similarity: FloatArray, doc: IntArray, source_index: IntArray
     n_docs = int(doc.max()) + 1
     pair = source_index[ref] * n_docs + doc[ref]
     order = np.lexsort((-similarity[ref], pair))
-    first = np.concatenate(([True], pair[order][1:] != pair[order][:-1]))[:len(ref)]
+    first = np.concatenate(([True], pair[order][1:] != pair[order][:-1]))[: len(ref)]
     best_source = source_index[ref][order][first]
     best_sim = similarity[ref][order][first]
     levels = np.unique(np.concatenate((best_sim, similarity[rows])))  # exact, ascending
@@ -163,8 +177,9 @@ def unranked_votes(similarity: FloatArray, doc: IntArray, source_index: IntArray
     keys = np.sort(best_source * n_levels + np.searchsorted(levels, best_sim))
     source = source_index[rows]
     level = np.searchsorted(levels, similarity[rows])
-    above = (np.searchsorted(keys, (source + 1) * n_levels, side="left")
-             - np.searchsorted(keys, source * n_levels + level, side="right"))
+    above = np.searchsorted(keys, (source + 1) * n_levels, side="left") - np.searchsorted(
+        keys, source * n_levels + level, side="right"
+    )
     votes[rows] = weight * (1.0 - weights[source]) / (k + (1 + above).astype(np.float64))
     best = np.zeros(n_docs, dtype=np.float64)
     np.maximum.at(best, doc[reference], votes[reference])  # copies share the reference's vote
@@ -198,8 +213,9 @@ def every_row_its_document(doc: IntArray, reference: IntArray | None = None) -> 
     most batches, where ranks need no per-document pairing."""
     n = len(doc)
     every = np.arange(n, dtype=np.int64)
-    return (bool((doc == every).all())
-            and (reference is None or (len(reference) == n and bool((reference == every).all()))))
+    return bool((doc == every).all()) and (
+        reference is None or (len(reference) == n and bool((reference == every).all()))
+    )
 
 
 def descending_ranks(similarity: FloatArray, group: IntArray | None = None) -> IntArray:
@@ -232,8 +248,7 @@ def descending_ranks(similarity: FloatArray, group: IntArray | None = None) -> I
     return ranks
 
 
-def normalised_similarity(similarity: FloatArray, doc: IntArray,
-                          reference: IntArray) -> FloatArray:
+def normalised_similarity(similarity: FloatArray, doc: IntArray, reference: IntArray) -> FloatArray:
     """Each row's content similarity normalised by the distribution of the ``reference``
     rows' documents' positive similarities (each document at its most similar copy):
     ``(s - (mean - 3 sd)) / (6 sd)`` clipped to [0, 1] (distribution-based score fusion);
@@ -264,9 +279,14 @@ def normalised_similarity(similarity: FloatArray, doc: IntArray,
     return out
 
 
-def rank_floor(normalised: FloatArray, source_index: IntArray, source_rank: IntArray,
-               weights: FloatArray, reference: IntArray,
-               share: float = RANK_FLOOR_SHARE) -> FloatArray:
+def rank_floor(
+    normalised: FloatArray,
+    source_index: IntArray,
+    source_rank: IntArray,
+    weights: FloatArray,
+    reference: IntArray,
+    share: float = RANK_FLOOR_SHARE,
+) -> FloatArray:
     """Lexical content, not penalising a ranked source for matching by meaning: each row
     of a source with weight ``w > 0`` whose normalised content ``ŝ`` is below what its
     rank implies is lifted ``w · share`` of the way to it.
@@ -297,8 +317,9 @@ def rank_floor(normalised: FloatArray, source_index: IntArray, source_rank: IntA
     return lifted
 
 
-def convex_content(semantic: FloatArray, lexical: FloatArray,
-                   share: float = SEMANTIC_SHARE) -> FloatArray:
+def convex_content(
+    semantic: FloatArray, lexical: FloatArray, share: float = SEMANTIC_SHARE
+) -> FloatArray:
     """Content's normalised score from a semantic and a lexical one, each normalised
     (:func:`normalised_similarity`): ``share · semantic + (1 - share) · lexical``, in
     [0, 1] (Bruch et al.'s convex combination, over every row of the union)."""
@@ -306,8 +327,9 @@ def convex_content(semantic: FloatArray, lexical: FloatArray,
     return combined
 
 
-def content_vote(normalised: FloatArray, k: float = RRF_K,
-                 weight: float = CONTENT_WEIGHT) -> FloatArray:
+def content_vote(
+    normalised: FloatArray, k: float = RRF_K, weight: float = CONTENT_WEIGHT
+) -> FloatArray:
     """The content vote of rows at these normalised similarities: ``weight · ŝ / (k + 1)``
     (0 for a row with no positive similarity: ``ŝ`` is 0 there)."""
     vote: FloatArray = normalised * (weight / (k + 1.0))

@@ -25,8 +25,12 @@ class TokensToWeight:
     tokens: list[str]
 
 
-def query_vector(embedder: Embedder, idf: bool, ctx: Mapping[str, Any], warnings: RankWarnings,
-                 ) -> tuple[QueryVector | TokensToWeight | None, bool]:
+def query_vector(
+    embedder: Embedder,
+    idf: bool,
+    ctx: Mapping[str, Any],
+    warnings: RankWarnings,
+) -> tuple[QueryVector | TokensToWeight | None, bool]:
     """(query vector, whether it is in the embedder's own space); None: no ranking. With
     IDF on, a lexical embedder's query is left as its tokens, to embed once with the
     batch's weights: a query with tokens always embeds to a usable vector (see
@@ -36,13 +40,18 @@ def query_vector(embedder: Embedder, idf: bool, ctx: Mapping[str, Any], warnings
         vector = as_vector(given)
         if vector is not None:
             return vector, False
-        warnings.add("rank_query_vector_invalid", reason=vector_problem(given),
-                     action="embedding the query text instead")
+        warnings.add(
+            "rank_query_vector_invalid",
+            reason=vector_problem(given),
+            action="embedding the query text instead",
+        )
     query = ctx.get("query")
     if not isinstance(query, str) or not query.strip():
-        warnings.add("rank_no_query_vector",
-                     reason="context has neither a usable 'embedding' nor a 'query'",
-                     action="passthrough")
+        warnings.add(
+            "rank_no_query_vector",
+            reason="context has neither a usable 'embedding' nor a 'query'",
+            action="passthrough",
+        )
         return None, True
     try:
         if is_token_embedder(embedder):  # a sparse vector: no list of 65,536 floats
@@ -60,8 +69,9 @@ def query_vector(embedder: Embedder, idf: bool, ctx: Mapping[str, Any], warnings
     return vector, True
 
 
-def weighted_query(embedder: Embedder, tokens: list[str], weights: Mapping[str, float],
-                   warnings: RankWarnings) -> QueryVector | None:
+def weighted_query(
+    embedder: Embedder, tokens: list[str], weights: Mapping[str, float], warnings: RankWarnings
+) -> QueryVector | None:
     """The query's tokens embedded with these weights (its plain vector if the weighted
     one is unusable); None, with a warning, when the embedder fails or gives nothing."""
     if not is_token_embedder(embedder):
@@ -79,5 +89,8 @@ def weighted_query(embedder: Embedder, tokens: list[str], weights: Mapping[str, 
 
 
 def _no_usable_vector(warnings: RankWarnings) -> None:
-    warnings.add("rank_query_vector_invalid", reason="the embedder gave no usable vector",
-                 action="passthrough")
+    warnings.add(
+        "rank_query_vector_invalid",
+        reason="the embedder gave no usable vector",
+        action="passthrough",
+    )

@@ -24,11 +24,16 @@ class RankWarnings:
     def add(self, event: str, **fields: Any) -> None:
         self.found.append((event, fields))
 
-    def embedder_failed(self, target: str, exc: BaseException, action: str,
-                        **fields: Any) -> None:
+    def embedder_failed(self, target: str, exc: BaseException, action: str, **fields: Any) -> None:
         """An embedder raised: third-party code never fails a request, it is reported."""
-        self.add("rank_embedder_failed", target=target, **fields,
-                 error_type=type(exc).__name__, error=str(exc)[:200], action=action)
+        self.add(
+            "rank_embedder_failed",
+            target=target,
+            **fields,
+            error_type=type(exc).__name__,
+            error=str(exc)[:200],
+            action=action,
+        )
 
     def emit(self) -> None:
         """Log every warning found (and forget them)."""

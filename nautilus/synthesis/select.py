@@ -69,15 +69,26 @@ def select(cands: Candidates, scores: Scores, top_k: int | None) -> list[RankedR
     sids = cands.source_ids
     s = scores.take(order)
     columns = [vars(s)[name].tolist() for name in _COMPONENTS]
-    return list(starmap(RankedRow, zip(
-        [sids[j] for j in cands.source_index[order].tolist()],
-        [cands.rows[i] for i in places], s.score.tolist(), range(1, len(places) + 1),
-        cands.source_rank[order].tolist(), [tuple(also_from.get(i, ())) for i in places],
-        *columns, strict=True)))
+    return list(
+        starmap(
+            RankedRow,
+            zip(
+                [sids[j] for j in cands.source_index[order].tolist()],
+                [cands.rows[i] for i in places],
+                s.score.tolist(),
+                range(1, len(places) + 1),
+                cands.source_rank[order].tolist(),
+                [tuple(also_from.get(i, ())) for i in places],
+                *columns,
+                strict=True,
+            ),
+        )
+    )
 
 
-def _collapse_copies(cands: Candidates, order: IntArray,
-                     doc: IntArray) -> tuple[IntArray, dict[int, list[tuple[str, int]]]]:
+def _collapse_copies(
+    cands: Candidates, order: IntArray, doc: IntArray
+) -> tuple[IntArray, dict[int, list[tuple[str, int]]]]:
     """Keep the best copy of each document (rows in ``order``, best first); record
     where the others came from."""
     first = np.zeros(len(doc), dtype=bool)
@@ -94,5 +105,6 @@ def _collapse_copies(cands: Candidates, order: IntArray,
             best_of[d] = i
         else:
             also_from.setdefault(best_of[d], []).append(
-                (cands.source_ids[cands.source_index[i]], int(cands.source_rank[i])))
+                (cands.source_ids[cands.source_index[i]], int(cands.source_rank[i]))
+            )
     return kept, also_from

@@ -39,10 +39,15 @@ from nautilus.text.tokens import TokenBatch
 _EMBEDDING_OF = methodcaller("get", "embedding")
 
 
-def similarities(cands: Candidates, embedder: Embedder, query: QueryVector,
-                 query_in_embedder_space: bool, texts: list[str] | None,
-                 batch: TokenBatch | None, warnings: RankWarnings,
-                 ) -> tuple[FloatArray, list[str] | None, TokenBatch | None]:
+def similarities(
+    cands: Candidates,
+    embedder: Embedder,
+    query: QueryVector,
+    query_in_embedder_space: bool,
+    texts: list[str] | None,
+    batch: TokenBatch | None,
+    warnings: RankWarnings,
+) -> tuple[FloatArray, list[str] | None, TokenBatch | None]:
     """Cosine similarity of each candidate to the query; and every candidate's text
     and tokens, when they were given or built here (else None).
 
@@ -56,9 +61,12 @@ def similarities(cands: Candidates, embedder: Embedder, query: QueryVector,
     with_vector, sims, invalid = _vector_similarities(cands, query_unit, own_model, warnings)
     similarity[with_vector] = sims
     if invalid:
-        warnings.add("rank_row_vector_invalid", count=invalid,
-                     reason=f"not a finite numeric vector of dimension {dim}",
-                     action="embedding the row's text instead")
+        warnings.add(
+            "rank_row_vector_invalid",
+            count=invalid,
+            reason=f"not a finite numeric vector of dimension {dim}",
+            action="embedding the row's text instead",
+        )
     has_vector = np.zeros(n, dtype=bool)
     has_vector[with_vector] = True
     to_embed = np.flatnonzero(~has_vector)
@@ -67,8 +75,16 @@ def similarities(cands: Candidates, embedder: Embedder, query: QueryVector,
         if texts is None:
             texts = row_texts([cands.rows[i] for i in to_embed.tolist()], warnings)
             batch = TokenBatch.from_texts(texts) if is_token_embedder(embedder) else None
-        similarity[to_embed] = _embed_rows(embedder, texts, batch, to_embed, covers_all,
-                                           query_unit, query_in_embedder_space, warnings)
+        similarity[to_embed] = _embed_rows(
+            embedder,
+            texts,
+            batch,
+            to_embed,
+            covers_all,
+            query_unit,
+            query_in_embedder_space,
+            warnings,
+        )
         if not covers_all and len(to_embed) < n:  # texts of some candidates only
             texts, batch = None, None
     if not np.isfinite(similarity).all():  # (nan_to_num alone costs ~10 µs a request)
@@ -80,8 +96,9 @@ def similarities(cands: Candidates, embedder: Embedder, query: QueryVector,
 _LEXICAL = HashingEmbedder()
 
 
-def lexical_similarities(batch: TokenBatch, query_tokens: list[str],
-                         weights: Mapping[str, float]) -> FloatArray | None:
+def lexical_similarities(
+    batch: TokenBatch, query_tokens: list[str], weights: Mapping[str, float]
+) -> FloatArray | None:
     """Each text's lexical similarity to the query: the cosine of the default hashing
     embedder's vectors, the query's tokens weighted by ``weights`` (the batch's IDF
     weights, or none). Computed beside a model's (semantic) similarity, so content has
@@ -96,54 +113,70 @@ def lexical_similarities(batch: TokenBatch, query_tokens: list[str],
     return lexical
 
 
-def _embed_rows(embedder: Embedder, texts: list[str], batch: TokenBatch | None,
-                to_embed: IntArray, texts_cover_all: bool, query_unit: QueryVector,
-                query_in_embedder_space: bool, warnings: RankWarnings) -> FloatArray:
+def _embed_rows(
+    embedder: Embedder,
+    texts: list[str],
+    batch: TokenBatch | None,
+    to_embed: IntArray,
+    texts_cover_all: bool,
+    query_unit: QueryVector,
+    query_in_embedder_space: bool,
+    warnings: RankWarnings,
+) -> FloatArray:
     """Similarity of the rows in ``to_embed`` through the embedder; zeros where it fails."""
     dim = query_unit.shape[0]
     zeros = np.zeros(len(to_embed), dtype=np.float64)
     embedder_dim = getattr(embedder, "dim", None)
     if not query_in_embedder_space and embedder_dim is not None and embedder_dim != dim:
-        warnings.add("rank_row_vector_missing", count=len(to_embed),
-                     reason=f"query vector has dimension {dim}, the embedder {embedder_dim}",
-                     action="scored 0")
+        warnings.add(
+            "rank_row_vector_missing",
+            count=len(to_embed),
+            reason=f"query vector has dimension {dim}, the embedder {embedder_dim}",
+            action="scored 0",
+        )
         return zeros
     try:
         if is_token_embedder(embedder) and batch is not None:
             rows = embedder.embed_tokens(batch)
-            sims = (rows.dot_sparse(query_unit) if isinstance(query_unit, SparseVector)
-                    else rows.dot(query_unit))
+            sims = (
+                rows.dot_sparse(query_unit)
+                if isinstance(query_unit, SparseVector)
+                else rows.dot(query_unit)
+            )
             return sims[to_embed] if texts_cover_all else sims
         picked = [texts[i] for i in to_embed] if texts_cover_all else texts
         matrix = embed_texts(embedder, picked)
         if matrix.shape != (len(picked), dim):
-            raise ValueError(f"embedder returned shape {matrix.shape}, "
-                             f"expected {(len(picked), dim)}")
+            raise ValueError(
+                f"embedder returned shape {matrix.shape}, expected {(len(picked), dim)}"
+            )
     except Exception as exc:
         warnings.embedder_failed("rows", exc, action="those rows scored 0", count=len(to_embed))
         return zeros
     norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
     finite = np.isfinite(norms) & (norms > 0)
-    similarity: FloatArray = np.divide(matvec(matrix, query_unit), norms, out=zeros,
-                                       where=finite)
+    similarity: FloatArray = np.divide(matvec(matrix, query_unit), norms, out=zeros, where=finite)
     return similarity
 
 
-def _vector_similarities(cands: Candidates, query_unit: QueryVector, own_model: str | None,
-                         warnings: RankWarnings) -> tuple[IntArray, FloatArray, int]:
+def _vector_similarities(
+    cands: Candidates, query_unit: QueryVector, own_model: str | None, warnings: RankWarnings
+) -> tuple[IntArray, FloatArray, int]:
     """:func:`_row_vector_similarities`, with the rows whose source handed its vectors
     over as a matrix (``AdapterResult.embeddings``) scored from that matrix instead."""
     matrices = cands.matrices
     if matrices is None:
         return _row_vector_similarities(cands.rows, query_unit, own_model, cands.plain)
-    positions, sims, invalid = _matrix_similarities(matrices, cands.rows, query_unit, own_model,
-                                                    warnings)
+    positions, sims, invalid = _matrix_similarities(
+        matrices, cands.rows, query_unit, own_model, warnings
+    )
     rest = np.ones(len(cands.rows), dtype=bool)
     rest[positions] = False
     others = np.flatnonzero(rest)
     if len(others):
         found, other_sims, other_invalid = _row_vector_similarities(
-            [cands.rows[i] for i in others.tolist()], query_unit, own_model, cands.plain)
+            [cands.rows[i] for i in others.tolist()], query_unit, own_model, cands.plain
+        )
         positions = np.concatenate((positions, others[found]))
         sims = np.concatenate((sims, other_sims))
         invalid += other_invalid
@@ -160,9 +193,13 @@ def _matrix_problem(matrix: Any, given: int, dim: int) -> str | None:
     return None
 
 
-def _matrix_similarities(matrices: Matrices, rows: list[dict[str, Any]],
-                         query_unit: QueryVector, own_model: str | None,
-                         warnings: RankWarnings) -> tuple[IntArray, FloatArray, int]:
+def _matrix_similarities(
+    matrices: Matrices,
+    rows: list[dict[str, Any]],
+    query_unit: QueryVector,
+    own_model: str | None,
+    warnings: RankWarnings,
+) -> tuple[IntArray, FloatArray, int]:
     """Cosine of each matrix-backed candidate to the query: (their positions, their
     similarities, how many matrix rows were not finite). A matrix of the wrong shape
     or kind is warned about once and its rows fall back to their own ``embedding``."""
@@ -176,8 +213,11 @@ def _matrix_similarities(matrices: Matrices, rows: list[dict[str, Any]],
             continue
         problem = _matrix_problem(matrix, given, dim)
         if problem is not None:
-            warnings.add("rank_embeddings_invalid", reason=problem,
-                         action="using each row's own embedding or text instead")
+            warnings.add(
+                "rank_embeddings_invalid",
+                reason=problem,
+                action="using each row's own embedding or text instead",
+            )
             continue
         if own_model is not None:  # as for row vectors: another model's vectors are not used
             models = [rows[i].get("embedding_model", own_model) for i in at.tolist()]
@@ -198,9 +238,12 @@ def _matrix_similarities(matrices: Matrices, rows: list[dict[str, Any]],
     return np.concatenate(found), np.concatenate(sims), invalid
 
 
-def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: QueryVector,
-                             own_model: str | None, plain: bool = False,
-                             ) -> tuple[IntArray, FloatArray, int]:
+def _row_vector_similarities(
+    rows: list[dict[str, Any]],
+    query_unit: QueryVector,
+    own_model: str | None,
+    plain: bool = False,
+) -> tuple[IntArray, FloatArray, int]:
     """Cosine of each row's own ``embedding`` to the query, for the rows whose vector
     is usable: (their positions, their similarities, how many vectors were invalid).
 
@@ -211,9 +254,11 @@ def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: QueryVector
     dim = query_unit.shape[0]
     # map and C-level helpers: ~25 ns a row with dict.get, which only a plain dict may take
     # (a dict subclass may define its own get), ~100 ns through methodcaller
-    values: list[Any] = (list(map(dict.get, rows, repeat("embedding")))
-                         if plain or set(map(type, rows)) == {dict}
-                         else list(map(_EMBEDDING_OF, rows)))
+    values: list[Any] = (
+        list(map(dict.get, rows, repeat("embedding")))
+        if plain or set(map(type, rows)) == {dict}
+        else list(map(_EMBEDDING_OF, rows))
+    )
     types = set(map(type, values))
     present = [] if type(None) not in types else list(map(is_not, values, repeat(None)))
     if all(present):
@@ -237,8 +282,7 @@ def _row_vector_similarities(rows: list[dict[str, Any]], query_unit: QueryVector
             try:  # a 0-d array has no len(); a vector that is not flat, or does not cast
                 # to float64 by itself (object, complex), fails the gathering: the slow path
                 if set(map(len, picked)) == {dim}:
-                    products = dots_and_norms(gathered_blocks(picked, dim), len(picked),
-                                              query_unit)
+                    products = dots_and_norms(gathered_blocks(picked, dim), len(picked), query_unit)
             except (ValueError, TypeError):
                 products = None
         if products is None:

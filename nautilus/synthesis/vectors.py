@@ -75,8 +75,9 @@ def matvec(matrix: npt.NDArray[np.floating[Any]], vector: QueryVector) -> FloatA
     """``matrix @ vector`` in float64; a BLAS call only for a large matrix (see
     ``_BLAS_MIN_ENTRIES``); a sparse vector touches only its own columns."""
     if isinstance(vector, SparseVector):
-        product: FloatArray = np.einsum("ij,j->i", matrix[:, vector.columns], vector.values,
-                                        dtype=np.float64)
+        product: FloatArray = np.einsum(
+            "ij,j->i", matrix[:, vector.columns], vector.values, dtype=np.float64
+        )
         return product
     if matrix.size < _BLAS_MIN_ENTRIES or matrix.dtype != np.float64:
         product = np.einsum("ij,j->i", matrix, vector, dtype=np.float64)
@@ -85,8 +86,9 @@ def matvec(matrix: npt.NDArray[np.floating[Any]], vector: QueryVector) -> FloatA
     return product
 
 
-def dots_and_norms(blocks: Iterator[npt.NDArray[np.float64]], n: int,
-                   query: QueryVector) -> tuple[FloatArray, FloatArray]:
+def dots_and_norms(
+    blocks: Iterator[npt.NDArray[np.float64]], n: int, query: QueryVector
+) -> tuple[FloatArray, FloatArray]:
     """(each row · ``query``, each row's norm) for ``n`` rows given as consecutive float64
     blocks, accumulated in float64.
 
@@ -124,26 +126,25 @@ def matrix_blocks(matrix: npt.NDArray[Any]) -> Iterator[npt.NDArray[np.float64]]
     ``einsum(..., dtype=float64)`` casts through a small buffer, several times slower)."""
     if matrix.dtype == np.float64:
         for start in range(0, len(matrix), _BLOCK_ROWS):
-            yield matrix[start:start + _BLOCK_ROWS]
+            yield matrix[start : start + _BLOCK_ROWS]
         return
     buffer = np.empty((min(len(matrix), _BLOCK_ROWS), matrix.shape[1]), dtype=np.float64)
     for start in range(0, len(matrix), _BLOCK_ROWS):
-        part = matrix[start:start + _BLOCK_ROWS]
-        block = buffer[:len(part)]
+        part = matrix[start : start + _BLOCK_ROWS]
+        block = buffer[: len(part)]
         np.copyto(block, part, casting="unsafe")
         yield block
 
 
-def gathered_blocks(vectors: list[npt.NDArray[Any]],
-                    dim: int) -> Iterator[npt.NDArray[np.float64]]:
+def gathered_blocks(vectors: list[npt.NDArray[Any]], dim: int) -> Iterator[npt.NDArray[np.float64]]:
     """Row vectors (1-d arrays of length ``dim``) gathered ``_BLOCK_ROWS`` at a time into
     one reused float64 block: no matrix of every row (10k × 384 floats is a 30 MB
     allocation, its pages faulted in on every call). Raises TypeError for a vector
     numpy does not cast to float64 by itself (object, complex)."""
     buffer = np.empty(min(len(vectors), _BLOCK_ROWS) * dim, dtype=np.float64)
     for start in range(0, len(vectors), _BLOCK_ROWS):
-        part = vectors[start:start + _BLOCK_ROWS]
-        flat = buffer[:len(part) * dim]
+        part = vectors[start : start + _BLOCK_ROWS]
+        flat = buffer[: len(part) * dim]
         np.concatenate(part, out=flat, casting="same_kind")
         yield flat.reshape(len(part), dim)
 
@@ -160,8 +161,11 @@ def stack(vectors: list[Any], dim: int) -> tuple[FloatArray, npt.NDArray[np.bool
     except (TypeError, ValueError, OverflowError):
         pass
     for i, vector in enumerate(vectors):
-        if (not isinstance(vector, list | tuple | np.ndarray) or getattr(vector, "ndim", 1) != 1
-                or len(vector) != dim):
+        if (
+            not isinstance(vector, list | tuple | np.ndarray)
+            or getattr(vector, "ndim", 1) != 1
+            or len(vector) != dim
+        ):
             continue
         try:
             row = np.asarray(vector, dtype=np.float64)

@@ -32,10 +32,12 @@ _TOKEN = re.compile(r"[^\W_]+")
 #: bytes.translate table: ASCII bytes other than letters and digits become spaces
 #: (the separator \x02 between joined texts is kept).
 _ASCII_SPLIT = bytes(
-    b if (chr(b).isalnum() or b >= 0x80 or b == 0x02) else 0x20 for b in range(256))
+    b if (chr(b).isalnum() or b >= 0x80 or b == 0x02) else 0x20 for b in range(256)
+)
 _CHUNK = 2048
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been
 before being below between both but by can could did do does doing down during each
 few for from further had has have having he her here hers herself him himself his how
@@ -44,7 +46,8 @@ once only or other our ours ourselves out over own same she should so some such 
 that the their theirs them themselves then there these they this those through to too
 under until up very was we were what when where which while who whom why will with
 would you your yours yourself yourselves what's it's i'm don't
-""".split())
+""".split()
+)
 
 #: Floor of the IDF factor: a row that covers none of the query's rare tokens
 #: keeps this share of its similarity (see :func:`idf_factors`). Tuned on the
@@ -127,8 +130,9 @@ def _unicode_word_tokens(word: str) -> list[str]:
         if not part:
             continue
         if _CJK_RUN.fullmatch(part):
-            tokens.extend([part] if len(part) == 1 else
-                          [part[i:i + 2] for i in range(len(part) - 1)])
+            tokens.extend(
+                [part] if len(part) == 1 else [part[i : i + 2] for i in range(len(part) - 1)]
+            )
         else:
             token = normalize(part)
             if token:
@@ -155,16 +159,17 @@ _SEPARATOR_KEY = np.uint64(0x02)
 _WORD_CACHE = WordTokenCache(_word_tokens)
 
 
-def _terms(groups: npt.NDArray[np.int64], group_tokens: GroupTokens,
-           vocab_ids: defaultdict[str, int],
-           ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def _terms(
+    groups: npt.NDArray[np.int64],
+    group_tokens: GroupTokens,
+    vocab_ids: defaultdict[str, int],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """How many tokens each word occurrence (its group in ``groups``) has, and their
     terms in order. ``vocab_ids`` numbers new tokens as they come (groups are in order
     of first appearance); ``""`` (a group without a token) is -1 in it."""
     if group_tokens.every is None:  # the usual case: a word is one token or a stop word
         firsts = group_tokens.firsts
-        mapping = np.fromiter(map(vocab_ids.__getitem__, firsts), dtype=np.int64,
-                              count=len(firsts))
+        mapping = np.fromiter(map(vocab_ids.__getitem__, firsts), dtype=np.int64, count=len(firsts))
         terms = mapping[groups]
         return (terms >= 0).astype(np.int64), terms[terms >= 0]
     every = group_tokens.every
@@ -199,7 +204,8 @@ class TokenBatch:
     terms: npt.NDArray[np.int64]
     vocab: dict[str, int]
     _pairs: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = (
-        field(default=None, repr=False))
+        field(default=None, repr=False)
+    )
 
     @classmethod
     def from_texts(cls, texts: list[str]) -> TokenBatch:
@@ -217,13 +223,14 @@ class TokenBatch:
         row_parts, group_parts = [], []
         n_groups = 0
         for start in range(0, len(texts), _CHUNK):
-            chunk = texts[start:start + _CHUNK]
+            chunk = texts[start : start + _CHUNK]
             joined = " \x02 ".join(chunk)
             if joined.count("\x02") != len(chunk) - 1:  # a text holds the separator
                 joined = " \x02 ".join(t.replace("\x02", " ") for t in chunk)
             words = group_words(joined.lower().encode("utf-8", "replace").translate(_ASCII_SPLIT))
-            separator = ((words.first == _SEPARATOR_KEY) & (words.second == 0)
-                         & ~words.is_long)[words.group]
+            separator = ((words.first == _SEPARATOR_KEY) & (words.second == 0) & ~words.is_long)[
+                words.group
+            ]
             keep = ~separator
             row_parts.append(start + np.cumsum(separator)[keep])
             group_parts.append(words.group[keep] + n_groups)
@@ -232,8 +239,9 @@ class TokenBatch:
         groups = merge(parts) if parts else group_words(b"")
         # Terms numbered as they come (a C-level counter); "" stands for no token.
         vocab_ids: defaultdict[str, int] = defaultdict(count().__next__, {"": -1})
-        counts, terms = _terms(groups.group[concatenated(group_parts)],
-                               _WORD_CACHE.tokens_of(groups), vocab_ids)
+        counts, terms = _terms(
+            groups.group[concatenated(group_parts)], _WORD_CACHE.tokens_of(groups), vocab_ids
+        )
         del vocab_ids[""]
         return cls(len(texts), np.repeat(concatenated(row_parts), counts), terms, dict(vocab_ids))
 
@@ -259,8 +267,7 @@ class TokenBatch:
             self._pairs = (keys >> shift, keys & ((1 << shift) - 1), counts.astype(np.int64))
         return self._pairs
 
-    def bigrams(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
-                               npt.NDArray[np.int64]]:
+    def bigrams(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Adjacent term pairs within each text: (text, first term, second term)."""
         same_text = self.rows[1:] == self.rows[:-1]
         return self.rows[1:][same_text], self.terms[:-1][same_text], self.terms[1:][same_text]
@@ -287,8 +294,9 @@ def query_token_weights(batch: TokenBatch, query_tokens: list[str]) -> dict[str,
     return weights
 
 
-def idf_factors(batch: TokenBatch, weights: dict[str, float],
-                floor: float = IDF_FLOOR) -> npt.NDArray[np.float64]:
+def idf_factors(
+    batch: TokenBatch, weights: dict[str, float], floor: float = IDF_FLOOR
+) -> npt.NDArray[np.float64]:
     """Each text's IDF factor in ``[floor, 1]``, for rows scored by their own vectors.
 
     A text's IDF-weighted coverage of the query is

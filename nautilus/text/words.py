@@ -35,17 +35,20 @@ Tokens = tuple[str, ...]
 #: Words up to this many bytes are keyed by two integers; longer ones by their bytes.
 SHORT_WORD = 16
 #: Masks of a word's first and next 8 bytes (read little-endian), by its length.
-_KEEP_FIRST = np.array([(1 << 8 * min(k, 8)) - 1 for k in range(SHORT_WORD + 1)],
-                       dtype=np.uint64)
-_KEEP_SECOND = np.array([(1 << 8 * max(k - 8, 0)) - 1 for k in range(SHORT_WORD + 1)],
-                        dtype=np.uint64)
+_KEEP_FIRST = np.array([(1 << 8 * min(k, 8)) - 1 for k in range(SHORT_WORD + 1)], dtype=np.uint64)
+_KEEP_SECOND = np.array(
+    [(1 << 8 * max(k - 8, 0)) - 1 for k in range(SHORT_WORD + 1)], dtype=np.uint64
+)
 #: Odd 64-bit multipliers of the word hash (a multiply-xorshift mix, as in splitmix64).
 #: The first two are the key, drawn afresh in each process (as Python keys its str hash):
 #: a row cannot be written to collide with common words, which would send them down
 #: the exact but slower path batch after batch. Only timing depends on them: groups are
 #: numbered in order of first appearance and every lookup is checked against the words.
-_MIX = (np.uint64(secrets.randbits(64) | 1), np.uint64(secrets.randbits(64) | 1),
-        np.uint64(0xBF58476D1CE4E5B9))
+_MIX = (
+    np.uint64(secrets.randbits(64) | 1),
+    np.uint64(secrets.randbits(64) | 1),
+    np.uint64(0xBF58476D1CE4E5B9),
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class WordGroups:
     is_long: npt.NDArray[np.bool_]
 
     def word(self, g: int) -> bytes:
-        return self.text[int(self.start[g]):int(self.end[g])]
+        return self.text[int(self.start[g]) : int(self.end[g])]
 
 
 def group_words(data: bytes) -> WordGroups:
@@ -80,8 +83,7 @@ def group_words(data: bytes) -> WordGroups:
     capped = np.minimum(lengths, SHORT_WORD)
     first = eight[starts] & _KEEP_FIRST[capped]
     second = eight[starts + 8] & _KEEP_SECOND[capped]
-    return _grouped(text, starts, ends, first, second, _hash(first, second),
-                    lengths > SHORT_WORD)
+    return _grouped(text, starts, ends, first, second, _hash(first, second), lengths > SHORT_WORD)
 
 
 def merge(parts: list[WordGroups]) -> WordGroups:
@@ -89,18 +91,37 @@ def merge(parts: list[WordGroups]) -> WordGroups:
     result's ``group`` numbers the parts' groups, one after another."""
     if len(parts) == 1:
         only = parts[0]
-        return WordGroups(only.text, np.arange(len(only.first), dtype=np.int64), only.start,
-                          only.end, only.first, only.second, only.hashed, only.is_long)
+        return WordGroups(
+            only.text,
+            np.arange(len(only.first), dtype=np.int64),
+            only.start,
+            only.end,
+            only.first,
+            only.second,
+            only.hashed,
+            only.is_long,
+        )
     offsets = np.cumsum([0] + [len(part.text) for part in parts[:-1]])
-    return _grouped(b"".join(part.text for part in parts),
-                    np.concatenate([p.start + o for p, o in zip(parts, offsets, strict=True)]),
-                    np.concatenate([p.end + o for p, o in zip(parts, offsets, strict=True)]),
-                    *(np.concatenate([getattr(p, name) for p in parts])
-                      for name in ("first", "second", "hashed", "is_long")))
+    return _grouped(
+        b"".join(part.text for part in parts),
+        np.concatenate([p.start + o for p, o in zip(parts, offsets, strict=True)]),
+        np.concatenate([p.end + o for p, o in zip(parts, offsets, strict=True)]),
+        *(
+            np.concatenate([getattr(p, name) for p in parts])
+            for name in ("first", "second", "hashed", "is_long")
+        ),
+    )
 
 
-def _grouped(text: bytes, starts: IntArray, ends: IntArray, first: U64, second: U64,
-             hashed: U64, is_long: npt.NDArray[np.bool_]) -> WordGroups:
+def _grouped(
+    text: bytes,
+    starts: IntArray,
+    ends: IntArray,
+    first: U64,
+    second: U64,
+    hashed: U64,
+    is_long: npt.NDArray[np.bool_],
+) -> WordGroups:
     """Items (spans of ``text``) grouped: short ones by their keys, long ones by bytes."""
     if not is_long.any():
         group, leaders = _group_equal(first, second, hashed)
@@ -111,9 +132,13 @@ def _grouped(text: bytes, starts: IntArray, ends: IntArray, first: U64, second: 
         group[short] = short_group
         by_bytes: dict[bytes, int] = {}
         n_short = len(short_leaders)
-        long_group = np.array([by_bytes.setdefault(text[s:e], n_short + len(by_bytes)) for s, e
-                               in zip(starts[long_items].tolist(), ends[long_items].tolist(),
-                                      strict=True)], dtype=np.int64)
+        long_group = np.array(
+            [
+                by_bytes.setdefault(text[s:e], n_short + len(by_bytes))
+                for s, e in zip(starts[long_items].tolist(), ends[long_items].tolist(), strict=True)
+            ],
+            dtype=np.int64,
+        )
         group[long_items] = long_group
         _, first_of = np.unique(long_group, return_index=True)
         leaders = np.concatenate((short[short_leaders], long_items[first_of]))
@@ -121,8 +146,16 @@ def _grouped(text: bytes, starts: IntArray, ends: IntArray, first: U64, second: 
     renumber = np.empty(len(order), dtype=np.int64)
     renumber[order] = np.arange(len(order), dtype=np.int64)
     leaders = leaders[order]
-    return WordGroups(text, renumber[group], starts[leaders], ends[leaders], first[leaders],
-                      second[leaders], hashed[leaders], is_long[leaders])
+    return WordGroups(
+        text,
+        renumber[group],
+        starts[leaders],
+        ends[leaders],
+        first[leaders],
+        second[leaders],
+        hashed[leaders],
+        is_long[leaders],
+    )
 
 
 def _hash(first: U64, second: U64) -> U64:
@@ -152,8 +185,9 @@ def _group_equal(first: U64, second: U64, hashed: U64) -> tuple[IntArray, IntArr
     leader = leaders[group]
     if (first[leader] == first).all() and (second[leader] == second).all():
         return group, leaders
-    _, first_at, exact = np.unique(np.stack((first, second), axis=1), axis=0,
-                                   return_index=True, return_inverse=True)
+    _, first_at, exact = np.unique(
+        np.stack((first, second), axis=1), axis=0, return_index=True, return_inverse=True
+    )
     return exact.reshape(-1).astype(np.int64), first_at.astype(np.int64)
 
 
@@ -192,8 +226,9 @@ class WordTokenCache:
                 entries[short] = [found] if len(hashes) == 1 else found
             except KeyError:
                 self._add(groups, short, hashes)
-                entries[short] = np.fromiter(map(self._index.get, hashes, repeat(-1)),
-                                             dtype=np.int64, count=len(hashes))
+                entries[short] = np.fromiter(
+                    map(self._index.get, hashes, repeat(-1)), dtype=np.int64, count=len(hashes)
+                )
         cached = self._entries  # one snapshot for the check and the pick
         known = cached.check(entries, groups)
         if known.all():
@@ -224,8 +259,10 @@ class WordTokenCache:
             picked = np.fromiter(new.values(), dtype=np.int64, count=len(new))
             base = len(self._entries.first)
             self._entries = self._entries.extended(
-                groups.first[picked], groups.second[picked],
-                [self._word_tokens(groups.word(g)) for g in picked.tolist()])
+                groups.first[picked],
+                groups.second[picked],
+                [self._word_tokens(groups.word(g)) for g in picked.tolist()],
+            )
             index.update(zip(new, range(base, base + len(new)), strict=True))
 
 
@@ -253,17 +290,22 @@ class _Entries:
         self.tokens.extend(tokens)
         self.firsts.extend(t[0] if t else "" for t in tokens)
         n_tokens = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
-        return _Entries(np.concatenate((self.first, first)),
-                        np.concatenate((self.second, second)),
-                        np.concatenate((self.n_tokens, n_tokens)), self.firsts, self.tokens)
+        return _Entries(
+            np.concatenate((self.first, first)),
+            np.concatenate((self.second, second)),
+            np.concatenate((self.n_tokens, n_tokens)),
+            self.firsts,
+            self.tokens,
+        )
 
     def check(self, entries: IntArray, groups: WordGroups) -> npt.NDArray[np.bool_]:
         """Which looked-up entries (``-1``: none) hold the groups' own words; entries
         the index gave after another thread emptied the cache fail the check too."""
         entries[entries >= len(self.first)] = -1
         known = entries >= 0
-        known[known] = ((self.first[entries[known]] == groups.first[known])
-                        & (self.second[entries[known]] == groups.second[known]))
+        known[known] = (self.first[entries[known]] == groups.first[known]) & (
+            self.second[entries[known]] == groups.second[known]
+        )
         return known
 
     def pick(self, entries: IntArray, every: bool = False) -> GroupTokens:
@@ -274,5 +316,4 @@ class _Entries:
         firsts = list(get(self.firsts)) if len(at) > 1 else [self.firsts[at[0]]]
         if not every and int(self.n_tokens[entries].max()) <= 1:
             return GroupTokens(firsts, None)
-        return GroupTokens(firsts, list(get(self.tokens)) if len(at) > 1
-                           else [self.tokens[at[0]]])
+        return GroupTokens(firsts, list(get(self.tokens)) if len(at) > 1 else [self.tokens[at[0]]])

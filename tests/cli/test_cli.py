@@ -14,12 +14,19 @@ NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 QUERY = "orders database disk full"
 
 
-def run(*args: str, env: dict[str, str] | None = None,
-        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]  # the test's own folder
-    return subprocess.run([NAUTILUS, *args], capture_output=True, text=True, timeout=120,
-                          env={**base, **(env or {})}, cwd=cwd)
+    return subprocess.run(
+        [NAUTILUS, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, **(env or {})},
+        cwd=cwd,
+    )
 
 
 def test_config_json_with_nothing_set_shows_every_ranking_knob_unset() -> None:
@@ -38,14 +45,19 @@ def test_config_json_with_nothing_set_shows_every_ranking_knob_unset() -> None:
 def test_config_strict_rejects_a_bad_boost_naming_entry_level_and_choices() -> None:
     result = run("config", "--strict", env={"NAUTILUS_SOURCE_BOOSTS": "graph:hgih"})
     assert result.returncode == 1
-    assert ("NAUTILUS_SOURCE_BOOSTS: 'graph:hgih': unknown level 'hgih' for 'graph' "
-            "(valid: -high, -medium, -low, low, medium, high)") in result.stderr
+    assert (
+        "NAUTILUS_SOURCE_BOOSTS: 'graph:hgih': unknown level 'hgih' for 'graph' "
+        "(valid: -high, -medium, -low, low, medium, high)"
+    ) in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_config_strict_passes_a_good_manifest() -> None:
-    result = run("config", "--strict", env={"NAUTILUS_SOURCE_BOOSTS": "graph:high",
-                                            "NAUTILUS_RANKING_TOP_K": "5"})
+    result = run(
+        "config",
+        "--strict",
+        env={"NAUTILUS_SOURCE_BOOSTS": "graph:high", "NAUTILUS_RANKING_TOP_K": "5"},
+    )
     assert result.returncode == 0, result.stderr
     assert "graph:high" in result.stdout and "skipped: none" in result.stdout
 
@@ -57,16 +69,18 @@ def test_config_strict_checks_boosted_ids_against_the_sources() -> None:
 
 
 def test_config_without_strict_lists_skipped_entries_and_exits_0() -> None:
-    result = run("config", env={"NAUTILUS_SOURCE_BOOSTS": ":high,sql:low",
-                                "NAUTILUS_RANKING_TOP_K": "ten"})
+    result = run(
+        "config", env={"NAUTILUS_SOURCE_BOOSTS": ":high,sql:low", "NAUTILUS_RANKING_TOP_K": "ten"}
+    )
     assert result.returncode == 0
     assert "':high': empty source id" in result.stdout
     assert "NAUTILUS_RANKING_TOP_K: 'ten'" in result.stdout
 
 
 def test_strict_env_makes_a_bad_value_a_startup_error() -> None:
-    result = run("query", QUERY, env={"NAUTILUS_CONFIG_STRICT": "true",
-                                      "NAUTILUS_RANKING_TOP_K": "-1"})
+    result = run(
+        "query", QUERY, env={"NAUTILUS_CONFIG_STRICT": "true", "NAUTILUS_RANKING_TOP_K": "-1"}
+    )
     assert result.returncode == 1
     assert "NAUTILUS_RANKING_TOP_K" in result.stderr and "Traceback" not in result.stderr
     assert result.stdout == ""
@@ -76,20 +90,35 @@ def test_query_json_is_one_object_on_stdout_and_logs_go_to_stderr() -> None:
     result = run("query", QUERY, "--json", env={"NAUTILUS_LOG_FORMAT": "json"})
     assert result.returncode == 0, result.stderr
     response = json.loads(result.stdout)
-    assert set(response) == {"request_id", "data", "ranking", "sources_queried",
-                             "sources_errored", "duration_ms", "response_hash",
-                             "source_response_hashes", "sources_warned", "ranking_enabled",
-                             "synthesizer", "vectors_included"}
+    assert set(response) == {
+        "request_id",
+        "data",
+        "ranking",
+        "sources_queried",
+        "sources_errored",
+        "duration_ms",
+        "response_hash",
+        "source_response_hashes",
+        "sources_warned",
+        "ranking_enabled",
+        "synthesizer",
+        "vectors_included",
+    }
     assert response["sources_queried"] == ["tickets", "graph", "runbooks", "postmortems"]
     for line in result.stderr.strip().splitlines():
         assert "event" in json.loads(line)  # every log line is a JSON object
 
 
 def test_top_k_and_boost_from_the_environment_change_the_ranking() -> None:
-    plain = json.loads(run("query", QUERY, "--json",
-                           env={"NAUTILUS_RANKING_TOP_K": "5"}).stdout)
-    boosted = json.loads(run("query", QUERY, "--json", env={
-        "NAUTILUS_RANKING_TOP_K": "5", "NAUTILUS_SOURCE_BOOSTS": "graph:high"}).stdout)
+    plain = json.loads(run("query", QUERY, "--json", env={"NAUTILUS_RANKING_TOP_K": "5"}).stdout)
+    boosted = json.loads(
+        run(
+            "query",
+            QUERY,
+            "--json",
+            env={"NAUTILUS_RANKING_TOP_K": "5", "NAUTILUS_SOURCE_BOOSTS": "graph:high"},
+        ).stdout
+    )
     assert len(plain["ranking"]) == len(boosted["ranking"]) == 5
     graph_plain = [r for r in plain["ranking"] if r["source_id"] == "graph"]
     graph_boosted = [r for r in boosted["ranking"] if r["source_id"] == "graph"]
@@ -102,13 +131,22 @@ def test_top_k_and_boost_from_the_environment_change_the_ranking() -> None:
     assert all(r["unboosted_rank"] == 0 for r in plain["ranking"])  # no boost: none
     assert {r["source_id"] for r in boosted["ranking"]} - {"graph"}  # others still there
     for r in boosted["ranking"]:
-        assert r["score"] == pytest.approx(r["content"] + r["evidence"] + r["unranked_vote"]
-                                           + r["boost_bump"])
+        assert r["score"] == pytest.approx(
+            r["content"] + r["evidence"] + r["unranked_vote"] + r["boost_bump"]
+        )
 
 
 def test_cli_flags_override_the_environment() -> None:
-    result = run("query", QUERY, "--json", "--top-k", "3", "--boost", "runbooks:low",
-                 env={"NAUTILUS_RANKING_TOP_K": "9", "NAUTILUS_SOURCE_BOOSTS": "graph:high"})
+    result = run(
+        "query",
+        QUERY,
+        "--json",
+        "--top-k",
+        "3",
+        "--boost",
+        "runbooks:low",
+        env={"NAUTILUS_RANKING_TOP_K": "9", "NAUTILUS_SOURCE_BOOSTS": "graph:high"},
+    )
     response = json.loads(result.stdout)
     assert len(response["ranking"]) == 3
     assert all(r["boost_bump"] == 0.0 for r in response["ranking"] if r["source_id"] != "runbooks")
@@ -116,13 +154,15 @@ def test_cli_flags_override_the_environment() -> None:
 
 def test_a_demotion_from_the_command_line_lowers_its_source() -> None:
     plain = json.loads(run("query", QUERY, "--json", "--top-k", "10").stdout)
-    demoted = json.loads(run("query", QUERY, "--json", "--top-k", "10",
-                             "--boost", "graph:-high").stdout)
+    demoted = json.loads(
+        run("query", QUERY, "--json", "--top-k", "10", "--boost", "graph:-high").stdout
+    )
     graph = [r for r in demoted["ranking"] if r["source_id"] == "graph"]
     assert all(r["boost_bump"] <= 0.0 for r in graph) and any(r["boost_bump"] < 0 for r in graph)
     assert all(r["boost_bump"] == 0.0 for r in demoted["ranking"] if r["source_id"] != "graph")
-    assert (sum(r["source_id"] == "graph" for r in demoted["ranking"])
-            <= sum(r["source_id"] == "graph" for r in plain["ranking"]))
+    assert sum(r["source_id"] == "graph" for r in demoted["ranking"]) <= sum(
+        r["source_id"] == "graph" for r in plain["ranking"]
+    )
     # a demoted row never moves up
     assert all(r["rank"] >= r["unboosted_rank"] for r in graph)
     bad = run("query", QUERY, "--boost", "graph:--high")
@@ -137,7 +177,7 @@ def test_explain_shows_the_place_without_the_boost() -> None:
     head = next(line for line in lines if "stage1" in line)
     assert "unb." in head.split()
     column = head.split().index("unb.")
-    rows = lines[lines.index(head) + 1:lines.index(head) + 7]
+    rows = lines[lines.index(head) + 1 : lines.index(head) + 7]
     assert all(int(line.split()[column]) >= 1 for line in rows)  # a place on every row
 
 
@@ -146,8 +186,9 @@ def test_a_high_boost_is_felt_on_the_demo() -> None:
     the service's name; runbooks:high brings it up, the exact ticket stays first."""
     query = "orders-db disk full"
     plain = json.loads(run("query", query, "--json", "--top-k", "10").stdout)["ranking"]
-    boosted = json.loads(run("query", query, "--json", "--top-k", "10",
-                             "--boost", "runbooks:high").stdout)["ranking"]
+    boosted = json.loads(
+        run("query", query, "--json", "--top-k", "10", "--boost", "runbooks:high").stdout
+    )["ranking"]
     [runbook] = [r for r in plain if r["id"] == "RB-01"]
     [lifted] = [r for r in boosted if r["id"] == "RB-01"]
     assert runbook["rank"] == 10 and lifted["unboosted_rank"] == 10
@@ -168,11 +209,14 @@ def test_query_table_and_explain() -> None:
 def test_a_failing_source_is_listed_while_the_others_answer(tmp_path: Path) -> None:
     (tmp_path / "ok.jsonl").write_text('{"id": "a", "title": "disk full"}\n', encoding="utf-8")
     config = tmp_path / "nautilus.yaml"
-    config.write_text("""
+    config.write_text(
+        """
 sources:
   - {id: ok, type: sqlite_table, path: ok.db, seed: ok.jsonl, table: t, search_columns: [title]}
   - {id: broken, type: sqlite_fts, path: notes.txt, seed: ok.jsonl, columns: [title]}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     data = Path(os.environ["NAUTILUS_DATA_DIR"])
     data.mkdir(parents=True, exist_ok=True)
     (data / "notes.txt").write_text("someone else's file\n", encoding="utf-8")
@@ -183,20 +227,32 @@ sources:
     assert (data / "notes.txt").read_text(encoding="utf-8") == "someone else's file\n"
 
 
-@pytest.mark.parametrize(("args", "env", "code", "message"), [
-    (["query", "x", "--top-k", "abc"], {}, 2, "argument --top-k: 'abc' is not an integer >= 1"),
-    (["query", "x", "--top-k", "0"], {}, 2, "argument --top-k: '0' is not an integer >= 1"),
-    (["query", "x"], {"NAUTILUS_CONFIG": "/nonexistent/nautilus.yaml"}, 1,
-     "cannot read sources config"),
-    (["query", "x"], {"NAUTILUS_RANKING_IDF": "perhaps"}, 0, "config_value_skipped"),
-    (["query", "x", "--boost", "faqs:hgih"], {}, 2,
-     "argument --boost: 'faqs:hgih': unknown level 'hgih' for 'faqs' "
-     "(valid levels: -high, -medium, -low, low, "),
-    (["bogus"], {}, 2, "invalid choice"),
-    ([], {}, 2, "required"),
-])
-def test_no_input_gives_a_traceback(args: list[str], env: dict[str, str], code: int,
-                                    message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "env", "code", "message"),
+    [
+        (["query", "x", "--top-k", "abc"], {}, 2, "argument --top-k: 'abc' is not an integer >= 1"),
+        (["query", "x", "--top-k", "0"], {}, 2, "argument --top-k: '0' is not an integer >= 1"),
+        (
+            ["query", "x"],
+            {"NAUTILUS_CONFIG": "/nonexistent/nautilus.yaml"},
+            1,
+            "cannot read sources config",
+        ),
+        (["query", "x"], {"NAUTILUS_RANKING_IDF": "perhaps"}, 0, "config_value_skipped"),
+        (
+            ["query", "x", "--boost", "faqs:hgih"],
+            {},
+            2,
+            "argument --boost: 'faqs:hgih': unknown level 'hgih' for 'faqs' "
+            "(valid levels: -high, -medium, -low, low, ",
+        ),
+        (["bogus"], {}, 2, "invalid choice"),
+        ([], {}, 2, "required"),
+    ],
+)
+def test_no_input_gives_a_traceback(
+    args: list[str], env: dict[str, str], code: int, message: str
+) -> None:
     result = run(*args, env=env)
     assert result.returncode == code
     assert message in result.stderr
@@ -229,11 +285,16 @@ def test_a_reader_that_leaves_early_is_not_an_error(tmp_path: Path) -> None:
     rows = [{"id": f"r{i}", "title": f"disk full {i} " + "x" * 300} for i in range(600)]
     (tmp_path / "big.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     config = tmp_path / "nautilus.yaml"
-    config.write_text("limit: 1000\nsources:\n  - {id: big, type: sqlite_table, path: big.db, "
-                      "seed: big.jsonl, table: t, search_columns: [title]}\n", encoding="utf-8")
-    process = subprocess.Popen([NAUTILUS, "query", "disk", "--config", str(config),
-                                "--top-k", "600", "--json"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+    config.write_text(
+        "limit: 1000\nsources:\n  - {id: big, type: sqlite_table, path: big.db, "
+        "seed: big.jsonl, table: t, search_columns: [title]}\n",
+        encoding="utf-8",
+    )
+    process = subprocess.Popen(
+        [NAUTILUS, "query", "disk", "--config", str(config), "--top-k", "600", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert process.stdout is not None and process.stderr is not None
     assert process.stdout.read(10)
     process.stdout.close()
@@ -243,10 +304,13 @@ def test_a_reader_that_leaves_early_is_not_an_error(tmp_path: Path) -> None:
     assert "BrokenPipe" not in errors and "Traceback" not in errors
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--boost", "wikki:high"], "--boost: 'wikki': no source has id 'wikki' (valid: tickets,"),
-    (["--source", "wikki"], "--source: 'wikki': unknown source id (valid: tickets,"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--boost", "wikki:high"], "--boost: 'wikki': no source has id 'wikki' (valid: tickets,"),
+        (["--source", "wikki"], "--source: 'wikki': unknown source id (valid: tickets,"),
+    ],
+)
 def test_an_unknown_source_in_a_flag_is_a_usage_error(args: list[str], message: str) -> None:
     result = run("query", QUERY, *args)
     assert (result.returncode, result.stdout) == (2, "")
@@ -262,8 +326,11 @@ def test_an_empty_query_is_a_usage_error() -> None:
 def test_a_cursor_with_characters_inserted_is_refused() -> None:
     first = run("query", QUERY, "--top-k", "2", "--page", "1")
     cursor = first.stdout.rsplit("--cursor ", 1)[1].strip()
-    for tampered in (cursor[:5] + "!" + cursor[5:], cursor[:5] + " " + cursor[5:],
-                     cursor + "\u00e9"):
+    for tampered in (
+        cursor[:5] + "!" + cursor[5:],
+        cursor[:5] + " " + cursor[5:],
+        cursor + "\u00e9",
+    ):
         result = run("query", QUERY, "--top-k", "2", "--cursor", tampered)
         assert result.returncode == 2, tampered
         assert "not a cursor nautilus made" in result.stderr

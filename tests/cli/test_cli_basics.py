@@ -19,12 +19,19 @@ import nautilus
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 
 
-def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-        command: str = NAUTILUS) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, command: str = NAUTILUS
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run([command, *args], capture_output=True, text=True, timeout=120,
-                          env={**base, **(env or {})}, cwd=cwd)
+    return subprocess.run(
+        [command, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, **(env or {})},
+        cwd=cwd,
+    )
 
 
 def test_version_is_the_installed_distributions() -> None:
@@ -33,8 +40,11 @@ def test_version_is_the_installed_distributions() -> None:
     assert result.stdout.strip() == f"nautilus {nautilus.__version__}"
     # One distribution (an editable install's metadata may also be found in the source
     # tree, which is on the tests' path: the same name and version, not another one).
-    ours = {(d.metadata["Name"], d.version) for d in importlib.metadata.distributions()
-            if any(e.value == "nautilus.cli:main" for e in d.entry_points)}
+    ours = {
+        (d.metadata["Name"], d.version)
+        for d in importlib.metadata.distributions()
+        if any(e.value == "nautilus.cli:main" for e in d.entry_points)
+    }
     assert ours == {("nautilus-ranking", nautilus.__version__)}
 
 
@@ -54,8 +64,11 @@ def test_a_query_prints_results_and_no_log_lines_by_default() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""  # databases built, request served: no info lines around it
     assert result.stdout.startswith("query: orders-db disk full")
-    loud = run("query", "orders-db disk full", env={"NAUTILUS_LOG_LEVEL": "info",
-                                                     "NAUTILUS_LOG_FORMAT": "json"})
+    loud = run(
+        "query",
+        "orders-db disk full",
+        env={"NAUTILUS_LOG_LEVEL": "info", "NAUTILUS_LOG_FORMAT": "json"},
+    )
     assert "request_served" in loud.stderr  # asked for: there
     warned = run("query", "x", env={"NAUTILUS_RANKING_IDF": "perhaps"})
     assert "config_value_skipped" in warned.stderr  # warnings still reach the operator
@@ -99,8 +112,13 @@ def test_the_demo_suggests_a_command_that_runs_from_here() -> None:
     assert result.returncode == 0, result.stderr
     suggested = result.stdout.strip().splitlines()[-1]
     assert suggested.startswith(f"Try: {relative} query "), suggested
-    on_path = run("demo", "--top-k", "2",
-                  env={"PATH": f"{Path(NAUTILUS).parent}:/usr/bin:/bin"}, command="nautilus")
+    on_path = run(
+        "demo",
+        "--top-k",
+        "2",
+        env={"PATH": f"{Path(NAUTILUS).parent}:/usr/bin:/bin"},
+        command="nautilus",
+    )
     assert on_path.stdout.strip().splitlines()[-1].startswith("Try: nautilus query ")
 
 
@@ -109,25 +127,50 @@ def test_make_demo_ends_with_commands_that_run_as_printed() -> None:
     suggests must work when pasted into the same shell."""
     checkout = Path(NAUTILUS).parents[2]
     stamp = next(checkout.glob(".venv/.installed-*"), None)
-    if (shutil.which("make") is None or not (checkout / "Makefile").is_file()
-            or stamp is None or Path(sys.executable).parents[1] != checkout / ".venv"):
+    if (
+        shutil.which("make") is None
+        or not (checkout / "Makefile").is_file()
+        or stamp is None
+        or Path(sys.executable).parents[1] != checkout / ".venv"
+    ):
         pytest.skip("not running from the checkout's make-built .venv")
-    if subprocess.run(["make", "-q", str(stamp.relative_to(checkout))], cwd=checkout,
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["make", "-q", str(stamp.relative_to(checkout))], cwd=checkout, capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("the .venv is out of date: make demo would reinstall it")
-    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
-           "NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"]}
-    demo = subprocess.run(["make", "-s", "demo"], cwd=checkout, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/root"),
+        "NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"],
+    }
+    demo = subprocess.run(
+        ["make", "-s", "demo"], cwd=checkout, env=env, capture_output=True, text=True, timeout=300
+    )
     assert demo.returncode == 0, demo.stderr
     tail = [line for line in demo.stdout.strip().splitlines() if line][-3:]
     assert tail[0].startswith("Try: .venv/bin/nautilus query "), tail
     assert ".venv/bin/nautilus" in tail[1] and tail[2].endswith(". .venv/bin/activate"), tail
-    suggested = subprocess.run(tail[0].removeprefix("Try: "), shell=True, cwd=checkout,
-                               env=env, capture_output=True, text=True, timeout=120)
+    suggested = subprocess.run(
+        tail[0].removeprefix("Try: "),
+        shell=True,
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert suggested.returncode == 0, suggested.stderr
     assert "rank  source" in suggested.stdout
-    activated = subprocess.run(". .venv/bin/activate && nautilus --version", shell=True,
-                               cwd=checkout, env=env, capture_output=True, text=True,
-                               timeout=60)
+    activated = subprocess.run(
+        ". .venv/bin/activate && nautilus --version",
+        shell=True,
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert activated.stdout.startswith("nautilus "), activated.stderr

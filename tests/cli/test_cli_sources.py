@@ -17,24 +17,36 @@ import structlog
 from nautilus.cli import main
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
-FAQS = [{"id": "f1", "question": "How do I reset my password?", "answer": "the reset link"},
-        {"id": "f2", "question": "Where is my disk quota?", "answer": "settings, storage"}]
-GOOD = ("sources:\n  - {id: faqs, type: sqlite_fts, path: shop/faqs.db, seed: faqs.jsonl, "
-        "columns: [question, answer]}\n")
+FAQS = [
+    {"id": "f1", "question": "How do I reset my password?", "answer": "the reset link"},
+    {"id": "f2", "question": "Where is my disk quota?", "answer": "settings, storage"},
+]
+GOOD = (
+    "sources:\n  - {id: faqs, type: sqlite_fts, path: shop/faqs.db, seed: faqs.jsonl, "
+    "columns: [question, answer]}\n"
+)
 
 
-def run(*args: str, env: dict[str, str] | None = None,
-        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run([NAUTILUS, *args], capture_output=True, text=True, timeout=120,
-                          env={**base, **(env or {})}, cwd=cwd)
+    return subprocess.run(
+        [NAUTILUS, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, **(env or {})},
+        cwd=cwd,
+    )
 
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
-    (tmp_path / "faqs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in FAQS),
-                                         encoding="utf-8")
+    (tmp_path / "faqs.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in FAQS), encoding="utf-8"
+    )
     (tmp_path / "empty.jsonl").write_text("", encoding="utf-8")
     (tmp_path / "faqs.csv").write_text("id,question\nf1,reset\n", encoding="utf-8")
     return tmp_path
@@ -43,23 +55,35 @@ def folder(tmp_path: Path) -> Path:
 BREAKS = {
     "missing file": (None, "cannot read sources config"),
     "malformed YAML": ("sources: [\n  - {id: faqs", "not valid YAML"),
-    "unknown type": (GOOD.replace("sqlite_fts", "sqlite_ftz"),
-                     "unknown type 'sqlite_ftz' — did you mean 'sqlite_fts'?"),
+    "unknown type": (
+        GOOD.replace("sqlite_fts", "sqlite_ftz"),
+        "unknown type 'sqlite_ftz' — did you mean 'sqlite_fts'?",
+    ),
     "missing type": (GOOD.replace("type: sqlite_fts, ", ""), "missing 'type'"),
-    "typo'd option": (GOOD.replace("}", ", timout_s: 0.5}"),
-                      "unknown option 'timout_s' — did you mean 'timeout_s'?"),
-    "missing option": (GOOD.replace(", columns: [question, answer]", ""),
-                       "missing option 'columns'"),
+    "typo'd option": (
+        GOOD.replace("}", ", timout_s: 0.5}"),
+        "unknown option 'timout_s' — did you mean 'timeout_s'?",
+    ),
+    "missing option": (
+        GOOD.replace(", columns: [question, answer]", ""),
+        "missing option 'columns'",
+    ),
     "missing seed": (GOOD.replace("faqs.jsonl", "nope.jsonl"), "nope.jsonl not found"),
     "CSV seed": (GOOD.replace("faqs.jsonl", "faqs.csv"), "not CSV"),
     "empty seed": (GOOD.replace("faqs.jsonl", "empty.jsonl"), "empty.jsonl has no rows"),
-    "column not in seed": (GOOD.replace("[question, answer]", "[questoin, answer]"),
-                           "has no field 'questoin' — did you mean 'question'?"),
-    "path outside data dir": (GOOD.replace("shop/faqs.db", "../../victim.txt"),
-                              "is outside NAUTILUS_DATA_DIR"),
+    "column not in seed": (
+        GOOD.replace("[question, answer]", "[questoin, answer]"),
+        "has no field 'questoin' — did you mean 'question'?",
+    ),
+    "path outside data dir": (
+        GOOD.replace("shop/faqs.db", "../../victim.txt"),
+        "is outside NAUTILUS_DATA_DIR",
+    ),
     "nan timeout": (GOOD.replace("}", ", timeout_s: .nan}"), "Input should be a finite number"),
-    "unset variable": (GOOD.replace("shop/faqs.db", "'${SHOP_DB_UNSET}'"),
-                       "SHOP_DB_UNSET is not set"),
+    "unset variable": (
+        GOOD.replace("shop/faqs.db", "'${SHOP_DB_UNSET}'"),
+        "SHOP_DB_UNSET is not set",
+    ),
 }
 
 
@@ -80,8 +104,8 @@ def in_process_cli() -> Iterator[None]:
 
 @pytest.mark.parametrize("kind", list(BREAKS))
 def test_config_strict_exits_1_naming_each_kind_of_break(
-        folder: Path, kind: str, capsys: pytest.CaptureFixture[str],
-        in_process_cli: None) -> None:
+    folder: Path, kind: str, capsys: pytest.CaptureFixture[str], in_process_cli: None
+) -> None:
     """Three kinds as real subprocesses; the rest through the same main() in-process
     (each subprocess costs a second of imports)."""
     text, message = BREAKS[kind]
@@ -101,12 +125,22 @@ def test_config_strict_exits_1_naming_each_kind_of_break(
 
 def test_config_strict_passes_a_good_file_and_checks_boosts_against_it(folder: Path) -> None:
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
-    good = run("config", "--strict", "--config", str(folder / "shop.yaml"),
-               env={"NAUTILUS_SOURCE_BOOSTS": "faqs:high"})
+    good = run(
+        "config",
+        "--strict",
+        "--config",
+        str(folder / "shop.yaml"),
+        env={"NAUTILUS_SOURCE_BOOSTS": "faqs:high"},
+    )
     assert good.returncode == 0, good.stderr
     assert "faqs" in good.stdout and "skipped: none" in good.stdout
-    bogus = run("config", "--strict", "--config", str(folder / "shop.yaml"),
-                env={"NAUTILUS_SOURCE_BOOSTS": "bogus:high"})
+    bogus = run(
+        "config",
+        "--strict",
+        "--config",
+        str(folder / "shop.yaml"),
+        env={"NAUTILUS_SOURCE_BOOSTS": "bogus:high"},
+    )
     assert bogus.returncode == 1 and "no source has id 'bogus'" in bogus.stderr
 
 
@@ -135,12 +169,19 @@ def test_sources_rebuild_rebuilds_and_a_changed_seed_is_answered(folder: Path) -
     assert json.loads(first.stdout)["data"] == {"faqs": []}
     with (folder / "faqs.jsonl").open("a", encoding="utf-8") as seed:
         seed.write(json.dumps({"id": "f3", "question": "zebra?", "answer": "stripes"}) + "\n")
-    second = run("query", "zebra", "--config", config, "--json",
-                 env={"NAUTILUS_LOG_FORMAT": "json", "NAUTILUS_LOG_LEVEL": "info"})
+    second = run(
+        "query",
+        "zebra",
+        "--config",
+        config,
+        "--json",
+        env={"NAUTILUS_LOG_FORMAT": "json", "NAUTILUS_LOG_LEVEL": "info"},
+    )
     assert [r["id"] for r in json.loads(second.stdout)["data"]["faqs"]] == ["f3"]
     events = [json.loads(line) for line in second.stderr.splitlines()]
     assert {"event": "source_rebuilding", "reason": "the seed changed"}.items() <= next(
-        e for e in events if e["event"] == "source_rebuilding").items()
+        e for e in events if e["event"] == "source_rebuilding"
+    ).items()
     rebuilt = run("sources", "rebuild", "--config", config)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert rebuilt.stdout.startswith("faqs: rebuilt ")
@@ -161,13 +202,15 @@ def test_header_shows_only_applied_boosts_and_passthrough_shows_no_scores(folder
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
     config = str(folder / "shop.yaml")
     # in the environment a boost naming no source is warned about and skipped ...
-    boosted = run("query", "password", "--config", config,
-                  env={"NAUTILUS_SOURCE_BOOSTS": "faq:high,faqs:low"})
+    boosted = run(
+        "query", "password", "--config", config, env={"NAUTILUS_SOURCE_BOOSTS": "faq:high,faqs:low"}
+    )
     assert boosted.returncode == 0, boosted.stderr
     assert "(boosts: faqs:low)" in boosted.stdout and "faq:high" not in boosted.stdout
     # ... while a flag is the caller's own request: refused, as over HTTP
-    flagged = run("query", "password", "--config", config, "--boost", "faq:high",
-                  "--boost", "faqs:low")
+    flagged = run(
+        "query", "password", "--config", config, "--boost", "faq:high", "--boost", "faqs:low"
+    )
     assert flagged.returncode == 2 and "--boost: 'faq': no source has id 'faq'" in flagged.stderr
     plain = run("query", "password", "--config", config)
     rows = [line for line in plain.stdout.splitlines() if line.lstrip()[:1].isdigit()]
@@ -177,12 +220,13 @@ def test_header_shows_only_applied_boosts_and_passthrough_shows_no_scores(folder
 
 def test_a_typo_in_dot_env_is_reported_like_one_in_the_environment(tmp_path: Path) -> None:
     """Item 5: NAUTILUS_SOURCE_BOST in .env was silently ignored."""
-    (tmp_path / ".env").write_text("NAUTILUS_SOURCE_BOST=faqs\nOTHER_TOOL=1\n",
-                                   encoding="utf-8")
+    (tmp_path / ".env").write_text("NAUTILUS_SOURCE_BOST=faqs\nOTHER_TOOL=1\n", encoding="utf-8")
     result = run("config", "--strict", cwd=tmp_path)
     assert result.returncode == 1
-    assert ("NAUTILUS_SOURCE_BOST: '(set in .env)': unknown variable (did you mean "
-            "NAUTILUS_SOURCE_BOOSTS?)") in result.stderr
+    assert (
+        "NAUTILUS_SOURCE_BOST: '(set in .env)': unknown variable (did you mean "
+        "NAUTILUS_SOURCE_BOOSTS?)"
+    ) in result.stderr
     assert "OTHER_TOOL" not in result.stderr
 
 
@@ -201,24 +245,39 @@ def test_the_library_writes_nothing_to_stdout_and_only_warnings_to_stderr(folder
     (data / "faqs.db").write_text("mine\n", encoding="utf-8")  # makes the source fail: a warning
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
-    env.update({"NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"],
-                "NAUTILUS_LOG_LEVEL": "debug"})
-    result = subprocess.run([sys.executable, "-c", LIBRARY, str(folder / "shop.yaml")],
-                            capture_output=True, text=True, timeout=120, env=env)
+    env.update(
+        {"NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"], "NAUTILUS_LOG_LEVEL": "debug"}
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", LIBRARY, str(folder / "shop.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert "source_failed" in result.stderr  # a warning reaches the operator
     assert "broker_ready" not in result.stderr and "request_served" not in result.stderr
     turned_on = subprocess.run(
-        [sys.executable, "-c", "import logging; logging.basicConfig(level=logging.INFO)\n"
-         + LIBRARY, str(folder / "shop.yaml")],
-        capture_output=True, text=True, timeout=120, env=env)
+        [
+            sys.executable,
+            "-c",
+            "import logging; logging.basicConfig(level=logging.INFO)\n" + LIBRARY,
+            str(folder / "shop.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert turned_on.stdout == "" and "request_served" in turned_on.stderr
 
 
 def test_the_table_view_shows_a_subject_field() -> None:
     """Item 11: a row's `subject` was dropped in favour of its body."""
     from nautilus.cli.output import summarize
+
     line = summarize({"id": "m1", "subject": "Printer jam on floor 3", "body": "paper stuck"})
     assert "Printer jam on floor 3" in line
 
@@ -229,10 +288,16 @@ def test_three_processes_on_a_fresh_data_dir_all_answer(folder: Path) -> None:
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    processes = [subprocess.Popen([NAUTILUS, "query", "password", "--json", "--config",
-                                   str(folder / "shop.yaml")], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=base)
-                 for _ in range(3)]
+    processes = [
+        subprocess.Popen(
+            [NAUTILUS, "query", "password", "--json", "--config", str(folder / "shop.yaml")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=base,
+        )
+        for _ in range(3)
+    ]
     for process in processes:
         out, err = process.communicate(timeout=120)
         assert process.returncode == 0, err

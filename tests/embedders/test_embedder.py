@@ -66,11 +66,20 @@ def test_weighted_embedding_scales_features() -> None:
 
 def test_hashing_is_stable_across_processes() -> None:
     """Python's own hash() is salted per process; ours must not be."""
-    code = ("from nautilus import HashingEmbedder; v = HashingEmbedder().embed('disk full'); "
-            "print(repr(sum(x * (i + 1) for i, x in enumerate(v))))")
-    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              check=True, env={"PYTHONHASHSEED": seed}).stdout
-               for seed in ("1", "2")}
+    code = (
+        "from nautilus import HashingEmbedder; v = HashingEmbedder().embed('disk full'); "
+        "print(repr(sum(x * (i + 1) for i, x in enumerate(v))))"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    }
     assert len(outputs) == 1
 
 
@@ -109,9 +118,15 @@ def test_protocol_and_factory() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(texts=st.lists(st.text(max_size=60) | st.sampled_from(
-    ["The disks, the queries", "don’t panic", "naïve café", "a\x02b", "x_y-z", ""]),
-    max_size=8))
+@given(
+    texts=st.lists(
+        st.text(max_size=60)
+        | st.sampled_from(
+            ["The disks, the queries", "don’t panic", "naïve café", "a\x02b", "x_y-z", ""]
+        ),
+        max_size=8,
+    )
+)
 def test_batch_tokenizer_equals_tokenize_on_each_text(texts: list[str]) -> None:
     batch = TokenBatch.from_texts(texts)
     words = {i: w for w, i in batch.vocab.items()}
@@ -123,59 +138,78 @@ def test_batch_tokenizer_equals_tokenize_on_each_text(texts: list[str]) -> None:
 
 #: Words at the batch tokenizer's edges: 8 and 16 bytes (its two integer keys), longer
 #: (grouped by bytes), repeated in other rows, non-ASCII inside and beside a word.
-EDGE_TEXTS = ["abcdefgh abcdefghi abcdefghijklmnop abcdefghijklmnopq ABCDEFGH",
-              "abcdefghijklmnopqrstuvwxyz0123 abcdefghijklmnopqrstuvwxyz0123 x",
-              "naïve-café électricité 電気ケトル abcdefghijklmnopqrstuvwxyz0123",
-              "", "   ", "the and of", "a\x02b", "abcdefgh abcdefgh"]
+EDGE_TEXTS = [
+    "abcdefgh abcdefghi abcdefghijklmnop abcdefghijklmnopq ABCDEFGH",
+    "abcdefghijklmnopqrstuvwxyz0123 abcdefghijklmnopqrstuvwxyz0123 x",
+    "naïve-café électricité 電気ケトル abcdefghijklmnopqrstuvwxyz0123",
+    "",
+    "   ",
+    "the and of",
+    "a\x02b",
+    "abcdefgh abcdefgh",
+]
 
 
 @pytest.mark.parametrize("chunk", [2048, 2])
 @pytest.mark.parametrize("collide", [False, True])
-def test_batch_tokenizer_is_exact_even_when_word_hashes_collide(collide: bool,
-                                                                 chunk: int) -> None:
+def test_batch_tokenizer_is_exact_even_when_word_hashes_collide(collide: bool, chunk: int) -> None:
     """Words are grouped by a hash and then checked exactly: with every hash equal (what
     a hostile row would aim for) the batch still equals :func:`tokenize` on each text,
     also when it is cut into chunks whose words are grouped again across them."""
     zero = (np.uint64(0),) * 3
-    with (mock.patch("nautilus.text.words._MIX", zero if collide else words_module._MIX),
-          mock.patch("nautilus.text.tokens._CHUNK", chunk)):
+    with (
+        mock.patch("nautilus.text.words._MIX", zero if collide else words_module._MIX),
+        mock.patch("nautilus.text.tokens._CHUNK", chunk),
+    ):
         batch = TokenBatch.from_texts(EDGE_TEXTS * 3)
     words = {i: w for w, i in batch.vocab.items()}
     got: list[list[str]] = [[] for _ in EDGE_TEXTS * 3]
     for row, term in zip(batch.rows.tolist(), batch.terms.tolist(), strict=True):
         got[row].append(words[term])
     assert got == [tokenize(t) for t in EDGE_TEXTS * 3]
-    assert list(batch.vocab) == list(dict.fromkeys(t for text in EDGE_TEXTS
-                                                   for t in tokenize(text)))
+    assert list(batch.vocab) == list(
+        dict.fromkeys(t for text in EDGE_TEXTS for t in tokenize(text))
+    )
 
 
-@pytest.mark.parametrize(("query", "text"), [
-    ("ケトル", "電気ケトル 1.7L ステンレス"),   # CJK is written without spaces
-    ("creme", "Crème brûlée with vanilla"),     # an accent the user did not type
-    ("CRÈME", "creme brulee"),
-    ("чайник", "ЭЛЕКТРИЧЕСКИЙ ЧАЙНИК"),         # Cyrillic, upper case
-])
+@pytest.mark.parametrize(
+    ("query", "text"),
+    [
+        ("ケトル", "電気ケトル 1.7L ステンレス"),  # CJK is written without spaces
+        ("creme", "Crème brûlée with vanilla"),  # an accent the user did not type
+        ("CRÈME", "creme brulee"),
+        ("чайник", "ЭЛЕКТРИЧЕСКИЙ ЧАЙНИК"),  # Cyrillic, upper case
+    ],
+)
 def test_unicode_words_match_and_score(query: str, text: str) -> None:
     """A word a person would call a match shares tokens with the row, so it ranks with
     a positive similarity (ケトル and creme once matched but scored 0)."""
     assert set(tokenize(query)) & set(tokenize(text))
     ranked = RankingSynthesizer(idf=True).rank(
         [AdapterResult("shop", [{"id": "a", "title": "unrelated"}, {"id": "b", "title": text}])],
-        {"query": query})
+        {"query": query},
+    )
     assert ranked[0].row["id"] == "b" and ranked[0].similarity > 0
     assert ranked[1].similarity == 0
 
 
 @settings(max_examples=100, deadline=None)
-@given(tokens=st.lists(st.sampled_from(["disk", "full", "orders", "db", "lag", "w858", "w7002",
-                                        "ケトル", "café"]), min_size=1, max_size=12),
-       weighted=st.booleans(), data=st.data())
-def test_the_query_path_embeds_as_the_batch_path(tokens: list[str], weighted: bool,
-                                                 data: st.DataObject) -> None:
+@given(
+    tokens=st.lists(
+        st.sampled_from(["disk", "full", "orders", "db", "lag", "w858", "w7002", "ケトル", "café"]),
+        min_size=1,
+        max_size=12,
+    ),
+    weighted=st.booleans(),
+    data=st.data(),
+)
+def test_the_query_path_embeds_as_the_batch_path(
+    tokens: list[str], weighted: bool, data: st.DataObject
+) -> None:
     # embed_query takes a short path for one text; it must give the batch path's vector
     # bit for bit, including the unsigned fallback ("w858" and "w7002" share a bucket
     # with opposite signs, so a query of just those two cancels).
-    weights = ({t: data.draw(st.floats(0.05, 1.0)) for t in tokens} if weighted else {})
+    weights = {t: data.draw(st.floats(0.05, 1.0)) for t in tokens} if weighted else {}
     embedder = HashingEmbedder()
     fast = embedder.embed_query(tokens, weights)
     batch = embedder.embed_tokens(TokenBatch.from_tokens([tokens]), weights)
@@ -194,7 +228,16 @@ def test_a_model_id_names_the_setting_that_makes_it_only_if_one_does() -> None:
     from nautilus.embedders.onnx import INT8_MODEL_ID, MODEL_ID
     from nautilus.embedders.registry import embedder_name_of
 
-    assert [embedder_name_of(m) for m in (
-        HashingEmbedder(dim=256).model_id, INT8_MODEL_ID, MODEL_ID, "hashing-v1-1024",
-        HashingEmbedder(dim=256, bigrams=True).model_id, "hashing-v2-", "hashing-v2-²",
-        "e5")] == ["hashing", "onnx", "onnx-float32", None, None, None, None, None]
+    assert [
+        embedder_name_of(m)
+        for m in (
+            HashingEmbedder(dim=256).model_id,
+            INT8_MODEL_ID,
+            MODEL_ID,
+            "hashing-v1-1024",
+            HashingEmbedder(dim=256, bigrams=True).model_id,
+            "hashing-v2-",
+            "hashing-v2-²",
+            "e5",
+        )
+    ] == ["hashing", "onnx", "onnx-float32", None, None, None, None, None]

@@ -45,14 +45,24 @@ def test_vectors_are_384_dimensional_unit_vectors(model: OnnxEmbedder) -> None:
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
-@pytest.mark.parametrize(("query", "paraphrase", "unrelated"), [
-    ("disk full on the database host", "the db server has no storage space left",
-     "the full database of host families for the disk golf club"),
-    ("my laptop will not turn on", "the notebook computer fails to power up",
-     "turn on my favourite laptop stickers will"),
-])
-def test_a_paraphrase_beats_shared_keywords(model: OnnxEmbedder, query: str, paraphrase: str,
-                                            unrelated: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "paraphrase", "unrelated"),
+    [
+        (
+            "disk full on the database host",
+            "the db server has no storage space left",
+            "the full database of host families for the disk golf club",
+        ),
+        (
+            "my laptop will not turn on",
+            "the notebook computer fails to power up",
+            "turn on my favourite laptop stickers will",
+        ),
+    ],
+)
+def test_a_paraphrase_beats_shared_keywords(
+    model: OnnxEmbedder, query: str, paraphrase: str, unrelated: str
+) -> None:
     q = model.embed(query)
     assert cos(q, model.embed(paraphrase)) > cos(q, model.embed(unrelated)) + 0.1
     lexical = HashingEmbedder()  # the lexical default gets this one backwards
@@ -92,8 +102,10 @@ def test_settings_select_the_model_and_rank_with_it() -> None:
     settings = NautilusSettings(embedder="onnx", ranking_top_k=1)
     ranker = RankingSynthesizer.from_settings(settings)
     assert isinstance(ranker.embedder, OnnxEmbedder)
-    rows = [{"title": "turn on my favourite laptop stickers will"},
-            {"title": "the notebook computer fails to power up"}]
+    rows = [
+        {"title": "turn on my favourite laptop stickers will"},
+        {"title": "the notebook computer fails to power up"},
+    ]
     [best] = ranker.rank([AdapterResult("kb", rows)], {"query": "my laptop will not turn on"})
     assert best.row is rows[1]
 
@@ -104,15 +116,26 @@ def network_is_unshareable() -> bool:
     return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(not network_is_unshareable(),
-                    reason="cannot create a network namespace here (unshare -n)")
+@pytest.mark.skipif(
+    not network_is_unshareable(), reason="cannot create a network namespace here (unshare -n)"
+)
 def test_query_runs_with_the_network_unavailable(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
-    env.update({"NAUTILUS_EMBEDDER": "onnx", "NAUTILUS_RANKING_TOP_K": "3",
-                "NAUTILUS_DATA_DIR": str(tmp_path), "HF_HUB_OFFLINE": "0"})
-    result = subprocess.run(["unshare", "-n", NAUTILUS, "query", "users are signed out",
-                             "--json", "--vectors"], capture_output=True, text=True, env=env,
-                            timeout=300)
+    env.update(
+        {
+            "NAUTILUS_EMBEDDER": "onnx",
+            "NAUTILUS_RANKING_TOP_K": "3",
+            "NAUTILUS_DATA_DIR": str(tmp_path),
+            "HF_HUB_OFFLINE": "0",
+        }
+    )
+    result = subprocess.run(
+        ["unshare", "-n", NAUTILUS, "query", "users are signed out", "--json", "--vectors"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     response = json.loads(result.stdout)
     assert len(response["ranking"]) == 3 and response["sources_errored"] == []
@@ -122,9 +145,11 @@ def test_query_runs_with_the_network_unavailable(tmp_path: Path) -> None:
     assert all(len(r["embedding"]) == 384 for r in postmortems)
 
 
-def test_switching_the_embedder_rebuilds_the_vector_source(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_switching_the_embedder_rebuilds_the_vector_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from nautilus import Broker
+
     monkeypatch.setenv("NAUTILUS_DATA_DIR", str(tmp_path))
     hashing = Broker.from_config(None, NautilusSettings()).request("disk full")
     onnx = Broker.from_config(None, NautilusSettings(embedder="onnx")).request("disk full")
@@ -148,7 +173,11 @@ def test_onnx_float32_is_the_model_files_own_vector_space() -> None:
     assert embedder_from_name("onnx-float32") is exact
     assert NautilusSettings(embedder="onnx-float32").embedder == "onnx-float32"
     assert [embedder_name_of(m) for m in (INT8_MODEL_ID, MODEL_ID, "hashing-v2-256", "e5")] == [
-        "onnx", "onnx-float32", "hashing", None]
+        "onnx",
+        "onnx-float32",
+        "hashing",
+        None,
+    ]
 
 
 def test_a_lone_surrogate_does_not_fail_the_batch(model: OnnxEmbedder) -> None:
@@ -157,13 +186,15 @@ def test_a_lone_surrogate_does_not_fail_the_batch(model: OnnxEmbedder) -> None:
     query passed through). It is embedded as its cache key reads it: the surrogate as "?"."""
     broken = json.loads('"disk full \\ud800 on the database host"')
     vectors = model.embed_batch(["checkout latency", broken])
-    clean = OnnxEmbedder(cache_size=0).embed_batch(["checkout latency",
-                                                    "disk full ? on the database host"])
+    clean = OnnxEmbedder(cache_size=0).embed_batch(
+        ["checkout latency", "disk full ? on the database host"]
+    )
     np.testing.assert_array_equal(vectors, clean)
     ranker = RankingSynthesizer(top_k=2, embedder=model)
-    ranked = ranker.rank([AdapterResult(source_id="s", rows=[{"title": broken},
-                                                            {"title": "checkout latency"}])],
-                         {"query": json.loads('"database out of disk \\udc80"')})
+    ranked = ranker.rank(
+        [AdapterResult(source_id="s", rows=[{"title": broken}, {"title": "checkout latency"}])],
+        {"query": json.loads('"database out of disk \\udc80"')},
+    )
     assert ranked[0].row["title"] == broken and ranked[0].similarity > 0.5
 
 

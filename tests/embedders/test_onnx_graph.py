@@ -105,8 +105,7 @@ def test_the_float32_graph_is_the_shipped_graph_fused(model_bytes: bytes) -> Non
     assert built["DynamicQuantizeMatMul"] == 0 and built["MultiHeadAttention"] == 6
 
 
-def test_fused_float32_vectors_equal_the_shipped_graphs(
-        reference: npt.NDArray[np.float32]) -> None:
+def test_fused_float32_vectors_equal_the_shipped_graphs(reference: npt.NDArray[np.float32]) -> None:
     embedder = OnnxEmbedder(cache_size=0, int8=False)
     assert embedder.model_id == MODEL_ID
     np.testing.assert_allclose(embedder.embed_batch(TEXTS), reference, atol=2e-5)
@@ -167,10 +166,12 @@ def test_a_forked_child_embeds_side_by_side_on_a_pool_of_its_own() -> None:
 
 def test_a_graph_of_another_shape_is_refused_with_what_was_found() -> None:
     from onnx import TensorProto, helper
+
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
-    tiny = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])],
-                                               "tiny", [x], [y]))
+    tiny = helper.make_model(
+        helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "tiny", [x], [y])
+    )
     with pytest.raises(GraphRewriteError, match=r"expected weight products .* found \{\}"):
         rewrite(tiny.SerializeToString(), int8=True)
     with pytest.raises(GraphRewriteError, match="not an ONNX model"):
@@ -180,25 +181,31 @@ def test_a_graph_of_another_shape_is_refused_with_what_was_found() -> None:
 
 
 def test_the_embedder_names_the_file_when_the_rewrite_fails(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     def refuse(model: bytes, int8: bool, kinds: object) -> bytes:
         raise GraphRewriteError("expected weight products ...")
+
     monkeypatch.setattr(onnx_embedder, "rewrite", refuse)
     embedder = OnnxEmbedder(cache_size=0)
     with pytest.raises(ModelFileError, match=f"{embedder.model_path}: expected weight"):
         embedder.embed("x")
 
 
-@pytest.mark.parametrize(("flags", "machine", "exact"), [
-    ("fpu sse2 avx2 avx512f avx512_vnni amx_int8", "x86_64", True),
-    ("fpu sse2 avx2 avx_vnni", "x86_64", True),
-    ("fpu sse2 avx2 avx512f avx512bw", "x86_64", False),  # vpmaddubsw: 16-bit pair sums
-    ("fp asimd asimddp", "aarch64", True),
-    (None, "x86_64", False),  # flags unreadable: not assumed
-    (None, "arm64", True),
-])
+@pytest.mark.parametrize(
+    ("flags", "machine", "exact"),
+    [
+        ("fpu sse2 avx2 avx512f avx512_vnni amx_int8", "x86_64", True),
+        ("fpu sse2 avx2 avx_vnni", "x86_64", True),
+        ("fpu sse2 avx2 avx512f avx512bw", "x86_64", False),  # vpmaddubsw: 16-bit pair sums
+        ("fp asimd asimddp", "aarch64", True),
+        (None, "x86_64", False),  # flags unreadable: not assumed
+        (None, "arm64", True),
+    ],
+)
 def test_the_fast_int8_kernels_are_used_only_where_they_are_exact(
-        tmp_path: Path, flags: str | None, machine: str, exact: bool) -> None:
+    tmp_path: Path, flags: str | None, machine: str, exact: bool
+) -> None:
     cpuinfo = tmp_path / "cpuinfo"
     if flags is not None:
         cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n", encoding="utf-8")
@@ -222,8 +229,11 @@ def test_the_exact_kernels_give_the_same_vectors(monkeypatch: pytest.MonkeyPatch
 def test_a_bad_thread_count_is_refused_naming_it(threads: object) -> None:
     """A negative count used to run one text at a time with int8 products and reach
     onnxruntime as a negative intra-op count without; 0 and None mean one per core."""
-    with pytest.raises(ValueError, match=rf"threads must be an integer >= 0 or None .*"
-                                         rf"got {threads!r}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"threads must be an integer >= 0 or None .*"
+        rf"got {threads!r}",
+    ):
         OnnxEmbedder(cache_size=0, threads=threads)  # type: ignore[arg-type]
 
 

@@ -24,8 +24,13 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     """No NAUTILUS_* from the caller: the current settings are passthrough; the databases
     live in this module's data folder."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=300,
-                          env={**env, "NAUTILUS_DATA_DIR": str(DATA_DIR[0])})
+    return subprocess.run(
+        list(args),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "NAUTILUS_DATA_DIR": str(DATA_DIR[0])},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +44,30 @@ def adi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert config == out / "nautilus.yaml"
     assert (out / "data" / "eval" / "adi-partitioned" / "vector.db").is_file()
     trec = out / "qrels.trec"
-    trec.write_text("".join(f"{q} 0 {d} {g}\n" for q, per in qrels(folder).items()
-                            for d, g in per.items()), encoding="utf-8")
-    return {"config": config, "queries": folder / "queries.jsonl",
-            "judgments": folder / "qrels" / "test.tsv", "trec": trec, "out": out}
+    trec.write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q, per in qrels(folder).items() for d, g in per.items()),
+        encoding="utf-8",
+    )
+    return {
+        "config": config,
+        "queries": folder / "queries.jsonl",
+        "judgments": folder / "qrels" / "test.tsv",
+        "trec": trec,
+        "out": out,
+    }
 
 
 def eval_args(adi: dict[str, Path], judgments: str = "judgments") -> list[str]:
-    return [NAUTILUS, "eval", "--config", str(adi["config"]), "--queries", str(adi["queries"]),
-            "--judgments", str(adi[judgments])]
+    return [
+        NAUTILUS,
+        "eval",
+        "--config",
+        str(adi["config"]),
+        "--queries",
+        str(adi["queries"]),
+        "--judgments",
+        str(adi[judgments]),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -65,20 +85,36 @@ def test_sweep_prints_the_table_and_a_recommendation(adi: dict[str, Path]) -> No
     assert "35 judged queries" in out and "sources: fts, sql, vector" in out
     assert "returned 154 of 170 judged-relevant" in out  # the ceiling
     header = next(line for line in out.splitlines() if line.startswith("setting"))
-    for column in ("nDCG@10", "recall@10", "MRR", "Δ nDCG@10 [95% CI]", "fts share",
-                   "others' recall@10 kept"):
+    for column in (
+        "nDCG@10",
+        "recall@10",
+        "MRR",
+        "Δ nDCG@10 [95% CI]",
+        "fts share",
+        "others' recall@10 kept",
+    ):
         assert column in header
-    names = [line.split("  ")[0].strip() for line in out.splitlines()[
-        out.splitlines().index(header) + 1:] if line and not line.startswith(("shares", "#"))]
-    for name in ("current (passthrough)", "ranked, no boost (reference)", "IDF on", "fts:low",
-                 "sql:medium", "vector:high"):
+    names = [
+        line.split("  ")[0].strip()
+        for line in out.splitlines()[out.splitlines().index(header) + 1 :]
+        if line and not line.startswith(("shares", "#"))
+    ]
+    for name in (
+        "current (passthrough)",
+        "ranked, no boost (reference)",
+        "IDF on",
+        "fts:low",
+        "sql:medium",
+        "vector:high",
+    ):
         assert name in names
     assert "# recommendation:" in out
     assert "Traceback" not in result.stderr
 
 
 def test_json_agrees_with_the_text_and_the_recommendation_is_supported(
-        sweep_json: dict[str, object]) -> None:
+    sweep_json: dict[str, object],
+) -> None:
     coverage = sweep_json["coverage"]
     assert isinstance(coverage, dict)
     assert coverage["evaluated"] == 35 and coverage["relevant_total"] == 170
@@ -94,8 +130,9 @@ def test_json_agrees_with_the_text_and_the_recommendation_is_supported(
         assert set(entry["recall_kept"]) == {"fts", "sql", "vector"} - {entry["source"]}
         base = references[entry["source"]]["source_recall"]
         for sid, kept in entry["recall_kept"].items():
-            assert kept == (pytest.approx(entry["source_recall"][sid] / base[sid])
-                            if base[sid] else None)
+            assert kept == (
+                pytest.approx(entry["source_recall"][sid] / base[sid]) if base[sid] else None
+            )
     rec = sweep_json["recommendation"]
     assert isinstance(rec, dict)
     if rec["name"] is not None:
@@ -107,8 +144,9 @@ def test_json_agrees_with_the_text_and_the_recommendation_is_supported(
         assert rec["reason"]
 
 
-def test_trec_qrels_give_the_same_numbers_as_beir(adi: dict[str, Path],
-                                                  sweep_json: dict[str, object]) -> None:
+def test_trec_qrels_give_the_same_numbers_as_beir(
+    adi: dict[str, Path], sweep_json: dict[str, object]
+) -> None:
     result = run(*eval_args(adi, "trec"), "--json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
@@ -119,14 +157,17 @@ def test_trec_qrels_give_the_same_numbers_as_beir(adi: dict[str, Path],
     assert {k: v for k, v in out["results"][0].items() if k != "safe"} == current
 
 
-@pytest.mark.parametrize("flags", [["--recommend"], ["--sweep", "--recommend"]],
-                         ids=["recommend", "sweep-recommend"])
-def test_recommend_prints_only_env_file_lines(adi: dict[str, Path], tmp_path: Path,
-                                             flags: list[str]) -> None:
+@pytest.mark.parametrize(
+    "flags", [["--recommend"], ["--sweep", "--recommend"]], ids=["recommend", "sweep-recommend"]
+)
+def test_recommend_prints_only_env_file_lines(
+    adi: dict[str, Path], tmp_path: Path, flags: list[str]
+) -> None:
     """``--recommend`` is for ``>> .env``: nothing but its lines, with --sweep or not."""
     subset = tmp_path / "queries.jsonl"  # 12 queries keep this sweep short
-    subset.write_text("".join(adi["queries"].read_text(encoding="utf-8").splitlines(True)[:12]),
-                      encoding="utf-8")
+    subset.write_text(
+        "".join(adi["queries"].read_text(encoding="utf-8").splitlines(True)[:12]), encoding="utf-8"
+    )
     args = eval_args(adi)
     args[args.index(str(adi["queries"]))] = str(subset)
     result = run(*args, *flags)
@@ -137,11 +178,13 @@ def test_recommend_prints_only_env_file_lines(adi: dict[str, Path], tmp_path: Pa
     assert "recall@10  " not in result.stdout  # no table
 
 
-def test_judgments_no_row_carries_are_reported_not_dropped(adi: dict[str, Path],
-                                                           tmp_path: Path) -> None:
+def test_judgments_no_row_carries_are_reported_not_dropped(
+    adi: dict[str, Path], tmp_path: Path
+) -> None:
     judgments = tmp_path / "qrels.tsv"
-    judgments.write_text(adi["judgments"].read_text(encoding="utf-8")
-                         + "1\tnot-in-any-source\t1\n", encoding="utf-8")
+    judgments.write_text(
+        adi["judgments"].read_text(encoding="utf-8") + "1\tnot-in-any-source\t1\n", encoding="utf-8"
+    )
     args = eval_args(adi)
     args[args.index(str(adi["judgments"]))] = str(judgments)
     result = run(*args)
@@ -155,16 +198,25 @@ def test_judgments_no_row_carries_are_reported_not_dropped(adi: dict[str, Path],
 
 
 def test_input_errors_are_one_line_and_exit_1(adi: dict[str, Path], tmp_path: Path) -> None:
-    result = run(NAUTILUS, "eval", "--config", str(adi["config"]), "--queries",
-                 str(tmp_path / "missing.jsonl"), "--judgments", str(adi["judgments"]))
+    result = run(
+        NAUTILUS,
+        "eval",
+        "--config",
+        str(adi["config"]),
+        "--queries",
+        str(tmp_path / "missing.jsonl"),
+        "--judgments",
+        str(adi["judgments"]),
+    )
     assert result.returncode == 1
     assert "missing.jsonl: no such file" in result.stderr and "Traceback" not in result.stderr
     usage = run(NAUTILUS, "eval", "--queries", str(adi["queries"]))
     assert usage.returncode == 2 and "--judgments" in usage.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is not None,
-                    reason="matplotlib is installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("matplotlib") is not None, reason="matplotlib is installed"
+)
 def test_plot_without_matplotlib_names_the_extra(adi: dict[str, Path], tmp_path: Path) -> None:
     result = run(*eval_args(adi), "--plot", str(tmp_path / "p.png"))
     assert result.returncode == 1
@@ -172,8 +224,9 @@ def test_plot_without_matplotlib_names_the_extra(adi: dict[str, Path], tmp_path:
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
-                    reason="needs nautilus-ranking[bench]")
+@pytest.mark.skipif(
+    importlib.util.find_spec("matplotlib") is None, reason="needs nautilus-ranking[bench]"
+)
 def test_plot_writes_a_png(adi: dict[str, Path], tmp_path: Path) -> None:
     result = run(*eval_args(adi), "--plot", str(tmp_path / "p.png"), "--markdown")
     assert result.returncode == 0, result.stderr
@@ -186,10 +239,16 @@ def test_the_sweep_reports_each_relevance_cut_setting(sweep_json: dict[str, obje
     assert isinstance(cuts, list)
     assert [c["setting"] for c in cuts][:3] == ["off", "relative:0.5", "relative:0.6"]
     off = cuts[0]
-    assert off["current"] is True      # no cut is set
+    assert off["current"] is True  # no cut is set
     for entry in cuts:
-        assert set(entry) == {"setting", "current", "rows_handed_over", "irrelevant_rows",
-                              "recall", "ndcg"}
+        assert set(entry) == {
+            "setting",
+            "current",
+            "rows_handed_over",
+            "irrelevant_rows",
+            "recall",
+            "ndcg",
+        }
         assert 1 <= entry["rows_handed_over"] <= off["rows_handed_over"]
         assert entry["irrelevant_rows"] <= entry["rows_handed_over"]
-        assert entry["recall"] <= off["recall"] + 1e-12   # a cut only ever removes rows
+        assert entry["recall"] <= off["recall"] + 1e-12  # a cut only ever removes rows

@@ -33,7 +33,9 @@ def test_trec_qrels_are_detected_and_equal_the_beir_ones(tmp_path: Path) -> None
 
 
 def test_trec_topics_and_tsv_queries(tmp_path: Path) -> None:
-    topics = write(tmp_path / "topics.txt", """
+    topics = write(
+        tmp_path / "topics.txt",
+        """
 <top>
 <num> Number: 401
 <title> foreign minorities, Germany
@@ -43,7 +45,8 @@ What language and cultural differences impede the integration?
 <top>
 <num> Number: 402 <title> behavioral genetics
 </top>
-""")
+""",
+    )
     read = read_queries(topics)
     assert read.format == "trec-topics"
     assert read.texts == {"401": "foreign minorities, Germany", "402": "behavioral genetics"}
@@ -57,26 +60,37 @@ def test_a_headerless_beir_tsv_and_a_repeated_pair(tmp_path: Path) -> None:
     assert read.repeated == 1
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("query-id\tcorpus-id\tscore\n1\td1\n", "q.txt:2: expected 3 columns"),
-    ("1 0 d1 high\n", "q.txt:1: grade 'high' is not an integer"),
-    ("1 0 d1 1 extra stuff\n", "expected a BEIR qrels line"),
-    ("", "empty judgments file"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("query-id\tcorpus-id\tscore\n1\td1\n", "q.txt:2: expected 3 columns"),
+        ("1 0 d1 high\n", "q.txt:1: grade 'high' is not an integer"),
+        ("1 0 d1 1 extra stuff\n", "expected a BEIR qrels line"),
+        ("", "empty judgments file"),
+    ],
+)
 def test_bad_judgments_name_the_file_line_and_the_expected_form(
-        tmp_path: Path, text: str, message: str) -> None:
+    tmp_path: Path, text: str, message: str
+) -> None:
     with pytest.raises(EvalInputError, match=message):
         read_judgments(write(tmp_path / "q.txt", text))
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('{"_id": "1", "text": "ok"}\n{"title": "no id"}\n', r"q.txt: query #2: expected fields '_id'"),
-    ('{"_id": "1", "text": "ok"}\n{broken\n', "q.txt:2: not valid JSON"),
-    ("just some words\n", r"q.txt:1: expected 'query-id<TAB>text'"),
-    ("<top><num> Number: 1</top>", "topic #1 needs a <num> and a non-empty <title>"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '{"_id": "1", "text": "ok"}\n{"title": "no id"}\n',
+            r"q.txt: query #2: expected fields '_id'",
+        ),
+        ('{"_id": "1", "text": "ok"}\n{broken\n', "q.txt:2: not valid JSON"),
+        ("just some words\n", r"q.txt:1: expected 'query-id<TAB>text'"),
+        ("<top><num> Number: 1</top>", "topic #1 needs a <num> and a non-empty <title>"),
+    ],
+)
 def test_bad_queries_name_the_file_line_and_the_expected_form(
-        tmp_path: Path, text: str, message: str) -> None:
+    tmp_path: Path, text: str, message: str
+) -> None:
     with pytest.raises(EvalInputError, match=message):
         read_queries(write(tmp_path / "q.txt", text))
 

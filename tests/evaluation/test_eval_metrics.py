@@ -37,6 +37,7 @@ Run = dict[str, list[str | None]]
 
 # --- worked examples ---------------------------------------------------------------------
 
+
 def test_ndcg_worked_example_with_grades() -> None:
     grades = {"a": 2, "b": 1, "c": 0}
     # b at rank 1 (gain 1), x unjudged, a at rank 3 (gain 2); ideal: a, b
@@ -64,12 +65,13 @@ def test_reciprocal_rank_looks_past_the_cutoff() -> None:
 def test_a_repeated_id_counts_once_and_a_row_without_id_keeps_its_place() -> None:
     grades = {"a": 1, "b": 1}
     assert first_occurrences(["x", "b", "b", None, "a"]) == ["x", "b", None, "a"]
-    assert reciprocal_rank(["x", "x", "b"], grades) == 1 / 2       # x counted once
-    assert reciprocal_rank([None, "a"], grades) == 1 / 2           # the id-less row is read
-    assert recall_at(["b", "b", "b", "a"], grades, k=2) == 2 / 2   # b, a after dedup
+    assert reciprocal_rank(["x", "x", "b"], grades) == 1 / 2  # x counted once
+    assert reciprocal_rank([None, "a"], grades) == 1 / 2  # the id-less row is read
+    assert recall_at(["b", "b", "b", "a"], grades, k=2) == 2 / 2  # b, a after dedup
 
 
 # --- the reference ---------------------------------------------------------------------
+
 
 def trec_eval(run: Run, grades: dict[str, dict[str, int]]) -> dict[str, dict[str, float]]:
     """pytrec_eval on a tie-free run: score ``n - i`` at position ``i``; a row without an id
@@ -77,8 +79,10 @@ def trec_eval(run: Run, grades: dict[str, dict[str, int]]) -> dict[str, dict[str
     trec_run = {}
     for qid, docs in run.items():
         kept = first_occurrences(docs)
-        trec_run[qid] = {doc if doc is not None else f"__no_id_{i}": float(len(kept) - i)
-                         for i, doc in enumerate(kept)}
+        trec_run[qid] = {
+            doc if doc is not None else f"__no_id_{i}": float(len(kept) - i)
+            for i, doc in enumerate(kept)
+        }
     evaluator = pytrec_eval.RelevanceEvaluator({q: grades[q] for q in run}, MEASURES)
     return dict(evaluator.evaluate({q: r for q, r in trec_run.items() if r}))
 
@@ -88,17 +92,20 @@ def assert_same_as_trec_eval(run: Run, grades: dict[str, dict[str, int]]) -> int
     checked = 0
     for qid, docs in run.items():
         expected = reference.get(qid, {"ndcg_cut_10": 0.0, "recall_10": 0.0, "recip_rank": 0.0})
-        got = {"ndcg_cut_10": ndcg_at(docs, grades[qid]),
-               "recall_10": recall_at(docs, grades[qid]),
-               "recip_rank": reciprocal_rank(docs, grades[qid])}
+        got = {
+            "ndcg_cut_10": ndcg_at(docs, grades[qid]),
+            "recall_10": recall_at(docs, grades[qid]),
+            "recip_rank": reciprocal_rank(docs, grades[qid]),
+        }
         for measure, value in got.items():
             assert value == pytest.approx(expected[measure], abs=1e-9), (qid, measure)
         checked += 1
     return checked
 
 
-def shuffled_run(folder: Path, seed: int = 7, depth: int = 50) -> tuple[Run, dict[str, dict[str,
-                                                                                          int]]]:
+def shuffled_run(
+    folder: Path, seed: int = 7, depth: int = 50
+) -> tuple[Run, dict[str, dict[str, int]]]:
     """Per query: the judged documents mixed with unjudged ones, in a seeded random order."""
     grades = qrels(folder)
     ids = corpus_ids(folder)
@@ -127,20 +134,25 @@ def test_ties_match_when_broken_as_trec_eval_breaks_them() -> None:
     """trec_eval sorts by score, then document id descending: sort the same way, then agree."""
     run, grades = shuffled_run(dataset("adi"), seed=3)
     rng = random.Random(5)
-    scored = {qid: {d: float(rng.randint(0, 3)) for d in docs if d is not None}
-              for qid, docs in run.items()}  # four distinct scores: many ties
+    scored = {
+        qid: {d: float(rng.randint(0, 3)) for d in docs if d is not None}
+        for qid, docs in run.items()
+    }  # four distinct scores: many ties
     evaluator = pytrec_eval.RelevanceEvaluator({q: grades[q] for q in scored}, MEASURES)
     reference = evaluator.evaluate(scored)
     for qid, docs in scored.items():
         by_id_desc = sorted(docs, reverse=True)
         ordered = sorted(by_id_desc, key=lambda d: -docs[d])  # stable: ties keep id desc
         assert ndcg_at(ordered, grades[qid]) == pytest.approx(
-            reference[qid]["ndcg_cut_10"], abs=1e-9)
+            reference[qid]["ndcg_cut_10"], abs=1e-9
+        )
         assert reciprocal_rank(ordered, grades[qid]) == pytest.approx(
-            reference[qid]["recip_rank"], abs=1e-9)
+            reference[qid]["recip_rank"], abs=1e-9
+        )
 
 
 # --- real runs: the SQLite sources, the synthesizers, the eval pipeline --------------------
+
 
 @pytest.fixture(scope="module")
 def adi_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Fetched]:
@@ -150,24 +162,35 @@ def adi_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Fetched]:
     config = write_sources(folder, out, settings=settings)
     grades, texts = qrels(folder), queries(folder)
     with Broker.from_config(config, settings) as broker:
+
         async def fetch() -> list[Fetched]:
-            return [Fetched(q, texts[q], grades[q], await broker.fetch(texts[q]))
-                    for q in texts if q in grades]
+            return [
+                Fetched(q, texts[q], grades[q], await broker.fetch(texts[q]))
+                for q in texts
+                if q in grades
+            ]
+
         return asyncio.run(fetch())
 
 
-@pytest.mark.parametrize("ranker", [
-    None,
-    RankingSynthesizer(idf=True, embedder=HashingEmbedder()),
-    RankingSynthesizer(top_k=10, source_boosts={"fts": "high"}, embedder=HashingEmbedder()),
-], ids=["passthrough", "idf-on", "fts-high-top10"])
+@pytest.mark.parametrize(
+    "ranker",
+    [
+        None,
+        RankingSynthesizer(idf=True, embedder=HashingEmbedder()),
+        RankingSynthesizer(top_k=10, source_boosts={"fts": "high"}, embedder=HashingEmbedder()),
+    ],
+    ids=["passthrough", "idf-on", "fts-high-top10"],
+)
 def test_eval_scores_match_trec_eval_on_real_adi_runs(
-        adi_runs: list[Fetched], ranker: RankingSynthesizer | None) -> None:
+    adi_runs: list[Fetched], ranker: RankingSynthesizer | None
+) -> None:
     alternative = Alternative("x", "idf" if ranker else "passthrough", ranker)
     sources = ["fts", "sql", "vector"]
     scored = score(alternative, adi_runs, sources, "id")
-    run: Run = {f.qid: [row_id(row, "id") for _, row in ranked_rows(alternative, f)]
-                for f in adi_runs}
+    run: Run = {
+        f.qid: [row_id(row, "id") for _, row in ranked_rows(alternative, f)] for f in adi_runs
+    }
     grades = {f.qid: dict(f.grades) for f in adi_runs}
     reference = trec_eval(run, grades)
     for i, fetched in enumerate(adi_runs):

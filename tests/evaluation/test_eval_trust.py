@@ -18,28 +18,38 @@ from fakes import write_jsonl
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 ROOT = Path(__file__).resolve().parents[2]
-WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
-         "november oscar papa quebec romeo sierra tango").split()
+WORDS = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
+    "november oscar papa quebec romeo sierra tango"
+).split()
 
 
 def cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     env["NAUTILUS_DATA_DIR"] = str(folder / "data")
-    return subprocess.run([NAUTILUS, *args], capture_output=True, text=True, timeout=120,
-                          env=env, cwd=folder)
+    return subprocess.run(
+        [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env=env, cwd=folder
+    )
 
 
 def notes(folder: Path, ghosts: int = 0) -> list[str]:
     """A table in id order where query i's one relevant row is row i (so any ranking
     moves it to the top), each query also judging ``ghosts`` ids no source holds."""
-    write_jsonl(folder / "notes.jsonl", [{"id": f"n{i:02d}", "title": f"disk note {w}"}
-                                         for i, w in enumerate(WORDS)])
+    write_jsonl(
+        folder / "notes.jsonl",
+        [{"id": f"n{i:02d}", "title": f"disk note {w}"} for i, w in enumerate(WORDS)],
+    )
     (folder / "q.tsv").write_text("".join(f"q{i}\tdisk {w}\n" for i, w in enumerate(WORDS)))
-    (folder / "j.tsv").write_text("".join(
-        f"q{i}\tn{i:02d}\t1\n" + "".join(f"q{i}\tghost-{i}-{g}\t1\n" for g in range(ghosts))
-        for i in range(len(WORDS))))
-    (folder / "s.yaml").write_text("sources:\n  - {id: notes, type: sqlite_table, path: n.db, "
-                                   "seed: notes.jsonl, table: notes, search_columns: [title]}\n")
+    (folder / "j.tsv").write_text(
+        "".join(
+            f"q{i}\tn{i:02d}\t1\n" + "".join(f"q{i}\tghost-{i}-{g}\t1\n" for g in range(ghosts))
+            for i in range(len(WORDS))
+        )
+    )
+    (folder / "s.yaml").write_text(
+        "sources:\n  - {id: notes, type: sqlite_table, path: n.db, "
+        "seed: notes.jsonl, table: notes, search_columns: [title]}\n"
+    )
     return ["eval", "--config", "s.yaml", "--queries", "q.tsv", "--judgments", "j.tsv"]
 
 
@@ -48,8 +58,9 @@ def test_a_knob_is_not_credited_with_turning_ranking_on(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith("# recommendation: IDF on: nDCG@10 +0.773")
-    assert lines[1].startswith("# of it, turning ranking on (any NAUTILUS_RANKING_* knob or "
-                               "a boost does) gives +0.773")
+    assert lines[1].startswith(
+        "# of it, turning ranking on (any NAUTILUS_RANKING_* knob or a boost does) gives +0.773"
+    )
     assert "NAUTILUS_RANKING_IDF itself +0.000" in lines[1]
     assert lines[1].endswith("the gain is turning ranking on, not this knob.")
 
@@ -68,15 +79,19 @@ def test_recommend_refuses_when_most_judged_ids_are_unseen(tmp_path: Path) -> No
     assert run.stdout.strip() == (
         "# recommendation: keep the current settings — 40 of 60 judged-relevant ids are "
         "carried by no row any source returned, so these judgments do not describe these "
-        "sources (is --config the sources file they were made for? is --id-field right?).")
+        "sources (is --config the sources file they were made for? is --id-field right?)."
+    )
     report = json.loads(cli(tmp_path, *notes(tmp_path, ghosts=2), "--sweep", "--json").stdout)
     assert report["recommendation"]["name"] is None
     assert "40 of 60 judged-relevant ids" in report["recommendation"]["reason"]
 
 
 def readme_eval_line() -> list[str]:
-    lines = [line for line in (ROOT / "README.md").read_text().splitlines()
-             if line.startswith("nautilus eval ")]
+    lines = [
+        line
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("nautilus eval ")
+    ]
     assert len(lines) == 1, lines
     return shlex.split(lines[0].split("#")[0])[1:]
 
@@ -92,8 +107,9 @@ def test_the_readme_eval_line_evaluates_the_example_shop(tmp_path: Path) -> None
 
 def test_judgments_for_other_sources_do_not_blame_the_id_field(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    run = cli(tmp_path / "examples", "eval", "--queries", "queries.jsonl",
-              "--judgments", "qrels.tsv")
+    run = cli(
+        tmp_path / "examples", "eval", "--queries", "queries.jsonl", "--judgments", "qrels.tsv"
+    )
     assert run.returncode == 0, run.stderr
     assert "these judgments are for other sources than the ones evaluated" in run.stdout
     assert "pass --config with the sources file they were made for" in run.stdout
@@ -103,5 +119,7 @@ def test_judgments_for_other_sources_do_not_blame_the_id_field(tmp_path: Path) -
 def test_a_wrong_id_field_is_named_with_the_field_that_holds_the_ids(tmp_path: Path) -> None:
     run = cli(tmp_path, *notes(tmp_path), "--id-field", "key")
     assert run.returncode == 0, run.stderr
-    assert "no returned row carries any judged id in field 'key', but field 'id' does: " \
-           "pass --id-field id" in run.stdout, run.stdout
+    assert (
+        "no returned row carries any judged id in field 'key', but field 'id' does: "
+        "pass --id-field id" in run.stdout
+    ), run.stdout

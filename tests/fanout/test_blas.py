@@ -23,8 +23,13 @@ print(json.dumps({{"applied": applied, "blas": blas}}))
 
 
 def run(setup: str = "") -> dict[str, object]:
-    done = subprocess.run([sys.executable, "-c", CHECK.format(setup=setup)],
-                          capture_output=True, text=True, check=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK.format(setup=setup)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 

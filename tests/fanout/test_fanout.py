@@ -39,8 +39,9 @@ class HangsInSqlite(SqliteTableSource):
         self.calls = 0
         self.release = threading.Event()
 
-    def query_rows(self, connection: sqlite3.Connection, query: str,
-                   context: Mapping[str, Any], limit: int) -> list[dict[str, Any]]:
+    def query_rows(
+        self, connection: sqlite3.Connection, query: str, context: Mapping[str, Any], limit: int
+    ) -> list[dict[str, Any]]:
         self.calls += 1
         if self.calls % HANG_EVERY == 0:
             self.release.wait()
@@ -68,16 +69,20 @@ class HangsInToThread:
         self.release.set()
 
 
-def table(tmp_path: Path, name: str, cls: type[SqliteTableSource] = SqliteTableSource,
-          timeout_s: float = 5.0) -> Any:
+def table(
+    tmp_path: Path,
+    name: str,
+    cls: type[SqliteTableSource] = SqliteTableSource,
+    timeout_s: float = 5.0,
+) -> Any:
     seed = tmp_path / f"{name}.jsonl"
-    seed.write_text('{"id": 1, "t": "disk full"}\n{"id": 2, "t": "disk slow"}\n',
-                    encoding="utf-8")
+    seed.write_text('{"id": 1, "t": "disk full"}\n{"id": 2, "t": "disk slow"}\n', encoding="utf-8")
     return cls(name, tmp_path / f"{name}.db", seed, "t", ["t"], timeout_s=timeout_s)
 
 
 def test_a_thousand_requests_with_sources_hanging_forever_keep_threads_and_fds_bounded(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     # Deadlines long enough that a call which does not hang always makes it, even on a
     # loaded machine: the counts below are exact (the hangs wait 8 x 0.3 s in all).
     hangs_sqlite = table(tmp_path, "stuck_sqlite", HangsInSqlite, timeout_s=0.3)
@@ -92,14 +97,17 @@ def test_a_thousand_requests_with_sources_hanging_forever_keep_threads_and_fds_b
         errors: dict[tuple[str, str], int] = {}
         for i in range(1000):
             response = broker.request("disk")
-            assert response.data["plain"] == [{"id": 1, "t": "disk full"},
-                                              {"id": 2, "t": "disk slow"}]
+            assert response.data["plain"] == [
+                {"id": 1, "t": "disk full"},
+                {"id": 2, "t": "disk slow"},
+            ]
             for error in response.sources_errored:
                 key = (error.source_id, error.error_type)
                 errors[key] = errors.get(key, 0) + 1
             if i % 50 == 49:
-                samples.append((threading.active_count(), open_fds(),
-                                shared_pool().stats()["stuck"]))
+                samples.append(
+                    (threading.active_count(), open_fds(), shared_pool().stats()["stuck"])
+                )
         # Bounded: the pool plus the stuck threads, whatever the number of requests
         # (a thread per call before: a hundred stuck threads per hanging source).
         assert max(n for n, _, _ in samples) <= threads_at_start + POOL_SIZE + 2 * MAX_STUCK
@@ -109,8 +117,11 @@ def test_a_thousand_requests_with_sources_hanging_forever_keep_threads_and_fds_b
         # on it is refused at once instead of being handed yet another thread.
         assert errors[("stuck_sqlite", "timeout")] == MAX_STUCK
         assert errors[("stuck_thread", "timeout")] == MAX_STUCK
-        assert set(errors) == {(s, t) for s in ("stuck_sqlite", "stuck_thread")
-                               for t in ("timeout", "SourceStuckError")}
+        assert set(errors) == {
+            (s, t)
+            for s in ("stuck_sqlite", "stuck_thread")
+            for t in ("timeout", "SourceStuckError")
+        }
     finally:
         hangs_sqlite.release.set()
         hangs_thread.release.set()
@@ -126,12 +137,10 @@ def test_a_thousand_requests_with_sources_hanging_forever_keep_threads_and_fds_b
     broker.close()
 
 
-def test_an_abandoned_worker_is_replaced_and_the_others_are_not_held_up(
-        tmp_path: Path) -> None:
+def test_an_abandoned_worker_is_replaced_and_the_others_are_not_held_up(tmp_path: Path) -> None:
     """As many stuck calls as the pool has threads: the source queued behind them is
     answered by a replacement, and the next request by fresh workers."""
-    stuck = [table(tmp_path, f"stuck{i}", HangsInSqlite, timeout_s=0.05)
-             for i in range(POOL_SIZE)]
+    stuck = [table(tmp_path, f"stuck{i}", HangsInSqlite, timeout_s=0.05) for i in range(POOL_SIZE)]
     for source in stuck:
         source.calls = HANG_EVERY - 1  # the very next search hangs, the ones after do not
     plain = table(tmp_path, "plain")
@@ -201,14 +210,21 @@ def test_a_forked_child_gets_its_own_loop_and_workers(tmp_path: Path) -> None:
         "    child = b.request('x').data['t'][0]['t']\n"
         "    os._exit(0 if child == os.getpid() else 3)\n"
         "_, status = os.waitpid(pid, 0)\n"
-        "print(parent == os.getpid(), os.waitstatus_to_exitcode(status))\n")
-    done = subprocess.run([sys.executable, str(script), str(Path(__file__).parents[1])],
-                          capture_output=True, text=True, timeout=60, check=True)
+        "print(parent == os.getpid(), os.waitstatus_to_exitcode(status))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script), str(Path(__file__).parents[1])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert done.stdout.split() == ["True", "0"]
 
 
 def test_a_result_left_for_the_loop_arrives_while_the_next_call_hangs(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """One busy worker, two calls queued behind it: the first one's result is left for
     the loop without waking it while the worker goes on to the second, and still reaches
     its caller (at its spill timer, made long enough here to be still ahead) though the

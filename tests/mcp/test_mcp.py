@@ -38,10 +38,17 @@ def cli_ranking(env: dict[str, str], *args: str) -> list[tuple[str, Any, float]]
     """(source, id, score) of each row of ``nautilus query --json`` with the same env
     (asked once a module: both transports' servers have the same sources and settings)."""
     if args not in _CLI:
-        out = subprocess.run([NAUTILUS, "query", QUERY, "--json", *args], env=env,
-                             capture_output=True, text=True, timeout=120, check=True)
-        _CLI[args] = [(r["source_id"], r["id"], r["score"])
-                      for r in json.loads(out.stdout)["ranking"]]
+        out = subprocess.run(
+            [NAUTILUS, "query", QUERY, "--json", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        _CLI[args] = [
+            (r["source_id"], r["id"], r["score"]) for r in json.loads(out.stdout)["ranking"]
+        ]
     return _CLI[args]
 
 
@@ -61,7 +68,13 @@ async def check_tools(client: Client) -> None:
     assert list(schema["properties"]) == list(QueryRequest.model_fields)  # POST /v1/query's
     assert schema["required"] == ["query"] and schema["additionalProperties"] is False
     assert schema["properties"]["boosts"]["additionalProperties"]["enum"] == [
-        "-high", "-medium", "-low", "low", "medium", "high"]
+        "-high",
+        "-medium",
+        "-low",
+        "low",
+        "medium",
+        "high",
+    ]
     assert schema["properties"]["sources"]["items"]["enum"] == SOURCES
     assert schema["properties"]["query"]["maxLength"] == 1000
     description = tools["search"].description or ""
@@ -70,41 +83,57 @@ async def check_tools(client: Client) -> None:
 
 async def check_search(client: Client, env: dict[str, str]) -> None:
     """Boosts and top_k change the ranking exactly as they do on the command line."""
-    boosted = await client.call_tool("search", {"query": QUERY, "top_k": 4,
-                                                "boosts": {"graph": "high"}})
+    boosted = await client.call_tool(
+        "search", {"query": QUERY, "top_k": 4, "boosts": {"graph": "high"}}
+    )
     assert rows(boosted) == cli_ranking(env, "--top-k", "4", "--boost", "graph:high")
     plain = await client.call_tool("search", {"query": QUERY, "top_k": 4})
     assert rows(plain) == cli_ranking(env, "--top-k", "4")
     assert len(rows(boosted)) == 4 and rows(plain)[0][0] != "graph"
-    plain_scores = {(r["source"], r["id"]): r["score"]
-                    for r in plain.structured_content["results"]}
-    lifted = [(r["score"], plain_scores[(r["source"], r["id"])])
-              for r in boosted.structured_content["results"]
-              if r["source"] == "graph" and (r["source"], r["id"]) in plain_scores]
+    plain_scores = {(r["source"], r["id"]): r["score"] for r in plain.structured_content["results"]}
+    lifted = [
+        (r["score"], plain_scores[(r["source"], r["id"])])
+        for r in boosted.structured_content["results"]
+        if r["source"] == "graph" and (r["source"], r["id"]) in plain_scores
+    ]
     assert lifted and all(b > p for b, p in lifted)  # the boost lifts the graph's rows,
     # graph:high lets the graph's rows pass rows of similar relevance (the top ticket leads
     # the orders-db node by 3% of a vote); the ticket stays in the top 4
     assert rows(plain)[0][:2] in [r[:2] for r in rows(boosted)]
-    placed = await client.call_tool("search", {"query": QUERY, "top_k": 4, "explain": True,
-                                               "boosts": {"graph": "high"}})
-    places = [(r["rank"], r["why"]["unboosted_rank"])
-              for r in placed.structured_content["results"]]
+    placed = await client.call_tool(
+        "search", {"query": QUERY, "top_k": 4, "explain": True, "boosts": {"graph": "high"}}
+    )
+    places = [(r["rank"], r["why"]["unboosted_rank"]) for r in placed.structured_content["results"]]
     assert all(without >= 1 for _, without in places)  # each row's place without the boost
     assert any(rank != without for rank, without in places)  # and what the boost changed
-    explained = await client.call_tool("search", {"query": QUERY, "top_k": 2, "idf": True,
-                                                  "sources": ["graph", "runbooks"],
-                                                  "explain": True})
+    explained = await client.call_tool(
+        "search",
+        {
+            "query": QUERY,
+            "top_k": 2,
+            "idf": True,
+            "sources": ["graph", "runbooks"],
+            "explain": True,
+        },
+    )
     settings = explained.structured_content["explain"]
     assert (settings["top_k"], settings["idf"], settings["sources"]) == (
-        2, True, ["graph", "runbooks"])
+        2,
+        True,
+        ["graph", "runbooks"],
+    )
     assert {"content_rank", "stage1_key"} <= set(explained.structured_content["results"][0]["why"])
-    vectors = await client.call_tool("search", {"query": QUERY, "top_k": 2,
-                                                "sources": ["postmortems"]})
+    vectors = await client.call_tool(
+        "search", {"query": QUERY, "top_k": 2, "sources": ["postmortems"]}
+    )
     assert [r[0] for r in rows(vectors)] == ["postmortems", "postmortems"]
-    assert all("embedding" not in r["row"] and r["row"]["id"]
-               for r in vectors.structured_content["results"])  # no 1,024 floats to read
-    kept = await client.call_tool("search", {"query": QUERY, "top_k": 1, "vectors": True,
-                                             "sources": ["postmortems"]})
+    assert all(
+        "embedding" not in r["row"] and r["row"]["id"]
+        for r in vectors.structured_content["results"]
+    )  # no 1,024 floats to read
+    kept = await client.call_tool(
+        "search", {"query": QUERY, "top_k": 1, "vectors": True, "sources": ["postmortems"]}
+    )
     assert len(kept.structured_content["results"][0]["row"]["embedding"]) == 1024
     first = boosted.structured_content["results"][0]
     assert set(first["why"]) >= {"relevance", "similarity", "boost_bump", "also_from"}
@@ -116,14 +145,16 @@ async def check_bad_boost(client: Client) -> None:
     assert result.is_error
     error = result.structured_content["error"]
     assert (error["status"], error["field"], error["value"], error["valid"]) == (
-        422, "boosts", "graph:hgih",
-        "-high, -medium, -low, low, medium, high")
+        422,
+        "boosts",
+        "graph:hgih",
+        "-high, -medium, -low, low, medium, high",
+    )
     assert "boosts: 'graph:hgih'" in text(result)
     assert "-high, -medium, -low, low, medium, high" in text(result)
     assert "Traceback" not in text(result)
     unknown = await client.call_tool("search", {"query": QUERY, "boosts": {"grpah": "high"}})
-    assert unknown.is_error and unknown.structured_content["error"]["valid"] == ", ".join(
-        SOURCES)
+    assert unknown.is_error and unknown.structured_content["error"]["valid"] == ", ".join(SOURCES)
     extra = await client.call_tool("search", {"query": QUERY, "topk": 3})
     assert extra.is_error and extra.structured_content["error"]["field"] == "topk"
 
@@ -146,8 +177,13 @@ async def check_source_down(client: Client, seed: Path) -> None:
         if not health["broken"] or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.2)
-    assert health == {"tickets": True, "graph": True, "runbooks": True, "postmortems": True,
-                      "broken": False}
+    assert health == {
+        "tickets": True,
+        "graph": True,
+        "runbooks": True,
+        "postmortems": True,
+        "broken": False,
+    }
     by_id = {s["id"]: s for s in listing}
     assert by_id["runbooks"]["declares_order"] is True and by_id["runbooks"]["type"] == "sqlite_fts"
 
@@ -177,7 +213,8 @@ def stdio_setup(tmp_path: Path) -> tuple[StdioServerParameters, dict[str, str]]:
 
 
 def test_stdio_tools_search_boosts_errors_pages_and_a_source_down(
-        stdio_setup: tuple[StdioServerParameters, dict[str, str]], tmp_path: Path) -> None:
+    stdio_setup: tuple[StdioServerParameters, dict[str, str]], tmp_path: Path
+) -> None:
     params, env = stdio_setup
 
     async def session() -> None:
@@ -190,16 +227,21 @@ def test_stdio_tools_search_boosts_errors_pages_and_a_source_down(
                 await check_source_down(client, tmp_path / "broken.jsonl")
 
     asyncio.run(session())
-    events = [json.loads(line)["event"] for line in (tmp_path / "stderr.log").read_text()
-              .splitlines() if line.startswith("{")]
+    events = [
+        json.loads(line)["event"]
+        for line in (tmp_path / "stderr.log").read_text().splitlines()
+        if line.startswith("{")
+    ]
     assert "mcp_ready" in events and "mcp_tool_call" in events and "source_failed" in events
 
 
 # --- streamable HTTP ---------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
-def http_server(tmp_path_factory: pytest.TempPathFactory,
-                ) -> Iterator[tuple[str, dict[str, str], Path]]:
+def http_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, dict[str, str], Path]]:
     """One server for the module; its ``broken`` source fails once a test removes the
     seed (the key test does not care)."""
     tmp_path = tmp_path_factory.mktemp("mcp-http")
@@ -209,9 +251,13 @@ def http_server(tmp_path_factory: pytest.TempPathFactory,
     port = free_port()
     log = tmp_path / "mcp-http.log"
     with log.open("w") as sink:
-        process = subprocess.Popen([NAUTILUS, "mcp", "--transport", "http", "--host",
-                                    "127.0.0.1", "--port", str(port)], env=env, cwd=tmp_path,
-                                   stdout=sink, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [NAUTILUS, "mcp", "--transport", "http", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            cwd=tmp_path,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -231,7 +277,8 @@ def http_server(tmp_path_factory: pytest.TempPathFactory,
 
 
 def test_http_tools_search_boosts_errors_pages_and_a_source_down(
-        http_server: tuple[str, dict[str, str], Path]) -> None:
+    http_server: tuple[str, dict[str, str], Path],
+) -> None:
     url, env, log = http_server
 
     async def session() -> None:
@@ -253,7 +300,8 @@ def test_http_tools_search_boosts_errors_pages_and_a_source_down(
 
 
 def test_http_a_wrong_or_missing_api_key_is_refused(
-        http_server: tuple[str, dict[str, str], Path]) -> None:
+    http_server: tuple[str, dict[str, str], Path],
+) -> None:
     url, _, log = http_server
 
     async def attempt(key: str | None) -> BaseException | None:
@@ -268,8 +316,11 @@ def test_http_a_wrong_or_missing_api_key_is_refused(
     for key in ("k-wrong", None):
         error = asyncio.run(attempt(key))
         assert error is not None, f"key {key!r} was accepted"
-    raw = httpx.post(url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                     headers={"Authorization": "Bearer k-wrong"})
+    raw = httpx.post(
+        url + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Authorization": "Bearer k-wrong"},
+    )
     assert raw.status_code == 401 and raw.headers["content-type"] == "application/problem+json"
     assert raw.json()["type"] == "urn:nautilus:problem:unauthorized"
     assert '"status": 401' in log.read_text() and KEY not in log.read_text()
@@ -281,16 +332,26 @@ def test_http_a_wrong_or_missing_api_key_is_refused(
 
 def test_mcp_without_the_extra_or_with_bad_flags_says_so(tmp_path: Path) -> None:
     env = environment(tmp_path)
-    flags = subprocess.run([NAUTILUS, "mcp", "--port", "9000"], env=env, capture_output=True,
-                           text=True, timeout=60)
+    flags = subprocess.run(
+        [NAUTILUS, "mcp", "--port", "9000"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert flags.returncode == 2 and "--transport http" in flags.stderr
-    level = subprocess.run([NAUTILUS, "mcp", "--transport", "sse"], env=env,
-                           capture_output=True, text=True, timeout=60)
+    level = subprocess.run(
+        [NAUTILUS, "mcp", "--transport", "sse"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert level.returncode == 2 and "'stdio', 'http'" in level.stderr
-    missing = subprocess.run([sys.executable, "-c",
-                              "import sys; sys.modules['mcp'] = None; "
-                              "from nautilus.cli import main; sys.exit(main(['mcp']))"],
-                             env=env, capture_output=True, text=True, timeout=60)
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.modules['mcp'] = None; "
+            "from nautilus.cli import main; sys.exit(main(['mcp']))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert missing.returncode == 1
     assert "pip install 'nautilus-ranking[mcp]'" in missing.stderr
     assert "Traceback" not in missing.stderr
@@ -301,8 +362,14 @@ def test_mcp_refuses_what_serve_refuses(tmp_path: Path) -> None:
     env = environment(tmp_path)
     empty = tmp_path / "empty.yaml"
     empty.write_text("sources: []\n", encoding="utf-8")
-    none = subprocess.run([NAUTILUS, "mcp", "--config", str(empty)], env=env,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    none = subprocess.run(
+        [NAUTILUS, "mcp", "--config", str(empty)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert none.returncode == 1 and "lists no sources" in none.stderr
     assert "Traceback" not in none.stderr
     with socket.socket() as taken:
@@ -310,7 +377,12 @@ def test_mcp_refuses_what_serve_refuses(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         demo = {k: v for k, v in env.items() if k != "NAUTILUS_CONFIG"}  # the bundled demo
-        busy = subprocess.run([NAUTILUS, "mcp", "--transport", "http", "--port", str(port)],
-                              env=demo, capture_output=True, text=True, timeout=120)
+        busy = subprocess.run(
+            [NAUTILUS, "mcp", "--transport", "http", "--port", str(port)],
+            env=demo,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert busy.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in busy.stderr
     assert "mcp_starting" not in busy.stderr

@@ -28,8 +28,10 @@ from mcp_support import connect, environment, sources_file
 DEADLINE_S = 1.0
 
 
-def start(tmp: Path, fd_limit: int | None = None,
-          ) -> tuple[subprocess.Popen[bytes], str, Path]:
+def start(
+    tmp: Path,
+    fd_limit: int | None = None,
+) -> tuple[subprocess.Popen[bytes], str, Path]:
     """A real ``nautilus mcp --transport http`` with a 1 s body deadline (and, if given, a
     limit on its open files), answering ``/healthz``."""
     sources_file(tmp)
@@ -42,10 +44,14 @@ def start(tmp: Path, fd_limit: int | None = None,
             resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
 
     with log.open("w") as sink:
-        process = subprocess.Popen([NAUTILUS, "mcp", "--transport", "http", "--host",
-                                    "127.0.0.1", "--port", str(port)], env=env, cwd=tmp,
-                                   stdout=sink, stderr=subprocess.STDOUT,
-                                   preexec_fn=limit_files)
+        process = subprocess.Popen(
+            [NAUTILUS, "mcp", "--transport", "http", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            cwd=tmp,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            preexec_fn=limit_files,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -101,17 +107,18 @@ def test_headers_that_never_finish_are_closed_at_the_deadline(server: tuple[str,
 def test_a_body_that_never_finishes_is_a_408_at_the_deadline(server: tuple[str, int]) -> None:
     _, port = server
     with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Accept: application/json, text/event-stream\r\n"
-                     b"Content-Length: 200\r\n\r\n{\"jsonrpc\"")
+        sock.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json, text/event-stream\r\n"
+            b'Content-Length: 200\r\n\r\n{"jsonrpc"'
+        )
         started = time.monotonic()
         _, answer = _closed_within(sock, DEADLINE_S + 9)
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b"body-timeout" in answer and time.monotonic() - started < DEADLINE_S + 5
 
 
-def test_half_sent_requests_past_the_file_limit_do_not_starve_healthz(
-        tmp_path: Path) -> None:
+def test_half_sent_requests_past_the_file_limit_do_not_starve_healthz(tmp_path: Path) -> None:
     """320 connections that never finish their headers, against a 300-file limit: they
     are cut at the deadline, and /healthz answers again."""
     process, url, log = start(tmp_path, fd_limit=300)

@@ -33,18 +33,19 @@ def events(log: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-def test_the_sdk_client_is_answered_early_and_as_the_sdk_would(tmp_path: Path,
-                                                                mode: str) -> None:
-    params = StdioServerParameters(command=NAUTILUS, args=["mcp"], env=environment(tmp_path),
-                                   cwd=tmp_path)
+def test_the_sdk_client_is_answered_early_and_as_the_sdk_would(tmp_path: Path, mode: str) -> None:
+    params = StdioServerParameters(
+        command=NAUTILUS, args=["mcp"], env=environment(tmp_path), cwd=tmp_path
+    )
     log = tmp_path / "stderr.log"
 
     async def session() -> tuple[set[str], str]:
         with log.open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
                 tools = {t.name for t in (await client.list_tools()).tools}
-                found = await client.call_tool("search", {"query": "orders-db disk full",
-                                                          "top_k": 2})
+                found = await client.call_tool(
+                    "search", {"query": "orders-db disk full", "top_k": 2}
+                )
                 return tools, json.dumps(found.structured_content)
 
     tools, found = asyncio.run(session())
@@ -57,15 +58,30 @@ def test_the_sdk_client_is_answered_early_and_as_the_sdk_would(tmp_path: Path,
 
 
 def test_a_handshake_it_does_not_know_is_left_to_the_sdk(tmp_path: Path) -> None:
-    old = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-           "params": {"protocolVersion": "1999-01-01", "capabilities": {},
-                      "clientInfo": {"name": "old", "version": "1"}}}
+    old = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "1999-01-01",
+            "capabilities": {},
+            "clientInfo": {"name": "old", "version": "1"},
+        },
+    }
     bare = {"jsonrpc": "2.0", "id": "d", "method": "server/discover", "params": {}}
-    for message, check in ((old, lambda a: a["result"]["protocolVersion"] == "2025-11-25"),
-                           (bare, lambda a: "error" in a)):
-        server = subprocess.Popen([NAUTILUS, "mcp"], env=environment(tmp_path), cwd=tmp_path,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+    for message, check in (
+        (old, lambda a: a["result"]["protocolVersion"] == "2025-11-25"),
+        (bare, lambda a: "error" in a),
+    ):
+        server = subprocess.Popen(
+            [NAUTILUS, "mcp"],
+            env=environment(tmp_path),
+            cwd=tmp_path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert server.stdin is not None and server.stdout is not None
         server.stdin.write(json.dumps(message) + "\n")
         server.stdin.flush()
@@ -77,11 +93,12 @@ def test_a_handshake_it_does_not_know_is_left_to_the_sdk(tmp_path: Path) -> None
 
 
 def test_only_a_well_formed_handshake_is_answered_early() -> None:
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}}
-    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
-                "params": {"_meta": meta}}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    discover = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}
     assert early_answer(discover) is not None
     assert early_answer({**discover, "id": None} | {"method": "tools/list"}) is None
     no_id = {k: v for k, v in discover.items() if k != "id"}
@@ -96,18 +113,34 @@ def test_only_a_well_formed_handshake_is_answered_early() -> None:
 def test_requests_written_before_the_pipe_closes_are_all_answered(tmp_path: Path) -> None:
     """A client that writes its requests and closes stdin at once (while the SDK is still
     loading) gets the handshake early and every other answer, in order, before the exit."""
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}}
-    requests = [{"jsonrpc": "2.0", "id": 1, "method": "server/discover",
-                 "params": {"_meta": meta}},
-                {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}},
-                {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                 "params": {"_meta": meta, "name": "search",
-                            "arguments": {"query": "orders-db disk full", "top_k": 2}}}]
-    out = subprocess.run([NAUTILUS, "mcp"], env=environment(tmp_path), cwd=tmp_path,
-                         input="".join(json.dumps(r) + "\n" for r in requests),
-                         capture_output=True, text=True, timeout=120)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {
+                "_meta": meta,
+                "name": "search",
+                "arguments": {"query": "orders-db disk full", "top_k": 2},
+            },
+        },
+    ]
+    out = subprocess.run(
+        [NAUTILUS, "mcp"],
+        env=environment(tmp_path),
+        cwd=tmp_path,
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     answers = [json.loads(line) for line in out.stdout.splitlines()]
     assert [a["id"] for a in answers] == [1, 2, 3]

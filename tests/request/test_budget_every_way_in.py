@@ -36,8 +36,9 @@ def count(texts: list[str]) -> list[int]:
     return list(toktok.batch_count(texts, "o200k_base"))
 
 
-def check(counts: list[int], budget: dict[str, Any] | None, max_tokens: int,
-          unbudgeted: int) -> None:
+def check(
+    counts: list[int], budget: dict[str, Any] | None, max_tokens: int, unbudgeted: int
+) -> None:
     assert budget is not None and budget["max_tokens"] == max_tokens
     assert budget["tokens_used"] == sum(counts)
     if budget["first_row_over_budget"]:
@@ -65,8 +66,14 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
     env.update(SETTINGS, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
 
     def cli(*args: str) -> dict[str, Any]:
-        out = subprocess.run([NAUTILUS, "query", QUERY, "--json", *args], env=env,
-                             capture_output=True, text=True, timeout=120, check=True)
+        out = subprocess.run(
+            [NAUTILUS, "query", QUERY, "--json", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
         body: dict[str, Any] = json.loads(out.stdout)
         return body
 
@@ -79,8 +86,9 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
 
     with running(tmp_path, SETTINGS) as server:
         for n in BUDGETS:
-            body = httpx.post(server.url + "/v1/query", timeout=30,
-                              json={"query": QUERY, "max_tokens": n}).json()
+            body = httpx.post(
+                server.url + "/v1/query", timeout=30, json={"query": QUERY, "max_tokens": n}
+            ).json()
             check(count(json_entries(body)), body["budget"], n, full)
 
     async def over_mcp() -> None:
@@ -88,14 +96,14 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
         with (tmp_path / "mcp.log").open("w") as errlog:
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 for n in (40, 120, 400):
-                    result = await client.call_tool("search", {"query": QUERY,
-                                                               "max_tokens": n})
+                    result = await client.call_tool("search", {"query": QUERY, "max_tokens": n})
                     assert not result.is_error, result.content
                     out = result.structured_content
                     text = "".join(getattr(b, "text", "") for b in result.content)
-                    lines = text.splitlines()[1:1 + len(out["results"])]  # one a result
+                    lines = text.splitlines()[1 : 1 + len(out["results"])]  # one a result
                     assert [line.split(".")[0] for line in lines] == [
-                        str(r["rank"]) for r in out["results"]]
+                        str(r["rank"]) for r in out["results"]
+                    ]
                     check(count(lines), out["budget"], n, full)
                     assert f"budget: {out['budget']['tokens_used']} of {n} tokens" in text
 
@@ -107,8 +115,10 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
         with Broker.from_config(None, NautilusSettings()) as broker:
             for n in BUDGETS:
                 documents = langchain.NautilusRetriever(broker=broker, max_tokens=n).invoke(QUERY)
-                texts = [d.page_content + "\n" + json.dumps(d.metadata, sort_keys=True,
-                                                             default=str) for d in documents]
+                texts = [
+                    d.page_content + "\n" + json.dumps(d.metadata, sort_keys=True, default=str)
+                    for d in documents
+                ]
                 counts = count(texts)
                 assert sum(counts) <= n or (len(counts) == 1 and counts[0] > n)
                 assert 1 <= len(documents) < full

@@ -33,10 +33,26 @@ from nautilus.retrievers import langchain
 QUERY = "orders-db disk full"
 SETTINGS = {"NAUTILUS_RANKING_TOP_K": "6", "NAUTILUS_RANKING_IDF": "true"}
 #: One request with every override that changes the rows.
-REQUEST: dict[str, Any] = {"query": QUERY, "top_k": 5, "boosts": {"runbooks": "high"},
-                           "sources": ["tickets", "runbooks", "graph"], "idf": True}
-FLAGS = ["--top-k", "5", "--boost", "runbooks:high", "--source", "tickets", "--source",
-         "runbooks", "--source", "graph", "--idf"]
+REQUEST: dict[str, Any] = {
+    "query": QUERY,
+    "top_k": 5,
+    "boosts": {"runbooks": "high"},
+    "sources": ["tickets", "runbooks", "graph"],
+    "idf": True,
+}
+FLAGS = [
+    "--top-k",
+    "5",
+    "--boost",
+    "runbooks:high",
+    "--source",
+    "tickets",
+    "--source",
+    "runbooks",
+    "--source",
+    "graph",
+    "--idf",
+]
 Row = tuple[str, Any, float]
 
 
@@ -59,8 +75,14 @@ def test_the_same_request_gives_the_same_rows_every_way_in(tmp_path: Path) -> No
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env.update(SETTINGS, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
 
-    out = subprocess.run([NAUTILUS, "query", QUERY, "--json", *FLAGS], env=env,
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [NAUTILUS, "query", QUERY, "--json", *FLAGS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     by_cli = [(r["source_id"], r["id"], r["score"]) for r in json.loads(out.stdout)["ranking"]]
     assert len(by_cli) == 5 and {s for s, _, _ in by_cli} <= set(REQUEST["sources"])
 
@@ -74,8 +96,7 @@ def test_the_same_request_gives_the_same_rows_every_way_in(tmp_path: Path) -> No
             async with Client(stdio_client(params, errlog=errlog)) as client:
                 result = await client.call_tool("search", REQUEST)
         assert not result.is_error, result.content
-        return [(r["source"], r["id"], r["score"])
-                for r in result.structured_content["results"]]
+        return [(r["source"], r["id"], r["score"]) for r in result.structured_content["results"]]
 
     by_mcp = asyncio.run(over_mcp())
 
@@ -84,10 +105,12 @@ def test_the_same_request_gives_the_same_rows_every_way_in(tmp_path: Path) -> No
             patch.setenv(name, value)
         with Broker.from_config(None, NautilusSettings()) as broker:
             retriever = langchain.NautilusRetriever(
-                broker=broker, **{k: v for k, v in REQUEST.items() if k != "query"})
+                broker=broker, **{k: v for k, v in REQUEST.items() if k != "query"}
+            )
             documents = retriever.invoke(QUERY)
-    by_retriever = [(d.metadata["source"], d.metadata["id"], d.metadata["score"])
-                    for d in documents]
+    by_retriever = [
+        (d.metadata["source"], d.metadata["id"], d.metadata["score"]) for d in documents
+    ]
 
     assert by_http == by_cli
     assert by_mcp == by_cli

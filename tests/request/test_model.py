@@ -23,7 +23,10 @@ def test_every_refusal_names_the_field_and_what_is_valid() -> None:
     with pytest.raises(ProblemError) as refused:
         parse_request({"query": "", "top_k": True, "sources": "graph", "topk": 3})
     errors = {e["field"]: e["valid"] for e in refused.value.extra["errors"]}
-    assert errors == {"query": "a non-empty string", "top_k": "an integer >= 1",
-                      "sources": "a list of source ids",
-                      "topk": "query, top_k, boosts, idf, sources, max_tokens, cut, explain, "
-                              "vectors, page, cursor"}
+    assert errors == {
+        "query": "a non-empty string",
+        "top_k": "an integer >= 1",
+        "sources": "a list of source ids",
+        "topk": "query, top_k, boosts, idf, sources, max_tokens, cut, explain, "
+        "vectors, page, cursor",
+    }

@@ -32,13 +32,16 @@ QUERY = "orders-db disk full"
 @pytest.mark.parametrize("query", DEMO_QUERIES)
 @pytest.mark.parametrize("size", [1, 4])
 def test_in_process_pages_are_slices_of_one_ranking(query: str, size: int) -> None:
-    settings = NautilusSettings(ranking_top_k=size, ranking_idf=True,
-                                source_boosts="graph:high")
+    settings = NautilusSettings(ranking_top_k=size, ranking_idf=True, source_boosts="graph:high")
     with Broker.from_config(None, settings) as broker:
         ids = [s.id for s in broker.sources]
         base = broker.synthesizer
-        whole = Broker(broker.sources, Broker.from_config(None, settings.model_copy(
-            update={"ranking_top_k": 3 * size})).synthesizer).request(query)
+        whole = Broker(
+            broker.sources,
+            Broker.from_config(
+                None, settings.model_copy(update={"ranking_top_k": 3 * size})
+            ).synthesizer,
+        ).request(query)
         seen: list[dict[str, Any]] = []
         pages = paging(query, settings, ids, page=1)
         for number in (1, 2, 3):
@@ -46,7 +49,8 @@ def test_in_process_pages_are_slices_of_one_ranking(query: str, size: int) -> No
             broker.synthesizer = pages.synthesizer(settings, None)
             response, page = pages.cut(broker.request(query))
             assert [r.rank for r in response.ranking] == list(
-                range((number - 1) * size + 1, number * size + 1))
+                range((number - 1) * size + 1, number * size + 1)
+            )
             assert response.response_hash == compute_response_hash(response.data)
             seen += [r.explain() for r in response.ranking]
             pages = paging(query, settings, ids, cursor=page["next_cursor"])
@@ -59,17 +63,24 @@ _TEXT = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join)
 
 
 @settings(max_examples=60, deadline=None)
-@given(sources=st.lists(st.lists(_TEXT, max_size=8), min_size=1, max_size=3),
-       size=st.integers(1, 5), boost=st.sampled_from([None, "low", "high"]),
-       ranked=st.sampled_from([None, True, False]))
-def test_pages_of_any_batch_concatenate_to_its_top_3k(sources: list[list[str]], size: int,
-                                                      boost: str | None,
-                                                      ranked: bool | None) -> None:
+@given(
+    sources=st.lists(st.lists(_TEXT, max_size=8), min_size=1, max_size=3),
+    size=st.integers(1, 5),
+    boost=st.sampled_from([None, "low", "high"]),
+    ranked=st.sampled_from([None, True, False]),
+)
+def test_pages_of_any_batch_concatenate_to_its_top_3k(
+    sources: list[list[str]], size: int, boost: str | None, ranked: bool | None
+) -> None:
     """Copies (the same text in two sources), ties (the same text twice in one) and
     boosts included: pages 1-3 are exactly the top 3K, and the page after the last
     full one is empty with no next cursor."""
-    results = [AdapterResult(f"s{i}", [{"id": f"s{i}-{j}", "text": t} for j, t in enumerate(rows)],
-                             ranked=ranked) for i, rows in enumerate(sources)]
+    results = [
+        AdapterResult(
+            f"s{i}", [{"id": f"s{i}-{j}", "text": t} for j, t in enumerate(rows)], ranked=ranked
+        )
+        for i, rows in enumerate(sources)
+    ]
     boosts = {"s0": boost} if boost else {}
     context = {"query": "orders disk full"}
     settings_ = NautilusSettings(ranking_top_k=size, source_boosts=boosts)
@@ -87,7 +98,7 @@ def test_pages_of_any_batch_concatenate_to_its_top_3k(sources: list[list[str]], 
             break
         pages = paging("q", settings_, ids, cursor=info["next_cursor"])
     expected = [(r.source_id, r.row["id"], r.score, r.rank) for r in whole]
-    assert seen[:3 * size] == expected
+    assert seen[: 3 * size] == expected
     assert len({(s, i) for s, i, _, _ in seen}) == len(seen)  # no row twice
 
 
@@ -97,10 +108,13 @@ def test_a_cursor_is_refused_for_other_settings_and_when_malformed() -> None:
     assert first is not None
     cursor = type(first)(2, 3, first.key, "data").cursor()
     assert paging(QUERY, settings, ["a", "b"], cursor=cursor) is not None
-    for query, changed, ids in ((QUERY, {"ranking_top_k": 4}, ["a", "b"]),
-                                (QUERY, {"ranking_idf": True}, ["a", "b"]),
-                                (QUERY, {"source_boosts": {"a": "high"}}, ["a", "b"]),
-                                (QUERY, {}, ["a"]), ("another query", {}, ["a", "b"])):
+    for query, changed, ids in (
+        (QUERY, {"ranking_top_k": 4}, ["a", "b"]),
+        (QUERY, {"ranking_idf": True}, ["a", "b"]),
+        (QUERY, {"source_boosts": {"a": "high"}}, ["a", "b"]),
+        (QUERY, {}, ["a"]),
+        ("another query", {}, ["a", "b"]),
+    ):
         with pytest.raises(PageError, match="another query or other settings") as refused:
             paging(query, settings.model_copy(update=changed), ids, cursor=cursor)
         assert refused.value.field == "cursor" and not refused.value.stale
@@ -119,8 +133,13 @@ def test_a_cursor_is_refused_for_other_settings_and_when_malformed() -> None:
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run([NAUTILUS, "query", QUERY, *args], capture_output=True, text=True,
-                          timeout=120, env={**base, "NAUTILUS_RANKING_IDF": "true", **(env or {})})
+    return subprocess.run(
+        [NAUTILUS, "query", QUERY, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, "NAUTILUS_RANKING_IDF": "true", **(env or {})},
+    )
 
 
 def test_cli_pages_by_number_and_by_cursor_concatenate_to_the_top_3k() -> None:
@@ -150,13 +169,20 @@ def test_cli_pages_by_number_and_by_cursor_concatenate_to_the_top_3k() -> None:
 def broken_sources(tmp: Path) -> Path:
     text = bundled_demo_config().read_text()
     demo = bundled_demo_config().parent
-    for seed in ("tickets.jsonl", "services.jsonl", "dependencies.jsonl", "runbooks.jsonl",
-                 "postmortems.jsonl"):
+    for seed in (
+        "tickets.jsonl",
+        "services.jsonl",
+        "dependencies.jsonl",
+        "runbooks.jsonl",
+        "postmortems.jsonl",
+    ):
         text = text.replace(f" {seed}", f" {demo / seed}")
     seed = tmp / "broken.jsonl"
     seed.write_text('{"id": "b1", "title": "orders-db disk full"}\n')
-    text += (f"  - id: broken\n    type: sqlite_fts\n    path: demo/broken.db\n"
-             f"    seed: {seed}\n    columns: [title]\n")
+    text += (
+        f"  - id: broken\n    type: sqlite_fts\n    path: demo/broken.db\n"
+        f"    seed: {seed}\n    columns: [title]\n"
+    )
     (tmp / "nautilus.yaml").write_text(text)
     return tmp / "nautilus.yaml"
 
@@ -164,8 +190,11 @@ def broken_sources(tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("pages")
-    env = {"NAUTILUS_RANKING_TOP_K": "3", "NAUTILUS_RANKING_IDF": "true",
-           "NAUTILUS_CONFIG": str(broken_sources(tmp))}
+    env = {
+        "NAUTILUS_RANKING_TOP_K": "3",
+        "NAUTILUS_RANKING_IDF": "true",
+        "NAUTILUS_CONFIG": str(broken_sources(tmp)),
+    }
     with running(tmp, env) as srv:
         assert wait_ready(srv).status_code == 200, srv.logs()
         yield srv
@@ -188,29 +217,41 @@ def test_http_pages_concatenate_and_bad_cursors_are_422(server: Server) -> None:
         body = {"query": QUERY, "cursor": page["page"]["next_cursor"]}
     assert seen == whole and len(whole) == 9
     assert "page" not in post(server, {"query": QUERY}).json()
-    for changed in ({"top_k": 4}, {"idf": False}, {"boosts": {"graph": "high"}},
-                    {"sources": ["graph", "tickets"]}, {"query": "another query"}):
+    for changed in (
+        {"top_k": 4},
+        {"idf": False},
+        {"boosts": {"graph": "high"}},
+        {"sources": ["graph", "tickets"]},
+        {"query": "another query"},
+    ):
         refused = post(server, {**body, **changed})
         assert refused.status_code == 422, refused.text
         problem = refused.json()
         assert refused.headers["content-type"] == "application/problem+json"
         assert problem["field"] == "cursor" and "other settings" in problem["detail"]
         assert problem["valid"] == "the next_cursor of a response to this same query and settings"
-    for bad, field, valid in (({"page": 0}, "page", "an integer from 1 to 1000"),
-                              ({"page": "two"}, "page", "an integer from 1 to 1000"),
-                              ({"page": 2, "cursor": body["cursor"]}, "page",
-                               "one of them: page for a page by number, cursor to continue"),
-                              ({"cursor": "zzz"}, "cursor",
-                               "the next_cursor of an earlier response, unchanged")):
+    for bad, field, valid in (
+        ({"page": 0}, "page", "an integer from 1 to 1000"),
+        ({"page": "two"}, "page", "an integer from 1 to 1000"),
+        (
+            {"page": 2, "cursor": body["cursor"]},
+            "page",
+            "one of them: page for a page by number, cursor to continue",
+        ),
+        ({"cursor": "zzz"}, "cursor", "the next_cursor of an earlier response, unchanged"),
+    ):
         problem = post(server, {"query": QUERY, **bad}).json()
         assert (problem["status"], problem["field"], problem["valid"]) == (422, field, valid)
 
 
-def test_http_honours_a_cli_cursor_and_refuses_one_whose_data_moved(server: Server,
-                                                                     tmp_path: Path) -> None:
-    env = {"NAUTILUS_RANKING_TOP_K": "3",
-           "NAUTILUS_CONFIG": str(broken_sources(tmp_path)),
-           "NAUTILUS_DATA_DIR": str(tmp_path / "data")}
+def test_http_honours_a_cli_cursor_and_refuses_one_whose_data_moved(
+    server: Server, tmp_path: Path
+) -> None:
+    env = {
+        "NAUTILUS_RANKING_TOP_K": "3",
+        "NAUTILUS_CONFIG": str(broken_sources(tmp_path)),
+        "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+    }
     cli = json.loads(run("--page", "1", "--json", env=env).stdout)
     over_http = post(server, {"query": QUERY, "cursor": cli["page"]["next_cursor"]})
     assert over_http.status_code == 200, over_http.text

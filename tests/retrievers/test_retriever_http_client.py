@@ -60,8 +60,9 @@ def test_an_answer_too_large_is_refused_unread(server: Hostile, mode: str, how: 
 def test_every_bad_answer_is_a_service_error(server: Hostile, name: str, how: str) -> None:
     error = call(f"{server.url}/body/{name}", how)
     message = str(error)
-    assert message.startswith(f"{server.url}/body/{name}/v1/query: the answer is") or \
-        message.startswith("nautilus serve answered 500"), message
+    assert message.startswith(
+        f"{server.url}/body/{name}/v1/query: the answer is"
+    ) or message.startswith("nautilus serve answered 500"), message
     assert len(message) < 600, message
 
 

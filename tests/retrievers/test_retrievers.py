@@ -25,16 +25,25 @@ from nautilus.errors import NautilusError
 from nautilus.retrievers import langchain, llamaindex
 
 QUERY = "orders-db disk full"
-SETTINGS = {"NAUTILUS_RANKING_TOP_K": "6", "NAUTILUS_RANKING_IDF": "true",
-            "NAUTILUS_SOURCE_BOOSTS": "runbooks:medium"}
+SETTINGS = {
+    "NAUTILUS_RANKING_TOP_K": "6",
+    "NAUTILUS_RANKING_IDF": "true",
+    "NAUTILUS_SOURCE_BOOSTS": "runbooks:medium",
+}
 Row = tuple[str, Any, float]
 
 
 def cli(*args: str) -> list[Row]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
     env.update(SETTINGS, NAUTILUS_DATA_DIR=os.environ["NAUTILUS_DATA_DIR"])
-    out = subprocess.run([NAUTILUS, "query", QUERY, "--json", *args], env=env,
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [NAUTILUS, "query", QUERY, "--json", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return [(r["source_id"], r["id"], r["score"]) for r in json.loads(out.stdout)["ranking"]]
 
 
@@ -76,8 +85,14 @@ def test_with_ranking_off_the_rows_pass_through_unscored() -> None:
     """No ranking knob: the sources' rows in their order, with no score (not a 0)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
     env["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    out = subprocess.run([NAUTILUS, "query", QUERY, "--json"], env=env, capture_output=True,
-                         text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [NAUTILUS, "query", QUERY, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     expected = [(r["source_id"], r["id"]) for r in json.loads(out.stdout)["ranking"]]
     with Broker.from_config(None, NautilusSettings()) as plain:
         nodes = llamaindex.NautilusRetriever(broker=plain).retrieve(QUERY)
@@ -85,8 +100,10 @@ def test_with_ranking_off_the_rows_pass_through_unscored() -> None:
     assert [(n.node.metadata["source"], n.node.metadata["id"]) for n in nodes] == expected
     assert [(d.metadata["source"], d.metadata["id"]) for d in documents] == expected
     assert {n.score for n in nodes} == {None} and len(expected) > 6
-    assert all("embedding" not in d.metadata["fields"] and "embedding" not in d.page_content
-               for d in documents)
+    assert all(
+        "embedding" not in d.metadata["fields"] and "embedding" not in d.page_content
+        for d in documents
+    )
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +126,7 @@ def test_http_retrievers_send_overrides_and_give_the_cli_rows_in_order(server: S
     assert of_nodes(llamaindex.NautilusRetriever(url=server.url).retrieve(QUERY)) == cli()
 
 
-def test_a_refused_query_or_a_bad_setup_is_one_clear_error(server: Server,
-                                                           broker: Broker) -> None:
+def test_a_refused_query_or_a_bad_setup_is_one_clear_error(server: Server, broker: Broker) -> None:
     bad = langchain.NautilusRetriever(url=server.url, boosts={"graph": "hgih"})
     with pytest.raises(NautilusError, match=r"422: boosts: 'graph:hgih'.*-low, low, medium, high"):
         bad.invoke(QUERY)
@@ -123,14 +139,21 @@ def test_a_refused_query_or_a_bad_setup_is_one_clear_error(server: Server,
 
 
 def test_in_process_retrievers_take_the_same_overrides_as_the_cli(broker: Broker) -> None:
-    expected = cli("--top-k", "3", "--boost", "graph:high", "--source", "graph",
-                   "--source", "tickets")
-    knobs: dict[str, Any] = {"top_k": 3, "boosts": {"graph": "high"},
-                             "sources": ["graph", "tickets"]}
-    assert of_documents(langchain.NautilusRetriever(broker=broker, **knobs).invoke(
-        QUERY)) == expected
-    assert of_nodes(asyncio.run(llamaindex.NautilusRetriever(broker=broker, **knobs).aretrieve(
-        QUERY))) == expected
+    expected = cli(
+        "--top-k", "3", "--boost", "graph:high", "--source", "graph", "--source", "tickets"
+    )
+    knobs: dict[str, Any] = {
+        "top_k": 3,
+        "boosts": {"graph": "high"},
+        "sources": ["graph", "tickets"],
+    }
+    assert (
+        of_documents(langchain.NautilusRetriever(broker=broker, **knobs).invoke(QUERY)) == expected
+    )
+    assert (
+        of_nodes(asyncio.run(llamaindex.NautilusRetriever(broker=broker, **knobs).aretrieve(QUERY)))
+        == expected
+    )
 
 
 def test_llamaindex_retrieval_makes_no_network_call(tmp_path: Path) -> None:
@@ -155,7 +178,8 @@ print(len(nodes), len(docs), nodes[0].node.get_content(metadata_mode="all")[:40]
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
     env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("3 3 ") and "NLTK" not in out.stdout + out.stderr

@@ -36,8 +36,12 @@ def test_a_worked_example() -> None:
 def test_the_first_row_alone_over_the_budget_is_handed_over_flagged() -> None:
     result = fit_counts([12, 1, 1], 10)
     assert result == BudgetResult(10, (0,), 12, 2, True)
-    assert result.as_dict() == {"max_tokens": 10, "tokens_used": 12, "rows_left_out": 2,
-                                "first_row_over_budget": True}
+    assert result.as_dict() == {
+        "max_tokens": 10,
+        "tokens_used": 12,
+        "rows_left_out": 2,
+        "first_row_over_budget": True,
+    }
 
 
 def test_no_rows_and_a_budget_that_fits_everything() -> None:
@@ -54,11 +58,12 @@ def test_a_budget_that_is_not_a_positive_integer_is_refused(bad: Any) -> None:
 @given(st.lists(st.integers(0, 60), max_size=40), st.integers(1, 200))
 @example([0, 5, 0], 1)
 def test_the_budgeted_list_is_a_subsequence_and_no_skipped_row_would_have_fitted(
-        counts: list[int], max_tokens: int) -> None:
+    counts: list[int], max_tokens: int
+) -> None:
     result = fit_counts(counts, max_tokens)
     kept = list(result.kept)
-    assert kept == sorted(set(kept))                      # a subsequence, in rank order
-    assert (kept[:1] == [0]) == bool(counts)              # the first row always
+    assert kept == sorted(set(kept))  # a subsequence, in rank order
+    assert (kept[:1] == [0]) == bool(counts)  # the first row always
     assert result.tokens_used == sum(counts[i] for i in kept)
     assert result.left_out == len(counts) - len(kept)
     if result.over_budget_first:
@@ -71,8 +76,14 @@ def test_the_budgeted_list_is_a_subsequence_and_no_skipped_row_would_have_fitted
 
 
 def _ranked(i: int, text: str, **extra: Any) -> RankedRow:
-    return RankedRow("docs", {"id": f"d{i}", "text": text, **extra}, 1.0 / (i + 1), i + 1,
-                     i + 1, relevance=1.0 / (i + 1))
+    return RankedRow(
+        "docs",
+        {"id": f"d{i}", "text": text, **extra},
+        1.0 / (i + 1),
+        i + 1,
+        i + 1,
+        relevance=1.0 / (i + 1),
+    )
 
 
 def test_rows_are_counted_as_serialised_and_never_exceed_the_budget() -> None:
@@ -89,7 +100,7 @@ def test_rows_are_counted_as_serialised_and_never_exceed_the_budget() -> None:
 
 
 def test_the_estimate_is_used_when_asked() -> None:
-    result = fit_budget(["hello world", "hello"], 5, exact=False)   # 4 and 2 estimated
+    result = fit_budget(["hello world", "hello"], 5, exact=False)  # 4 and 2 estimated
     assert result == BudgetResult(5, (0,), 4, 1, False)
     assert fit_budget(["hello world", "hello"], 5, exact=True).kept == (0, 1)  # 2 + 1
 
@@ -98,20 +109,26 @@ def test_an_entry_is_the_ranking_entry_with_its_row_as_canonical_json() -> None:
     ranked = _ranked(0, "Ünïcode", embedding=[0.5, 0.25])
     text = entry_text(ranked)
     entry = json.loads(text)
-    assert entry == {"id": "d0", **ranked.explain(), "also_from": [],
-                     "row": {"id": "d0", "text": "Ünïcode"}}
+    assert entry == {
+        "id": "d0",
+        **ranked.explain(),
+        "also_from": [],
+        "row": {"id": "d0", "text": "Ünïcode"},
+    }
     assert text == json.dumps(entry, sort_keys=True, separators=(",", ":"))
-    assert "embedding" in ranked.row                      # the row itself is untouched
+    assert "embedding" in ranked.row  # the row itself is untouched
     assert ranking_entry(ranked, vectors=True)["row"]["embedding"] == [0.5, 0.25]
 
 
 @given(st.lists(st.text(max_size=80), max_size=20), st.integers(1, 120))
-def test_texts_under_a_budget_fit_as_o200k_base_counts_them(texts: list[str],
-                                                            max_tokens: int) -> None:
+def test_texts_under_a_budget_fit_as_o200k_base_counts_them(
+    texts: list[str], max_tokens: int
+) -> None:
     result = fit_budget(texts, max_tokens, exact=True)
     own = toktok.batch_count(texts, "o200k_base")
     assert result.tokens_used == sum(own[i] for i in result.kept)
     assert result.over_budget_first or result.tokens_used <= max_tokens
     skipped = set(range(len(texts))) - set(result.kept)
     assert result.over_budget_first or all(
-        result.tokens_used + own[i] > max_tokens for i in skipped)
+        result.tokens_used + own[i] > max_tokens for i in skipped
+    )

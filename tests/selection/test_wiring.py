@@ -25,8 +25,14 @@ QUERY = "users keep getting logged out of their sessions"
 def query_json(env: dict[str, str]) -> dict[str, Any]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    done = subprocess.run([NAUTILUS, "query", QUERY, "--json"], capture_output=True,
-                          text=True, timeout=300, env={**base, **env}, check=False)
+    done = subprocess.run(
+        [NAUTILUS, "query", QUERY, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**base, **env},
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
     return out
@@ -48,8 +54,13 @@ def handed_over(out: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("max_tokens", [60, 400, 1500])
 def test_the_demo_under_a_budget_never_hands_over_more_tokens(max_tokens: int) -> None:
     full = query_json({"NAUTILUS_RANKING_TOP_K": "10", "NAUTILUS_RANKING_IDF": "true"})
-    out = query_json({"NAUTILUS_RANKING_TOP_K": "10", "NAUTILUS_RANKING_IDF": "true",
-                      "NAUTILUS_RANKING_MAX_TOKENS": str(max_tokens)})
+    out = query_json(
+        {
+            "NAUTILUS_RANKING_TOP_K": "10",
+            "NAUTILUS_RANKING_IDF": "true",
+            "NAUTILUS_RANKING_MAX_TOKENS": str(max_tokens),
+        }
+    )
     counts = toktok.batch_count(handed_over(out), "o200k_base")
     budget = out["budget"]
     assert budget["tokens_used"] == sum(counts)
@@ -60,8 +71,11 @@ def test_the_demo_under_a_budget_never_hands_over_more_tokens(max_tokens: int) -
     assert budget["rows_left_out"] == len(full["ranking"]) - len(out["ranking"])
     # a subsequence of the unbudgeted ranking, each row at its own rank
     ranks = [(e["source_id"], e["source_rank"], e["rank"]) for e in out["ranking"]]
-    assert ranks == [(e["source_id"], e["source_rank"], e["rank"]) for e in full["ranking"]
-                     if (e["source_id"], e["source_rank"], e["rank"]) in ranks]
+    assert ranks == [
+        (e["source_id"], e["source_rank"], e["rank"])
+        for e in full["ranking"]
+        if (e["source_id"], e["source_rank"], e["rank"]) in ranks
+    ]
     assert sum(map(len, out["data"].values())) == len(out["ranking"])
     # 60 tokens: the first row alone is over (flagged); 1500: some rows left out, not all
     assert budget["first_row_over_budget"] == (max_tokens == 60)
@@ -82,9 +96,18 @@ def test_without_a_budget_the_response_has_no_budget() -> None:
 
 
 def _results() -> list[AdapterResult]:
-    docs = [{"id": f"d{i}", "text": ("disk full on the orders database " if i % 3 == 0
-                                     else "weekly report of the team lunch ") * (1 + i % 4)}
-            for i in range(12)]
+    docs = [
+        {
+            "id": f"d{i}",
+            "text": (
+                "disk full on the orders database "
+                if i % 3 == 0
+                else "weekly report of the team lunch "
+            )
+            * (1 + i % 4),
+        }
+        for i in range(12)
+    ]
     return [AdapterResult("a", docs[:6], ranked=True), AdapterResult("b", docs[6:], ranked=True)]
 
 
@@ -101,8 +124,9 @@ def test_a_broker_with_a_budget_keeps_what_fits() -> None:
     assert 0 < response.budget["rows_left_out"] < len(unbudgeted.ranking)
     assert set(response.data) == {"a", "b"}
     assert [r.row for r in response.ranking] == [
-        r.row for r in unbudgeted.ranking if r.row in [k.row for k in response.ranking]]
-    assert response.response_hash != unbudgeted.response_hash   # the hash covers what is kept
+        r.row for r in unbudgeted.ranking if r.row in [k.row for k in response.ranking]
+    ]
+    assert response.response_hash != unbudgeted.response_hash  # the hash covers what is kept
     assert "budget" in response.to_dict() and "budget" not in unbudgeted.to_dict()
 
 
@@ -123,8 +147,10 @@ def test_apply_budget_keeps_every_source_key_and_the_ranks() -> None:
     data, ranking = ranker.merge_ranked(_results(), {"query": "orders disk full"})
     kept_data, kept, result = apply_budget(data, ranking, 1, text=lambda r: "x" * r.rank)
     assert result.over_budget_first is False and [r.rank for r in kept] == [1]
-    assert kept_data == {"a": [ranking[0].row] if ranking[0].source_id == "a" else [],
-                         "b": [ranking[0].row] if ranking[0].source_id == "b" else []}
+    assert kept_data == {
+        "a": [ranking[0].row] if ranking[0].source_id == "a" else [],
+        "b": [ranking[0].row] if ranking[0].source_id == "b" else [],
+    }
 
 
 def test_the_cut_in_the_ranker_is_a_prefix_of_the_uncut_ranking() -> None:
@@ -134,7 +160,7 @@ def test_the_cut_in_the_ranker_is_a_prefix_of_the_uncut_ranking() -> None:
         ranker = RankingSynthesizer(top_k=10, idf=True, cut=setting)
         cut = ranker.rank(_results(), context)
         assert 1 <= len(cut) <= len(uncut)
-        assert cut == uncut[:len(cut)]
+        assert cut == uncut[: len(cut)]
         assert len(cut) == relevance_cut(uncut, ranker.cut)
         data, _ = ranker.merge_ranked(_results(), context)
         assert sum(map(len, data.values())) == len(cut)

@@ -19,9 +19,13 @@ from nautilus.request.model import QueryRequest
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
 QUERY = "orders-db disk full"
-SETTINGS = {"NAUTILUS_RANKING_TOP_K": "5", "NAUTILUS_RANKING_IDF": "true",
-            "NAUTILUS_SERVE_MAX_QUERY_CHARS": "200", "NAUTILUS_SERVE_MAX_BODY_BYTES": "4096",
-            "NAUTILUS_SERVE_API_KEYS_FILE": ""}
+SETTINGS = {
+    "NAUTILUS_RANKING_TOP_K": "5",
+    "NAUTILUS_RANKING_IDF": "true",
+    "NAUTILUS_SERVE_MAX_QUERY_CHARS": "200",
+    "NAUTILUS_SERVE_MAX_BODY_BYTES": "4096",
+    "NAUTILUS_SERVE_API_KEYS_FILE": "",
+}
 SOURCES = ["tickets", "graph", "runbooks", "postmortems"]
 
 
@@ -53,22 +57,29 @@ def test_query_answers_the_same_object_as_nautilus_query_json(server: Server) ->
     body = response.json()
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
     env.update(SETTINGS, NAUTILUS_DATA_DIR=os.environ["NAUTILUS_DATA_DIR"])
-    cli = subprocess.run([NAUTILUS, "query", QUERY, "--json"], capture_output=True, text=True,
-                         env=env, timeout=120, check=True)
+    cli = subprocess.run(
+        [NAUTILUS, "query", QUERY, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
     expected = json.loads(cli.stdout)
     assert set(body) == set(expected)
-    for key in ("data", "ranking", "response_hash", "source_response_hashes",
-                "sources_queried"):
+    for key in ("data", "ranking", "response_hash", "source_response_hashes", "sources_queried"):
         assert body[key] == expected[key], key
     assert len(body["ranking"]) == 5 and body["sources_errored"] == []
 
 
 def test_a_json_body_is_accepted_without_a_json_content_type(server: Server) -> None:
     body = json.dumps({"query": QUERY, "top_k": 3})
-    for headers in ({}, {"content-type": "application/x-www-form-urlencoded"},
-                    {"content-type": "text/plain"}):
-        response = httpx.post(server.url + "/v1/query", content=body, headers=headers,
-                              timeout=30)
+    for headers in (
+        {},
+        {"content-type": "application/x-www-form-urlencoded"},
+        {"content-type": "text/plain"},
+    ):
+        response = httpx.post(server.url + "/v1/query", content=body, headers=headers, timeout=30)
         assert response.status_code == 200, response.text
         assert len(response.json()["ranking"]) == 3
 
@@ -77,15 +88,25 @@ def test_request_id_is_echoed_and_used_as_the_response_request_id(server: Server
     response = post(server, {"query": QUERY}, headers={"X-Request-ID": "trace-42.a"})
     assert response.headers["x-request-id"] == "trace-42.a"
     assert response.json()["request_id"] == "trace-42.a"
-    unsafe = post(server, {"query": QUERY},
-                  headers={"X-Request-ID": "a b\u00e9".encode("latin-1") * 60})
+    unsafe = post(
+        server, {"query": QUERY}, headers={"X-Request-ID": "a b\u00e9".encode("latin-1") * 60}
+    )
     assert len(unsafe.headers["x-request-id"]) == 32  # replaced, never echoed raw
     assert httpx.get(server.url + "/healthz").headers["x-request-id"]
 
 
 def test_overrides_choose_sources_top_k_boosts_and_explain(server: Server) -> None:
-    body = post(server, {"query": QUERY, "sources": ["GRAPH", "runbooks"], "top_k": 2,
-                         "boosts": {"runbooks": "high"}, "idf": False, "explain": True}).json()
+    body = post(
+        server,
+        {
+            "query": QUERY,
+            "sources": ["GRAPH", "runbooks"],
+            "top_k": 2,
+            "boosts": {"runbooks": "high"},
+            "idf": False,
+            "explain": True,
+        },
+    ).json()
     assert body["sources_queried"] == ["graph", "runbooks"]
     assert set(body["data"]) == {"graph", "runbooks"} and len(body["ranking"]) == 2
     explain = body["explain"]
@@ -100,29 +121,53 @@ def test_overrides_choose_sources_top_k_boosts_and_explain(server: Server) -> No
 FIELDS = ", ".join(QueryRequest.model_fields)
 
 
-@pytest.mark.parametrize(("body", "field", "value", "valid"), [
-    ({"query": "x", "boosts": {"graph": "hgih"}}, "boosts", "graph:hgih",
-     "-high, -medium, -low, low, medium, high"),
-    ({"query": "x", "boosts": {"grpah": "high"}}, "boosts", "grpah",
-     "tickets, graph, runbooks, postmortems"),
-    ({"query": "x", "sources": ["tickets", "nope"]}, "sources", "nope",
-     "tickets, graph, runbooks, postmortems"),
-    ({"query": "x", "sources": []}, "sources", "[]", "one or more of: tickets, graph, "
-     "runbooks, postmortems"),
-    ({"query": "x", "top_k": 0}, "top_k", "0", "an integer >= 1"),
-    ({"query": "x", "top_k": "ten"}, "top_k", "ten", "an integer >= 1"),
-    ({"query": "x", "idf": "maybe"}, "idf", "maybe", "true or false"),
-    ({"query": "x", "topk": 3}, "topk", "3", FIELDS),
-    ({"query": ""}, "query", "", "a non-empty string"),
-    ({"top_k": 3}, "query", "{'top_k': 3}", "a non-empty string"),
-    (["query"], "body", "['query']", "a JSON object with " + FIELDS),
-    ({"query": "x", "max_tokens": 0}, "max_tokens", "0", "an integer >= 1"),
-    ({"query": "x", "cut": "steep:2"}, "cut", "steep:2", "relative:A, floor:T or gap:G with "
-     "a number in (0, 1], e.g. relative:0.8; or off"),
-    ({"query": "q" * 201}, "query", "(201 characters)", "at most 200 characters"),
-])
+@pytest.mark.parametrize(
+    ("body", "field", "value", "valid"),
+    [
+        (
+            {"query": "x", "boosts": {"graph": "hgih"}},
+            "boosts",
+            "graph:hgih",
+            "-high, -medium, -low, low, medium, high",
+        ),
+        (
+            {"query": "x", "boosts": {"grpah": "high"}},
+            "boosts",
+            "grpah",
+            "tickets, graph, runbooks, postmortems",
+        ),
+        (
+            {"query": "x", "sources": ["tickets", "nope"]},
+            "sources",
+            "nope",
+            "tickets, graph, runbooks, postmortems",
+        ),
+        (
+            {"query": "x", "sources": []},
+            "sources",
+            "[]",
+            "one or more of: tickets, graph, runbooks, postmortems",
+        ),
+        ({"query": "x", "top_k": 0}, "top_k", "0", "an integer >= 1"),
+        ({"query": "x", "top_k": "ten"}, "top_k", "ten", "an integer >= 1"),
+        ({"query": "x", "idf": "maybe"}, "idf", "maybe", "true or false"),
+        ({"query": "x", "topk": 3}, "topk", "3", FIELDS),
+        ({"query": ""}, "query", "", "a non-empty string"),
+        ({"top_k": 3}, "query", "{'top_k': 3}", "a non-empty string"),
+        (["query"], "body", "['query']", "a JSON object with " + FIELDS),
+        ({"query": "x", "max_tokens": 0}, "max_tokens", "0", "an integer >= 1"),
+        (
+            {"query": "x", "cut": "steep:2"},
+            "cut",
+            "steep:2",
+            "relative:A, floor:T or gap:G with a number in (0, 1], e.g. relative:0.8; or off",
+        ),
+        ({"query": "q" * 201}, "query", "(201 characters)", "at most 200 characters"),
+    ],
+)
 def test_a_bad_request_is_a_422_naming_field_value_and_valid_choices(
-        server: Server, body: object, field: str, value: str, valid: str) -> None:
+    server: Server, body: object, field: str, value: str, valid: str
+) -> None:
     got = problem(post(server, body), 422)
     assert (got["field"], got["value"], got["valid"]) == (field, value, valid)
     assert f"{field}: {value!r}" in str(got["detail"])
@@ -170,14 +215,16 @@ def test_metrics_show_latency_source_latency_and_top_k_share(server: Server) -> 
     for _ in range(3):
         post(server, {"query": QUERY})
     text = httpx.get(server.url + "/metrics").text
-    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-               for line in text.splitlines() if line and not line.startswith("#")}
+    samples = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
     assert samples['nautilus_request_duration_seconds_count{route="/v1/query",status="200"}'] >= 3
     for source in SOURCES:
         assert samples[f'nautilus_source_duration_seconds_count{{source="{source}"}}'] >= 3
     shares = {s: samples[f'nautilus_source_topk_share{{source="{s}"}}'] for s in SOURCES}
-    assert sum(shares.values()) == pytest.approx(1.0) and all(0 <= v <= 1 for v in
-                                                              shares.values())
+    assert sum(shares.values()) == pytest.approx(1.0) and all(0 <= v <= 1 for v in shares.values())
     rows = {s: samples[f'nautilus_source_topk_rows_total{{source="{s}"}}'] for s in SOURCES}
     assert shares["graph"] == pytest.approx(rows["graph"] / sum(rows.values()))
     assert samples["nautilus_config_problems"] == 0
@@ -187,8 +234,11 @@ def test_metrics_show_latency_source_latency_and_top_k_share(server: Server) -> 
 def test_each_request_logs_one_structured_access_line(server: Server) -> None:
     post(server, {"query": QUERY}, headers={"X-Request-ID": "access-log-check"})
     lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
-    access = [e for e in lines if e["event"] == "http_request"
-              and e.get("request_id") == "access-log-check"]
+    access = [
+        e
+        for e in lines
+        if e["event"] == "http_request" and e.get("request_id") == "access-log-check"
+    ]
     assert len(access) == 1
     assert access[0]["status"] == 200 and access[0]["path"] == "/v1/query"
     assert access[0]["method"] == "POST" and access[0]["duration_ms"] > 0
@@ -197,9 +247,16 @@ def test_each_request_logs_one_structured_access_line(server: Server) -> None:
 def test_concurrent_queries_all_answer_with_their_own_request_ids(server: Server) -> None:
     async def burst() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
-            return await asyncio.gather(*(
-                client.post("/v1/query", json={"query": f"{QUERY} {i % 4}"},
-                            headers={"X-Request-ID": f"burst-{i}"}) for i in range(40)))
+            return await asyncio.gather(
+                *(
+                    client.post(
+                        "/v1/query",
+                        json={"query": f"{QUERY} {i % 4}"},
+                        headers={"X-Request-ID": f"burst-{i}"},
+                    )
+                    for i in range(40)
+                )
+            )
 
     responses = asyncio.run(burst())
     assert [r.status_code for r in responses] == [200] * 40
@@ -210,24 +267,49 @@ def test_openapi_fuzzing_finds_no_server_error(server: Server, tmp_path: Path) -
     """schemathesis drives every operation from /openapi.json; no response may be a 5xx."""
     schemathesis = Path(sys.executable).with_name("schemathesis")
     # Bounded: at most 20 cases per operation and phase; under CI the same cases every run.
-    randomness = (["--generation-deterministic"] if os.environ.get("CI")
-                  else ["--generation-database", "none"])
+    randomness = (
+        ["--generation-deterministic"]
+        if os.environ.get("CI")
+        else ["--generation-database", "none"]
+    )
     result = subprocess.run(
-        [str(schemathesis), "run", server.url + "/openapi.json", "--checks",
-         "not_a_server_error", "--max-examples", "20", *randomness,
-         "--phases", "examples,coverage,fuzzing",
-         "--suppress-health-check", "all", "--request-timeout", "20", "--workers", "1",
-         "--no-color"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**os.environ, "SCHEMATHESIS_TELEMETRY": "false"})
+        [
+            str(schemathesis),
+            "run",
+            server.url + "/openapi.json",
+            "--checks",
+            "not_a_server_error",
+            "--max-examples",
+            "20",
+            *randomness,
+            "--phases",
+            "examples,coverage,fuzzing",
+            "--suppress-health-check",
+            "all",
+            "--request-timeout",
+            "20",
+            "--workers",
+            "1",
+            "--no-color",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "SCHEMATHESIS_TELEMETRY": "false"},
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "No issues found" in result.stdout, result.stdout[-4000:]
     assert re.search(r"Tested:\s+5\b", result.stdout), result.stdout[-4000:]  # every operation
 
 
 def test_cors_is_off_unless_configured(server: Server) -> None:
-    preflight = httpx.options(server.url + "/v1/query", headers={
-        "Origin": "https://app.example.com", "Access-Control-Request-Method": "POST"})
+    preflight = httpx.options(
+        server.url + "/v1/query",
+        headers={"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST"},
+    )
     assert "access-control-allow-origin" not in preflight.headers
-    assert "access-control-allow-origin" not in post(
-        server, {"query": QUERY}, headers={"Origin": "https://app.example.com"}).headers
+    assert (
+        "access-control-allow-origin"
+        not in post(server, {"query": QUERY}, headers={"Origin": "https://app.example.com"}).headers
+    )

@@ -23,9 +23,11 @@ from tools.servers import Server, running, wait_ready
 KEY = "k-7d1e0b2a94"
 BODY_TIMEOUT_S = 2
 STALLED = 64  # the default NAUTILUS_SERVE_MAX_CONCURRENCY
-STALLED_REQUEST = (b"POST /v1/query HTTP/1.1\r\nHost: nautilus\r\n"
-                   b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
-                   b'{"query":"')
+STALLED_REQUEST = (
+    b"POST /v1/query HTTP/1.1\r\nHost: nautilus\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    b'{"query":"'
+)
 
 
 def stall(server: Server, count: int, sent: bytes = STALLED_REQUEST) -> list[socket.socket]:
@@ -60,15 +62,19 @@ def assert_cut_with_a_408(raw: bytes) -> None:
 
 
 def test_stalled_bodies_hold_no_slot_are_cut_at_the_deadline_and_do_not_hold_shutdown(
-        tmp_path: Path) -> None:
-    env = {"NAUTILUS_SERVE_BODY_TIMEOUT_S": str(BODY_TIMEOUT_S),
-           "NAUTILUS_SERVE_REQUEST_TIMEOUT_S": "10"}
+    tmp_path: Path,
+) -> None:
+    env = {
+        "NAUTILUS_SERVE_BODY_TIMEOUT_S": str(BODY_TIMEOUT_S),
+        "NAUTILUS_SERVE_REQUEST_TIMEOUT_S": "10",
+    }
     with running(tmp_path, env) as server:
         assert wait_ready(server).status_code == 200
         stalled = stall(server, STALLED)
         # Headers that never end, and a connection that sends nothing: closed all the same.
         silent = stall(server, 8, STALLED_REQUEST.split(b"Content-Length")[0]) + stall(
-            server, 8, b"")
+            server, 8, b""
+        )
         time.sleep(0.5)  # every stalled request has reached the application
         # A client that trickles its body, one byte at a time, is cut all the same.
         trickler = stall(server, 1)[0]
@@ -87,8 +93,7 @@ def test_stalled_bodies_hold_no_slot_are_cut_at_the_deadline_and_do_not_hold_shu
 
         threading.Thread(target=trickle, daemon=True).start()
         with httpx.Client(base_url=server.url, timeout=10) as client:  # the request timeout
-            answers = [client.post("/v1/query", json={"query": f"disk full {i}"})
-                       for i in range(8)]
+            answers = [client.post("/v1/query", json={"query": f"disk full {i}"}) for i in range(8)]
             assert [a.status_code for a in answers] == [200] * 8, answers[-1].text
             assert client.get("/healthz").status_code == 200
         with ThreadPoolExecutor(16) as pool:
@@ -99,8 +104,9 @@ def test_stalled_bodies_hold_no_slot_are_cut_at_the_deadline_and_do_not_hold_shu
         with ThreadPoolExecutor(16) as pool:
             assert list(pool.map(answer_of, silent)) == [b""] * 16  # closed, nothing said
         scrape = httpx.get(server.url + "/metrics").text
-        assert f'nautilus_requests_rejected_total{{reason="body_timeout"}} {STALLED + 1}.0' \
-            in scrape
+        assert (
+            f'nautilus_requests_rejected_total{{reason="body_timeout"}} {STALLED + 1}.0' in scrape
+        )
         assert 'nautilus_requests_rejected_total{reason="header_timeout"} 16.0' in scrape
 
         # At SIGTERM, stalled clients are cut at the same deadline: a clean drain, exit 0.
@@ -111,12 +117,12 @@ def test_stalled_bodies_hold_no_slot_are_cut_at_the_deadline_and_do_not_hold_shu
             cut = list(pool.map(answer_of, stalled))
         for raw in cut:
             assert_cut_with_a_408(raw)
-        logged = [json.loads(line) for line in server.logs().splitlines()
-                  if line.startswith("{")]
+        logged = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
         assert logged[-1]["event"] == "serve_stopped"
         assert not [e for e in logged if e["event"] == "request_failed"]
-        statuses = [e["status"] for e in logged if e["event"] == "http_request"
-                    and e["path"] == "/v1/query"]
+        statuses = [
+            e["status"] for e in logged if e["event"] == "http_request" and e["path"] == "/v1/query"
+        ]
         assert statuses.count(408) == 2 * STALLED + 1 and statuses.count(200) == 8
 
 
@@ -142,8 +148,10 @@ NAN_SOURCE = """  - id: numbers
 
 def strict_json(text: str) -> object:
     """Parse as a strict parser would: NaN and Infinity are errors."""
+
     def refuse(name: str) -> object:
         raise AssertionError(f"bare {name} in the body")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -152,8 +160,10 @@ def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """No API keys (the default), plus a source whose seed holds NaN and infinities."""
     tmp = tmp_path_factory.mktemp("open")
     seed = tmp / "numbers.jsonl"
-    seed.write_text('{"id": "n1", "title": "disk full", "ratio": NaN, "peak": Infinity, '
-                    '"floor": -Infinity}\n{"id": "n2", "title": "disk fine", "ratio": 0.5}\n')
+    seed.write_text(
+        '{"id": "n1", "title": "disk full", "ratio": NaN, "peak": Infinity, '
+        '"floor": -Infinity}\n{"id": "n2", "title": "disk fine", "ratio": 0.5}\n'
+    )
     env = {"NAUTILUS_CONFIG": str(demo_sources(tmp, NAN_SOURCE.format(seed=seed)))}
     with running(tmp, env) as server:
         assert wait_ready(server).status_code == 200, server.logs()
@@ -161,19 +171,27 @@ def open_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def post_raw(server: Server, body: bytes) -> httpx.Response:
-    return httpx.post(server.url + "/v1/query", content=body, timeout=30,
-                      headers={"Content-Type": "application/json"})
+    return httpx.post(
+        server.url + "/v1/query",
+        content=body,
+        timeout=30,
+        headers={"Content-Type": "application/json"},
+    )
 
 
-@pytest.mark.parametrize(("body", "reason"), [
-    (b"[" * 5000 + b"]" * 5000, "nested too deeply"),
-    (b'{"query": "x", "boosts": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nested too deeply"),
-    (b'{"query": "x", "top_k": 1' + b"0" * 5000 + b"}", "digits"),
-    (b'{"query": "x", "top_k": NaN}', "NaN is not a JSON number"),
-    (b'{"query": "x", "top_k": -Infinity}', "-Infinity is not a JSON number"),
-])
-def test_bodies_past_the_json_parsers_limits_are_a_422(open_server: Server, body: bytes,
-                                                       reason: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"[" * 5000 + b"]" * 5000, "nested too deeply"),
+        (b'{"query": "x", "boosts": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nested too deeply"),
+        (b'{"query": "x", "top_k": 1' + b"0" * 5000 + b"}", "digits"),
+        (b'{"query": "x", "top_k": NaN}', "NaN is not a JSON number"),
+        (b'{"query": "x", "top_k": -Infinity}', "-Infinity is not a JSON number"),
+    ],
+)
+def test_bodies_past_the_json_parsers_limits_are_a_422(
+    open_server: Server, body: bytes, reason: str
+) -> None:
     response = post_raw(open_server, body)
     assert response.status_code == 422, response.text
     assert response.headers["content-type"] == "application/problem+json"
@@ -200,14 +218,18 @@ def test_non_finite_numbers_from_a_seed_are_null_in_the_body(open_server: Server
     assert rows["n1"]["ratio"] is None and rows["n2"]["ratio"] == 0.5
 
 
-@pytest.mark.parametrize(("body", "status", "field"), [
-    ({"query": "disk", "top_k": True}, 422, "top_k"),
-    ({"query": "disk", "top_k": False}, 422, "top_k"),
-    ({"query": "disk", "explain": None}, 200, None),
-    ({"query": "disk", "idf": None, "boosts": None, "sources": None, "top_k": None}, 200, None),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ({"query": "disk", "top_k": True}, 422, "top_k"),
+        ({"query": "disk", "top_k": False}, 422, "top_k"),
+        ({"query": "disk", "explain": None}, 200, None),
+        ({"query": "disk", "idf": None, "boosts": None, "sources": None, "top_k": None}, 200, None),
+    ],
+)
 def test_booleans_are_not_numbers_and_every_field_accepts_null(
-        open_server: Server, body: object, status: int, field: str | None) -> None:
+    open_server: Server, body: object, status: int, field: str | None
+) -> None:
     response = httpx.post(open_server.url + "/v1/query", json=body, timeout=30)
     assert response.status_code == status, response.text
     if field is not None:
@@ -246,8 +268,11 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     seed = tmp / "secret-folder" / "broken.jsonl"
     seed.parent.mkdir()
     seed.write_text('{"id": "b1", "title": "disk"}\n')
-    env = {"NAUTILUS_CONFIG": str(demo_sources(tmp, BROKEN_SOURCE.format(seed=seed))),
-           "NAUTILUS_SERVE_API_KEYS_FILE": str(keys), "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.3"}
+    env = {
+        "NAUTILUS_CONFIG": str(demo_sources(tmp, BROKEN_SOURCE.format(seed=seed))),
+        "NAUTILUS_SERVE_API_KEYS_FILE": str(keys),
+        "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.3",
+    }
     with running(tmp, env) as server:
         seed.unlink()
         deadline = time.monotonic() + 30
@@ -281,14 +306,18 @@ def test_without_a_key_the_schema_and_its_pages_are_closed(keyed: Server) -> Non
     assert httpx.get(keyed.url + "/metrics").headers["content-type"].startswith("text/plain")
 
 
-@pytest.mark.parametrize("headers", [
-    {"X-API-Key": "", "Authorization": f"Bearer {KEY}"},
-    {"X-API-Key": "k-wrong", "Authorization": f"Bearer {KEY}"},
-    {"X-API-Key": KEY, "Authorization": "Bearer k-wrong"},
-    {"Authorization": b"Bearer " + UNICODE_KEY.encode("utf-8")},
-    {"X-API-Key": UNICODE_KEY.encode("utf-8")},
-])
-def test_any_header_with_a_good_key_is_let_in(keyed: Server,
-                                               headers: dict[str, str | bytes]) -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-API-Key": "", "Authorization": f"Bearer {KEY}"},
+        {"X-API-Key": "k-wrong", "Authorization": f"Bearer {KEY}"},
+        {"X-API-Key": KEY, "Authorization": "Bearer k-wrong"},
+        {"Authorization": b"Bearer " + UNICODE_KEY.encode("utf-8")},
+        {"X-API-Key": UNICODE_KEY.encode("utf-8")},
+    ],
+)
+def test_any_header_with_a_good_key_is_let_in(
+    keyed: Server, headers: dict[str, str | bytes]
+) -> None:
     response = httpx.get(keyed.url + "/v1/config", headers=headers)
     assert response.status_code == 200, response.text

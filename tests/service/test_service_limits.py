@@ -25,8 +25,13 @@ def sources_file(tmp: Path) -> Path:
     """The demo's four sources plus one whose seed is removed once the server has started
     (a valid file at start-up, then every request for it fails)."""
     text = bundled_demo_config().read_text()
-    for seed in ("tickets.jsonl", "services.jsonl", "dependencies.jsonl", "runbooks.jsonl",
-                 "postmortems.jsonl"):
+    for seed in (
+        "tickets.jsonl",
+        "services.jsonl",
+        "dependencies.jsonl",
+        "runbooks.jsonl",
+        "postmortems.jsonl",
+    ):
         text = text.replace(f" {seed}", f" {DEMO / seed}")
     text += """  - id: broken
     type: sqlite_fts
@@ -49,18 +54,22 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("guarded")
     keys = tmp / "keys"
     keys.write_text(f"# rotated 2026-11\n{KEY}\nk-other\n")
-    env = {"NAUTILUS_CONFIG": str(sources_file(tmp)), "NAUTILUS_SERVE_API_KEYS_FILE": str(keys),
-           "NAUTILUS_SERVE_ALLOW_OVERRIDES": "false", "NAUTILUS_SERVE_REQUEST_TIMEOUT_S": "0.5",
-           "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.5",
-           "NAUTILUS_SERVE_CORS_ORIGINS": "https://app.example.com"}
-    with running(tmp, env, launcher=["--slow", "postmortems", "--delay", "1.0",
-                                     "--explode-on", "boom"]) as server:
+    env = {
+        "NAUTILUS_CONFIG": str(sources_file(tmp)),
+        "NAUTILUS_SERVE_API_KEYS_FILE": str(keys),
+        "NAUTILUS_SERVE_ALLOW_OVERRIDES": "false",
+        "NAUTILUS_SERVE_REQUEST_TIMEOUT_S": "0.5",
+        "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.5",
+        "NAUTILUS_SERVE_CORS_ORIGINS": "https://app.example.com",
+    }
+    with running(
+        tmp, env, launcher=["--slow", "postmortems", "--delay", "1.0", "--explode-on", "boom"]
+    ) as server:
         (tmp / "broken.jsonl").unlink()
         yield server
 
 
-def query(server: Server, body: object, key: str | None = KEY,
-          **headers: str) -> httpx.Response:
+def query(server: Server, body: object, key: str | None = KEY, **headers: str) -> httpx.Response:
     if key is not None:
         headers["Authorization"] = f"Bearer {key}"
     return httpx.post(server.url + "/v1/query", json=body, headers=headers, timeout=30)
@@ -76,10 +85,12 @@ def problem(response: httpx.Response, status: int) -> dict[str, object]:
 
 
 def test_a_missing_or_wrong_key_gets_the_same_uninformative_401(guarded: Server) -> None:
-    answers = [query(guarded, {"query": "x"}, key=None),
-               query(guarded, {"query": "x"}, key="k-3f9a1c7e5c"),
-               query(guarded, {"query": "x"}, key=None, Authorization=f"Basic {KEY}"),
-               httpx.get(guarded.url + "/v1/config", headers={"X-API-Key": "nope"})]
+    answers = [
+        query(guarded, {"query": "x"}, key=None),
+        query(guarded, {"query": "x"}, key="k-3f9a1c7e5c"),
+        query(guarded, {"query": "x"}, key=None, Authorization=f"Basic {KEY}"),
+        httpx.get(guarded.url + "/v1/config", headers={"X-API-Key": "nope"}),
+    ]
     bodies = [problem(r, 401) for r in answers]
     assert {b["detail"] for b in bodies} == {"missing or invalid credentials"}
     assert all(r.headers["www-authenticate"] == "Bearer" for r in answers)
@@ -132,11 +143,13 @@ def test_config_lists_the_sources_and_never_a_key(guarded: Server) -> None:
 
 def test_cors_answers_only_the_configured_origin(guarded: Server) -> None:
     preflight = {"Access-Control-Request-Method": "POST"}
-    allowed = httpx.options(guarded.url + "/v1/query",
-                            headers={"Origin": "https://app.example.com", **preflight})
+    allowed = httpx.options(
+        guarded.url + "/v1/query", headers={"Origin": "https://app.example.com", **preflight}
+    )
     assert allowed.headers["access-control-allow-origin"] == "https://app.example.com"
-    other = httpx.options(guarded.url + "/v1/query",
-                          headers={"Origin": "https://evil.example.com", **preflight})
+    other = httpx.options(
+        guarded.url + "/v1/query", headers={"Origin": "https://evil.example.com", **preflight}
+    )
     assert "access-control-allow-origin" not in other.headers
 
 
@@ -150,7 +163,8 @@ async def until_in_flight(client: httpx.AsyncClient) -> None:
 
 
 def test_overload_is_a_503_with_retry_after_and_shutdown_lets_in_flight_finish(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     env = {"NAUTILUS_SERVE_MAX_CONCURRENCY": "1", "NAUTILUS_SERVE_REQUEST_TIMEOUT_S": "5"}
     with running(tmp_path, env, launcher=["--slow", "runbooks", "--delay", "1.0"]) as server:
         assert wait_ready(server).status_code == 200
@@ -179,8 +193,7 @@ def test_overload_is_a_503_with_retry_after_and_shutdown_lets_in_flight_finish(
         in_flight = asyncio.run(stop_mid_request())
         assert in_flight.status_code == 200 and in_flight.json()["data"]["runbooks"]
         assert server.process.wait(30) == 0  # the first SIGTERM: drain, then a clean exit
-        logged = [json.loads(line) for line in server.logs().splitlines()
-                  if line.startswith("{")]
+        logged = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
         assert logged[-1]["event"] == "serve_stopped"
         assert not Path(logged[0]["metrics_dir"]).exists()  # its temporary directory removed
 
@@ -191,15 +204,21 @@ def test_metrics_are_summed_over_two_workers(tmp_path: Path) -> None:
 
         async def load() -> list[int]:
             async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
-                answers = await asyncio.gather(*(client.post(
-                    "/v1/query", json={"query": f"disk full {i}"}) for i in range(24)))
+                answers = await asyncio.gather(
+                    *(client.post("/v1/query", json={"query": f"disk full {i}"}) for i in range(24))
+                )
                 return [a.status_code for a in answers]
 
         assert asyncio.run(load()) == [200] * 24
         for _ in range(4):  # whichever worker answers the scrape, the totals are the same
             text = httpx.get(server.url + "/metrics").text
-            assert 'nautilus_request_duration_seconds_count{route="/v1/query",status="200"} 24.0' \
+            assert (
+                'nautilus_request_duration_seconds_count{route="/v1/query",status="200"} 24.0'
                 in text
-            rows = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                       if line.startswith("nautilus_source_topk_rows_total{"))
+            )
+            rows = sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith("nautilus_source_topk_rows_total{")
+            )
             assert rows == 24 * 3

@@ -18,14 +18,21 @@ ROOT = Path(__file__).resolve().parents[2]
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 K8S = ROOT / "deploy" / "k8s" / "deployment.yaml"
 COMPOSE = ROOT / "deploy" / "compose.yaml"
-HGIH = ("NAUTILUS_SOURCE_BOOSTS: 'graph:hgih': unknown level 'hgih' for 'graph' "
-        "(valid: -high, -medium, -low, low, medium, high)")
+HGIH = (
+    "NAUTILUS_SOURCE_BOOSTS: 'graph:hgih': unknown level 'hgih' for 'graph' "
+    "(valid: -high, -medium, -low, low, medium, high)"
+)
 
 
 def config(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    return subprocess.run([NAUTILUS, "config", *args], capture_output=True, text=True,
-                          timeout=60, env={**base, **(env or {})})
+    return subprocess.run(
+        [NAUTILUS, "config", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, **(env or {})},
+    )
 
 
 def inproc(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -52,19 +59,24 @@ def test_the_deploy_manifests_pass_the_strict_gate(manifest: Path) -> None:
     assert "graph:high" in result.stdout and "skipped: none" in result.stdout
 
 
-def test_a_broken_copy_fails_naming_the_value(tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    result = config("--strict", "--manifest", str(broken(tmp_path, K8S, "graph:high",
-                                                           "graph:hgih")))
+def test_a_broken_copy_fails_naming_the_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = config(
+        "--strict", "--manifest", str(broken(tmp_path, K8S, "graph:high", "graph:hgih"))
+    )
     assert result.returncode == 1
     assert HGIH in result.stderr and "Traceback" not in result.stderr
-    status, _, err = inproc(capsys, "--strict", "--manifest",
-                            str(broken(tmp_path, COMPOSE, "graph:high", "graph:hgih")))
+    status, _, err = inproc(
+        capsys, "--strict", "--manifest", str(broken(tmp_path, COMPOSE, "graph:high", "graph:hgih"))
+    )
     assert status == 1 and HGIH in err
 
 
 def test_the_manifest_replaces_the_shells_environment_and_dotenv(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     (tmp_path / ".env").write_text("NAUTILUS_RANKING_TOP_K=ten\n")  # the cwd's .env
     monkeypatch.setenv("NAUTILUS_SOURCE_BOOSTS", "graph:hgih")
@@ -75,23 +87,34 @@ def test_the_manifest_replaces_the_shells_environment_and_dotenv(
 
 
 def test_a_bad_serve_setting_in_the_configmap_fails(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    copy = broken(tmp_path, K8S, 'NAUTILUS_SERVE_REQUEST_TIMEOUT_S: "5"',
-                  'NAUTILUS_SERVE_REQUEST_TIMEOUT_S: "5s"')
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = broken(
+        tmp_path,
+        K8S,
+        'NAUTILUS_SERVE_REQUEST_TIMEOUT_S: "5"',
+        'NAUTILUS_SERVE_REQUEST_TIMEOUT_S: "5s"',
+    )
     status, _, err = inproc(capsys, "--strict", "--manifest", str(copy))
     assert status == 1 and "NAUTILUS_SERVE_REQUEST_TIMEOUT_S: '5s'" in err
 
 
 def test_env_beats_envfrom_and_an_unknown_boosted_id_fails(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    copy = broken(tmp_path, K8S, '{name: NAUTILUS_SERVE_WORKERS, value: "1"}',
-                  '{name: NAUTILUS_SOURCE_BOOSTS, value: "grpah:high"}')
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = broken(
+        tmp_path,
+        K8S,
+        '{name: NAUTILUS_SERVE_WORKERS, value: "1"}',
+        '{name: NAUTILUS_SOURCE_BOOSTS, value: "grpah:high"}',
+    )
     status, _, err = inproc(capsys, "--strict", "--manifest", str(copy))
     assert status == 1 and "no source has id 'grpah'" in err
 
 
 def test_what_the_file_cannot_show_fails_strict(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     manifest = tmp_path / "deploy.yaml"
     manifest.write_text("""
 apiVersion: apps/v1
@@ -118,7 +141,8 @@ spec:
 
 
 def test_compose_list_environment_env_file_and_interpolation(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "prod.env").write_text("NAUTILUS_RANKING_TOP_K=7\n")
     compose = tmp_path / "compose.yaml"
     compose.write_text("""
@@ -137,8 +161,9 @@ services:
 
 def test_env_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = tmp_path / "good.env"
-    good.write_text("# prod\nexport NAUTILUS_RANKING_TOP_K=5\n"
-                    "NAUTILUS_SOURCE_BOOSTS='graph:high'\n")
+    good.write_text(
+        "# prod\nexport NAUTILUS_RANKING_TOP_K=5\nNAUTILUS_SOURCE_BOOSTS='graph:high'\n"
+    )
     assert inproc(capsys, "--strict", "--env-file", str(good))[0] == 0
     bad = tmp_path / "bad.env"
     bad.write_text("NAUTILUS_SOURCE_BOOSTS=graph:hgih\n")
@@ -146,14 +171,17 @@ def test_env_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert result.returncode == 1 and HGIH in result.stderr
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (None, "cannot read it"),
-    ("a: [unclosed", "not valid YAML"),
-    ("kind: Deployment\nspec: {}\n", "no container or compose service sets a NAUTILUS_*"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read it"),
+        ("a: [unclosed", "not valid YAML"),
+        ("kind: Deployment\nspec: {}\n", "no container or compose service sets a NAUTILUS_*"),
+    ],
+)
 def test_an_unusable_manifest_is_one_clear_line(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None,
-        message: str) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, message: str
+) -> None:
     path = tmp_path / "m.yaml"
     if content is not None:
         path.write_text(content)

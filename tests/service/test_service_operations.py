@@ -31,9 +31,12 @@ def log_lines(server: Server) -> list[dict[str, object]]:
 
 
 def test_every_line_of_a_request_carries_its_x_request_id(server: Server) -> None:
-    response = httpx.post(server.url + "/v1/query", json={"query": "orders-db disk full",
-                                                          "explain": True},
-                          headers={"X-Request-ID": "one-id-7"}, timeout=30)
+    response = httpx.post(
+        server.url + "/v1/query",
+        json={"query": "orders-db disk full", "explain": True},
+        headers={"X-Request-ID": "one-id-7"},
+        timeout=30,
+    )
     assert response.status_code == 200, response.text
     deadline = time.monotonic() + 10  # the access line is written once the answer is sent
     while True:
@@ -46,8 +49,11 @@ def test_every_line_of_a_request_carries_its_x_request_id(server: Server) -> Non
     served = next(e for e in lines if e["event"] == "request_served")
     # the broker's own id is kept under its own name, and it is the one the explain shows
     assert served["broker_request_id"] == response.json()["explain"]["broker_request_id"]
-    assert not [e for e in log_lines(server) if e["event"] == "request_served"
-                and e["request_id"] == served["broker_request_id"]]
+    assert not [
+        e
+        for e in log_lines(server)
+        if e["event"] == "request_served" and e["request_id"] == served["broker_request_id"]
+    ]
 
 
 def test_no_docs_page_loads_scripts_from_a_cdn(server: Server) -> None:
@@ -59,14 +65,26 @@ def test_no_docs_page_loads_scripts_from_a_cdn(server: Server) -> None:
     assert schema.status_code == 200 and "/v1/query" in schema.json()["paths"]
 
 
-def _serve(tmp: Path, *args: str, env: dict[str, str] | None = None,
-           ) -> subprocess.CompletedProcess[str]:
+def _serve(
+    tmp: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    return subprocess.run([NAUTILUS, "serve", *args],
-                          env={**base, "NAUTILUS_DATA_DIR": str(tmp / "data"),
-                               "NAUTILUS_LOG_FORMAT": "json", **(env or {})},
-                          cwd=tmp, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [NAUTILUS, "serve", *args],
+        env={
+            **base,
+            "NAUTILUS_DATA_DIR": str(tmp / "data"),
+            "NAUTILUS_LOG_FORMAT": "json",
+            **(env or {}),
+        },
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_port_in_use_is_one_clear_error_before_anything_starts(tmp_path: Path) -> None:
@@ -76,8 +94,9 @@ def test_a_port_in_use_is_one_clear_error_before_anything_starts(tmp_path: Path)
         port = taken.getsockname()[1]
         result = _serve(tmp_path, "--port", str(port))
     assert result.returncode == 1, result.stderr
-    assert (f"nautilus: cannot listen on 127.0.0.1:{port}: the port is already in use"
-            in result.stderr)
+    assert (
+        f"nautilus: cannot listen on 127.0.0.1:{port}: the port is already in use" in result.stderr
+    )
     assert "--port or NAUTILUS_SERVE_PORT" in result.stderr
     assert "serve_ready" not in result.stderr and "serve_starting" not in result.stderr
     assert "Errno" not in result.stderr and "Traceback" not in result.stderr
@@ -85,25 +104,45 @@ def test_a_port_in_use_is_one_clear_error_before_anything_starts(tmp_path: Path)
 
 def test_serve_takes_config_like_every_other_command(tmp_path: Path) -> None:
     seed = tmp_path / "faqs.jsonl"
-    seed.write_text(json.dumps({"id": "faq-1", "question": "how do I reset my password",
-                                "answer": "use the reset link"}) + "\n", encoding="utf-8")
+    seed.write_text(
+        json.dumps(
+            {
+                "id": "faq-1",
+                "question": "how do I reset my password",
+                "answer": "use the reset link",
+            }
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     config = tmp_path / "shop.yaml"
-    config.write_text(f"sources:\n  - {{id: faqs, type: sqlite_fts, path: shop/faqs.db, "
-                      f"seed: {seed}, columns: [question, answer]}}\n", encoding="utf-8")
+    config.write_text(
+        f"sources:\n  - {{id: faqs, type: sqlite_fts, path: shop/faqs.db, "
+        f"seed: {seed}, columns: [question, answer]}}\n",
+        encoding="utf-8",
+    )
     port = free_port()
     log = tmp_path / "serve.log"
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     with log.open("w") as sink:
         process = subprocess.Popen(
             [NAUTILUS, "serve", "--config", str(config), "--port", str(port)],
-            env={**base, "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
-                 "NAUTILUS_LOG_FORMAT": "json"},
-            cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT, text=True)
+            env={
+                **base,
+                "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+                "NAUTILUS_LOG_FORMAT": "json",
+            },
+            cwd=tmp_path,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     try:
         assert wait_ready_or_exit(server).status_code == 200, server.logs()
-        answer = httpx.post(server.url + "/v1/query", json={"query": "reset password"},
-                            timeout=30).json()
+        answer = httpx.post(
+            server.url + "/v1/query", json={"query": "reset password"}, timeout=30
+        ).json()
         assert answer["sources_queried"] == ["faqs"]
         assert answer["data"]["faqs"][0]["id"] == "faq-1"
     finally:

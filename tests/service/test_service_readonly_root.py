@@ -21,7 +21,8 @@ from namespaces import UNSHARE, private_mounts
 from tools.servers import NAUTILUS, Server, free_port
 
 pytestmark = pytest.mark.skipif(
-    not private_mounts(), reason="needs root and unshare(1) for a private mount namespace")
+    not private_mounts(), reason="needs root and unshare(1) for a private mount namespace"
+)
 
 # Remount every mount read-only except the data dir and the kernel's own file systems,
 # as a container runtime does for readOnlyRootFilesystem, then run the command.
@@ -45,25 +46,50 @@ exec "$@"
 
 def _start(tmp: Path, data: Path, workers: int) -> Server:
     port = free_port()
-    env = {k: v for k, v in os.environ.items()
-           if not k.upper().startswith("NAUTILUS_") and k not in ("TMPDIR", "TEMP", "TMP")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith("NAUTILUS_") and k not in ("TMPDIR", "TEMP", "TMP")
+    }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    env.update({"NAUTILUS_DATA_DIR": str(data), "NAUTILUS_LOG_FORMAT": "json",
-                "NAUTILUS_CONFIG_STRICT": "true", "NAUTILUS_RANKING_TOP_K": "5"})
+    env.update(
+        {
+            "NAUTILUS_DATA_DIR": str(data),
+            "NAUTILUS_LOG_FORMAT": "json",
+            "NAUTILUS_CONFIG_STRICT": "true",
+            "NAUTILUS_RANKING_TOP_K": "5",
+        }
+    )
     log = tmp / "server.log"
     assert UNSHARE is not None
-    command = [UNSHARE, "--mount", "sh", "-c", _READ_ONLY_ROOT, "sh", str(data),
-               NAUTILUS, "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--workers", str(workers)]
+    command = [
+        UNSHARE,
+        "--mount",
+        "sh",
+        "-c",
+        _READ_ONLY_ROOT,
+        "sh",
+        str(data),
+        NAUTILUS,
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
     with log.open("w", encoding="utf-8") as sink:
-        process = subprocess.Popen(command, env=env, cwd=tmp, stdout=sink,
-                                   stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(
+            command, env=env, cwd=tmp, stdout=sink, stderr=subprocess.STDOUT, text=True
+        )
     server = Server(f"http://127.0.0.1:{port}", process, log)
     deadline = time.monotonic() + 60
     while True:
         if process.poll() is not None:
-            raise AssertionError(f"serve exited {process.returncode} with a read-only root:\n"
-                                 f"{server.logs()}")
+            raise AssertionError(
+                f"serve exited {process.returncode} with a read-only root:\n{server.logs()}"
+            )
         try:
             if httpx.get(server.url + "/healthz", timeout=1).status_code == 200:
                 return server
@@ -77,7 +103,8 @@ def _start(tmp: Path, data: Path, workers: int) -> Server:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_serve_answers_with_a_read_only_root_and_only_the_data_dir_writable(
-        tmp_path: Path, workers: int) -> None:
+    tmp_path: Path, workers: int
+) -> None:
     data = (tmp_path / "data").resolve()
     data.mkdir()
     server = _start(tmp_path, data, workers)
@@ -86,8 +113,9 @@ def test_serve_answers_with_a_read_only_root_and_only_the_data_dir_writable(
         while httpx.get(server.url + "/readyz", timeout=5).status_code != 200:
             assert time.monotonic() < deadline, server.logs()
             time.sleep(0.2)
-        answer = httpx.post(server.url + "/v1/query", json={"query": "orders-db disk full"},
-                            timeout=30)
+        answer = httpx.post(
+            server.url + "/v1/query", json={"query": "orders-db disk full"}, timeout=30
+        )
         assert answer.status_code == 200, answer.text
         assert answer.json()["ranking"], answer.text
         scrape = httpx.get(server.url + "/metrics", timeout=10).text
@@ -105,15 +133,34 @@ def test_serve_with_nothing_writable_names_the_settings_to_fix(tmp_path: Path) -
     """Data dir on the read-only root too: one clear error naming what to set, exit 1."""
     writable = (tmp_path / "scratch").resolve()
     writable.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if not k.upper().startswith("NAUTILUS_") and k not in ("TMPDIR", "TEMP", "TMP")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith("NAUTILUS_") and k not in ("TMPDIR", "TEMP", "TMP")
+    }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env["NAUTILUS_DATA_DIR"] = str(tmp_path / "readonly-data")
     assert UNSHARE is not None
     done = subprocess.run(
-        [UNSHARE, "--mount", "sh", "-c", _READ_ONLY_ROOT, "sh", str(writable),
-         NAUTILUS, "serve", "--port", str(free_port())],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        [
+            UNSHARE,
+            "--mount",
+            "sh",
+            "-c",
+            _READ_ONLY_ROOT,
+            "sh",
+            str(writable),
+            NAUTILUS,
+            "serve",
+            "--port",
+            str(free_port()),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1, done.stderr
     assert "PROMETHEUS_MULTIPROC_DIR" in done.stderr and "NAUTILUS_DATA_DIR" in done.stderr
     assert "Traceback" not in done.stderr

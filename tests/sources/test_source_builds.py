@@ -40,11 +40,16 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
 
 def shop(tmp_path: Path, text: str = CONFIG) -> Path:
     write_jsonl(tmp_path / "tickets.jsonl", ROWS)
-    write_jsonl(tmp_path / "entities.jsonl", [
-        {"id": "orders-db", "kind": "database", "owner": "dba", "tags": ["pg"]},
-        {"id": "zebra-api", "name": "zebra-api", "team": "zoo"}])
-    write_jsonl(tmp_path / "edges.jsonl", [
-        {"src": "zebra-api", "dst": "orders-db", "relation": "reads"}])
+    write_jsonl(
+        tmp_path / "entities.jsonl",
+        [
+            {"id": "orders-db", "kind": "database", "owner": "dba", "tags": ["pg"]},
+            {"id": "zebra-api", "name": "zebra-api", "team": "zoo"},
+        ],
+    )
+    write_jsonl(
+        tmp_path / "edges.jsonl", [{"src": "zebra-api", "dst": "orders-db", "relation": "reads"}]
+    )
     path = tmp_path / "shop.yaml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -66,8 +71,11 @@ def test_a_changed_seed_is_answered_on_the_next_query(tmp_path: Path) -> None:
         found = ids(broker, "zebra")
     assert found["tickets"] == found["notes"] == found["vectors"] == ["t3"]
     reasons = {e["source_id"]: e["reason"] for e in logs if e["event"] == "source_rebuilding"}
-    assert reasons == {"tickets": "the seed changed", "notes": "the seed changed",
-                       "vectors": "the seed changed"}
+    assert reasons == {
+        "tickets": "the seed changed",
+        "notes": "the seed changed",
+        "vectors": "the seed changed",
+    }
 
 
 def test_touching_a_seed_does_not_rebuild(tmp_path: Path) -> None:
@@ -90,7 +98,8 @@ def test_fixing_an_option_rebuilds_in_a_new_process(tmp_path: Path) -> None:
     with capture_logs() as logs:
         assert ids(Broker.from_config(path), "WAL")["notes"] == ["t1"]
     assert {"source_id": "notes", "reason": "the source's options changed"}.items() <= next(
-        e for e in logs if e["event"] == "source_rebuilding").items()
+        e for e in logs if e["event"] == "source_rebuilding"
+    ).items()
 
 
 def test_the_vector_source_rebuilds_when_the_embedder_model_changes(tmp_path: Path) -> None:
@@ -101,7 +110,8 @@ def test_the_vector_source_rebuilds_when_the_embedder_model_changes(tmp_path: Pa
         path.write_text(CONFIG.replace("dim: 64", "dim: 32"), encoding="utf-8")
         ids(Broker.from_config(path), "disk")
     assert [e["reason"] for e in logs if e["event"] == "source_rebuilding"] == [
-        "the embedder model changed"]
+        "the embedder model changed"
+    ]
 
 
 def test_rebuild_forces_a_build_and_keeps_the_database_in_place(tmp_path: Path) -> None:
@@ -119,6 +129,7 @@ def test_rebuild_forces_a_build_and_keeps_the_database_in_place(tmp_path: Path) 
 
 def test_a_database_built_before_fingerprints_is_rebuilt_not_refused(tmp_path: Path) -> None:
     import sqlite3
+
     data = Path(os.environ["NAUTILUS_DATA_DIR"]) / "shop"
     data.mkdir(parents=True)
     old = sqlite3.connect(data / "tickets.db")
@@ -153,8 +164,11 @@ def test_four_brokers_on_a_fresh_data_dir_each_in_a_thread_all_succeed(tmp_path:
         assert not isinstance(response, Exception), response
         assert response.sources_errored == []
         assert response.data["tickets"][0]["id"] == "t1"
-    built = sorted(p.name for p in (Path(os.environ["NAUTILUS_DATA_DIR"]) / "shop").iterdir()
-                   if not p.name.startswith("."))
+    built = sorted(
+        p.name
+        for p in (Path(os.environ["NAUTILUS_DATA_DIR"]) / "shop").iterdir()
+        if not p.name.startswith(".")
+    )
     assert built == ["graph.db", "notes.db", "tickets.db", "vectors.db"]
 
 
@@ -162,11 +176,25 @@ def test_graph_rows_keep_the_users_fields_and_gain_none(tmp_path: Path) -> None:
     """Item 7: the graph dropped extra fields and added "kind": null, "team": null."""
     response = Broker.from_config(shop(tmp_path)).request("zebra")
     rows = response.data["graph"]
-    assert rows[0] == {"id": "zebra-api", "name": "zebra-api", "team": "zoo",
-                       "relation": "matched", "direction": None, "via": None, "edge": None}
-    assert rows[1] == {"id": "orders-db", "kind": "database", "owner": "dba", "tags": ["pg"],
-                       "relation": "reads", "direction": "out", "via": "zebra-api",
-                       "edge": "zebra-api reads orders-db"}
+    assert rows[0] == {
+        "id": "zebra-api",
+        "name": "zebra-api",
+        "team": "zoo",
+        "relation": "matched",
+        "direction": None,
+        "via": None,
+        "edge": None,
+    }
+    assert rows[1] == {
+        "id": "orders-db",
+        "kind": "database",
+        "owner": "dba",
+        "tags": ["pg"],
+        "relation": "reads",
+        "direction": "out",
+        "via": "zebra-api",
+        "edge": "zebra-api reads orders-db",
+    }
 
 
 def search(source: SqliteSource, query: str) -> list[dict[str, Any]]:
@@ -175,9 +203,14 @@ def search(source: SqliteSource, query: str) -> list[dict[str, Any]]:
 
 def test_table_matching_folds_case_in_every_script(tmp_path: Path) -> None:
     """Item 11: SQLite's LIKE folds ASCII only; uppercase Cyrillic was missed."""
-    seed = write_jsonl(tmp_path / "t.jsonl", [{"id": 1, "title": "СЕРВЕР НЕ ОТВЕЧАЕТ"},
-                                              {"id": 2, "title": "ÉCHEC DU DISQUE"},
-                                              {"id": 3, "title": "nothing"}])
+    seed = write_jsonl(
+        tmp_path / "t.jsonl",
+        [
+            {"id": 1, "title": "СЕРВЕР НЕ ОТВЕЧАЕТ"},
+            {"id": 2, "title": "ÉCHEC DU DISQUE"},
+            {"id": 3, "title": "nothing"},
+        ],
+    )
     table = SqliteTableSource("t", tmp_path / "t.db", seed, "t", ["title"])
     assert [r["id"] for r in search(table, "сервер")] == [1]
     assert [r["id"] for r in search(table, "échec")] == [2]
@@ -186,8 +219,9 @@ def test_table_matching_folds_case_in_every_script(tmp_path: Path) -> None:
 
 def test_a_very_long_query_word_does_not_break_the_table(tmp_path: Path) -> None:
     """Item 15: a word over 50,000 bytes made SQLite refuse the LIKE pattern."""
-    seed = write_jsonl(tmp_path / "t.jsonl", [{"id": 1, "title": "disk " + "x" * 300},
-                                              {"id": 2, "title": "lag"}])
+    seed = write_jsonl(
+        tmp_path / "t.jsonl", [{"id": 1, "title": "disk " + "x" * 300}, {"id": 2, "title": "lag"}]
+    )
     table = SqliteTableSource("t", tmp_path / "t.db", seed, "t", ["title"])
     assert [r["id"] for r in search(table, "x" * 60_000)] == [1]
     assert [r["id"] for r in search(table, "é" * 60_000 + " lag")] == [2]

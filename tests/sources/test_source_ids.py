@@ -19,8 +19,10 @@ from nautilus.retrievers.source import HitSource, row_key
 from nautilus.sources.factory import build_sources
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
-INCIDENTS = [{"key": "INC-7", "title": "disk full on the orders database", "team": "db"},
-             {"key": "INC-9", "title": "orders replica lag after the disk alarm", "team": "db"}]
+INCIDENTS = [
+    {"key": "INC-7", "title": "disk full on the orders database", "team": "db"},
+    {"key": "INC-9", "title": "orders replica lag after the disk alarm", "team": "db"},
+]
 TYPES = {
     "sqlite_table": "table: incidents, search_columns: [title]",
     "sqlite_fts": "columns: [title]",
@@ -31,16 +33,20 @@ TYPES = {
 def cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     env["NAUTILUS_DATA_DIR"] = str(folder / "data")
-    return subprocess.run([NAUTILUS, *args], capture_output=True, text=True, timeout=120,
-                          env=env, cwd=folder)
+    return subprocess.run(
+        [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env=env, cwd=folder
+    )
 
 
 def sources(folder: Path, kind: str, id_field: str | None) -> Path:
     write_jsonl(folder / "incidents.jsonl", INCIDENTS)
     option = f", id_field: {id_field}" if id_field else ""
     path = folder / "nautilus.yaml"
-    path.write_text(f"sources:\n  - {{id: incidents, type: {kind}, path: incidents.db, "
-                    f"seed: incidents.jsonl, {TYPES[kind]}{option}}}\n", encoding="utf-8")
+    path.write_text(
+        f"sources:\n  - {{id: incidents, type: {kind}, path: incidents.db, "
+        f"seed: incidents.jsonl, {TYPES[kind]}{option}}}\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -56,18 +62,25 @@ def test_every_type_answers_its_id_field_as_the_row_id(tmp_path: Path, kind: str
 
 
 def test_the_graph_takes_an_id_field_for_its_entities(tmp_path: Path) -> None:
-    write_jsonl(tmp_path / "services.jsonl", [{"name": "orders-db", "ref": "svc-1"},
-                                              {"name": "checkout-api", "ref": "svc-2"}])
-    write_jsonl(tmp_path / "edges.jsonl", [{"src": "svc-2", "dst": "svc-1",
-                                            "relation": "writes_to"}])
+    write_jsonl(
+        tmp_path / "services.jsonl",
+        [{"name": "orders-db", "ref": "svc-1"}, {"name": "checkout-api", "ref": "svc-2"}],
+    )
+    write_jsonl(
+        tmp_path / "edges.jsonl", [{"src": "svc-2", "dst": "svc-1", "relation": "writes_to"}]
+    )
     path = tmp_path / "nautilus.yaml"
-    path.write_text("sources:\n  - {id: graph, type: sqlite_graph, path: g.db, "
-                    "entities: services.jsonl, edges: edges.jsonl, id_field: ref}\n")
+    path.write_text(
+        "sources:\n  - {id: graph, type: sqlite_graph, path: g.db, "
+        "entities: services.jsonl, edges: edges.jsonl, id_field: ref}\n"
+    )
     query = cli(tmp_path, "query", "orders", "--json", "--config", str(path))
     assert query.returncode == 0, query.stderr
     rows = json.loads(query.stdout)["data"]["graph"]
-    assert [(r["id"], r["relation"]) for r in rows] == [("svc-1", "matched"),
-                                                        ("svc-2", "writes_to")]
+    assert [(r["id"], r["relation"]) for r in rows] == [
+        ("svc-1", "matched"),
+        ("svc-2", "writes_to"),
+    ]
 
 
 @pytest.mark.parametrize("kind", sorted(TYPES))
@@ -75,10 +88,11 @@ def test_config_says_when_rows_have_no_id(tmp_path: Path, kind: str) -> None:
     path = sources(tmp_path, kind, None)
     strict = cli(tmp_path, "config", "--strict", "--config", str(path))
     assert strict.returncode == 1
-    assert ("source 'incidents': 2 of 2 rows of " in strict.stderr
-            and "have no 'id' (the id_field)" in strict.stderr
-            and "set id_field to the seed's id field (unique in every row: key, title)"
-            in strict.stderr), strict.stderr
+    assert (
+        "source 'incidents': 2 of 2 rows of " in strict.stderr
+        and "have no 'id' (the id_field)" in strict.stderr
+        and "set id_field to the seed's id field (unique in every row: key, title)" in strict.stderr
+    ), strict.stderr
     shown = cli(tmp_path, "config", "--config", str(path))
     assert shown.returncode == 0 and "warning: source 'incidents': 2 of 2 rows" in shown.stdout
     listing = json.loads(cli(tmp_path, "config", "--json", "--config", str(path)).stdout)
@@ -86,11 +100,15 @@ def test_config_says_when_rows_have_no_id(tmp_path: Path, kind: str) -> None:
 
 
 def test_a_row_without_an_id_keeps_one_key_whatever_its_rank(tmp_path: Path) -> None:
-    write_jsonl(tmp_path / "notes.jsonl", [{"title": "disk disk disk full"},
-                                           {"title": "orders orders disk"}])
+    write_jsonl(
+        tmp_path / "notes.jsonl",
+        [{"title": "disk disk disk full"}, {"title": "orders orders disk"}],
+    )
     path = tmp_path / "nautilus.yaml"
-    path.write_text("sources:\n  - {id: notes, type: sqlite_fts, path: n.db, "
-                    "seed: notes.jsonl, columns: [title]}\n")
+    path.write_text(
+        "sources:\n  - {id: notes, type: sqlite_fts, path: n.db, "
+        "seed: notes.jsonl, columns: [title]}\n"
+    )
     built, limit = build_sources(path, tmp_path / "data", "hashing")
     broker = Broker(built, limit=limit)
     try:

@@ -22,18 +22,29 @@ from nautilus.synthesis.boosts import stage1_key
 from tools.servers import SLOW_SERVE, Server, running, wait_ready
 
 QUERY = "orders-db disk full"
-HOSTILE = [{"id": "a", "t": "disk full on orders-db"}, None,
-           {"id": "c", "t": "orders-db disk alert"}, ["not", "a", "row"],
-           {"id": "e", "t": "disk cleanup runbook"}]
+HOSTILE = [
+    {"id": "a", "t": "disk full on orders-db"},
+    None,
+    {"id": "c", "t": "orders-db disk alert"},
+    ["not", "a", "row"],
+    {"id": "e", "t": "disk cleanup runbook"},
+]
 KEPT = {"a": 1, "c": 3, "e": 5}  # row id -> its position in HOSTILE
 
 
 def hostile_broker(ranking: bool) -> Broker:
-    plain = FakeSource("plain", [{"id": "p", "t": "orders-db disk"},
-                                 {"id": "c", "t": "orders-db disk alert"},  # a copy of c
-                                 {"id": "e", "t": "orders-db disk full"}])  # e, closer
-    return Broker([FakeSource("hostile", HOSTILE), plain],
-                  RankingSynthesizer(dedup_key="id") if ranking else None)
+    plain = FakeSource(
+        "plain",
+        [
+            {"id": "p", "t": "orders-db disk"},
+            {"id": "c", "t": "orders-db disk alert"},  # a copy of c
+            {"id": "e", "t": "orders-db disk full"},
+        ],
+    )  # e, closer
+    return Broker(
+        [FakeSource("hostile", HOSTILE), plain],
+        RankingSynthesizer(dedup_key="id") if ranking else None,
+    )
 
 
 def ranks_of(out: dict[str, Any], sid: str) -> list[int]:
@@ -68,7 +79,9 @@ def test_fusion_ranks_a_row_at_its_position_in_the_source() -> None:
 def test_fetch_hands_the_kept_rows_positions_to_the_ranker() -> None:
     results = hostile_broker(ranking=True).fetch_sync(QUERY)
     assert [(r.source_id, r.source_ranks) for r in results] == [
-        ("hostile", (1, 3, 5)), ("plain", None)]
+        ("hostile", (1, 3, 5)),
+        ("plain", None),
+    ]
     ranked = RankingSynthesizer().rank(results, {"query": QUERY})
     assert {r.row["id"]: r.source_rank for r in ranked if r.source_id == "hostile"} == KEPT
 
@@ -90,12 +103,26 @@ def test_given_source_ranks_are_used_with_a_matrix_of_the_kept_rows() -> None:
     assert ranked[0].similarity == pytest.approx(1.0)  # row y scored on matrix row 1
 
 
-@pytest.mark.parametrize("bad", [(1,), (2, 1), (0, 1), (1, 1), (1.0, 2), (1, 10**30),
-                                 (1, 2**41), [[1], [2]], "12", {1: 1, 2: 2},
-                                 np.array([2, 1], dtype=np.uint64)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        (1,),
+        (2, 1),
+        (0, 1),
+        (1, 1),
+        (1.0, 2),
+        (1, 10**30),
+        (1, 2**41),
+        [[1], [2]],
+        "12",
+        {1: 1, 2: 2},
+        np.array([2, 1], dtype=np.uint64),
+    ],
+)
 def test_unusable_source_ranks_are_warned_and_the_rows_counted_in_order(bad: Any) -> None:
-    result = AdapterResult("s", [{"id": "x", "t": "disk"}, {"id": "y", "t": "disk"}],
-                           source_ranks=bad)
+    result = AdapterResult(
+        "s", [{"id": "x", "t": "disk"}, {"id": "y", "t": "disk"}], source_ranks=bad
+    )
     with capture_logs() as logs:
         ranked = RankingSynthesizer().rank([result], {"query": "disk"})
     assert sorted(r.source_rank for r in ranked) == [1, 2]
@@ -103,6 +130,7 @@ def test_unusable_source_ranks_are_warned_and_the_rows_counted_in_order(bad: Any
 
 
 # --- the same through the CLI and the HTTP service (a bad row put second by the launcher) ---
+
 
 def check_runbooks(out: dict[str, Any]) -> None:
     """The launcher put a bad row second in runbooks' answer: its kept rows are 1, 3, 4…"""
@@ -113,14 +141,18 @@ def check_runbooks(out: dict[str, Any]) -> None:
     assert ranks == [1, *range(3, len(ranks) + 2)]
 
 
-@pytest.mark.parametrize("env", [{}, {"NAUTILUS_RANKING_TOP_K": "1000"}],
-                         ids=["passthrough", "ranking"])
+@pytest.mark.parametrize(
+    "env", [{}, {"NAUTILUS_RANKING_TOP_K": "1000"}], ids=["passthrough", "ranking"]
+)
 def test_query_json_reports_source_ranks_in_the_sources_own_order(env: dict[str, str]) -> None:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     done = subprocess.run(
         [sys.executable, SLOW_SERVE, "--bad-row", "runbooks", "--", "query", QUERY, "--json"],
-        capture_output=True, text=True, timeout=120,
-        env={**base, "NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"], **env})
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, "NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"], **env},
+    )
     assert done.returncode == 0, done.stderr
     check_runbooks(json.loads(done.stdout))
 
@@ -133,10 +165,12 @@ def bad_row_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
         yield server
 
 
-@pytest.mark.parametrize("body", [{"query": QUERY}, {"query": QUERY, "top_k": 1000}],
-                         ids=["passthrough", "ranking"])
-def test_serve_reports_source_ranks_in_the_sources_own_order(bad_row_server: Server,
-                                                             body: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "body", [{"query": QUERY}, {"query": QUERY, "top_k": 1000}], ids=["passthrough", "ranking"]
+)
+def test_serve_reports_source_ranks_in_the_sources_own_order(
+    bad_row_server: Server, body: dict[str, Any]
+) -> None:
     response = httpx.post(bad_row_server.url + "/v1/query", json=body, timeout=30)
     assert response.status_code == 200, response.text
     check_runbooks(response.json())

@@ -49,28 +49,33 @@ def test_fts_database_is_opened_read_only(fts: SqliteFtsSource) -> None:
     connection.close()
 
 
-@pytest.mark.parametrize(("hostile", "plain"), [
-    ('disk"', "disk"),
-    ('"disk', "disk"),
-    ("disk*", "disk"),
-    ("title:disk", "title disk"),
-    ("NEAR(replica lag)", "near replica lag"),
-    ("replica AND lag", "replica and lag"),
-    ("lag OR", "lag"),
-    ("NOT lag", "not lag"),
-    ("-lag", "lag"),
-    ("^disk", "disk"),
-    ("(disk", "disk"),
-    ("disk'); DROP TABLE docs; --", "disk drop table docs"),
-    ("{title body}: disk", "title body disk"),
-])
-def test_fts_query_syntax_in_user_text_is_plain_words(fts: SqliteFtsSource, hostile: str,
-                                                      plain: str) -> None:
+@pytest.mark.parametrize(
+    ("hostile", "plain"),
+    [
+        ('disk"', "disk"),
+        ('"disk', "disk"),
+        ("disk*", "disk"),
+        ("title:disk", "title disk"),
+        ("NEAR(replica lag)", "near replica lag"),
+        ("replica AND lag", "replica and lag"),
+        ("lag OR", "lag"),
+        ("NOT lag", "not lag"),
+        ("-lag", "lag"),
+        ("^disk", "disk"),
+        ("(disk", "disk"),
+        ("disk'); DROP TABLE docs; --", "disk drop table docs"),
+        ("{title body}: disk", "title body disk"),
+    ],
+)
+def test_fts_query_syntax_in_user_text_is_plain_words(
+    fts: SqliteFtsSource, hostile: str, plain: str
+) -> None:
     assert search(fts, hostile) == search(fts, plain)
 
 
-@pytest.mark.parametrize("query", ["", "   ", '"""', "***", "the of and", "😀" * 50, "x" * 100_000,
-                                   "\x00disk"])
+@pytest.mark.parametrize(
+    "query", ["", "   ", '"""', "***", "the of and", "😀" * 50, "x" * 100_000, "\x00disk"]
+)
 def test_fts_odd_queries_never_raise(fts: SqliteFtsSource, query: str) -> None:
     assert isinstance(search(fts, query), list)
 
@@ -83,9 +88,10 @@ def test_table_filters_by_keyword_in_table_order(tmp_path: Path) -> None:
     seed = write_jsonl(tmp_path / "t.jsonl", DOCS)
     table = SqliteTableSource("sql", tmp_path / "t.db", seed, "tickets", ["title", "body"])
     assert [r["id"] for r in search(table, "lag disk")] == ["d1", "d2"]  # rowid order
-    assert search(table, "disks")[0]["id"] == "d1"                       # plural folds
+    assert search(table, "disks")[0]["id"] == "d1"  # plural folds
     assert search(table, "lag", limit=1) == [
-        {"id": "d2", "title": "Replica lag", "body": "replication lag of 20 minutes near peak"}]
+        {"id": "d2", "title": "Replica lag", "body": "replication lag of 20 minutes near peak"}
+    ]
 
 
 @pytest.mark.parametrize("query", ["%", "_", "100%", "a_b", "\\", "'; DROP TABLE tickets; --"])
@@ -102,16 +108,22 @@ def test_table_rejects_odd_column_names(tmp_path: Path) -> None:
 
 
 def test_graph_returns_matches_then_neighbours(tmp_path: Path) -> None:
-    entities = write_jsonl(tmp_path / "e.jsonl", [
-        {"id": "orders-db", "name": "orders-db", "kind": "database", "description": "orders"},
-        {"id": "checkout", "name": "checkout", "kind": "service", "description": "cart"},
-        {"id": "backup", "name": "backup", "kind": "storage", "description": "s3"},
-        {"id": "dns", "name": "dns", "kind": "platform", "description": "resolver"},
-    ])
-    edges = write_jsonl(tmp_path / "g.jsonl", [
-        {"src": "checkout", "dst": "orders-db", "relation": "writes_to"},
-        {"src": "orders-db", "dst": "backup", "relation": "backs_up_to"},
-    ])
+    entities = write_jsonl(
+        tmp_path / "e.jsonl",
+        [
+            {"id": "orders-db", "name": "orders-db", "kind": "database", "description": "orders"},
+            {"id": "checkout", "name": "checkout", "kind": "service", "description": "cart"},
+            {"id": "backup", "name": "backup", "kind": "storage", "description": "s3"},
+            {"id": "dns", "name": "dns", "kind": "platform", "description": "resolver"},
+        ],
+    )
+    edges = write_jsonl(
+        tmp_path / "g.jsonl",
+        [
+            {"src": "checkout", "dst": "orders-db", "relation": "writes_to"},
+            {"src": "orders-db", "dst": "backup", "relation": "backs_up_to"},
+        ],
+    )
     graph = SqliteGraphSource("graph", tmp_path / "g.db", entities, edges)
     rows = search(graph, "orders-db slow")
     assert [(r["id"], r["relation"], r["direction"], r["edge"]) for r in rows] == [
@@ -125,17 +137,31 @@ def test_graph_returns_matches_then_neighbours(tmp_path: Path) -> None:
 def test_graph_answers_a_changed_seed_and_never_shares_a_row(tmp_path: Path) -> None:
     """Entities are read once per database version: a changed seed (a rebuilt file) is
     answered on the next search, and each answer's rows are objects of its own."""
-    entities = write_jsonl(tmp_path / "e.jsonl", [
-        {"id": "orders-db", "name": "orders-db", "tags": ["db"]}])
+    entities = write_jsonl(
+        tmp_path / "e.jsonl", [{"id": "orders-db", "name": "orders-db", "tags": ["db"]}]
+    )
     edges = write_jsonl(tmp_path / "g.jsonl", [])
     graph = SqliteGraphSource("graph", tmp_path / "g.db", entities, edges)
     first = search(graph, "orders-db")
     first[0]["tags"].append("changed by a caller")
-    assert search(graph, "orders-db") == [{"id": "orders-db", "name": "orders-db",
-                                           "tags": ["db"], "relation": "matched",
-                                           "direction": None, "via": None, "edge": None}]
-    write_jsonl(entities, [{"id": "orders-db", "name": "orders-db", "tags": ["db"]},
-                           {"id": "payments", "name": "payments"}])
+    assert search(graph, "orders-db") == [
+        {
+            "id": "orders-db",
+            "name": "orders-db",
+            "tags": ["db"],
+            "relation": "matched",
+            "direction": None,
+            "via": None,
+            "edge": None,
+        }
+    ]
+    write_jsonl(
+        entities,
+        [
+            {"id": "orders-db", "name": "orders-db", "tags": ["db"]},
+            {"id": "payments", "name": "payments"},
+        ],
+    )
     assert [r["id"] for r in search(graph, "payments")] == ["payments"]
 
 

@@ -49,26 +49,39 @@ def broken(tmp_path: Path, text: str, message: str) -> str:
 
 
 FTS = "{id: faqs, type: sqlite_fts, path: faqs.db, seed: faqs.jsonl, columns: %s}"
-TABLE = ("{id: faqs, type: sqlite_table, path: faqs.db, seed: faqs.jsonl, table: faqs, "
-         "search_columns: %s}")
+TABLE = (
+    "{id: faqs, type: sqlite_table, path: faqs.db, seed: faqs.jsonl, table: faqs, "
+    "search_columns: %s}"
+)
 VECTOR = "{id: faqs, type: sqlite_vector, path: faqs.db, seed: faqs.jsonl, text_fields: %s}"
 
 
 # --- item 3: typos pass silently --------------------------------------------------------
 
-@pytest.mark.parametrize(("entry", "message"), [
-    (FTS % "[questoin, answer]", "has no field 'questoin' — did you mean 'question'?"),
-    (TABLE % "[questoin]", "has no field 'questoin' — did you mean 'question'?"),
-    (VECTOR % "[questoin]", "has no field 'questoin' — did you mean 'question'?"),
-    (FTS.replace("}", ", timout_s: 0.5}") % "[question]",
-     "unknown option 'timout_s' — did you mean 'timeout_s'?"),
-    (VECTOR.replace("}", ", dimm: 64}") % "[question]",
-     "unknown option 'dimm' — did you mean 'dim'?"),
-    (FTS.replace("columns", "search_columns") % "[question]",
-     "unknown option 'search_columns'"),
-])
-def test_typos_in_the_sources_file_are_errors_with_a_suggestion(tmp_path: Path, entry: str,
-                                                                 message: str) -> None:
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (FTS % "[questoin, answer]", "has no field 'questoin' — did you mean 'question'?"),
+        (TABLE % "[questoin]", "has no field 'questoin' — did you mean 'question'?"),
+        (VECTOR % "[questoin]", "has no field 'questoin' — did you mean 'question'?"),
+        (
+            FTS.replace("}", ", timout_s: 0.5}") % "[question]",
+            "unknown option 'timout_s' — did you mean 'timeout_s'?",
+        ),
+        (
+            VECTOR.replace("}", ", dimm: 64}") % "[question]",
+            "unknown option 'dimm' — did you mean 'dim'?",
+        ),
+        (
+            FTS.replace("columns", "search_columns") % "[question]",
+            "unknown option 'search_columns'",
+        ),
+    ],
+)
+def test_typos_in_the_sources_file_are_errors_with_a_suggestion(
+    tmp_path: Path, entry: str, message: str
+) -> None:
     text = broken(tmp_path, f"sources:\n  - {entry}\n", message)
     assert "shop.yaml" in text and "faqs" in text
 
@@ -79,21 +92,28 @@ def test_an_unknown_top_level_key_is_an_error_with_a_suggestion(tmp_path: Path) 
 
 # --- item 11: a missing type ------------------------------------------------------------
 
+
 def test_a_missing_type_is_reported_as_missing(tmp_path: Path) -> None:
-    text = broken(tmp_path, "sources:\n  - {id: faqs, path: a.db, seed: faqs.jsonl}\n",
-                  "sources[0] (faqs): missing 'type' (valid: ")
+    text = broken(
+        tmp_path,
+        "sources:\n  - {id: faqs, path: a.db, seed: faqs.jsonl}\n",
+        "sources[0] (faqs): missing 'type' (valid: ",
+    )
     assert "None" not in text
 
 
 def test_an_unknown_type_suggests_the_closest(tmp_path: Path) -> None:
-    broken(tmp_path, "sources:\n  - {id: faqs, type: sqlite_tabel}\n",
-           "unknown type 'sqlite_tabel' — did you mean 'sqlite_table'?")
+    broken(
+        tmp_path,
+        "sources:\n  - {id: faqs, type: sqlite_tabel}\n",
+        "unknown type 'sqlite_tabel' — did you mean 'sqlite_table'?",
+    )
 
 
 # --- item 4 and 10: seeds are checked at start-up ---------------------------------------
 
-@pytest.mark.parametrize("entry", [FTS % "[question]", TABLE % "[question]",
-                                   VECTOR % "[question]"])
+
+@pytest.mark.parametrize("entry", [FTS % "[question]", TABLE % "[question]", VECTOR % "[question]"])
 def test_an_empty_seed_is_reported(tmp_path: Path, entry: str) -> None:
     broken_text = f"sources:\n  - {entry}\n"
     with pytest.raises(SourceConfigError, match=r"faqs.jsonl has no rows"):
@@ -102,53 +122,86 @@ def test_an_empty_seed_is_reported(tmp_path: Path, entry: str) -> None:
 
 def test_a_csv_seed_is_a_clear_start_up_error(tmp_path: Path) -> None:
     (tmp_path / "faqs.csv").write_text("id,question\nf1,reset\n", encoding="utf-8")
-    broken(tmp_path, "sources:\n  - {id: faqs, type: sqlite_fts, path: f.db, seed: faqs.csv, "
-           "columns: [question]}\n", "seeds are JSON lines (one JSON object a line), not CSV")
+    broken(
+        tmp_path,
+        "sources:\n  - {id: faqs, type: sqlite_fts, path: f.db, seed: faqs.csv, "
+        "columns: [question]}\n",
+        "seeds are JSON lines (one JSON object a line), not CSV",
+    )
 
 
 def test_a_missing_seed_is_a_start_up_error(tmp_path: Path) -> None:
-    broken(tmp_path, "sources:\n  - {id: faqs, type: sqlite_fts, path: f.db, seed: nope.jsonl, "
-           "columns: [question]}\n", "nope.jsonl not found")
+    broken(
+        tmp_path,
+        "sources:\n  - {id: faqs, type: sqlite_fts, path: f.db, seed: nope.jsonl, "
+        "columns: [question]}\n",
+        "nope.jsonl not found",
+    )
 
 
 def test_a_seed_that_is_not_json_names_the_line(tmp_path: Path) -> None:
     (tmp_path / "bad.jsonl").write_text('{"id": 1, "q": "a"}\nid,q\n', encoding="utf-8")
-    broken(tmp_path, "sources:\n  - {id: faqs, type: sqlite_fts, path: f.db, seed: bad.jsonl, "
-           "columns: [q]}\n", "bad.jsonl:2: not valid JSON")
+    broken(
+        tmp_path,
+        "sources:\n  - {id: faqs, type: sqlite_fts, path: f.db, seed: bad.jsonl, columns: [q]}\n",
+        "bad.jsonl:2: not valid JSON",
+    )
 
 
 def test_graph_edges_need_their_fields(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "e.jsonl", [{"id": "a"}])
     write_jsonl(tmp_path / "g.jsonl", [{"src": "a", "dst": "b"}])
-    broken(tmp_path, "sources:\n  - {id: g, type: sqlite_graph, path: g.db, entities: e.jsonl, "
-           "edges: g.jsonl}\n", "row 1 has no 'relation'")
+    broken(
+        tmp_path,
+        "sources:\n  - {id: g, type: sqlite_graph, path: g.db, entities: e.jsonl, "
+        "edges: g.jsonl}\n",
+        "row 1 has no 'relation'",
+    )
 
 
 # --- item 14: search_columns ------------------------------------------------------------
+
 
 def test_a_misspelt_search_column_is_rejected_not_matched_as_a_string(tmp_path: Path) -> None:
     broken(tmp_path, f"sources:\n  - {TABLE % '[disk_title]'}\n", "has no field 'disk_title'")
 
 
 def test_empty_search_columns_are_rejected(tmp_path: Path) -> None:
-    broken(tmp_path, f"sources:\n  - {TABLE % '[]'}\n", "search_columns: List should have at "
-           "least 1 item")
+    broken(
+        tmp_path,
+        f"sources:\n  - {TABLE % '[]'}\n",
+        "search_columns: List should have at least 1 item",
+    )
 
 
 # --- item 16: values that validated but broke later -------------------------------------
 
-@pytest.mark.parametrize(("text", "message"), [
-    (f"sources:\n  - {FTS.replace('}', ', timeout_s: .nan}') % '[question]'}\n",
-     "timeout_s: Input should be a finite number, got nan"),
-    (f"sources:\n  - {FTS.replace('}', ', timeout_s: .inf}') % '[question]'}\n",
-     "timeout_s: Input should be a finite number, got inf"),
-    ("limit: 9223372036854775808\nsources: []\n", "limit: Input should be less than or equal"),
-    ("sources:\n  - {id: faqs, type: sqlite_table, path: f.db, seed: faqs.jsonl, table: 5, "
-     "search_columns: [question]}\n", "table: Input should be a valid string, got 5"),
-    ("sources: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
-    ("sources: [{id: faqs, type: sqlite_fts, path: f.db, seed: faqs.jsonl, columns: [q]}]"
-     "\n# \udcff\n", "not valid UTF-8"),
-])
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            f"sources:\n  - {FTS.replace('}', ', timeout_s: .nan}') % '[question]'}\n",
+            "timeout_s: Input should be a finite number, got nan",
+        ),
+        (
+            f"sources:\n  - {FTS.replace('}', ', timeout_s: .inf}') % '[question]'}\n",
+            "timeout_s: Input should be a finite number, got inf",
+        ),
+        ("limit: 9223372036854775808\nsources: []\n", "limit: Input should be less than or equal"),
+        (
+            "sources:\n  - {id: faqs, type: sqlite_table, path: f.db, seed: faqs.jsonl, table: 5, "
+            "search_columns: [question]}\n",
+            "table: Input should be a valid string, got 5",
+        ),
+        ("sources: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+        (
+            "sources: [{id: faqs, type: sqlite_fts, path: f.db, seed: faqs.jsonl, columns: [q]}]"
+            "\n# \udcff\n",
+            "not valid UTF-8",
+        ),
+    ],
+)
 def test_bad_values_are_clear_validation_errors(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "shop.yaml"
     path.write_bytes(text.encode("utf-8", "surrogateescape"))
@@ -160,23 +213,33 @@ def test_bad_values_are_clear_validation_errors(tmp_path: Path, text: str, messa
 
 
 def test_a_variable_default_in_a_number_field_validates_as_a_number(tmp_path: Path) -> None:
-    path = config(tmp_path, "limit: ${LIM:-3}\nsources:\n  - "
-                  + FTS.replace("}", ", timeout_s: '${T:-2.5}'}") % "[question]" + "\n")
+    path = config(
+        tmp_path,
+        "limit: ${LIM:-3}\nsources:\n  - "
+        + FTS.replace("}", ", timeout_s: '${T:-2.5}'}") % "[question]"
+        + "\n",
+    )
     broker = Broker.from_config(path)
     assert broker.limit == 3 and broker.sources[0].timeout_s == 2.5
 
 
 # --- item 12: paths may not leave the data dir ------------------------------------------
 
-@pytest.mark.parametrize("db_path", ["../../victim.txt", "../outside.db", "/tmp/elsewhere.db",
-                                     "${ESCAPE}/victim.txt", "."])
-def test_paths_may_not_leave_the_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          db_path: str) -> None:
+
+@pytest.mark.parametrize(
+    "db_path",
+    ["../../victim.txt", "../outside.db", "/tmp/elsewhere.db", "${ESCAPE}/victim.txt", "."],
+)
+def test_paths_may_not_leave_the_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db_path: str
+) -> None:
     monkeypatch.setenv("ESCAPE", "..")
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n", encoding="utf-8")
-    text = (f"sources:\n  - {{id: v, type: sqlite_vector, path: '{db_path}', "
-            "seed: faqs.jsonl, text_fields: [question]}\n")
+    text = (
+        f"sources:\n  - {{id: v, type: sqlite_vector, path: '{db_path}', "
+        "seed: faqs.jsonl, text_fields: [question]}\n"
+    )
     broken(tmp_path, text, "is outside NAUTILUS_DATA_DIR")
     assert victim.read_text(encoding="utf-8") == "precious\n"
 
@@ -193,6 +256,7 @@ def test_an_existing_file_nautilus_did_not_build_is_never_overwritten(tmp_path: 
 
 def test_an_empty_data_dir_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nautilus import NautilusSettings
+
     monkeypatch.setenv("NAUTILUS_DATA_DIR", "")
     settings = NautilusSettings()
     assert [p.variable for p in settings.problems] == ["NAUTILUS_DATA_DIR"]
@@ -200,6 +264,7 @@ def test_an_empty_data_dir_is_refused(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 # --- item 13: YAML alias bombs ----------------------------------------------------------
+
 
 def test_a_billion_laughs_document_is_refused_quickly(tmp_path: Path) -> None:
     """9 levels of 9 aliases: 387 million strings if expanded (the report: 60 s, 2.4 GB)."""
@@ -213,6 +278,7 @@ def test_a_billion_laughs_document_is_refused_quickly(tmp_path: Path) -> None:
 
 
 # --- the schema -------------------------------------------------------------------------
+
 
 def test_every_type_is_in_the_published_schema() -> None:
     schema = sources_json_schema()
@@ -255,33 +321,69 @@ def test_a_new_type_registers_and_builds(tmp_path: Path) -> None:
 
 # --- fuzzing: any file is a SourcesFile or a SourceConfigError, never anything else ------
 
-_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(),
-                     st.text(max_size=12), st.sampled_from(["faqs.jsonl", "../x", "${HOME}",
-                                                            "${NOPE:-7}", "question"]))
-_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3)
-                       | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=12),
+    st.sampled_from(["faqs.jsonl", "../x", "${HOME}", "${NOPE:-7}", "question"]),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
 _ENTRY = st.fixed_dictionaries(
-    {"id": st.one_of(st.just("faqs"), _SCALARS),
-     "type": st.one_of(st.sampled_from(sorted(SOURCE_TYPES)), _SCALARS)},
-    optional={"path": st.one_of(st.just("f.db"), _SCALARS),
-              "seed": st.one_of(st.just("faqs.jsonl"), _SCALARS),
-              "columns": st.one_of(st.just(["question"]), _VALUES),
-              "search_columns": st.one_of(st.just(["question"]), _VALUES),
-              "text_fields": st.one_of(st.just(["question"]), _VALUES),
-              "table": _SCALARS, "timeout_s": _SCALARS, "dim": _SCALARS,
-              "entities": _SCALARS, "edges": _SCALARS, "ranked": _SCALARS})
+    {
+        "id": st.one_of(st.just("faqs"), _SCALARS),
+        "type": st.one_of(st.sampled_from(sorted(SOURCE_TYPES)), _SCALARS),
+    },
+    optional={
+        "path": st.one_of(st.just("f.db"), _SCALARS),
+        "seed": st.one_of(st.just("faqs.jsonl"), _SCALARS),
+        "columns": st.one_of(st.just(["question"]), _VALUES),
+        "search_columns": st.one_of(st.just(["question"]), _VALUES),
+        "text_fields": st.one_of(st.just(["question"]), _VALUES),
+        "table": _SCALARS,
+        "timeout_s": _SCALARS,
+        "dim": _SCALARS,
+        "entities": _SCALARS,
+        "edges": _SCALARS,
+        "ranked": _SCALARS,
+    },
+)
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(document=st.one_of(_VALUES, st.fixed_dictionaries(
-    {"sources": st.lists(_ENTRY, max_size=3)}, optional={"limit": _SCALARS})))
-@example(document={"sources": [{"id": "faqs", "type": "sqlite_table", "path": "f.db",
-                                "seed": "faqs.jsonl", "table": 5,
-                                "search_columns": ["question"]}]})
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    document=st.one_of(
+        _VALUES,
+        st.fixed_dictionaries(
+            {"sources": st.lists(_ENTRY, max_size=3)}, optional={"limit": _SCALARS}
+        ),
+    )
+)
+@example(
+    document={
+        "sources": [
+            {
+                "id": "faqs",
+                "type": "sqlite_table",
+                "path": "f.db",
+                "seed": "faqs.jsonl",
+                "table": 5,
+                "search_columns": ["question"],
+            }
+        ]
+    }
+)
 @example(document={"limit": float("nan"), "sources": []})
-def test_any_document_validates_or_is_a_source_config_error(tmp_path: Path,
-                                                            document: Any) -> None:
+def test_any_document_validates_or_is_a_source_config_error(tmp_path: Path, document: Any) -> None:
     write_jsonl(tmp_path / "faqs.jsonl", FAQS)
     path = tmp_path / "fuzz.yaml"
     path.write_text(json.dumps(document, allow_nan=True), encoding="utf-8")  # JSON is YAML
@@ -296,8 +398,9 @@ def test_any_document_validates_or_is_a_source_config_error(tmp_path: Path,
         source.close()
 
 
-@settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text=st.text(max_size=200))
 @example(text="sources: [&a [1, 2], *a, *b]")
 @example(text="sources:\n  - !!python/name:os.system")

@@ -19,16 +19,22 @@ from nautilus import Broker
 from nautilus.sources.factory import build_sources
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
-DOCS = [{"id": "d1", "title": "disk full on the orders database"},
-        {"id": "d2", "title": "zebra crossing replica lag"}]
+DOCS = [
+    {"id": "d1", "title": "disk full on the orders database"},
+    {"id": "d2", "title": "zebra crossing replica lag"},
+]
 
 
-def cli(folder: Path, *args: str | bytes, env: dict[str, str] | None = None,
-        ) -> subprocess.CompletedProcess[str]:
+def cli(
+    folder: Path,
+    *args: str | bytes,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base.update(NAUTILUS_DATA_DIR=str(folder / "data"), **(env or {}))
-    return subprocess.run([NAUTILUS, *args], capture_output=True, text=True, timeout=120,
-                          env=base, cwd=folder)
+    return subprocess.run(
+        [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env=base, cwd=folder
+    )
 
 
 def strict(folder: Path, sources: str) -> subprocess.CompletedProcess[str]:
@@ -37,24 +43,50 @@ def strict(folder: Path, sources: str) -> subprocess.CompletedProcess[str]:
     return cli(folder, "config", "--strict", "--config", str(folder / "nautilus.yaml"))
 
 
-@pytest.mark.parametrize(("sources", "message"), [
-    ("sources:\n  - id: a\n    type: sqlite_fts\n    path: a.db\n    path: b.db\n"
-     "    seed: docs.jsonl\n    columns: [title]\n",
-     "nautilus.yaml:5: duplicate key 'path' (first on line 4); give each option once"),
-    ("sources:\n  - {id: a, type: sqlite_fts, path: a.db, seed: docs.jsonl, columns: [title]}\n"
-     "sources: []\n", "nautilus.yaml:3: duplicate key 'sources' (first on line 1)"),
-    ("sources:\n  - {id: a, type: sqlite_fts, path: shop, seed: docs.jsonl, columns: [title]}\n",
-     "path 'shop' is a directory"),
-    ("sources:\n  - {id: a, type: sqlite_fts, path: " + "n" * 230 + ".db, seed: docs.jsonl, "
-     "columns: [title]}\n", "file name longer than 200 bytes"),
-    ("sources:\n  - {id: a, type: sqlite_table, path: a.db, seed: docs.jsonl, "
-     "table: sqlite_master, search_columns: [title]}\n", "table name 'sqlite_master' is reserved"),
-    ("sources:\n  - {id: a, type: sqlite_table, path: a.db, seed: docs.jsonl, "
-     "table: SQLITE_sequence, search_columns: [title]}\n", "is reserved"),
-], ids=["duplicate-option", "duplicate-top-level", "path-directory", "path-too-long",
-        "sqlite-master", "sqlite-sequence"])
-def test_config_strict_refuses_what_cannot_work(tmp_path: Path, sources: str,
-                                                message: str) -> None:
+@pytest.mark.parametrize(
+    ("sources", "message"),
+    [
+        (
+            "sources:\n  - id: a\n    type: sqlite_fts\n    path: a.db\n    path: b.db\n"
+            "    seed: docs.jsonl\n    columns: [title]\n",
+            "nautilus.yaml:5: duplicate key 'path' (first on line 4); give each option once",
+        ),
+        (
+            "sources:\n  - {id: a, type: sqlite_fts, path: a.db, seed: docs.jsonl, "
+            "columns: [title]}\nsources: []\n",
+            "nautilus.yaml:3: duplicate key 'sources' (first on line 1)",
+        ),
+        (
+            "sources:\n  - {id: a, type: sqlite_fts, path: shop, seed: docs.jsonl, "
+            "columns: [title]}\n",
+            "path 'shop' is a directory",
+        ),
+        (
+            "sources:\n  - {id: a, type: sqlite_fts, path: " + "n" * 230 + ".db, seed: docs.jsonl, "
+            "columns: [title]}\n",
+            "file name longer than 200 bytes",
+        ),
+        (
+            "sources:\n  - {id: a, type: sqlite_table, path: a.db, seed: docs.jsonl, "
+            "table: sqlite_master, search_columns: [title]}\n",
+            "table name 'sqlite_master' is reserved",
+        ),
+        (
+            "sources:\n  - {id: a, type: sqlite_table, path: a.db, seed: docs.jsonl, "
+            "table: SQLITE_sequence, search_columns: [title]}\n",
+            "is reserved",
+        ),
+    ],
+    ids=[
+        "duplicate-option",
+        "duplicate-top-level",
+        "path-directory",
+        "path-too-long",
+        "sqlite-master",
+        "sqlite-sequence",
+    ],
+)
+def test_config_strict_refuses_what_cannot_work(tmp_path: Path, sources: str, message: str) -> None:
     (tmp_path / "data" / "shop").mkdir(parents=True)
     result = strict(tmp_path, sources)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -62,17 +94,23 @@ def test_config_strict_refuses_what_cannot_work(tmp_path: Path, sources: str,
 
 
 def test_a_yaml_merge_key_may_still_be_overridden(tmp_path: Path) -> None:
-    result = strict(tmp_path, "sources:\n"
-                    "  - &first {id: a, type: sqlite_fts, path: a.db, seed: docs.jsonl, "
-                    "columns: [title]}\n  - {<<: *first, id: b, path: b.db}\n")
+    result = strict(
+        tmp_path,
+        "sources:\n"
+        "  - &first {id: a, type: sqlite_fts, path: a.db, seed: docs.jsonl, "
+        "columns: [title]}\n  - {<<: *first, id: b, path: b.db}\n",
+    )
     assert result.returncode == 0, result.stderr
 
 
 def test_sqlite_fts_searches_the_first_32_words_of_a_huge_query(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "docs.jsonl", DOCS)
     config = tmp_path / "nautilus.yaml"
-    config.write_text("sources:\n  - {id: notes, type: sqlite_fts, path: notes.db, "
-                      "seed: docs.jsonl, columns: [title]}\n", encoding="utf-8")
+    config.write_text(
+        "sources:\n  - {id: notes, type: sqlite_fts, path: notes.db, "
+        "seed: docs.jsonl, columns: [title]}\n",
+        encoding="utf-8",
+    )
     sources, limit = build_sources(config, tmp_path / "data", "hashing")
     broker = Broker(sources, limit=limit)
     filler = [f"w{i}" for i in range(120_000)]
@@ -86,10 +124,13 @@ def test_sqlite_fts_searches_the_first_32_words_of_a_huge_query(tmp_path: Path) 
 def fts_sources(folder: Path, dsn: str) -> Path:
     write_jsonl(folder / "docs.jsonl", DOCS)
     path = folder / "nautilus.yaml"
-    path.write_text(f"""sources:
+    path.write_text(
+        f"""sources:
   - {{id: web, type: postgres_fts, dsn: "{dsn}", table: hostile_docs, columns: [title],
      tsvector_column: tsv, seed: docs.jsonl, match: all}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -99,8 +140,13 @@ def test_nul_and_lone_surrogates_do_not_break_match_all(pg_dsn: str, tmp_path: P
     sources, limit = build_sources(config, tmp_path / "data", "hashing")
     broker = Broker(sources, limit=limit)
     try:
-        for query in ("disk\x00full", "disk \ud800full", "\udcff disk full \x00",
-                      "\x00 \ud800", " ".join(["disk", "full"] + ["orders"] * 200)):
+        for query in (
+            "disk\x00full",
+            "disk \ud800full",
+            "\udcff disk full \x00",
+            "\x00 \ud800",
+            " ".join(["disk", "full"] + ["orders"] * 200),
+        ):
             response = broker.request(query)
             assert response.sources_errored == [], (query, response.sources_errored)
             if query.strip("\x00 \ud800"):

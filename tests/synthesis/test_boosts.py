@@ -57,8 +57,7 @@ def test_no_boost_is_the_identity() -> None:
     none = weights_for(None)
     assert stage1_key(7.0, none.multiplier) == 1.0 / (RRF_K + 7)
     relevance = np.array([0.03, 0.02, 0.01])
-    bumps = stage2_bumps(relevance, np.array([0, 1, 0]), np.arange(3), np.arange(3),
-                         np.zeros(2))
+    bumps = stage2_bumps(relevance, np.array([0, 1, 0]), np.arange(3), np.arange(3), np.zeros(2))
     assert bumps.tolist() == [0.0, 0.0, 0.0]
 
 
@@ -81,8 +80,9 @@ def test_spread_worked_example() -> None:
     with_zeros = np.concatenate((relevance[:7], np.zeros(10)))
     assert relevance_spread(with_zeros, np.arange(17)) == pytest.approx(0.0018 - 0.0014)
     # copies count once, at their best copy
-    assert relevance_spread(np.array([0.002, 0.002, 0.001]), np.array([0, 0, 1])) == \
-        pytest.approx(0.001)
+    assert relevance_spread(np.array([0.002, 0.002, 0.001]), np.array([0, 0, 1])) == pytest.approx(
+        0.001
+    )
     assert relevance_spread(np.array([0.02]), np.array([0])) == 0.0
     # never more than a quarter of one vote
     assert relevance_spread(np.array([1.0, 0.5, 0.1]), np.arange(3)) == MAX_SPREAD
@@ -151,8 +151,7 @@ def test_stage1_is_rank_aware_not_source_first() -> None:
     # A boosted list still interleaves with the others instead of coming first.
     boosted = [stage1_key(float(r), high) for r in range(1, 31)]
     plain = [stage1_key(float(r)) for r in range(1, 31)]
-    merged = sorted([(k, "boosted") for k in boosted] + [(k, "plain") for k in plain],
-                    reverse=True)
+    merged = sorted([(k, "boosted") for k in boosted] + [(k, "plain") for k in plain], reverse=True)
     top_30 = [label for _, label in merged[:30]]
     assert 15 <= top_30.count("boosted") <= 21
     assert top_30.count("plain") >= 9
@@ -162,9 +161,11 @@ def test_stage1_rescues_most_of_a_high_source_at_half_the_candidates() -> None:
     """docs/configuration.md: three 30-row sources and a cap of 45 (half the union): at
     high the boosted source keeps most of its rows, each other source its head."""
     high = BOOST_LEVELS["high"].multiplier
-    keys = sorted([(stage1_key(float(r), high), 0, r) for r in range(1, 31)]
-                  + [(stage1_key(float(r)), j, r) for j in (1, 2) for r in range(1, 31)],
-                  key=lambda k: (-k[0], k[1], k[2]))[:45]
+    keys = sorted(
+        [(stage1_key(float(r), high), 0, r) for r in range(1, 31)]
+        + [(stage1_key(float(r)), j, r) for j in (1, 2) for r in range(1, 31)],
+        key=lambda k: (-k[0], k[1], k[2]),
+    )[:45]
     kept = {j: sorted(r for _, source, r in keys if source == j) for j in (0, 1, 2)}
     assert len(kept[0]) == 19  # of 30
     assert kept[1] == kept[2] == list(range(1, 14))  # each other source's best 13
@@ -196,32 +197,38 @@ def test_stage1_reach_documented_values() -> None:
     assert stage1_reach("-high", 1) == 0
 
 
-@given(relevance=st.lists(st.floats(0, 0.1), min_size=1, max_size=40),
-       row=st.integers(0, 39))
+@given(relevance=st.lists(st.floats(0, 0.1), min_size=1, max_size=40), row=st.integers(0, 39))
 def test_both_stages_are_monotonic_in_level(relevance: list[float], row: int) -> None:
     row %= len(relevance)
     values = np.array(relevance)
     n = len(values)
     source = np.arange(n) % 2
-    keys = [stage1_key(float(row + 1), weights_for(lvl).multiplier)
-            for lvl in [*LEVELS[:3], None, *BOOSTS]]
-    bumps = [stage2_bumps(values, source, np.arange(n), np.arange(n),
-                          np.array([weights_for(lvl).bump, 0.0]))[row]
-             for lvl in [*LEVELS[:3], None, *BOOSTS]]
+    keys = [
+        stage1_key(float(row + 1), weights_for(lvl).multiplier)
+        for lvl in [*LEVELS[:3], None, *BOOSTS]
+    ]
+    bumps = [
+        stage2_bumps(
+            values, source, np.arange(n), np.arange(n), np.array([weights_for(lvl).bump, 0.0])
+        )[row]
+        for lvl in [*LEVELS[:3], None, *BOOSTS]
+    ]
     assert keys == sorted(keys)
     assert bumps == sorted(bumps)
 
 
-@given(relevance=st.lists(st.floats(0, 0.1), min_size=2, max_size=40),
-       level=st.sampled_from(LEVELS))
+@given(
+    relevance=st.lists(st.floats(0, 0.1), min_size=2, max_size=40), level=st.sampled_from(LEVELS)
+)
 def test_stage2_is_bounded_by_the_spread(relevance: list[float], level: str) -> None:
     """No bump exceeds the level's share of the batch's spread, itself at most a
     quarter of a vote."""
     values = np.array(relevance)
     n = len(values)
     share = BOOST_LEVELS[level].bump
-    bumps = stage2_bumps(values, np.zeros(n, dtype=np.int64), np.arange(n), np.arange(n),
-                         np.array([share]))
+    bumps = stage2_bumps(
+        values, np.zeros(n, dtype=np.int64), np.arange(n), np.arange(n), np.array([share])
+    )
     spread = relevance_spread(values, np.arange(n))
     assert spread <= MAX_SPREAD
     assert np.all(np.abs(bumps) <= abs(share) * spread + 1e-15)
@@ -230,8 +237,24 @@ def test_stage2_is_bounded_by_the_spread(relevance: list[float], level: str) -> 
 
 # --- the strong-match guarantee (docs/configuration.md, "Boost levels") ---------------------
 
-OPS_WORDS = ["disk", "full", "database", "replica", "lag", "checkout", "latency", "timeout",
-             "payment", "card", "redis", "session", "kafka", "broker", "dns", "cert"]
+OPS_WORDS = [
+    "disk",
+    "full",
+    "database",
+    "replica",
+    "lag",
+    "checkout",
+    "latency",
+    "timeout",
+    "payment",
+    "card",
+    "redis",
+    "session",
+    "kafka",
+    "broker",
+    "dns",
+    "cert",
+]
 
 
 def _doc_key(ranked: RankedRow) -> object:
@@ -259,36 +282,63 @@ def _leads(a: RankedRow, b: RankedRow, spread: float, levels: dict[str, str]) ->
     return a.relevance - b.relevance > margin + 1e-12
 
 
-@given(sources=st.lists(st.lists(st.lists(st.sampled_from(OPS_WORDS), max_size=8),
-                                 max_size=20), min_size=1, max_size=3),
-       query=st.lists(st.sampled_from(OPS_WORDS), min_size=1, max_size=4),
-       boosted=st.dictionaries(st.sampled_from(["s0", "s1", "s2"]), st.sampled_from(LEVELS),
-                               min_size=1),
-       cap=st.one_of(st.none(), st.integers(1, 20)), idf=st.booleans(),
-       declared=st.lists(st.sampled_from([None, True, False]), min_size=3, max_size=3))
+@given(
+    sources=st.lists(
+        st.lists(st.lists(st.sampled_from(OPS_WORDS), max_size=8), max_size=20),
+        min_size=1,
+        max_size=3,
+    ),
+    query=st.lists(st.sampled_from(OPS_WORDS), min_size=1, max_size=4),
+    boosted=st.dictionaries(
+        st.sampled_from(["s0", "s1", "s2"]), st.sampled_from(LEVELS), min_size=1
+    ),
+    cap=st.one_of(st.none(), st.integers(1, 20)),
+    idf=st.booleans(),
+    declared=st.lists(st.sampled_from([None, True, False]), min_size=3, max_size=3),
+)
 # Found by this property when the bump was a share of the whole relevance: the s1 row
 # leads the boosted s2 row by 0.030 of a vote on content, with equal source votes; 2% of
 # the s2 row's relevance (content included, 0.032) closed it, 2% of its votes (0.020) does not.
-@example(sources=[[], [["disk", "disk", "disk", "full"]],
-                  [["disk", "full", "full"], ["disk", "disk", "full", "full", "full", "full",
-                                              "database"]]],
-         query=["disk", "database"], boosted={"s2": "high"}, cap=None, idf=False,
-         declared=[None, None, None])
+@example(
+    sources=[
+        [],
+        [["disk", "disk", "disk", "full"]],
+        [["disk", "full", "full"], ["disk", "disk", "full", "full", "full", "full", "database"]],
+    ],
+    query=["disk", "database"],
+    boosted={"s2": "high"},
+    cap=None,
+    idf=False,
+    declared=[None, None, None],
+)
 # Found when a boost's candidate cap could push rows out: s1's "disk" (rank 4, the only
 # match) is among the 7 rows the cap keeps without boosts, and the boosts let 7 others in.
-@example(sources=[[], [[], [], [], ["disk"]], [[], [], [], []]], query=["disk"],
-         boosted={"s0": "low", "s1": "low", "s2": "medium"}, cap=7, idf=False,
-         declared=[None, None, None])
+@example(
+    sources=[[], [[], [], [], ["disk"]], [[], [], [], []]],
+    query=["disk"],
+    boosted={"s0": "low", "s1": "low", "s2": "medium"},
+    cap=7,
+    idf=False,
+    declared=[None, None, None],
+)
 @settings(deadline=None, max_examples=200)  # two rankings an example, on a loaded machine
 def test_a_boost_never_overturns_a_clear_content_lead(
-        sources: list[list[list[str]]], query: list[str], boosted: dict[str, str],
-        cap: int | None, idf: bool, declared: list[bool | None]) -> None:
-    results = [AdapterResult(f"s{j}", [{"title": " ".join(words)} for words in rows],
-                             ranked=declared[j]) for j, rows in enumerate(sources)]
+    sources: list[list[list[str]]],
+    query: list[str],
+    boosted: dict[str, str],
+    cap: int | None,
+    idf: bool,
+    declared: list[bool | None],
+) -> None:
+    results = [
+        AdapterResult(f"s{j}", [{"title": " ".join(words)} for words in rows], ranked=declared[j])
+        for j, rows in enumerate(sources)
+    ]
     context = {"query": " ".join(query)}
     plain = RankingSynthesizer(idf=idf, max_candidates=cap).rank(results, context)
-    boosted_rows = RankingSynthesizer(idf=idf, max_candidates=cap,
-                                      source_boosts=boosted).rank(results, context)
+    boosted_rows = RankingSynthesizer(idf=idf, max_candidates=cap, source_boosts=boosted).rank(
+        results, context
+    )
     place = {_doc_key(r): i for i, r in enumerate(boosted_rows)}
     spread = _spread(plain)
     for a in plain:
@@ -305,28 +355,56 @@ def test_an_exact_match_stays_ahead_of_a_boosted_source_sharing_one_word() -> No
     # above the exact match; by normalised similarity it leads by most of a vote, more
     # than twice the batch's spread (so not even graph:high with sql:-high closes it).
     query = "disk latency spike on the storage node"
-    vocabulary = ["cpu", "memory", "pager", "deploy", "rollback", "queue", "worker", "cache",
-                  "timeout", "restart", "alert", "ticket", "network", "dns", "config", "quota",
-                  "latency", "ingest"]
+    vocabulary = [
+        "cpu",
+        "memory",
+        "pager",
+        "deploy",
+        "rollback",
+        "queue",
+        "worker",
+        "cache",
+        "timeout",
+        "restart",
+        "alert",
+        "ticket",
+        "network",
+        "dns",
+        "config",
+        "quota",
+        "latency",
+        "ingest",
+    ]
     rng = random.Random(7)
-    graph = [{"id": f"g{i}", "text": " ".join(rng.choice(vocabulary) for _ in range(8))}
-             for i in range(40)]
+    graph = [
+        {"id": f"g{i}", "text": " ".join(rng.choice(vocabulary) for _ in range(8))}
+        for i in range(40)
+    ]
     assert sum("latency" in row["text"].split() for row in graph) >= 3
-    results = [AdapterResult("sql", [{"id": "exact", "text": query}]),
-               AdapterResult("graph", graph)]
+    results = [
+        AdapterResult("sql", [{"id": "exact", "text": query}]),
+        AdapterResult("graph", graph),
+    ]
     for cap in (None, 20):
-        for boosts in (None, {"graph": "high"}, {"sql": "-high"},
-                       {"graph": "high", "sql": "-high"}):
-            ranked = RankingSynthesizer(top_k=10, embedder=HashingEmbedder(), max_candidates=cap,
-                                        source_boosts=boosts).rank(results, {"query": query})
+        for boosts in (
+            None,
+            {"graph": "high"},
+            {"sql": "-high"},
+            {"graph": "high", "sql": "-high"},
+        ):
+            ranked = RankingSynthesizer(
+                top_k=10, embedder=HashingEmbedder(), max_candidates=cap, source_boosts=boosts
+            ).rank(results, {"query": query})
             assert ranked[0].row["id"] == "exact", (cap, boosts)
             plain = RankingSynthesizer(max_candidates=cap).rank(results, {"query": query})
             levels = boosts or {}
-            assert all(_leads(plain[0], other, _spread(plain), levels)
-                       for other in plain[1:]), (cap, boosts)
+            assert all(_leads(plain[0], other, _spread(plain), levels) for other in plain[1:]), (
+                cap,
+                boosts,
+            )
         # the boost is not inert: graph's matching rows gain, in their own order
-        boosted = RankingSynthesizer(top_k=10, max_candidates=cap,
-                                     source_boosts={"graph": "high"}).rank(
-            results, {"query": query})
+        boosted = RankingSynthesizer(
+            top_k=10, max_candidates=cap, source_boosts={"graph": "high"}
+        ).rank(results, {"query": query})
         assert any(r.boost_bump > 0 for r in boosted[1:]), cap
         assert [r.unboosted_rank for r in boosted] == [r.rank for r in boosted], cap

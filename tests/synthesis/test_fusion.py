@@ -22,16 +22,17 @@ K = 60
 
 
 def test_average_ranks_share_ties() -> None:
-    np.testing.assert_allclose(detection.average_ranks(np.array([0.5, 0.1, 0.5, 0.9])),
-                               [2.5, 1.0, 2.5, 4.0])
+    np.testing.assert_allclose(
+        detection.average_ranks(np.array([0.5, 0.1, 0.5, 0.9])), [2.5, 1.0, 2.5, 4.0]
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(sims=st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9, -0.3]), min_size=3,
-                     max_size=30),
-       seed=st.integers(0, 2**32 - 1))
-def test_a_source_in_its_own_order_is_judged_as_in_any_order(sims: list[float],
-                                                             seed: int) -> None:
+@given(
+    sims=st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9, -0.3]), min_size=3, max_size=30),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_source_in_its_own_order_is_judged_as_in_any_order(sims: list[float], seed: int) -> None:
     # Rows handed over in source order take a shortcut (their order ranks are known);
     # the same rows shuffled take the general path: the same detected agreement.
     n = len(sims)
@@ -39,20 +40,29 @@ def test_a_source_in_its_own_order_is_judged_as_in_any_order(sims: list[float],
     similarity = np.array(sims)
     in_order = detection.source_weights(np.zeros(n, dtype=np.int64), ranks, similarity, [None])
     shuffle = np.random.default_rng(seed).permutation(n)
-    shuffled = detection.source_weights(np.zeros(n, dtype=np.int64), ranks[shuffle],
-                                     similarity[shuffle], [None])
+    shuffled = detection.source_weights(
+        np.zeros(n, dtype=np.int64), ranks[shuffle], similarity[shuffle], [None]
+    )
     assert in_order[1][0] == pytest.approx(shuffled[1][0], abs=1e-12)
-    assert in_order[1][0] == pytest.approx(detection.spearman(-ranks.astype(float), similarity),
-                                           abs=1e-12)
+    assert in_order[1][0] == pytest.approx(
+        detection.spearman(-ranks.astype(float), similarity), abs=1e-12
+    )
 
 
 @settings(max_examples=200, deadline=None)
-@given(rows=st.lists(st.tuples(st.integers(0, 3), st.sampled_from([0.0, 0.1, 0.25, 0.5, -0.3]),
-                               st.integers(1, 6)), max_size=40),
-       declared=st.lists(st.sampled_from([None, None, True, False]), min_size=4, max_size=4),
-       in_order=st.booleans())
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 3), st.sampled_from([0.0, 0.1, 0.25, 0.5, -0.3]), st.integers(1, 6)
+        ),
+        max_size=40,
+    ),
+    declared=st.lists(st.sampled_from([None, None, True, False]), min_size=4, max_size=4),
+    in_order=st.booleans(),
+)
 def test_each_source_is_judged_on_its_own_rows_wherever_they_sit(
-        rows: list[tuple[int, float, int]], declared: list[bool | None], in_order: bool) -> None:
+    rows: list[tuple[int, float, int]], declared: list[bool | None], in_order: bool
+) -> None:
     """Rows given source by source (the flattened order: slices) or interleaved (masks):
     exactly the rho spearman gives on each source's rows alone. ``in_order``: each
     source's rows come in its own order, with gaps (as a cap leaves them)."""
@@ -65,8 +75,9 @@ def test_each_source_is_judged_on_its_own_rows_wherever_they_sit(
             rank[mine] = 3 * np.arange(1, len(mine) + 1)
     by_source = np.argsort(index, kind="stable")
     for order in (np.arange(len(rows)), by_source):
-        weights, rho = detection.source_weights(index[order], rank[order], similarity[order],
-                                             declared)
+        weights, rho = detection.source_weights(
+            index[order], rank[order], similarity[order], declared
+        )
         for j, said in enumerate(declared):
             mine = index == j
             if said is not None:
@@ -78,8 +89,11 @@ def test_each_source_is_judged_on_its_own_rows_wherever_they_sit(
 
 
 @settings(max_examples=200, deadline=None)
-@given(values=st.lists(st.sampled_from([0.0, 0.1, 0.5, -0.3, 2.0]) | st.floats(-1, 1),
-                       min_size=1, max_size=300))
+@given(
+    values=st.lists(
+        st.sampled_from([0.0, 0.1, 0.5, -0.3, 2.0]) | st.floats(-1, 1), min_size=1, max_size=300
+    )
+)
 def test_average_ranks_have_the_mean_the_correlation_assumes(values: list[float]) -> None:
     """_rank_correlation centres ranks on (n + 1) / 2 instead of calling mean(): the same
     float, since the ranks are halves and their sum is exact."""
@@ -89,8 +103,9 @@ def test_average_ranks_have_the_mean_the_correlation_assumes(values: list[float]
 
 def test_spearman_worked_example() -> None:
     # ranks of x: 1 2 3 4, of y: 1 3 2 4 -> 1 - 6 * (0 + 1 + 1 + 0) / (4 * (16 - 1)) = 0.8
-    assert detection.spearman(np.array([1.0, 2, 3, 4]), np.array([10.0, 30, 20, 40])) == \
-        pytest.approx(0.8)
+    assert detection.spearman(
+        np.array([1.0, 2, 3, 4]), np.array([10.0, 30, 20, 40])
+    ) == pytest.approx(0.8)
     assert detection.spearman(np.array([1.0, 2, 3]), np.array([5.0, 5, 5])) == 0.0
 
 
@@ -100,8 +115,7 @@ def test_source_weights_declared_then_detected() -> None:
     # 4 lists them worst first (rho = -1 -> weight 0)
     index = np.array([0, 0, 0, 1, 2, 2] + [3] * 5 + [4] * 5)
     rank = np.array([1, 2, 3, 1, 1, 2] + [1, 2, 3, 4, 5] * 2)
-    sim = np.array([0.1, 0.2, 0.3, 0.0, 0.5, 0.4, 0.9, 0.8, 0.7, 0.6, 0.5,
-                    0.1, 0.2, 0.3, 0.4, 0.5])
+    sim = np.array([0.1, 0.2, 0.3, 0.0, 0.5, 0.4, 0.9, 0.8, 0.7, 0.6, 0.5, 0.1, 0.2, 0.3, 0.4, 0.5])
     weights, rho = detection.source_weights(index, rank, sim, [False, True, None, None, None])
     np.testing.assert_allclose(weights, [0.0, 1.0, 0.0, 1.0, 0.0])
     assert math.isnan(rho[0]) and rho[3] == pytest.approx(1.0) and rho[4] == pytest.approx(-1.0)
@@ -167,8 +181,11 @@ def test_the_words_recognise_a_keyword_index_that_content_does_not() -> None:
 
 def test_rows_sorted_by_an_identifier_are_a_table_in_key_order() -> None:
     def rows(ids: list[object], **more: list[object]) -> list[dict[str, object]]:
-        return [{"id": v, "text": f"words {i * 5 % 8}", **{k: vs[i] for k, vs in more.items()}}
-                for i, v in enumerate(ids)]
+        return [
+            {"id": v, "text": f"words {i * 5 % 8}", **{k: vs[i] for k, vs in more.items()}}
+            for i, v in enumerate(ids)
+        ]
+
     assert detection.key_ordered(rows([2, 7, 8, 9, 12, 13, 14, 19]))
     assert detection.key_ordered(rows(["2", "7", "8", "9", "12", "13", "14", "19"]))  # as numbers
     assert detection.key_ordered(rows(["z", "y", "x", "w", "v", "u", "t", "s"]))  # descending too
@@ -176,15 +193,21 @@ def test_rows_sorted_by_an_identifier_are_a_table_in_key_order() -> None:
     assert not detection.key_ordered(rows([486, 51, 12, 184, 573, 878, 665, 746]))  # relevance
     assert not detection.key_ordered(rows([1, 2, 3, 4, 5, 6, 7, 8]))  # positions: a rank field
     assert not detection.key_ordered(rows([0, 1, 2, 3, 4, 5, 6, 7]))
-    assert not detection.key_ordered(rows([3, 1, 2, 8, 5, 4, 7, 6],  # a score is a float
-                                       score=[0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]))
+    assert not detection.key_ordered(
+        rows(
+            [3, 1, 2, 8, 5, 4, 7, 6],  # a score is a float
+            score=[0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2],
+        )
+    )
     assert not detection.key_ordered(rows([1, 3, 3, 4, 5, 6, 7, 8]))  # a tie: not a key
     assert not detection.key_ordered(rows([1, "3", 4, 5, 6, 7, 8, 9.5]))  # mixed kinds
     assert not detection.key_ordered([{"id": 1}] * 7 + [["not", "a", "row"]])
     assert not detection.key_ordered(rows([True, False] * 4))
     declared = detection.orders_from_fields(
-        [None, None, True], rows(list(range(10, 18))) + rows([5, 3, 9, 1, 7, 2, 8, 4])
-        + rows(list(range(20, 28))), np.repeat(np.arange(3), 8))
+        [None, None, True],
+        rows(list(range(10, 18))) + rows([5, 3, 9, 1, 7, 2, 8, 4]) + rows(list(range(20, 28))),
+        np.repeat(np.arange(3), 8),
+    )
     assert declared == [False, None, True]  # a declared source keeps its word
 
 
@@ -192,6 +215,7 @@ def test_rows_in_the_order_of_a_score_they_carry_are_ranked() -> None:
     def rows(scores: list[object]) -> list[dict[str, object]]:
         ids = [486, 51, 12, 184, 573, 878, 665, 746, 93, 310]
         return [{"id": ids[i], "text": "words", "score": v} for i, v in enumerate(scores)]
+
     falling = [0.91, 0.88, 0.8, 0.8, 0.74, 0.6, 0.52, 0.5, 0.41, 0.3]
     assert detection.score_ordered(rows(falling))  # a cosine, ties allowed
     assert detection.score_ordered(rows([-12.5, -11.0, -9.25, -9.0, -8.5, -7.0, -6.5, -6.0]))
@@ -203,20 +227,26 @@ def test_rows_in_the_order_of_a_score_they_carry_are_ranked() -> None:
     # key order first: a table in id order whose rows carry a rising float is unranked
     table = [{"id": 3 * i + 10, "text": "words", "created": 1.0e9 + i} for i in range(8)]
     scored = rows(falling)
-    said = detection.orders_from_fields([None, None, False], table + scored + scored,
-                                        np.repeat(np.arange(3), [8, 10, 10]))
+    said = detection.orders_from_fields(
+        [None, None, False], table + scored + scored, np.repeat(np.arange(3), [8, 10, 10])
+    )
     assert said == [False, True, False]  # and a declared source keeps its word
     # content that is not lexical (a model's) judges the order by its own tests
-    assert detection.orders_from_fields([None, None, False], table + scored + scored,
-                                        np.repeat(np.arange(3), [8, 10, 10]),
-                                        scores=False) == [False, None, False]
+    assert detection.orders_from_fields(
+        [None, None, False],
+        table + scored + scored,
+        np.repeat(np.arange(3), [8, 10, 10]),
+        scores=False,
+    ) == [False, None, False]
 
 
 def test_a_semantic_index_without_shared_words_is_ranked_by_its_scores() -> None:
     # A vector index's rows share no word with the query: content cannot tell its order
     # from an unrelated one, its similarity field can.
-    rows = [{"id": f"v{i * 7 % 10}", "text": f"paraphrase {i * 3 % 10}", "similarity": 0.9 - i / 50}
-            for i in range(10)]
+    rows = [
+        {"id": f"v{i * 7 % 10}", "text": f"paraphrase {i * 3 % 10}", "similarity": 0.9 - i / 50}
+        for i in range(10)
+    ]
     ranked = RankingSynthesizer().rank([AdapterResult("vector", rows)], {"query": "disk full"})
     assert {r.source_weight for r in ranked} == {1.0}
 
@@ -230,7 +260,7 @@ def test_an_undeclared_table_in_id_order_gets_no_vote() -> None:
 
 
 def test_source_evidence_counts_each_source_once_at_its_best_rank() -> None:
-    doc = np.array([0, 1, 0, 0, 2])           # document 0 twice in source 0, once in 1
+    doc = np.array([0, 1, 0, 0, 2])  # document 0 twice in source 0, once in 1
     index = np.array([0, 0, 0, 1, 1])
     rank = np.array([1, 2, 3, 4, 5])
     evidence, voters = fusion.source_evidence(doc, index, rank, np.array([1.0, 0.5]))
@@ -242,7 +272,7 @@ def test_source_evidence_counts_each_source_once_at_its_best_rank() -> None:
 def test_content_ranks_count_documents_and_insert_outsiders() -> None:
     sim = np.array([0.9, 0.9, 0.5, 0.7, 0.95])
     doc = np.array([0, 0, 1, 2, 3])
-    reference = np.array([0, 1, 2, 3])         # row 4 is outside the reference
+    reference = np.array([0, 1, 2, 3])  # row 4 is outside the reference
     ranks = fusion.content_ranks(sim, doc, reference)
     # documents in the reference by similarity: 0 (0.9), 2 (0.7), 1 (0.5)
     assert ranks.tolist() == [1, 1, 3, 2, 1]
@@ -257,15 +287,20 @@ def test_normalised_similarity_by_the_reference_documents_distribution() -> None
     reference = np.array([0, 1, 2, 3, 5])
     sd = math.sqrt(0.08 / 3)
     low = 0.7 - 3 * sd
-    expected = [(0.9 - low) / (6 * sd)] * 2 + [(0.5 - low) / (6 * sd), 0.5,
-                                               (0.95 - low) / (6 * sd), 0.0]
+    expected = [(0.9 - low) / (6 * sd)] * 2 + [
+        (0.5 - low) / (6 * sd),
+        0.5,
+        (0.95 - low) / (6 * sd),
+        0.0,
+    ]
     got = fusion.normalised_similarity(sim, doc, reference)
     np.testing.assert_allclose(got, expected)
     np.testing.assert_allclose(fusion.content_vote(got, weight=0.5), 0.5 * got / (K + 1))
     # one positive document, or no spread: every positive row counts fully
-    np.testing.assert_allclose(fusion.normalised_similarity(
-        np.array([0.3, 0.0]), np.array([0, 1]), np.array([0, 1])), [1.0, 0.0])
-
+    np.testing.assert_allclose(
+        fusion.normalised_similarity(np.array([0.3, 0.0]), np.array([0, 1]), np.array([0, 1])),
+        [1.0, 0.0],
+    )
 
 
 def test_unranked_votes_rank_within_the_source_and_copies_share_the_reference_vote() -> None:
@@ -278,27 +313,36 @@ def test_unranked_votes_rank_within_the_source_and_copies_share_the_reference_vo
     weights = np.array([0.0, 0.0, 0.5, 1.0])
     voters = np.array([0, 0, 0, 0, 0, 1, 1, 1, 0])  # doc 4 by source 2, doc 5 by source 3
     votes = fusion.unranked_votes(sim, doc, index, reference, weights, voters, weight=1.0)
-    np.testing.assert_allclose(votes, [
-        1 / (K + 1),    # source 0's reference by similarity: doc 0 (0.9), 2, 1, 5
-        1 / (K + 3),    # doc 1: not lifted by row 3, outside the reference
-        1 / (K + 2),
-        1 / (K + 2),    # its own: inserted into source 1's reference (row 4, 0.8): rank 2
-        1 / (K + 1),
-        0.5 / (K + 1),  # half-ranked and alone: the other half of a vote
-        0.0,            # doc 5: a ranked source (3) returned it, its vote stands
-        0.0,
-        1 / (K + 1),    # its own would be 1/62; its copy row 0 in the reference gives 1/61
-    ])
+    np.testing.assert_allclose(
+        votes,
+        [
+            1 / (K + 1),  # source 0's reference by similarity: doc 0 (0.9), 2, 1, 5
+            1 / (K + 3),  # doc 1: not lifted by row 3, outside the reference
+            1 / (K + 2),
+            1 / (K + 2),  # its own: inserted into source 1's reference (row 4, 0.8): rank 2
+            1 / (K + 1),
+            0.5 / (K + 1),  # half-ranked and alone: the other half of a vote
+            0.0,  # doc 5: a ranked source (3) returned it, its vote stands
+            0.0,
+            1 / (K + 1),  # its own would be 1/62; its copy row 0 in the reference gives 1/61
+        ],
+    )
     # the content weight scales every vote; at 0 there are none
     np.testing.assert_allclose(
         fusion.unranked_votes(sim, doc, index, reference, weights, voters, weight=0.25),
-        votes * 0.25)
+        votes * 0.25,
+    )
     assert not fusion.unranked_votes(sim, doc, index, reference, weights, voters, 0.0).any()
 
+
 def test_document_numbers_by_text_or_by_key() -> None:
-    rows = [{"id": "a", "title": "Disk  Full"}, {"id": "a", "title": "disk full",
-                                                   "embedding": [1.0]},
-            {"id": "b", "title": "disk full"}, {"n": 3}, {"n": 3}]
+    rows = [
+        {"id": "a", "title": "Disk  Full"},
+        {"id": "a", "title": "disk full", "embedding": [1.0]},
+        {"id": "b", "title": "disk full"},
+        {"n": 3},
+        {"n": 3},
+    ]
     skip = frozenset({"embedding", "embedding_model"})
     by_text = copies.document_numbers_by_key(rows, None, skip).tolist()
     assert by_text[0] == by_text[1] and len(set(by_text)) == 4  # no text: never a copy
@@ -306,44 +350,58 @@ def test_document_numbers_by_text_or_by_key() -> None:
     assert by_key[3] == by_key[4] and len(set(by_key)) == 4
 
 
-
 def test_copies_by_text_ignore_the_whitespace_around_values_and_the_case_of_names() -> None:
     skip = frozenset({"embedding", "embedding_model"})
-    rows = [{"title": "Disk full", "body": "db"}, {"title": " disk\tfull ", "body": "db\n"},
-            {"Title": "disk full", "BODY": " DB"}, {"title": "disk full", "body": "d b"}]
+    rows = [
+        {"title": "Disk full", "body": "db"},
+        {"title": " disk\tfull ", "body": "db\n"},
+        {"Title": "disk full", "BODY": " DB"},
+        {"title": "disk full", "body": "d b"},
+    ]
     assert copies.canonical_text(rows[0], skip) == "body\0db\0title\0disk full"
     assert copies.canonical_text(rows[1], skip) == "body\0db\0title\0disk full"
     numbers = copies.document_numbers_by_key(rows, None, skip).tolist()
     assert numbers[0] == numbers[1] == numbers[2] != numbers[3]
 
+
 def test_sources_declare_their_order_through_the_broker(tmp_path: Path) -> None:
     seed = write_jsonl(tmp_path / "docs.jsonl", DOCS)
-    broker = Broker([
-        SqliteFtsSource("fts", tmp_path / "fts.db", seed, ["title", "body"]),
-        SqliteTableSource("sql", tmp_path / "sql.db", seed, "docs", ["title", "body"]),
-        SqliteVectorSource("vec", tmp_path / "vec.db", seed, ["title", "body"]),
-    ])
+    broker = Broker(
+        [
+            SqliteFtsSource("fts", tmp_path / "fts.db", seed, ["title", "body"]),
+            SqliteTableSource("sql", tmp_path / "sql.db", seed, "docs", ["title", "body"]),
+            SqliteVectorSource("vec", tmp_path / "vec.db", seed, ["title", "body"]),
+        ]
+    )
     results = asyncio.run(broker.fetch("disk full"))
     assert {r.source_id: r.ranked for r in results} == {"fts": True, "sql": False, "vec": True}
     ranked = RankingSynthesizer().rank(results, {"query": "disk full"})
     expected = {"fts": 1.0, "sql": 0.0, "vec": 1.0}
     assert all(r.source_weight == expected[r.source_id] for r in ranked)
     vec_rows = next(r.rows for r in results if r.source_id == "vec")
-    assert [r["similarity"] for r in vec_rows] == sorted((r["similarity"] for r in vec_rows),
-                                                         reverse=True)
+    assert [r["similarity"] for r in vec_rows] == sorted(
+        (r["similarity"] for r in vec_rows), reverse=True
+    )
 
 
 def test_ranking_never_mutates_rows_nor_adds_keys() -> None:
     rows = [{"id": "x", "title": "disk full"}, {"id": "x", "title": "disk full"}]
     before = [dict(r) for r in rows]
-    RankingSynthesizer(top_k=1).rank([AdapterResult("a", rows[:1], ranked=True),
-                                      AdapterResult("b", rows[1:])], {"query": "disk"})
+    RankingSynthesizer(top_k=1).rank(
+        [AdapterResult("a", rows[:1], ranked=True), AdapterResult("b", rows[1:])], {"query": "disk"}
+    )
     assert rows == before
 
 
-def _unranked_votes_by_source(similarity: np.ndarray, doc: np.ndarray, source_index: np.ndarray,
-                              reference: np.ndarray, weights: np.ndarray, voters: np.ndarray,
-                              weight: float) -> np.ndarray:
+def _unranked_votes_by_source(
+    similarity: np.ndarray,
+    doc: np.ndarray,
+    source_index: np.ndarray,
+    reference: np.ndarray,
+    weights: np.ndarray,
+    voters: np.ndarray,
+    weight: float,
+) -> np.ndarray:
     """unranked_votes source by source, through content_ranks (the plain statement)."""
     votes = np.zeros(len(similarity))
     alone = (voters - (weights[source_index] > 0)) <= 0
@@ -360,19 +418,23 @@ def _unranked_votes_by_source(similarity: np.ndarray, doc: np.ndarray, source_in
 @settings(max_examples=100, deadline=None)
 @given(n=st.integers(1, 40), data=st.data())
 def test_unranked_votes_rank_every_source_in_one_pass(n: int, data: st.DataObject) -> None:
-    similarity = np.array(data.draw(st.lists(st.sampled_from([-0.2, 0.0, 0.1, 0.3, 0.3, 0.8]),
-                                             min_size=n, max_size=n)))
+    similarity = np.array(
+        data.draw(
+            st.lists(st.sampled_from([-0.2, 0.0, 0.1, 0.3, 0.3, 0.8]), min_size=n, max_size=n)
+        )
+    )
     doc = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=n, max_size=n)))
     source_index = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
-    weights = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.4, 1.0]), min_size=4,
-                                          max_size=4)))
+    weights = np.array(
+        data.draw(st.lists(st.sampled_from([0.0, 0.4, 1.0]), min_size=4, max_size=4))
+    )
     voters = np.array(data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
     reference = np.array(sorted(data.draw(st.sets(st.integers(0, n - 1)))), dtype=np.int64)
     weight = data.draw(st.sampled_from([0.0, 0.5, 1.0]))
-    got = fusion.unranked_votes(similarity, doc, source_index, reference, weights, voters,
-                                weight)
-    expected = _unranked_votes_by_source(similarity, doc, source_index, reference, weights,
-                                         voters, weight)
+    got = fusion.unranked_votes(similarity, doc, source_index, reference, weights, voters, weight)
+    expected = _unranked_votes_by_source(
+        similarity, doc, source_index, reference, weights, voters, weight
+    )
     assert got.tolist() == expected.tolist()
 
 
@@ -381,9 +443,15 @@ def test_an_unranked_row_outside_the_reference_ranks_first_among_none() -> None:
     # got in by a boost. With no reference row of its source to compare with, it ranks
     # 1 in its source (found by the fuzzing of the one-pass ranking: no rows, no crash).
     similarity = np.array([0.9, 0.5, 0.4])
-    votes = fusion.unranked_votes(similarity, np.array([0, 1, 2]), np.array([0, 0, 1]),
-                                  np.array([0, 1]), np.array([1.0, 0.0]),
-                                  np.array([1, 1, 0]), 1.0)
+    votes = fusion.unranked_votes(
+        similarity,
+        np.array([0, 1, 2]),
+        np.array([0, 0, 1]),
+        np.array([0, 1]),
+        np.array([1.0, 0.0]),
+        np.array([1, 1, 0]),
+        1.0,
+    )
     assert votes.tolist() == [0.0, 0.0, 1 / (K + 1)]
 
 
@@ -392,23 +460,31 @@ def test_an_unranked_row_outside_the_reference_ranks_first_among_none() -> None:
 def test_ranks_without_copies_equal_the_paired_ranks(n: int, data: st.DataObject) -> None:
     """Every row its own document, every row in the reference: the one-sort ranks equal
     the general path's (which the same documents numbered in another order take)."""
-    similarity = np.array(data.draw(st.lists(st.sampled_from([-0.2, -0.0, 0.0, 0.1, 0.3, 0.8]),
-                                             min_size=n, max_size=n)))
+    similarity = np.array(
+        data.draw(
+            st.lists(st.sampled_from([-0.2, -0.0, 0.0, 0.1, 0.3, 0.8]), min_size=n, max_size=n)
+        )
+    )
     source_index = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
-    weights = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.4, 1.0]), min_size=4,
-                                          max_size=4)))
+    weights = np.array(
+        data.draw(st.lists(st.sampled_from([0.0, 0.4, 1.0]), min_size=4, max_size=4))
+    )
     voters = (weights[source_index] > 0).astype(np.int64)
     every = np.arange(n, dtype=np.int64)
     renumbered = every[::-1].copy()  # distinct documents, not in row order: general path
     assert fusion.every_row_its_document(every, every)
     assert not fusion.every_row_its_document(renumbered, every) or n == 1
-    assert (fusion.content_ranks(similarity, every, every).tolist()
-            == fusion.content_ranks(similarity, renumbered, every).tolist())
+    assert (
+        fusion.content_ranks(similarity, every, every).tolist()
+        == fusion.content_ranks(similarity, renumbered, every).tolist()
+    )
     for weight in (0.5, 1.0):
-        fast = fusion.unranked_votes(similarity, every, source_index, every, weights, voters,
-                                     weight)
-        plain = _unranked_votes_by_source(similarity, renumbered, source_index, every,
-                                          weights, voters, weight)
+        fast = fusion.unranked_votes(
+            similarity, every, source_index, every, weights, voters, weight
+        )
+        plain = _unranked_votes_by_source(
+            similarity, renumbered, source_index, every, weights, voters, weight
+        )
         assert fast.tolist() == plain.tolist()
 
 
@@ -439,8 +515,9 @@ def test_rank_floor_lifts_a_ranked_row_content_rates_below_its_place() -> None:
     # among the reference rows of its source and changes nobody else's lift
     ref = np.array([0, 1, 2, 3, 4, 6])
     extra = fusion.rank_floor(normalised, source, rank, weights, ref)
-    assert np.allclose(extra[:5], fusion.rank_floor(normalised[:5], source[:5], rank[:5],
-                                                    weights, np.arange(5)))
+    assert np.allclose(
+        extra[:5], fusion.rank_floor(normalised[:5], source[:5], rank[:5], weights, np.arange(5))
+    )
 
 
 def test_a_semantic_index_paraphrase_is_not_buried_by_lexical_content() -> None:
@@ -448,16 +525,44 @@ def test_a_semantic_index_paraphrase_is_not_buried_by_lexical_content() -> None:
     # best rows are paraphrases sharing none. Lexical content alone put the vector
     # index's rank 1 below the keyword index's rank 10 ("full moon"); its rank now lifts
     # it above the weak word matches, and an exact match still leads.
-    keyword = [{"id": f"k{i}", "text": t} for i, t in enumerate([
-        "disk full on the database host", "database disk full alarms", "disk full errors",
-        "full disk warnings for database backups", "database host disk usage", "disk quotas",
-        "full table scans in the database", "database indexes", "disk caches", "full moon"])]
-    semantic = [{"id": f"v{i}", "text": t} for i, t in enumerate([
-        "the db server has no storage space left", "storage volume exhausted on the sql machine",
-        "out of space on the data node", "capacity planning for servers", "server memory",
-        "backup schedules", "replication lag", "network partitions", "cpu throttling", "logs"])]
-    results = [AdapterResult("fts", keyword, ranked=True),
-               AdapterResult("vector", semantic, ranked=True)]
+    keyword = [
+        {"id": f"k{i}", "text": t}
+        for i, t in enumerate(
+            [
+                "disk full on the database host",
+                "database disk full alarms",
+                "disk full errors",
+                "full disk warnings for database backups",
+                "database host disk usage",
+                "disk quotas",
+                "full table scans in the database",
+                "database indexes",
+                "disk caches",
+                "full moon",
+            ]
+        )
+    ]
+    semantic = [
+        {"id": f"v{i}", "text": t}
+        for i, t in enumerate(
+            [
+                "the db server has no storage space left",
+                "storage volume exhausted on the sql machine",
+                "out of space on the data node",
+                "capacity planning for servers",
+                "server memory",
+                "backup schedules",
+                "replication lag",
+                "network partitions",
+                "cpu throttling",
+                "logs",
+            ]
+        )
+    ]
+    results = [
+        AdapterResult("fts", keyword, ranked=True),
+        AdapterResult("vector", semantic, ranked=True),
+    ]
     ranked = RankingSynthesizer().rank(results, {"query": "disk full on the database host"})
     place = {r.row["id"]: r.rank for r in ranked}
     assert place["k0"] == 1

@@ -40,6 +40,7 @@ K = 60  # the reciprocal-rank constant of every vote (fusion.py)
 
 # --- worked examples ------------------------------------------------------------------------
 
+
 def scaled(values: list[float], x: float) -> float:
     """Distribution-based normalisation (fusion.py): mean ± 3 sd of the positive values
     map to 0 and 1, clipped."""
@@ -62,18 +63,19 @@ def test_worked_example_with_vectors_and_a_high_boost() -> None:
     cosines = [1.0, 0.6, 0.58]
     a, b, d = (scaled(cosines, x) for x in cosines)
     results = [
-        AdapterResult("sql", vector_rows([2.0, 0.0], [3.0, 4.0], prefix="s")),    # a, b
-        AdapterResult("graph", vector_rows([0.0, 5.0], [0.58, math.sqrt(1 - 0.58**2)],
-                                           prefix="g")),                          # c, d
+        AdapterResult("sql", vector_rows([2.0, 0.0], [3.0, 4.0], prefix="s")),  # a, b
+        AdapterResult(
+            "graph", vector_rows([0.0, 5.0], [0.58, math.sqrt(1 - 0.58**2)], prefix="g")
+        ),  # c, d
     ]
     ranker = RankingSynthesizer(source_boosts={"graph": "high"}, embedder=NoopEmbedder())
     ranked = ranker.rank(results, {"embedding": [1.0, 0.0]})
     got = [(r.source_id, r.source_rank, r.score) for r in ranked]
     assert got == [
-        ("sql", 1, pytest.approx((a + 1) / (K + 1))),           # a
-        ("graph", 2, pytest.approx((d + 1.25) / (K + 1))),      # d
-        ("sql", 2, pytest.approx(b / (K + 1) + 1 / (K + 2))),   # b
-        ("graph", 1, pytest.approx(0.0)),              # c: a boost never lifts an unrelated row
+        ("sql", 1, pytest.approx((a + 1) / (K + 1))),  # a
+        ("graph", 2, pytest.approx((d + 1.25) / (K + 1))),  # d
+        ("sql", 2, pytest.approx(b / (K + 1) + 1 / (K + 2))),  # b
+        ("graph", 1, pytest.approx(0.0)),  # c: a boost never lifts an unrelated row
     ]
     row_d = ranked[1]
     assert row_d.similarity == pytest.approx(0.58) and row_d.content_weight == 1.0
@@ -86,7 +88,10 @@ def test_worked_example_with_vectors_and_a_high_boost() -> None:
     # without the boost, b (ŝ_b / 61 + 1 / 62) is just ahead of d (ŝ_d / 61 + 1 / 61)
     plain = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": [1.0, 0.0]})
     assert [(r.source_id, r.source_rank) for r in plain][:3] == [
-        ("sql", 1), ("sql", 2), ("graph", 2)]
+        ("sql", 1),
+        ("sql", 2),
+        ("graph", 2),
+    ]
 
 
 def test_worked_example_of_source_votes() -> None:
@@ -106,8 +111,10 @@ def test_worked_example_of_source_votes() -> None:
     ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": [1.0, 0]})
     got = {r.row["id"]: r for r in ranked}
     assert [r.row["id"] for r in ranked] == ["y", "x", "z", "w"]
-    assert all(r.content_weight == pytest.approx(0.1)
-               and r.content == pytest.approx(0.1 / (K + 1)) for r in ranked)
+    assert all(
+        r.content_weight == pytest.approx(0.1) and r.content == pytest.approx(0.1 / (K + 1))
+        for r in ranked
+    )
     assert got["y"].score == pytest.approx(1 / (K + 2) + 1.1 / (K + 1))  # two votes
     assert got["y"].voters == 2 and got["y"].also_from == (("vector", 1),)
     assert got["x"].score == pytest.approx(1.1 / (K + 1))
@@ -124,6 +131,7 @@ def test_worked_example_of_disjoint_shards_and_an_unranked_table() -> None:
     # order counts for nothing.
     def row(name: str, cos: float) -> dict[str, Any]:
         return {"id": name, "embedding": [cos, math.sqrt(1 - cos * cos)]}
+
     results = [
         AdapterResult("fts", [row("x", 0.8), row("y", 0.0)], ranked=True),
         AdapterResult("table", [row("w", 0.6), row("v", 1.0)], ranked=False),
@@ -142,7 +150,6 @@ def test_worked_example_of_disjoint_shards_and_an_unranked_table() -> None:
     assert all(r.content_weight == 1.0 for r in ranked)
 
 
-
 def test_worked_example_of_a_partial_content_weight() -> None:
     # fts (ranked) returns a0..a9, vector (ranked) a0, b1..b10: of the 20 documents the
     # ranked sources returned, one (a0) came from both: a 5% share, half of the 10% at
@@ -153,10 +160,12 @@ def test_worked_example_of_a_partial_content_weight() -> None:
     # votes only.
     def row(name: str, cos: float) -> dict[str, Any]:
         return {"id": name, "embedding": [cos, math.sqrt(1 - cos * cos)]}
+
     results = [
         AdapterResult("fts", [row(f"a{i}", 0.0) for i in range(10)], ranked=True),
-        AdapterResult("vector", [row("a0", 0.0)] + [row(f"b{i}", 0.0) for i in range(1, 11)],
-                      ranked=True),
+        AdapterResult(
+            "vector", [row("a0", 0.0)] + [row(f"b{i}", 0.0) for i in range(1, 11)], ranked=True
+        ),
         AdapterResult("table", [row("t1", 0.5), row("t0", 1.0)], ranked=False),
     ]
     ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": [1.0, 0]})
@@ -173,19 +182,27 @@ def test_worked_example_of_a_partial_content_weight() -> None:
     # a0 (two votes) first; then a tie at 1/62 broken by the sources' order
     assert [r.row["id"] for r in ranked][:3] == ["a0", "a1", "b1"]
 
+
 def test_an_unranked_source_is_detected_and_gets_no_vote() -> None:
     # The table lists rows in id order: its order disagrees with content (rho = -1),
     # so its weight is 0. The index lists them best first (rho = 1): full weight,
     # since rho * sqrt(n - 1) = 2 reaches the z-score of full weight.
-    texts = ["disk", "disk full", "disk full database", "disk full database replica",
-             "disk full database replica lag"]
+    texts = [
+        "disk",
+        "disk full",
+        "disk full database",
+        "disk full database replica",
+        "disk full database replica lag",
+    ]
     table = [{"id": f"t{i}", "title": t} for i, t in enumerate(texts)]
     # (ids out of order: rows sorted by their ids would be a table's key order)
-    index = [{"id": f"i{i}", "title": t + " x"} for i, t in zip((3, 0, 4, 1, 2),
-                                                                reversed(texts), strict=True)]
-    ranked = RankingSynthesizer().rank([AdapterResult("table", table),
-                                        AdapterResult("index", index)],
-                                       {"query": texts[-1]})
+    index = [
+        {"id": f"i{i}", "title": t + " x"}
+        for i, t in zip((3, 0, 4, 1, 2), reversed(texts), strict=True)
+    ]
+    ranked = RankingSynthesizer().rank(
+        [AdapterResult("table", table), AdapterResult("index", index)], {"query": texts[-1]}
+    )
     weight = {r.source_id: r.source_weight for r in ranked}
     assert weight == {"table": 0.0, "index": 1.0}
     for r in ranked:
@@ -207,8 +224,10 @@ def test_worked_example_top_k_and_merge_shape() -> None:
 
 def test_ties_break_by_routing_order_then_source_rank() -> None:
     same = [1.0, 0.0]
-    results = [AdapterResult("b", vector_rows(same, same, prefix="b")),
-               AdapterResult("a", vector_rows(same, prefix="a"))]
+    results = [
+        AdapterResult("b", vector_rows(same, same, prefix="b")),
+        AdapterResult("a", vector_rows(same, prefix="a")),
+    ]
     ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": same})
     assert [(r.source_id, r.source_rank) for r in ranked] == [("b", 1), ("b", 2), ("a", 1)]
 
@@ -218,17 +237,20 @@ def test_idf_factor_worked_example() -> None:
     batch = TokenBatch.from_texts(texts)
     weights = query_token_weights(batch, ["disk", "full", "outage"])
     n = 4
-    w_disk = math.log(1 + n / 3) / math.log(1 + n)   # in 3 of 4 texts: a hub
-    w_full = math.log(1 + n / 1) / math.log(1 + n)   # in 1 text: weight 1
+    w_disk = math.log(1 + n / 3) / math.log(1 + n)  # in 3 of 4 texts: a hub
+    w_full = math.log(1 + n / 1) / math.log(1 + n)  # in 1 text: weight 1
     assert weights == pytest.approx({"disk": w_disk, "full": w_full, "outage": 1.0})
     factors = idf_factors(batch, {"disk": w_disk, "full": w_full})
     total = w_disk + w_full
-    np.testing.assert_allclose(factors, [
-        0.5 + 0.5 * (w_disk + w_full) / total,        # = 1
-        0.5 + 0.5 * w_disk / total,
-        0.5 + 0.5 * w_disk / total,
-        0.5,                                          # matches nothing: the floor
-    ])
+    np.testing.assert_allclose(
+        factors,
+        [
+            0.5 + 0.5 * (w_disk + w_full) / total,  # = 1
+            0.5 + 0.5 * w_disk / total,
+            0.5 + 0.5 * w_disk / total,
+            0.5,  # matches nothing: the floor
+        ],
+    )
 
 
 def test_idf_weights_the_query_so_hub_only_matches_fade() -> None:
@@ -262,7 +284,8 @@ def test_a_models_content_adds_a_lexical_similarity_for_every_row() -> None:
     results = [AdapterResult("vec", rows)]
     for idf in (False, True):
         ranked = RankingSynthesizer(idf=idf, embedder=NoopEmbedder()).rank(
-            results, {"embedding": same, "query": "disk full database"})
+            results, {"embedding": same, "query": "disk full database"}
+        )
         assert ranked[0].row["title"] == "disk full on the database host"
     tied = RankingSynthesizer(embedder=NoopEmbedder()).rank(results, {"embedding": same})
     assert [r.source_rank for r in tied] == [1, 2, 3, 4, 5]
@@ -272,25 +295,32 @@ def test_a_lexical_similarity_of_one_document_alone_is_not_used() -> None:
     # Two rows, one sharing most of the query's words, the other a paraphrase sharing
     # none: a lexical score that one document has has no distribution to normalise it
     # by, so content is the model's similarity alone and the closer vector leads.
-    rows = [{"title": "turn on my favourite laptop stickers will", "embedding": [0.6, 0.8]},
-            {"title": "the notebook computer fails to power up", "embedding": [0.8, 0.6]}]
+    rows = [
+        {"title": "turn on my favourite laptop stickers will", "embedding": [0.6, 0.8]},
+        {"title": "the notebook computer fails to power up", "embedding": [0.8, 0.6]},
+    ]
     ranked = RankingSynthesizer(embedder=NoopEmbedder()).rank(
         [AdapterResult("kb", rows)],
-        {"embedding": [1.0, 0.0], "query": "my laptop will not turn on"})
+        {"embedding": [1.0, 0.0], "query": "my laptop will not turn on"},
+    )
     assert ranked[0].row is rows[1]
 
 
 def test_idf_factor_applies_to_rows_scored_by_their_own_vectors() -> None:
     same = [1.0, 0.0]
-    rows = [{"title": "checkout note", "embedding": same},
-            {"title": "checkout latency", "embedding": same},
-            {"title": "checkout memo", "embedding": same}]
+    rows = [
+        {"title": "checkout note", "embedding": same},
+        {"title": "checkout latency", "embedding": same},
+        {"title": "checkout memo", "embedding": same},
+    ]
     ranked = RankingSynthesizer(idf=True, embedder=NoopEmbedder()).rank(
-        [AdapterResult("vec", rows)], {"embedding": same, "query": "checkout latency"})
-    w = math.log(1 + 3 / 3) / math.log(1 + 3)       # "checkout": in every row
+        [AdapterResult("vec", rows)], {"embedding": same, "query": "checkout latency"}
+    )
+    w = math.log(1 + 3 / 3) / math.log(1 + 3)  # "checkout": in every row
     assert next(r.row["title"] for r in ranked) == "checkout latency"
     assert [r.idf_factor for r in ranked] == pytest.approx(
-        [1.0, 0.5 + 0.5 * w / (w + 1), 0.5 + 0.5 * w / (w + 1)])
+        [1.0, 0.5 + 0.5 * w / (w + 1), 0.5 + 0.5 * w / (w + 1)]
+    )
     # content similarities 1, f, f (the two hub rows tie); the source's order agrees with
     # content no better than chance (rho = 0): no source vote, only the source's stand-in
     # vote (content ranks within it: 1, 2, 2) beside each content vote. The embedder is
@@ -304,15 +334,37 @@ def test_idf_factor_applies_to_rows_scored_by_their_own_vectors() -> None:
     top = 0.7 * scaled([1.0, f, f], 1.0) + 0.3 * scaled(lex, lex_top)
     hub = 0.7 * scaled([1.0, f, f], f) + 0.3 * scaled(lex, lex_hub)
     assert [r.score for r in ranked] == pytest.approx(
-        [(top + 1) / (K + 1), hub / (K + 1) + 1 / (K + 2), hub / (K + 1) + 1 / (K + 2)])
+        [(top + 1) / (K + 1), hub / (K + 1) + 1 / (K + 2), hub / (K + 1) + 1 / (K + 2)]
+    )
 
 
 # --- the reference implementation -----------------------------------------------------------
 
-WORDS = ["disk", "full", "database", "replica", "lag", "checkout", "latency", "timeout",
-         "payment", "card", "redis", "session", "kafka", "broker", "dns", "cert"]
-text_rows = st.lists(st.lists(st.sampled_from(WORDS), min_size=0, max_size=8).map(
-    lambda ws: {"title": " ".join(ws)}), min_size=0, max_size=12)
+WORDS = [
+    "disk",
+    "full",
+    "database",
+    "replica",
+    "lag",
+    "checkout",
+    "latency",
+    "timeout",
+    "payment",
+    "card",
+    "redis",
+    "session",
+    "kafka",
+    "broker",
+    "dns",
+    "cert",
+]
+text_rows = st.lists(
+    st.lists(st.sampled_from(WORDS), min_size=0, max_size=8).map(
+        lambda ws: {"title": " ".join(ws)}
+    ),
+    min_size=0,
+    max_size=12,
+)
 SOURCE_IDS = ["sql", "graph", "fts"]
 
 
@@ -326,26 +378,36 @@ def batches(draw: st.DrawFn) -> tuple[list[tuple[str, list[dict[str, Any]]]], st
 KNOBS = {
     "top_k": st.one_of(st.none(), st.integers(1, 15)),
     "idf": st.booleans(),
-    "boosts": st.dictionaries(st.sampled_from(SOURCE_IDS), st.sampled_from(
-        list(BOOST_LEVELS)), max_size=2),
+    "boosts": st.dictionaries(
+        st.sampled_from(SOURCE_IDS), st.sampled_from(list(BOOST_LEVELS)), max_size=2
+    ),
     "max_candidates": st.one_of(st.none(), st.integers(1, 20)),
 }
 knobs = st.fixed_dictionaries(KNOBS)
 
 
-def fast_rank(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
-              **kw: Any) -> list[tuple[str, int, float]]:
-    ranker = RankingSynthesizer(top_k=kw.get("top_k"), idf=kw.get("idf", False),
-                                source_boosts=kw.get("boosts"),
-                                max_candidates=kw.get("max_candidates"))
+def fast_rank(
+    sources: list[tuple[str, list[dict[str, Any]]]], query: str, **kw: Any
+) -> list[tuple[str, int, float]]:
+    ranker = RankingSynthesizer(
+        top_k=kw.get("top_k"),
+        idf=kw.get("idf", False),
+        source_boosts=kw.get("boosts"),
+        max_candidates=kw.get("max_candidates"),
+    )
     declared = kw.get("declared") or {}
-    ranked = ranker.rank([AdapterResult(s, rows, ranked=declared.get(s)) for s, rows in sources],
-                         {"query": query})
+    ranked = ranker.rank(
+        [AdapterResult(s, rows, ranked=declared.get(s)) for s, rows in sources], {"query": query}
+    )
     return [(r.source_id, r.source_rank, r.score) for r in ranked]
 
 
-def reject_float_ties(sources: list[tuple[str, list[dict[str, Any]]]], query: str,
-                      kw: dict[str, Any], ref_similarities: dict[tuple[str, int], float]) -> None:
+def reject_float_ties(
+    sources: list[tuple[str, list[dict[str, Any]]]],
+    query: str,
+    kw: dict[str, Any],
+    ref_similarities: dict[tuple[str, int], float],
+) -> None:
     """Reject an example where the code and the reference order two rows' similarities
     differently — allowed only when they agree to 1e-12 (else it fails here).
 
@@ -358,23 +420,27 @@ def reject_float_ties(sources: list[tuple[str, list[dict[str, Any]]]], query: st
     declared = kw.get("declared") or {}
     results = [AdapterResult(s, rows, ranked=declared.get(s)) for s, rows in sources]
     for boosts in (kw.get("boosts"), None):  # no boost: every reference row is returned
-        ranker = RankingSynthesizer(idf=kw.get("idf", False), source_boosts=boosts,
-                                    max_candidates=kw.get("max_candidates"))
+        ranker = RankingSynthesizer(
+            idf=kw.get("idf", False), source_boosts=boosts, max_candidates=kw.get("max_candidates")
+        )
         for r in ranker.rank(results, {"query": query}):
             code[(r.source_id, r.source_rank)] = r.similarity * r.idf_factor
     keys = [k for k in code if k in ref_similarities]
     for a, b in itertools.combinations(keys, 2):
         said_code = (code[a] > code[b]) - (code[a] < code[b])
         said_ref = (ref_similarities[a] > ref_similarities[b]) - (
-            ref_similarities[a] < ref_similarities[b])
+            ref_similarities[a] < ref_similarities[b]
+        )
         if said_code != said_ref:
-            assert math.isclose(ref_similarities[a], ref_similarities[b], rel_tol=1e-12,
-                                abs_tol=1e-15), (a, b, code[a], code[b])
+            assert math.isclose(
+                ref_similarities[a], ref_similarities[b], rel_tol=1e-12, abs_tol=1e-15
+            ), (a, b, code[a], code[b])
             reject()
 
 
-def assert_matches_reference(fast: list[tuple[str, int, float]],
-                             ref: list[tuple[str, int, float]], tol: float = 1e-9) -> None:
+def assert_matches_reference(
+    fast: list[tuple[str, int, float]], ref: list[tuple[str, int, float]], tol: float = 1e-9
+) -> None:
     ref_scores = {(s, r): score for s, r, score in ref}
     assert len(fast) == len(ref)
     if len({round(x, 6) for _, _, x in ref}) == len(ref):  # no near-ties: exact order
@@ -393,28 +459,68 @@ def assert_matches_reference(fast: list[tuple[str, int, float]],
 #: same words in another order; words of the same counts) got the same bits in the code
 #: (its sums run in bucket order) but not in the reference (dict order, a unit vector
 #: normalised again), which split their content-rank tie: 2/61 against 2/62.
-SAME_WORDS_BATCH = ([("sql", []), ("graph", []), ("fts", [
-    {"title": "disk full full database replica"},
-    {"title": "disk database replica full full"}])], "disk")
-SAME_COUNTS_BATCH = ([("sql", []), ("graph", []), ("fts", [
-    {"title": "disk disk full database replica"},
-    {"title": "disk disk full database broker"}])], "disk")
+SAME_WORDS_BATCH = (
+    [
+        ("sql", []),
+        ("graph", []),
+        (
+            "fts",
+            [
+                {"title": "disk full full database replica"},
+                {"title": "disk database replica full full"},
+            ],
+        ),
+    ],
+    "disk",
+)
+SAME_COUNTS_BATCH = (
+    [
+        ("sql", []),
+        ("graph", []),
+        (
+            "fts",
+            [
+                {"title": "disk disk full database replica"},
+                {"title": "disk disk full database broker"},
+            ],
+        ),
+    ],
+    "disk",
+)
 #: Found exploring (seed 11, 3,000 examples): with IDF, "full" and
 #: "replica" have the same weight (each in two rows), so the last two rows are equally
 #: similar in exact arithmetic (1 + ln 2 from "full full" in one, from the query's
 #: "replica replica" in the other); the code and the reference round them apart in
 #: opposite directions. reject_float_ties rejects it (and fails if they differ more).
-IDF_FLOAT_TIE_BATCH = ([("sql", []), ("graph", [{"title": ""}]), ("fts", [
-    *([{"title": ""}] * 8), {"title": "full"}, {"title": "replica"},
-    {"title": "disk disk disk disk disk full full database"},
-    {"title": "disk disk disk disk disk database database replica"}])],
-    "full replica replica lag")
+IDF_FLOAT_TIE_BATCH = (
+    [
+        ("sql", []),
+        ("graph", [{"title": ""}]),
+        (
+            "fts",
+            [
+                *([{"title": ""}] * 8),
+                {"title": "full"},
+                {"title": "replica"},
+                {"title": "disk disk disk disk disk full full database"},
+                {"title": "disk disk disk disk disk database database replica"},
+            ],
+        ),
+    ],
+    "full replica replica lag",
+)
 
 #: Found in review: a value's leading space made a row another document in the
 #: code (its one-pass canonical text kept it beside the NUL separator); the docs and the
 #: reference collapse it: one document.
-SPACED_COPY_BATCH = ([("sql", [{"title": " disk full"}]), ("graph", [{"title": "disk full"}]),
-                      ("fts", [{"title": "disk"}])], "disk")
+SPACED_COPY_BATCH = (
+    [
+        ("sql", [{"title": " disk full"}]),
+        ("graph", [{"title": "disk full"}]),
+        ("fts", [{"title": "disk"}]),
+    ],
+    "disk",
+)
 
 #: Found in review: the document D is in sql (rank 5, under four more similar sql
 #: rows) and in graph (rank 5, the only graph row with any similarity); both sources are
@@ -424,49 +530,105 @@ SPACED_COPY_BATCH = ([("sql", [{"title": " disk full"}]), ("graph", [{"title": "
 #: sql's D fell to its own vote (rank 5 in sql: 1/65), below fts#2. Copies now share
 #: only the votes of copies in the reference.
 SHARED_VOTE_D = "disk full database replica checkout latency"
-SHARED_VOTE_BATCH = ([
-    ("sql", [{"title": t} for t in ["disk kafka broker cert", "disk redis dns", "disk lag",
-                                    "disk", SHARED_VOTE_D, ""]]),
-    ("graph", [{"title": t} for t in ["", "", "", "", SHARED_VOTE_D, ""]]),
-    ("fts", [{"title": t} for t in ["", "disk timeout payment card session",
-                                    "disk full lag redis kafka broker dns cert",
-                                    "disk replica checkout payment card timeout session",
-                                    "", "", "", "", ""]]),
-], "disk")
+SHARED_VOTE_BATCH = (
+    [
+        (
+            "sql",
+            [
+                {"title": t}
+                for t in [
+                    "disk kafka broker cert",
+                    "disk redis dns",
+                    "disk lag",
+                    "disk",
+                    SHARED_VOTE_D,
+                    "",
+                ]
+            ],
+        ),
+        ("graph", [{"title": t} for t in ["", "", "", "", SHARED_VOTE_D, ""]]),
+        (
+            "fts",
+            [
+                {"title": t}
+                for t in [
+                    "",
+                    "disk timeout payment card session",
+                    "disk full lag redis kafka broker dns cert",
+                    "disk replica checkout payment card timeout session",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                ]
+            ],
+        ),
+    ],
+    "disk",
+)
 
 
 #: Found by this test: under a cap, the scored rows' document numbers come from the whole
 #: union, so "largest number + 1 == rows" did not mean "no copies" (a left-out row held a
 #: number): the content scale counted a document's copies twice.
-CAPPED_COPIES_BATCH = ([
-    ("sql", []),
-    ("graph", [{"title": t} for t in ["", "", "disk",
-                                      "disk full timeout disk full disk disk disk", ""]]),
-    ("fts", [{"title": t} for t in ["", "", "disk full timeout disk full disk disk disk"]]),
-], "disk")
+CAPPED_COPIES_BATCH = (
+    [
+        ("sql", []),
+        (
+            "graph",
+            [
+                {"title": t}
+                for t in ["", "", "disk", "disk full timeout disk full disk disk disk", ""]
+            ],
+        ),
+        ("fts", [{"title": t} for t in ["", "", "disk full timeout disk full disk disk disk"]]),
+    ],
+    "disk",
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=batches(), kw=knobs)
-@example(batch=CAPPED_COPIES_BATCH, kw={"top_k": None, "idf": False, "boosts": {},
-                                        "max_candidates": 7})
-@example(batch=SAME_WORDS_BATCH, kw={"top_k": None, "idf": False, "boosts": {},
-                                     "max_candidates": None})
-@example(batch=SAME_COUNTS_BATCH, kw={"top_k": None, "idf": False, "boosts": {},
-                                      "max_candidates": None})
-@example(batch=SHARED_VOTE_BATCH, kw={"top_k": None, "idf": False, "max_candidates": 13,
-                                      "boosts": {"graph": "medium", "sql": "medium"}})
-@example(batch=SPACED_COPY_BATCH, kw={"top_k": None, "idf": False, "boosts": {},
-                                      "max_candidates": None})
-@example(batch=IDF_FLOAT_TIE_BATCH, kw={"top_k": None, "idf": True, "boosts": {},
-                                        "max_candidates": None})
+@example(
+    batch=CAPPED_COPIES_BATCH, kw={"top_k": None, "idf": False, "boosts": {}, "max_candidates": 7}
+)
+@example(
+    batch=SAME_WORDS_BATCH, kw={"top_k": None, "idf": False, "boosts": {}, "max_candidates": None}
+)
+@example(
+    batch=SAME_COUNTS_BATCH, kw={"top_k": None, "idf": False, "boosts": {}, "max_candidates": None}
+)
+@example(
+    batch=SHARED_VOTE_BATCH,
+    kw={
+        "top_k": None,
+        "idf": False,
+        "max_candidates": 13,
+        "boosts": {"graph": "medium", "sql": "medium"},
+    },
+)
+@example(
+    batch=SPACED_COPY_BATCH, kw={"top_k": None, "idf": False, "boosts": {}, "max_candidates": None}
+)
+@example(
+    batch=IDF_FLOAT_TIE_BATCH, kw={"top_k": None, "idf": True, "boosts": {}, "max_candidates": None}
+)
 def test_vectorised_path_matches_the_reference(
-        batch: tuple[list[tuple[str, list[dict[str, Any]]]], str], kw: dict[str, Any]) -> None:
+    batch: tuple[list[tuple[str, list[dict[str, Any]]]], str], kw: dict[str, Any]
+) -> None:
     sources, query = batch
     fast = fast_rank(sources, query, **kw)
     similarities: dict[tuple[str, int], float] = {}
-    ref = reference_rank(sources, query, top_k=kw["top_k"], idf=kw["idf"], boosts=kw["boosts"],
-                         max_candidates=kw["max_candidates"], similarities=similarities)
+    ref = reference_rank(
+        sources,
+        query,
+        top_k=kw["top_k"],
+        idf=kw["idf"],
+        boosts=kw["boosts"],
+        max_candidates=kw["max_candidates"],
+        similarities=similarities,
+    )
     reject_float_ties(sources, query, kw, similarities)
     assert_matches_reference(fast, ref)
 
@@ -476,30 +638,41 @@ def overlapping_batches(draw: st.DrawFn) -> tuple[list[tuple[str, list[dict[str,
     """Sources drawing their rows from one small pool of texts: copies across sources
     are common, so ranked sources share documents (content weight below 1) and unranked
     sources hold copies of ranked ones."""
-    pool = draw(st.lists(st.lists(st.sampled_from(WORDS), max_size=5).map(" ".join),
-                         min_size=1, max_size=8))
+    pool = draw(
+        st.lists(st.lists(st.sampled_from(WORDS), max_size=5).map(" ".join), min_size=1, max_size=8)
+    )
     rows = st.lists(st.sampled_from(pool).map(lambda t: {"title": t}), max_size=10)
     sources = [(sid, draw(rows)) for sid in SOURCE_IDS]
     query = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4)))
     return sources, query
 
 
-declared_knobs = st.fixed_dictionaries({
-    **KNOBS,
-    "declared": st.dictionaries(st.sampled_from(SOURCE_IDS), st.booleans(), max_size=3),
-})
+declared_knobs = st.fixed_dictionaries(
+    {
+        **KNOBS,
+        "declared": st.dictionaries(st.sampled_from(SOURCE_IDS), st.booleans(), max_size=3),
+    }
+)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=overlapping_batches(), kw=declared_knobs)
 def test_reference_on_overlapping_and_declared_sources(
-        batch: tuple[list[tuple[str, list[dict[str, Any]]]], str], kw: dict[str, Any]) -> None:
+    batch: tuple[list[tuple[str, list[dict[str, Any]]]], str], kw: dict[str, Any]
+) -> None:
     sources, query = batch
     fast = fast_rank(sources, query, **kw)
     similarities: dict[tuple[str, int], float] = {}
-    ref = reference_rank(sources, query, top_k=kw["top_k"], idf=kw["idf"], boosts=kw["boosts"],
-                         max_candidates=kw["max_candidates"], declared=kw["declared"],
-                         similarities=similarities)
+    ref = reference_rank(
+        sources,
+        query,
+        top_k=kw["top_k"],
+        idf=kw["idf"],
+        boosts=kw["boosts"],
+        max_candidates=kw["max_candidates"],
+        declared=kw["declared"],
+        similarities=similarities,
+    )
     reject_float_ties(sources, query, kw, similarities)
     assert_matches_reference(fast, ref)
 
@@ -507,19 +680,23 @@ def test_reference_on_overlapping_and_declared_sources(
 def test_reference_comparison_on_row_vectors() -> None:
     rng = np.random.default_rng(7)
     embedder = HashingEmbedder(dim=1024)
-    sources = [("vec", [{"title": f"doc {i}", "embedding": list(rng.normal(size=1024))}
-                        for i in range(20)]),
-               ("text", [{"title": " ".join(rng.choice(WORDS, 5))} for _ in range(20)])]
+    sources = [
+        (
+            "vec",
+            [{"title": f"doc {i}", "embedding": list(rng.normal(size=1024))} for i in range(20)],
+        ),
+        ("text", [{"title": " ".join(rng.choice(WORDS, 5))} for _ in range(20)]),
+    ]
     query = "disk full database"
     for idf in (False, True):
         ranker = RankingSynthesizer(top_k=10, embedder=embedder, idf=idf)
         ranked = ranker.rank([AdapterResult(s, r) for s, r in sources], {"query": query})
         fast = [(r.source_id, r.source_rank, r.score) for r in ranked]
-        assert_matches_reference(fast, reference_rank(sources, query, top_k=10, idf=idf,
-                                                      dim=1024))
+        assert_matches_reference(fast, reference_rank(sources, query, top_k=10, idf=idf, dim=1024))
 
 
 # --- properties -----------------------------------------------------------------------------
+
 
 @settings(max_examples=80, deadline=None)
 @given(batch=batches(), kw=knobs)
@@ -540,11 +717,13 @@ def test_result_holds_min_of_k_and_rows(batch: tuple[list[Any], str], top_k: int
 @given(batch=batches(), idf=st.booleans())
 def test_no_boosts_changes_nothing(batch: tuple[list[Any], str], idf: bool) -> None:
     sources, query = batch
-    plain = RankingSynthesizer(idf=idf).rank([AdapterResult(s, r) for s, r in sources],
-                                             {"query": query})
-    assert all(r.boost_bump == 0.0 and r.score == r.relevance
-               == r.content + r.evidence + r.unranked_vote
-               for r in plain)
+    plain = RankingSynthesizer(idf=idf).rank(
+        [AdapterResult(s, r) for s, r in sources], {"query": query}
+    )
+    assert all(
+        r.boost_bump == 0.0 and r.score == r.relevance == r.content + r.evidence + r.unranked_vote
+        for r in plain
+    )
     # boosting a source that is not in the batch is the same as no boost
     absent = fast_rank(sources, query, idf=idf, boosts={"elsewhere": "high"})
     assert absent == [(r.source_id, r.source_rank, r.score) for r in plain]
@@ -554,76 +733,149 @@ def test_no_boosts_changes_nothing(batch: tuple[list[Any], str], idf: bool) -> N
 #: low let more sql rows through the cap, which changed every row's IDF weights and
 #: moved a graph row above sql rows it was below. The statistics now come from the
 #: rows the cap keeps without boosts.
-CAPPED_IDF_BATCH = ([
-    ("sql", [{"title": t} for t in [
-        "replica card disk database kafka", "session payment replica replica kafka replica",
-        "session card broker cert disk broker", "timeout cert timeout", "card",
-        "card broker latency", "checkout disk disk", "session kafka", "broker",
-        "latency payment database latency dns"]]),
-    ("graph", [{"title": t} for t in [
-        "redis timeout broker timeout", "", "", "database", "", "card latency session database",
-        "redis broker"]]),
-    ("fts", [{"title": "full full payment checkout timeout"}]),
-], "disk disk disk full")
+CAPPED_IDF_BATCH = (
+    [
+        (
+            "sql",
+            [
+                {"title": t}
+                for t in [
+                    "replica card disk database kafka",
+                    "session payment replica replica kafka replica",
+                    "session card broker cert disk broker",
+                    "timeout cert timeout",
+                    "card",
+                    "card broker latency",
+                    "checkout disk disk",
+                    "session kafka",
+                    "broker",
+                    "latency payment database latency dns",
+                ]
+            ],
+        ),
+        (
+            "graph",
+            [
+                {"title": t}
+                for t in [
+                    "redis timeout broker timeout",
+                    "",
+                    "",
+                    "database",
+                    "",
+                    "card latency session database",
+                    "redis broker",
+                ]
+            ],
+        ),
+        ("fts", [{"title": "full full payment checkout timeout"}]),
+    ],
+    "disk disk disk full",
+)
 
 
 #: A boost on sql lifts the document sql and fts both returned ('disk disk disk') past
 #: sql's own 'disk full' row: that row loses a place to its own source, never to another.
-COPY_PASSES_ITS_SOURCE_BATCH = ([
-    ("sql", [{"title": "disk disk disk"}, {"title": "disk disk database full disk disk"},
-             {"title": ""}, {"title": ""}, {"title": ""}, {"title": "disk full"},
-             {"title": ""}, {"title": "disk disk disk full"}]),
-    ("graph", []),
-    ("fts", [{"title": "disk disk disk"}, {"title": "disk disk database full disk disk"},
-             {"title": "full"}]),
-], "full database")
+COPY_PASSES_ITS_SOURCE_BATCH = (
+    [
+        (
+            "sql",
+            [
+                {"title": "disk disk disk"},
+                {"title": "disk disk database full disk disk"},
+                {"title": ""},
+                {"title": ""},
+                {"title": ""},
+                {"title": "disk full"},
+                {"title": ""},
+                {"title": "disk disk disk full"},
+            ],
+        ),
+        ("graph", []),
+        (
+            "fts",
+            [
+                {"title": "disk disk disk"},
+                {"title": "disk disk database full disk disk"},
+                {"title": "full"},
+            ],
+        ),
+    ],
+    "full database",
+)
 
 
 #: A demotion decayed by place took most from its source's best row, and the rank floor
 #: had lifted the fts rank-1 row above its rank-2 one: raising -high to -medium let the
 #: rank-1 row pass back over the rank-2 row, out of the top 2 (found by this property).
-DEMOTED_ORDER_BATCH = ([
-    ("sql", [{"title": "database " * 7 + "disk"}, {"title": ""}, {"title": ""}]),
-    ("graph", [{"title": "database " * 7 + "disk"}, {"title": ""}, {"title": ""}]),
-    ("fts", [{"title": "disk"}, {"title": "disk disk"}, {"title": ""}])], "disk")
+DEMOTED_ORDER_BATCH = (
+    [
+        ("sql", [{"title": "database " * 7 + "disk"}, {"title": ""}, {"title": ""}]),
+        ("graph", [{"title": "database " * 7 + "disk"}, {"title": ""}, {"title": ""}]),
+        ("fts", [{"title": "disk"}, {"title": "disk disk"}, {"title": ""}]),
+    ],
+    "disk",
+)
 
 
 @settings(max_examples=100, deadline=None)
 @given(batch=batches(), kw=knobs, target=st.sampled_from(SOURCE_IDS))
-@example(batch=CAPPED_IDF_BATCH, kw={"top_k": 10, "idf": True, "max_candidates": 14,
-                                     "boosts": {"sql": "low", "graph": "low"}}, target="sql")
-@example(batch=SHARED_VOTE_BATCH, kw={"top_k": None, "idf": False, "max_candidates": 13,
-                                      "boosts": {"graph": "medium"}}, target="sql")
-@example(batch=COPY_PASSES_ITS_SOURCE_BATCH, kw={"top_k": None, "idf": False,
-                                                "max_candidates": None, "boosts": {}},
-         target="sql")
-@example(batch=DEMOTED_ORDER_BATCH, kw={"top_k": 2, "idf": False, "max_candidates": None,
-                                        "boosts": {}}, target="fts")
-def test_raising_a_level_never_lowers_that_source(batch: tuple[list[Any], str],
-                                                  kw: dict[str, Any], target: str) -> None:
+@example(
+    batch=CAPPED_IDF_BATCH,
+    kw={"top_k": 10, "idf": True, "max_candidates": 14, "boosts": {"sql": "low", "graph": "low"}},
+    target="sql",
+)
+@example(
+    batch=SHARED_VOTE_BATCH,
+    kw={"top_k": None, "idf": False, "max_candidates": 13, "boosts": {"graph": "medium"}},
+    target="sql",
+)
+@example(
+    batch=COPY_PASSES_ITS_SOURCE_BATCH,
+    kw={"top_k": None, "idf": False, "max_candidates": None, "boosts": {}},
+    target="sql",
+)
+@example(
+    batch=DEMOTED_ORDER_BATCH,
+    kw={"top_k": 2, "idf": False, "max_candidates": None, "boosts": {}},
+    target="fts",
+)
+def test_raising_a_level_never_lowers_that_source(
+    batch: tuple[list[Any], str], kw: dict[str, Any], target: str
+) -> None:
     assert_raising_a_level_never_lowers(batch, kw, target)
 
 
 @settings(max_examples=100, deadline=None)
 @given(batch=overlapping_batches(), kw=declared_knobs, target=st.sampled_from(SOURCE_IDS))
 def test_raising_a_level_never_lowers_that_source_among_copies(
-        batch: tuple[list[Any], str], kw: dict[str, Any], target: str) -> None:
+    batch: tuple[list[Any], str], kw: dict[str, Any], target: str
+) -> None:
     """The same with copies across sources and declared orders: shared votes, the
     content weight and the unranked votes must not depend on what a boost lets in."""
     assert_raising_a_level_never_lowers(batch, kw, target)
 
 
-def assert_raising_a_level_never_lowers(batch: tuple[list[Any], str], kw: dict[str, Any],
-                                        target: str) -> None:
+def assert_raising_a_level_never_lowers(
+    batch: tuple[list[Any], str], kw: dict[str, Any], target: str
+) -> None:
     sources, query = batch
     runs = []
     for level in ["-high", "-medium", "-low", None, "low", "medium", "high"]:
         boosts = {k: v for k, v in kw["boosts"].items() if k != target}
         if level:
             boosts[target] = level
-        runs.append(fast_rank(sources, query, top_k=kw["top_k"], idf=kw["idf"], boosts=boosts,
-                              max_candidates=kw["max_candidates"],
-                              declared=kw.get("declared")))
+        runs.append(
+            fast_rank(
+                sources,
+                query,
+                top_k=kw["top_k"],
+                idf=kw["idf"],
+                boosts=boosts,
+                max_candidates=kw["max_candidates"],
+                declared=kw.get("declared"),
+            )
+        )
     for before, after in itertools.pairwise(runs):
         pos_b = {(s, r): i for i, (s, r, _) in enumerate(before)}
         pos_a = {(s, r): i for i, (s, r, _) in enumerate(after)}
@@ -637,15 +889,18 @@ def assert_raising_a_level_never_lowers(batch: tuple[list[Any], str], kw: dict[s
         if kw["max_candidates"] is None:  # nothing new enters: no row of another source
             for x in (k for k in pos_b if k[0] == target):  # gains a place above its rows
                 assert x in pos_a
-                others_above = [sum(k[0] != target for k, i in pos.items() if i < pos[x])
-                                for pos in (pos_b, pos_a)]
+                others_above = [
+                    sum(k[0] != target for k, i in pos.items() if i < pos[x])
+                    for pos in (pos_b, pos_a)
+                ]
                 assert others_above[1] <= others_above[0]
 
 
 @settings(max_examples=100, deadline=None)
 @given(batch=batches(), idf=st.booleans(), level=st.sampled_from(list(BOOST_LEVELS)))
-def test_stage2_displacement_stays_within_the_bump(batch: tuple[list[Any], str], idf: bool,
-                                                    level: str) -> None:
+def test_stage2_displacement_stays_within_the_bump(
+    batch: tuple[list[Any], str], idf: bool, level: str
+) -> None:
     """docs/configuration.md: a boosted row overtakes an unboosted row only when that
     row's relevance exceeds the boosted row's by less than the level's share of the
     batch's spread (a demoted row is overtaken only by rows it led by less)."""
@@ -657,9 +912,8 @@ def test_stage2_displacement_stays_within_the_bump(batch: tuple[list[Any], str],
     ranked = ranker.rank(results, {"query": query})
     share = BOOST_LEVELS[level].bump
     for i, x in enumerate(ranked):
-        assert abs(x.boost_bump) <= (abs(share) * spread + 1e-15 if x.source_id == "graph"
-                                     else 0.0)
-        for y in ranked[i + 1:]:
+        assert abs(x.boost_bump) <= (abs(share) * spread + 1e-15 if x.source_id == "graph" else 0.0)
+        for y in ranked[i + 1 :]:
             if (x.source_id == "graph") != (y.source_id == "graph"):
                 overtaken = y.relevance - x.relevance  # > 0: x passed y
                 assert overtaken <= abs(share) * spread + 1e-12
@@ -667,12 +921,17 @@ def test_stage2_displacement_stays_within_the_bump(batch: tuple[list[Any], str],
 
 @settings(max_examples=60, deadline=None)
 @given(batch=batches(), kw=knobs)
-def test_without_a_query_vector_merge_is_passthrough(batch: tuple[list[Any], str],
-                                                     kw: dict[str, Any]) -> None:
+def test_without_a_query_vector_merge_is_passthrough(
+    batch: tuple[list[Any], str], kw: dict[str, Any]
+) -> None:
     sources, _ = batch
     results = [AdapterResult(s, rows) for s, rows in sources]
-    ranker = RankingSynthesizer(top_k=kw["top_k"], idf=kw["idf"], source_boosts=kw["boosts"],
-                                max_candidates=kw["max_candidates"])
+    ranker = RankingSynthesizer(
+        top_k=kw["top_k"],
+        idf=kw["idf"],
+        source_boosts=kw["boosts"],
+        max_candidates=kw["max_candidates"],
+    )
     for context in [None, {}, {"query": ""}, {"query": "   "}, {"query": 42}]:
         with capture_logs():
             assert ranker.merge(results, context) == BasicSynthesizer().merge(results)
@@ -687,19 +946,25 @@ GOOD = {"id": "good", "title": "disk full on the orders database"}
 NAN = float("nan")
 
 
-@pytest.mark.parametrize(("bad_row", "event"), [
-    (None, "rank_row_not_a_dict"),
-    ("a plain string", "rank_row_not_a_dict"),
-    (42, "rank_row_not_a_dict"),
-    ({"title": "disk", "embedding": [NAN] * DIM}, "rank_row_vector_invalid"),
-    ({"title": "disk", "embedding": [float("inf")] + [0.0] * (DIM - 1)}, "rank_row_vector_invalid"),
-    ({"title": "disk", "embedding": [1.0, 2.0]}, "rank_row_vector_invalid"),
-    ({"title": "disk", "embedding": "not a vector"}, "rank_row_vector_invalid"),
-    ({"title": "disk", "embedding": ["a"] * DIM}, "rank_row_vector_invalid"),
-    ({"title": "disk", "embedding": np.zeros((2, 512))}, "rank_row_vector_invalid"),
-    ({"title": "disk " * 300_000}, "rank_row_text_truncated"),
-    ({"title": "x" * 1_000_000}, "rank_row_text_truncated"),
-])
+@pytest.mark.parametrize(
+    ("bad_row", "event"),
+    [
+        (None, "rank_row_not_a_dict"),
+        ("a plain string", "rank_row_not_a_dict"),
+        (42, "rank_row_not_a_dict"),
+        ({"title": "disk", "embedding": [NAN] * DIM}, "rank_row_vector_invalid"),
+        (
+            {"title": "disk", "embedding": [float("inf")] + [0.0] * (DIM - 1)},
+            "rank_row_vector_invalid",
+        ),
+        ({"title": "disk", "embedding": [1.0, 2.0]}, "rank_row_vector_invalid"),
+        ({"title": "disk", "embedding": "not a vector"}, "rank_row_vector_invalid"),
+        ({"title": "disk", "embedding": ["a"] * DIM}, "rank_row_vector_invalid"),
+        ({"title": "disk", "embedding": np.zeros((2, 512))}, "rank_row_vector_invalid"),
+        ({"title": "disk " * 300_000}, "rank_row_text_truncated"),
+        ({"title": "x" * 1_000_000}, "rank_row_text_truncated"),
+    ],
+)
 def test_bad_row_beside_a_good_one(bad_row: Any, event: str) -> None:
     results = [AdapterResult("a", [GOOD, bad_row]), AdapterResult("b", [{"title": "disk"}])]
     before = copy.deepcopy([r.rows for r in results])
@@ -718,8 +983,12 @@ def test_bad_row_beside_a_good_one(bad_row: Any, event: str) -> None:
 
 
 def test_odd_field_values_are_ignored_not_fatal() -> None:
-    rows = [GOOD, {"title": 123, "tags": ["disk"], "nested": {"a": "disk"}, "n": None},
-            {}, {"embedding": None, "title": "disk"}]
+    rows = [
+        GOOD,
+        {"title": 123, "tags": ["disk"], "nested": {"a": "disk"}, "n": None},
+        {},
+        {"embedding": None, "title": "disk"},
+    ]
     with capture_logs() as logs:
         ranked = RankingSynthesizer().rank([AdapterResult("a", rows)], {"query": "disk full"})
     assert len(ranked) == 4 and any(r.row is GOOD for r in ranked)
@@ -749,7 +1018,8 @@ def test_embedder_failing_on_rows_scores_them_zero_and_keeps_vector_rows() -> No
     rows = [{"title": "text only"}, {"title": "with vector", "embedding": [1.0] * 8}]
     with capture_logs() as logs:
         ranked = RankingSynthesizer(embedder=RaisingEmbedder()).rank(
-            [AdapterResult("a", rows)], {"query": "the query"})
+            [AdapterResult("a", rows)], {"query": "the query"}
+        )
     assert [r.row["title"] for r in ranked] == ["with vector", "text only"]
     assert ranked[0].similarity == pytest.approx(1.0) and ranked[1].similarity == 0.0
     assert [e["event"] for e in logs] == ["rank_embedder_failed"]
@@ -794,7 +1064,8 @@ def test_an_unusable_weighted_query_falls_back_to_the_plain_query_vector() -> No
     results = [AdapterResult("a", [{"title": "x"}, GOOD])]
     with capture_logs() as logs:
         ranked = RankingSynthesizer(idf=True, embedder=WeightedQueryEmbedder("zero")).rank(
-            results, {"query": "disk full"})
+            results, {"query": "disk full"}
+        )
     plain = RankingSynthesizer(idf=False).rank(results, {"query": "disk full"})
     assert ranked[0].row is GOOD and logs == []
     assert [r.similarity for r in ranked] == [r.similarity for r in plain]
@@ -803,8 +1074,10 @@ def test_an_unusable_weighted_query_falls_back_to_the_plain_query_vector() -> No
 @pytest.mark.parametrize("query_vector", [[NAN, 1.0], [0.0, 0.0], "abc", [[1.0]], []])
 def test_invalid_query_vector_falls_back_to_the_query_text(query_vector: Any) -> None:
     with capture_logs() as logs:
-        ranked = RankingSynthesizer().rank([AdapterResult("a", [{"title": "x"}, GOOD])],
-                                           {"embedding": query_vector, "query": "disk full"})
+        ranked = RankingSynthesizer().rank(
+            [AdapterResult("a", [{"title": "x"}, GOOD])],
+            {"embedding": query_vector, "query": "disk full"},
+        )
     assert ranked[0].row is GOOD
     assert logs[0]["event"] == "rank_query_vector_invalid"
 
@@ -812,8 +1085,9 @@ def test_invalid_query_vector_falls_back_to_the_query_text(query_vector: Any) ->
 def test_query_vector_of_another_size_than_the_rows() -> None:
     rows = [{"title": "no vector"}, {"title": "fits", "embedding": [0.0, 1.0, 0.0]}]
     with capture_logs() as logs:
-        ranked = RankingSynthesizer().rank([AdapterResult("a", rows)],
-                                           {"embedding": [0.0, 1.0, 0.0]})
+        ranked = RankingSynthesizer().rank(
+            [AdapterResult("a", rows)], {"embedding": [0.0, 1.0, 0.0]}
+        )
     assert [r.row["title"] for r in ranked] == ["fits", "no vector"]
     assert [e["event"] for e in logs] == ["rank_row_vector_missing"]
 
@@ -828,19 +1102,24 @@ def test_numpy_row_vectors_are_used_and_not_copied_into_the_output() -> None:
     vector = np.array([1.0, 0.0])
     row = {"id": 1, "embedding": vector}
     [ranked] = RankingSynthesizer(embedder=NoopEmbedder()).rank(
-        [AdapterResult("a", [row])], {"embedding": [1.0, 0.0]})
+        [AdapterResult("a", [row])], {"embedding": [1.0, 0.0]}
+    )
     assert ranked.row is row and ranked.similarity == pytest.approx(1.0)
 
 
 def test_vectors_of_another_model_are_not_compared() -> None:
     embedder = HashingEmbedder()
     text = "disk full on the orders database"
-    foreign = {"id": 1, "title": text, "embedding": [1.0] * DIM,
-               "embedding_model": "other-model"}
-    own = {"id": 2, "title": text, "embedding": embedder.embed(text),
-           "embedding_model": embedder.model_id}
+    foreign = {"id": 1, "title": text, "embedding": [1.0] * DIM, "embedding_model": "other-model"}
+    own = {
+        "id": 2,
+        "title": text,
+        "embedding": embedder.embed(text),
+        "embedding_model": embedder.model_id,
+    }
     ranked = RankingSynthesizer(embedder=embedder, dedup_key="id").rank(
-        [AdapterResult("a", [foreign, own])], {"query": "disk full"})
+        [AdapterResult("a", [foreign, own])], {"query": "disk full"}
+    )
     assert ranked[0].similarity == pytest.approx(ranked[1].similarity)
 
 
@@ -853,13 +1132,16 @@ def test_invalid_constructor_arguments_are_clear_errors() -> None:
 
 # --- duplicates across sources ----------------------------------------------------------------
 
+
 def test_dedup_keeps_the_best_copy_and_lists_every_source() -> None:
     shared_weak = {"id": "INC-1", "title": "disk"}
     shared_strong = {"id": "INC-1", "title": "disk full database"}
     results = [
         AdapterResult("sql", [{"id": "INC-2", "title": "network"}, shared_weak]),
-        AdapterResult("fts", [shared_strong, {"title": "disk full without id"},
-                              {"title": "disk full without id"}]),
+        AdapterResult(
+            "fts",
+            [shared_strong, {"title": "disk full without id"}, {"title": "disk full without id"}],
+        ),
     ]
     ranker = RankingSynthesizer(dedup_key="id")
     ranked = ranker.rank(results, {"query": "disk full database"})
@@ -876,6 +1158,7 @@ def test_dedup_keeps_the_best_copy_and_lists_every_source() -> None:
 def test_dedup_with_top_k_counts_distinct_rows() -> None:
     rows = [{"id": i % 3, "title": "disk"} for i in range(9)]
     ranked = RankingSynthesizer(top_k=5, dedup_key="id").rank(
-        [AdapterResult("a", rows[:5]), AdapterResult("b", rows[5:])], {"query": "disk"})
+        [AdapterResult("a", rows[:5]), AdapterResult("b", rows[5:])], {"query": "disk"}
+    )
     assert sorted(r.row["id"] for r in ranked) == [0, 1, 2]
     assert sum(len(r.also_from) for r in ranked) == 6

@@ -15,8 +15,14 @@ from nautilus import AdapterResult, HashingEmbedder, NoopEmbedder, RankingSynthe
 from nautilus.embedders import SparseVector, TokenEmbedder, is_token_embedder
 from nautilus.text.tokens import TokenBatch, tokenize
 
-TEXTS = ["Disk full on the orders database", "orders replication lag after failover",
-         "login page slow", "disk disk full again", "the and of", ""]
+TEXTS = [
+    "Disk full on the orders database",
+    "orders replication lag after failover",
+    "login page slow",
+    "disk disk full again",
+    "the and of",
+    "",
+]
 
 
 def rows_of(texts: list[str]) -> list[dict[str, Any]]:
@@ -36,8 +42,9 @@ def test_sparse_query_ranks_as_the_dense_query(idf: bool) -> None:
     dense_query = HashingEmbedder().embed("disk full orders")
     dense = RankingSynthesizer(idf=False).rank(results, {"embedding": dense_query})
     assert [t[:2] for t in triples(sparse)] == [t[:2] for t in triples(dense)]
-    np.testing.assert_allclose([t[2] for t in triples(sparse)], [t[2] for t in triples(dense)],
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        [t[2] for t in triples(sparse)], [t[2] for t in triples(dense)], atol=1e-12
+    )
     assert RankingSynthesizer(idf=idf).rank(results, {"query": "disk full orders"})[0].score > 0
 
 
@@ -57,22 +64,35 @@ def test_token_embedder_check_agrees_with_the_protocol() -> None:
         assert is_token_embedder(embedder) == isinstance(embedder, TokenEmbedder)
 
 
-def _matrix_results(matrix: np.ndarray, split_at: int) -> tuple[list[AdapterResult],
-                                                                  list[AdapterResult]]:
+def _matrix_results(
+    matrix: np.ndarray, split_at: int
+) -> tuple[list[AdapterResult], list[AdapterResult]]:
     rows = [{"id": f"v{i}"} for i in range(len(matrix))]
-    as_matrix = [AdapterResult("a", rows[:split_at], embeddings=matrix[:split_at]),
-                 AdapterResult("b", rows[split_at:], embeddings=matrix[split_at:])]
-    per_row = [AdapterResult(r.source_id, [{**row, "embedding": v.tolist()}
-                                           for row, v in zip(r.rows, r.embeddings, strict=True)])
-               for r in as_matrix]
+    as_matrix = [
+        AdapterResult("a", rows[:split_at], embeddings=matrix[:split_at]),
+        AdapterResult("b", rows[split_at:], embeddings=matrix[split_at:]),
+    ]
+    per_row = [
+        AdapterResult(
+            r.source_id,
+            [{**row, "embedding": v.tolist()} for row, v in zip(r.rows, r.embeddings, strict=True)],
+        )
+        for r in as_matrix
+    ]
     return as_matrix, per_row
 
 
 @settings(max_examples=30, deadline=None)
-@given(n=st.integers(1, 30), split=st.integers(0, 30), dtype=st.sampled_from(["f4", "f8"]),
-       top_k=st.one_of(st.none(), st.integers(1, 10)), seed=st.integers(0, 2**16))
-def test_matrix_ranks_as_the_same_vectors_row_by_row(n: int, split: int, dtype: str,
-                                                     top_k: int | None, seed: int) -> None:
+@given(
+    n=st.integers(1, 30),
+    split=st.integers(0, 30),
+    dtype=st.sampled_from(["f4", "f8"]),
+    top_k=st.one_of(st.none(), st.integers(1, 10)),
+    seed=st.integers(0, 2**16),
+)
+def test_matrix_ranks_as_the_same_vectors_row_by_row(
+    n: int, split: int, dtype: str, top_k: int | None, seed: int
+) -> None:
     rng = np.random.default_rng(seed)
     matrix = rng.normal(size=(n, 8)).astype(dtype)
     matrix[rng.random(n) < 0.1] = 0.0  # zero vectors score 0 either way
@@ -81,8 +101,9 @@ def test_matrix_ranks_as_the_same_vectors_row_by_row(n: int, split: int, dtype: 
     fast = RankingSynthesizer(top_k=top_k).rank(as_matrix, context)
     plain = RankingSynthesizer(top_k=top_k).rank(per_row, context)
     assert [t[:2] for t in triples(fast)] == [t[:2] for t in triples(plain)]
-    np.testing.assert_allclose([t[2] for t in triples(fast)], [t[2] for t in triples(plain)],
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        [t[2] for t in triples(fast)], [t[2] for t in triples(plain)], atol=1e-12
+    )
     assert all("embedding" not in r.row for r in fast)  # rows are never given keys
 
 
@@ -95,18 +116,22 @@ def test_matrix_rows_survive_the_candidate_cap_in_step() -> None:
     assert triples(fast) == triples(plain)
 
 
-@pytest.mark.parametrize(("embeddings", "reason"), [
-    (np.zeros((3, 5)), "shape"),
-    (np.zeros((2, 4)), "shape"),
-    (np.array([["a"] * 4] * 3), "not numeric"),
-    ([[1.0] * 4] * 3, "not a numpy array"),
-])
+@pytest.mark.parametrize(
+    ("embeddings", "reason"),
+    [
+        (np.zeros((3, 5)), "shape"),
+        (np.zeros((2, 4)), "shape"),
+        (np.array([["a"] * 4] * 3), "not numeric"),
+        ([[1.0] * 4] * 3, "not a numpy array"),
+    ],
+)
 def test_bad_matrix_falls_back_to_the_rows_own_vectors(embeddings: Any, reason: str) -> None:
     rows = [{"id": f"v{i}", "embedding": [float(i == j) for j in range(4)]} for i in range(3)]
     context = {"embedding": [0.0, 1.0, 0.0, 0.0]}
     with capture_logs() as logs:
-        ranked = RankingSynthesizer().rank([AdapterResult("a", rows, embeddings=embeddings)],
-                                           context)
+        ranked = RankingSynthesizer().rank(
+            [AdapterResult("a", rows, embeddings=embeddings)], context
+        )
     warnings = [e for e in logs if e["log_level"] == "warning"]
     assert [e["event"] for e in warnings] == ["rank_embeddings_invalid"]
     assert reason in warnings[0]["reason"]
@@ -117,20 +142,26 @@ def test_non_finite_matrix_row_falls_back_to_its_text() -> None:
     matrix = np.array([[np.nan, 1.0], [0.0, 1.0]])
     rows = [{"id": "nan", "text": "disk"}, {"id": "ok"}]
     with capture_logs() as logs:
-        ranked = RankingSynthesizer().rank([AdapterResult("a", rows, embeddings=matrix)],
-                                           {"embedding": [0.0, 1.0]})
+        ranked = RankingSynthesizer().rank(
+            [AdapterResult("a", rows, embeddings=matrix)], {"embedding": [0.0, 1.0]}
+        )
     assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
-        "rank_row_vector_invalid", "rank_row_vector_missing"]
+        "rank_row_vector_invalid",
+        "rank_row_vector_missing",
+    ]
     assert [r.row["id"] for r in ranked] == ["ok", "nan"]
 
 
 def test_matrix_of_another_model_is_not_compared_with_an_embedded_query() -> None:
     hashing = HashingEmbedder(dim=64)
-    rows = [{"id": "other", "text": "login page", "embedding_model": "someone-else"},
-            {"id": "disk", "text": "disk full"}]
+    rows = [
+        {"id": "other", "text": "login page", "embedding_model": "someone-else"},
+        {"id": "disk", "text": "disk full"},
+    ]
     matrix = np.ones((2, 64))
     ranked = RankingSynthesizer(embedder=hashing).rank(
-        [AdapterResult("a", rows, embeddings=matrix)], {"query": "disk full"})
+        [AdapterResult("a", rows, embeddings=matrix)], {"query": "disk full"}
+    )
     by_id = {r.row["id"]: r.similarity for r in ranked}
     query = np.array(hashing.embed("disk full"))
     # "other" was scored on its text, "disk" on its matrix row (all ones, norm 8)
@@ -139,8 +170,7 @@ def test_matrix_of_another_model_is_not_compared_with_an_embedded_query() -> Non
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.text(alphabet=st.sampled_from("ab cD,\x02é_-1 \n"), max_size=30),
-                max_size=12))
+@given(st.lists(st.text(alphabet=st.sampled_from("ab cD,\x02é_-1 \n"), max_size=30), max_size=12))
 def test_batch_tokens_equal_tokenize_per_text(texts: list[str]) -> None:
     batch = TokenBatch.from_texts(texts)
     words = {i: w for w, i in batch.vocab.items()}
@@ -166,14 +196,21 @@ def test_vectors_over_several_blocks_score_their_exact_cosines(dtype: str) -> No
     rows = [{"id": f"v{i}"} for i in range(len(matrix))]
     as_matrix = [AdapterResult("a", rows, embeddings=matrix)]
     exact = {"f4": ["f4", "f8"], "f8": ["f8"], "i4": ["i4", "i8", "f8"]}[dtype]  # same values
-    per_row = [AdapterResult("a", [{**row, "embedding": vector.astype(exact[i % len(exact)])}
-                                   for i, (row, vector) in enumerate(zip(rows, matrix,
-                                                                         strict=True))])]
+    per_row = [
+        AdapterResult(
+            "a",
+            [
+                {**row, "embedding": vector.astype(exact[i % len(exact)])}
+                for i, (row, vector) in enumerate(zip(rows, matrix, strict=True))
+            ],
+        )
+    ]
     for results in (as_matrix, per_row):
         ranked = RankingSynthesizer().rank(results, {"embedding": query})
         got = {r.row["id"]: r.similarity for r in ranked}
-        np.testing.assert_allclose([got[f"v{i}"] for i in range(len(matrix))], expected,
-                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(
+            [got[f"v{i}"] for i in range(len(matrix))], expected, rtol=0, atol=1e-12
+        )
         assert got["v0"] == got["v1"]
 
 
@@ -183,9 +220,13 @@ def test_non_finite_vector_in_a_later_block_falls_back_alone() -> None:
     rows = [{"id": f"v{i}"} for i in range(600)]
     with capture_logs() as logs:
         ranked = RankingSynthesizer().rank(
-            [AdapterResult("a", [{**r, "embedding": v} for r, v in zip(rows, matrix,
-                                                                      strict=True)])],
-            {"embedding": [1.0, 0.0, 0.0, 0.0]})
+            [
+                AdapterResult(
+                    "a", [{**r, "embedding": v} for r, v in zip(rows, matrix, strict=True)]
+                )
+            ],
+            {"embedding": [1.0, 0.0, 0.0, 0.0]},
+        )
     assert [e["count"] for e in logs if e["event"] == "rank_row_vector_invalid"] == [1]
     assert {r.row["id"] for r in ranked if r.similarity == 0.0} == {"v450"}
 
@@ -200,8 +241,9 @@ def test_column_shaped_vector_is_never_a_rows_vector(flat: int) -> None:
     vectors += [rng.normal(size=4) for _ in range(flat)]
     rows = [{"id": f"v{i}", "text": "disk", "embedding": v} for i, v in enumerate(vectors)]
     with capture_logs() as logs:
-        ranked = RankingSynthesizer().rank([AdapterResult("a", rows)],
-                                           {"embedding": [1.0, 0.0, 0.0, 0.0]})
+        ranked = RankingSynthesizer().rank(
+            [AdapterResult("a", rows)], {"embedding": [1.0, 0.0, 0.0, 0.0]}
+        )
     assert [e["count"] for e in logs if e["event"] == "rank_row_vector_invalid"] == [3]
     assert {r.row["id"] for r in ranked if r.similarity == 0.0} == {"v0", "v1", "v2"}
 
@@ -212,17 +254,22 @@ def test_sparse_query_against_a_matrix_of_several_blocks() -> None:
     matrix = rng.normal(size=(600, 64)).astype(np.float32)
     rows = [{"id": f"v{i}"} for i in range(600)]
     ranked = RankingSynthesizer(embedder=hashing).rank(
-        [AdapterResult("a", rows, embeddings=matrix)], {"query": "disk full"})
+        [AdapterResult("a", rows, embeddings=matrix)], {"query": "disk full"}
+    )
     query = np.array(hashing.embed("disk full"))
     got = {r.row["id"]: r.similarity for r in ranked}
-    np.testing.assert_allclose([got[f"v{i}"] for i in range(600)],
-                               _cosines(matrix, query / np.sqrt(query @ query)), atol=1e-12)
+    np.testing.assert_allclose(
+        [got[f"v{i}"] for i in range(600)],
+        _cosines(matrix, query / np.sqrt(query @ query)),
+        atol=1e-12,
+    )
 
 
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 40), top_k=st.integers(1, 12), seed=st.integers(0, 2**16))
-def test_top_k_of_distinct_rows_is_the_head_of_the_full_order(n: int, top_k: int,
-                                                              seed: int) -> None:
+def test_top_k_of_distinct_rows_is_the_head_of_the_full_order(
+    n: int, top_k: int, seed: int
+) -> None:
     """The top K taken from a partition (no copies) is the full ranking's head, ties at
     the cut included (few distinct vectors: many equal scores)."""
     rng = np.random.default_rng(seed)

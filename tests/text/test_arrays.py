@@ -10,8 +10,11 @@ from nautilus.text.arrays import cached_values, unique_inverse
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.one_of(st.integers(0, 50), st.integers(0, 2**62), st.integers(-5, -1)),
-                max_size=200))
+@given(
+    st.lists(
+        st.one_of(st.integers(0, 50), st.integers(0, 2**62), st.integers(-5, -1)), max_size=200
+    )
+)
 @example([])
 @example([2**62, 0, 2**62])  # keys too large to share 63 bits with the positions
 @example([-1, 3, -1])
@@ -25,8 +28,7 @@ def test_unique_inverse_is_numpys(keys: list[int]) -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=12), max_size=6),
-       st.integers(1, 5))
+@given(st.lists(st.lists(st.sampled_from("abcdefgh"), max_size=12), max_size=6), st.integers(1, 5))
 def test_cached_values_are_the_computed_values(calls: list[list[str]], limit: int) -> None:
     """Whatever is cached already, and however small the cache."""
     cache: dict[str, str] = {}

@@ -18,8 +18,7 @@ from nautilus.text.words import WordTokenCache, group_words
 
 #: Words around the two integer keys' edges (8 and 16 bytes) and beyond, with bytes
 #: that are not ASCII (a UTF-8 text's) inside.
-WORD = st.text(alphabet="ab\x80\xe9", min_size=1, max_size=20).map(
-    lambda w: w.encode("latin-1"))
+WORD = st.text(alphabet="ab\x80\xe9", min_size=1, max_size=20).map(lambda w: w.encode("latin-1"))
 
 
 def split_groups(data: bytes) -> list[int]:
@@ -30,10 +29,12 @@ def split_groups(data: bytes) -> list[int]:
 
 @settings(max_examples=300, deadline=None)
 @given(words=st.lists(WORD, max_size=40), collide=st.booleans())
-@example(words=[b"abcdefgh", b"abcdefgha", b"abcdefgh", b"a" * 16, b"a" * 17, b"a" * 17],
-         collide=False)
-@example(words=[b"abcdefgh", b"abcdefgha", b"abcdefgh", b"a" * 16, b"a" * 17, b"a" * 17],
-         collide=True)
+@example(
+    words=[b"abcdefgh", b"abcdefgha", b"abcdefgh", b"a" * 16, b"a" * 17, b"a" * 17], collide=False
+)
+@example(
+    words=[b"abcdefgh", b"abcdefgha", b"abcdefgh", b"a" * 16, b"a" * 17, b"a" * 17], collide=True
+)
 def test_group_words_groups_exactly_equal_words(words: list[bytes], collide: bool) -> None:
     """Groups are equal words, in order of first appearance, even when every hash
     collides (the constants zeroed): then the pairs are regrouped exactly."""
@@ -120,9 +121,13 @@ def test_merge_groups_equal_words_across_chunks(chunks: list[list[bytes]]) -> No
     whole = [w for words in chunks for w in words]
     numbers: dict[bytes, int] = {}
     expected = [numbers.setdefault(w, len(numbers)) for w in whole]
-    got = [int(merged.group[offset + g]) for part, offset in zip(
-        parts, np.cumsum([0] + [len(p.first) for p in parts[:-1]]), strict=True)
-        for g in part.group.tolist()]
+    got = [
+        int(merged.group[offset + g])
+        for part, offset in zip(
+            parts, np.cumsum([0] + [len(p.first) for p in parts[:-1]]), strict=True
+        )
+        for g in part.group.tolist()
+    ]
     assert got == expected
     assert [merged.word(g) for g in range(len(merged.first))] == list(numbers)
 
@@ -146,9 +151,16 @@ def test_the_word_hash_is_keyed_per_process_and_the_tokens_do_not_depend_on_it()
         "b = TokenBatch.from_texts(['Disk full on db-1', 'disks FULL again',"
         " 'ok \\u00e9t\\u00e9'])\n"
         "print(json.dumps([[int(k) for k in w._MIX[:2]], b.vocab, b.rows.tolist(),"
-        " b.terms.tolist()]))\n")
-    runs = [json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True,
-                                      text=True, check=True).stdout) for _ in range(2)]
+        " b.terms.tolist()]))\n"
+    )
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", script], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(2)
+    ]
     (key_a, *batch_a), (key_b, *batch_b) = runs
     assert key_a != key_b
     assert all(k % 2 == 1 for k in key_a + key_b)  # odd: multiplying by it is a bijection

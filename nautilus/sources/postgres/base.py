@@ -55,11 +55,14 @@ def require_postgres() -> None:
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
     except ImportError as exc:
-        raise ImportError(f"PostgreSQL sources need the postgres extra: {EXTRA_HINT} "
-                          f"({exc.name or 'psycopg'} is not installed)") from exc
+        raise ImportError(
+            f"PostgreSQL sources need the postgres extra: {EXTRA_HINT} "
+            f"({exc.name or 'psycopg'} is not installed)"
+        ) from exc
 
 
 # --- the sources-file model every PostgreSQL type shares ----------------------------------
+
 
 class PostgresSpec(SourceSpec):
     """Options of every ``postgres_*`` type (``dsn`` usually ``${VAR}``, expanded before)."""
@@ -67,9 +70,12 @@ class PostgresSpec(SourceSpec):
     dsn: Dsn
     table: str = Field(min_length=1)
     columns: list[str] = Field(min_length=1)
-    id_field: str = Field(default="id", min_length=1,
-                          description="column that is the row's id (answered as 'id'); "
-                                      "the table's primary key when `nautilus load` makes it")
+    id_field: str = Field(
+        default="id",
+        min_length=1,
+        description="column that is the row's id (answered as 'id'); "
+        "the table's primary key when `nautilus load` makes it",
+    )
     limit: int | None = Field(default=None, ge=1)
     pool_size: int = Field(default=4, ge=1, le=100)
     seed: str | None = None
@@ -85,8 +91,10 @@ class PostgresSpec(SourceSpec):
         try:
             conninfo_to_dict(raw)
         except Exception as exc:
-            raise ValueError(f"not a valid PostgreSQL connection string "
-                             f"({mask_dsn(raw)}): {scrub(str(exc), raw)}") from None
+            raise ValueError(
+                f"not a valid PostgreSQL connection string "
+                f"({mask_dsn(raw)}): {scrub(str(exc), raw)}"
+            ) from None
         return value
 
     @field_validator("columns")
@@ -100,6 +108,7 @@ class PostgresSpec(SourceSpec):
 def table_identifier(name: str) -> Composable:
     """``schema.table`` or ``table`` as a quoted identifier."""
     from psycopg import sql
+
     parts = name.split(".")
     if len(parts) > 2 or not all(parts):
         raise ValueError(f"table must be 'name' or 'schema.name', got {name!r}")
@@ -107,6 +116,7 @@ def table_identifier(name: str) -> Composable:
 
 
 # --- the source base ----------------------------------------------------------------------
+
 
 class PostgresSource(SourceBase):
     """A table in PostgreSQL, queried through the DSN's shared pool.
@@ -121,11 +131,20 @@ class PostgresSource(SourceBase):
     #: Whether ``statement`` does CPU work (embedding the query) and belongs in a thread.
     prepare_in_thread: ClassVar[bool] = False
 
-    def __init__(self, source_id: str, dsn: str, table: str, columns: Sequence[str],
-                 id_field: str = "id", limit: int | None = None, timeout_s: float = 5.0,
-                 pool_size: int = 4) -> None:
+    def __init__(
+        self,
+        source_id: str,
+        dsn: str,
+        table: str,
+        columns: Sequence[str],
+        id_field: str = "id",
+        limit: int | None = None,
+        timeout_s: float = 5.0,
+        pool_size: int = 4,
+    ) -> None:
         require_postgres()
         from psycopg import sql
+
         self.id = source_id
         self.dsn = dsn
         self.table_name = table
@@ -149,8 +168,9 @@ class PostgresSource(SourceBase):
         doc = record[0]
         return dict(doc) if isinstance(doc, Mapping) else {"value": doc}
 
-    async def before(self, conn: AsyncConnection[Any],
-                     limit: int) -> Callable[[], Awaitable[None]] | None:
+    async def before(
+        self, conn: AsyncConnection[Any], limit: int
+    ) -> Callable[[], Awaitable[None]] | None:
         """Queue settings and checks in the query's pipeline; return what verifies the
         checks once the results are in (the vector source's model), if anything."""
         return None
@@ -160,18 +180,21 @@ class PostgresSource(SourceBase):
         or column that is not there is, almost always, a table ``nautilus load`` never
         filled (or one loaded from another seed)."""
         from psycopg import errors
+
         if isinstance(error, errors.UndefinedTable):
             return PostgresSourceError(
                 f"{self.id}: table {self.table_name!r} does not exist in "
                 f"{mask_dsn(self.dsn)}: create and fill it with 'nautilus load --config "
                 f"<this sources file>' (it loads each source's seed), or set 'table' to a "
-                f"table that exists")
+                f"table that exists"
+            )
         if isinstance(error, errors.UndefinedColumn):
             detail = str(error).strip().splitlines()[0] if str(error).strip() else ""
             return PostgresSourceError(
                 f"{self.id}: {scrub(detail, self.dsn)} (table {self.table_name!r}, columns "
                 f"{self.columns}): load the seed that has them with 'nautilus load', or "
-                f"name the table's own columns in 'columns'")
+                f"name the table's own columns in 'columns'"
+            )
         return None
 
     # the query path
@@ -179,8 +202,11 @@ class PostgresSource(SourceBase):
         n = min(limit, self.limit) if self.limit else limit
         if not query.strip() or n < 1:
             return []
-        prepared = (await in_worker(self, self.statement, query, n) if self.prepare_in_thread
-                    else self.statement(query, n))
+        prepared = (
+            await in_worker(self, self.statement, query, n)
+            if self.prepare_in_thread
+            else self.statement(query, n)
+        )
         if prepared is None:
             return []
         return await asyncio.wrap_future(pool_loop().submit(self._run(prepared, n)))
@@ -194,11 +220,16 @@ class PostgresSource(SourceBase):
         try:
             loop.submit(loop.release(self.dsn)).result(timeout=3)
         except Exception as exc:
-            logger.warning("postgres_pool_close_failed", source_id=self.id,
-                           dsn=mask_dsn(self.dsn), error_type=type(exc).__name__)
+            logger.warning(
+                "postgres_pool_close_failed",
+                source_id=self.id,
+                dsn=mask_dsn(self.dsn),
+                error_type=type(exc).__name__,
+            )
 
     async def _run(self, prepared: tuple[Composed, Sequence[Any]], limit: int) -> list[Row]:
         import psycopg
+
         try:
             return await self._with_connection(lambda conn: self._query(conn, prepared, limit))
         except (PostgresUnavailableError, PostgresSourceError):
@@ -215,8 +246,9 @@ class PostgresSource(SourceBase):
         from psycopg_pool import PoolTimeout
 
         loop = pool_loop()
-        pool = await loop.pool(self.dsn, self.pool_size, f"nautilus-{self.id}",
-                               register=not self._registered)
+        pool = await loop.pool(
+            self.dsn, self.pool_size, f"nautilus-{self.id}", register=not self._registered
+        )
         self._registered = True
         if self.dsn in loop.down:
             return await self._direct(work, pool)
@@ -231,30 +263,44 @@ class PostgresSource(SourceBase):
                             raise
                 # the server dropped the connection (restart, failover): the pool discards
                 # it on return; drop every other dead idle one too, then retry once.
-                logger.info("postgres_connection_lost", source_id=self.id,
-                            dsn=mask_dsn(self.dsn), action="retrying on a fresh connection")
+                logger.info(
+                    "postgres_connection_lost",
+                    source_id=self.id,
+                    dsn=mask_dsn(self.dsn),
+                    action="retrying on a fresh connection",
+                )
                 await pool.check()
             except PoolTimeout:
                 return await self._direct(work, pool)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _direct(self, work: Callable[[AsyncConnection[Any]], Awaitable[T]],
-                      pool: AsyncConnectionPool[Any]) -> T:
+    async def _direct(
+        self, work: Callable[[AsyncConnection[Any]], Awaitable[T]], pool: AsyncConnectionPool[Any]
+    ) -> T:
         """No pooled connection in time: say why (a fresh connection attempt), or use it
         (and when the pool had lost every connection, replace it: the server is back)."""
         import psycopg
+
         loop = pool_loop()
         try:
             conn = await psycopg.AsyncConnection.connect(
-                self.dsn, connect_timeout=max(1, math.ceil(self.timeout_s / 2)))
+                self.dsn, connect_timeout=max(1, math.ceil(self.timeout_s / 2))
+            )
         except (psycopg.Error, OSError, ValueError) as exc:  # ValueError: a host IDNA refuses
             loop.down.add(self.dsn)
-            reason = scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else
-                           type(exc).__name__, self.dsn)
-            logger.warning("postgres_unavailable", source_id=self.id, dsn=mask_dsn(self.dsn),
-                           error=reason[:300])
+            reason = scrub(
+                str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                self.dsn,
+            )
+            logger.warning(
+                "postgres_unavailable",
+                source_id=self.id,
+                dsn=mask_dsn(self.dsn),
+                error=reason[:300],
+            )
             raise PostgresUnavailableError(
-                f"database unavailable ({mask_dsn(self.dsn)}): {reason}") from None
+                f"database unavailable ({mask_dsn(self.dsn)}): {reason}"
+            ) from None
         if self.dsn in loop.down or pool.get_stats().get("pool_size", 0) == 0:
             loop.down.discard(self.dsn)
             await loop.renew(self.dsn, pool)
@@ -263,16 +309,20 @@ class PostgresSource(SourceBase):
             await configure(conn)
             return await work(conn)
 
-    async def _query(self, conn: AsyncConnection[Any], prepared: tuple[Composed, Sequence[Any]],
-                     limit: int) -> list[Row]:
+    async def _query(
+        self, conn: AsyncConnection[Any], prepared: tuple[Composed, Sequence[Any]], limit: int
+    ) -> list[Row]:
         """BEGIN READ ONLY, the timeout, the source's checks, the query and COMMIT, sent
         as one pipeline: one round trip to the server instead of five."""
         import psycopg
+
         statement, params = prepared
         try:
             async with conn.pipeline(), conn.transaction():
-                await conn.execute("SELECT set_config('statement_timeout', %s, true)",
-                                   (f"{max(1, round(self.timeout_s * 1000))}ms",))
+                await conn.execute(
+                    "SELECT set_config('statement_timeout', %s, true)",
+                    (f"{max(1, round(self.timeout_s * 1000))}ms",),
+                )
                 verify = await self.before(conn, limit)
                 cursor = await conn.execute(statement, params)
                 records = await cursor.fetchall()
@@ -295,7 +345,13 @@ def finish(spec: PostgresSpec, source: PostgresSource) -> PostgresSource:
 
 def spec_kwargs(spec: PostgresSpec) -> dict[str, Any]:
     """The constructor arguments every PostgreSQL source takes, from its spec."""
-    return {"source_id": spec.id, "dsn": spec.dsn.get_secret_value(), "table": spec.table,
-            "columns": spec.columns, "id_field": spec.id_field, "limit": spec.limit,
-            "timeout_s": spec.timeout_s, "pool_size": spec.pool_size}
-
+    return {
+        "source_id": spec.id,
+        "dsn": spec.dsn.get_secret_value(),
+        "table": spec.table,
+        "columns": spec.columns,
+        "id_field": spec.id_field,
+        "limit": spec.limit,
+        "timeout_s": spec.timeout_s,
+        "pool_size": spec.pool_size,
+    }

@@ -30,7 +30,8 @@ from pydantic import SecretStr
 DEFAULT_CONNECT_TIMEOUT_S = 10
 
 #: libpq's connection keywords (PostgreSQL 18): where a masked value may end.
-KEYWORDS = frozenset("""
+KEYWORDS = frozenset(
+    """
 host hostaddr port dbname user password passfile require_auth channel_binding
 connect_timeout client_encoding options application_name fallback_application_name
 keepalives keepalives_idle keepalives_interval keepalives_count tcp_user_timeout
@@ -40,19 +41,21 @@ ssl_min_protocol_version ssl_max_protocol_version krbsrvname gsslib gssdelegatio
 service target_session_attrs load_balance_hosts min_protocol_version
 max_protocol_version scram_client_key scram_server_key oauth_issuer oauth_client_id
 oauth_client_secret oauth_scope
-""".split())
+""".split()
+)
 #: Keywords whose value is a secret.
-SECRET_KEYWORDS = frozenset({"password", "sslpassword", "oauth_client_secret",
-                             "scram_client_key", "scram_server_key"})
+SECRET_KEYWORDS = frozenset(
+    {"password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key"}
+)
 MASK = "***"
 
 _URL_FORM = re.compile(r"\s*(?:postgres|postgresql)://", re.IGNORECASE)
 _OTHER_URL = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.\-]*://")
 _SPACE = " \t\n\v\f\r"  # C isspace: what libpq splits key=value options at
-_NEXT_OPTION = re.compile(r"[ \t\n\v\f\r]+(" + "|".join(sorted(KEYWORDS, key=len, reverse=True))
-                          + r")[ \t\n\v\f\r]*=")
-_NEXT_PARAMETER = re.compile(r"&(" + "|".join(sorted(KEYWORDS, key=len, reverse=True))
-                             + r")=")
+_NEXT_OPTION = re.compile(
+    r"[ \t\n\v\f\r]+(" + "|".join(sorted(KEYWORDS, key=len, reverse=True)) + r")[ \t\n\v\f\r]*="
+)
+_NEXT_PARAMETER = re.compile(r"&(" + "|".join(sorted(KEYWORDS, key=len, reverse=True)) + r")=")
 _SECRET_PARAMETER = re.compile(r"[?&](?:" + "|".join(SECRET_KEYWORDS) + r")=", re.IGNORECASE)
 
 
@@ -163,9 +166,11 @@ def misread(dsn: str) -> bool:
 
 
 #: What replaces a driver's message about a DSN that libpq misreads.
-MISREAD = ("the DSN's password is not written as libpq reads it (the driver's message, "
-           "which may quote it, is withheld): percent-encode it in a URL ('/' %2F, '@' %40, "
-           "'#' %23, '&' %26), or quote it as '…' in key=value form")
+MISREAD = (
+    "the DSN's password is not written as libpq reads it (the driver's message, "
+    "which may quote it, is withheld): percent-encode it in a URL ('/' %2F, '@' %40, "
+    "'#' %23, '&' %26), or quote it as '…' in key=value form"
+)
 
 
 def scrub(text: str, dsn: str) -> str:
@@ -176,6 +181,7 @@ def scrub(text: str, dsn: str) -> str:
     secrets = [dsn, *(dsn[start:end] for start, end in _secret_spans(dsn))]
     try:
         from psycopg.conninfo import conninfo_to_dict
+
         values = conninfo_to_dict(dsn)
         secrets += [str(values[name]) for name in SECRET_KEYWORDS if values.get(name)]
     except Exception:  # an unparsable DSN is misread: handled above

@@ -34,28 +34,47 @@ _LANGUAGE = re.compile(r"^[a-z_]+$")
 _UNSENDABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def tsvector_expression(columns: Sequence[str], language: str,
-                        alias: str | None = None) -> Composable:
+def tsvector_expression(
+    columns: Sequence[str], language: str, alias: str | None = None
+) -> Composable:
     """``to_tsvector('language', coalesce(c1, '') || ' ' || …)`` — the same text for the
     query and for the GIN expression index, so the planner can match them."""
     from psycopg import sql
-    parts = [sql.SQL("coalesce({}::text, '')").format(
-        sql.Identifier(alias, c) if alias else sql.Identifier(c)) for c in columns]
+
+    parts = [
+        sql.SQL("coalesce({}::text, '')").format(
+            sql.Identifier(alias, c) if alias else sql.Identifier(c)
+        )
+        for c in columns
+    ]
     return sql.SQL("to_tsvector({}::regconfig, {})").format(
-        sql.Literal(language), sql.SQL(" || ' ' || ").join(parts))
+        sql.Literal(language), sql.SQL(" || ' ' || ").join(parts)
+    )
 
 
 class PostgresFtsSource(PostgresSource):
     """Rows whose text matches the query (any word, or ``match: all``: web-search syntax)."""
 
-    def __init__(self, source_id: str, dsn: str, table: str, columns: Sequence[str],
-                 id_field: str = "id", limit: int | None = None, timeout_s: float = 5.0,
-                 pool_size: int = 4, tsvector_column: str | None = None,
-                 language: str = "english", match: str = "any") -> None:
+    def __init__(
+        self,
+        source_id: str,
+        dsn: str,
+        table: str,
+        columns: Sequence[str],
+        id_field: str = "id",
+        limit: int | None = None,
+        timeout_s: float = 5.0,
+        pool_size: int = 4,
+        tsvector_column: str | None = None,
+        language: str = "english",
+        match: str = "any",
+    ) -> None:
         super().__init__(source_id, dsn, table, columns, id_field, limit, timeout_s, pool_size)
         if not _LANGUAGE.match(language):
-            raise ValueError(f"language must be a text search configuration name such as "
-                             f"'english' or 'simple', got {language!r}")
+            raise ValueError(
+                f"language must be a text search configuration name such as "
+                f"'english' or 'simple', got {language!r}"
+            )
         if match not in ("any", "all"):
             raise ValueError(f"match must be 'any' or 'all', got {match!r}")
         self.tsvector_column = tsvector_column
@@ -64,8 +83,10 @@ class PostgresFtsSource(PostgresSource):
 
     def statement(self, query: str, limit: int) -> tuple[Composed, Sequence[Any]] | None:
         from psycopg import sql
+
         to_query = sql.SQL("websearch_to_tsquery({}::regconfig, %s)").format(
-            sql.Literal(self.language))
+            sql.Literal(self.language)
+        )
         if self.match == "all":
             # PostgreSQL text holds no NUL and the driver encodes no lone surrogate:
             # both become spaces; the first MAX_TERMS words count, as for "any".
@@ -89,9 +110,14 @@ class PostgresFtsSource(PostgresSource):
             "SELECT to_jsonb(t) - %s::text[], ts_rank_cd({vector}, q.query, {norm}) AS rank "
             "FROM {table} AS t, (SELECT {tsquery} AS query) AS q "
             "WHERE {vector} @@ q.query "
-            "ORDER BY rank DESC, t.{id} LIMIT %s").format(
-                vector=vector, norm=sql.Literal(RANK_NORMALIZATION), table=self.table,
-                tsquery=tsquery, id=self.id_column)
+            "ORDER BY rank DESC, t.{id} LIMIT %s"
+        ).format(
+            vector=vector,
+            norm=sql.Literal(RANK_NORMALIZATION),
+            table=self.table,
+            tsquery=tsquery,
+            id=self.id_column,
+        )
         return statement, [hidden, *terms, limit]
 
     def to_row(self, record: Sequence[Any]) -> Row:
@@ -109,11 +135,19 @@ class PostgresFtsSpec(PostgresSpec):
     @classmethod
     def _language(cls, value: str) -> str:
         if not _LANGUAGE.match(value):
-            raise ValueError(f"must be a text search configuration name such as 'english' "
-                             f"or 'simple', got {value!r}")
+            raise ValueError(
+                f"must be a text search configuration name such as 'english' "
+                f"or 'simple', got {value!r}"
+            )
         return value
 
     def build(self, ctx: BuildContext) -> Source:
-        return finish(self, PostgresFtsSource(
-            **spec_kwargs(self), tsvector_column=self.tsvector_column, language=self.language,
-            match=self.match))
+        return finish(
+            self,
+            PostgresFtsSource(
+                **spec_kwargs(self),
+                tsvector_column=self.tsvector_column,
+                language=self.language,
+                match=self.match,
+            ),
+        )

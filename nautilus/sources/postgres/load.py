@@ -49,9 +49,9 @@ class LoadReport:
     source_id: str
     kind: str
     table: str
-    loaded: int          # rows upserted from the seed
-    in_table: int        # rows in the table afterwards
-    pruned: int = 0      # rows removed because the seed no longer has their id (--prune)
+    loaded: int  # rows upserted from the seed
+    in_table: int  # rows in the table afterwards
+    pruned: int = 0  # rows removed because the seed no longer has their id (--prune)
 
 
 def postgres_specs(specs: Iterable[SourceSpec]) -> list[PostgresSpec]:
@@ -59,9 +59,15 @@ def postgres_specs(specs: Iterable[SourceSpec]) -> list[PostgresSpec]:
     return [spec for spec in specs if isinstance(spec, PostgresSpec)]
 
 
-def load_postgres(specs: Sequence[PostgresSpec], base_dir: Path, embedder_name: str,
-                  replace: bool = False, cache_size: int = 10_000,
-                  progress: TextIO | None = None, prune: bool = False) -> list[LoadReport]:
+def load_postgres(
+    specs: Sequence[PostgresSpec],
+    base_dir: Path,
+    embedder_name: str,
+    replace: bool = False,
+    cache_size: int = 10_000,
+    progress: TextIO | None = None,
+    prune: bool = False,
+) -> list[LoadReport]:
     """Load every spec that has a seed; ``progress`` (a terminal) gets a bar per source.
 
     A load upserts: a row deleted from the seed stays in the table unless ``prune``
@@ -73,18 +79,21 @@ def load_postgres(specs: Sequence[PostgresSpec], base_dir: Path, embedder_name: 
             continue
         seed = seed_path(spec.seed, base_dir)
         try:
-            reports.append(_load_one(spec, seed, embedder_name, replace, cache_size, progress,
-                                     prune))
+            reports.append(
+                _load_one(spec, seed, embedder_name, replace, cache_size, progress, prune)
+            )
         except LoadError:
             raise
         except (OSError, ValueError) as exc:
             raise LoadError(f"source {spec.id!r}: {exc}") from exc
         except Exception as exc:
             import psycopg
+
             if isinstance(exc, psycopg.Error):
-                raise LoadError(f"source {spec.id!r} ({mask_dsn(spec.dsn.get_secret_value())}): "
-                                f"{scrub(str(exc).strip(), spec.dsn.get_secret_value())}"
-                                ) from None
+                raise LoadError(
+                    f"source {spec.id!r} ({mask_dsn(spec.dsn.get_secret_value())}): "
+                    f"{scrub(str(exc).strip(), spec.dsn.get_secret_value())}"
+                ) from None
             raise
     return reports
 
@@ -113,24 +122,33 @@ def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
     names = list(dict.fromkeys(k for doc in docs for k in doc))
     for i, doc in enumerate(docs, start=1):
         if doc.get(spec.id_field) is None:
-            raise LoadError(f"source {spec.id!r}: {seed}: row {i} has no {spec.id_field!r} "
-                            f"(the id_field)")
+            raise LoadError(
+                f"source {spec.id!r}: {seed}: row {i} has no {spec.id_field!r} (the id_field)"
+            )
     for name in names:
         json_column = _column_type([doc.get(name) for doc in docs]) == "jsonb"
         for i, doc in enumerate(docs, start=1):
             problem = _unstorable(doc.get(name), json_column)
             if problem:
-                raise LoadError(f"source {spec.id!r}: {seed}: row {i}, field {name!r}: "
-                                f"{problem}")
+                raise LoadError(f"source {spec.id!r}: {seed}: row {i}, field {name!r}: {problem}")
     missing = [c for c in spec.columns if c not in names]
     if missing:
-        raise LoadError(f"source {spec.id!r}: columns {missing} are in no row of {seed} "
-                        f"(fields: {', '.join(names)})")
+        raise LoadError(
+            f"source {spec.id!r}: columns {missing} are in no row of {seed} "
+            f"(fields: {', '.join(names)})"
+        )
     return docs, names
 
 
-def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
-              cache_size: int, progress: TextIO | None, prune: bool = False) -> LoadReport:
+def _load_one(
+    spec: PostgresSpec,
+    seed: Path,
+    embedder_name: str,
+    replace: bool,
+    cache_size: int,
+    progress: TextIO | None,
+    prune: bool = False,
+) -> LoadReport:
     from psycopg import sql
 
     docs, names = read_seed(spec, seed)
@@ -144,12 +162,19 @@ def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
         if replace:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
         columns = sql.SQL(", ").join(
-            sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(types[n])) for n in names)
-        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}))").format(
-            table, columns, sql.Identifier(spec.id_field)))
+            sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(types[n])) for n in names
+        )
+        conn.execute(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}))").format(
+                table, columns, sql.Identifier(spec.id_field)
+            )
+        )
         for name in names:  # a seed that gained a field since the last load
-            conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
-                table, sql.Identifier(name), sql.SQL(types[name])))
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
+                    table, sql.Identifier(name), sql.SQL(types[name])
+                )
+            )
         types = _stored_types(conn, table, types)
         vectors_column = None
         if isinstance(spec, PgvectorSpec) and embedder is not None:
@@ -159,13 +184,17 @@ def _load_one(spec: PostgresSpec, seed: Path, embedder_name: str, replace: bool,
         pruned = _prune(conn, spec, table, types, docs) if prune else 0
         _index(conn, spec, table)
         conn.commit()
-        (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() \
-            or (0,)
+        (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() or (0,)
     return LoadReport(spec.id, spec.type, spec.table, len(docs), int(count), pruned)
 
 
-def _prune(conn: Connection[Any], spec: PostgresSpec, table: Composable,
-           types: dict[str, str], docs: list[Row]) -> int:
+def _prune(
+    conn: Connection[Any],
+    spec: PostgresSpec,
+    table: Composable,
+    types: dict[str, str],
+    docs: list[Row],
+) -> int:
     """Delete the rows whose id is not in the seed; how many went.
 
     The seed's ids are compared as the upsert stored them: written into a temporary
@@ -177,16 +206,22 @@ def _prune(conn: Connection[Any], spec: PostgresSpec, table: Composable,
 
     column = sql.Identifier(spec.id_field)
     seen = sql.Identifier("nautilus_seed_ids")
-    conn.execute(sql.SQL("CREATE TEMPORARY TABLE {} ON COMMIT DROP AS "
-                         "SELECT {} AS id FROM {} WITH NO DATA").format(seen, column, table))
+    conn.execute(
+        sql.SQL(
+            "CREATE TEMPORARY TABLE {} ON COMMIT DROP AS SELECT {} AS id FROM {} WITH NO DATA"
+        ).format(seen, column, table)
+    )
     wrap = types.get(spec.id_field) == "jsonb"
     with conn.cursor() as cursor:
-        cursor.executemany(sql.SQL("INSERT INTO {} VALUES (%s)").format(seen),
-                           [[Jsonb(doc[spec.id_field]) if wrap else doc[spec.id_field]]
-                            for doc in docs])
-    deleted = conn.execute(sql.SQL("DELETE FROM {} AS t WHERE NOT EXISTS "
-                                   "(SELECT 1 FROM {} AS s WHERE s.id = t.{})")
-                           .format(table, seen, column)).rowcount
+        cursor.executemany(
+            sql.SQL("INSERT INTO {} VALUES (%s)").format(seen),
+            [[Jsonb(doc[spec.id_field]) if wrap else doc[spec.id_field]] for doc in docs],
+        )
+    deleted = conn.execute(
+        sql.SQL(
+            "DELETE FROM {} AS t WHERE NOT EXISTS (SELECT 1 FROM {} AS s WHERE s.id = t.{})"
+        ).format(table, seen, column)
+    ).rowcount
     return max(deleted, 0)
 
 
@@ -194,24 +229,32 @@ def _connect(spec: PostgresSpec) -> Connection[Any]:
     """The load's connection; a failure names the DSN masked and its reason scrubbed
     (host names are resolved in Python: a misread DSN's host may fail as UnicodeError)."""
     import psycopg
+
     dsn = spec.dsn.get_secret_value()
     try:
         return psycopg.connect(dsn, connect_timeout=10)
     except (psycopg.Error, OSError, ValueError) as exc:
-        raise LoadError(f"source {spec.id!r} ({mask_dsn(dsn)}): "
-                        f"{scrub(str(exc).strip() or type(exc).__name__, dsn)}") from None
+        raise LoadError(
+            f"source {spec.id!r} ({mask_dsn(dsn)}): "
+            f"{scrub(str(exc).strip() or type(exc).__name__, dsn)}"
+        ) from None
 
 
-def _stored_types(conn: Connection[Any], table: Composable,
-                  types: dict[str, str]) -> dict[str, str]:
+def _stored_types(
+    conn: Connection[Any], table: Composable, types: dict[str, str]
+) -> dict[str, str]:
     """``types`` (from this seed) with a column the table already holds as jsonb kept
     jsonb: a seed whose ids were ``1`` and ``"A-7"`` and are now only ``1`` still writes
     JSON values into it (a bare integer would be refused there)."""
     from psycopg import sql
+
     cursor = conn.execute(sql.SQL("SELECT * FROM {} LIMIT 0").format(table))
     jsonb = conn.adapters.types.get("jsonb")
-    stored = {column.name for column in cursor.description or ()
-              if jsonb is not None and column.type_code == jsonb.oid}
+    stored = {
+        column.name
+        for column in cursor.description or ()
+        if jsonb is not None and column.type_code == jsonb.oid
+    }
     return {name: "jsonb" if name in stored else kind for name, kind in types.items()}
 
 
@@ -254,54 +297,88 @@ def _column_type(values: list[Any]) -> str:
     return "jsonb"
 
 
-def _prepare_vectors(conn: Connection[Any], spec: PgvectorSpec, model: str, embedder: Embedder,
-                     replace: bool) -> None:
+def _prepare_vectors(
+    conn: Connection[Any], spec: PgvectorSpec, model: str, embedder: Embedder, replace: bool
+) -> None:
     from pgvector.psycopg import register_vector
     from psycopg import sql
 
     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     register_vector(conn)
     dim = len(embedder.embed("dimension probe"))
-    conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (table_name text, column_name text, "
-                         "model text NOT NULL, dim integer NOT NULL, "
-                         "PRIMARY KEY (table_name, column_name))").format(
-        sql.Identifier(MODELS_TABLE)))
-    row = conn.execute(sql.SQL("SELECT model FROM {} WHERE table_name = %s AND column_name = %s")
-                       .format(sql.Identifier(MODELS_TABLE)),
-                       (spec.table, spec.embedding_column)).fetchone()
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (table_name text, column_name text, "
+            "model text NOT NULL, dim integer NOT NULL, "
+            "PRIMARY KEY (table_name, column_name))"
+        ).format(sql.Identifier(MODELS_TABLE))
+    )
+    row = conn.execute(
+        sql.SQL("SELECT model FROM {} WHERE table_name = %s AND column_name = %s").format(
+            sql.Identifier(MODELS_TABLE)
+        ),
+        (spec.table, spec.embedding_column),
+    ).fetchone()
     if row is not None and row[0] != model and not replace:
-        raise LoadError(f"source {spec.id!r}: {spec.table}.{spec.embedding_column} holds vectors "
-                        f"made by {row[0]!r}, this load would embed with {model!r}; vectors of "
-                        f"different models are never mixed (add --replace to rebuild the table)")
-    conn.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} vector({})").format(
-        table_identifier(spec.table), sql.Identifier(spec.embedding_column), sql.Literal(dim)))
-    conn.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s) ON CONFLICT (table_name, "
-                         "column_name) DO UPDATE SET model = EXCLUDED.model, dim = EXCLUDED.dim")
-                 .format(sql.Identifier(MODELS_TABLE)),
-                 (spec.table, spec.embedding_column, model, dim))
+        raise LoadError(
+            f"source {spec.id!r}: {spec.table}.{spec.embedding_column} holds vectors "
+            f"made by {row[0]!r}, this load would embed with {model!r}; vectors of "
+            f"different models are never mixed (add --replace to rebuild the table)"
+        )
+    conn.execute(
+        sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} vector({})").format(
+            table_identifier(spec.table), sql.Identifier(spec.embedding_column), sql.Literal(dim)
+        )
+    )
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {} VALUES (%s, %s, %s, %s) ON CONFLICT (table_name, "
+            "column_name) DO UPDATE SET model = EXCLUDED.model, dim = EXCLUDED.dim"
+        ).format(sql.Identifier(MODELS_TABLE)),
+        (spec.table, spec.embedding_column, model, dim),
+    )
 
 
-def _upsert(conn: Connection[Any], spec: PostgresSpec, table: Composable, names: list[str],
-            types: dict[str, str], docs: list[Row], embedder: Embedder | None,
-            vectors_column: str | None, progress: TextIO | None) -> None:
+def _upsert(
+    conn: Connection[Any],
+    spec: PostgresSpec,
+    table: Composable,
+    names: list[str],
+    types: dict[str, str],
+    docs: list[Row],
+    embedder: Embedder | None,
+    vectors_column: str | None,
+    progress: TextIO | None,
+) -> None:
     from psycopg import sql
     from psycopg.types.json import Jsonb
 
     targets = [*names, *([vectors_column] if vectors_column else [])]
     updates = [n for n in targets if n != spec.id_field]
     statement = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO {}").format(
-        table, sql.SQL(", ").join(map(sql.Identifier, targets)),
-        sql.SQL(", ").join(sql.Placeholder() * len(targets)), sql.Identifier(spec.id_field),
-        sql.SQL("UPDATE SET ") + sql.SQL(", ").join(
-            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in updates)
-        if updates else sql.SQL("NOTHING"))
+        table,
+        sql.SQL(", ").join(map(sql.Identifier, targets)),
+        sql.SQL(", ").join(sql.Placeholder() * len(targets)),
+        sql.Identifier(spec.id_field),
+        sql.SQL("UPDATE SET ")
+        + sql.SQL(", ").join(
+            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in updates
+        )
+        if updates
+        else sql.SQL("NOTHING"),
+    )
     batch = EMBED_BATCH if embedder is not None else WRITE_BATCH
     bar = _Progress(spec.id, len(docs), progress)
     with conn.cursor() as cursor:
         for start in range(0, len(docs), batch):
-            chunk = docs[start:start + batch]
-            params = [[Jsonb(d.get(n)) if types[n] == "jsonb" and d.get(n) is not None
-                       else d.get(n) for n in names] for d in chunk]
+            chunk = docs[start : start + batch]
+            params = [
+                [
+                    Jsonb(d.get(n)) if types[n] == "jsonb" and d.get(n) is not None else d.get(n)
+                    for n in names
+                ]
+                for d in chunk
+            ]
             if embedder is not None:
                 texts = [" ".join(str(d.get(c) or "") for c in spec.columns) for d in chunk]
                 vectors = embed_texts(embedder, texts).astype(np.float32)
@@ -313,26 +390,34 @@ def _upsert(conn: Connection[Any], spec: PostgresSpec, table: Composable, names:
 
 def _index(conn: Connection[Any], spec: PostgresSpec, table: Composable) -> None:
     from psycopg import sql
+
     base = spec.table.replace(".", "_")
     if isinstance(spec, PostgresFtsSpec):
         expression = tsvector_expression(spec.columns, spec.language)
         if spec.tsvector_column:
-            conn.execute(sql.SQL(
-                "ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} tsvector "
-                "GENERATED ALWAYS AS ({}) STORED").format(
-                    table, sql.Identifier(spec.tsvector_column), expression))
+            conn.execute(
+                sql.SQL(
+                    "ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} tsvector "
+                    "GENERATED ALWAYS AS ({}) STORED"
+                ).format(table, sql.Identifier(spec.tsvector_column), expression)
+            )
             indexed: Composed = sql.SQL("({})").format(sql.Identifier(spec.tsvector_column))
             name = f"{base}_{spec.tsvector_column}_gin"
         else:
             indexed = sql.SQL("(({}))").format(expression)
             name = f"{base}_tsv_gin"
-        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin {}").format(
-            sql.Identifier(name[:63]), table, indexed))
+        conn.execute(
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin {}").format(
+                sql.Identifier(name[:63]), table, indexed
+            )
+        )
     elif isinstance(spec, PgvectorSpec):
         name = f"{base}_{spec.embedding_column}_hnsw"
-        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw "
-                             "({} vector_cosine_ops)").format(
-            sql.Identifier(name[:63]), table, sql.Identifier(spec.embedding_column)))
+        conn.execute(
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ({} vector_cosine_ops)").format(
+                sql.Identifier(name[:63]), table, sql.Identifier(spec.embedding_column)
+            )
+        )
     conn.execute(sql.SQL("ANALYZE {}").format(table))
 
 
@@ -349,8 +434,10 @@ class _Progress:
             return
         width = 30
         filled = width * self.done_count // max(self.total, 1)
-        self.stream.write(f"\r  {self.label}: [{'#' * filled}{'.' * (width - filled)}] "
-                          f"{self.done_count}/{self.total} rows")
+        self.stream.write(
+            f"\r  {self.label}: [{'#' * filled}{'.' * (width - filled)}] "
+            f"{self.done_count}/{self.total} rows"
+        )
         self.stream.flush()
 
     def done(self) -> None:

@@ -83,8 +83,9 @@ class _PoolLoop:
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         return self.runner.submit(coro)
 
-    async def pool(self, dsn: str, size: int, name: str,
-                   register: bool) -> AsyncConnectionPool[Any]:
+    async def pool(
+        self, dsn: str, size: int, name: str, register: bool
+    ) -> AsyncConnectionPool[Any]:
         """The DSN's pool (opened on first use, grown if a later source asks for more);
         ``register`` counts a new user, so the pool closes with its last one."""
         async with self.opening:  # two sources of one DSN asking at once get one pool
@@ -120,8 +121,14 @@ class _PoolLoop:
         if "connect_timeout" not in conninfo_to_dict(dsn):
             kwargs["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT_S
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            dsn, min_size=1, max_size=size, open=False, kwargs=kwargs, configure=configure,
-            name=name)
+            dsn,
+            min_size=1,
+            max_size=size,
+            open=False,
+            kwargs=kwargs,
+            configure=configure,
+            name=name,
+        )
         _SCRUB.pools[name] = dsn
         await pool.open(wait=False)
         logger.debug("postgres_pool_opened", dsn=mask_dsn(dsn), max_size=size)

@@ -27,24 +27,36 @@ class PostgresTableSource(PostgresSource):
 
     ranked = False
 
-    def __init__(self, source_id: str, dsn: str, table: str, columns: Sequence[str],
-                 id_field: str = "id", limit: int | None = None, timeout_s: float = 5.0,
-                 pool_size: int = 4, order_by: str | None = None) -> None:
+    def __init__(
+        self,
+        source_id: str,
+        dsn: str,
+        table: str,
+        columns: Sequence[str],
+        id_field: str = "id",
+        limit: int | None = None,
+        timeout_s: float = 5.0,
+        pool_size: int = 4,
+        order_by: str | None = None,
+    ) -> None:
         super().__init__(source_id, dsn, table, columns, id_field, limit, timeout_s, pool_size)
         self.order_by = order_by or id_field
 
     def statement(self, query: str, limit: int) -> tuple[Composed, Sequence[Any]] | None:
         from psycopg import sql
+
         words = keyword_stems(query)[:MAX_KEYWORDS]
         if not words:
             return None
         clauses = sql.SQL(" OR ").join(
             sql.SQL("t.{}::text ILIKE %s").format(sql.Identifier(column))
-            for _ in words for column in self.columns)
+            for _ in words
+            for column in self.columns
+        )
         params: list[Any] = [like_pattern(w) for w in words for _ in self.columns]
-        statement = sql.SQL("SELECT to_jsonb(t) FROM {table} AS t WHERE {clauses} "
-                            "ORDER BY t.{order} LIMIT %s").format(
-            table=self.table, clauses=clauses, order=sql.Identifier(self.order_by))
+        statement = sql.SQL(
+            "SELECT to_jsonb(t) FROM {table} AS t WHERE {clauses} ORDER BY t.{order} LIMIT %s"
+        ).format(table=self.table, clauses=clauses, order=sql.Identifier(self.order_by))
         return statement, [*params, limit]
 
 

@@ -79,7 +79,9 @@ def build_lock(path: Path) -> Iterator[None]:
 
 #: The source whose ``prepare`` this task (one broker call of one source) just ran.
 _prepared_here: contextvars.ContextVar[object] = contextvars.ContextVar(
-    "nautilus_prepared_here", default=None)
+    "nautilus_prepared_here", default=None
+)
+
 
 class SqliteSource(SourceBase):
     """A source served from a SQLite file that nautilus builds from seed files.
@@ -126,8 +128,9 @@ class SqliteSource(SourceBase):
     def build(self, connection: sqlite3.Connection) -> None:
         raise NotImplementedError
 
-    def query_rows(self, connection: sqlite3.Connection, query: str,
-                   context: Mapping[str, Any], limit: int) -> list[Row]:
+    def query_rows(
+        self, connection: sqlite3.Connection, query: str, context: Mapping[str, Any], limit: int
+    ) -> list[Row]:
         raise NotImplementedError
 
     # --- serving --------------------------------------------------------------------
@@ -163,15 +166,18 @@ class SqliteSource(SourceBase):
         kept = self._digest_memo
         if kept is None or kept[0] != seed_digest:
             kept = self._digest_memo = (
-                seed_digest, json.dumps(self._fingerprint(seed_digest), sort_keys=True))
+                seed_digest,
+                json.dumps(self._fingerprint(seed_digest), sort_keys=True),
+            )
         return kept[1]
 
     def close(self) -> None:
         """Close the kept connections (a later search opens what it needs)."""
         self._connections.close()
 
-    def _search_in_thread(self, query: str, context: Mapping[str, Any], limit: int,
-                          check: bool = True) -> list[Row]:
+    def _search_in_thread(
+        self, query: str, context: Mapping[str, Any], limit: int, check: bool = True
+    ) -> list[Row]:
         if check and not self._unchanged():
             self.ensure_built()
         with self._connections.connection() as connection:
@@ -192,10 +198,14 @@ class SqliteSource(SourceBase):
         return self._fingerprint(self._seed_state[1])
 
     def _fingerprint(self, seed_digest: str) -> dict[str, str]:
-        return {"built_by": "nautilus", "format": BUILD_FORMAT, "kind": type(self).__name__,
-                "seed": seed_digest,
-                "options": json.dumps(self.options(), sort_keys=True, default=str),
-                "model": self.model()}
+        return {
+            "built_by": "nautilus",
+            "format": BUILD_FORMAT,
+            "kind": type(self).__name__,
+            "seed": seed_digest,
+            "options": json.dumps(self.options(), sort_keys=True, default=str),
+            "model": self.model(),
+        }
 
     def ensure_built(self, force: bool = False) -> str | None:
         """Build or rebuild the database if it is missing or stale; the reason, or None."""
@@ -213,14 +223,17 @@ class SqliteSource(SourceBase):
                 return None
         if self._no_space is not None and time.monotonic() < self._no_space[0]:
             retry_at, _, why = self._no_space
-            raise NoSpaceError(errno.ENOSPC, f"{why}; not tried again for another "
-                               f"{retry_at - time.monotonic():.0f} s")
+            raise NoSpaceError(
+                errno.ENOSPC,
+                f"{why}; not tried again for another {retry_at - time.monotonic():.0f} s",
+            )
         with build_lock(self.path):
             self._sweep()  # under the lock, every partial file is a dead builder's
             reason = "forced" if force else _stale_reason(self._stored(), expected)
             if reason is not None:
-                logger.info("source_rebuilding", source_id=self.id, path=str(self.path),
-                            reason=reason)
+                logger.info(
+                    "source_rebuilding", source_id=self.id, path=str(self.path), reason=reason
+                )
                 self._build_and_replace(expected)
                 logger.info("source_database_built", source_id=self.id, path=str(self.path))
             self._verified = (stat_key(self.path), digest)
@@ -237,13 +250,19 @@ class SqliteSource(SourceBase):
         """
         if not self.path.exists():
             return None
-        refusal = ForeignFileError(f"refusing to replace {self.path}: it is not a database "
-                                   "nautilus built (move it away, or choose another 'path')")
+        refusal = ForeignFileError(
+            f"refusing to replace {self.path}: it is not a database "
+            "nautilus built (move it away, or choose another 'path')"
+        )
         try:
             connection = sqlite3.connect(read_only_uri(self.path), uri=True)
             try:
-                tables = {name for (name,) in connection.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                tables = {
+                    name
+                    for (name,) in connection.execute(
+                        "SELECT name FROM sqlite_master WHERE type = 'table'"
+                    )
+                }
                 if META_TABLE in tables:
                     return dict(connection.execute(f"SELECT key, value FROM {META_TABLE}"))
             finally:
@@ -265,8 +284,9 @@ class SqliteSource(SourceBase):
             with contextlib.suppress(OSError):
                 size = stale.stat().st_size
                 stale.unlink()
-                logger.info("source_partial_removed", source_id=self.id, path=str(stale),
-                            bytes=size)
+                logger.info(
+                    "source_partial_removed", source_id=self.id, path=str(stale), bytes=size
+                )
 
     def _sweep_if_idle(self) -> None:
         """:meth:`_sweep` when partial files exist and no builder holds the lock now
@@ -288,23 +308,30 @@ class SqliteSource(SourceBase):
                         fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     def _build_and_replace(self, fingerprint: dict[str, str]) -> None:
-        partial = self.path.with_name(f".{self.path.name}.{os.getpid()}."
-                                      f"{threading.get_ident()}.{uuid.uuid4().hex[:8]}.partial")
+        partial = self.path.with_name(
+            f".{self.path.name}.{os.getpid()}."
+            f"{threading.get_ident()}.{uuid.uuid4().hex[:8]}.partial"
+        )
         try:
             connection = sqlite3.connect(partial)
             try:
                 self.build(connection)
-                connection.execute(
-                    f"CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
-                connection.executemany(f"INSERT INTO {META_TABLE} VALUES (?, ?)",
-                                       sorted(fingerprint.items()))
+                connection.execute(f"CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
+                connection.executemany(
+                    f"INSERT INTO {META_TABLE} VALUES (?, ?)", sorted(fingerprint.items())
+                )
                 connection.commit()
             finally:
                 connection.close()
             os.replace(partial, self.path)
         except BaseException as exc:
-            for leftover in (partial, *(partial.with_name(partial.name + suffix)
-                                        for suffix in ("-journal", "-wal", "-shm"))):
+            for leftover in (
+                partial,
+                *(
+                    partial.with_name(partial.name + suffix)
+                    for suffix in ("-journal", "-wal", "-shm")
+                ),
+            ):
                 with contextlib.suppress(OSError):
                     leftover.unlink()
             if _is_no_space(exc):
@@ -318,11 +345,15 @@ class SqliteSource(SourceBase):
         """Remember a build that ran out of space; warn once per episode, not per request."""
         first, longest = NO_SPACE_BACKOFF_S
         delay = first if self._no_space is None else min(self._no_space[1] * 2, longest)
-        why = (f"no space left on the device to build {self.path} "
-               f"({type(exc).__name__}: {exc})")
+        why = f"no space left on the device to build {self.path} ({type(exc).__name__}: {exc})"
         if self._no_space is None:
-            logger.warning("source_build_no_space", source_id=self.id, path=str(self.path),
-                           error=str(exc), retry_in_s=delay)
+            logger.warning(
+                "source_build_no_space",
+                source_id=self.id,
+                path=str(self.path),
+                error=str(exc),
+                retry_in_s=delay,
+            )
         self._no_space = (time.monotonic() + delay, delay, why)
         return NoSpaceError(errno.ENOSPC, f"{why}; not tried again for {delay:.0f} s")
 
@@ -331,8 +362,10 @@ def _is_no_space(exc: BaseException) -> bool:
     """A write failed because the disk (or the quota) is full."""
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
-    return (isinstance(exc, sqlite3.Error)
-            and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL)
+    return (
+        isinstance(exc, sqlite3.Error)
+        and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    )
 
 
 def _stale_reason(stored: dict[str, str] | None, expected: dict[str, str]) -> str | None:
@@ -340,11 +373,13 @@ def _stale_reason(stored: dict[str, str] | None, expected: dict[str, str]) -> st
         return "no database yet"
     if not stored:
         return "built by an older nautilus"
-    for key, why in (("format", "nautilus' database layout changed"),
-                     ("kind", "the source type changed"),
-                     ("seed", "the seed changed"),
-                     ("options", "the source's options changed"),
-                     ("model", "the embedder model changed")):
+    for key, why in (
+        ("format", "nautilus' database layout changed"),
+        ("kind", "the source type changed"),
+        ("seed", "the seed changed"),
+        ("options", "the source's options changed"),
+        ("model", "the embedder model changed"),
+    ):
         if stored.get(key) != expected[key]:
             return why
     return None

@@ -59,8 +59,9 @@ class ReadConnections:
             old.close()
         connection = reused
         if connection is None:
-            connection = sqlite3.connect(read_only_uri(self.path), uri=True,
-                                         check_same_thread=False)
+            connection = sqlite3.connect(
+                read_only_uri(self.path), uri=True, check_same_thread=False
+            )
             connection.row_factory = sqlite3.Row
         try:
             yield connection

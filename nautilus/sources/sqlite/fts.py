@@ -51,8 +51,15 @@ class SqliteFtsSource(SeededSqliteSource):
 
     legacy_tables = frozenset({"docs"})
 
-    def __init__(self, source_id: str, path: Path, seed: Path, columns: list[str],
-                 id_field: str = "id", timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        source_id: str,
+        path: Path,
+        seed: Path,
+        columns: list[str],
+        id_field: str = "id",
+        timeout_s: float = 5.0,
+    ) -> None:
         super().__init__(source_id, path, seed, timeout_s)
         for name in (id_field, *columns):
             quote_identifier(name)  # rejects anything but plain names, at start-up
@@ -70,22 +77,29 @@ class SqliteFtsSource(SeededSqliteSource):
         fields = [f"{quote_identifier(self.id_field)} UNINDEXED"]
         fields += [quote_identifier(c) for c in self.columns if c != self.id_field]
         names = [self.id_field, *(c for c in self.columns if c != self.id_field)]
-        connection.execute(f"CREATE VIRTUAL TABLE docs USING fts5({', '.join(fields)}, "
-                           "tokenize = 'porter unicode61')")
+        connection.execute(
+            f"CREATE VIRTUAL TABLE docs USING fts5({', '.join(fields)}, "
+            "tokenize = 'porter unicode61')"
+        )
         placeholders = ", ".join("?" for _ in names)
         connection.executemany(
             f"INSERT INTO docs VALUES ({placeholders})",
-            ([_id(doc.get(self.id_field)), *(_text(doc.get(n)) for n in names[1:])]
-             for doc in docs))
+            (
+                [_id(doc.get(self.id_field)), *(_text(doc.get(n)) for n in names[1:])]
+                for doc in docs
+            ),
+        )
 
-    def query_rows(self, connection: sqlite3.Connection, query: str,
-                   context: Mapping[str, Any], limit: int) -> list[Row]:
+    def query_rows(
+        self, connection: sqlite3.Connection, query: str, context: Mapping[str, Any], limit: int
+    ) -> list[Row]:
         expression = fts_match_expression(query)
         if not expression:
             return []
         cursor = connection.execute(
             "SELECT *, bm25(docs) AS bm25 FROM docs WHERE docs MATCH ? ORDER BY bm25 LIMIT ?",
-            (expression, limit))
+            (expression, limit),
+        )
         return [dict(row) for row in cursor]
 
 
@@ -108,5 +122,11 @@ class SqliteFtsSpec(SeededSqliteSpec):
     def build(self, ctx: BuildContext) -> SqliteFtsSource:
         seed = resolve_seed_path(ctx, self.seed)
         load_seed(seed, [*self.columns, *named_id_field(self)])
-        return SqliteFtsSource(self.id, resolve_data_path(ctx, self.path), seed, self.columns,
-                               self.id_field, self.timeout_s)
+        return SqliteFtsSource(
+            self.id,
+            resolve_data_path(ctx, self.path),
+            seed,
+            self.columns,
+            self.id_field,
+            self.timeout_s,
+        )

@@ -40,8 +40,15 @@ class SqliteGraphSource(SqliteSource):
     #: relevance, so the ranking judges it per batch (None) rather than trust it.
     ranked: bool | None = None
 
-    def __init__(self, source_id: str, path: Path, entities: Path, edges: Path,
-                 timeout_s: float = 5.0, id_field: str = "id") -> None:
+    def __init__(
+        self,
+        source_id: str,
+        path: Path,
+        entities: Path,
+        edges: Path,
+        timeout_s: float = 5.0,
+        id_field: str = "id",
+    ) -> None:
         super().__init__(source_id, path, timeout_s)
         self.id_field = id_field
         self.entities = entities
@@ -58,21 +65,31 @@ class SqliteGraphSource(SqliteSource):
         key = self.id_field
         entities = load_seed(self.entities, every_row=(key,))
         edges = load_seed(self.edges, every_row=_EDGE_FIELDS, allow_empty=True)
-        connection.execute("CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL, "
-                           "doc TEXT NOT NULL)")
+        connection.execute(
+            "CREATE TABLE entities (id TEXT PRIMARY KEY, name TEXT NOT NULL, doc TEXT NOT NULL)"
+        )
         connection.execute("CREATE TABLE edges (src TEXT, dst TEXT, relation TEXT)")
         connection.executemany(
             "INSERT OR REPLACE INTO entities VALUES (?, ?, ?)",
-            ((_text(e[key]), _text(e.get("name") or e[key]), _text(json.dumps(
-                e, ensure_ascii=False))) for e in entities))
+            (
+                (
+                    _text(e[key]),
+                    _text(e.get("name") or e[key]),
+                    _text(json.dumps(e, ensure_ascii=False)),
+                )
+                for e in entities
+            ),
+        )
         connection.executemany(
             "INSERT INTO edges VALUES (?, ?, ?)",
-            ((_text(e["src"]), _text(e["dst"]), _text(e["relation"])) for e in edges))
+            ((_text(e["src"]), _text(e["dst"]), _text(e["relation"])) for e in edges),
+        )
         connection.execute("CREATE INDEX edges_src ON edges (src)")
         connection.execute("CREATE INDEX edges_dst ON edges (dst)")
 
-    def query_rows(self, connection: sqlite3.Connection, query: str,
-                   context: Mapping[str, Any], limit: int) -> list[Row]:
+    def query_rows(
+        self, connection: sqlite3.Connection, query: str, context: Mapping[str, Any], limit: int
+    ) -> list[Row]:
         words = set(tokenize(query))
         if not words:
             return []
@@ -83,25 +100,44 @@ class SqliteGraphSource(SqliteSource):
             if hits:
                 scored.append((-hits / len(name_words), key))
         scored.sort()
-        rows: list[Row] = [{**json.loads(entities[key]), "relation": "matched",
-                            "direction": None, "via": None, "edge": None} for _, key in scored]
+        rows: list[Row] = [
+            {
+                **json.loads(entities[key]),
+                "relation": "matched",
+                "direction": None,
+                "via": None,
+                "edge": None,
+            }
+            for _, key in scored
+        ]
         seen = {key for _, key in scored}
         for _, key in scored:
             neighbours = connection.execute(
                 "SELECT dst AS other, relation, 'out' FROM edges WHERE src = ? "
                 "UNION ALL SELECT src AS other, relation, 'in' FROM edges WHERE dst = ? "
-                "ORDER BY 1, 3", (key, key))
+                "ORDER BY 1, 3",
+                (key, key),
+            )
             for other, relation, direction in neighbours:
                 if other in seen or other not in entities:
                     continue
                 seen.add(other)
                 src, dst = (key, other) if direction == "out" else (other, key)
-                rows.append({**json.loads(entities[other]), "relation": relation,
-                             "direction": direction, "via": key, "edge": f"{src} {relation} {dst}"})
+                rows.append(
+                    {
+                        **json.loads(entities[other]),
+                        "relation": relation,
+                        "direction": direction,
+                        "via": key,
+                        "edge": f"{src} {relation} {dst}",
+                    }
+                )
         return rows[:limit]
 
-    def _load(self, connection: sqlite3.Connection,
-              ) -> tuple[dict[str, str], list[tuple[str, frozenset[str]]]]:
+    def _load(
+        self,
+        connection: sqlite3.Connection,
+    ) -> tuple[dict[str, str], list[tuple[str, frozenset[str]]]]:
         """Each entity's JSON by id, and the words of each name (in id order), read and
         tokenised once per database file version; rows are parsed afresh from the JSON,
         so no two answers share an object."""
@@ -126,16 +162,25 @@ class SqliteGraphSpec(SqliteSpec):
     """``sqlite_graph``: entities and edges from two JSONL seeds, matched by name."""
 
     type: Literal["sqlite_graph"]
-    entities: str = Field(description="JSONL seed of entities (each with its id_field, "
-                                      "'id' unless set; 'name' optional), relative to the "
-                                      "sources file")
-    edges: str = Field(description="JSONL seed of edges ('src', 'dst', 'relation'), "
-                                   "relative to the sources file")
+    entities: str = Field(
+        description="JSONL seed of entities (each with its id_field, "
+        "'id' unless set; 'name' optional), relative to the "
+        "sources file"
+    )
+    edges: str = Field(
+        description="JSONL seed of edges ('src', 'dst', 'relation'), relative to the sources file"
+    )
 
     def build(self, ctx: BuildContext) -> SqliteGraphSource:
         entities = resolve_seed_path(ctx, self.entities)
         edges = resolve_seed_path(ctx, self.edges)
         load_seed(entities, every_row=(self.id_field,))
         load_seed(edges, every_row=_EDGE_FIELDS, allow_empty=True)
-        return SqliteGraphSource(self.id, resolve_data_path(ctx, self.path), entities, edges,
-                                 self.timeout_s, self.id_field)
+        return SqliteGraphSource(
+            self.id,
+            resolve_data_path(ctx, self.path),
+            entities,
+            edges,
+            self.timeout_s,
+            self.id_field,
+        )

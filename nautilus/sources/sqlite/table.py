@@ -32,8 +32,9 @@ _SEARCH_TABLE = "nautilus_search"
 def _cell(value: Any) -> Any:
     """A seed value as SQLite stores it: nested JSON as its JSON text (see
     :func:`~nautilus.sources.seeds.sqlite_value` for integers past 64 bits)."""
-    return sqlite_value(json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list)
-                        else value)
+    return sqlite_value(
+        json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+    )
 
 
 class SqliteTableSource(SeededSqliteSource):
@@ -49,9 +50,16 @@ class SqliteTableSource(SeededSqliteSource):
     #: rowid order says nothing about relevance: never counted as evidence
     ranked: bool | None = False
 
-    def __init__(self, source_id: str, path: Path, seed: Path, table: str,
-                 search_columns: list[str], timeout_s: float = 5.0,
-                 id_field: str = "id") -> None:
+    def __init__(
+        self,
+        source_id: str,
+        path: Path,
+        seed: Path,
+        table: str,
+        search_columns: list[str],
+        timeout_s: float = 5.0,
+        id_field: str = "id",
+    ) -> None:
         super().__init__(source_id, path, seed, timeout_s)
         self.id_field = id_field
         if not search_columns:
@@ -73,15 +81,20 @@ class SqliteTableSource(SeededSqliteSource):
         placeholders = ", ".join("?" for _ in names)
         connection.executemany(
             f"INSERT INTO {self.table} ({columns}) VALUES ({placeholders})",
-            ([_cell(doc.get(n)) for n in names] for doc in docs))
+            ([_cell(doc.get(n)) for n in names] for doc in docs),
+        )
         connection.execute(f"CREATE TABLE {_SEARCH_TABLE} (id INTEGER PRIMARY KEY, text TEXT)")
         connection.executemany(
             f"INSERT INTO {_SEARCH_TABLE} VALUES (?, ?)",
-            ((i, "\n".join(str(_cell(doc.get(n)) or "") for n in self.search_names).lower())
-             for i, doc in enumerate(docs, start=1)))
+            (
+                (i, "\n".join(str(_cell(doc.get(n)) or "") for n in self.search_names).lower())
+                for i, doc in enumerate(docs, start=1)
+            ),
+        )
 
-    def query_rows(self, connection: sqlite3.Connection, query: str,
-                   context: Mapping[str, Any], limit: int) -> list[Row]:
+    def query_rows(
+        self, connection: sqlite3.Connection, query: str, context: Mapping[str, Any], limit: int
+    ) -> list[Row]:
         words = keyword_stems(query)[:MAX_KEYWORDS]
         if not words:
             return []
@@ -89,7 +102,8 @@ class SqliteTableSource(SeededSqliteSource):
         cursor = connection.execute(
             f"SELECT t.* FROM {self.table} AS t JOIN {_SEARCH_TABLE} AS s ON s.id = t.rowid "
             f"WHERE {clauses} ORDER BY t.rowid LIMIT ?",
-            (*(like_pattern(w) for w in words), limit))
+            (*(like_pattern(w) for w in words), limit),
+        )
         return [dict(row) for row in cursor]
 
 
@@ -99,20 +113,29 @@ class SqliteTableSpec(SeededSqliteSpec):
 
     type: Literal["sqlite_table"]
     table: str = Field(min_length=1, max_length=128, description="table name")
-    search_columns: ColumnList = Field(description="seed fields the query's words are "
-                                                   "looked for in")
+    search_columns: ColumnList = Field(
+        description="seed fields the query's words are looked for in"
+    )
 
     @field_validator("table")
     @classmethod
     def _table_name(cls, value: str) -> str:
         column_list([value])
-        if value.lower() in {_SEARCH_TABLE, "nautilus_meta"} or \
-                value.lower().startswith("sqlite_"):  # SQLite's own (sqlite_master, …)
+        if value.lower() in {_SEARCH_TABLE, "nautilus_meta"} or value.lower().startswith(
+            "sqlite_"
+        ):  # SQLite's own (sqlite_master, …)
             raise ValueError(f"table name {value!r} is reserved")
         return value
 
     def build(self, ctx: BuildContext) -> SqliteTableSource:
         seed = resolve_seed_path(ctx, self.seed)
         load_seed(seed, [*self.search_columns, *named_id_field(self)])
-        return SqliteTableSource(self.id, resolve_data_path(ctx, self.path), seed, self.table,
-                                 self.search_columns, self.timeout_s, self.id_field)
+        return SqliteTableSource(
+            self.id,
+            resolve_data_path(ctx, self.path),
+            seed,
+            self.table,
+            self.search_columns,
+            self.timeout_s,
+            self.id_field,
+        )

@@ -52,9 +52,16 @@ class SqliteVectorSource(SeededSqliteSource):
 
     legacy_tables = frozenset({"meta", "docs"})
 
-    def __init__(self, source_id: str, path: Path, seed: Path, text_fields: list[str],
-                 embedder: Embedder | None = None, timeout_s: float = 5.0,
-                 id_field: str = "id") -> None:
+    def __init__(
+        self,
+        source_id: str,
+        path: Path,
+        seed: Path,
+        text_fields: list[str],
+        embedder: Embedder | None = None,
+        timeout_s: float = 5.0,
+        id_field: str = "id",
+    ) -> None:
         super().__init__(source_id, path, seed, timeout_s)
         self.id_field = id_field
         for name in text_fields:
@@ -68,8 +75,7 @@ class SqliteVectorSource(SeededSqliteSource):
         #: (database stamp, position) -> the canonical JSON of that row's ``embedding``
         #: (a thousand floats written out cost more than the query): at most
         #: :data:`ENCODED_KEPT` kept, the oldest dropped first.
-        self._encoded: collections.OrderedDict[tuple[Any, int], str] = (
-            collections.OrderedDict())
+        self._encoded: collections.OrderedDict[tuple[Any, int], str] = collections.OrderedDict()
         self._encoded_lock = threading.Lock()
 
     def options(self) -> dict[str, Any]:
@@ -79,17 +85,20 @@ class SqliteVectorSource(SeededSqliteSource):
         return self.model_id
 
     def build(self, connection: sqlite3.Connection) -> None:
-        connection.execute("CREATE TABLE docs (position INTEGER PRIMARY KEY, doc TEXT, "
-                           "embedding BLOB)")
+        connection.execute(
+            "CREATE TABLE docs (position INTEGER PRIMARY KEY, doc TEXT, embedding BLOB)"
+        )
         docs = load_seed(self.seed, self.text_fields)
         texts = [" ".join(str(d.get(f, "")) for f in self.text_fields) for d in docs]
         vectors = embed_texts(self.embedder, texts).astype(np.float32)
         connection.executemany(
             "INSERT INTO docs VALUES (?, ?, ?)",
-            ((i, json.dumps(doc), vectors[i].tobytes()) for i, doc in enumerate(docs)))
+            ((i, json.dumps(doc), vectors[i].tobytes()) for i, doc in enumerate(docs)),
+        )
 
-    def query_rows(self, connection: sqlite3.Connection, query: str,
-                   context: Mapping[str, Any], limit: int) -> list[Row]:
+    def query_rows(
+        self, connection: sqlite3.Connection, query: str, context: Mapping[str, Any], limit: int
+    ) -> list[Row]:
         if not query.strip():
             return []
         query_vector = self._embed_query(query)
@@ -103,12 +112,18 @@ class SqliteVectorSource(SeededSqliteSource):
         for i in order.tolist():
             if scores[i] <= 0:
                 break
-            row = {**with_id(json.loads(docs[i]), self.id_field),
-                   "embedding": matrix[i].tolist(), "embedding_model": self.model_id,
-                   "similarity": float(scores[i])}
+            row = {
+                **with_id(json.loads(docs[i]), self.id_field),
+                "embedding": matrix[i].tolist(),
+                "embedding_model": self.model_id,
+                "similarity": float(scores[i]),
+            }
             rows.append(row)
-            texts.append(canonical_object_with(row, "embedding",
-                                               self._embedding_text(stamp, i, row["embedding"])))
+            texts.append(
+                canonical_object_with(
+                    row, "embedding", self._embedding_text(stamp, i, row["embedding"])
+                )
+            )
         return CanonicalRows(rows, texts)
 
     def _embed_query(self, query: str) -> Any:
@@ -143,8 +158,13 @@ class SqliteVectorSource(SeededSqliteSource):
             return cached
         records = connection.execute("SELECT doc, embedding FROM docs ORDER BY position").fetchall()
         docs = [r["doc"] for r in records]
-        matrix = (np.stack([np.frombuffer(r["embedding"], dtype=np.float32) for r in records])
-                  .astype(np.float64) if records else np.zeros((0, 1)))
+        matrix = (
+            np.stack([np.frombuffer(r["embedding"], dtype=np.float32) for r in records]).astype(
+                np.float64
+            )
+            if records
+            else np.zeros((0, 1))
+        )
         row_norms = np.linalg.norm(matrix, axis=1)
         self._cache = (stamp, docs, matrix, row_norms)
         return self._cache
@@ -156,13 +176,27 @@ class SqliteVectorSpec(SeededSqliteSpec):
 
     type: Literal["sqlite_vector"]
     text_fields: ColumnList = Field(description="seed fields joined into the embedded text")
-    dim: int = Field(1024, ge=16, le=MAX_DIM,
-                     description="vector size of the hashing embedder (ignored by the onnx ones)")
+    dim: int = Field(
+        1024,
+        ge=16,
+        le=MAX_DIM,
+        description="vector size of the hashing embedder (ignored by the onnx ones)",
+    )
 
     def build(self, ctx: BuildContext) -> SqliteVectorSource:
         seed = resolve_seed_path(ctx, self.seed)
         load_seed(seed, [*self.text_fields, *named_id_field(self)])
-        embedder = embedder_from_name("hashing" if ctx.embedder_name == "noop"
-                                      else ctx.embedder_name, self.dim, ctx.cache_size)
-        return SqliteVectorSource(self.id, resolve_data_path(ctx, self.path), seed,
-                                  self.text_fields, embedder, self.timeout_s, self.id_field)
+        embedder = embedder_from_name(
+            "hashing" if ctx.embedder_name == "noop" else ctx.embedder_name,
+            self.dim,
+            ctx.cache_size,
+        )
+        return SqliteVectorSource(
+            self.id,
+            resolve_data_path(ctx, self.path),
+            seed,
+            self.text_fields,
+            embedder,
+            self.timeout_s,
+            self.id_field,
+        )

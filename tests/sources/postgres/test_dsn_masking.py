@@ -32,8 +32,11 @@ NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 KEY = "k-7d1e0c44a9"
 #: Pieces of every generated password: none may appear in anything shown.
 MARKERS = ("Qz1x", "Wv2y", "Jk3u")
-PRINTABLE = st.text(st.characters(codec="utf-8", exclude_categories=("Cc", "Cs"))
-                    | st.sampled_from(" \t/@:#?&='\"\\%"), max_size=6)
+PRINTABLE = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cc", "Cs"))
+    | st.sampled_from(" \t/@:#?&='\"\\%"),
+    max_size=6,
+)
 QUOTED_FORMS = {  # how an operator may have written it
     "url": "postgresql://u:{pw}@127.0.0.1:1/d?connect_timeout=1",
     "url_query": "postgresql://u@127.0.0.1:1/d?password={pw}&connect_timeout=1",
@@ -43,10 +46,12 @@ QUOTED_FORMS = {  # how an operator may have written it
     "libpq": "host=127.0.0.1 port=1 user=u password='{quoted}' dbname=d connect_timeout=1",
 }
 #: The DSNs the reports quoted.
-REPORTED = ["postgresql://u:S3cr3t/Tail9@127.0.0.1:1/d",
-            "postgresql://u:S3cr3t@Tail9@127.0.0.1:1/d",
-            'host=127.0.0.1 port=1 user=u password="S3cr3t Tail9" dbname=d',
-            "host=127.0.0.1 port=1 user=u password=''S3cr3t Tail9'' dbname=d"]
+REPORTED = [
+    "postgresql://u:S3cr3t/Tail9@127.0.0.1:1/d",
+    "postgresql://u:S3cr3t@Tail9@127.0.0.1:1/d",
+    'host=127.0.0.1 port=1 user=u password="S3cr3t Tail9" dbname=d',
+    "host=127.0.0.1 port=1 user=u password=''S3cr3t Tail9'' dbname=d",
+]
 
 
 def password(parts: list[str]) -> str:
@@ -65,8 +70,11 @@ def hidden(text: str) -> bool:
 def another_option(form: str, pw: str) -> bool:
     """A password that itself spells the next option (``a dbname=b``) is that option."""
     words = "|".join(KEYWORDS)
-    return bool(re.search(rf"[\s]({words})\s*=", pw) if not form.startswith("url")
-                else re.search(rf"&({words})=", pw))
+    return bool(
+        re.search(rf"[\s]({words})\s*=", pw)
+        if not form.startswith("url")
+        else re.search(rf"&({words})=", pw)
+    )
 
 
 PASSWORDS = st.lists(PRINTABLE, min_size=4, max_size=4).map(password)
@@ -77,8 +85,7 @@ PASSWORDS = st.lists(PRINTABLE, min_size=4, max_size=4).map(password)
 @example(form="url", pw="S3cr3t/tail" + "".join(MARKERS))
 @example(form="url", pw="pa@ss" + "".join(MARKERS))
 @example(form="doubled", pw="x " + "".join(MARKERS))
-def test_the_mask_and_the_scrubbed_driver_error_hide_every_password(form: str,
-                                                                     pw: str) -> None:
+def test_the_mask_and_the_scrubbed_driver_error_hide_every_password(form: str, pw: str) -> None:
     assume(not another_option(form, pw))
     dsn = dsn_for(form, pw)
     masked = mask_dsn(dsn)
@@ -99,18 +106,22 @@ def test_the_mask_and_the_scrubbed_driver_error_hide_every_password(form: str,
 def sources_file(folder: Path, dsn: str) -> Path:
     write_jsonl(folder / "kb.jsonl", [{"id": "a1", "title": "disk full"}])
     path = folder / "sources.yaml"
-    path.write_text(f"sources:\n  - {{id: kb, type: postgres_fts, dsn: {json.dumps(dsn)}, "
-                    "table: kb, columns: [title], seed: kb.jsonl, timeout_s: 3}\n",
-                    encoding="utf-8")
+    path.write_text(
+        f"sources:\n  - {{id: kb, type: postgres_fts, dsn: {json.dumps(dsn)}, "
+        "table: kb, columns: [title], seed: kb.jsonl, timeout_s: 3}\n",
+        encoding="utf-8",
+    )
     return path
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(form=st.sampled_from(sorted(QUOTED_FORMS)), pw=PASSWORDS)
 @example(form="url", pw="S3cr3t/tail" + "".join(MARKERS))
 def test_error_records_and_the_sources_check_hide_every_password(
-        tmp_path_factory: Any, form: str, pw: str) -> None:
+    tmp_path_factory: Any, form: str, pw: str
+) -> None:
     assume(not another_option(form, pw))
     folder = tmp_path_factory.mktemp("dsn")
     path = sources_file(folder, dsn_for(form, pw))
@@ -131,17 +142,29 @@ def test_error_records_and_the_sources_check_hide_every_password(
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    return subprocess.run([NAUTILUS, *args], capture_output=True, text=True, timeout=120,
-                          env={**base, "NAUTILUS_LOG_FORMAT": "json", **env})
+    return subprocess.run(
+        [NAUTILUS, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, "NAUTILUS_LOG_FORMAT": "json", **env},
+    )
 
 
 @pytest.mark.parametrize("dsn", REPORTED)
 def test_the_cli_never_shows_a_misread_password(tmp_path: Path, dsn: str) -> None:
-    env = {"NAUTILUS_CONFIG": str(sources_file(tmp_path, dsn)),
-           "NAUTILUS_DATA_DIR": str(tmp_path / "data")}
+    env = {
+        "NAUTILUS_CONFIG": str(sources_file(tmp_path, dsn)),
+        "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+    }
     shown = []
-    for args in (["config"], ["config", "--json"], ["config", "--strict"],
-                 ["query", "disk", "--json"], ["load"]):
+    for args in (
+        ["config"],
+        ["config", "--json"],
+        ["config", "--strict"],
+        ["query", "disk", "--json"],
+        ["load"],
+    ):
         result = cli(*args, env=env)
         shown += [result.stdout, result.stderr]
     config = json.loads(cli("config", "--json", env=env).stdout)["sources_file"]
@@ -157,12 +180,16 @@ def test_the_cli_never_shows_a_misread_password(tmp_path: Path, dsn: str) -> Non
 def test_the_service_and_mcp_never_show_a_misread_password(tmp_path: Path, dsn: str) -> None:
     keys = tmp_path / "keys"
     keys.write_text(KEY + "\n")
-    env = {"NAUTILUS_CONFIG": str(sources_file(tmp_path, dsn)),
-           "NAUTILUS_SERVE_API_KEYS_FILE": str(keys), "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.3"}
+    env = {
+        "NAUTILUS_CONFIG": str(sources_file(tmp_path, dsn)),
+        "NAUTILUS_SERVE_API_KEYS_FILE": str(keys),
+        "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.3",
+    }
     with running(tmp_path, env) as server:
         headers = {"X-API-Key": KEY}
-        answer = httpx.post(server.url + "/v1/query", json={"query": "disk"},
-                            headers=headers, timeout=30)
+        answer = httpx.post(
+            server.url + "/v1/query", json={"query": "disk"}, headers=headers, timeout=30
+        )
         assert answer.status_code == 200, answer.text
         assert answer.json()["sources_errored"][0]["source_id"] == "kb"
         ready = httpx.get(server.url + "/readyz", headers=headers, timeout=30)
@@ -183,8 +210,12 @@ def mcp_outputs(tmp_path: Path, config: str) -> list[str]:
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    env = {**base, "NAUTILUS_CONFIG": config, "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
-           "NAUTILUS_LOG_FORMAT": "json"}
+    env = {
+        **base,
+        "NAUTILUS_CONFIG": config,
+        "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+        "NAUTILUS_LOG_FORMAT": "json",
+    }
     params = StdioServerParameters(command=NAUTILUS, args=["mcp"], env=env, cwd=tmp_path)
     errlog = tmp_path / "mcp-stderr.log"
 

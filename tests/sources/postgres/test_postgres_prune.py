@@ -21,21 +21,23 @@ from nautilus.sources.postgres.load import load_postgres, postgres_specs
 NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 
 IDS = st.one_of(
-    st.integers(min_value=-(2 ** 70), max_value=2 ** 70),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=False, allow_infinity=False),
     st.integers(min_value=-1000, max_value=1000).map(float),  # integral floats: 1.0
-    st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),
-            max_size=12),
+    st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=12),
     st.booleans(),
 )
 
 
 def sources(folder: Path, dsn: str, table: str) -> Path:
     path = folder / "sources.yaml"
-    path.write_text(f"""sources:
+    path.write_text(
+        f"""sources:
   - {{id: kb, type: postgres_table, dsn: "{dsn}", table: {table}, columns: [title],
      seed: kb.jsonl}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -45,11 +47,15 @@ def write_seed(folder: Path, ids: list[Any]) -> None:
             handle.write(json.dumps({"id": ident, "title": f"row {i}"}) + "\n")
 
 
-@settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(ids=st.lists(IDS, min_size=1, max_size=8), drop=st.integers(min_value=0))
-def test_prune_on_an_unchanged_seed_prunes_nothing(pg_dsn: str, tmp_path_factory: Any,
-                                                   ids: list[Any], drop: int) -> None:
+def test_prune_on_an_unchanged_seed_prunes_nothing(
+    pg_dsn: str, tmp_path_factory: Any, ids: list[Any], drop: int
+) -> None:
     folder = tmp_path_factory.mktemp("prune")
     path = sources(folder, pg_dsn, "prune_property")
     specs = postgres_specs(load_sources(path).specs)
@@ -68,15 +74,20 @@ def test_prune_on_an_unchanged_seed_prunes_nothing(pg_dsn: str, tmp_path_factory
         assert load_postgres(specs, folder, "hashing", prune=True)[0].pruned == 0
 
 
-def test_the_cli_prunes_nothing_on_a_mixed_id_seed_it_just_loaded(pg_dsn: str,
-                                                                   tmp_path: Path) -> None:
+def test_the_cli_prunes_nothing_on_a_mixed_id_seed_it_just_loaded(
+    pg_dsn: str, tmp_path: Path
+) -> None:
     path = sources(tmp_path, pg_dsn, "prune_mixed")
     write_seed(tmp_path, [1, "A-7", 2.0])
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     for _ in range(2):
-        run = subprocess.run([NAUTILUS, "load", "--config", str(path), "--prune"],
-                             capture_output=True, text=True, timeout=120, env=env)
+        run = subprocess.run(
+            [NAUTILUS, "load", "--config", str(path), "--prune"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert run.returncode == 0, run.stderr
-        assert "3 rows loaded into prune_mixed (3 in the table, 0 pruned)" in run.stdout, \
-            run.stdout
+        assert "3 rows loaded into prune_mixed (3 in the table, 0 pruned)" in run.stdout, run.stdout
     assert execute(pg_dsn, "SELECT count(*) FROM prune_mixed") == [(3,)]

@@ -22,22 +22,39 @@ from nautilus.sources.postgres.table import PostgresTableSource
 from nautilus.sources.postgres.vector import PgvectorSource, VectorModelMismatchError
 
 DOCS = [
-    {"id": "d1", "title": "Disk almost full on the orders database",
-     "body": "WAL files filled the disk; drop the stale replication slot.", "severity": 2},
-    {"id": "d2", "title": "Kafka broker disk full",
-     "body": "Retention too long on the audit topic; the broker ran out of disk.", "severity": 3},
-    {"id": "d3", "title": "Users logged out of their sessions",
-     "body": "Redis failover lost the session keys; users had to log in again.", "severity": 2},
-    {"id": "d4", "title": "Discount code 100% off applied twice",
-     "body": "A promo_code with an underscore matched every cart.", "severity": 1,
-     "tags": ["billing", "promo"]},
+    {
+        "id": "d1",
+        "title": "Disk almost full on the orders database",
+        "body": "WAL files filled the disk; drop the stale replication slot.",
+        "severity": 2,
+    },
+    {
+        "id": "d2",
+        "title": "Kafka broker disk full",
+        "body": "Retention too long on the audit topic; the broker ran out of disk.",
+        "severity": 3,
+    },
+    {
+        "id": "d3",
+        "title": "Users logged out of their sessions",
+        "body": "Redis failover lost the session keys; users had to log in again.",
+        "severity": 2,
+    },
+    {
+        "id": "d4",
+        "title": "Discount code 100% off applied twice",
+        "body": "A promo_code with an underscore matched every cart.",
+        "severity": 1,
+        "tags": ["billing", "promo"],
+    },
 ]
 
 
 def sources_file(folder: Path, dsn: str, extra: str = "") -> Path:
     write_jsonl(folder / "docs.jsonl", DOCS)
     path = folder / "sources.yaml"
-    path.write_text(f"""
+    path.write_text(
+        f"""
 sources:
   - id: fts
     type: postgres_fts
@@ -65,7 +82,9 @@ sources:
     table: tab_docs
     columns: [title, body]
     seed: docs.jsonl
-{extra}""", encoding="utf-8")
+{extra}""",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -110,11 +129,13 @@ def test_fts_over_an_expression_matches_the_generated_column(loaded: Path) -> No
 
 
 def test_fts_match_all_takes_web_search_syntax(pg_dsn: str, loaded: Path) -> None:
-    source = PostgresFtsSource("all", pg_dsn, "fts_docs", ["title", "body"],
-                               tsvector_column="search_tsv", match="all")
+    source = PostgresFtsSource(
+        "all", pg_dsn, "fts_docs", ["title", "body"], tsvector_column="search_tsv", match="all"
+    )
     assert [r["id"] for r in search(source, "disk -kafka")] == ["d1"]
-    source = PostgresFtsSource("all", pg_dsn, "fts_docs", ["title", "body"],
-                               tsvector_column="search_tsv", match="all")
+    source = PostgresFtsSource(
+        "all", pg_dsn, "fts_docs", ["title", "body"], tsvector_column="search_tsv", match="all"
+    )
     assert search(source, '"kafka broker" sessions') == []
 
 
@@ -138,14 +159,16 @@ def test_pgvector_orders_by_cosine_distance_like_numpy(loaded: Path) -> None:
 
 
 def test_pgvector_refuses_a_query_embedded_by_another_model(pg_dsn: str, loaded: Path) -> None:
-    other = PgvectorSource("vec", pg_dsn, "vec_docs", ["title", "body"],
-                           embedder=HashingEmbedder(dim=512))
+    other = PgvectorSource(
+        "vec", pg_dsn, "vec_docs", ["title", "body"], embedder=HashingEmbedder(dim=512)
+    )
     with pytest.raises(VectorModelMismatchError) as info:
         search(other, "disk full")
     assert "'hashing-v2-256'" in str(info.value) and "'hashing-v2-512'" in str(info.value)
     assert "embedder and dim that loaded the table" in str(info.value)
-    onnx_query = PgvectorSource("vec", pg_dsn, "vec_docs", ["title", "body"],
-                               embedder=HashingEmbedder(dim=256))
+    onnx_query = PgvectorSource(
+        "vec", pg_dsn, "vec_docs", ["title", "body"], embedder=HashingEmbedder(dim=256)
+    )
     onnx_query.model_id = "all-MiniLM-L6-v2-onnx-int8-matmul"  # as if the query were onnx's
     with pytest.raises(VectorModelMismatchError) as info:
         search(onnx_query, "disk full")
@@ -153,10 +176,14 @@ def test_pgvector_refuses_a_query_embedded_by_another_model(pg_dsn: str, loaded:
 
 
 def test_pgvector_without_a_recorded_model_says_how_to_load(pg_dsn: str, loaded: Path) -> None:
-    execute(pg_dsn, "CREATE TABLE IF NOT EXISTS hand_made (id text primary key, "
-                    "embedding vector(3))")
-    execute(pg_dsn, "CREATE TABLE IF NOT EXISTS nautilus_vector_models (table_name text, "
-                    "column_name text, model text, dim integer)")
+    execute(
+        pg_dsn, "CREATE TABLE IF NOT EXISTS hand_made (id text primary key, embedding vector(3))"
+    )
+    execute(
+        pg_dsn,
+        "CREATE TABLE IF NOT EXISTS nautilus_vector_models (table_name text, "
+        "column_name text, model text, dim integer)",
+    )
     source = PgvectorSource("hand", pg_dsn, "hand_made", ["id"], embedder=HashingEmbedder(dim=16))
     with pytest.raises(PostgresSourceError, match="nautilus load"):
         search(source, "disk")
@@ -181,9 +208,10 @@ def test_user_text_is_bound_never_executed(pg_dsn: str, loaded: Path) -> None:
 
 
 def test_odd_table_and_column_names_are_quoted(pg_dsn: str, tmp_path: Path) -> None:
-    write_jsonl(tmp_path / "odd.jsonl", [{"key id": "a", "the \"text\"": "quoted words"}])
+    write_jsonl(tmp_path / "odd.jsonl", [{"key id": "a", 'the "text"': "quoted words"}])
     path = tmp_path / "odd.yaml"
-    path.write_text(f"""
+    path.write_text(
+        f"""
 sources:
   - id: odd
     type: postgres_table
@@ -192,16 +220,22 @@ sources:
     id_field: key id
     columns: ['the "text"']
     seed: odd.jsonl
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     load_postgres(postgres_specs(load_source_specs(path).specs), tmp_path, "hashing")
-    assert search(built(path, "odd"), "words") == [{"key id": "a", "the \"text\"": "quoted words",
-                                                  "id": "a"}]  # id_field answered as the id
+    assert search(built(path, "odd"), "words") == [
+        {"key id": "a", 'the "text"': "quoted words", "id": "a"}
+    ]  # id_field answered as the id
 
 
 def test_queries_run_in_read_only_transactions(pg_dsn: str) -> None:
     execute(pg_dsn, "CREATE TABLE IF NOT EXISTS audit (at timestamptz)")
-    execute(pg_dsn, """CREATE OR REPLACE FUNCTION log_read() RETURNS text LANGUAGE sql
-                       AS $$ INSERT INTO audit VALUES (now()) RETURNING 'logged' $$""")
+    execute(
+        pg_dsn,
+        """CREATE OR REPLACE FUNCTION log_read() RETURNS text LANGUAGE sql
+                       AS $$ INSERT INTO audit VALUES (now()) RETURNING 'logged' $$""",
+    )
     execute(pg_dsn, "CREATE OR REPLACE VIEW writes AS SELECT 'w1' AS id, log_read() AS title")
     source = PostgresTableSource("writes", pg_dsn, "writes", ["title"])
     with pytest.raises(Exception, match="read-only transaction"):
@@ -219,25 +253,36 @@ def test_load_twice_updates_rows_without_duplicating_them(pg_dsn: str, loaded: P
     (report,) = load_postgres([tab], loaded.parent, "hashing")
     assert (report.loaded, report.in_table) == (1, 4)
     assert execute(pg_dsn, "SELECT title FROM tab_docs WHERE id = 'd1'") == [
-        ("Disk full on orders-db (edited)",)]
+        ("Disk full on orders-db (edited)",)
+    ]
 
 
 def test_load_creates_gin_and_hnsw_indexes_the_queries_use(pg_dsn: str, loaded: Path) -> None:
-    indexes = dict(execute(pg_dsn, "SELECT indexname, indexdef FROM pg_indexes "
-                                   "WHERE tablename IN ('fts_docs', 'fts_expr_docs', 'vec_docs')"))
+    indexes = dict(
+        execute(
+            pg_dsn,
+            "SELECT indexname, indexdef FROM pg_indexes "
+            "WHERE tablename IN ('fts_docs', 'fts_expr_docs', 'vec_docs')",
+        )
+    )
     assert "USING gin (search_tsv)" in indexes["fts_docs_search_tsv_gin"]
     assert "USING gin (to_tsvector(" in indexes["fts_expr_docs_tsv_gin"]
     assert "USING hnsw (embedding vector_cosine_ops)" in indexes["vec_docs_embedding_hnsw"]
     import psycopg
-    for source_id, index in (("fts_expr", "fts_expr_docs_tsv_gin"),
-                             ("vec", "vec_docs_embedding_hnsw")):
+
+    for source_id, index in (
+        ("fts_expr", "fts_expr_docs_tsv_gin"),
+        ("vec", "vec_docs_embedding_hnsw"),
+    ):
         source = built(loaded, source_id)
         statement, params = source.statement("disk full", 5)
         source.close()
         with psycopg.connect(pg_dsn) as conn:
             conn.execute("SET enable_seqscan = off")
-            plan = "\n".join(r[0] for r in conn.execute(
-                b"EXPLAIN " + statement.as_bytes(conn), params).fetchall())
+            plan = "\n".join(
+                r[0]
+                for r in conn.execute(b"EXPLAIN " + statement.as_bytes(conn), params).fetchall()
+            )
         assert index in plan, plan
 
 
@@ -249,19 +294,24 @@ def test_load_refuses_to_mix_models_unless_replacing(pg_dsn: str, loaded: Path) 
     try:
         (report,) = load_postgres(bigger, loaded.parent, "hashing", replace=True)
         assert report.in_table == 4
-        assert execute(pg_dsn, "SELECT model, dim FROM nautilus_vector_models WHERE "
-                               "table_name = 'vec_docs'") == [("hashing-v2-128", 128)]
+        assert execute(
+            pg_dsn, "SELECT model, dim FROM nautilus_vector_models WHERE table_name = 'vec_docs'"
+        ) == [("hashing-v2-128", 128)]
     finally:
         load_postgres(specs, loaded.parent, "hashing", replace=True)
 
 
 def test_unknown_option_and_bad_dsn_are_start_up_errors_without_the_password(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     from nautilus.sources.factory import SourceConfigError
+
     path = tmp_path / "bad.yaml"
-    path.write_text("sources:\n  - {id: a, type: postgres_fts, dsn: 'host=x password=hunter2 "
-                    "port=notanumber junk', table: t, columns: [c], colums: [d]}\n",
-                    encoding="utf-8")
+    path.write_text(
+        "sources:\n  - {id: a, type: postgres_fts, dsn: 'host=x password=hunter2 "
+        "port=notanumber junk', table: t, columns: [c], colums: [d]}\n",
+        encoding="utf-8",
+    )
     with pytest.raises(SourceConfigError) as info:
         build_sources(path, tmp_path, "hashing")
     message = str(info.value)
@@ -269,18 +319,30 @@ def test_unknown_option_and_bad_dsn_are_start_up_errors_without_the_password(
 
 
 def test_mask_dsn_hides_passwords_in_both_forms() -> None:
-    assert mask_dsn("postgresql://app:s3cr%40t@db.internal:5432/kb?sslmode=require") == \
-        "postgresql://app:***@db.internal:5432/kb?sslmode=require"
-    assert mask_dsn("postgresql://db/kb?password=s3cret&user=app") == \
-        "postgresql://db/kb?password=***&user=app"
-    assert mask_dsn("host=db user=app password='s3 cret' dbname=kb") == \
-        "host=db user=app password=*** dbname=kb"
+    assert (
+        mask_dsn("postgresql://app:s3cr%40t@db.internal:5432/kb?sslmode=require")
+        == "postgresql://app:***@db.internal:5432/kb?sslmode=require"
+    )
+    assert (
+        mask_dsn("postgresql://db/kb?password=s3cret&user=app")
+        == "postgresql://db/kb?password=***&user=app"
+    )
+    assert (
+        mask_dsn("host=db user=app password='s3 cret' dbname=kb")
+        == "host=db user=app password=*** dbname=kb"
+    )
 
 
 def test_a_spec_shows_its_dsn_masked_wherever_it_is_printed() -> None:
     from nautilus.sources.postgres.fts import PostgresFtsSpec
-    spec = PostgresFtsSpec(id="kb", type="postgres_fts", table="kb", columns=["title"],
-                           dsn="postgresql://app:hunter2@db.internal/kb")  # type: ignore[arg-type]
+
+    spec = PostgresFtsSpec(
+        id="kb",
+        type="postgres_fts",
+        table="kb",
+        columns=["title"],
+        dsn="postgresql://app:hunter2@db.internal/kb",
+    )  # type: ignore[arg-type]
     shown = [repr(spec), str(spec), json.dumps(spec.model_dump(mode="json")), str(spec.dsn)]
     assert all("hunter2" not in text for text in shown)
     assert "postgresql://app:***@db.internal/kb" in repr(spec)
@@ -290,9 +352,15 @@ def test_a_spec_shows_its_dsn_masked_wherever_it_is_printed() -> None:
 def test_ranked_is_declared_per_type_and_a_spec_may_override_it(tmp_path: Path) -> None:
     from nautilus.sources.postgres.table import PostgresTableSpec
     from nautilus.sources.schema import BuildContext
+
     context = BuildContext(tmp_path, tmp_path, "hashing")
-    options = {"id": "t", "type": "postgres_table", "dsn": "postgresql://db/kb", "table": "t",
-               "columns": ["title"]}
+    options = {
+        "id": "t",
+        "type": "postgres_table",
+        "dsn": "postgresql://db/kb",
+        "table": "t",
+        "columns": ["title"],
+    }
     assert PostgresTableSpec.model_validate(options).build(context).ranked is False  # type: ignore[attr-defined]
     declared = PostgresTableSpec.model_validate({**options, "ranked": True}).build(context)
     assert declared.ranked is True  # type: ignore[attr-defined]

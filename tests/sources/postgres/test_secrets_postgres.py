@@ -24,49 +24,68 @@ NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
 KEY = "k-5c2b9e1f70"
 # What must never appear: the part of each password after its first space or quote.
 SECRET_TAIL = "TWO"
-PASSWORDS = [r"Hunter\ TWO\ 9x", r"Hunter\'TWO\'9x", r"'Hunter TWO\'s 9x'",
-             r"Hunter\ TWO\\", r"'Hunter\\ TWO 9x"]
+PASSWORDS = [
+    r"Hunter\ TWO\ 9x",
+    r"Hunter\'TWO\'9x",
+    r"'Hunter TWO\'s 9x'",
+    r"Hunter\ TWO\\",
+    r"'Hunter\\ TWO 9x",
+]
 
 
 def keyword_dsn(server: PgServer, password: str) -> str:
     """A keyword DSN to the real server's socket, for a database that does not exist."""
     parts = conninfo_to_dict(server.dsn())
-    return (f"host={parts['host']} port={parts.get('port', 5432)} "
-            f"user={parts.get('user', 'postgres')} password={password} dbname=no_such_db "
-            "connect_timeout=5")
+    return (
+        f"host={parts['host']} port={parts.get('port', 5432)} "
+        f"user={parts.get('user', 'postgres')} password={password} dbname=no_such_db "
+        "connect_timeout=5"
+    )
 
 
 @pytest.mark.parametrize("password", PASSWORDS)
 def test_mask_dsn_hides_the_whole_keyword_password(password: str) -> None:
     masked = mask_dsn(f"host=db user=app password={password} dbname=kb")
     assert masked == "host=db user=app password=*** dbname=kb" or (
-        masked.endswith("password=***") and not password.endswith("9x'"))
+        masked.endswith("password=***") and not password.endswith("9x'")
+    )
     assert SECRET_TAIL not in masked
 
 
 def sources(folder: Path) -> Path:
     write_jsonl(folder / "kb.jsonl", [{"id": "a1", "title": "disk full", "body": "x"}])
     path = folder / "sources.yaml"
-    path.write_text("""
+    path.write_text(
+        """
 sources:
   - {id: text, type: postgres_fts, dsn: "${KB_DSN}", table: kb_text, columns: [title, body],
      seed: kb.jsonl}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    return subprocess.run([NAUTILUS, *args], capture_output=True, text=True, timeout=120,
-                          env={**base, "NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"],
-                               **env})
+    return subprocess.run(
+        [NAUTILUS, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, "NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"], **env},
+    )
 
 
 @pytest.mark.parametrize("password", [PASSWORDS[0], PASSWORDS[2]])
-def test_the_cli_never_shows_a_keyword_password(pg_server: PgServer, tmp_path: Path,
-                                                password: str) -> None:
-    env = {"KB_DSN": keyword_dsn(pg_server, password), "NAUTILUS_LOG_FORMAT": "json",
-           "NAUTILUS_CONFIG": str(sources(tmp_path))}
+def test_the_cli_never_shows_a_keyword_password(
+    pg_server: PgServer, tmp_path: Path, password: str
+) -> None:
+    env = {
+        "KB_DSN": keyword_dsn(pg_server, password),
+        "NAUTILUS_LOG_FORMAT": "json",
+        "NAUTILUS_CONFIG": str(sources(tmp_path)),
+    }
     query = cli("query", "disk", "--json", env=env)
     assert query.returncode == 1, query.stderr  # the only source failed
     errors = json.loads(query.stdout)["sources_errored"]
@@ -84,17 +103,20 @@ def test_the_cli_never_shows_a_keyword_password(pg_server: PgServer, tmp_path: P
         assert SECRET_TAIL not in text, text
 
 
-def test_the_server_never_shows_a_keyword_password(pg_server: PgServer,
-                                                   tmp_path: Path) -> None:
+def test_the_server_never_shows_a_keyword_password(pg_server: PgServer, tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     keys.write_text(KEY + "\n")
-    env = {"KB_DSN": keyword_dsn(pg_server, PASSWORDS[0]),
-           "NAUTILUS_CONFIG": str(sources(tmp_path)), "NAUTILUS_SERVE_API_KEYS_FILE": str(keys),
-           "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.3"}
+    env = {
+        "KB_DSN": keyword_dsn(pg_server, PASSWORDS[0]),
+        "NAUTILUS_CONFIG": str(sources(tmp_path)),
+        "NAUTILUS_SERVE_API_KEYS_FILE": str(keys),
+        "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.3",
+    }
     with running(tmp_path, env) as server:
         headers = {"X-API-Key": KEY}
-        answer = httpx.post(server.url + "/v1/query", json={"query": "disk"}, headers=headers,
-                            timeout=30)
+        answer = httpx.post(
+            server.url + "/v1/query", json={"query": "disk"}, headers=headers, timeout=30
+        )
         assert answer.status_code == 200, answer.text
         assert "password=***" in answer.json()["sources_errored"][0]["message"]
         ready = httpx.get(server.url + "/readyz", headers=headers)
