@@ -253,16 +253,8 @@ class _Guard:
                 receive = _replay(body, receive)
             await self.app(scope, receive, sending)
         finally:
-            elapsed = time.perf_counter() - started
-            route = path if path in (MCP_PATH, "/healthz", "/metrics") else "other"
-            metrics.REQUEST_DURATION.labels(route, str(status)).observe(elapsed)
-            logger.info(
-                "http_request",
-                method=scope["method"],
-                path=path[:200],
-                status=status,
-                duration_ms=round(elapsed * 1000, 2),
-                request_id=rid,
+            metrics.record_http_request(
+                scope, status, started, (MCP_PATH, "/healthz", "/metrics"), request_id=rid
             )
 
 

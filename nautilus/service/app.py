@@ -302,14 +302,6 @@ class RequestContext:
                     )
                     await problem_response(error, rid)(scope, receive, send_with_id)
             finally:
-                elapsed = time.perf_counter() - started
-                route = path if path in _ROUTES else "other"
-                metrics.REQUEST_DURATION.labels(route, str(status)).observe(elapsed)
-                logger.info(
-                    "http_request",
-                    method=scope["method"],
-                    path=path[:200],
-                    status=status,
-                    duration_ms=round(elapsed * 1000, 2),
-                    client=(scope.get("client") or ("", 0))[0],
+                metrics.record_http_request(
+                    scope, status, started, _ROUTES, client=(scope.get("client") or ("", 0))[0]
                 )

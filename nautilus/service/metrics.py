@@ -26,6 +26,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from nautilus.log import get_logger
 from nautilus.records import BrokerResponse
 from nautilus.sources.base import ForwardingSource, Row, Source
 
@@ -68,6 +69,7 @@ IN_FLIGHT = Gauge(
 )
 
 SHARE_NAME = "nautilus_source_topk_share"
+_LOG = get_logger("nautilus.service")
 
 
 def record_response(response: BrokerResponse) -> None:
@@ -155,3 +157,22 @@ class TimedSource(ForwardingSource):
             return await self.inner.search(query, context, limit)
         finally:
             self._observe(time.perf_counter() - started)
+
+
+def record_http_request(
+    scope: Mapping[str, Any], status: int, started: float, routes: Iterable[str], **fields: Any
+) -> None:
+    """One HTTP request done, as both servers record it: its duration under its route
+    (``other`` for a path outside ``routes``, so a caller's path never becomes a label)
+    and one ``http_request`` log line with ``fields``."""
+    elapsed = time.perf_counter() - started
+    path: str = scope["path"]
+    REQUEST_DURATION.labels(path if path in routes else "other", str(status)).observe(elapsed)
+    _LOG.info(
+        "http_request",
+        method=scope["method"],
+        path=path[:200],
+        status=status,
+        duration_ms=round(elapsed * 1000, 2),
+        **fields,
+    )
