@@ -42,24 +42,16 @@ def hashing_vector(
     tokens: list[str],
     dim: int = DIM,
     weights: dict[str, float] | None = None,
-    bigrams_on: bool = False,
 ) -> Sparse:
-    """Unigram and bigram features, 1 + ln(tf), each scaled by its tokens' weights
-    (a bigram by the geometric mean), signed by bit 31, summed per bucket, unit length."""
+    """Word features, 1 + ln(tf), each scaled by its token's weight, signed by bit 31,
+    summed per bucket, unit length."""
     weights = weights or {}
     unigrams: Counter[int] = Counter(crc(t) for t in tokens)
     unigram_weight = {crc(t): weights.get(t, 1.0) for t in tokens}
-    bigrams: Counter[int] = Counter()
-    bigram_weight: dict[int, float] = {}
-    for first, second in itertools.pairwise(tokens) if bigrams_on else ():
-        h = (((crc(first) * 1000003) & MASK64) ^ crc(second)) % (1 << 32)
-        bigrams[h] += 1
-        bigram_weight[h] = math.sqrt(weights.get(first, 1.0) * weights.get(second, 1.0))
     vector: Sparse = {}
-    for counts, weight_of in ((unigrams, unigram_weight), (bigrams, bigram_weight)):
-        for h, tf in counts.items():
-            sign = -1.0 if (h >> 31) & 1 else 1.0
-            vector[h % dim] = vector.get(h % dim, 0.0) + sign * weight_of[h] * (1.0 + math.log(tf))
+    for h, tf in unigrams.items():
+        sign = -1.0 if (h >> 31) & 1 else 1.0
+        vector[h % dim] = vector.get(h % dim, 0.0) + sign * unigram_weight[h] * (1.0 + math.log(tf))
     # Sums run in bucket order, as the code's do: two texts whose similarities are equal
     # must get the same bits here too, or a last-digit difference splits their content
     # rank tie (a whole rank: 1/61 against 1/62), which the comparison cannot tolerate.

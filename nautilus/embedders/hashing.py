@@ -101,25 +101,24 @@ _TERM_HASHES: dict[str, int] = {}
 
 
 class HashingEmbedder:
-    """Feature hashing of word unigrams and bigrams, log term frequency, L2-normalised.
+    """Feature hashing of words, log term frequency, L2-normalised.
 
     Each feature goes to bucket ``h mod dim`` with sign ``±1`` from another bit of
     ``h`` (so collisions cancel on average instead of adding up). A text whose
     features all cancel (two words in one bucket with opposite signs) would embed to
-    zero; it takes its features unsigned instead, so no text with words is zero. Bigrams
-    (``"disk full"``) reward phrase matches. ``dim`` trades collisions for size:
+    zero; it takes its features unsigned instead, so no text with words is zero.
+    ``dim`` trades collisions for size:
     ranking works on sparse vectors, so the default 65,536 costs nothing there
     and keeps collisions rare (on the shared collections, nDCG@10 fell by 0.06
     at 1,024 dimensions and by 0.02 at 16,384); a source that stores dense
     vectors should use a small ``dim`` (the SQLite vector source uses 1,024).
     """
 
-    def __init__(self, dim: int = DEFAULT_DIM, bigrams: bool = False) -> None:
+    def __init__(self, dim: int = DEFAULT_DIM) -> None:
         if dim < 16:
             raise ValueError(f"HashingEmbedder dim must be >= 16, got {dim}")
         self.dim = dim
-        self.bigrams = bigrams
-        self.model_id = f"{MODEL_ID_PREFIX}{dim}{'-bigram' if bigrams else ''}"
+        self.model_id = f"{MODEL_ID_PREFIX}{dim}"
 
     def embed(self, text: str) -> list[float]:
         return [float(x) for x in self.embed_batch([text])[0]]
@@ -130,8 +129,8 @@ class HashingEmbedder:
     def embed_weighted(
         self, tokens: list[str], weights: Mapping[str, float]
     ) -> npt.NDArray[np.float64]:
-        """The vector of one token sequence with each feature scaled by a token weight
-        (a unigram ``t`` by ``w(t)``, a bigram ``a b`` by ``sqrt(w(a) · w(b))``).
+        """The vector of one token sequence with each feature (a token ``t``) scaled by a
+        token weight ``w(t)``.
 
         With all weights 1 this is ``embed``; the synthesizer passes batch-local
         IDF weights to embed the query, so hub tokens count for little in it.
@@ -141,10 +140,10 @@ class HashingEmbedder:
     def embed_query(self, tokens: list[str], weights: Mapping[str, float]) -> SparseVector:
         """:meth:`embed_weighted` as a :class:`SparseVector` (what the synthesizer uses).
 
-        A query is one short text, embedded twice a request: without bigrams it takes a
-        path of a few numpy calls on its distinct terms, the same arithmetic as
-        :meth:`embed_tokens` in the same order (so the same vector)."""
-        if self.bigrams or not tokens:
+        A query is one short text, embedded twice a request: it takes a path of a few
+        numpy calls on its distinct terms, the same arithmetic as :meth:`embed_tokens` in
+        the same order (so the same vector)."""
+        if not tokens:
             one = self.embed_tokens(TokenBatch.from_tokens([tokens]), weights)
             return SparseVector(self.dim, one.columns, one.values)
         counts: dict[str, int] = {}
@@ -204,24 +203,6 @@ class HashingEmbedder:
         feature_columns = [term_columns[terms]]
         feature_counts = [counts]
         feature_scales = [term_weights[terms]] if term_weights is not None else []
-        if self.bigrams and len(batch.terms) > 1:
-            b_rows, first, second = batch.bigrams()
-            mixed = (term_hashes[first] * np.uint64(1000003)) ^ term_hashes[second]
-            width = np.uint64(1 << 32)
-            keys, first_seen, b_counts = np.unique(
-                b_rows.astype(np.uint64) * width + (mixed % width),
-                return_index=True,
-                return_counts=True,
-            )
-            feature_rows.append((keys // width).astype(np.int64))
-            b_signs, b_columns = self._signs_and_columns(keys % width)
-            feature_signs.append(b_signs)
-            feature_columns.append(b_columns)
-            feature_counts.append(b_counts.astype(np.int64))
-            if term_weights is not None:
-                feature_scales.append(
-                    np.sqrt(term_weights[first] * term_weights[second])[first_seen]
-                )
         all_rows = concatenated(feature_rows)
         weights = 1.0 + np.log(concatenated(feature_counts).astype(np.float64))
         if feature_scales:

@@ -29,7 +29,7 @@ def embedder_from_name(name: str, dim: int | None = None, cache_size: int = 10_0
 
 def embedder_name_of(model_id: str) -> str | None:
     """The ``NAUTILUS_EMBEDDER`` value whose vectors carry ``model_id``, if one does (not
-    an older hashing version's, nor bigrams', which no setting gives)."""
+    an older hashing version's)."""
     dim = model_id.removeprefix(MODEL_ID_PREFIX)
     if dim != model_id:
         return "hashing" if dim.isascii() and dim.isdigit() else None

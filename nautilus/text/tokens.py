@@ -267,11 +267,6 @@ class TokenBatch:
             self._pairs = (keys >> shift, keys & ((1 << shift) - 1), counts.astype(np.int64))
         return self._pairs
 
-    def bigrams(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """Adjacent term pairs within each text: (text, first term, second term)."""
-        same_text = self.rows[1:] == self.rows[:-1]
-        return self.rows[1:][same_text], self.terms[:-1][same_text], self.terms[1:][same_text]
-
 
 def query_token_weights(batch: TokenBatch, query_tokens: list[str]) -> dict[str, float]:
     """The batch-local IDF weight of each distinct query token.

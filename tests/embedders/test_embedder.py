@@ -50,18 +50,18 @@ def test_hashing_vectors_are_unit_length_and_match_the_reference() -> None:
 
 
 def test_weighted_embedding_scales_features() -> None:
-    embedder = HashingEmbedder(bigrams=True)
+    embedder = HashingEmbedder()
     tokens = tokenize("disk full")
     plain = embedder.embed_weighted(tokens, {})
     np.testing.assert_allclose(plain, embedder.embed("disk full"))
     weighted = embedder.embed_weighted(tokens, {"disk": 0.25})
     expected = np.zeros(65_536)
-    for bucket, value in hashing_vector(tokens, weights={"disk": 0.25}, bigrams_on=True).items():
+    for bucket, value in hashing_vector(tokens, weights={"disk": 0.25}).items():
         expected[bucket] = value
     np.testing.assert_allclose(weighted, expected, atol=1e-12)
-    # "disk" now weighs 1/4 of "full", the bigram sqrt(1/4) = 1/2 (before normalising)
+    # "disk" now weighs 1/4 of "full" (before normalising)
     nonzero = sorted(abs(weighted[weighted != 0]))
-    np.testing.assert_allclose(np.array(nonzero) / max(nonzero), [0.25, 0.5, 1.0])
+    np.testing.assert_allclose(np.array(nonzero) / max(nonzero), [0.25, 1.0])
 
 
 def test_hashing_is_stable_across_processes() -> None:
@@ -95,9 +95,8 @@ def test_empty_text_is_a_zero_vector() -> None:
     assert not any(HashingEmbedder().embed("the of and"))
 
 
-@pytest.mark.parametrize("bigrams", [False, True])
-def test_batch_equals_single(bigrams: bool) -> None:
-    embedder = HashingEmbedder(dim=64, bigrams=bigrams)
+def test_batch_equals_single() -> None:
+    embedder = HashingEmbedder(dim=64)
     texts = ["disk full", "", "replica lag on orders-db", "disk full"]
     batch = embedder.embed_tokens(TokenBatch.from_texts(texts)).dense()
     np.testing.assert_allclose(batch, [embedder.embed(t) for t in texts])
@@ -224,7 +223,7 @@ def test_a_cancelling_query_takes_its_features_unsigned() -> None:
 
 def test_a_model_id_names_the_setting_that_makes_it_only_if_one_does() -> None:
     """The pgvector refusal says ``set NAUTILUS_EMBEDDER=...`` only when that setting would
-    give the table's model: not for an older hashing version's vectors, nor bigrams'."""
+    give the table's model: not for an older hashing version's vectors."""
     from nautilus.embedders.onnx import INT8_MODEL_ID, MODEL_ID
     from nautilus.embedders.registry import embedder_name_of
 
@@ -235,7 +234,7 @@ def test_a_model_id_names_the_setting_that_makes_it_only_if_one_does() -> None:
             INT8_MODEL_ID,
             MODEL_ID,
             "hashing-v1-1024",
-            HashingEmbedder(dim=256, bigrams=True).model_id,
+            "hashing-v2-256-bigram",
             "hashing-v2-",
             "hashing-v2-²",
             "e5",

@@ -49,7 +49,7 @@ def test_sparse_query_ranks_as_the_dense_query(idf: bool) -> None:
 
 
 def test_sparse_vector_matches_its_dense_form() -> None:
-    embedder = HashingEmbedder(bigrams=True)
+    embedder = HashingEmbedder()
     tokens = tokenize("disk full on the orders database disk")
     sparse = embedder.embed_query(tokens, {"disk": 0.5})
     assert isinstance(sparse, SparseVector) and sparse.shape == (embedder.dim,)
