@@ -29,7 +29,6 @@ except ImportError:  # an earlier revision's layout: the "before" side of tools.
     from nautilus import ranking_boost  # type: ignore[attr-defined,no-redef]
     from nautilus.text import tokenize  # type: ignore[attr-defined,no-redef]
 
-MASK64 = (1 << 64) - 1
 DIM = 1 << 16
 Sparse = dict[int, float]
 
