@@ -83,9 +83,11 @@ class Broker:
         warned about and dropped (a :class:`ConfigError` in strict mode).
         """
         settings = settings if settings is not None else NautilusSettings()
-        config_path = Path(path or settings.config or bundled_demo_config()).expanduser()
         sources, limit = build_sources(
-            config_path, settings.data_dir, settings.embedder, settings.embedder_cache_size
+            config_path(settings, path),
+            settings.data_dir,
+            settings.embedder,
+            settings.embedder_cache_size,
         )
         ids = [s.id for s in sources]
         problems = boost_problems(settings, ids)
@@ -343,6 +345,12 @@ def _response_hash(
             row_texts.append(entry[1])
         parts[source_id] = canonical_list(row_texts)
     return hash_canonical(canonical_object(parts))
+
+
+def config_path(settings: NautilusSettings, given: str | Path | None = None) -> Path:
+    """The sources file a broker reads: ``given`` (``--config``), else NAUTILUS_CONFIG,
+    else the bundled demo's."""
+    return Path(given or settings.config or bundled_demo_config()).expanduser()
 
 
 def boost_problems(settings: NautilusSettings, source_ids: Sequence[str]) -> tuple[Problem, ...]:

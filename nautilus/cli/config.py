@@ -18,9 +18,6 @@ if TYPE_CHECKING:  # loaded when the command runs (``nautilus --help`` needs non
     from nautilus.config import NautilusSettings
     from nautilus.errors import Problem
 
-#: What a sources file must list (said when it lists nothing).
-NO_SOURCES = "at least one source; docs/sources.md has an example of each type"
-
 
 def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
     config = commands.add_parser(
@@ -61,8 +58,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_config(args: argparse.Namespace) -> int:
     """``nautilus config``: print the effective settings and sources, or gate them."""
-    from nautilus.broker import boost_problems
+    from nautilus.broker import boost_problems, config_path
     from nautilus.config import NautilusSettings
+    from nautilus.request.engine import NO_SOURCES
     from nautilus.sources.factory import sources_json_schema
 
     if args.schema:
@@ -247,10 +245,3 @@ def _settings_table(settings: NautilusSettings) -> str:
         rows.append((name, shown))
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {shown}" for name, shown in rows)
-
-
-def config_path(settings: NautilusSettings, given: str | None) -> Path:
-    """The sources file a command reads: ``--config``, else NAUTILUS_CONFIG, else the demo's."""
-    from nautilus.sources.factory import bundled_demo_config
-
-    return Path(given or settings.config or bundled_demo_config()).expanduser()

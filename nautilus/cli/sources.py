@@ -19,7 +19,7 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nautilus.cli.config import config_path
+    from nautilus.broker import config_path
     from nautilus.config import NautilusSettings
     from nautilus.sources.factory import build_sources
     from nautilus.sources.sqlite.base import SqliteSource

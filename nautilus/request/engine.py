@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nautilus.broker import Broker, applied_settings, boost_problems
+from nautilus.broker import Broker, applied_settings, boost_problems, config_path
 from nautilus.config import ConfigError, NautilusSettings
 from nautilus.embedders import Embedder, embedder_from_name
 from nautilus.errors import Problem
 from nautilus.sources.base import Source
-from nautilus.sources.factory import bundled_demo_config, load_sources
+from nautilus.sources.factory import load_sources
 
 #: What a sources file must list (said when it lists nothing).
 NO_SOURCES = "at least one source; docs/sources.md has an example of each type"
@@ -88,11 +88,6 @@ class Engine:
             settings = _settings_of(broker)
         ids = [s.id for s in broker.sources]
         return cls(applied_settings(settings, ids), broker, _embedder_of(broker, settings))
-
-
-def config_path(settings: NautilusSettings, given: str | Path | None) -> Path:
-    """The sources file a command reads: ``--config``, else NAUTILUS_CONFIG, else the demo's."""
-    return Path(given or settings.config or bundled_demo_config()).expanduser()
 
 
 def _embedder_of(broker: Broker, settings: NautilusSettings) -> Embedder | None:

@@ -10,6 +10,7 @@ because the caller is there to fix it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from nautilus.embedders import Embedder
 from nautilus.errors import Problem, cut
 from nautilus.records import BrokerResponse
 from nautilus.request.errors import ProblemError, invalid
-from nautilus.request.model import QueryRequest
+from nautilus.request.model import QueryRequest, arg_of
 from nautilus.request.pages import PageError, Paging, paging
 from nautilus.settings_parsing import parse_bool, parse_int, parse_ranking_cut
 from nautilus.synthesis.base import Synthesizer
@@ -37,6 +38,15 @@ class Plan:
     effective: NautilusSettings
     explain: dict[str, Any]
     paging: Paging | None = None
+
+
+#: The request fields that replace one setting each, parsed as that setting's variable is.
+_SCALARS: tuple[tuple[str, str, Callable[[str, object], tuple[Any, Problem | None]]], ...] = (
+    ("top_k", "ranking_top_k", parse_int),
+    ("idf", "ranking_idf", lambda name, raw: parse_bool(name, raw, False)),
+    ("max_tokens", "ranking_max_tokens", parse_int),
+    ("cut", "ranking_cut", parse_ranking_cut),
+)
 
 
 def plan(
@@ -60,24 +70,13 @@ def plan(
     ids = [s.id for s in broker.sources]
     known = {i.lower(): i for i in ids}
     update: dict[str, Any] = {}
-    if request.top_k is not None:
-        top_k, problem = parse_int("top_k", request.top_k)
-        if problem:
-            problems.append(Problem("top_k", problem.value, problem.reason, "an integer >= 1"))
-        update["ranking_top_k"] = top_k
-    if request.idf is not None:
-        idf, problem = parse_bool("idf", request.idf, False)
-        update["ranking_idf"] = idf
-    if request.max_tokens is not None:
-        max_tokens, problem = parse_int("max_tokens", request.max_tokens)
-        if problem:
-            problems.append(Problem("max_tokens", problem.value, problem.reason, "an integer >= 1"))
-        update["ranking_max_tokens"] = max_tokens
-    if request.cut is not None:
-        relevance_cut, problem = parse_ranking_cut("cut", request.cut)
-        if problem:
-            problems.append(problem)
-        update["ranking_cut"] = relevance_cut
+    for name, setting, parse in _SCALARS:
+        raw = getattr(request, name)
+        if raw is not None:
+            value, problem = parse(name, raw)
+            if problem:
+                problems.append(Problem(name, problem.value, problem.reason, arg_of(name).valid))
+            update[setting] = value
     if request.boosts is not None:
         boosts, boost_problems = collect_source_boosts(request.boosts)
         problems.extend(Problem("boosts", p.value, p.reason, p.valid) for p in boost_problems)

@@ -108,9 +108,9 @@ def _clear_operator_dir(path: Path) -> None:
 def _check(settings: NautilusSettings) -> None:
     """The sources file and the boosts, checked as ``nautilus config --strict`` checks
     them (without building a broker or loading a model): a problem is a ConfigError."""
-    from nautilus.broker import boost_problems
+    from nautilus.broker import boost_problems, config_path
     from nautilus.cli.config import check_sources
-    from nautilus.request.engine import NO_SOURCES, config_path
+    from nautilus.request.engine import NO_SOURCES
 
     path = config_path(settings, None)
     listing, error = check_sources(settings, path)
