@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nautilus.sources.factory import bundled_demo_config
+
 
 class FakeSource:
     """A source whose behaviour a test chooses: rows, an exception, a hang or garbage."""
@@ -49,4 +51,34 @@ DOCS = [
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+#: The bundled demo's folder (its seeds).
+DEMO = bundled_demo_config().parent
+
+
+def sources_file(tmp: Path, title: str = "disk", timeout_s: float | None = 1) -> Path:
+    """The demo's four sources plus ``broken`` (one row titled ``title``), whose seed a
+    test removes once the server is up (a valid file at start-up; then every search of
+    it fails)."""
+    text = bundled_demo_config().read_text()
+    for seed in (
+        "tickets.jsonl",
+        "services.jsonl",
+        "dependencies.jsonl",
+        "runbooks.jsonl",
+        "postmortems.jsonl",
+    ):
+        text = text.replace(f" {seed}", f" {DEMO / seed}")
+    seed = tmp / "broken.jsonl"
+    seed.write_text(json.dumps({"id": "b1", "title": title}) + "\n")
+    text += (
+        f"  - id: broken\n    type: sqlite_fts\n    path: demo/broken.db\n"
+        f"    seed: {seed}\n    columns: [title]\n"
+    )
+    if timeout_s is not None:
+        text += f"    timeout_s: {timeout_s:g}\n"
+    path = tmp / "nautilus.yaml"
+    path.write_text(text)
     return path

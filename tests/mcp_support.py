@@ -1,4 +1,4 @@
-"""What the MCP tests share: a sources file with a source that breaks on demand, the
+"""What the MCP tests share: the sources they serve (``fakes.sources_file``), the
 environment a server runs in, and the SDK client over streamable HTTP."""
 
 from __future__ import annotations
@@ -10,33 +10,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from nautilus.sources.factory import bundled_demo_config
-
-DEMO = bundled_demo_config().parent
 SOURCES = ["tickets", "graph", "runbooks", "postmortems", "broken"]
-
-
-def sources_file(tmp: Path) -> Path:
-    """The demo's four sources plus ``broken``, whose seed the tests remove once the
-    server is up (a valid file at start-up; then every search of it fails)."""
-    text = bundled_demo_config().read_text()
-    for seed in (
-        "tickets.jsonl",
-        "services.jsonl",
-        "dependencies.jsonl",
-        "runbooks.jsonl",
-        "postmortems.jsonl",
-    ):
-        text = text.replace(f" {seed}", f" {DEMO / seed}")
-    seed = tmp / "broken.jsonl"
-    seed.write_text('{"id": "b1", "title": "disk"}\n')
-    text += (
-        f"  - id: broken\n    type: sqlite_fts\n    path: demo/broken.db\n"
-        f"    seed: {seed}\n    columns: [title]\n    timeout_s: 1\n"
-    )
-    path = tmp / "nautilus.yaml"
-    path.write_text(text)
-    return path
 
 
 def environment(tmp: Path, **extra: str) -> dict[str, str]:

@@ -20,9 +20,10 @@ import pytest
 from tools.servers import NAUTILUS, free_port
 
 pytest.importorskip("mcp")
+from fakes import sources_file
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp_support import SOURCES, connect, environment, sources_file
+from mcp_support import SOURCES, connect, environment
 from mcp_types import CallToolResult
 
 from nautilus.request.model import QueryRequest

@@ -23,7 +23,8 @@ import pytest
 from tools.servers import NAUTILUS, free_port
 
 pytest.importorskip("mcp")
-from mcp_support import connect, environment, sources_file
+from fakes import sources_file
+from mcp_support import connect, environment
 
 DEADLINE_S = 1.0
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fakes import sources_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,6 @@ from nautilus.config import NautilusSettings
 from nautilus.records import AdapterResult, BrokerResponse
 from nautilus.request.pages import PageError, paging
 from nautilus.response_hash import compute_response_hash
-from nautilus.sources.factory import bundled_demo_config
 from nautilus.synthesis.ranking import RankingSynthesizer
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
@@ -166,34 +166,13 @@ def test_cli_pages_by_number_and_by_cursor_concatenate_to_the_top_3k() -> None:
     assert past["ranking"] == [] and past["page"]["next_cursor"] is None
 
 
-def broken_sources(tmp: Path) -> Path:
-    text = bundled_demo_config().read_text()
-    demo = bundled_demo_config().parent
-    for seed in (
-        "tickets.jsonl",
-        "services.jsonl",
-        "dependencies.jsonl",
-        "runbooks.jsonl",
-        "postmortems.jsonl",
-    ):
-        text = text.replace(f" {seed}", f" {demo / seed}")
-    seed = tmp / "broken.jsonl"
-    seed.write_text('{"id": "b1", "title": "orders-db disk full"}\n')
-    text += (
-        f"  - id: broken\n    type: sqlite_fts\n    path: demo/broken.db\n"
-        f"    seed: {seed}\n    columns: [title]\n"
-    )
-    (tmp / "nautilus.yaml").write_text(text)
-    return tmp / "nautilus.yaml"
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("pages")
     env = {
         "NAUTILUS_RANKING_TOP_K": "3",
         "NAUTILUS_RANKING_IDF": "true",
-        "NAUTILUS_CONFIG": str(broken_sources(tmp)),
+        "NAUTILUS_CONFIG": str(sources_file(tmp, "orders-db disk full", timeout_s=None)),
     }
     with running(tmp, env) as srv:
         assert wait_ready(srv).status_code == 200, srv.logs()
@@ -249,7 +228,7 @@ def test_http_honours_a_cli_cursor_and_refuses_one_whose_data_moved(
 ) -> None:
     env = {
         "NAUTILUS_RANKING_TOP_K": "3",
-        "NAUTILUS_CONFIG": str(broken_sources(tmp_path)),
+        "NAUTILUS_CONFIG": str(sources_file(tmp_path, "orders-db disk full", timeout_s=None)),
         "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
     }
     cli = json.loads(run("--page", "1", "--json", env=env).stdout)
