@@ -30,7 +30,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-BEGIN, END = "<!-- cold-start:begin -->", "<!-- cold-start:end -->"
+from benchmarks.sections import markers, write_section
+
+BEGIN, END = markers("cold-start")
 QUERY = "orders-db disk full"
 BIN = Path(sys.executable).parent
 
@@ -133,7 +135,7 @@ def main() -> int:
     section = report(rows, sessions, args.runs, load)
     print(section)
     if args.out:
-        write_section(args.out, section)
+        write_section(args.out, section, "cold-start")
         print(f"wrote the cold-start section of {args.out}", file=sys.stderr)
     return 0
 
@@ -177,17 +179,6 @@ def report(
         ]
     lines.append(END)
     return "\n".join(lines) + "\n"
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of ``path`` (or append it); the rest is kept."""
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

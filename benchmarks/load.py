@@ -44,6 +44,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from benchmarks.request_overhead import QUERIES
+from benchmarks.sections import markers, write_section
 from nautilus import Broker, NautilusSettings
 from nautilus.log import configure_logging
 from tools import servers
@@ -51,25 +53,13 @@ from tools.servers import Server, running, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BEGIN, END = "<!-- load:begin -->", "<!-- load:end -->"
+BEGIN, END = markers("load")
 LOAD_AT_START = os.getloadavg()[0]
 SETTINGS = {
     "NAUTILUS_RANKING_TOP_K": "10",
     "NAUTILUS_RANKING_IDF": "true",
     "NAUTILUS_LOG_LEVEL": "info",
 }
-QUERIES = (
-    "orders-db disk full",
-    "orders database replication lag",
-    "users logged out of sessions",
-    "card payments failing with timeouts at checkout",
-    "checkout 502 errors",
-    "redis memory eviction",
-    "certificate expired on the edge proxy",
-    "kafka consumer lag",
-    "search index stale after deploy",
-    "payments-service latency spike",
-)
 
 
 @dataclass
@@ -334,7 +324,7 @@ def main() -> int:
     )
     print(section)
     if args.out:
-        write_section(args.out, section)
+        write_section(args.out, section, "load")
         print(f"wrote the load section of {args.out}", file=sys.stderr)
     return 0
 
@@ -452,17 +442,6 @@ def report(
 
 def rate(run: Run) -> float:
     return len(run.latencies_ms) / run.seconds
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace the load section of ``path`` (or append it); the rest is left as it is."""
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -35,10 +35,11 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.sections import markers, write_section
 from nautilus import Broker, NautilusSettings
 from nautilus.log import configure_logging
 
-BEGIN, END = "<!-- overhead:begin -->", "<!-- overhead:end -->"
+BEGIN, END = markers("overhead")
 QUERIES = (
     "orders-db disk full",
     "orders database replication lag",
@@ -227,24 +228,9 @@ def main() -> int:
                     print(text + "\n", flush=True)
                     sections += [text, ""]
     if args.out:
-        write_section(args.out, "\n".join([*sections[:-1], END]) + "\n")
+        write_section(args.out, "\n".join([*sections[:-1], END]) + "\n", "overhead", before="load")
         print(f"wrote the overhead section of {args.out}", file=sys.stderr)
     return 0
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of ``path`` (or put it before the load section,
-    else at the end); the rest is left as it is."""
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
-    elif "<!-- load:begin -->" in text:
-        head, rest = text.split("<!-- load:begin -->", 1)
-        text = head + section + "<!-- load:begin -->" + rest
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
