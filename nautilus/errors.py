@@ -15,8 +15,9 @@ in a problem+json body; the command line prints it.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
+
+from nautilus.lazy import lazy_getattr
 
 _MAX_SHOWN = 60
 
@@ -49,13 +50,8 @@ _RAISED_BY = {
 __all__ = ["NautilusError", "Problem", *sorted(_RAISED_BY), "cut", "shown"]
 
 
-def __getattr__(name: str) -> type[NautilusError]:
-    """``nautilus.errors.<Name>``: the exception from the module that raises it."""
-    module = _RAISED_BY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nautilus.errors' has no attribute {name!r}")
-    found: type[NautilusError] = getattr(importlib.import_module(module), name)
-    return found
+#: ``nautilus.errors.<Name>``: the exception from the module that raises it.
+__getattr__ = lazy_getattr(__name__, _RAISED_BY, globals())
 
 
 class NautilusError(Exception):

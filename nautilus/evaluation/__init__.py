@@ -6,8 +6,9 @@ The names below are imported on first use, so ``nautilus --help`` (which builds 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nautilus.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from nautilus.evaluation.evaluate import EvalResult, run_eval
@@ -26,21 +27,15 @@ __all__ = [
 ]
 
 _HOMES = {
-    "EvalResult": "evaluate",
-    "run_eval": "evaluate",
-    "EvalInputError": "judgments",
-    "read_judgments": "judgments",
-    "read_queries": "judgments",
-    "ndcg_at": "metrics",
-    "recall_at": "metrics",
-    "reciprocal_rank": "metrics",
+    "EvalResult": "nautilus.evaluation.evaluate",
+    "run_eval": "nautilus.evaluation.evaluate",
+    "EvalInputError": "nautilus.evaluation.judgments",
+    "read_judgments": "nautilus.evaluation.judgments",
+    "read_queries": "nautilus.evaluation.judgments",
+    "ndcg_at": "nautilus.evaluation.metrics",
+    "recall_at": "nautilus.evaluation.metrics",
+    "reciprocal_rank": "nautilus.evaluation.metrics",
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'nautilus.evaluation' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"nautilus.evaluation.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _HOMES, globals())
