@@ -149,7 +149,7 @@ class Tools:
 
     def list_sources(self) -> types.CallToolResult:
         failing = self.state.readiness.failing()
-        types_by_id = self.state.engine.source_types
+        types_by_id = self.state.source_types
         rows = [
             {
                 "id": s.id,

@@ -9,7 +9,7 @@ request's overrides start from) are the ones the broker applies.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,6 @@ from nautilus.config import ConfigError, NautilusSettings
 from nautilus.embedders import Embedder, embedder_from_name
 from nautilus.errors import Problem
 from nautilus.sources.base import Source
-from nautilus.sources.factory import load_sources
 
 #: What a sources file must list (said when it lists nothing).
 NO_SOURCES = "at least one source; docs/sources.md has an example of each type"
@@ -30,15 +29,13 @@ class Engine:
 
     ``settings`` are effective (boosts that name no source dropped); ``embedder`` is
     the one per-request rankers reuse (onnx is loaded once a process); ``problems``
-    lists every value skipped at start-up; ``source_types`` maps each source id to
-    its type in the sources file (``custom`` for a caller's own source).
+    lists every value skipped at start-up.
     """
 
     settings: NautilusSettings
     broker: Broker
     embedder: Embedder | None
     problems: tuple[Problem, ...] = ()
-    source_types: dict[str, str] = field(default_factory=dict)
 
     @property
     def sources(self) -> list[Source]:
@@ -71,13 +68,11 @@ class Engine:
                 )
             )
         ids = [s.id for s in broker.sources]
-        types = {spec.id: spec.type for spec in load_sources(path).specs}
         return cls(
             applied_settings(settings, ids),
             broker,
             _embedder_of(broker, settings),
             settings.problems + boost_problems(settings, ids),
-            types,
         )
 
     @classmethod

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from nautilus.broker import config_path
 from nautilus.config import NautilusSettings
 from nautilus.fanout.blas import limit_blas_threads
 from nautilus.log import get_logger
@@ -28,6 +29,7 @@ from nautilus.service.limits import ConcurrencyLimit, load_api_keys
 from nautilus.service.readiness import Readiness
 from nautilus.service.runner import BrokerLoop
 from nautilus.sources.base import Source
+from nautilus.sources.factory import load_sources
 
 logger = get_logger("nautilus.service")
 
@@ -42,6 +44,8 @@ class ServerState:
     readiness: Readiness
     runner: BrokerLoop
     api_keys: tuple[bytes, ...]
+    #: Each source's type in the sources file (what ``list_sources`` says it is).
+    source_types: dict[str, str]
 
     @property
     def settings(self) -> NautilusSettings:
@@ -63,6 +67,7 @@ class ServerState:
             Readiness(raw, settings.serve_probe_interval_s),
             BrokerLoop(),
             api_keys,
+            {spec.id: spec.type for spec in load_sources(config_path(settings)).specs},
         )
 
     @contextlib.asynccontextmanager
