@@ -105,7 +105,12 @@ class RankedRow:
         0, "c.rank", 6, "d", "the row's rank by content among the batch's documents"
     )
     content: float = _component(
-        0.0, "content", 7, ".5f", "the content vote: content weight x normalised similarity / 61"
+        0.0,
+        "content",
+        7,
+        ".5f",
+        "the content vote: content weight x normalised similarity / 61 (lexical content "
+        "of a ranked source's row lifted toward what its rank implies)",
     )
     content_weight: float = _component(
         1.0,
