@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,10 +211,8 @@ class HitSource:
                 for k, v in self.overrides.items()
             },
         }
-        try:
+        with _refused_as_service_error():
             return parse_request(payload)
-        except ProblemError as exc:
-            raise ServiceError(f"invalid request: {exc.detail}") from None
 
     def _answer(self, result: Answer) -> list[Hit]:
         return hits_of(result.response, result.ranked)
@@ -232,12 +231,10 @@ class HitSource:
 
     def hits(self, query: str) -> list[Hit]:
         if self.broker is not None:
-            try:
+            with _refused_as_service_error():
                 return self._answer(
                     answer_sync(self._engine(self.broker), self._request(query), _document_text)
                 )
-            except ProblemError as exc:
-                raise ServiceError(f"invalid request: {exc.detail}") from None
         body = self._body(query)
         try:
             asyncio.get_running_loop()
@@ -249,14 +246,12 @@ class HitSource:
 
     async def ahits(self, query: str) -> list[Hit]:
         if self.broker is not None:
-            try:
+            with _refused_as_service_error():
                 return self._answer(
                     await answer(
                         self._engine(self.broker), self._request(query), row_text=_document_text
                     )
                 )
-            except ProblemError as exc:
-                raise ServiceError(f"invalid request: {exc.detail}") from None
         return await self._post(self._body(query))
 
     async def _post(self, body: dict[str, Any]) -> list[Hit]:
@@ -292,6 +287,15 @@ class HitSource:
                 if len(raw) > cap:
                     raise ServiceError(_too_large(endpoint, cap, "more streamed"))
             return response.status_code, bytes(raw)
+
+
+@contextlib.contextmanager
+def _refused_as_service_error() -> Iterator[None]:
+    """A request the core refuses (a bad field) as the retrievers' documented error."""
+    try:
+        yield
+    except ProblemError as exc:
+        raise ServiceError(f"invalid request: {exc.detail}") from None
 
 
 def _too_large(endpoint: str, cap: int, what: str) -> str:
