@@ -24,9 +24,9 @@ demo: $(STAMP)
 	@echo "or put it there for this shell first: . $(BIN)/activate"
 
 lint: $(STAMP)
-	$(BIN)/ruff check nautilus tests benchmarks tools
-	$(BIN)/ruff format --check nautilus tests benchmarks tools
-	$(BIN)/mypy nautilus
+	$(BIN)/ruff check nautilus_ranking tests benchmarks tools
+	$(BIN)/ruff format --check nautilus_ranking tests benchmarks tools
+	$(BIN)/mypy nautilus_ranking
 
 test: lint
 	$(BIN)/pytest

@@ -33,16 +33,16 @@ from typing import Any
 import numpy as np
 
 from benchmarks.ir_collections import NAMES, Collection, load, ndcg_at, recall_at
-from nautilus import AdapterResult, RankingSynthesizer
-from nautilus.embedders import HashingEmbedder
-from nautilus.sources.base import Source
-from nautilus.sources.postgres.fts import PostgresFtsSource, PostgresFtsSpec
-from nautilus.sources.postgres.load import load_postgres
-from nautilus.sources.postgres.table import PostgresTableSource, PostgresTableSpec
-from nautilus.sources.postgres.vector import PgvectorSource, PgvectorSpec
-from nautilus.sources.sqlite.fts import SqliteFtsSource
-from nautilus.sources.sqlite.table import SqliteTableSource
-from nautilus.sources.sqlite.vector import SqliteVectorSource
+from nautilus_ranking import AdapterResult, RankingSynthesizer
+from nautilus_ranking.embedders import HashingEmbedder
+from nautilus_ranking.sources.base import Source
+from nautilus_ranking.sources.postgres.fts import PostgresFtsSource, PostgresFtsSpec
+from nautilus_ranking.sources.postgres.load import load_postgres
+from nautilus_ranking.sources.postgres.table import PostgresTableSource, PostgresTableSpec
+from nautilus_ranking.sources.postgres.vector import PgvectorSource, PgvectorSpec
+from nautilus_ranking.sources.sqlite.fts import SqliteFtsSource
+from nautilus_ranking.sources.sqlite.table import SqliteTableSource
+from nautilus_ranking.sources.sqlite.vector import SqliteVectorSource
 
 SOURCE_LIMIT = 30
 KINDS = ("fts", "sql", "vector")
@@ -222,7 +222,7 @@ def postgres_dsn(given: str | None) -> Iterator[str]:
     if given:
         yield given
         return
-    from nautilus.cli.demo_postgres import embedded_postgres
+    from nautilus_ranking.cli.demo_postgres import embedded_postgres
 
     with (
         tempfile.TemporaryDirectory(prefix="nautilus-bench-pg-") as tmp,

@@ -36,10 +36,10 @@ from typing import Any
 
 from benchmarks import quality
 from benchmarks.ir_collections import DATASETS, NAMES, Collection, load, ndcg_at
-from nautilus import AdapterResult, RankingSynthesizer
-from nautilus.config import VALID_LEVELS
-from nautilus.embedders import HashingEmbedder
-from nautilus.log import configure_logging
+from nautilus_ranking import AdapterResult, RankingSynthesizer
+from nautilus_ranking.config import VALID_LEVELS
+from nautilus_ranking.embedders import HashingEmbedder
+from nautilus_ranking.log import configure_logging
 
 Fetched = dict[str, list[AdapterResult]]
 #: The stage-1 cap of the capped cells: half of the 90-row union.

@@ -1,11 +1,11 @@
 """How long a user waits before nautilus does anything: whole processes, started cold.
 
-- ``nautilus --version`` and a demo ``nautilus query "orders-db disk full"``, each
+- ``nautilus-ranking --version`` and a demo ``nautilus-ranking query "orders-db disk full"``, each
   against ``python -c "import numpy"`` (the floor of any command that ranks), run in
   turn (A B A B …) so the machine's load hits both alike: the best wall time of each
   and the ratio of the bests (targets: ``--version`` ≤ 1.5×, ``query`` ≤ 3×), with each
   one's CPU time (user + system, robust to a busy machine);
-- ``nautilus mcp`` over stdio driven by the real MCP SDK client, as an agent starts it:
+- ``nautilus-ranking mcp`` over stdio driven by the real MCP SDK client, as an agent starts it:
   the time from spawning the process to the handshake's answer (``initialize`` /
   ``server/discover``; target ≤ 0.5 s), to the tools' listing and to a first search.
 
@@ -89,7 +89,9 @@ async def mcp_session(env: dict[str, str], cwd: Path) -> tuple[float, float, flo
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    params = StdioServerParameters(command=str(BIN / "nautilus"), args=["mcp"], env=env, cwd=cwd)
+    params = StdioServerParameters(
+        command=str(BIN / "nautilus-ranking"), args=["mcp"], env=env, cwd=cwd
+    )
     with (cwd / "mcp-stderr.log").open("a") as errlog:
         started = time.perf_counter()
         async with Client(stdio_client(params, errlog=errlog)) as client:
@@ -123,13 +125,15 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
         env["NAUTILUS_DATA_DIR"] = str(data)
         load = os.getloadavg()[0]
-        nautilus = str(BIN / "nautilus")
+        nautilus = str(BIN / "nautilus-ranking")
         subprocess.run(
             [nautilus, "query", QUERY], env=env, check=True, timeout=300, stdout=subprocess.DEVNULL
         )  # the demo's databases, built once
         rows = [
-            paired([nautilus, "--version"], "`nautilus --version`", env, args.runs),
-            paired([nautilus, "query", QUERY], f"`nautilus query {QUERY!r}`", env, args.runs),
+            paired([nautilus, "--version"], "`nautilus-ranking --version`", env, args.runs),
+            paired(
+                [nautilus, "query", QUERY], f"`nautilus-ranking query {QUERY!r}`", env, args.runs
+            ),
         ]
         sessions = [] if args.no_mcp else measure_mcp(env, tmp, args.runs)
     section = report(rows, sessions, args.runs, load)
@@ -146,7 +150,7 @@ def report(
     runs: int,
     load: float,
 ) -> str:
-    targets = {"`nautilus --version`": 1.5}
+    targets = {"`nautilus-ranking --version`": 1.5}
     lines = [
         BEGIN,
         "## Cold start (`benchmarks/cold_start.py`)",
@@ -172,7 +176,7 @@ def report(
         best = [min(s[i] for s in sessions) for i in range(3)]
         lines += [
             "",
-            f"`nautilus mcp` over stdio, spawned by the MCP SDK client (best of {runs}): "
+            f"`nautilus-ranking mcp` over stdio, spawned by the MCP SDK client (best of {runs}): "
             f"handshake answered **{best[0]:.3f} s** after spawn (target ≤ 0.5 s); the "
             f"tools listed at {best[1]:.3f} s and a first search answered at "
             f"{best[2]:.3f} s (the SDK imported and the broker built meanwhile).",

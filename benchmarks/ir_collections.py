@@ -1,4 +1,4 @@
-"""Loading the shared BEIR-format collections; the metrics are ``nautilus eval``'s."""
+"""Loading the shared BEIR-format collections; the metrics are ``nautilus-ranking eval``'s."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from nautilus.evaluation.metrics import ndcg_at, recall_at
-from nautilus.evaluation.sweep import bootstrap_ci
+from nautilus_ranking.evaluation.metrics import ndcg_at, recall_at
+from nautilus_ranking.evaluation.sweep import bootstrap_ci
 
-#: One implementation: `nautilus eval`'s metrics, checked against trec_eval in the tests.
+#: One implementation: `nautilus-ranking eval`'s metrics, checked against trec_eval in the tests.
 __all__ = ["DATASETS", "NAMES", "Collection", "bootstrap_ci", "load", "ndcg_at", "recall_at"]
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"

@@ -1,4 +1,4 @@
-"""Load benchmark for ``nautilus serve``: closed-loop clients from this process
+"""Load benchmark for ``nautilus-ranking serve``: closed-loop clients from this process
 against real servers on loopback, bounded in count and time.
 
 - concurrency 1 / 8 / 32 / 128 against one worker, 8 / 32 against two: p50, p95,
@@ -7,8 +7,8 @@ against real servers on loopback, bounded in count and time.
   ``await Broker.arequest`` on the same queries, in the same run;
 - one source made slower than its timeout: the request latency must stay near that
   timeout (the other sources keep their own latency);
-- with ``--baseline BIN`` (the ``nautilus`` command of another checkout, e.g. an older
-  commit's ``.venv/bin/nautilus``): concurrency 1 and 8 against that server too, in
+- with ``--baseline BIN`` (the ``nautilus-ranking`` command of another checkout, e.g. an older
+  commit's ``.venv/bin/nautilus-ranking``): concurrency 1 and 8 against that server too, in
   the same run, and the ratio of requests/s;
 - with ``--busy``: everything with one busy-looping process taking a core;
 - the server's CPU time per request at each level: the user + system time of the
@@ -17,7 +17,7 @@ against real servers on loopback, bounded in count and time.
   the machine is doing.
 
     python -m benchmarks.load [--out docs/benchmarks.md] [--requests 400] [--seconds 15]
-                              [--baseline ../old/.venv/bin/nautilus] [--busy]
+                              [--baseline ../old/.venv/bin/nautilus-ranking] [--busy]
 
 The client and the servers share the machine's cores: on two cores the numbers
 measure the pair, and they are noisy when other work runs. Compare within a run.
@@ -46,8 +46,8 @@ import numpy as np
 
 from benchmarks.request_overhead import QUERIES
 from benchmarks.sections import markers, write_section
-from nautilus import Broker, NautilusSettings
-from nautilus.log import configure_logging
+from nautilus_ranking import Broker, NautilusSettings
+from nautilus_ranking.log import configure_logging
 from tools import servers
 from tools.servers import Server, running, wait_ready
 
@@ -229,7 +229,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--baseline",
-        help="the nautilus command of another checkout: "
+        help="the nautilus-ranking command of another checkout: "
         "concurrency 1 and 8 against it too, in the same run",
     )
     parser.add_argument(
@@ -395,7 +395,7 @@ def report(
         f"load average {LOAD_AT_START:.1f} when the run started (other work on the machine "
         "slows every number here, the overhead most: each request wakes two processes)"
         + ("; with one extra busy-looping process taking a core." if burner else "."),
-        "`nautilus serve` on loopback with the demo's four sources, "
+        "`nautilus-ranking serve` on loopback with the demo's four sources, "
         "`NAUTILUS_RANKING_TOP_K=10`, `NAUTILUS_RANKING_IDF=true`; closed-loop httpx clients "
         "in a separate process, ten queries in turn, each level bounded to "
         f"{max(len(r.latencies_ms) for r in runs)} requests or its time budget. Latency is "

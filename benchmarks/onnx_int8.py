@@ -1,6 +1,6 @@
 """The onnx embedder's graphs side by side: speed, fidelity and ranking quality.
 
-Variants (nautilus/embedders/onnx_graph.py): ``shipped`` (the model file as it is:
+Variants (nautilus_ranking/embedders/onnx_graph.py): ``shipped`` (the model file as it is:
 int8 weights, float32 products), ``fused`` (attention and GELU fused, float32
 products), ``int8`` (fused, every weight product in int8: the default) and
 ``int8-ffn-down-float32`` (the feed-forward down projections left in float32).
@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.ir_collections import DATASETS, NAMES, bootstrap_ci, load, ndcg_at
-from nautilus.embedders.onnx import OnnxEmbedder
-from nautilus.embedders.onnx_graph import ALL_KINDS
+from nautilus_ranking.embedders.onnx import OnnxEmbedder
+from nautilus_ranking.embedders.onnx_graph import ALL_KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ("shipped", "fused", "int8", "int8-ffn-down-float32")
@@ -66,7 +66,7 @@ def make(variant: str, cache_size: int = 0) -> OnnxEmbedder:
 
 
 def demo_texts() -> list[str]:
-    demo = ROOT / "nautilus" / "demo"
+    demo = ROOT / "nautilus_ranking" / "demo"
     docs = [
         json.loads(line)
         for name in ("tickets", "runbooks", "postmortems")

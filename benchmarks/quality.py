@@ -13,7 +13,7 @@ Scenarios: *partitioned* (each source holds a third of the corpus) and *hybrid*
 Simple fusions order the union: passthrough, round-robin, RRF (k=60, equal
 weights) and RRF over the ranked sources only (fts + vector). Central indexes
 over the whole corpus: BM25 (the hybrid fts list) and BM25+dense (RRF of the
-hybrid fts and vector lists). nautilus: RankingSynthesizer with IDF on, its
+hybrid fts and vector lists). nautilus-ranking: RankingSynthesizer with IDF on, its
 default settings otherwise (copies collapse by text), with the default hashing
 embedder and with MiniLM (onnx). Every cell has the paired 95% bootstrap interval
 of nautilus minus that strategy, per query. Then the vector source's treatment (a
@@ -57,11 +57,11 @@ from benchmarks.ir_collections import (
     ndcg_at,
     recall_at,
 )
-from nautilus import AdapterResult, Broker, RankingSynthesizer
-from nautilus.log import configure_logging
-from nautilus.sources.sqlite.fts import SqliteFtsSource
-from nautilus.sources.sqlite.table import SqliteTableSource
-from nautilus.sources.sqlite.vector import SqliteVectorSource
+from nautilus_ranking import AdapterResult, Broker, RankingSynthesizer
+from nautilus_ranking.log import configure_logging
+from nautilus_ranking.sources.sqlite.fts import SqliteFtsSource
+from nautilus_ranking.sources.sqlite.table import SqliteTableSource
+from nautilus_ranking.sources.sqlite.vector import SqliteVectorSource
 
 SOURCE_LIMIT = 30
 SOURCES = ("fts", "sql", "vector")
@@ -166,7 +166,7 @@ def ranking(**options: Any) -> Strategy:
 def onnx_embedder() -> Any:
     """The real model (nautilus-ranking[embed]) shared by every run, or None without the extra."""
     try:
-        from nautilus.embedders.onnx import OnnxEmbedder
+        from nautilus_ranking.embedders.onnx import OnnxEmbedder
 
         return OnnxEmbedder(cache_size=100_000)
     except ImportError:  # the extra is not installed (OnnxEmbedder says which part)

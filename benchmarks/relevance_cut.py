@@ -4,7 +4,7 @@ and what does it cost in recall@10 and nDCG@10?
 The sources, scenarios and collections are ``benchmarks/quality.py``'s (fts, sql and
 vector over each shared collection, partitioned and hybrid, declared), and every
 collection is ranked twice: with the default hashing embedder and with MiniLM (onnx),
-IDF on, top 10. Each cut setting (``nautilus/selection/cut.py``) is applied to the same
+IDF on, top 10. Each cut setting (``nautilus_ranking/selection/cut.py``) is applied to the same
 ranking, so every row of the table is paired with "off", query by query.
 
 Per cell and setting: rows handed over (mean per query), irrelevant rows handed over
@@ -29,10 +29,10 @@ from typing import Any
 
 from benchmarks.ir_collections import DATASETS, NAMES, Collection, load, ndcg_at, recall_at
 from benchmarks.quality import build_broker, fetch, onnx_embedder
-from nautilus import AdapterResult, RankingSynthesizer
-from nautilus.log import configure_logging
-from nautilus.records import RankedRow
-from nautilus.selection.cut import CUT_SETTINGS, parse_cut, relevance_cut
+from nautilus_ranking import AdapterResult, RankingSynthesizer
+from nautilus_ranking.log import configure_logging
+from nautilus_ranking.records import RankedRow
+from nautilus_ranking.selection.cut import CUT_SETTINGS, parse_cut, relevance_cut
 
 TOP_K = 10
 SCENARIOS = ("partitioned", "hybrid")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from benchmarks import quality, speed
-from nautilus.log import configure_logging
+from nautilus_ranking.log import configure_logging
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.sections import markers, write_section
-from nautilus import Broker, NautilusSettings
-from nautilus.log import configure_logging
+from nautilus_ranking import Broker, NautilusSettings
+from nautilus_ranking.log import configure_logging
 
 BEGIN, END = markers("overhead")
 QUERIES = (
@@ -203,7 +203,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the section into this markdown file")
     args = parser.parse_args()
     configure_logging("warning", "console")
-    import nautilus
+    import nautilus_ranking
 
     head = (
         f"`python -m benchmarks.request_overhead --calls {args.calls}"
@@ -213,7 +213,7 @@ def main() -> int:
         f"start; {args.calls} calls of each kind, the bundled demo (four SQLite "
         "sources), `top_k=8`, IDF on."
     )
-    print(f"nautilus from {Path(nautilus.__file__).parent}\n\n{head}\n")
+    print(f"nautilus from {Path(nautilus_ranking.__file__).parent}\n\n{head}\n")
     sections = [BEGIN, "## Request overhead (`benchmarks/request_overhead.py`)", "", head, ""]
     with tempfile.TemporaryDirectory(prefix="nautilus-overhead-") as tmp:
         broker = demo_broker(Path(tmp) / "data")

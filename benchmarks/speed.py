@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from nautilus import AdapterResult, BasicSynthesizer, RankingSynthesizer
-from nautilus.log import configure_logging
+from nautilus_ranking import AdapterResult, BasicSynthesizer, RankingSynthesizer
+from nautilus_ranking.log import configure_logging
 from tools.reference import reference_rank
 from tools.revisions import checkout, run_module
 
@@ -292,7 +292,7 @@ def measure(sizes: list[int]) -> list[dict[str, Any]]:
 def demo_rows(n: int) -> list[dict[str, Any]]:
     """Real English rows (the bundled demo's tickets, runbooks and postmortems),
     cycled with a unique id so that every row is new to the cache."""
-    demo = ROOT / "nautilus" / "demo"
+    demo = ROOT / "nautilus_ranking" / "demo"
     docs = [
         json.loads(line)
         for name in ("tickets", "runbooks", "postmortems")
@@ -305,7 +305,7 @@ def measure_model(counts: tuple[int, ...] = (30, 60, 100, 200, 300)) -> list[dic
     """rank() latency with the real model (nautilus-ranking[embed]) by candidate count, on
     real English rows: cold (every row new to the cache) and warm (all seen before)."""
     try:
-        from nautilus.embedders.onnx import OnnxEmbedder
+        from nautilus_ranking.embedders.onnx import OnnxEmbedder
     except ImportError:
         return []
     out = []

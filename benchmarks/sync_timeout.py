@@ -3,7 +3,7 @@
 A 300,000-row ``sqlite_table`` whose keyword filter scans the whole table (the query
 matches nothing), with ``timeout_s: 0.2``. Measured: the time the SQLite scan alone
 takes, ``Broker.request()`` wall time, ``arequest()`` wall time, and a whole
-``nautilus query`` process (start-up included, so compare it with the same command on
+``nautilus-ranking query`` process (start-up included, so compare it with the same command on
 a small table). Before the fix ``request()`` and the CLI waited for the scan.
 
     python -m benchmarks.sync_timeout [--rows 300000] [--timeout 0.2]
@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from nautilus import Broker, NautilusSettings
-from nautilus.log import configure_logging
+from nautilus_ranking import Broker, NautilusSettings
+from nautilus_ranking.log import configure_logging
 
 QUERY = "zzzunmatched qqqnothing"
 
@@ -92,7 +92,7 @@ def main() -> None:
                 [
                     sys.executable,
                     "-m",
-                    "nautilus.cli",
+                    "nautilus_ranking.cli",
                     "query",
                     QUERY,
                     "--config",
@@ -110,7 +110,8 @@ def main() -> None:
         print(f"  Broker.request()   {sync:.3f} s  ({[e.error_type for e in errors]})")
         print(f"  Broker.arequest()  {asynchronous:.3f} s  (timed inside the loop; {async_error})")
         print(
-            f"  nautilus query     {cli_big:.3f} s  (same command on 100 rows: {cli_small:.3f} s)"
+            f"  nautilus-ranking query     {cli_big:.3f} s"
+            f"  (same command on 100 rows: {cli_small:.3f} s)"
         )
 
 

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.ir_collections import DATASETS, NAMES, load
-from nautilus import AdapterResult, RankingSynthesizer
-from nautilus.selection import tokens
-from nautilus.selection.budget import entry_text, fit_counts
-from nautilus.selection.tokens import count_tokens, estimate_tokens
+from nautilus_ranking import AdapterResult, RankingSynthesizer
+from nautilus_ranking.selection import tokens
+from nautilus_ranking.selection.budget import entry_text, fit_counts
+from nautilus_ranking.selection.tokens import count_tokens, estimate_tokens
 
 ROWS = 40
 BUDGET = 4096

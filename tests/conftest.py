@@ -58,7 +58,7 @@ def clean_nautilus_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 SLOW_PATHS = (
     "sources/postgres/",  # a real PostgreSQL 18
     "mcp/",  # real MCP servers, stdio and HTTP
-    "retrievers/",  # a real nautilus serve behind them
+    "retrievers/",  # a real nautilus-ranking serve behind them
     "service/test_service_attacks.py",
     "service/test_service_limits.py",
     "service/test_service_operations.py",

@@ -1,4 +1,4 @@
-"""Shared helpers of the ``nautilus eval`` tests: where the shared collections live."""
+"""Shared helpers of the ``nautilus-ranking eval`` tests: where the shared collections live."""
 
 from __future__ import annotations
 

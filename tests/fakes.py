@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nautilus.sources.factory import bundled_demo_config
+from nautilus_ranking.sources.factory import bundled_demo_config
 
 
 class FakeSource:

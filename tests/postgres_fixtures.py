@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nautilus.cli.demo_postgres import embedded_postgres, remove_later
+from nautilus_ranking.cli.demo_postgres import embedded_postgres, remove_later
 
 
 class PgServer:

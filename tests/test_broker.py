@@ -12,7 +12,7 @@ import pytest
 from fakes import FakeSource
 from structlog.testing import capture_logs
 
-from nautilus import (
+from nautilus_ranking import (
     AdapterResult,
     BasicSynthesizer,
     Broker,
@@ -21,9 +21,9 @@ from nautilus import (
     RankingSynthesizer,
     compute_response_hash,
 )
-from nautilus.response_hash import canonical_json
-from nautilus.rows import CanonicalRows
-from nautilus.sources.factory import SourceConfigError
+from nautilus_ranking.response_hash import canonical_json
+from nautilus_ranking.rows import CanonicalRows
+from nautilus_ranking.sources.factory import SourceConfigError
 
 DEMO_QUERY = "orders database disk full"
 

@@ -1,4 +1,4 @@
-"""What a command loads before it does anything: ``import nautilus.cli`` and the parser
+"""What a command loads before it does anything: ``import nautilus_ranking.cli`` and the parser
 (``--version``, ``--help``) load neither numpy nor pydantic nor any optional extra, and a
 query over SQLite sources loads neither the service, the MCP SDK nor PostgreSQL's
 modules. Each check runs in a fresh interpreter and reads its ``sys.modules``."""
@@ -10,11 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nautilus
-from nautilus.sources.factory import BUILT_IN_TYPES
-from nautilus.sources.schema import SOURCE_TYPES
+import nautilus_ranking
+from nautilus_ranking.sources.factory import BUILT_IN_TYPES
+from nautilus_ranking.sources.schema import SOURCE_TYPES
 
-#: Never loaded by ``import nautilus.cli``: the extras and the web stack.
+#: Never loaded by ``import nautilus_ranking.cli``: the extras and the web stack.
 EXTRAS = (
     "psycopg",
     "psycopg_pool",
@@ -33,9 +33,9 @@ HEAVY = (
     "structlog",
     "yaml",
     "rich",
-    "nautilus.broker",
-    "nautilus.config",
-    "nautilus.sources.postgres",
+    "nautilus_ranking.broker",
+    "nautilus_ranking.config",
+    "nautilus_ranking.sources.postgres",
 )
 
 
@@ -43,7 +43,7 @@ def loaded_after(code: str, cwd: Path) -> set[str]:
     """The top-level packages and nautilus modules in ``sys.modules`` after ``code``."""
     probe = (
         f"import sys, json\n{code}\n"
-        "names = {n for n in sys.modules if n.startswith('nautilus.')}\n"
+        "names = {n for n in sys.modules if n.startswith('nautilus_ranking.')}\n"
         "names |= {n.split('.')[0] for n in sys.modules}\n"
         "sys.__stdout__.write('\\n' + json.dumps(sorted(names)))\n"
     )
@@ -59,15 +59,16 @@ def _prefixed(loaded: set[str], names: tuple[str, ...]) -> list[str]:
 
 
 def test_importing_the_command_loads_no_extra_and_no_heavy_module(tmp_path: Path) -> None:
-    loaded = loaded_after("import nautilus.cli", tmp_path)
-    assert "nautilus.cli" in loaded
+    loaded = loaded_after("import nautilus_ranking.cli", tmp_path)
+    assert "nautilus_ranking.cli" in loaded
     assert _prefixed(loaded, EXTRAS) == []
     assert _prefixed(loaded, HEAVY) == []
 
 
 def help_loads(argv: list[str], cwd: Path) -> set[str]:
     return loaded_after(
-        f"from nautilus.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass",
+        "from nautilus_ranking.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit:\n    pass",
         cwd,
     )
 
@@ -83,27 +84,31 @@ def test_version_and_help_load_no_heavy_module(tmp_path: Path) -> None:
         assert _prefixed(help_loads(argv, tmp_path), EXTRAS + HEAVY) == [], argv
     # The query's flags are the request model's (pydantic): no extra, no PostgreSQL.
     loaded = help_loads(["query", "--help"], tmp_path)
-    assert "nautilus.request.model" in loaded
-    assert _prefixed(loaded, (*EXTRAS, "nautilus.sources.postgres", "rich")) == []
+    assert "nautilus_ranking.request.model" in loaded
+    assert _prefixed(loaded, (*EXTRAS, "nautilus_ranking.sources.postgres", "rich")) == []
 
 
 def test_a_query_over_sqlite_sources_loads_no_service_mcp_or_postgres(tmp_path: Path) -> None:
     loaded = loaded_after(
-        "import contextlib, io\nfrom nautilus.cli import main\n"
+        "import contextlib, io\nfrom nautilus_ranking.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    assert main(['query', 'orders-db disk full', '--top-k', '3']) == 0",
         tmp_path,
     )
-    assert {"numpy", "nautilus.broker", "nautilus.sources.sqlite.fts"} <= loaded  # it ran
+    assert {
+        "numpy",
+        "nautilus_ranking.broker",
+        "nautilus_ranking.sources.sqlite.fts",
+    } <= loaded  # it ran
     assert _prefixed(loaded, EXTRAS) == []
     assert (
         _prefixed(
             loaded,
             (
-                "nautilus.service",
-                "nautilus.mcp",
-                "nautilus.sources.postgres",
-                "nautilus.evaluation.evaluate",
+                "nautilus_ranking.service",
+                "nautilus_ranking.mcp",
+                "nautilus_ranking.sources.postgres",
+                "nautilus_ranking.evaluation.evaluate",
                 "rich",
             ),
         )
@@ -119,11 +124,11 @@ def test_every_built_in_type_is_registered_by_the_module_declared_for_it() -> No
 
 
 def test_the_package_names_its_public_api_lazily_and_completely() -> None:
-    for name in nautilus.__all__:
-        assert getattr(nautilus, name) is not None, name
-    assert set(dir(nautilus)) >= set(nautilus.__all__)
+    for name in nautilus_ranking.__all__:
+        assert getattr(nautilus_ranking, name) is not None, name
+    assert set(dir(nautilus_ranking)) >= set(nautilus_ranking.__all__)
     try:
-        nautilus.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
+        nautilus_ranking.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
     except AttributeError as exc:
         assert "NoSuchName" in str(exc)
     else:
@@ -135,9 +140,9 @@ def test_logging_set_up_waits_for_the_first_event_at_its_level(tmp_path: Path) -
     structlog; the first one at the level does, rendered as asked; a structlog the
     application configured meanwhile wins."""
     code = (
-        "import io, sys\nfrom nautilus.log import configure_logging, get_logger\n"
+        "import io, sys\nfrom nautilus_ranking.log import configure_logging, get_logger\n"
         "out = io.StringIO()\nconfigure_logging('warning', 'json', out)\n"
-        "log = get_logger('nautilus.test')\nlog.info('hidden', n=1)\n"
+        "log = get_logger('nautilus_ranking.test')\nlog.info('hidden', n=1)\n"
         "assert 'structlog' not in sys.modules\n"
         "log.warning('shown', n=2)\nassert 'structlog' in sys.modules\n"
         "print(out.getvalue().strip())\n"
@@ -153,11 +158,11 @@ def test_logging_set_up_waits_for_the_first_event_at_its_level(tmp_path: Path) -
     event = json.loads(out.stdout.strip().splitlines()[-1])
     assert (event["event"], event["n"], event["level"]) == ("shown", 2, "warning")
     later = (
-        "import io, sys\nfrom nautilus.log import configure_logging, get_logger\n"
+        "import io, sys\nfrom nautilus_ranking.log import configure_logging, get_logger\n"
         "out = io.StringIO()\nconfigure_logging('warning', 'json', out)\n"
         "import structlog\nstructlog.configure(processors=["
         "structlog.processors.KeyValueRenderer()])\n"
-        "get_logger('nautilus.test').warning('theirs', n=3)\n"
+        "get_logger('nautilus_ranking.test').warning('theirs', n=3)\n"
         "print(out.getvalue().strip())\n"
     )
     theirs = subprocess.run(

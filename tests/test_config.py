@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from nautilus import BOOST_LEVELS, ConfigError, NautilusSettings, parse_source_boosts
-from nautilus.config import VALID_LEVELS, collect_source_boosts
+from nautilus_ranking import BOOST_LEVELS, ConfigError, NautilusSettings, parse_source_boosts
+from nautilus_ranking.config import VALID_LEVELS, collect_source_boosts
 
 
 def warnings_of(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:

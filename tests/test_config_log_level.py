@@ -1,4 +1,4 @@
-"""``nautilus config`` shows the log level that applies: with ``NAUTILUS_LOG_LEVEL`` unset
+"""``nautilus-ranking config`` shows the log level that applies: with ``NAUTILUS_LOG_LEVEL`` unset
 the commands whose output is the point log warnings and the servers info (the
 settings' own default, ``info``, is what neither uses unasked)."""
 
@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 def config(tmp_path: Path, *args: str, **env: str) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nautilus import NautilusSettings
+from nautilus_ranking import NautilusSettings
 
 
 def write_dotenv(text: str) -> None:

@@ -3,7 +3,7 @@
 Docker is not run here: the Dockerfile, .dockerignore and manifests are parsed and
 checked for what would break a deployment (a crash-looping read-only root, a missing
 extra, workers over the CPU request, a build context with the virtualenv in it).
-The manifest gate's own checks run as the real ``nautilus config`` subprocess.
+The manifest gate's own checks run as the real ``nautilus-ranking config`` subprocess.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 K8S = ROOT / "deploy" / "k8s" / "deployment.yaml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 
@@ -154,12 +154,12 @@ def test_the_build_context_leaves_out_the_virtualenv_caches_git_and_secrets() ->
     for path in (
         ".venv/lib/python3.11/site-packages/numpy/__init__.py",
         ".git/HEAD",
-        "nautilus/__pycache__/cli.cpython-311.pyc",
+        "nautilus_ranking/__pycache__/cli.cpython-311.pyc",
         ".pytest_cache/v/x",
         ".mypy_cache/3.11/x.json",
         ".ruff_cache/x",
         ".env",
-        "nautilus.egg-info/PKG-INFO",
+        "nautilus_ranking.egg-info/PKG-INFO",
     ):
         assert _ignored(path, patterns), path
     copied = [
@@ -168,8 +168,12 @@ def test_the_build_context_leaves_out_the_virtualenv_caches_git_and_secrets() ->
         if line.startswith("COPY ") and "--from" not in line
         for word in line.split()[1:-1]
     ]
-    assert copied == ["pyproject.toml", "README.md", "nautilus"]
-    for path in (*copied, "nautilus/cli/__init__.py", "nautilus/demo/nautilus.yaml"):
+    assert copied == ["pyproject.toml", "README.md", "nautilus_ranking"]
+    for path in (
+        *copied,
+        "nautilus_ranking/cli/__init__.py",
+        "nautilus_ranking/demo/nautilus.yaml",
+    ):
         assert (ROOT / path).exists() and not _ignored(path, patterns), path
 
 

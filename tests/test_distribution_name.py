@@ -21,7 +21,7 @@ TAKEN = re.compile(r"(?<![\w.-])nautilus\[")
 def test_the_project_is_named_for_the_package_index() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["name"] == DISTRIBUTION
-    assert project["scripts"]["nautilus"] == "nautilus.cli:main"  # the command keeps its name
+    assert project["scripts"] == {"nautilus-ranking": "nautilus_ranking.cli:main"}
 
 
 def test_no_message_or_doc_names_the_taken_distribution() -> None:
@@ -32,7 +32,7 @@ def test_no_message_or_doc_names_the_taken_distribution() -> None:
         p
         for p in tracked
         if p.endswith((".py", ".md", ".toml", ".example", ".yaml", "Makefile", "Dockerfile"))
-        and not p.startswith("nautilus/models/")
+        and not p.startswith("nautilus_ranking/models/")
         and p != "tests/test_distribution_name.py"
     ]
     offenders = [

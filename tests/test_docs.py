@@ -22,9 +22,9 @@ of ``examples/`` and ``deploy/`` and, as ``../shared``, the shared IR collection
 
 Not runnable, on purpose: ``pip install`` lines (the package index), ``make demo``/
 ``make test``/``make bench`` (minutes; benchmark figures are written by
-``benchmarks/report.py``), ``nautilus serve`` + ``curl`` (a service; its answers are
+``benchmarks/report.py``), ``nautilus-ranking serve`` + ``curl`` (a service; its answers are
 tested in tests/test_service.py and tests/test_response_output.py), the onnx and demo
-queries (tests/test_showcase.py), ``nautilus demo --postgres`` (tests/test_postgres_cli.py),
+queries (tests/test_showcase.py), ``nautilus-ranking demo --postgres`` (tests/test_postgres_cli.py),
 and the Kubernetes/compose steps.
 
 ``python tests/test_docs.py --update`` rewrites the shown output of every block whose

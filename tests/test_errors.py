@@ -8,13 +8,13 @@ import pkgutil
 
 import pytest
 
-import nautilus
-from nautilus import NautilusError
+import nautilus_ranking
+from nautilus_ranking import NautilusError
 
 
 def _own_exceptions() -> list[type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
-    for info in pkgutil.walk_packages(nautilus.__path__, "nautilus."):
+    for info in pkgutil.walk_packages(nautilus_ranking.__path__, "nautilus_ranking."):
         try:
             module = importlib.import_module(info.name)
         except ImportError:  # an optional extra this environment lacks
@@ -39,12 +39,12 @@ def test_every_public_exception_of_the_package_is_a_nautilus_error() -> None:
 @pytest.mark.parametrize(
     ("module", "name", "builtin"),
     [
-        ("nautilus.request.pages", "PageError", ValueError),
-        ("nautilus.sources.seeds", "SeedError", ValueError),
-        ("nautilus.sources.sqlite.base", "NoSpaceError", OSError),
-        ("nautilus.sources.postgres.base", "PostgresUnavailableError", ConnectionError),
-        ("nautilus.embedders.base", "EmbeddingUnavailableError", RuntimeError),
-        ("nautilus.retrievers.source", "ServiceError", RuntimeError),
+        ("nautilus_ranking.request.pages", "PageError", ValueError),
+        ("nautilus_ranking.sources.seeds", "SeedError", ValueError),
+        ("nautilus_ranking.sources.sqlite.base", "NoSpaceError", OSError),
+        ("nautilus_ranking.sources.postgres.base", "PostgresUnavailableError", ConnectionError),
+        ("nautilus_ranking.embedders.base", "EmbeddingUnavailableError", RuntimeError),
+        ("nautilus_ranking.retrievers.source", "ServiceError", RuntimeError),
     ],
 )
 def test_each_keeps_the_builtin_base_callers_catch(
@@ -58,16 +58,16 @@ def test_each_keeps_the_builtin_base_callers_catch(
 
 
 def test_nautilus_error_is_exported() -> None:
-    assert "NautilusError" in nautilus.__all__
+    assert "NautilusError" in nautilus_ranking.__all__
 
 
 def test_every_exception_nautilus_raises_is_importable_from_nautilus_errors() -> None:
-    """Every NautilusError subclass defined in the package is listed in nautilus.errors
+    """Every NautilusError subclass defined in the package is listed in nautilus_ranking.errors
     (found by reading the source, so a new one that is not listed fails this)."""
     import re
     from pathlib import Path
 
-    import nautilus.errors as errors
+    import nautilus_ranking.errors as errors
 
     package = Path(errors.__file__).parent
     defined = {

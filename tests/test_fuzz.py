@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from nautilus import (
+from nautilus_ranking import (
     AdapterResult,
     BasicSynthesizer,
     Broker,
@@ -37,9 +37,9 @@ from nautilus import (
     RankingSynthesizer,
     compute_response_hash,
 )
-from nautilus.response_hash import NoCanonicalFormError, canonical_json, json_default
-from nautilus.rows import mapping_problem
-from nautilus.sources.factory import SourceConfigError, build_sources
+from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json, json_default
+from nautilus_ranking.rows import mapping_problem
+from nautilus_ranking.sources.factory import SourceConfigError, build_sources
 
 #: Examples per property: small under CI (the suite adds seconds), larger when exploring.
 EXAMPLES = int(os.environ.get("NAUTILUS_FUZZ_EXAMPLES", "60"))
@@ -373,7 +373,7 @@ hash_data = st.dictionaries(
 
 _HASH_CHILD = """
 import pickle, sys
-from nautilus.response_hash import NoCanonicalFormError, compute_response_hash
+from nautilus_ranking.response_hash import NoCanonicalFormError, compute_response_hash
 out = []
 for data in pickle.load(open(sys.argv[1], "rb")):
     try:
@@ -552,9 +552,9 @@ json_fragments = st.one_of(
 @example(body=b'{"query": "x", "top_k": 1' + b"0" * 5000 + b"}")  # was a 500 (digit limit)
 @example(body=b'{"query": "x", "top_k": NaN}')  # NaN was accepted as a number
 def test_any_request_body_is_a_request_or_a_422(body: bytes) -> None:
-    from nautilus.request.errors import ProblemError
-    from nautilus.request.model import parse_request
-    from nautilus.service.limits import parse_json_body
+    from nautilus_ranking.request.errors import ProblemError
+    from nautilus_ranking.request.model import parse_request
+    from nautilus_ranking.service.limits import parse_json_body
 
     try:
         parse_request(parse_json_body(body))
@@ -575,7 +575,7 @@ answer_values = st.recursive(
 @given(value=answer_values)
 @example(value={"peak": math.inf, "rows": [math.nan, -math.inf, 1.5]})
 def test_every_answer_body_is_strict_json(value: Any) -> None:
-    from nautilus.service.problems import strict_json
+    from nautilus_ranking.service.problems import strict_json
 
     def refuse(name: str) -> Any:
         raise AssertionError(f"bare {name}")
@@ -611,7 +611,7 @@ def quoted(password: str) -> str:
 def test_mask_dsn_hides_any_keyword_password(password: str, form: Any) -> None:
     from psycopg.conninfo import conninfo_to_dict
 
-    from nautilus.sources.postgres.dsn import mask_dsn
+    from nautilus_ranking.sources.postgres.dsn import mask_dsn
 
     dsn = f"host=db password={form(password)} dbname=kb"
     assert conninfo_to_dict(dsn)["password"] == password  # the DSN says what libpq reads
@@ -625,7 +625,7 @@ def test_mask_dsn_hides_any_url_password(password: str, in_query: bool) -> None:
 
     from psycopg.conninfo import conninfo_to_dict
 
-    from nautilus.sources.postgres.dsn import mask_dsn
+    from nautilus_ranking.sources.postgres.dsn import mask_dsn
 
     secret = quote(password.encode("utf-8", "surrogatepass"), safe="")
     dsn = (
@@ -664,7 +664,7 @@ seed_lines = st.one_of(
 @given(lines=st.lists(seed_lines, max_size=4))
 @example(lines=[b'{"id": "a", "v": 1' + b"0" * 5000 + b"}"])  # was a bare ValueError
 def test_any_seed_line_is_a_row_or_a_seed_error(lines: list[bytes], tmp_path_factory: Any) -> None:
-    from nautilus.sources.seeds import SeedError, read_jsonl
+    from nautilus_ranking.sources.seeds import SeedError, read_jsonl
 
     seed = tmp_path_factory.mktemp("seed") / "rows.jsonl"
     seed.write_bytes(b"\n".join(line.replace(b"\n", b" ") for line in lines))
@@ -682,8 +682,8 @@ def test_any_seed_line_is_a_row_or_a_seed_error(lines: list[bytes], tmp_path_fac
 def test_any_query_costs_at_most_32_terms(words: list[str], repeat: int) -> None:
     import sqlite3
 
-    from nautilus.sources.postgres.fts import MAX_TERMS, PostgresFtsSource
-    from nautilus.sources.sqlite.fts import fts_match_expression
+    from nautilus_ranking.sources.postgres.fts import MAX_TERMS, PostgresFtsSource
+    from nautilus_ranking.sources.sqlite.fts import fts_match_expression
 
     query = " ".join(words + [f"w{i}" for i in range(repeat)])
     expression = fts_match_expression(query)

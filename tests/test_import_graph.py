@@ -5,7 +5,7 @@ top, under ``if TYPE_CHECKING:``, or inside a function. The package defers an
 import into a function for one of two reasons only: an optional extra (psycopg,
 onnxruntime, uvicorn, mcp, langchain, llama-index) that a plain install lacks, or a
 command's machinery that ``nautilus`` loads only when that command runs, so
-``nautilus query`` starts fast. Never to break a cycle: a deferred import that did
+``nautilus-ranking query`` starts fast. Never to break a cycle: a deferred import that did
 would hide a dependency going both ways, so those count too.
 """
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import nautilus
+import nautilus_ranking
 
-ROOT = Path(nautilus.__file__).parent
+ROOT = Path(nautilus_ranking.__file__).parent
 
 
 def _module_name(path: Path) -> str:
@@ -78,8 +78,8 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_the_package() -> None:
     graph = import_graph()
-    assert "nautilus.log" in graph["nautilus.config"]
-    assert "nautilus.config" in graph["nautilus.cli.query"]
+    assert "nautilus_ranking.log" in graph["nautilus_ranking.config"]
+    assert "nautilus_ranking.config" in graph["nautilus_ranking.cli.query"]
 
 
 def test_no_module_imports_itself_back() -> None:
@@ -92,11 +92,13 @@ def test_a_cycle_would_be_found() -> None:
 
 def test_no_module_imports_a_private_name_of_another() -> None:
     """What one module takes from another is public: named without ``_`` and documented
-    (the settings' parsers live in ``nautilus.settings_parsing`` for that reason)."""
+    (the settings' parsers live in ``nautilus_ranking.settings_parsing`` for that reason)."""
     private = []
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nautilus"):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "nautilus_ranking"
+            ):
                 private += [
                     f"{_module_name(path)}: {node.module}.{alias.name}"
                     for alias in node.names
@@ -106,11 +108,11 @@ def test_no_module_imports_a_private_name_of_another() -> None:
 
 
 def test_the_settings_parsers_are_public_and_say_what_they_accept() -> None:
-    from nautilus import settings_parsing
+    from nautilus_ranking import settings_parsing
 
     parsers = [
         getattr(settings_parsing, n) for n in dir(settings_parsing) if n.startswith("parse_")
     ]
     assert len(parsers) == 7
-    assert all(p.__doc__ and p.__module__ == "nautilus.settings_parsing" for p in parsers)
+    assert all(p.__doc__ and p.__module__ == "nautilus_ranking.settings_parsing" for p in parsers)
     assert settings_parsing.parse_int("top_k", "0")[1] is not None

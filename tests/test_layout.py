@@ -17,7 +17,7 @@ def _layout() -> str:
 
 def test_every_module_and_folder_of_the_package_is_in_the_layout() -> None:
     layout = _layout()
-    package = ROOT / "nautilus"
+    package = ROOT / "nautilus_ranking"
     missing = []
     for path in sorted(package.rglob("*.py")):
         if "models" in path.relative_to(package).parts or path.name == "__init__.py":
@@ -33,5 +33,5 @@ def test_every_module_and_folder_of_the_package_is_in_the_layout() -> None:
 
 def test_the_layout_names_no_module_that_is_gone() -> None:
     names = set(re.findall(r"(?<![/\w])([a-z_]+\.py)\b", _layout()))  # not tests/….py
-    existing = {p.name for p in (ROOT / "nautilus").rglob("*.py")}
+    existing = {p.name for p in (ROOT / "nautilus_ranking").rglob("*.py")}
     assert sorted(names - existing) == []

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import structlog
 
-import nautilus
-from nautilus.log import configure_logging, get_logger
+import nautilus_ranking
+from nautilus_ranking.log import configure_logging, get_logger
 
 
 def test_every_module_logs_through_nautilus_log() -> None:
     """A module using structlog.get_logger directly would print to stdout when unconfigured."""
-    package = Path(nautilus.__file__).parent
+    package = Path(nautilus_ranking.__file__).parent
     offenders = [
         str(p.relative_to(package))
         for p in package.rglob("*.py")
@@ -29,7 +29,7 @@ def test_configure_logging_renders_json_at_the_level_and_can_be_called_again() -
     try:
         configure_logging("warning", "json", stream)
         configure_logging("warning", "json", stream)  # replaces, never duplicates
-        logger = get_logger("nautilus.test")
+        logger = get_logger("nautilus_ranking.test")
         logger.info("hidden_event")
         logger.warning("shown_event", field=1)
         [line] = stream.getvalue().splitlines()
@@ -38,7 +38,7 @@ def test_configure_logging_renders_json_at_the_level_and_can_be_called_again() -
         assert event["level"] == "warning"
     finally:
         structlog.reset_defaults()
-        target = logging.getLogger("nautilus")
+        target = logging.getLogger("nautilus_ranking")
         for handler in list(target.handlers):
             target.removeHandler(handler)
         target.setLevel(logging.NOTSET)

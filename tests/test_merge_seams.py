@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from nautilus.broker import Broker
-from nautilus.cli import main
-from nautilus.service.metrics import TimedSource
+from nautilus_ranking.broker import Broker
+from nautilus_ranking.cli import main
+from nautilus_ranking.service.metrics import TimedSource
 
 
 class _Source:

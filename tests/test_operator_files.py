@@ -1,7 +1,7 @@
 """Operator files other than seeds — eval queries and judgments, ``config --manifest``,
 the API keys file — are read as seeds are: a regular file only, bounded, so ``/dev/zero``
 is refused instead of filling memory and a FIFO instead of waiting for a writer; the TREC
-topics parser is linear. And ``nautilus config --strict`` passes only what then works:
+topics parser is linear. And ``nautilus-ranking config --strict`` passes only what then works:
 seeds SQLite or PostgreSQL could not store, a missing keys file, a keys file with a BOM.
 Every command a real subprocess; a hang is a failure (subprocess timeout), not a wait."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from fakes import write_jsonl
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 def cli(
@@ -71,7 +71,7 @@ def test_config_strict_refuses_a_keys_file_serve_could_not_read(
 
 
 def test_a_keys_file_with_a_bom_keeps_its_first_key(tmp_path: Path) -> None:
-    from nautilus.service.limits import load_api_keys
+    from nautilus_ranking.service.limits import load_api_keys
 
     keys = tmp_path / "keys"
     keys.write_bytes("\ufeffk-first\nk-second\n".encode())
@@ -92,7 +92,7 @@ def test_trec_topics_parse_in_linear_time(tmp_path: Path) -> None:
     )
     script = (
         "import sys; from pathlib import Path; "
-        "from nautilus.evaluation.judgments import read_queries; "
+        "from nautilus_ranking.evaluation.judgments import read_queries; "
         "print(read_queries(Path(sys.argv[1])).texts)"
     )
     run = subprocess.run(

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from fakes import write_jsonl
 
-from nautilus import AdapterResult, BasicSynthesizer, RankingSynthesizer, Synthesizer
-from nautilus.broker import Broker
-from nautilus.sources.base import ForwardingSource, Source, declared_order, preparer
-from nautilus.sources.sqlite.table import SqliteTableSource
+from nautilus_ranking import AdapterResult, BasicSynthesizer, RankingSynthesizer, Synthesizer
+from nautilus_ranking.broker import Broker
+from nautilus_ranking.sources.base import ForwardingSource, Source, declared_order, preparer
+from nautilus_ranking.sources.sqlite.table import SqliteTableSource
 
 
 class ReversingMerge:
@@ -92,7 +92,7 @@ def test_callers_ask_the_protocol_not_the_class() -> None:
     """Only the protocol modules read optional members; nobody tests for the ranker's class."""
     import re
 
-    package = Path(__file__).resolve().parents[1] / "nautilus"
+    package = Path(__file__).resolve().parents[1] / "nautilus_ranking"
     protocol = {package / "sources" / "base.py", package / "synthesis" / "base.py"}
     asks_class = re.compile(r"isinstance\([^)]*RankingSynthesizer")
     reads_member = re.compile(r"getattr\((source|src|s|self\.source), ")

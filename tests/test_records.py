@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from nautilus.cli.output import ranked_table
-from nautilus.records import SCORE_COMPONENTS, SCORE_FIELDS, WHY_COMPONENTS, RankedRow
-from nautilus.synthesis.select import Scores
+from nautilus_ranking.cli.output import ranked_table
+from nautilus_ranking.records import SCORE_COMPONENTS, SCORE_FIELDS, WHY_COMPONENTS, RankedRow
+from nautilus_ranking.synthesis.select import Scores
 
 NAMES = [name for name, _ in SCORE_COMPONENTS]
 

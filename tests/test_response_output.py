@@ -1,6 +1,6 @@
-"""What a caller of ``nautilus query --json`` and ``POST /v1/query`` is sent: no row
+"""What a caller of ``nautilus-ranking query --json`` and ``POST /v1/query`` is sent: no row
 vectors unless asked, and a passthrough that says it is one (real CLI subprocesses and
-a real ``nautilus serve`` on loopback)."""
+a real ``nautilus-ranking serve`` on loopback)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from nautilus.broker import Broker
-from nautilus.config import NautilusSettings
-from nautilus.response_hash import canonical_json
+from nautilus_ranking.broker import Broker
+from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.response_hash import canonical_json
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
 QUERY = "orders-db disk full"

@@ -22,14 +22,14 @@ import pytest
 from fakes import FakeSource
 from structlog.testing import capture_logs
 
-from nautilus import (
+from nautilus_ranking import (
     AdapterResult,
     Broker,
     HashingEmbedder,
     RankingSynthesizer,
     compute_response_hash,
 )
-from nautilus.response_hash import canonical_json
+from nautilus_ranking.response_hash import canonical_json
 
 
 class RaisingStr:
@@ -164,7 +164,7 @@ def test_an_abandoned_thread_does_not_hold_the_process_open(tmp_path: Path) -> N
     script = tmp_path / "stuck.py"
     script.write_text(
         "import asyncio, threading, time\n"
-        "from nautilus import Broker\n"
+        "from nautilus_ranking import Broker\n"
         "class Stuck:\n"
         "    id, timeout_s = 'stuck', 0.05\n"
         "    async def search(self, q, c, n):\n"
@@ -272,7 +272,7 @@ def test_cli_query_of_two_colliding_words_is_ranked(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "nautilus.cli",
+            "nautilus_ranking.cli",
             "query",
             "standby ms",
             "--top-k",
@@ -298,7 +298,7 @@ def test_cli_query_of_two_colliding_words_is_ranked(tmp_path: Path) -> None:
 
 HASH_SCRIPT = """
 import json
-from nautilus import compute_response_hash
+from nautilus_ranking import compute_response_hash
 data = {"s": [{"tags": {"alpha", "beta", "gamma", "delta"}, "f": frozenset({3, "x", 1.5}),
                "b": b"\\x00raw", "nan": float("nan")}]}
 print(compute_response_hash(data))

@@ -1,8 +1,9 @@
-"""The demo's showcase queries — ``nautilus demo`` and the README's ``nautilus query``
+"""The demo's showcase queries — ``nautilus-ranking demo`` and the README's
+``nautilus-ranking query``
 examples, run as real subprocesses on the bundled data — each put a relevant row first.
 
 The judgments below are the demo data's own: which tickets, runbooks, postmortems and
-services are about what the query asks (read nautilus/demo/*.jsonl).
+services are about what the query asks (read nautilus_ranking/demo/*.jsonl).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from nautilus.cli import DEMO_QUERIES
+from nautilus_ranking.cli import DEMO_QUERIES
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 DISK_FULL = {"RB-01", "INC-1043", "PM-2026-10d", "orders-db"}
 LOGGED_OUT = {

@@ -28,8 +28,8 @@ def measure(names: list[str]) -> dict[str, float]:
     import numpy as np
 
     from benchmarks import speed
-    from nautilus import RankingSynthesizer
-    from nautilus.log import configure_logging
+    from nautilus_ranking import RankingSynthesizer
+    from nautilus_ranking.log import configure_logging
 
     configure_logging("error", "console")
     query_vector = np.random.default_rng(0).normal(size=speed.DIM)

@@ -39,7 +39,7 @@ def batches() -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
     import numpy as np
 
     from benchmarks import speed
-    from nautilus import AdapterResult
+    from nautilus_ranking import AdapterResult
 
     out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
     for n in (*speed.LATENCY_SIZES, 1_000, 10_000):
@@ -128,7 +128,7 @@ def vector_batches(
     import numpy as np
 
     from benchmarks import speed
-    from nautilus import AdapterResult
+    from nautilus_ranking import AdapterResult
 
     out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
     k = len(speed.SOURCES)
@@ -182,7 +182,7 @@ def copies_batch(n: int, rng: Any) -> list[Any]:
     same fields in another order, other case, other inner whitespace (a no-break space too),
     a blank or non-text field more or less; some near-copies that differ in a word."""
     from benchmarks import speed
-    from nautilus import AdapterResult
+    from nautilus_ranking import AdapterResult
 
     rows = [{k: v for k, v in row.items() if k != "id"} for row in speed.text_rows(n, rng)]
     copies: list[dict[str, Any]] = []
@@ -205,8 +205,8 @@ def copies_batch(n: int, rng: Any) -> list[Any]:
 
 def rank_all() -> list[dict[str, Any]]:
     """Rank every batch with the ``nautilus`` on sys.path (run in a subprocess)."""
-    from nautilus import RankingSynthesizer
-    from nautilus.log import configure_logging
+    from nautilus_ranking import RankingSynthesizer
+    from nautilus_ranking.log import configure_logging
 
     configure_logging("error", "console")
     out = []

@@ -1,4 +1,4 @@
-"""Real ``nautilus serve`` processes on a free loopback port, for the service tests."""
+"""Real ``nautilus-ranking serve`` processes on a free loopback port, for the service tests."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 SLOW_SERVE = str(ROOT / "tools" / "slow_serve.py")
 
 

@@ -1,4 +1,4 @@
-"""``nautilus serve`` with one source made slow (or given a bad row, or a request made
+"""``nautilus-ranking serve`` with one source made slow (or given a bad row, or a request made
 to fail), for the load benchmark and the service and CLI tests.
 
     python tools/slow_serve.py --slow runbooks --delay 3 -- serve --port 8123
@@ -9,7 +9,7 @@ Everything else is the real command: this only wraps the named source's
 ``search`` in a sleep (or puts a row that is not an object second in its answer,
 or makes its search raise ``CancelledError`` as a hostile source may, or makes
 ``Broker.arequest`` raise for one query, to prove that an unexpected error becomes
-a clean 500) before calling ``nautilus.cli.main``.
+a clean 500) before calling ``nautilus_ranking.cli.main``.
 Single worker only: the patch lives in this process.
 """
 
@@ -21,9 +21,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from nautilus import cli
-from nautilus.broker import Broker
-from nautilus.sources.base import ForwardingSource
+from nautilus_ranking import cli
+from nautilus_ranking.broker import Broker
+from nautilus_ranking.sources.base import ForwardingSource
 
 
 class SlowSource:

@@ -1,4 +1,4 @@
-"""The `nautilus` command, run as a real subprocess."""
+"""The `nautilus-ranking` command, run as a real subprocess."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 QUERY = "orders database disk full"
 
 
@@ -280,7 +280,7 @@ def test_log_format_and_level_are_honoured() -> None:
 
 
 def test_a_reader_that_leaves_early_is_not_an_error(tmp_path: Path) -> None:
-    """``nautilus query … | head``: the pipe closes under an answer longer than the pipe's
+    """``nautilus-ranking query … | head``: the pipe closes under an answer longer than the pipe's
     buffer; exit 0, quietly (it was 'unexpected BrokenPipeError', exit 1)."""
     rows = [{"id": f"r{i}", "title": f"disk full {i} " + "x" * 300} for i in range(600)]
     (tmp_path / "big.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -320,7 +320,7 @@ def test_an_unknown_source_in_a_flag_is_a_usage_error(args: list[str], message: 
 def test_an_empty_query_is_a_usage_error() -> None:
     result = run("query", "")
     assert result.returncode == 2
-    assert "nautilus: query: '': string should have at least 1 character" in result.stderr
+    assert "nautilus-ranking: query: '': string should have at least 1 character" in result.stderr
 
 
 def test_a_cursor_with_characters_inserted_is_refused() -> None:

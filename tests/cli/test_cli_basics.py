@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-import nautilus
+import nautilus_ranking
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 def run(
@@ -37,15 +37,15 @@ def run(
 def test_version_is_the_installed_distributions() -> None:
     result = run("--version")
     assert result.returncode == 0
-    assert result.stdout.strip() == f"nautilus {nautilus.__version__}"
+    assert result.stdout.strip() == f"nautilus-ranking {nautilus_ranking.__version__}"
     # One distribution (an editable install's metadata may also be found in the source
     # tree, which is on the tests' path: the same name and version, not another one).
     ours = {
         (d.metadata["Name"], d.version)
         for d in importlib.metadata.distributions()
-        if any(e.value == "nautilus.cli:main" for e in d.entry_points)
+        if any(e.value == "nautilus_ranking.cli:main" for e in d.entry_points)
     }
-    assert ours == {("nautilus-ranking", nautilus.__version__)}
+    assert ours == {("nautilus-ranking", nautilus_ranking.__version__)}
 
 
 def test_help_is_plain_text_and_names_every_command() -> None:
@@ -103,10 +103,10 @@ def test_a_sources_file_with_no_sources_fails_strict_and_a_query(tmp_path: Path)
 
 
 def test_the_demo_suggests_a_command_that_runs_from_here() -> None:
-    """``make demo`` runs ``.venv/bin/nautilus`` without activating the virtualenv: the
+    """``make demo`` runs ``.venv/bin/nautilus-ranking`` without activating the virtualenv: the
     command it suggests next must be runnable as printed, from the same folder."""
     env = {"PATH": "/usr/bin:/bin"}  # the virtualenv is not on PATH, as after `make demo`
-    checkout = Path(NAUTILUS).parents[2]  # where `make demo` runs .venv/bin/nautilus from
+    checkout = Path(NAUTILUS).parents[2]  # where `make demo` runs .venv/bin/nautilus-ranking from
     relative = os.path.relpath(NAUTILUS, checkout)
     result = run("demo", "--top-k", "2", env=env, cwd=checkout, command=relative)
     assert result.returncode == 0, result.stderr
@@ -117,9 +117,9 @@ def test_the_demo_suggests_a_command_that_runs_from_here() -> None:
         "--top-k",
         "2",
         env={"PATH": f"{Path(NAUTILUS).parent}:/usr/bin:/bin"},
-        command="nautilus",
+        command="nautilus-ranking",
     )
-    assert on_path.stdout.strip().splitlines()[-1].startswith("Try: nautilus query ")
+    assert on_path.stdout.strip().splitlines()[-1].startswith("Try: nautilus-ranking query ")
 
 
 def test_make_demo_ends_with_commands_that_run_as_printed() -> None:
@@ -151,8 +151,10 @@ def test_make_demo_ends_with_commands_that_run_as_printed() -> None:
     )
     assert demo.returncode == 0, demo.stderr
     tail = [line for line in demo.stdout.strip().splitlines() if line][-3:]
-    assert tail[0].startswith("Try: .venv/bin/nautilus query "), tail
-    assert ".venv/bin/nautilus" in tail[1] and tail[2].endswith(". .venv/bin/activate"), tail
+    assert tail[0].startswith("Try: .venv/bin/nautilus-ranking query "), tail
+    assert ".venv/bin/nautilus-ranking" in tail[1] and tail[2].endswith(". .venv/bin/activate"), (
+        tail
+    )
     suggested = subprocess.run(
         tail[0].removeprefix("Try: "),
         shell=True,
@@ -165,7 +167,7 @@ def test_make_demo_ends_with_commands_that_run_as_printed() -> None:
     assert suggested.returncode == 0, suggested.stderr
     assert "rank  source" in suggested.stdout
     activated = subprocess.run(
-        ". .venv/bin/activate && nautilus --version",
+        ". .venv/bin/activate && nautilus-ranking --version",
         shell=True,
         cwd=checkout,
         env=env,
@@ -173,4 +175,4 @@ def test_make_demo_ends_with_commands_that_run_as_printed() -> None:
         text=True,
         timeout=60,
     )
-    assert activated.stdout.startswith("nautilus "), activated.stderr
+    assert activated.stdout.startswith("nautilus-ranking "), activated.stderr

@@ -1,4 +1,4 @@
-"""`nautilus config --strict --config FILE`, `config --schema`, `sources rebuild`, and the
+"""`nautilus-ranking config --strict --config FILE`, `config --schema`, `sources rebuild`, and the
 `query` flags and exit codes, run as real subprocesses."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-from nautilus.cli import main
+from nautilus_ranking.cli import main
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 FAQS = [
     {"id": "f1", "question": "How do I reset my password?", "answer": "the reset link"},
     {"id": "f2", "question": "Where is my disk quota?", "answer": "settings, storage"},
@@ -95,7 +95,7 @@ def in_process_cli() -> Iterator[None]:
     """main() configures logging for the process: undo it after the test."""
     yield
     structlog.reset_defaults()
-    target = logging.getLogger("nautilus")
+    target = logging.getLogger("nautilus_ranking")
     for handler in list(target.handlers):
         target.removeHandler(handler)
     target.setLevel(logging.NOTSET)
@@ -232,7 +232,7 @@ def test_a_typo_in_dot_env_is_reported_like_one_in_the_environment(tmp_path: Pat
 
 LIBRARY = """
 import sys
-from nautilus import Broker
+from nautilus_ranking import Broker
 response = Broker.from_config(sys.argv[1]).request("password")
 assert [e.source_id for e in response.sources_errored] == ["faqs"], response
 """
@@ -276,7 +276,7 @@ def test_the_library_writes_nothing_to_stdout_and_only_warnings_to_stderr(folder
 
 def test_the_table_view_shows_a_subject_field() -> None:
     """Item 11: a row's `subject` was dropped in favour of its body."""
-    from nautilus.cli.output import summarize
+    from nautilus_ranking.cli.output import summarize
 
     line = summarize({"id": "m1", "subject": "Printer jam on floor 3", "body": "paper stuck"})
     assert "Printer jam on floor 3" in line

@@ -11,16 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import nautilus.text.words as words_module
-from nautilus import (
+import nautilus_ranking.text.words as words_module
+from nautilus_ranking import (
     AdapterResult,
     EmbeddingUnavailableError,
     HashingEmbedder,
     NoopEmbedder,
     RankingSynthesizer,
 )
-from nautilus.embedders import Embedder, embedder_from_name
-from nautilus.text.tokens import TokenBatch, keyword_stems, plain_tokens, tokenize
+from nautilus_ranking.embedders import Embedder, embedder_from_name
+from nautilus_ranking.text.tokens import TokenBatch, keyword_stems, plain_tokens, tokenize
 from tools.reference import hashing_vector
 
 
@@ -67,7 +67,7 @@ def test_weighted_embedding_scales_features() -> None:
 def test_hashing_is_stable_across_processes() -> None:
     """Python's own hash() is salted per process; ours must not be."""
     code = (
-        "from nautilus import HashingEmbedder; v = HashingEmbedder().embed('disk full'); "
+        "from nautilus_ranking import HashingEmbedder; v = HashingEmbedder().embed('disk full'); "
         "print(repr(sum(x * (i + 1) for i, x in enumerate(v))))"
     )
     outputs = {
@@ -157,8 +157,8 @@ def test_batch_tokenizer_is_exact_even_when_word_hashes_collide(collide: bool, c
     also when it is cut into chunks whose words are grouped again across them."""
     zero = (np.uint64(0),) * 3
     with (
-        mock.patch("nautilus.text.words._MIX", zero if collide else words_module._MIX),
-        mock.patch("nautilus.text.tokens._CHUNK", chunk),
+        mock.patch("nautilus_ranking.text.words._MIX", zero if collide else words_module._MIX),
+        mock.patch("nautilus_ranking.text.tokens._CHUNK", chunk),
     ):
         batch = TokenBatch.from_texts(EDGE_TEXTS * 3)
     words = {i: w for w, i in batch.vocab.items()}
@@ -224,8 +224,8 @@ def test_a_cancelling_query_takes_its_features_unsigned() -> None:
 def test_a_model_id_names_the_setting_that_makes_it_only_if_one_does() -> None:
     """The pgvector refusal says ``set NAUTILUS_EMBEDDER=...`` only when that setting would
     give the table's model: not for an older hashing version's vectors."""
-    from nautilus.embedders.onnx import INT8_MODEL_ID, MODEL_ID
-    from nautilus.embedders.registry import embedder_name_of
+    from nautilus_ranking.embedders.onnx import INT8_MODEL_ID, MODEL_ID
+    from nautilus_ranking.embedders.registry import embedder_name_of
 
     assert [
         embedder_name_of(m)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 BLOCK_ONNX = "import sys; sys.modules['onnxruntime'] = None; "
 
 
@@ -26,7 +26,7 @@ BLOCK_ONNX = "import sys; sys.modules['onnxruntime'] = None; "
 def test_missing_extra_names_it_and_the_setting_asked_for(part: str, setting: str) -> None:
     code = (
         f"import sys; sys.modules[{part!r}] = None\n"
-        "from nautilus.embedders import embedder_from_name\n"
+        "from nautilus_ranking.embedders import embedder_from_name\n"
         f"try:\n    embedder_from_name({setting!r})\n"
         "except ImportError as e:\n    print(e)\n"
     )
@@ -38,7 +38,7 @@ def test_missing_extra_names_it_and_the_setting_asked_for(part: str, setting: st
 
 
 def test_missing_extra_is_a_clear_cli_error(tmp_path: Path) -> None:
-    code = BLOCK_ONNX + "from nautilus.cli import main; sys.exit(main(['query', 'disk']))"
+    code = BLOCK_ONNX + "from nautilus_ranking.cli import main; sys.exit(main(['query', 'disk']))"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")},
         "NAUTILUS_EMBEDDER": "onnx",

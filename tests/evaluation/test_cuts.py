@@ -1,14 +1,14 @@
-"""The relevance-cut table of ``nautilus eval --sweep``, on rows made here."""
+"""The relevance-cut table of ``nautilus-ranking eval --sweep``, on rows made here."""
 
 from __future__ import annotations
 
 import pytest
 
-from nautilus import AdapterResult, HashingEmbedder, NautilusSettings, RankingSynthesizer
-from nautilus.evaluation.cuts import cut_settings, score_cuts
-from nautilus.evaluation.metrics import ndcg_at, recall_at
-from nautilus.evaluation.sweep import Fetched
-from nautilus.selection.cut import CUT_SETTINGS, RelevanceCut, relevance_cut
+from nautilus_ranking import AdapterResult, HashingEmbedder, NautilusSettings, RankingSynthesizer
+from nautilus_ranking.evaluation.cuts import cut_settings, score_cuts
+from nautilus_ranking.evaluation.metrics import ndcg_at, recall_at
+from nautilus_ranking.evaluation.sweep import Fetched
+from nautilus_ranking.selection.cut import CUT_SETTINGS, RelevanceCut, relevance_cut
 
 DOCS = [
     {"id": f"d{i}", "text": text}

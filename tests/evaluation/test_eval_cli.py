@@ -1,5 +1,5 @@
-"""`nautilus eval` end to end: a real subprocess on adi (82 documents, 35 queries) served by
-three SQLite sources that `python -m nautilus.evaluation.collection` prepares."""
+"""`nautilus-ranking eval` end to end: a real subprocess on adi (82 documents, 35 queries) served by
+three SQLite sources that `python -m nautilus_ranking.evaluation.collection` prepares."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from eval_support import dataset, qrels
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 #: The databases' folder, shared by this module's runs (set by the ``adi`` fixture).
@@ -38,7 +38,9 @@ def adi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = dataset("adi")
     out = tmp_path_factory.mktemp("adi")
     DATA_DIR[:] = [out / "data"]
-    made = run(sys.executable, "-m", "nautilus.evaluation.collection", str(folder), str(out))
+    made = run(
+        sys.executable, "-m", "nautilus_ranking.evaluation.collection", str(folder), str(out)
+    )
     assert made.returncode == 0, made.stderr
     config = Path(made.stdout.strip())
     assert config == out / "nautilus.yaml"

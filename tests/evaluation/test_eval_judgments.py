@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from eval_support import dataset, qrels, queries
 
-from nautilus.evaluation.judgments import EvalInputError, read_judgments, read_queries
+from nautilus_ranking.evaluation.judgments import EvalInputError, read_judgments, read_queries
 
 
 def write(path: Path, text: str) -> Path:

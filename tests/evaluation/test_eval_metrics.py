@@ -1,4 +1,4 @@
-"""nautilus eval's metrics: worked examples, and a cross-check against trec_eval
+"""nautilus-ranking eval's metrics: worked examples, and a cross-check against trec_eval
 (pytrec_eval) on the shared collections, to 1e-9.
 
 trec_eval orders a run by score, breaking ties by document id in *reverse*
@@ -18,18 +18,18 @@ import pytest
 import pytrec_eval
 from eval_support import corpus_ids, dataset, qrels, queries
 
-from nautilus.broker import Broker
-from nautilus.config import NautilusSettings
-from nautilus.embedders import HashingEmbedder
-from nautilus.evaluation.collection import write_sources
-from nautilus.evaluation.metrics import (
+from nautilus_ranking.broker import Broker
+from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.embedders import HashingEmbedder
+from nautilus_ranking.evaluation.collection import write_sources
+from nautilus_ranking.evaluation.metrics import (
     first_occurrences,
     ndcg_at,
     recall_at,
     reciprocal_rank,
 )
-from nautilus.evaluation.sweep import Alternative, Fetched, ranked_rows, row_id, score
-from nautilus.synthesis.ranking import RankingSynthesizer
+from nautilus_ranking.evaluation.sweep import Alternative, Fetched, ranked_rows, row_id, score
+from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
 MEASURES = {"ndcg_cut.10", "recall.10", "recip_rank"}
 Run = dict[str, list[str | None]]

@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nautilus.broker import Broker, applied_settings
-from nautilus.config import NautilusSettings
-from nautilus.embedders import HashingEmbedder
-from nautilus.evaluation.evaluate import run_eval
-from nautilus.evaluation.progress import Progress
-from nautilus.evaluation.report import text_report
-from nautilus.evaluation.sweep import (
+from nautilus_ranking.broker import Broker, applied_settings
+from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.embedders import HashingEmbedder
+from nautilus_ranking.evaluation.evaluate import run_eval
+from nautilus_ranking.evaluation.progress import Progress
+from nautilus_ranking.evaluation.report import text_report
+from nautilus_ranking.evaluation.sweep import (
     HIJACK_FLOOR,
     Alternative,
     Scored,

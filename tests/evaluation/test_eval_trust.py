@@ -1,4 +1,4 @@
-"""What ``nautilus eval`` rests a recommendation on is said: coverage warnings reach
+"""What ``nautilus-ranking eval`` rests a recommendation on is said: coverage warnings reach
 stderr under ``--recommend``, judgments that mostly name ids no source returned get no
 recommendation, a knob is not credited with the gain of turning ranking on, and the
 README's eval line (run from examples/) evaluates the shop it describes. Real seeds,
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fakes import write_jsonl
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = (
     "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
@@ -68,14 +68,14 @@ def test_a_knob_is_not_credited_with_turning_ranking_on(tmp_path: Path) -> None:
 def test_recommend_warns_on_stderr_when_judged_ids_are_unseen(tmp_path: Path) -> None:
     run = cli(tmp_path, *notes(tmp_path, ghosts=1), "--recommend")
     assert run.returncode == 0, run.stderr
-    assert "nautilus: never seen: 20 of 40 judged-relevant ids" in run.stderr, run.stderr
+    assert "nautilus-ranking: never seen: 20 of 40 judged-relevant ids" in run.stderr, run.stderr
     assert run.stdout.startswith("# recommendation: IDF on")  # half seen: still measured
 
 
 def test_recommend_refuses_when_most_judged_ids_are_unseen(tmp_path: Path) -> None:
     run = cli(tmp_path, *notes(tmp_path, ghosts=2), "--recommend")
     assert run.returncode == 0, run.stderr
-    assert "nautilus: never seen: 40 of 60 judged-relevant ids" in run.stderr
+    assert "nautilus-ranking: never seen: 40 of 60 judged-relevant ids" in run.stderr
     assert run.stdout.strip() == (
         "# recommendation: keep the current settings — 40 of 60 judged-relevant ids are "
         "carried by no row any source returned, so these judgments do not describe these "
@@ -90,7 +90,7 @@ def readme_eval_line() -> list[str]:
     lines = [
         line
         for line in (ROOT / "README.md").read_text().splitlines()
-        if line.startswith("nautilus eval ")
+        if line.startswith("nautilus-ranking eval ")
     ]
     assert len(lines) == 1, lines
     return shlex.split(lines[0].split("#")[0])[1:]

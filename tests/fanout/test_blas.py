@@ -9,13 +9,13 @@ import sys
 
 import pytest
 
-from nautilus.fanout.blas import limit_blas_threads
+from nautilus_ranking.fanout.blas import limit_blas_threads
 
 CHECK = """
 import json, sys
 from threadpoolctl import threadpool_info
 {setup}
-from nautilus.fanout.blas import limit_blas_threads
+from nautilus_ranking.fanout.blas import limit_blas_threads
 applied = limit_blas_threads(1)
 blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
 print(json.dumps({{"applied": applied, "blas": blas}}))

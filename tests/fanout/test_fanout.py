@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from fakes import FakeSource
 
-from nautilus import Broker
-from nautilus.fanout import workers
-from nautilus.fanout.workers import MAX_STUCK, POOL_SIZE, WorkerPool, shared_pool
-from nautilus.sources.sqlite.connections import IDLE_CONNECTIONS
-from nautilus.sources.sqlite.table import SqliteTableSource
+from nautilus_ranking import Broker
+from nautilus_ranking.fanout import workers
+from nautilus_ranking.fanout.workers import MAX_STUCK, POOL_SIZE, WorkerPool, shared_pool
+from nautilus_ranking.sources.sqlite.connections import IDLE_CONNECTIONS
+from nautilus_ranking.sources.sqlite.table import SqliteTableSource
 
 HANG_EVERY = 10
 
@@ -198,7 +198,7 @@ def test_a_forked_child_gets_its_own_loop_and_workers(tmp_path: Path) -> None:
         "import os, sys\n"
         "sys.path.insert(0, sys.argv[1])\n"
         "from fakes import FakeSource\n"
-        "from nautilus import Broker\n"
+        "from nautilus_ranking import Broker\n"
         "import asyncio\n"
         "class T(FakeSource):\n"
         "    async def search(self, q, c, n):\n"

@@ -1,4 +1,4 @@
-"""`nautilus mcp` driven by the real MCP SDK client: over stdio (the command started as
+"""`nautilus-ranking mcp` driven by the real MCP SDK client: over stdio (the command started as
 a subprocess, as a desktop agent starts it) and over streamable HTTP on loopback."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_support import SOURCES, connect, environment
 from mcp_types import CallToolResult
 
-from nautilus.request.model import QueryRequest
+from nautilus_ranking.request.model import QueryRequest
 
 QUERY = "orders-db disk full"
 KEY = "k-mcp-7d41"
@@ -36,7 +36,7 @@ _CLI: dict[tuple[str, ...], list[tuple[str, Any, float]]] = {}
 
 
 def cli_ranking(env: dict[str, str], *args: str) -> list[tuple[str, Any, float]]:
-    """(source, id, score) of each row of ``nautilus query --json`` with the same env
+    """(source, id, score) of each row of ``nautilus-ranking query --json`` with the same env
     (asked once a module: both transports' servers have the same sources and settings)."""
     if args not in _CLI:
         out = subprocess.run(
@@ -346,7 +346,7 @@ def test_mcp_without_the_extra_or_with_bad_flags_says_so(tmp_path: Path) -> None
             sys.executable,
             "-c",
             "import sys; sys.modules['mcp'] = None; "
-            "from nautilus.cli import main; sys.exit(main(['mcp']))",
+            "from nautilus_ranking.cli import main; sys.exit(main(['mcp']))",
         ],
         env=env,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""`nautilus mcp --transport http` has the service's edge: slow headers and slow bodies
+"""`nautilus-ranking mcp --transport http` has the service's edge: slow headers and slow bodies
 are cut (so half-sent requests cannot use up the process's files), no standing GET
 stream, idle connections are kept as long as `serve` keeps them, and an unknown tool
 name adds no metric series. A real server on loopback, raw sockets where the bytes
@@ -33,7 +33,7 @@ def start(
     tmp: Path,
     fd_limit: int | None = None,
 ) -> tuple[subprocess.Popen[bytes], str, Path]:
-    """A real ``nautilus mcp --transport http`` with a 1 s body deadline (and, if given, a
+    """A real ``nautilus-ranking mcp --transport http`` with a 1 s body deadline (and, if given, a
     limit on its open files), answering ``/healthz``."""
     sources_file(tmp)
     env = environment(tmp, NAUTILUS_SERVE_BODY_TIMEOUT_S=str(DEADLINE_S))

@@ -1,4 +1,4 @@
-"""``nautilus mcp`` over stdio answers the handshake before the SDK is loaded, exactly as
+"""``nautilus-ranking mcp`` over stdio answers the handshake before the SDK is loaded, exactly as
 the SDK would have answered it: driven by the real SDK client in both eras (the 2026
 ``server/discover`` and the ``initialize`` handshake), and by raw lines for what it
 leaves to the SDK."""
@@ -20,7 +20,7 @@ pytest.importorskip("mcp")
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from nautilus.mcp.stdio import early_answer
+from nautilus_ranking.mcp.stdio import early_answer
 
 
 def environment(tmp: Path) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """A token budget holds every way in: the rows handed over — as each way hands them over —
 never exceed ``max_tokens`` tokens (counted here with the tokenizer itself), except the
 flagged case of a first row over the budget on its own. The CLI and a real ``nautilus
-serve`` carry JSON entries, ``nautilus mcp`` one text line a result, a retriever
+serve`` carry JSON entries, ``nautilus-ranking mcp`` one text line a result, a retriever
 documents."""
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import httpx
 import pytest
 import toktok
 
-from nautilus.broker import Broker
-from nautilus.config import NautilusSettings
+from nautilus_ranking.broker import Broker
+from nautilus_ranking.config import NautilusSettings
 from tools.servers import NAUTILUS, running
 
 pytest.importorskip("mcp")
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from nautilus.retrievers import langchain
+from nautilus_ranking.retrievers import langchain
 
 QUERY = "users keep getting logged out of their sessions"
 SETTINGS = {"NAUTILUS_RANKING_TOP_K": "10", "NAUTILUS_RANKING_IDF": "true"}

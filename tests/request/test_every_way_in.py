@@ -1,7 +1,7 @@
 """One request model, one core: every way in takes the same fields and gives the same rows.
 
-The request runs through the real command (a subprocess), a real ``nautilus serve`` and a
-real ``nautilus mcp`` (stdio, the SDK's client) on loopback, and the LangChain retriever
+The request runs through the real command (a subprocess), a real ``nautilus-ranking serve`` and a
+real ``nautilus-ranking mcp`` (stdio, the SDK's client) on loopback, and the LangChain retriever
 over an in-process broker."""
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ from typing import Any
 import httpx
 import pytest
 
-from nautilus.broker import Broker
-from nautilus.cli import add_request_flags
-from nautilus.config import NautilusSettings
-from nautilus.mcp.tools import search_schema
-from nautilus.request.model import QueryRequest, arg_of
+from nautilus_ranking.broker import Broker
+from nautilus_ranking.cli import add_request_flags
+from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.mcp.tools import search_schema
+from nautilus_ranking.request.model import QueryRequest, arg_of
 from tools.servers import NAUTILUS, running
 
 pytest.importorskip("mcp")
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from nautilus.retrievers import langchain
+from nautilus_ranking.retrievers import langchain
 
 QUERY = "orders-db disk full"
 SETTINGS = {"NAUTILUS_RANKING_TOP_K": "6", "NAUTILUS_RANKING_IDF": "true"}

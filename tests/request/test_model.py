@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nautilus.request.errors import ProblemError
-from nautilus.request.model import MAX_COUNT, parse_request
+from nautilus_ranking.request.errors import ProblemError
+from nautilus_ranking.request.model import MAX_COUNT, parse_request
 
 
 @pytest.mark.parametrize("field", ["top_k", "page"])

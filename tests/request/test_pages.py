@@ -17,13 +17,13 @@ from fakes import sources_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nautilus.broker import Broker
-from nautilus.cli import DEMO_QUERIES
-from nautilus.config import NautilusSettings
-from nautilus.records import AdapterResult, BrokerResponse
-from nautilus.request.pages import PageError, paging
-from nautilus.response_hash import compute_response_hash
-from nautilus.synthesis.ranking import RankingSynthesizer
+from nautilus_ranking.broker import Broker
+from nautilus_ranking.cli import DEMO_QUERIES
+from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.records import AdapterResult, BrokerResponse
+from nautilus_ranking.request.pages import PageError, paging
+from nautilus_ranking.response_hash import compute_response_hash
+from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
 QUERY = "orders-db disk full"

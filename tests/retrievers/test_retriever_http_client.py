@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from nautilus.retrievers.source import MAX_ANSWER_BYTES, HitSource, ServiceError
+from nautilus_ranking.retrievers.source import MAX_ANSWER_BYTES, HitSource, ServiceError
 from tools.hostile_http import BODIES, HUGE_BYTES, Hostile, hostile_server
 
 
@@ -62,7 +62,7 @@ def test_every_bad_answer_is_a_service_error(server: Hostile, name: str, how: st
     message = str(error)
     assert message.startswith(
         f"{server.url}/body/{name}/v1/query: the answer is"
-    ) or message.startswith("nautilus serve answered 500"), message
+    ) or message.startswith("nautilus-ranking serve answered 500"), message
     assert len(message) < 600, message
 
 

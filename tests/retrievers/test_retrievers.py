@@ -1,6 +1,6 @@
 """The LangChain and LlamaIndex retrievers, with the real packages: over an in-process
-broker and over a running `nautilus serve`, sync and async, each giving the rows of
-`nautilus query --json` in its order."""
+broker and over a running `nautilus-ranking serve`, sync and async, each giving the rows of
+`nautilus-ranking query --json` in its order."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from nautilus.broker import Broker
-from nautilus.config import NautilusSettings
+from nautilus_ranking.broker import Broker
+from nautilus_ranking.config import NautilusSettings
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
 pytest.importorskip("langchain_core")
 pytest.importorskip("llama_index.core")
-from nautilus.errors import NautilusError
-from nautilus.retrievers import langchain, llamaindex
+from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.retrievers import langchain, llamaindex
 
 QUERY = "orders-db disk full"
 SETTINGS = {
@@ -167,10 +167,10 @@ def guarded(self, address):
         raise OSError(f"network call to {address}")
     return real(self, address)
 socket.socket.connect = guarded
-from nautilus.broker import Broker
-from nautilus.config import NautilusSettings
-from nautilus.retrievers.llamaindex import NautilusRetriever
-from nautilus.retrievers.langchain import NautilusRetriever as LC
+from nautilus_ranking.broker import Broker
+from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.retrievers.llamaindex import NautilusRetriever
+from nautilus_ranking.retrievers.langchain import NautilusRetriever as LC
 broker = Broker.from_config(None, NautilusSettings(ranking_top_k=3))
 nodes = NautilusRetriever(broker=broker).retrieve("orders-db disk full")
 docs = LC(broker=broker).invoke("orders-db disk full")

@@ -11,8 +11,14 @@ import toktok
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from nautilus.records import RankedRow
-from nautilus.selection import BudgetResult, entry_text, fit_budget, fit_counts, ranking_entry
+from nautilus_ranking.records import RankedRow
+from nautilus_ranking.selection import (
+    BudgetResult,
+    entry_text,
+    fit_budget,
+    fit_counts,
+    ranking_entry,
+)
 
 
 def reference(counts: list[int], max_tokens: int) -> tuple[list[int], int]:

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nautilus.errors import Problem
-from nautilus.records import RankedRow
-from nautilus.selection.cut import (
+from nautilus_ranking.errors import Problem
+from nautilus_ranking.records import RankedRow
+from nautilus_ranking.selection.cut import (
     CUT_SETTINGS,
     RelevanceCut,
     normalised_content,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nautilus.selection import tokens
-from nautilus.selection.tokens import count_tokens, estimate_tokens, tokenizer_name
+from nautilus_ranking.selection import tokens
+from nautilus_ranking.selection.tokens import count_tokens, estimate_tokens, tokenizer_name
 
 ROOT = Path(__file__).resolve().parents[2]
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -42,7 +42,7 @@ def test_counting_needs_no_network() -> None:
         "                         'socket.gethostbyname', 'urllib.Request')):\n"
         "        raise OSError(f'network used: {event}')\n"
         "sys.addaudithook(refuse)\n"
-        "from nautilus.selection.tokens import count_tokens\n"
+        "from nautilus_ranking.selection.tokens import count_tokens\n"
         "print(count_tokens(['hello world'], exact=True))\n"
     )
     done = subprocess.run(
@@ -55,7 +55,7 @@ def test_counting_needs_no_network() -> None:
 def test_without_the_extra_a_count_is_the_estimate_and_exact_is_refused() -> None:
     code = (
         "import sys; sys.modules['toktok'] = None\n"
-        "from nautilus.selection.tokens import count_tokens, tokenizer_name\n"
+        "from nautilus_ranking.selection.tokens import count_tokens, tokenizer_name\n"
         "print(tokenizer_name(), count_tokens(['hello world']))\n"
         "try:\n    count_tokens(['x'], exact=True)\n"
         "except ImportError as e:\n    print(e)\n"
@@ -93,7 +93,7 @@ def test_a_batch_is_estimated_as_each_text_alone() -> None:
 
 def _rows() -> list[str]:
     texts = []
-    for seed in sorted((ROOT / "nautilus" / "demo").glob("*.jsonl")):
+    for seed in sorted((ROOT / "nautilus_ranking" / "demo").glob("*.jsonl")):
         for line in seed.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 texts.append(json.dumps(json.loads(line), sort_keys=True, separators=(",", ":")))

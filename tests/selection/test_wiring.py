@@ -15,10 +15,10 @@ import pytest
 import toktok
 from fakes import FakeSource
 
-from nautilus import AdapterResult, Broker, NautilusSettings, RankingSynthesizer
-from nautilus.selection import RelevanceCut, apply_budget, entry_text, relevance_cut
+from nautilus_ranking import AdapterResult, Broker, NautilusSettings, RankingSynthesizer
+from nautilus_ranking.selection import RelevanceCut, apply_budget, entry_text, relevance_cut
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 QUERY = "users keep getting logged out of their sessions"
 
 
@@ -40,7 +40,7 @@ def query_json(env: dict[str, str]) -> dict[str, Any]:
 
 def handed_over(out: dict[str, Any]) -> list[str]:
     """Each ranking entry with its row, as the default text a row is counted as — rebuilt
-    here from the CLI's JSON output, not taken from nautilus."""
+    here from the CLI's JSON output, not taken from nautilus_ranking."""
     seen: dict[str, int] = {}
     texts = []
     for entry in out["ranking"]:

@@ -1,4 +1,4 @@
-"""`nautilus serve` as a real subprocess on loopback, driven with httpx: the API,
+"""`nautilus-ranking serve` as a real subprocess on loopback, driven with httpx: the API,
 its error bodies, metrics, request ids and concurrency. One server for the module."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nautilus.request.model import QueryRequest
+from nautilus_ranking.request.model import QueryRequest
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
 QUERY = "orders-db disk full"

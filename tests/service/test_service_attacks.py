@@ -1,4 +1,4 @@
-"""`nautilus serve` under attack, each on a real server on loopback: clients that stall
+"""`nautilus-ranking serve` under attack, each on a real server on loopback: clients that stall
 their bodies (raw sockets), what an unauthenticated caller learns with API keys on,
 bodies past the JSON parser's limits, and non-finite numbers in the answer."""
 
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from nautilus.sources.factory import bundled_demo_config
+from nautilus_ranking.sources.factory import bundled_demo_config
 from tools.servers import Server, running, wait_ready
 
 KEY = "k-7d1e0b2a94"

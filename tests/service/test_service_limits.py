@@ -1,4 +1,4 @@
-"""`nautilus serve` limits and failure paths, each on a real server: API keys,
+"""`nautilus-ranking serve` limits and failure paths, each on a real server: API keys,
 forbidden overrides, CORS, a failing source and readiness, the deadline, a 500
 without a stack trace, overload (503 + Retry-After), graceful shutdown, and
 metrics summed over two workers."""
@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nautilus.sources.factory import bundled_demo_config
+from nautilus_ranking.sources.factory import bundled_demo_config
 from tools.servers import Server, running, wait_ready
 
 KEY = "k-3f9a1c7e5b"

@@ -1,4 +1,4 @@
-"""`nautilus config --strict --manifest/--env-file`: the files in deploy/ pass, broken
+"""`nautilus-ranking config --strict --manifest/--env-file`: the files in deploy/ pass, broken
 copies fail naming the bad value. The gate itself runs as a real subprocess; the
 finer cases of reading manifests call the same `main` in-process (faster)."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import structlog
 
-from nautilus import cli
+from nautilus_ranking import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 K8S = ROOT / "deploy" / "k8s" / "deployment.yaml"
 COMPOSE = ROOT / "deploy" / "compose.yaml"
 HGIH = (

@@ -1,4 +1,4 @@
-"""What an operator sees of ``nautilus serve``: one request id per request on every log
+"""What an operator sees of ``nautilus-ranking serve``: one request id per request on every log
 line, no docs page that needs a CDN, a port already in use, ``--config``. Real servers
 on loopback."""
 
@@ -95,7 +95,8 @@ def test_a_port_in_use_is_one_clear_error_before_anything_starts(tmp_path: Path)
         result = _serve(tmp_path, "--port", str(port))
     assert result.returncode == 1, result.stderr
     assert (
-        f"nautilus: cannot listen on 127.0.0.1:{port}: the port is already in use" in result.stderr
+        f"nautilus-ranking: cannot listen on 127.0.0.1:{port}: the port is already in use"
+        in result.stderr
     )
     assert "--port or NAUTILUS_SERVE_PORT" in result.stderr
     assert "serve_ready" not in result.stderr and "serve_starting" not in result.stderr

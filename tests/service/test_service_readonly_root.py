@@ -1,4 +1,4 @@
-"""``nautilus serve`` in a container with ``readOnlyRootFilesystem: true``.
+"""``nautilus-ranking serve`` in a container with ``readOnlyRootFilesystem: true``.
 
 The deployment manifest makes the root file system read-only and mounts one volume
 at the data directory. The test does what a container runtime does: in a private

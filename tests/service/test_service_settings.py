@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from nautilus.config import ConfigError, NautilusSettings
+from nautilus_ranking.config import ConfigError, NautilusSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 def test_defaults_are_a_loopback_single_worker_service() -> None:
@@ -102,7 +102,7 @@ def test_every_serve_variable_is_documented() -> None:
     fields = {
         "NAUTILUS_" + f.upper() for f in NautilusSettings.model_fields if f.startswith("serve_")
     }
-    code = "\n".join(p.read_text() for p in (ROOT / "nautilus").rglob("*.py"))
+    code = "\n".join(p.read_text() for p in (ROOT / "nautilus_ranking").rglob("*.py"))
     named = set(re.findall(r"NAUTILUS_SERVE_[A-Z_]+[A-Z]", code)) | fields
     docs = (ROOT / "docs" / "configuration.md").read_text()
     example = (ROOT / ".env.example").read_text()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 MEMORY_CAP = 3 << 30  # a seed read whole into memory fails the test instead of the machine
 
 

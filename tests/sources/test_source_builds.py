@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from nautilus import Broker, NautilusSettings
-from nautilus.sources.sqlite.base import SqliteSource
-from nautilus.sources.sqlite.graph import SqliteGraphSource
-from nautilus.sources.sqlite.table import SqliteTableSource
+from nautilus_ranking import Broker, NautilusSettings
+from nautilus_ranking.sources.sqlite.base import SqliteSource
+from nautilus_ranking.sources.sqlite.graph import SqliteGraphSource
+from nautilus_ranking.sources.sqlite.table import SqliteTableSource
 
 ROWS = [
     {"id": "t1", "title": "Disk full on orders-db", "body": "WAL filled the disk"},
@@ -261,7 +261,7 @@ def test_a_query_that_is_not_a_string_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_json_ranking_entries_say_which_row_they_are(tmp_path: Path) -> None:
-    """Item 11: `nautilus query --json | jq '.ranking[0]'` showed no id."""
+    """Item 11: `nautilus-ranking query --json | jq '.ranking[0]'` showed no id."""
     broker = Broker.from_config(shop(tmp_path), NautilusSettings(ranking_top_k=3))
     ranking = broker.request("disk full").to_dict()["ranking"]
     assert ranking[0]["id"] == "t1" and ranking[0]["source_id"] in {"tickets", "notes", "vectors"}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 def write_seed(path: Path, rows: int) -> Path:
@@ -105,8 +105,8 @@ def test_a_builder_killed_mid_build_leaves_nothing_behind(tmp_path: Path) -> Non
 SCRIPT = textwrap.dedent("""
     import json, os, sys
     from pathlib import Path
-    from nautilus import Broker, configure_logging
-    from nautilus.sources.factory import build_sources
+    from nautilus_ranking import Broker, configure_logging
+    from nautilus_ranking.sources.factory import build_sources
     configure_logging("info", "json")
     data = Path(os.environ["NAUTILUS_DATA_DIR"])
     sources, limit = build_sources(Path(sys.argv[1]), data, "hashing")

@@ -1,5 +1,5 @@
 """Where a row's id comes from: every source type takes ``id_field`` and answers that
-field's value as the row's ``id``; ``nautilus config --strict`` says when a seed's rows
+field's value as the row's ``id``; ``nautilus-ranking config --strict`` says when a seed's rows
 have none; the retrievers name a row without one by its content, never by its rank.
 Real seeds, real built SQLite files, real CLI subprocesses."""
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from fakes import write_jsonl
 
-from nautilus import Broker
-from nautilus.retrievers.source import HitSource, row_key
-from nautilus.sources.factory import build_sources
+from nautilus_ranking import Broker
+from nautilus_ranking.retrievers.source import HitSource, row_key
+from nautilus_ranking.sources.factory import build_sources
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 INCIDENTS = [
     {"key": "INC-7", "title": "disk full on the orders database", "team": "db"},
     {"key": "INC-9", "title": "orders replica lag after the disk alarm", "team": "db"},

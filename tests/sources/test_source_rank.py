@@ -1,6 +1,7 @@
 """``source_rank`` is a row's 1-based position in its source's own answer, the position
 ``sources_warned.positions`` counts in: a bad row dropped before it does not renumber
-the rows after it — in the library, ``nautilus query --json`` and ``nautilus serve``."""
+the rows after it — in the library, ``nautilus-ranking query --json`` and
+``nautilus-ranking serve``."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import pytest
 from fakes import FakeSource
 from structlog.testing import capture_logs
 
-from nautilus import AdapterResult, Broker, HashingEmbedder, RankingSynthesizer
-from nautilus.synthesis.boosts import stage1_key
+from nautilus_ranking import AdapterResult, Broker, HashingEmbedder, RankingSynthesizer
+from nautilus_ranking.synthesis.boosts import stage1_key
 from tools.servers import SLOW_SERVE, Server, running, wait_ready
 
 QUERY = "orders-db disk full"

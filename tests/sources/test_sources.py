@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from fakes import DOCS, write_jsonl
 
-from nautilus import HashingEmbedder
-from nautilus.sources.sqlite.base import SqliteSource
-from nautilus.sources.sqlite.fts import SqliteFtsSource, fts_match_expression
-from nautilus.sources.sqlite.graph import SqliteGraphSource
-from nautilus.sources.sqlite.table import SqliteTableSource
-from nautilus.sources.sqlite.vector import SqliteVectorSource
+from nautilus_ranking import HashingEmbedder
+from nautilus_ranking.sources.sqlite.base import SqliteSource
+from nautilus_ranking.sources.sqlite.fts import SqliteFtsSource, fts_match_expression
+from nautilus_ranking.sources.sqlite.graph import SqliteGraphSource
+from nautilus_ranking.sources.sqlite.table import SqliteTableSource
+from nautilus_ranking.sources.sqlite.vector import SqliteVectorSource
 
 
 def search(source: SqliteSource, query: str, limit: int = 30) -> list[dict[str, Any]]:

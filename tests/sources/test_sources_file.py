@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nautilus import Broker
-from nautilus.sources.factory import (
+from nautilus_ranking import Broker
+from nautilus_ranking.sources.factory import (
     SOURCE_TYPES,
     SourceConfigError,
     build_sources,
     sources_json_schema,
 )
-from nautilus.sources.schema import BuildContext, SourceSpec
+from nautilus_ranking.sources.schema import BuildContext, SourceSpec
 
 FAQS = [
     {"id": "f1", "question": "How do I reset my password?", "answer": "Use the reset link."},
@@ -255,7 +255,7 @@ def test_an_existing_file_nautilus_did_not_build_is_never_overwritten(tmp_path: 
 
 
 def test_an_empty_data_dir_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from nautilus import NautilusSettings
+    from nautilus_ranking import NautilusSettings
 
     monkeypatch.setenv("NAUTILUS_DATA_DIR", "")
     settings = NautilusSettings()
@@ -291,7 +291,7 @@ def test_every_type_is_in_the_published_schema() -> None:
 def test_a_new_type_registers_and_builds(tmp_path: Path) -> None:
     from typing import Literal
 
-    from nautilus.sources.schema import register_source_type
+    from nautilus_ranking.sources.schema import register_source_type
 
     class Echo:
         def __init__(self, source_id: str) -> None:

@@ -15,10 +15,10 @@ import pytest
 from fakes import write_jsonl
 from postgres_fixtures import execute
 
-from nautilus import Broker
-from nautilus.sources.factory import build_sources
+from nautilus_ranking import Broker
+from nautilus_ranking.sources.factory import build_sources
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 DOCS = [
     {"id": "d1", "title": "disk full on the orders database"},
     {"id": "d2", "title": "zebra crossing replica lag"},

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from nautilus import AdapterResult, HashingEmbedder, RankedRow, RankingSynthesizer
-from nautilus.synthesis.boosts import (
+from nautilus_ranking import AdapterResult, HashingEmbedder, RankedRow, RankingSynthesizer
+from nautilus_ranking.synthesis.boosts import (
     BOOST_LEVELS,
     MAX_SPREAD,
     RANK_DECAY,

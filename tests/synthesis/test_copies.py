@@ -10,11 +10,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from nautilus import AdapterResult, RankingSynthesizer
-from nautilus.synthesis import copies
-from nautilus.synthesis.candidates import MAX_TEXT_CHARS, NOT_TEXT, row_texts
-from nautilus.synthesis.rank_warnings import RankWarnings
-from nautilus.text.tokens import TokenBatch
+from nautilus_ranking import AdapterResult, RankingSynthesizer
+from nautilus_ranking.synthesis import copies
+from nautilus_ranking.synthesis.candidates import MAX_TEXT_CHARS, NOT_TEXT, row_texts
+from nautilus_ranking.synthesis.rank_warnings import RankWarnings
+from nautilus_ranking.text.tokens import TokenBatch
 
 
 def texts_of(rows: list[dict[str, Any]], limit: int) -> list[str]:

@@ -12,11 +12,11 @@ from fakes import DOCS, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nautilus import AdapterResult, Broker, RankingSynthesizer
-from nautilus.sources.sqlite.fts import SqliteFtsSource
-from nautilus.sources.sqlite.table import SqliteTableSource
-from nautilus.sources.sqlite.vector import SqliteVectorSource
-from nautilus.synthesis import copies, detection, fusion
+from nautilus_ranking import AdapterResult, Broker, RankingSynthesizer
+from nautilus_ranking.sources.sqlite.fts import SqliteFtsSource
+from nautilus_ranking.sources.sqlite.table import SqliteTableSource
+from nautilus_ranking.sources.sqlite.vector import SqliteVectorSource
+from nautilus_ranking.synthesis import copies, detection, fusion
 
 K = 60
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from nautilus import (
+from nautilus_ranking import (
     AdapterResult,
     BasicSynthesizer,
     ErrorRecord,
@@ -23,9 +23,9 @@ from nautilus import (
     NoopEmbedder,
     RankingSynthesizer,
 )
-from nautilus.embedders.hashing import SparseVector
-from nautilus.synthesis.boosts import BOOST_LEVELS, relevance_spread
-from nautilus.text.tokens import TokenBatch, idf_factors, query_token_weights
+from nautilus_ranking.embedders.hashing import SparseVector
+from nautilus_ranking.synthesis.boosts import BOOST_LEVELS, relevance_spread
+from nautilus_ranking.text.tokens import TokenBatch, idf_factors, query_token_weights
 from tools.reference import doc_key, reference_rank
 
 DIM = HashingEmbedder().dim

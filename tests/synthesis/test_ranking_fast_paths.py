@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from nautilus import AdapterResult, HashingEmbedder, NoopEmbedder, RankingSynthesizer
-from nautilus.embedders import SparseVector, TokenEmbedder, is_token_embedder
-from nautilus.text.tokens import TokenBatch, tokenize
+from nautilus_ranking import AdapterResult, HashingEmbedder, NoopEmbedder, RankingSynthesizer
+from nautilus_ranking.embedders import SparseVector, TokenEmbedder, is_token_embedder
+from nautilus_ranking.text.tokens import TokenBatch, tokenize
 
 TEXTS = [
     "Disk full on the orders database",

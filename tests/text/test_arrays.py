@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from nautilus.text.arrays import cached_values, unique_inverse
+from nautilus_ranking.text.arrays import cached_values, unique_inverse
 
 
 @settings(max_examples=100, deadline=None)

@@ -13,8 +13,8 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import nautilus.text.words as words_module
-from nautilus.text.words import WordTokenCache, group_words
+import nautilus_ranking.text.words as words_module
+from nautilus_ranking.text.words import WordTokenCache, group_words
 
 #: Words around the two integer keys' edges (8 and 16 bytes) and beyond, with bytes
 #: that are not ASCII (a UTF-8 text's) inside.
@@ -40,7 +40,7 @@ def test_group_words_groups_exactly_equal_words(words: list[bytes], collide: boo
     collides (the constants zeroed): then the pairs are regrouped exactly."""
     data = b"  ".join(words) + b" "
     mix = (np.uint64(0),) * 3 if collide else words_module._MIX
-    with mock.patch("nautilus.text.words._MIX", mix):
+    with mock.patch("nautilus_ranking.text.words._MIX", mix):
         groups = group_words(data)
     assert groups.group.tolist() == split_groups(data)
     distinct = list(dict.fromkeys(w for w in data.split(b" ") if w))
@@ -146,8 +146,8 @@ def test_the_word_hash_is_keyed_per_process_and_the_tokens_do_not_depend_on_it()
     """Each process draws its own key (a row cannot be written to collide with common
     words), and the same texts give the same batch under any key."""
     script = (
-        "import json, nautilus.text.words as w\n"
-        "from nautilus.text.tokens import TokenBatch\n"
+        "import json, nautilus_ranking.text.words as w\n"
+        "from nautilus_ranking.text.tokens import TokenBatch\n"
         "b = TokenBatch.from_texts(['Disk full on db-1', 'disks FULL again',"
         " 'ok \\u00e9t\\u00e9'])\n"
         "print(json.dumps([[int(k) for k in w._MIX[:2]], b.vocab, b.rows.tolist(),"

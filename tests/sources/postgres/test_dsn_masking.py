@@ -23,12 +23,12 @@ from fakes import write_jsonl
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from nautilus import Broker
-from nautilus.sources.factory import SourceConfigError, build_sources
-from nautilus.sources.postgres.dsn import KEYWORDS, MISREAD, mask_dsn, misread, scrub
+from nautilus_ranking import Broker
+from nautilus_ranking.sources.factory import SourceConfigError, build_sources
+from nautilus_ranking.sources.postgres.dsn import KEYWORDS, MISREAD, mask_dsn, misread, scrub
 from tools.servers import running
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 KEY = "k-7d1e0c44a9"
 #: Pieces of every generated password: none may appear in anything shown.
 MARKERS = ("Qz1x", "Wv2y", "Jk3u")
@@ -204,7 +204,7 @@ def test_the_service_and_mcp_never_show_a_misread_password(tmp_path: Path, dsn: 
 
 def mcp_outputs(tmp_path: Path, config: str) -> list[str]:
     """The MCP tools' answers (``search``, ``list_sources``) and the server's logs, from a
-    real ``nautilus mcp`` over stdio."""
+    real ``nautilus-ranking mcp`` over stdio."""
     pytest.importorskip("mcp")
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client

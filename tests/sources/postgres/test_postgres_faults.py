@@ -11,11 +11,11 @@ import pytest
 from fakes import write_jsonl
 from postgres_fixtures import PgServer, execute
 
-from nautilus import Broker
-from nautilus.records import BrokerResponse
-from nautilus.sources.factory import build_sources, load_source_specs
-from nautilus.sources.postgres.load import load_postgres, postgres_specs
-from nautilus.sources.postgres.table import PostgresTableSource
+from nautilus_ranking import Broker
+from nautilus_ranking.records import BrokerResponse
+from nautilus_ranking.sources.factory import build_sources, load_source_specs
+from nautilus_ranking.sources.postgres.load import load_postgres, postgres_specs
+from nautilus_ranking.sources.postgres.table import PostgresTableSource
 
 DOCS = [
     {"id": f"r{i}", "title": f"runbook {i} disk full", "body": "drop the stale slot"}
@@ -125,7 +125,7 @@ def test_server_restarted_mid_traffic_errors_cleanly_then_recovers(
     outage = by_phase["outage"]
     assert outage and all(set(e) == {"pg_fts", "pg_table"} for e in outage)
     assert {t for e in outage for t in e.values()} <= {"PostgresUnavailableError", "timeout"}
-    # recovered without restarting nautilus: after the first request that finds the
+    # recovered without restarting nautilus-ranking: after the first request that finds the
     # server back, every request is answered by every source
     after = by_phase["after"]
     assert len(after) >= 3 and all(e == {} for e in after[1:])

@@ -13,9 +13,9 @@ from typing import Any
 
 from fakes import write_jsonl
 
-from nautilus.config import NautilusSettings
+from nautilus_ranking.config import NautilusSettings
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 ROWS = [
     {"id": "a1", "title": "Reset a password", "body": "use the forgot password link"},
     {"id": "a2", "title": "Delivery times", "body": "two to four working days"},
@@ -115,7 +115,7 @@ def test_querying_a_table_never_loaded_says_to_run_nautilus_load(
     assert set(errors) == {"kb", "plain"}
     for error in errors.values():
         assert error["error_type"] == "PostgresSourceError"
-        assert "does not exist" in error["message"] and "nautilus load" in error["message"]
+        assert "does not exist" in error["message"] and "nautilus-ranking load" in error["message"]
         assert "never_loaded" in error["message"]
     loaded = run("load", "--config", config, env=env)
     assert loaded.returncode == 0, loaded.stderr
@@ -144,7 +144,7 @@ def test_a_column_the_table_lacks_says_which_and_how_to_fix_it(pg_dsn: str, tmp_
     error = errors_of(result)["plain"]
     assert error["error_type"] == "PostgresSourceError"
     assert "column t.summary does not exist" in error["message"]
-    assert "nautilus load" in error["message"]
+    assert "nautilus-ranking load" in error["message"]
 
 
 # --- the default data dir is shared: one folder per sources file --------------------------
@@ -203,6 +203,6 @@ def test_a_data_dir_that_is_set_keeps_relative_paths_as_written(tmp_path: Path) 
 
 
 def test_the_keyed_default_is_the_settings_default() -> None:
-    from nautilus.sources.factory import DEFAULT_DATA_DIR
+    from nautilus_ranking.sources.factory import DEFAULT_DATA_DIR
 
     assert NautilusSettings.model_fields["data_dir"].default == DEFAULT_DATA_DIR

@@ -1,4 +1,4 @@
-"""``nautilus load --prune`` removes exactly the rows whose id left the seed, whatever
+"""``nautilus-ranking load --prune`` removes exactly the rows whose id left the seed, whatever
 the ids' JSON types: against the real embedded PostgreSQL, as a property over generated
 id sets (ints, integral and other floats, strings, booleans, mixed) and through the CLI."""
 
@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from postgres_fixtures import execute
 
-from nautilus.sources.factory import load_sources
-from nautilus.sources.postgres.load import load_postgres, postgres_specs
+from nautilus_ranking.sources.factory import load_sources
+from nautilus_ranking.sources.postgres.load import load_postgres, postgres_specs
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 IDS = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),

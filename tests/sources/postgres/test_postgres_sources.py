@@ -1,4 +1,4 @@
-"""The PostgreSQL sources and `nautilus load`, on a real PostgreSQL 18 + pgvector."""
+"""The PostgreSQL sources and `nautilus-ranking load`, on a real PostgreSQL 18 + pgvector."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import pytest
 from fakes import write_jsonl
 from postgres_fixtures import execute
 
-from nautilus.embedders import HashingEmbedder
-from nautilus.sources.factory import build_sources, load_source_specs
-from nautilus.sources.postgres.base import PostgresSourceError
-from nautilus.sources.postgres.dsn import mask_dsn
-from nautilus.sources.postgres.fts import PostgresFtsSource
-from nautilus.sources.postgres.load import LoadError, load_postgres, postgres_specs
-from nautilus.sources.postgres.table import PostgresTableSource
-from nautilus.sources.postgres.vector import PgvectorSource, VectorModelMismatchError
+from nautilus_ranking.embedders import HashingEmbedder
+from nautilus_ranking.sources.factory import build_sources, load_source_specs
+from nautilus_ranking.sources.postgres.base import PostgresSourceError
+from nautilus_ranking.sources.postgres.dsn import mask_dsn
+from nautilus_ranking.sources.postgres.fts import PostgresFtsSource
+from nautilus_ranking.sources.postgres.load import LoadError, load_postgres, postgres_specs
+from nautilus_ranking.sources.postgres.table import PostgresTableSource
+from nautilus_ranking.sources.postgres.vector import PgvectorSource, VectorModelMismatchError
 
 DOCS = [
     {
@@ -185,7 +185,7 @@ def test_pgvector_without_a_recorded_model_says_how_to_load(pg_dsn: str, loaded:
         "column_name text, model text, dim integer)",
     )
     source = PgvectorSource("hand", pg_dsn, "hand_made", ["id"], embedder=HashingEmbedder(dim=16))
-    with pytest.raises(PostgresSourceError, match="nautilus load"):
+    with pytest.raises(PostgresSourceError, match="nautilus-ranking load"):
         search(source, "disk")
 
 
@@ -304,7 +304,7 @@ def test_load_refuses_to_mix_models_unless_replacing(pg_dsn: str, loaded: Path) 
 def test_unknown_option_and_bad_dsn_are_start_up_errors_without_the_password(
     tmp_path: Path,
 ) -> None:
-    from nautilus.sources.factory import SourceConfigError
+    from nautilus_ranking.sources.factory import SourceConfigError
 
     path = tmp_path / "bad.yaml"
     path.write_text(
@@ -334,7 +334,7 @@ def test_mask_dsn_hides_passwords_in_both_forms() -> None:
 
 
 def test_a_spec_shows_its_dsn_masked_wherever_it_is_printed() -> None:
-    from nautilus.sources.postgres.fts import PostgresFtsSpec
+    from nautilus_ranking.sources.postgres.fts import PostgresFtsSpec
 
     spec = PostgresFtsSpec(
         id="kb",
@@ -350,8 +350,8 @@ def test_a_spec_shows_its_dsn_masked_wherever_it_is_printed() -> None:
 
 
 def test_ranked_is_declared_per_type_and_a_spec_may_override_it(tmp_path: Path) -> None:
-    from nautilus.sources.postgres.table import PostgresTableSpec
-    from nautilus.sources.schema import BuildContext
+    from nautilus_ranking.sources.postgres.table import PostgresTableSpec
+    from nautilus_ranking.sources.schema import BuildContext
 
     context = BuildContext(tmp_path, tmp_path, "hashing")
     options = {

@@ -1,5 +1,5 @@
 """Passwords in libpq keyword DSNs (escaped spaces and quotes) never leave nautilus:
-not in ``sources_errored``, the logs, ``nautilus config`` or ``/readyz``. Against the
+not in ``sources_errored``, the logs, ``nautilus-ranking config`` or ``/readyz``. Against the
 real embedded PostgreSQL, with a database that does not exist (the error names the
 DSN) and with the CLI and the server as real subprocesses."""
 
@@ -17,10 +17,10 @@ from fakes import write_jsonl
 from postgres_fixtures import PgServer
 from psycopg.conninfo import conninfo_to_dict
 
-from nautilus.sources.postgres.dsn import mask_dsn
+from nautilus_ranking.sources.postgres.dsn import mask_dsn
 from tools.servers import running
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus"))
+NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 KEY = "k-5c2b9e1f70"
 # What must never appear: the part of each password after its first space or quote.
 SECRET_TAIL = "TWO"

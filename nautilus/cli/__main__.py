@@ -1,8 +1,0 @@
-"""``python -m nautilus.cli``: the ``nautilus`` command."""
-
-import sys
-
-from nautilus.cli import main
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,2 +1,0 @@
-"""The request core: one way to turn a query request into a ranked answer, shared by
-the HTTP service, the MCP server, ``nautilus query`` and the retrievers."""

@@ -1,1 +1,0 @@
-"""The PostgreSQL sources (extra ``postgres``), one module per type, and ``nautilus load``."""

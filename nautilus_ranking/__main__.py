@@ -1,0 +1,8 @@
+"""``python -m nautilus_ranking``: the ``nautilus-ranking`` command."""
+
+import sys
+
+from nautilus_ranking.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

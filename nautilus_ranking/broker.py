@@ -1,0 +1,465 @@
+"""Broker: fan one request out to every source, isolate failures, hash, synthesise.
+
+A failing source never fails the request: an exception, a timeout or a return
+that is not a list becomes an ``ErrorRecord`` in ``sources_errored`` and the
+other sources' rows are untouched. A bad row never fails its source: a row that is
+not an object or has no canonical JSON form (so it could be neither hashed nor
+printed) is dropped with one warning per source, reported in ``sources_warned``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+import uuid
+from collections.abc import Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
+from nautilus_ranking.embedders import Embedder
+from nautilus_ranking.errors import Problem
+from nautilus_ranking.fanout.thread_loop import run_in_this_thread
+from nautilus_ranking.fanout.workers import current_owner
+from nautilus_ranking.log import get_logger
+from nautilus_ranking.records import AdapterResult, BrokerResponse, ErrorRecord, SourceWarning
+from nautilus_ranking.response_hash import (
+    canonical_list,
+    canonical_object,
+    compute_response_hash,
+    hash_canonical,
+)
+from nautilus_ranking.rows import screen_rows
+from nautilus_ranking.selection.budget import apply_budget, entry_text
+from nautilus_ranking.sources.base import Source, declared_order, id_of, preparer, timeout_of
+from nautilus_ranking.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
+from nautilus_ranking.synthesis.base import Synthesizer
+from nautilus_ranking.synthesis.basic import BasicSynthesizer
+from nautilus_ranking.synthesis.ranking import RankingSynthesizer
+
+logger = get_logger("nautilus_ranking.broker")
+
+T = TypeVar("T")
+
+#: How long a source may take to build or refresh its data (``prepare``) before a
+#: request gives up on it: a build is not cut off by the query's ``timeout_s``, but a
+#: hung one must not hang the request.
+PREPARE_TIMEOUT_S = 300.0
+#: How many dropped rows a warning describes one by one.
+_REASONS_SHOWN = 3
+
+
+class Broker:
+    """Sources plus a synthesizer. Build one with :meth:`from_config`."""
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        synthesizer: Synthesizer | None = None,
+        limit: int = DEFAULT_LIMIT,
+        prepare_timeout_s: float = PREPARE_TIMEOUT_S,
+        max_tokens: int | None = None,
+    ) -> None:
+        self.sources = list(sources)
+        self.synthesizer = synthesizer or BasicSynthesizer()
+        self.limit = limit
+        self.prepare_timeout_s = prepare_timeout_s
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
+            raise ValueError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
+        #: The token budget of every response (nautilus_ranking/selection/budget.py); None: none.
+        self.max_tokens = max_tokens
+
+    @classmethod
+    def from_config(
+        cls, path: str | Path | None = None, settings: NautilusSettings | None = None
+    ) -> Broker:
+        """Sources from ``path``, else ``NAUTILUS_CONFIG``, else the bundled demo config.
+
+        Ranking comes from the settings: every ranking knob unset gives
+        ``BasicSynthesizer`` (an exact passthrough). A boost naming no source is
+        warned about and dropped (a :class:`ConfigError` in strict mode).
+        """
+        settings = settings if settings is not None else NautilusSettings()
+        sources, limit = build_sources(
+            config_path(settings, path),
+            settings.data_dir,
+            settings.embedder,
+            settings.embedder_cache_size,
+        )
+        ids = [s.id for s in sources]
+        problems = boost_problems(settings, ids)
+        if problems:
+            if settings.config_strict:  # the error lists them: no warning each as well
+                raise ConfigError(problems)
+            for problem in problems:
+                log_problem(problem)
+            settings = applied_settings(settings, ids)
+        synthesizer = synthesizer_for(settings)
+        logger.debug(
+            "broker_ready", sources=[s.id for s in sources], synthesizer=type(synthesizer).__name__
+        )
+        return cls(sources, synthesizer, limit, max_tokens=settings.ranking_max_tokens)
+
+    @property
+    def synthesizer(self) -> Synthesizer:
+        return self._synthesizer
+
+    @synthesizer.setter
+    def synthesizer(self, synthesizer: Synthesizer) -> None:
+        if not isinstance(synthesizer, Synthesizer):
+            raise TypeError(
+                f"{type(synthesizer).__name__} is not a Synthesizer: it needs "
+                "merge, merge_ranked, ranking_enabled and embedder "
+                "(nautilus_ranking.synthesis.base)"
+            )
+        self._synthesizer = synthesizer
+
+    def close(self) -> None:
+        """Release every source (a failing ``close`` is logged, never raised)."""
+        for source in self.sources:
+            try:
+                source.close()
+            except Exception as exc:
+                logger.warning(
+                    "source_close_failed",
+                    source_id=source.id,
+                    error_type=type(exc).__name__,
+                    error=str(exc)[:200],
+                )
+
+    def __enter__(self) -> Broker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def request(self, query: str, context: Mapping[str, Any] | None = None) -> BrokerResponse:
+        """Synchronous :meth:`arequest`.
+
+        Inside a running event loop this raises ``RuntimeError`` (as
+        ``asyncio.run`` does) rather than block the loop: call
+        ``await broker.arequest(...)`` there.
+        """
+        return run_sync(
+            self.arequest(query, context), "Broker.request()", "await broker.arequest(...)"
+        )
+
+    async def arequest(
+        self, query: str, context: Mapping[str, Any] | None = None
+    ) -> BrokerResponse:
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        started = time.perf_counter()
+        request_id = uuid.uuid4().hex
+        ctx = _request_context(query, context)
+        raw = await self._fan_out(query, ctx)
+        results = [result for result, _, _, _ in raw]
+        source_hashes = {
+            result.source_id: raw_hash for result, raw_hash, _, _ in raw if result.error is None
+        }
+        errors = [r.error for r in results if r.error is not None]
+        warnings = [warning for _, _, warning, _ in raw if warning is not None]
+        data, ranking = self.synthesizer.merge_ranked(results, ctx)
+        budget = None
+        if self.max_tokens is not None:  # the rows that fit, in rank order
+            scored = bool(self.synthesizer.ranking_enabled)  # a passthrough's are null
+            data, ranking, fitted = apply_budget(
+                data, ranking, self.max_tokens, lambda r: entry_text(r, scored=scored)
+            )
+            budget = fitted.as_dict()
+        # The built-in synthesizers keep the sources' row objects as they are: the
+        # response hash is made of the texts each row was hashed with already.
+        texts = (
+            [(result.rows, row_texts) for result, _, _, row_texts in raw]
+            if type(self.synthesizer) in _ROWS_KEPT
+            else []
+        )
+        response = BrokerResponse(
+            request_id=request_id,
+            data=data,
+            ranking=ranking,
+            sources_queried=[_id_text(id_of(s)) for s in self.sources],
+            sources_errored=errors,
+            duration_ms=round((time.perf_counter() - started) * 1000),
+            response_hash=_response_hash(data, texts),
+            source_response_hashes=source_hashes,
+            sources_warned=warnings,
+            budget=budget,
+        )
+        logger.info(
+            "request_served",
+            request_id=request_id,
+            sources=len(self.sources),
+            errored=[e.source_id for e in errors],
+            rows=sum(map(len, data.values())),
+            warned=[w.source_id for w in warnings],
+            duration_ms=response.duration_ms,
+        )
+        return response
+
+    async def fetch(
+        self, query: str, context: Mapping[str, Any] | None = None
+    ) -> list[AdapterResult]:
+        """Every source's result for ``query``, unsynthesised (errors included; rows
+        without a canonical form dropped, as in :meth:`arequest`)."""
+        ctx = _request_context(query, context)
+        return [result for result, _, _, _ in await self._fan_out(query, ctx)]
+
+    def fetch_sync(
+        self, query: str, context: Mapping[str, Any] | None = None
+    ) -> list[AdapterResult]:
+        """Synchronous :meth:`fetch`, returning at the sources' deadlines like :meth:`request`."""
+        return run_sync(
+            self.fetch(query, context), "Broker.fetch_sync()", "await broker.fetch(...)"
+        )
+
+    async def _fan_out(self, query: str, ctx: Mapping[str, Any]) -> list[_Answer]:
+        barrier = _Barrier(len(self.sources))
+        return list(
+            await asyncio.gather(*(self._call(s, query, ctx, barrier) for s in self.sources))
+        )
+
+    async def _call(
+        self, source: Source, query: str, ctx: Mapping[str, Any], barrier: _Barrier
+    ) -> _Answer:
+        """(the source's result, the hash of its raw rows, what was dropped from them,
+        the canonical text of each kept row).
+
+        Deadlines are ``asyncio.timeout`` scopes on this task (no task per call); a
+        ``CancelledError`` that is not this task being cancelled is the source's own
+        failure. The source gets its own copy of the context: what it writes there
+        is seen by neither the other sources nor the synthesizer.
+        """
+        started = time.perf_counter()
+        timeout = timeout_of(source)
+        raw_id = id_of(source)
+        source_id = _id_text(raw_id)
+
+        def failed(error_type: str, message: str) -> _Answer:
+            elapsed = round((time.perf_counter() - started) * 1000)
+            logger.warning(
+                "source_failed",
+                source_id=source_id,
+                error_type=error_type,
+                message=message,
+                duration_ms=elapsed,
+            )
+            error = ErrorRecord(source_id, error_type, message)
+            return AdapterResult(source_id, [], elapsed, error), "", None, []
+
+        with barrier:
+            if not isinstance(raw_id, str):
+                return failed(
+                    "invalid_source", f"a source id must be a string, got {type(raw_id).__name__}"
+                )
+            current_owner.set(source)  # this task's own context: to_thread counts for it
+            prepare = preparer(source)
+            if prepare is not None:  # building data (a SQLite seed) is not answering: it
+                try:  # gets its own, generous deadline, not timeout_s
+                    async with asyncio.timeout(self.prepare_timeout_s):
+                        await prepare()
+                except TimeoutError:
+                    return failed(
+                        "build_timeout", f"data not built within {self.prepare_timeout_s:g} s"
+                    )
+                except Exception as exc:
+                    return failed(type(exc).__name__, _message(exc))
+                except asyncio.CancelledError as exc:
+                    if _being_cancelled():
+                        raise
+                    return failed("CancelledError", _message(exc))
+        await barrier.passed
+        try:
+            async with asyncio.timeout(timeout):
+                rows = await source.search(query, _own_copy(ctx), self.limit)
+        except TimeoutError:
+            return failed("timeout", f"no answer within {timeout:g} s")
+        except Exception as exc:  # a source is someone else's code: isolate every failure
+            return failed(type(exc).__name__, _message(exc))
+        except asyncio.CancelledError as exc:  # raised by the source, not a cancellation
+            if _being_cancelled():  # of the request: its failure alone
+                raise
+            return failed("CancelledError", _message(exc))
+        if not isinstance(rows, list):
+            return failed("invalid_response", f"expected a list of rows, got {type(rows).__name__}")
+        good, raw_hash, dropped, texts = screen_rows(rows)
+        warning, source_ranks = None, None
+        if dropped:
+            positions = tuple(position for position, _ in dropped)
+            reasons = [f"row {position}: {reason}" for position, reason in dropped]
+            shown = "; ".join(reasons[:_REASONS_SHOWN])
+            more = len(reasons) - _REASONS_SHOWN
+            message = f"{len(dropped)} row(s) dropped: {shown}" + (
+                f"; and {more} more" if more > 0 else ""
+            )
+            warning = SourceWarning(source_id, "rows_dropped", message, len(dropped), positions)
+            gone = set(positions)  # the kept rows keep their place in the source's answer
+            source_ranks = tuple(p for p in range(1, len(rows) + 1) if p not in gone)
+            logger.warning(
+                "source_rows_invalid",
+                source_id=source_id,
+                count=len(dropped),
+                positions=list(positions[:20]),
+                reasons=reasons[:_REASONS_SHOWN],
+                action="dropped; the source's other rows are used",
+            )
+        elapsed = round((time.perf_counter() - started) * 1000)
+        result = AdapterResult(
+            source_id, good, elapsed, ranked=declared_order(source), source_ranks=source_ranks
+        )
+        return result, raw_hash, warning, texts
+
+
+#: What the broker keeps of one source's call: its result, the hash of its raw rows,
+#: the warning for rows dropped from them, and the canonical text of each kept row.
+_Answer = tuple[AdapterResult, str, SourceWarning | None, list[str]]
+#: Synthesizers whose ``data`` holds the sources' own row objects, unchanged.
+_ROWS_KEPT = (RankingSynthesizer, BasicSynthesizer)
+
+
+def _response_hash(
+    data: dict[str, list[dict[str, Any]]], texts: list[tuple[list[dict[str, Any]], list[str]]]
+) -> str:
+    """:func:`compute_response_hash` of ``data``, from the canonical texts its rows were
+    hashed with when each is one of the rows of ``texts`` (the same object), else
+    encoded afresh: byte for byte the same canonical JSON either way."""
+    known = {
+        id(row): (row, text)
+        for rows, row_texts in texts
+        for row, text in zip(rows, row_texts, strict=True)
+    }
+    if type(data) is not dict or not known:
+        return compute_response_hash(data)
+    parts: dict[str, str] = {}
+    for source_id, rows in data.items():
+        if type(source_id) is not str or type(rows) is not list:
+            return compute_response_hash(data)
+        row_texts = []
+        for row in rows:
+            entry = known.get(id(row))
+            if entry is None or entry[0] is not row:
+                return compute_response_hash(data)
+            row_texts.append(entry[1])
+        parts[source_id] = canonical_list(row_texts)
+    return hash_canonical(canonical_object(parts))
+
+
+def config_path(settings: NautilusSettings, given: str | Path | None = None) -> Path:
+    """The sources file a broker reads: ``given`` (``--config``), else NAUTILUS_CONFIG,
+    else the bundled demo's."""
+    return Path(given or settings.config or bundled_demo_config()).expanduser()
+
+
+def boost_problems(settings: NautilusSettings, source_ids: Sequence[str]) -> tuple[Problem, ...]:
+    """One problem for each boosted id that no source has (ids compare lower-cased)."""
+    known = {sid.lower() for sid in source_ids}
+    return tuple(
+        Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}", ", ".join(source_ids))
+        for sid in settings.source_boosts
+        if sid not in known
+    )
+
+
+def applied_settings(settings: NautilusSettings, source_ids: Sequence[str]) -> NautilusSettings:
+    """The settings as a broker over these sources applies them: boosts naming no
+    source dropped."""
+    known = {sid.lower() for sid in source_ids}
+    kept = {sid: level for sid, level in settings.source_boosts.items() if sid in known}
+    return settings.model_copy(update={"source_boosts": kept})
+
+
+def synthesizer_for(settings: NautilusSettings, embedder: Embedder | None = None) -> Synthesizer:
+    """What a broker ranks with under these settings: the ranker when any ranking knob is
+    set (with ``embedder``, else the one the settings name), else the exact passthrough."""
+    if not settings.ranking_enabled:
+        return BasicSynthesizer()
+    return RankingSynthesizer.from_settings(settings, embedder=embedder)
+
+
+def _request_context(query: Any, context: Any) -> dict[str, Any]:
+    """The context the sources and the synthesizer see; a bad query or context is one
+    clear error here, before any source is called."""
+    if not isinstance(query, str):
+        raise TypeError(f"query must be a string, got {type(query).__name__}: {query!r:.80}")
+    if context is not None and not isinstance(context, Mapping):
+        raise TypeError(f"context must be a mapping (or None), got {type(context).__name__}")
+    return {**(context or {}), "query": query}
+
+
+def _message(exc: BaseException) -> str:
+    """An exception's message for an ``ErrorRecord`` (its type if it has none or it fails)."""
+    try:
+        return str(exc)[:500] or type(exc).__name__
+    except Exception:
+        return type(exc).__name__
+
+
+class _Barrier:
+    """Searches start once every source's ``prepare`` is done (a ``with`` block each).
+
+    A source with nothing to build checks that on the loop (a few ``stat`` calls, which
+    release the GIL); run while the first searches hold the GIL in their workers, each
+    check waited up to a switch interval (5 ms) for it. Builds still run concurrently.
+    """
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.passed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.left -= 1
+        if self.left == 0 and not self.passed.done():
+            self.passed.set_result(None)
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task was asked to stop (the request is being cancelled)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+_ATOMS = (str, int, float, bool, bytes, type(None))
+
+
+def _own_copy(ctx: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the request context for one source: a flat copy when every value is
+    immutable (the usual ``{"query": ...}``), else a deep one; a value that cannot be
+    copied is shared (the context's keys are still the source's own)."""
+    if all(type(value) in _ATOMS for value in ctx.values()):
+        return dict(ctx)
+    try:
+        return copy.deepcopy(dict(ctx))
+    except Exception:
+        return dict(ctx)
+
+
+def _id_text(source_id: Any) -> str:
+    """A source's id as it appears in a response: itself when it is a string, else a
+    description of it (``<int 7>``) for its error record."""
+    if isinstance(source_id, str):
+        return source_id
+    try:
+        shown = repr(source_id)[:60]
+    except Exception:
+        shown = "?"
+    return f"<{type(source_id).__name__} {shown}>"
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T], name: str, instead: str) -> T:
+    """Run ``coroutine`` to completion on this thread's long-lived loop
+    (:mod:`nautilus_ranking.fanout.thread_loop`), whose worker threads are never waited for. Inside
+    a
+    running loop this raises ``RuntimeError`` (as ``asyncio.run`` does) naming the
+    awaitable to use."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run_in_this_thread(coroutine)
+    coroutine.close()
+    raise RuntimeError(f"{name} was called inside a running event loop; use '{instead}' instead")

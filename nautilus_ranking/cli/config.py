@@ -1,0 +1,247 @@
+"""``nautilus-ranking config``: the effective settings and the sources file, checked as a broker and
+``nautilus-ranking load`` would check them; with ``--strict``, a gate that fails on any problem."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nautilus_ranking.cli.args import CONFIG_HELP
+
+if TYPE_CHECKING:  # loaded when the command runs (``nautilus-ranking --help`` needs none of it)
+    from nautilus_ranking.config import NautilusSettings
+    from nautilus_ranking.errors import Problem
+
+
+def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
+    config = commands.add_parser(
+        "config",
+        help="show the effective settings, every skipped entry and the sources file's status",
+    )
+    config.add_argument("--config", help=CONFIG_HELP)
+    config.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    config.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 if any entry was skipped or the sources file is broken "
+        "(for deployment pipelines)",
+    )
+    config.add_argument(
+        "--schema", action="store_true", help="print the sources file's JSON Schema and exit"
+    )
+    config.add_argument(
+        "--env-file",
+        metavar="FILE",
+        help="check the NAUTILUS_* settings of this dotenv file instead of the environment",
+    )
+    config.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="check the NAUTILUS_* env of a Kubernetes Deployment/StatefulSet "
+        "(with its ConfigMaps) or a compose file, without deploying it",
+    )
+    config.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``nautilus-ranking config``, with ``--manifest`` or ``--env-file`` read first."""
+    from nautilus_ranking.service.manifest import with_manifest
+
+    return with_manifest(run_config)(args)
+
+
+def run_config(args: argparse.Namespace) -> int:
+    """``nautilus-ranking config``: print the effective settings and sources, or gate them."""
+    from nautilus_ranking.broker import boost_problems, config_path
+    from nautilus_ranking.config import NautilusSettings
+    from nautilus_ranking.request.engine import NO_SOURCES
+    from nautilus_ranking.sources.factory import sources_json_schema
+
+    if args.schema:
+        print(json.dumps(sources_json_schema(), indent=2, sort_keys=True))
+        return 0
+    with _quiet("nautilus_ranking.config") if args.strict else contextlib.nullcontext():
+        settings = NautilusSettings()  # --strict reports each problem itself, once
+    path = config_path(settings, args.config)
+    listing, source_error = check_sources(settings, path)
+    id_problems = _id_problems(path) if source_error is None else []
+    if listing == []:
+        source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"
+    source_ids = None if listing is None else [s["id"] for s in listing]
+    problems = (
+        list(settings.problems)
+        + list(boost_problems(settings, source_ids) if source_ids is not None else ())
+        + _keys_problems(settings)
+    )
+    failed = args.strict and bool(problems or id_problems or source_error is not None)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "settings": settings.effective(),
+                    "ranking_enabled": settings.ranking_enabled,
+                    "log_level_applied": _log_levels()
+                    or {"cli": settings.log_level, "serve": settings.log_level},
+                    "skipped": [
+                        {
+                            "variable": p.variable,
+                            "value": p.value,
+                            "reason": p.reason,
+                            "valid": p.valid,
+                            "message": p.message,
+                        }
+                        for p in problems
+                    ],
+                    "sources_file": {
+                        "path": str(path),
+                        "ok": source_error is None,
+                        "error": source_error,
+                        "sources": listing or [],
+                        "warnings": id_problems,
+                    },
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
+    elif not failed:  # a failed gate prints its problems alone, on stderr
+        print(_settings_table(settings))
+        print(f"\nranking: {'on' if settings.ranking_enabled else 'off (exact passthrough)'}")
+        print(
+            f"sources: {path}: "
+            + (f"ERROR {source_error}" if source_error is not None else "" if listing else "(none)")
+        )
+        for source in listing or []:
+            print("  - " + "  ".join(source.values()))
+        for warning in id_problems:
+            print(f"  warning: {warning}")
+        print("skipped:" if problems else "skipped: none")
+        for problem in problems:
+            print(f"  - {problem.message}")
+    if failed:
+        for problem in problems:
+            print(f"nautilus-ranking: {problem.message}", file=sys.stderr)
+        if source_error is not None:
+            print(f"nautilus-ranking: {source_error}", file=sys.stderr)
+        for warning in id_problems:
+            print(f"nautilus-ranking: {warning}", file=sys.stderr)
+        return 1
+    return 0
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """The stdlib logger ``name`` off for the block (its warnings are reported otherwise)."""
+    target = logging.getLogger(name)
+    was = target.disabled
+    target.disabled = True
+    try:
+        yield
+    finally:
+        target.disabled = was
+
+
+def check_sources(
+    settings: NautilusSettings, path: Path
+) -> tuple[list[dict[str, str]] | None, str | None]:
+    """Validate the sources file as a broker would (without building databases or
+    connecting to one), and PostgreSQL sources' seeds as ``load`` would: each source's id
+    and type (and a database's DSN, password masked), or the problem."""
+    from nautilus_ranking.sources.factory import SourceConfigError, build_sources, load_sources
+
+    try:
+        sources, _ = build_sources(
+            path, settings.data_dir, settings.embedder, settings.embedder_cache_size
+        )
+    except (SourceConfigError, ImportError) as exc:
+        return None, str(exc)
+    for source in sources:
+        source.close()
+    specs = load_sources(path).specs
+    from nautilus_ranking.sources.postgres.load import LoadError, check_seeds, postgres_specs
+
+    try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
+        check_seeds(postgres_specs(specs), path.parent)
+    except LoadError as exc:
+        return None, f"{path}: {exc}"
+    return [
+        {
+            "id": spec.id,
+            "type": spec.type,
+            **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {}),
+        }  # Dsn masks itself
+        for spec in specs
+    ], None
+
+
+def _keys_problems(settings: NautilusSettings) -> list[Problem]:
+    """The API keys file as ``serve`` and ``mcp`` read it at start-up (missing, not a
+    regular file, empty): a gate must fail on what would stop the service."""
+    from nautilus_ranking.config import ConfigError
+
+    try:
+        from nautilus_ranking.service.limits import load_api_keys
+    except ImportError:  # no serve extra: nothing here reads the file
+        return []
+    try:
+        load_api_keys(settings.serve_api_keys_file)
+    except ConfigError as exc:
+        return list(exc.problems)
+    return []
+
+
+def _log_levels() -> dict[str, str] | None:
+    """The levels that apply when ``NAUTILUS_LOG_LEVEL`` is unset (None when it is set):
+    the commands whose output is the point log warnings, the servers info
+    (:func:`nautilus_ranking.cli.main`)."""
+    from nautilus_ranking.log import LogSettings
+
+    if "log_level" in LogSettings().model_fields_set:
+        return None
+    return {"cli": "warning", "serve": "info"}
+
+
+def _id_problems(path: Path) -> list[str]:
+    """Sources whose seed rows lack their ``id_field`` (answered with a null id): one
+    message each. A graph's entities and a PostgreSQL seed must have ids (checked above)."""
+    from nautilus_ranking.sources.factory import load_sources
+    from nautilus_ranking.sources.postgres.load import seed_path
+    from nautilus_ranking.sources.schema import SeededSqliteSpec
+    from nautilus_ranking.sources.seeds import id_problem, load_seed
+
+    problems = []
+    for spec in load_sources(path).specs:
+        if not isinstance(spec, SeededSqliteSpec):
+            continue
+        seed = seed_path(spec.seed, path.parent)
+        problem = id_problem(seed, load_seed(seed), spec.id_field)
+        if problem is not None:
+            problems.append(f"source {spec.id!r}: {problem}")
+    return problems
+
+
+def _settings_table(settings: NautilusSettings) -> str:
+    rows = []
+    applied = _log_levels()
+    for name, value in settings.effective().items():
+        if name == "NAUTILUS_LOG_LEVEL" and applied is not None:
+            shown = f"{applied['cli']} (serve, mcp: {applied['serve']}; unset: by command)"
+        elif isinstance(value, dict):
+            shown = ",".join(f"{k}:{v}" for k, v in value.items()) or "(unset)"
+        else:
+            shown = (
+                "(unset)"
+                if value is None
+                else str(value).lower()
+                if isinstance(value, bool)
+                else str(value)
+            )
+        rows.append((name, shown))
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {shown}" for name, shown in rows)

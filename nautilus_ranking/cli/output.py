@@ -1,0 +1,111 @@
+"""How ``nautilus-ranking query`` and ``nautilus-ranking demo`` show rows to a person: one line a
+row."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+from nautilus_ranking.records import SCORE_COMPONENTS, RankedRow
+
+if TYPE_CHECKING:
+    from nautilus_ranking.request.answer import Answer
+
+#: What ``query`` says when no ranking knob is set (the rows are the sources' own order).
+RANKING_OFF = (
+    "ranking: off — exact passthrough: rows in source order, no scores to explain; "
+    "set NAUTILUS_RANKING_TOP_K, NAUTILUS_RANKING_IDF, NAUTILUS_SOURCE_BOOSTS, "
+    "NAUTILUS_RANKING_MAX_CANDIDATES, NAUTILUS_RANKING_DEDUP_KEY or "
+    "NAUTILUS_RANKING_CUT (or --top-k, --idf, --boost, --cut) to rank"
+)
+_SUMMARY_FIELDS = (
+    "title",
+    "name",
+    "subject",
+    "question",
+    "summary",
+    "description",
+    "text",
+    "body",
+    "answer",
+    "content",
+)
+
+
+def summarize(row: dict[str, Any], width: int = 72) -> str:
+    """One line that tells a person what a row is."""
+    ident = row.get("id")
+    text = next((str(row[f]) for f in _SUMMARY_FIELDS if isinstance(row.get(f), str)), None)
+    if text is None:
+        text = " ".join(str(v) for k, v in row.items() if isinstance(v, str) and k != "id")
+    if isinstance(row.get("edge"), str):
+        text = f"{text} [{row['edge']}]"
+    line = f"{ident}  {text}" if ident is not None and str(ident) not in text else text
+    line = " ".join(line.split())
+    return textwrap.shorten(line, width=width, placeholder="…") if line else "(no text)"
+
+
+def ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -> str:
+    """The ranking as ``query`` prints it: one line a row; ``explain`` adds the score's
+    components, one column each (declared with :class:`RankedRow`), and a legend."""
+    head = f"{'rank':>4}  {'source':<12} {'score':>7}  "
+    if explain:
+        head += "".join(f"{meta['column']:>{meta['width']}} " for _, meta in SCORE_COMPONENTS)
+        head += " "
+    lines = [head + "row"]
+    for r in ranking:
+        score = f"{r.score:>7.4f}" if ranked else f"{'-':>7}"  # passthrough: no score
+        line = f"{r.rank:>4}  {r.source_id[:12]:<12} {score}  "
+        if explain:
+            line += (
+                "".join(
+                    f"{getattr(r, name):>{meta['width']}{meta['fmt']}} "
+                    for name, meta in SCORE_COMPONENTS
+                )
+                + " "
+            )
+        line += summarize(r.row, 60 if explain else 72)
+        if explain and r.also_from:
+            line += "  (also " + ", ".join(f"{s}#{n}" for s, n in r.also_from) + ")"
+        lines.append(line)
+    if len(lines) == 1:
+        lines.append("  (no rows)")
+    if explain:
+        lines.append("")
+        lines.extend(
+            f"  {meta['column']:<8} {name}: {meta['doc']}" for name, meta in SCORE_COMPONENTS
+        )
+    return "\n".join(lines)
+
+
+def answer_text(result: Answer) -> str:
+    """A request's answer as ``nautilus-ranking query`` prints it to a person."""
+    response, ranked = result.response, result.ranked
+    applied = result.plan.effective.source_boosts if ranked else {}
+    lines = [
+        f"query: {result.request.query}",
+        f"synthesizer: {result.synthesizer}"
+        + (f"  (boosts: {', '.join(f'{k}:{v}' for k, v in applied.items())})" if applied else ""),
+    ]
+    if not ranked:
+        lines.append(RANKING_OFF)
+    lines.append(ranked_table(response.ranking, bool(result.request.explain) and ranked, ranked))
+    lines.extend(
+        f"error: {error.source_id}: {error.error_type}: {error.message}"
+        for error in response.sources_errored
+    )
+    lines.append(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")
+    budget = response.budget
+    if budget is not None:
+        lines.append(
+            f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens, "
+            f"{budget['rows_left_out']} ranked row(s) left out"
+            + ("; the first row alone is over it" if budget["first_row_over_budget"] else "")
+        )
+    page = result.page
+    if page is not None:
+        lines.append(
+            f"page {page['number']} ({page['size']} rows a page); "
+            + (f"next: --cursor {page['next_cursor']}" if page["next_cursor"] else "no next page")
+        )
+    return "\n".join(lines)

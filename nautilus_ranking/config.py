@@ -1,0 +1,442 @@
+"""Settings: ``NAUTILUS_*`` environment variables, a ``.env`` file, arguments.
+
+Precedence (pydantic-settings): constructor arguments > environment > ``.env``
+in the working directory > defaults.
+
+A typo must never break retrieval: every bad value is reported as one
+structured warning (variable, bad value, reason, valid choices) and skipped —
+that knob falls back to unset. ``NAUTILUS_CONFIG_STRICT=true`` turns the same
+problems into one :class:`ConfigError` raised while the settings are built, so
+a bad manifest never starts serving.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+)
+
+from nautilus_ranking.errors import NautilusError, Problem, cut, shown
+from nautilus_ranking.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSettings, get_logger
+from nautilus_ranking.settings_parsing import (
+    parse_bool,
+    parse_choice,
+    parse_field_name,
+    parse_int,
+    parse_origins,
+    parse_ranking_cut,
+    parse_seconds,
+)
+
+logger = get_logger("nautilus_ranking.config")
+
+#: Valid boost levels, lowest first: the demotions (``-high`` demotes most), then the
+#: boosts. ``synthesis.boosts.BOOST_LEVELS`` holds their numbers; a guard test keeps the
+#: two in sync.
+VALID_LEVELS: tuple[str, ...] = ("-high", "-medium", "-low", "low", "medium", "high")
+DEFAULT_LEVEL = "medium"
+VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "onnx-float32", "noop")
+
+_BOOSTS_VAR = "NAUTILUS_SOURCE_BOOSTS"
+_SOURCE_ID = re.compile(r"^[a-z0-9_][a-z0-9_.\-]*$")
+
+
+class ConfigError(NautilusError):
+    """Strict mode found configuration problems; the message lists every one."""
+
+    def __init__(self, problems: tuple[Problem, ...]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p.message}" for p in problems)
+        super().__init__(f"{len(problems)} configuration problem(s):\n{lines}")
+
+
+def _level_choices() -> str:
+    return ", ".join(VALID_LEVELS)
+
+
+def collect_source_boosts(
+    raw: str | Mapping[str, object] | None,
+) -> tuple[dict[str, str], list[Problem]]:
+    """Parse ``"graph:high, SQL:low,vector"`` without logging: (boosts, problems).
+
+    Ids and levels are case-insensitive, whitespace is tolerated, a bare ``id``
+    or ``id:`` means ``medium``, empty entries are ignored, and a repeated id
+    keeps its last entry (the earlier one is reported).
+    """
+    if raw is None:
+        return {}, []
+    if isinstance(raw, Mapping):
+        entries: list[tuple[str, str | None, object]] = [
+            (f"{k}:{v if v is not None else ''}", str(k), v) for k, v in raw.items()
+        ]
+    elif isinstance(raw, str):
+        entries = [(e, *_split_entry(e)) for e in raw.split(",")]
+    else:
+        problem = Problem(_BOOSTS_VAR, cut(raw), "not a string", "'id:level,...'")
+        return {}, [problem]
+
+    boosts: dict[str, str] = {}
+    written: dict[str, str] = {}  # each id's entry as written, for the repeated-id warning
+    problems: list[Problem] = []
+    for entry, source_id, level in entries:
+        reason = _entry_problem(entry, source_id, level)
+        if reason is not None:
+            problems.append(Problem(_BOOSTS_VAR, cut(entry.strip()), reason, _level_choices()))
+            continue
+        if source_id is None:  # an empty entry, as in "graph:high,,sql"
+            continue
+        sid = source_id.strip().lower()
+        if sid in boosts:
+            problems.append(
+                Problem(
+                    _BOOSTS_VAR,
+                    cut(written[sid]),
+                    f"repeated source id {sid!r}; the last entry wins",
+                    "each id once",
+                )
+            )
+        boosts[sid] = (str(level).strip().lower() if level else "") or DEFAULT_LEVEL
+        written[sid] = entry.strip()
+    return boosts, problems
+
+
+def _split_entry(entry: str) -> tuple[str | None, object]:
+    if not entry.strip():
+        return None, None
+    source_id, _, level = entry.partition(":")
+    return source_id, level
+
+
+def _entry_problem(entry: str, source_id: str | None, level: object) -> str | None:
+    if source_id is None:
+        return None
+    if not isinstance(level, str | None):
+        return f"level {shown(level)} is not a string"
+    sid = source_id.strip().lower()
+    if isinstance(level, str) and ":" in level:
+        return "malformed entry (expected id or id:level)"
+    if not sid:
+        return "empty source id"
+    if not _SOURCE_ID.match(sid):
+        return f"invalid source id {shown(source_id.strip())} (letters, digits, '_', '-', '.')"
+    lvl = (level or "").strip().lower()
+    if lvl and lvl not in VALID_LEVELS:
+        return f"unknown level {shown((level or '').strip())} for {sid!r}"
+    return None
+
+
+def log_problem(problem: Problem) -> None:
+    """Emit the one structured warning for a skipped value."""
+    event = "source_boost_skipped" if problem.variable == _BOOSTS_VAR else "config_value_skipped"
+    logger.warning(
+        event,
+        variable=problem.variable,
+        value=problem.value,
+        reason=problem.reason,
+        valid=problem.valid,
+    )
+
+
+def parse_source_boosts(raw: str | Mapping[str, object] | None) -> dict[str, str]:
+    """``NAUTILUS_SOURCE_BOOSTS`` to ``{source_id: level}``; warns for each bad entry."""
+    boosts, problems = collect_source_boosts(raw)
+    for problem in problems:
+        log_problem(problem)
+    return boosts
+
+
+class NautilusSettings(LogSettings):
+    """Every ``NAUTILUS_*`` knob. All ranking knobs unset means: change nothing."""
+
+    ranking_top_k: int | None = None
+    ranking_idf: bool = False
+    source_boosts: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    ranking_max_candidates: int | None = None
+    ranking_dedup_key: str | None = None
+    ranking_max_tokens: int | None = None
+    ranking_cut: str | None = None
+    embedder: str = "hashing"
+    embedder_cache_size: int = 10_000
+    config_strict: bool = False
+    config: str | None = None
+    data_dir: Path = Path("~/.cache/nautilus")
+    # `nautilus-ranking serve` (nautilus_ranking/service/): read once at start-up by each worker.
+    serve_host: str = "127.0.0.1"
+    serve_port: int = 8000
+    serve_workers: int = 1
+    serve_allow_overrides: bool = True
+    serve_max_query_chars: int = 1000
+    serve_max_body_bytes: int = 16_384
+    serve_max_concurrency: int = 64
+    serve_request_timeout_s: float = 10.0
+    serve_body_timeout_s: float = 5.0
+    serve_probe_interval_s: float = 10.0
+    serve_api_keys_file: str | None = None
+    serve_cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    _problems: tuple[Problem, ...] = PrivateAttr(default=())
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _DotEnvTypos(dotenv_settings), file_secret_settings)
+
+    @property
+    def problems(self) -> tuple[Problem, ...]:
+        """Every value that was skipped while these settings were built."""
+        return self._problems
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _skip_bad_values(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        if not isinstance(data, dict):
+            return handler(data)
+        data = dict(data)
+        found: list[Problem] = []
+
+        def take(field: str, parsed: tuple[Any, Problem | None]) -> None:
+            value, problem = parsed
+            data[field] = value
+            if problem is not None:
+                found.append(problem)
+
+        def var(field: str) -> str:
+            return "NAUTILUS_" + field.upper()
+
+        def default(field: str) -> Any:  # a skipped value falls back to the field's default
+            return cls.model_fields[field].default
+
+        for field in ("ranking_top_k", "ranking_max_candidates"):
+            take(field, parse_int(var(field), data.get(field), default=default(field)))
+        take(
+            "ranking_max_tokens",
+            parse_int(
+                var("ranking_max_tokens"),
+                data.get("ranking_max_tokens"),
+                valid="an integer >= 1 (tokens of the rows handed over), or unset",
+            ),
+        )
+        take("ranking_cut", parse_ranking_cut(var("ranking_cut"), data.get("ranking_cut")))
+        take(
+            "ranking_idf",
+            parse_bool(var("ranking_idf"), data.get("ranking_idf"), default("ranking_idf")),
+        )
+        strict, strict_problem = parse_bool(
+            var("config_strict"), data.get("config_strict"), default("config_strict")
+        )
+        take("config_strict", (strict, strict_problem))
+        take(
+            "ranking_dedup_key",
+            parse_field_name(var("ranking_dedup_key"), data.get("ranking_dedup_key")),
+        )
+        take(
+            "embedder",
+            parse_choice(
+                var("embedder"), data.get("embedder"), VALID_EMBEDDERS, default("embedder")
+            ),
+        )
+        take(
+            "embedder_cache_size",
+            parse_int(
+                var("embedder_cache_size"),
+                data.get("embedder_cache_size"),
+                minimum=0,
+                default=default("embedder_cache_size"),
+                valid="an integer >= 0 (0: no cache)",
+            ),
+        )
+        take(
+            "log_level",
+            parse_choice(
+                var("log_level"), data.get("log_level"), VALID_LOG_LEVELS, default("log_level")
+            ),
+        )
+        take(
+            "log_format",
+            parse_choice(
+                var("log_format"), data.get("log_format"), VALID_LOG_FORMATS, default("log_format")
+            ),
+        )
+        _take_serve_settings(data, take, default)
+        raw_boosts = data.get("source_boosts")
+        if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):
+            raw_boosts = str(raw_boosts)
+        boosts, boost_problems = collect_source_boosts(raw_boosts)
+        data["source_boosts"] = boosts
+        found.extend(boost_problems)
+        found.extend(_unknown_variables(cls, data.pop(_DOTENV_UNKNOWN, ())))
+        raw_dir = data.get("data_dir")
+        if isinstance(raw_dir, str) and not raw_dir.strip():
+            data.pop("data_dir")
+            found.append(
+                Problem(
+                    var("data_dir"),
+                    raw_dir,
+                    "empty (databases would be built in the working directory)",
+                    f"a folder, e.g. {default('data_dir')} (the default)",
+                )
+            )
+
+        if strict and found:  # the error lists every problem: no warning each as well
+            raise ConfigError(tuple(found))
+        for problem in found:
+            log_problem(problem)
+        settings = handler(data)
+        settings._problems = tuple(found)
+        return settings
+
+    @property
+    def ranking_enabled(self) -> bool:
+        """True when any ranking knob is set; otherwise the broker passes rows through.
+        (``ranking_max_tokens`` is not one: a budget keeps what fits of whichever list
+        is handed over, ranked or passed through; a cut needs relevance, so it is.)"""
+        return bool(
+            self.ranking_top_k is not None
+            or self.ranking_idf
+            or self.source_boosts
+            or self.ranking_max_candidates is not None
+            or self.ranking_dedup_key is not None
+            or self.ranking_cut is not None
+        )
+
+    def effective(self) -> dict[str, Any]:
+        """The settings as plain JSON-able values, keyed by environment variable."""
+        values = self.model_dump(mode="json")
+        return {"NAUTILUS_" + name.upper(): value for name, value in values.items()}
+
+
+def _take_serve_settings(
+    data: dict[str, Any],
+    take: Callable[[str, tuple[Any, Problem | None]], None],
+    default: Callable[[str], Any],
+) -> None:
+    """The ``NAUTILUS_SERVE_*`` knobs, each warned about and skipped (back to
+    ``default(field)``, the field's default) like the others."""
+
+    def var(field: str) -> str:
+        return "NAUTILUS_" + field.upper()
+
+    host = data.get("serve_host")
+    if host is not None and not (
+        isinstance(host, str)
+        and host.strip()
+        and re.fullmatch(r"[A-Za-z0-9.:\-\[\]]{1,253}", host.strip())
+    ):
+        take(
+            "serve_host",
+            (
+                default("serve_host"),
+                Problem(
+                    var("serve_host"),
+                    cut(host),
+                    "not a host name or address",
+                    "an address such as 127.0.0.1 or 0.0.0.0",
+                ),
+            ),
+        )
+    elif host is not None:
+        data["serve_host"] = host.strip()
+    take(
+        "serve_port",
+        parse_int(
+            var("serve_port"),
+            data.get("serve_port"),
+            default=default("serve_port"),
+            maximum=65535,
+            valid="an integer from 1 to 65535",
+        ),
+    )
+    for field in (
+        "serve_workers",
+        "serve_max_query_chars",
+        "serve_max_body_bytes",
+        "serve_max_concurrency",
+    ):
+        take(
+            field,
+            parse_int(var(field), data.get(field), default=default(field), valid="an integer >= 1"),
+        )
+    take(
+        "serve_allow_overrides",
+        parse_bool(
+            var("serve_allow_overrides"),
+            data.get("serve_allow_overrides"),
+            default("serve_allow_overrides"),
+        ),
+    )
+    for field in ("serve_request_timeout_s", "serve_probe_interval_s", "serve_body_timeout_s"):
+        take(field, parse_seconds(var(field), data.get(field), default(field)))
+    take(
+        "serve_api_keys_file",
+        parse_field_name(var("serve_api_keys_file"), data.get("serve_api_keys_file")),
+    )
+    take(
+        "serve_cors_origins",
+        parse_origins(var("serve_cors_origins"), data.get("serve_cors_origins")),
+    )
+
+
+_DOTENV_UNKNOWN = "__nautilus_dotenv_unknown__"
+
+
+class _DotEnvTypos(PydanticBaseSettingsSource):
+    """The ``.env`` source, plus the ``NAUTILUS_*`` names in the file that match no
+    setting (handed to the validator under a private key, which it removes)."""
+
+    def __init__(self, inner: PydanticBaseSettingsSource) -> None:
+        super().__init__(inner.settings_cls)
+        self.inner = inner
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self.inner.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        values = dict(self.inner())
+        names = getattr(self.inner, "env_vars", {})
+        known = set(self.settings_cls.model_fields)
+        unknown = sorted(
+            n.upper()
+            for n in names
+            if n.lower().startswith("nautilus_")
+            and n.lower().removeprefix("nautilus_") not in known
+        )
+        for name in unknown:
+            values.pop(name.lower().removeprefix("nautilus_"), None)
+        if unknown:
+            values[_DOTENV_UNKNOWN] = unknown
+        return values
+
+
+def _unknown_variables(cls: type[BaseSettings], in_dotenv: Iterable[str] = ()) -> list[Problem]:
+    """``NAUTILUS_*`` variables (environment or ``.env``) that match no setting:
+    most likely a typo."""
+    known = {"NAUTILUS_" + name.upper() for name in cls.model_fields}
+    valid = ", ".join(sorted(known))
+    found = {
+        name.upper(): "(set)"
+        for name in os.environ
+        if name.upper().startswith("NAUTILUS_") and name.upper() not in known
+    }
+    for name in in_dotenv:
+        found.setdefault(name.upper(), "(set in .env)")
+    problems = []
+    for name, where in sorted(found.items()):
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f"did you mean {close[0]}?" if close else "a typo?"
+        problems.append(Problem(name, where, f"unknown variable ({hint}); ignored", valid))
+    return problems

@@ -1,0 +1,144 @@
+"""The ``nautilus-ranking eval`` subcommand: its flags and its run function (wired in
+``cli.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nautilus_ranking.evaluation.metrics import DEFAULT_K
+
+
+def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
+    """Add ``eval`` to the ``nautilus`` subcommands."""
+    parser = commands.add_parser(
+        "eval",
+        help="measure relevance on judged queries; --sweep tries the alternatives",
+        description="Run judged queries through the live broker (one fan-out per query) and "
+        "report nDCG@k, recall@k, MRR, each source's share of the top k and the "
+        "recall ceiling; --sweep re-ranks the same rows under passthrough, IDF "
+        "off/on and every boost level, with paired bootstrap CIs.",
+    )
+    parser.add_argument(
+        "--queries",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="BEIR queries.jsonl, TREC topics, or 'qid<TAB>text' lines",
+    )
+    parser.add_argument(
+        "--judgments",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="BEIR qrels TSV (or its folder) or TREC qrels 'qid 0 docid grade'",
+    )
+    parser.add_argument("--config", help="sources file (default: NAUTILUS_CONFIG, else the demo)")
+    parser.add_argument(
+        "--id-field",
+        default="id",
+        metavar="FIELD",
+        help="the row field that holds the judged document id (default: id)",
+    )
+    parser.add_argument(
+        "--k",
+        type=int,
+        default=DEFAULT_K,
+        metavar="K",
+        help=f"metric depth: nDCG@K, recall@K, share of the top K (default {DEFAULT_K})",
+    )
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also passthrough, IDF off/on and each source at each boost level, "
+        "and a recommendation",
+    )
+    parser.add_argument(
+        "--recommend",
+        action="store_true",
+        help="print only the recommended NAUTILUS_* lines, a .env fragment "
+        "(implies --sweep; --json or --markdown print the whole report)",
+    )
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    output.add_argument("--markdown", action="store_true", help="a markdown table on stdout")
+    parser.add_argument(
+        "--plot",
+        type=Path,
+        metavar="FILE.png",
+        help="share of the top K and nDCG@K against boost level (implies "
+        "--sweep; needs matplotlib: pip install 'nautilus-ranking[bench]')",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Here, not at the top: `nautilus-ranking --help` builds this parser without loading them.
+    from nautilus_ranking.config import NautilusSettings
+    from nautilus_ranking.evaluation.evaluate import run_eval
+    from nautilus_ranking.evaluation.judgments import EvalInputError
+    from nautilus_ranking.evaluation.report import (
+        coverage_lines,
+        json_report,
+        markdown_report,
+        plot,
+        recommendation_lines,
+        text_report,
+    )
+
+    if args.plot is not None:
+        _check_matplotlib()
+    sweep = bool(args.sweep or args.recommend or args.plot is not None)
+    try:
+        result = run_eval(
+            args.queries,
+            args.judgments,
+            args.config,
+            NautilusSettings(),
+            id_field=args.id_field,
+            k=args.k,
+            sweep=sweep,
+        )
+        if args.plot is not None:
+            plot(result, args.plot)
+    except (EvalInputError, OSError) as exc:
+        print(f"nautilus-ranking: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        text = json.dumps(json_report(result), indent=2, sort_keys=True)
+    elif args.markdown:
+        text = markdown_report(result)
+    elif args.recommend:  # stdout is a .env fragment; what it rests on goes to stderr
+        for line in coverage_lines(result)[1:]:
+            print(f"nautilus-ranking: {line}", file=sys.stderr)
+        text = "\n".join(recommendation_lines(result))
+    else:
+        text = text_report(result)
+    if args.plot is not None:
+        print(f"plot written to {args.plot}", file=sys.stderr)
+    return _emit(text)
+
+
+def _emit(text: str) -> int:
+    """Print the report; a reader that stopped early (``| head``) is not an error."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush is quiet
+        os.close(devnull)
+    return 0
+
+
+def _check_matplotlib() -> None:
+    """Fail before the run, not after it, when the plot cannot be drawn."""
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError as exc:
+        raise ImportError("--plot needs matplotlib: pip install 'nautilus-ranking[bench]'") from exc

@@ -1,0 +1,263 @@
+"""The records of a request: per-source results, errors, ranked rows, the response."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """Why one source gave no rows for a request."""
+
+    source_id: str
+    error_type: str
+    message: str
+    trace_id: str = ""
+
+
+@dataclass(frozen=True)
+class SourceWarning:
+    """Something a source returned that was left out, while the rest of its answer was used.
+
+    ``warning_type`` is ``"rows_dropped"``: ``count`` rows at ``positions`` (1-based, in
+    the source's own order) were not JSON objects or had no canonical JSON form (a
+    cycle, keys of mixed types, an integer too long to print, a value whose ``str``
+    raises, a mapping whose methods raise); ``message`` says why, for the first few.
+    """
+
+    source_id: str
+    warning_type: str
+    message: str
+    count: int = 0
+    positions: tuple[int, ...] = ()
+
+
+@dataclass
+class AdapterResult:
+    """One source's answer: its rows in the source's own order, or an error.
+
+    ``embeddings`` (optional): the rows' vectors as one matrix, row ``i`` for
+    ``rows[i]`` (float32 or float64, shape ``(len(rows), dim)``). A source that
+    keeps its vectors in an array hands them over this way and the ranker scores
+    them in one product, without gathering a vector per row; it takes precedence
+    over the rows' own ``embedding`` values, which keep working without it.
+    ``ranked`` is the source's word on whether that order means relevance (a BM25
+    or vector index: True; a table in id order: False); None leaves it to the
+    ranking to detect per batch (nautilus_ranking/synthesis/detection.py).
+    ``source_ranks`` (optional): each row's 1-based position in the source's own
+    answer, ``rows[i]`` at ``source_ranks[i]`` (strictly increasing), for when rows
+    were left out of it — the broker sets it when it drops bad rows, so the rows after
+    a dropped one keep their place (``RankedRow.source_rank``, the fusion's rank
+    votes, ``SourceWarning.positions`` all count the same way). None: ``rows[i]``
+    is at ``i + 1``. ``embeddings`` is indexed by ``rows``, never by these.
+    """
+
+    source_id: str
+    rows: list[dict[str, Any]]
+    duration_ms: int = 0
+    error: ErrorRecord | None = None
+    embeddings: npt.NDArray[Any] | None = None
+    ranked: bool | None = None
+    source_ranks: tuple[int, ...] | None = None
+
+
+def _component(
+    default: float | int, column: str, width: int, fmt: str, doc: str, why: bool = False
+) -> Any:
+    """A score component of :class:`RankedRow`: its ``--explain`` column (header, width,
+    number format), what it means, and whether a short "why" (MCP, retrievers) shows it.
+    Every listing of the components is derived from these declarations."""
+    return field(
+        default=default,
+        metadata={"column": column, "width": width, "fmt": fmt, "doc": doc, "why": why},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RankedRow:
+    """One row's place in the global ranking, and why it is there.
+
+    ``score = relevance + boost_bump`` with ``relevance = content + evidence +
+    unranked_vote``. Each score component is declared once below, with its
+    ``--explain`` column and what it means (:data:`SCORE_COMPONENTS` lists them; the
+    formula is in docs/configuration.md, "How a row is scored"). ``also_from`` lists
+    the other ``(source_id, source_rank)`` pairs that returned the same document
+    (collapsed into this row).
+    """
+
+    source_id: str
+    row: dict[str, Any]
+    score: float
+    rank: int
+    source_rank: int
+    also_from: tuple[tuple[str, int], ...] = ()
+    similarity: float = _component(
+        0.0, "sim", 6, ".3f", "cosine of the row's vector to the query's", why=True
+    )
+    idf_factor: float = _component(
+        1.0, "idf", 5, ".2f", "the batch-local IDF factor (1 without IDF)"
+    )
+    content_rank: int = _component(
+        0, "c.rank", 6, "d", "the row's rank by content among the batch's documents"
+    )
+    content: float = _component(
+        0.0,
+        "content",
+        7,
+        ".5f",
+        "the content vote: content weight x normalised similarity / 61 (lexical content "
+        "of a ranked source's row lifted toward what its rank implies)",
+    )
+    content_weight: float = _component(
+        1.0,
+        "c.w",
+        4,
+        ".2f",
+        "how much content counts in this batch (1 disjoint sources, down to 0.1 overlapping ones)",
+    )
+    evidence: float = _component(
+        0.0,
+        "evid.",
+        7,
+        ".5f",
+        "the ranked sources' votes for the row's document: weight / (60 + rank) each",
+        why=True,
+    )
+    voters: int = _component(
+        0, "voters", 6, "d", "how many ranked sources returned the row's document", why=True
+    )
+    source_weight: float = _component(
+        0.0,
+        "w",
+        4,
+        ".2f",
+        "how much the row's source's order counts (1 ranked, 0 unranked, else detected)",
+    )
+    unranked_vote: float = _component(
+        0.0, "unrank.", 7, ".5f", "the vote standing in for an unranked source's order"
+    )
+    relevance: float = _component(
+        0.0,
+        "relev.",
+        7,
+        ".5f",
+        "content + evidence + unranked vote: the score before any boost",
+        why=True,
+    )
+    boost_bump: float = _component(
+        0.0, "bump", 6, ".4f", "what the source's boost added to the score", why=True
+    )
+    unboosted_rank: int = _component(
+        0,
+        "unb.",
+        5,
+        "d",
+        "the row's place in this ranking without any boost (0: no boost "
+        "set); beside rank, what the boost did",
+    )
+    stage1_key: float = _component(
+        0.0, "stage1", 7, ".5f", "the fused rank key the candidate cap keeps rows by"
+    )
+
+    def explain(self) -> dict[str, Any]:
+        """The score and its components, without the row (for logs and ``--explain``)."""
+        # Not asdict(): it deep-copies the row (vectors included) only to drop it, which
+        # made serialising a response cost more than ranking it.
+        out = {name: getattr(self, name) for name in _EXPLAINED}
+        out["also_from"] = [list(pair) for pair in self.also_from]
+        return out
+
+    def why(self) -> dict[str, Any]:
+        """The components a short explanation carries (those declared ``why``)."""
+        return {name: getattr(self, name) for name in WHY_COMPONENTS}
+
+
+#: The score components of a :class:`RankedRow`, in declaration order: name, then its
+#: ``--explain`` column, width, number format, meaning and whether "why" shows it.
+SCORE_COMPONENTS: tuple[tuple[str, dict[str, Any]], ...] = tuple(
+    (f.name, dict(f.metadata)) for f in fields(RankedRow) if "column" in f.metadata
+)
+#: The components a short "why" shows (MCP results, retriever metadata without explain).
+WHY_COMPONENTS: tuple[str, ...] = tuple(name for name, meta in SCORE_COMPONENTS if meta["why"])
+_EXPLAINED = tuple(f.name for f in fields(RankedRow) if f.name != "row")
+
+
+@dataclass
+class BrokerResponse:
+    """What a request returns. ``data`` keeps the upstream ``{source_id: rows}`` shape and
+    is what ``response_hash`` covers; the ranking and its scores live beside it."""
+
+    request_id: str
+    data: dict[str, list[dict[str, Any]]]
+    ranking: list[RankedRow] = field(default_factory=list)
+    sources_queried: list[str] = field(default_factory=list)
+    sources_errored: list[ErrorRecord] = field(default_factory=list)
+    duration_ms: int = 0
+    response_hash: str = ""
+    source_response_hashes: dict[str, str] = field(default_factory=dict)
+    sources_warned: list[SourceWarning] = field(default_factory=list)
+    #: With a token budget: ``max_tokens``, ``tokens_used``, ``rows_left_out`` and
+    #: ``first_row_over_budget`` (nautilus_ranking/selection/budget.py); None without one.
+    budget: dict[str, Any] | None = None
+
+    def to_dict(
+        self, *, vectors: bool | None = None, ranking_enabled: bool | None = None
+    ) -> dict[str, Any]:
+        """The response as JSON-able values.
+
+        ``vectors=False`` leaves each row's vector (the :data:`VECTOR_FIELDS`) out of
+        ``data`` (copies; the rows are never changed), ``True`` keeps them; either is
+        written out as ``vectors_included`` (unset: ``data`` as it is, no such key).
+        ``response_hash`` always covers the rows as the sources returned them.
+        ``ranking_enabled`` (what the caller's synthesizer does) is written out when
+        given; ``False`` writes each ranking entry's score and its components as
+        ``null`` — a passthrough has no scores, and zeros would read as ones.
+        """
+        out: dict[str, Any] = {
+            "request_id": self.request_id,
+            "data": self.data if vectors is not False else without_vectors(self.data),
+            # each entry says which row it is: the row's own id (None if it has none)
+            "ranking": [{"id": r.row.get("id"), **r.explain()} for r in self.ranking],
+            "sources_queried": list(self.sources_queried),
+            "sources_errored": [asdict(e) for e in self.sources_errored],
+            "duration_ms": self.duration_ms,
+            "response_hash": self.response_hash,
+            "source_response_hashes": dict(self.source_response_hashes),
+            "sources_warned": [
+                {**asdict(w), "positions": list(w.positions)} for w in self.sources_warned
+            ],
+        }
+        if self.budget is not None:  # only under a budget: no key otherwise
+            out["budget"] = dict(self.budget)
+        if vectors is not None:
+            out["vectors_included"] = vectors
+        if ranking_enabled is not None:
+            out["ranking_enabled"] = ranking_enabled
+            if not ranking_enabled:
+                for entry in out["ranking"]:
+                    entry.update(dict.fromkeys(SCORE_FIELDS))
+        return out
+
+
+#: Row fields that hold a vector: the built-in vector sources return theirs as
+#: ``embedding`` (1,024 floats with the hashing embedder), and the ranking reads it there.
+VECTOR_FIELDS = frozenset({"embedding"})
+#: A ranking entry's score and its components (what a passthrough does not compute).
+SCORE_FIELDS: tuple[str, ...] = ("score", *(name for name, _ in SCORE_COMPONENTS))
+
+
+def without_vectors(data: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """``data`` with each row's vector fields left out (new dicts where a row had one)."""
+    return {
+        sid: [
+            {k: v for k, v in row.items() if k not in VECTOR_FIELDS}
+            if isinstance(row, dict) and not VECTOR_FIELDS.isdisjoint(row)
+            else row
+            for row in rows
+        ]
+        for sid, rows in data.items()
+    }

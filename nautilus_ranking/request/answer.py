@@ -1,0 +1,122 @@
+"""One request, start to finish: parse, plan, run, cut the page, build the answer.
+
+Every way in calls :func:`answer` (or :func:`answer_sync`) with a
+:class:`~nautilus.request.model.QueryRequest` and renders the :class:`Answer` its own
+way: the service and ``nautilus-ranking query --json`` write :meth:`Answer.to_json`, the MCP
+server its results and a short text, the retrievers their documents. A refused
+request is a :class:`~nautilus.request.errors.ProblemError` whatever the way in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, replace
+from typing import Any
+
+from nautilus_ranking.broker import run_sync
+from nautilus_ranking.records import BrokerResponse, RankedRow
+from nautilus_ranking.request.engine import Engine
+from nautilus_ranking.request.model import QueryRequest
+from nautilus_ranking.request.plan import Plan, cut_page, forbid_overrides, plan
+from nautilus_ranking.response_hash import compute_response_hash
+from nautilus_ranking.selection.budget import apply_budget, entry_text
+
+#: How a server runs a request's broker call: on its own loop, under its deadline and
+#: concurrency limit (``nautilus_ranking.service.state``). Without one it is awaited here.
+Runner = Callable[[Coroutine[Any, Any, BrokerResponse]], Awaitable[BrokerResponse]]
+
+
+@dataclass
+class Answer:
+    """A request's answer: the response (the asked page of it), and how it was made."""
+
+    request: QueryRequest
+    response: BrokerResponse
+    plan: Plan
+    page: dict[str, Any] | None
+    broker_request_id: str
+
+    @property
+    def ranked(self) -> bool:
+        """Whether the rows were scored (a passthrough has no scores)."""
+        return self.plan.broker.synthesizer.ranking_enabled
+
+    @property
+    def synthesizer(self) -> str:
+        return type(self.plan.broker.synthesizer).__name__
+
+    @property
+    def explain(self) -> dict[str, Any]:
+        """The request's effective ranking settings (what ``explain`` adds)."""
+        return {**self.plan.explain, "broker_request_id": self.broker_request_id}
+
+    def to_json(self) -> dict[str, Any]:
+        """The answer as ``POST /v1/query`` and ``nautilus-ranking query --json`` write it."""
+        out = self.response.to_dict(vectors=bool(self.request.vectors), ranking_enabled=self.ranked)
+        out["synthesizer"] = self.synthesizer
+        if self.page is not None:
+            out["page"] = self.page
+        if self.request.explain:
+            out["explain"] = self.explain
+        return out
+
+
+#: How one way in hands a ranked row over, as text: what a token budget counts.
+RowText = Callable[[RankedRow, QueryRequest, bool], str]
+
+
+def response_row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
+    """A row as a JSON answer carries it (``POST /v1/query``, ``nautilus-ranking query --json``):
+    its ranking entry and the row, vectors only when asked for."""
+    return entry_text(row, vectors=bool(request.vectors), scored=ranked)
+
+
+async def answer(
+    engine: Engine,
+    request: QueryRequest,
+    *,
+    allow_overrides: bool = True,
+    max_query_chars: int | None = None,
+    run: Runner | None = None,
+    request_id: str | None = None,
+    row_text: RowText = response_row_text,
+) -> Answer:
+    """Plan ``request`` against ``engine`` (a bad field is a 422 ``ProblemError``; an
+    override where ``allow_overrides`` is off a 403), run it (through ``run`` when
+    given), cut the asked page (409 when the data moved under a cursor), and keep the
+    rows of it that fit in the token budget, each counted as ``row_text`` (how this way
+    in hands a row over). ``request_id`` replaces the broker's own in the response (a
+    server's request id)."""
+    if not allow_overrides:
+        forbid_overrides(request)
+    chars = max_query_chars if max_query_chars is not None else len(request.query)
+    run_plan = plan(request, engine.broker, engine.settings, engine.embedder, chars)
+    call = run_plan.broker.arequest(request.query)
+    response = await (run(call) if run is not None else call)
+    response, page = cut_page(run_plan, response)
+    max_tokens = run_plan.effective.ranking_max_tokens
+    if max_tokens is not None:  # a page is cut first; the budget keeps what fits of it
+        ranked = run_plan.broker.synthesizer.ranking_enabled
+        data, ranking, fitted = apply_budget(
+            response.data, response.ranking, max_tokens, lambda r: row_text(r, request, ranked)
+        )
+        response = replace(
+            response,
+            data=data,
+            ranking=ranking,
+            budget=fitted.as_dict(),
+            response_hash=compute_response_hash(data),
+        )
+    broker_request_id = response.request_id
+    if request_id is not None:
+        response.request_id = request_id
+    return Answer(request, response, run_plan, page, broker_request_id)
+
+
+def answer_sync(
+    engine: Engine, request: QueryRequest, row_text: RowText = response_row_text
+) -> Answer:
+    """:func:`answer` from synchronous code (``nautilus-ranking query``, a sync retriever)."""
+    return run_sync(
+        answer(engine, request, row_text=row_text), "answer_sync()", "await answer(...)"
+    )

@@ -1,0 +1,155 @@
+"""A query request: the one model every way in (HTTP, MCP, ``nautilus-ranking query``, the
+retrievers) parses, so a field means the same thing everywhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from nautilus_ranking.errors import Problem, cut
+from nautilus_ranking.request.errors import invalid
+from nautilus_ranking.request.pages import MAX_PAGE
+
+
+@dataclass(frozen=True)
+class Arg:
+    """How a request field is given on the command line (``flag``; the query is the
+    positional argument) and what a valid value is, for every way in's messages.
+    ``repeat``: a mapping or list field given one ``flag`` a value."""
+
+    flag: str
+    valid: str
+    metavar: str | None = None
+    repeat: bool = False
+
+
+#: The largest count a request may carry (as the settings' integers, 18 digits).
+MAX_COUNT = 10**18 - 1
+
+
+class QueryRequest(BaseModel):
+    """A query and optional per-request overrides of the ranking knobs.
+
+    Each field's description is what the OpenAPI schema, the MCP tool's schema and
+    ``nautilus-ranking query --help`` say about it; its :class:`Arg` is its flag.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: Annotated[str, Arg("", "a non-empty string", "TEXT")] = Field(
+        description="what to look for, in plain words", min_length=1
+    )
+    top_k: Annotated[int | None, Arg("--top-k", "an integer >= 1", "K")] = Field(
+        default=None,
+        description="keep the K best rows (the page size when paging); "
+        "replaces NAUTILUS_RANKING_TOP_K",
+    )
+    boosts: Annotated[
+        dict[str, str] | None,
+        Arg(
+            "--boost",
+            "an object {source_id: level}, levels -high, -medium, -low, low, medium, high",
+            "ID:LEVEL",
+            repeat=True,
+        ),
+    ] = Field(
+        default=None,
+        description="{source_id: level}: low < medium < high favour a source, "
+        "-low, -medium, -high hold one back; replaces NAUTILUS_SOURCE_BOOSTS",
+    )
+    idf: Annotated[bool | None, Arg("--idf", "true or false")] = Field(
+        default=None,
+        description="down-weight words that recur across the candidate rows "
+        "(the batch-local IDF); replaces NAUTILUS_RANKING_IDF",
+    )
+    sources: Annotated[
+        list[str] | None, Arg("--source", "a list of source ids", "ID", repeat=True)
+    ] = Field(
+        default=None,
+        json_schema_extra={"minItems": 1},  # [] is refused
+        description="ask only these sources (default: all)",
+    )
+    max_tokens: Annotated[int | None, Arg("--max-tokens", "an integer >= 1", "N")] = Field(
+        default=None,
+        description="hand over only the best rows that fit in N tokens, each "
+        "counted as it is handed over (the first row always, flagged when it alone is "
+        "over); replaces NAUTILUS_RANKING_MAX_TOKENS",
+    )
+    cut: Annotated[
+        str | None,
+        Arg(
+            "--cut",
+            "relative:A, floor:T or gap:G with a number in (0, 1], e.g. relative:0.8; or off",
+            "CUT",
+        ),
+    ] = Field(
+        default=None,
+        description="stop the ranking where relevance falls away (a prefix, "
+        "never before the first row): relative:0.8, floor:0.6 or gap:0.1; replaces "
+        "NAUTILUS_RANKING_CUT",
+    )
+    explain: Annotated[bool | None, Arg("--explain", "true or false")] = Field(
+        default=False,
+        description="show every score component and the request's effective ranking settings",
+    )
+    vectors: Annotated[bool | None, Arg("--vectors", "true or false")] = Field(
+        default=False,
+        description="keep each row's vector (its 'embedding' field); left out by default",
+    )
+    page: Annotated[int | None, Arg("--page", f"an integer from 1 to {MAX_PAGE}", "N")] = Field(
+        default=None,
+        description=f"page number (1 to {MAX_PAGE}) of top_k rows each: "
+        "page 2 is ranks top_k+1 to 2*top_k",
+    )
+    cursor: Annotated[
+        str | None, Arg("--cursor", "the next_cursor of an earlier response", "CURSOR")
+    ] = Field(
+        default=None,
+        description="the next_cursor of an earlier answer to the same query "
+        "and settings: its next page",
+    )
+
+    @field_validator("top_k", "page", "max_tokens", mode="before")
+    @classmethod
+    def _plain_count(cls, value: object) -> object:
+        if isinstance(value, bool):  # JSON true is not the number 1
+            raise ValueError("a boolean is not a number")
+        if isinstance(value, int) and abs(value) > MAX_COUNT:
+            raise ValueError(f"more than {len(str(MAX_COUNT))} digits")
+        return value
+
+
+def arg_of(name: str) -> Arg:
+    """The :class:`Arg` declared on the request field ``name``."""
+    found = next(m for m in QueryRequest.model_fields[name].metadata if isinstance(m, Arg))
+    return found
+
+
+def parse_request(payload: object) -> QueryRequest:
+    """The body as a :class:`QueryRequest`, or 422 naming each bad field."""
+    try:
+        return QueryRequest.model_validate(payload)
+    except ValidationError as exc:
+        fields = ", ".join(QueryRequest.model_fields)
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error["loc"]) or "body"
+            valid = _valid_for(error["type"], where, fields)
+            message = error["msg"]
+            problems.append(
+                Problem(where, cut(error.get("input")), message[:1].lower() + message[1:], valid)
+            )
+        raise invalid(problems) from None
+
+
+def _valid_for(error_type: str, where: str, fields: str) -> str:
+    if error_type == "extra_forbidden":
+        return fields
+    if error_type in ("model_type", "model_attributes_type"):
+        return "a JSON object with " + fields
+    name = where.split(".")[0]
+    if name in QueryRequest.model_fields:
+        return arg_of(name).valid
+    return "see the OpenAPI schema at /openapi.json"

@@ -1,0 +1,221 @@
+"""Stable pages past the top K: the same query and settings give the same pages.
+
+Page ``n`` (1-based) of size ``K`` is ranks ``(n-1)·K+1 … n·K`` of one ranking: the
+broker ranks the top ``n·K + 1`` with the same settings and the page is cut from it.
+The ranking is a sort of one batch by a total order (score, source, source rank),
+cut at ``top_k`` only at the end, and the batch does not depend on ``top_k`` — so
+the top ``n·K`` is a prefix of the top ``(n+1)·K`` and consecutive pages neither
+overlap nor skip a row; the extra row says whether a next page exists.
+
+A cursor is opaque to the caller (URL-safe base64 of a small JSON object): the page
+it points to, a key of the query and every setting that shapes the ranking, and a
+key of the sources' raw answers. A cursor is refused when the key differs (another
+query, page size, boosts, idf, sources, embedder: its pages would belong to another
+ranking) and when the sources' answers changed since its page was made (a row
+added, a source failed or came back: the next page could repeat or skip rows).
+The HTTP API, the MCP tool and ``nautilus-ranking query`` share this module, so a cursor
+made by one is honoured by the others.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.embedders import Embedder
+from nautilus_ranking.errors import NautilusError, Problem, cut
+from nautilus_ranking.records import BrokerResponse
+from nautilus_ranking.response_hash import compute_response_hash
+from nautilus_ranking.synthesis.ranking import RankingSynthesizer
+
+_VERSION = 1
+#: The characters a cursor is made of (URL-safe base64, unpadded).
+_CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]+")
+#: The deepest page a request may ask for: page n ranks n·K + 1 rows.
+MAX_PAGE = 1000
+_FIELDS = "query, top_k, boosts, idf, sources, cut"
+
+
+class PageError(NautilusError, ValueError):
+    """A page or cursor that cannot be served; ``stale`` when the data moved under it."""
+
+    def __init__(
+        self, field: str, value: str, reason: str, valid: str, stale: bool = False
+    ) -> None:
+        self.field, self.value, self.reason, self.valid = field, value, reason, valid
+        super().__init__(self.problem.message)
+        self.stale = stale
+
+    @property
+    def problem(self) -> Problem:
+        """The refused page or cursor as a :class:`Problem`, named by its field."""
+        return Problem(self.field, self.value, self.reason, self.valid)
+
+
+@dataclass(frozen=True)
+class Paging:
+    """One page of one ranking: its number, its size, and the keys its cursor carries."""
+
+    number: int
+    size: int
+    key: str
+    data_key: str | None = None  # from the cursor: the answers its page was cut from
+
+    @property
+    def rank_top_k(self) -> int:
+        """How many rows to rank: this page and the previous ones, plus one to see past it."""
+        return self.number * self.size + 1
+
+    def synthesizer(
+        self, settings: NautilusSettings, embedder: Embedder | None
+    ) -> RankingSynthesizer:
+        """The page's ranker: the request's settings with a deeper ``top_k``."""
+        deeper = settings.model_copy(update={"ranking_top_k": self.rank_top_k})
+        return RankingSynthesizer.from_settings(deeper, embedder=embedder)
+
+    def cut(self, response: BrokerResponse) -> tuple[BrokerResponse, dict[str, Any]]:
+        """The page's rows out of the deeper response (``data`` and its hash follow),
+        and the ``page`` object: number, size, ranks shown, the next page's cursor."""
+        data_key = _data_key(response.source_response_hashes)
+        if self.data_key is not None and data_key != self.data_key:
+            raise PageError(
+                "cursor",
+                f"page {self.number}",
+                "the sources' answers changed since this cursor was made "
+                "(rows added or removed, or a source failed or recovered), so "
+                "this page could repeat or skip rows",
+                "no cursor: ask for the first page again",
+                stale=True,
+            )
+        start = (self.number - 1) * self.size
+        rows = response.ranking[start : start + self.size]
+        more = len(response.ranking) > start + self.size
+        data: dict[str, list[dict[str, Any]]] = {sid: [] for sid in response.data}
+        for ranked in rows:
+            data.setdefault(ranked.source_id, []).append(ranked.row)
+        page = replace(response, ranking=rows, data=data, response_hash=compute_response_hash(data))
+        following = Paging(self.number + 1, self.size, self.key, data_key)
+        info = {
+            "number": self.number,
+            "size": self.size,
+            "first_rank": start + 1 if rows else None,
+            "last_rank": start + len(rows) if rows else None,
+            "next_cursor": following.cursor() if more else None,
+        }
+        return page, info
+
+    def cursor(self) -> str:
+        """This page's cursor (the data key is that of the page before it)."""
+        body = {"v": _VERSION, "n": self.number, "k": self.key, "d": self.data_key}
+        raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def ranking_key(query: str, settings: NautilusSettings, source_ids: Sequence[str]) -> str:
+    """A short digest of the query and everything that shapes its ranking."""
+    shape = {
+        "query": query,
+        "top_k": settings.ranking_top_k,
+        "idf": settings.ranking_idf,
+        "boosts": sorted(settings.source_boosts.items()),
+        "max_candidates": settings.ranking_max_candidates,
+        "dedup_key": settings.ranking_dedup_key,
+        "embedder": settings.embedder,
+        "sources": list(source_ids),
+    }
+    if settings.ranking_cut is not None:  # a cut ends the ranking sooner: other pages
+        shape["cut"] = settings.ranking_cut
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _data_key(source_hashes: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(sorted(source_hashes.items())).encode()).hexdigest()[:24]
+
+
+def paging(
+    query: str,
+    settings: NautilusSettings,
+    source_ids: Sequence[str],
+    *,
+    page: int | None = None,
+    cursor: str | None = None,
+) -> Paging | None:
+    """The page asked for (``page`` or ``cursor``, not both), None when neither is given.
+
+    ``settings`` are the request's effective settings (its overrides applied); the
+    page size is their ``ranking_top_k``.
+    """
+    if page is None and cursor is None:
+        return None
+    if page is not None and cursor is not None:
+        raise PageError(
+            "page",
+            str(page),
+            "both page and cursor given",
+            "one of them: page for a page by number, cursor to continue",
+        )
+    size = settings.ranking_top_k
+    if size is None:
+        raise PageError(
+            "top_k",
+            "(unset)",
+            "paging needs a page size",
+            "an integer >= 1 (top_k, or NAUTILUS_RANKING_TOP_K)",
+        )
+    key = ranking_key(query, settings, source_ids)
+    if page is not None:
+        if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
+            raise PageError(
+                "page", cut(page), "not a page number", f"an integer from 1 to {MAX_PAGE}"
+            )
+        return Paging(page, size, key)
+    number, made_for, data_key = _decode(cursor)
+    if made_for != key:
+        raise PageError(
+            "cursor",
+            cut(cursor),
+            "made for another query or other settings "
+            f"(one of {_FIELDS}, or the service's ranking settings, differs)",
+            "the next_cursor of a response to this same query and settings",
+        )
+    return Paging(number, size, key, data_key)
+
+
+def _decode(cursor: object) -> tuple[int, str, str | None]:
+    bad = PageError(
+        "cursor",
+        cut(cursor),
+        "not a cursor nautilus made",
+        "the next_cursor of an earlier response, unchanged",
+    )
+    if (
+        not isinstance(cursor, str)
+        or not cursor
+        or len(cursor) > 512
+        or not _CURSOR_TEXT.fullmatch(cursor)
+    ):  # base64 would skip other characters
+        raise bad
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        body = json.loads(raw)
+    except (binascii.Error, ValueError):
+        raise bad from None
+    if not isinstance(body, dict) or body.get("v") != _VERSION:
+        raise bad
+    number, key, data_key = body.get("n"), body.get("k"), body.get("d")
+    if (
+        isinstance(number, bool)
+        or not isinstance(number, int)
+        or not 2 <= number <= MAX_PAGE
+        or not isinstance(key, str)
+        or not isinstance(data_key, str)
+    ):
+        raise bad
+    return number, key, data_key

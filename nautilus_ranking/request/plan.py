@@ -1,0 +1,169 @@
+"""A request's overrides turned into what it runs: a broker (shared, or a light
+per-request one) and the page to cut from its answer.
+
+Overrides go through the same parsers as the environment variables
+(``collect_source_boosts`` for ``boosts``, the integer and boolean parsers for
+``top_k`` and ``idf``), so a level or an id means the same thing in a manifest
+and in a request; a bad value is refused (422 over HTTP) instead of being skipped,
+because the caller is there to fix it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nautilus_ranking.broker import Broker, synthesizer_for
+from nautilus_ranking.config import NautilusSettings, collect_source_boosts
+from nautilus_ranking.embedders import Embedder
+from nautilus_ranking.errors import Problem, cut
+from nautilus_ranking.records import BrokerResponse
+from nautilus_ranking.request.errors import ProblemError, invalid
+from nautilus_ranking.request.model import QueryRequest, arg_of
+from nautilus_ranking.request.pages import PageError, Paging, paging
+from nautilus_ranking.settings_parsing import parse_bool, parse_int, parse_ranking_cut
+from nautilus_ranking.synthesis.base import Synthesizer
+
+OVERRIDES = ("top_k", "boosts", "idf", "sources", "max_tokens", "cut")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one request runs: a broker (shared, or a light per-request one), the
+    settings it ranks under (the engine's with the request's overrides), and the page
+    to cut from its answer when the request asked for one."""
+
+    broker: Broker
+    effective: NautilusSettings
+    explain: dict[str, Any]
+    paging: Paging | None = None
+
+
+#: The request fields that replace one setting each, parsed as that setting's variable is.
+_SCALARS: tuple[tuple[str, str, Callable[[str, object], tuple[Any, Problem | None]]], ...] = (
+    ("top_k", "ranking_top_k", parse_int),
+    ("idf", "ranking_idf", lambda name, raw: parse_bool(name, raw, False)),
+    ("max_tokens", "ranking_max_tokens", parse_int),
+    ("cut", "ranking_cut", parse_ranking_cut),
+)
+
+
+def plan(
+    request: QueryRequest,
+    broker: Broker,
+    settings: NautilusSettings,
+    embedder: Embedder | None,
+    max_query_chars: int,
+) -> Plan:
+    """Validate the overrides against the settings' parsers and the broker's sources."""
+    problems: list[Problem] = []
+    if len(request.query) > max_query_chars:
+        problems.append(
+            Problem(
+                "query",
+                f"({len(request.query)} characters)",
+                "too long (NAUTILUS_SERVE_MAX_QUERY_CHARS)",
+                f"at most {max_query_chars} characters",
+            )
+        )
+    ids = [s.id for s in broker.sources]
+    known = {i.lower(): i for i in ids}
+    update: dict[str, Any] = {}
+    for name, setting, parse in _SCALARS:
+        raw = getattr(request, name)
+        if raw is not None:
+            value, problem = parse(name, raw)
+            if problem:
+                problems.append(Problem(name, problem.value, problem.reason, arg_of(name).valid))
+            update[setting] = value
+    if request.boosts is not None:
+        boosts, boost_problems = collect_source_boosts(request.boosts)
+        problems.extend(Problem("boosts", p.value, p.reason, p.valid) for p in boost_problems)
+        for sid in boosts:
+            if sid not in known:
+                problems.append(Problem("boosts", sid, f"no source has id {sid!r}", ", ".join(ids)))
+        update["source_boosts"] = boosts
+    chosen = list(broker.sources)
+    if request.sources is not None:
+        wanted = [s.strip().lower() for s in request.sources]
+        for raw, sid in zip(request.sources, wanted, strict=True):
+            if sid not in known:
+                problems.append(Problem("sources", cut(raw), "unknown source id", ", ".join(ids)))
+        if not wanted:
+            problems.append(
+                Problem("sources", "[]", "no source asked", "one or more of: " + ", ".join(ids))
+            )
+        chosen = [s for s in broker.sources if s.id.lower() in set(wanted)]
+    effective = settings.model_copy(update=update) if update else settings
+    pages = None
+    if not problems:
+        try:
+            pages = paging(
+                request.query,
+                effective,
+                [s.id for s in chosen],
+                page=request.page,
+                cursor=request.cursor,
+            )
+        except PageError as exc:
+            problems.append(exc.problem)
+    if problems:
+        raise invalid(problems)
+    explain = {
+        "synthesizer": type(broker.synthesizer).__name__,
+        "top_k": effective.ranking_top_k,
+        "idf": effective.ranking_idf,
+        "boosts": effective.source_boosts,
+        "sources": [s.id for s in chosen],
+        "max_tokens": effective.ranking_max_tokens,
+        "cut": effective.ranking_cut,
+        "overrides": [name for name in OVERRIDES if getattr(request, name) is not None],
+    }
+    if pages is not None:
+        explain["page"] = pages.number
+    # The budget is the core's to apply (to the page, counted as each way in hands rows
+    # over): the broker that runs the request has none of its own.
+    if not update and request.sources is None and pages is None and broker.max_tokens is None:
+        return Plan(broker, effective, explain)
+    synthesizer: Synthesizer = broker.synthesizer
+    if pages is not None:
+        synthesizer = pages.synthesizer(effective, embedder)
+    elif set(update) - {"ranking_max_tokens"}:
+        synthesizer = synthesizer_for(effective, embedder)
+    explain["synthesizer"] = type(synthesizer).__name__
+    return Plan(Broker(chosen, synthesizer, broker.limit), effective, explain, pages)
+
+
+def cut_page(
+    run: Plan,
+    response: BrokerResponse,
+) -> tuple[BrokerResponse, dict[str, Any] | None]:
+    """The asked page of ``response`` and its ``page`` object (the response as it is
+    when no page was asked); 409 when the sources' answers moved under the cursor."""
+    if run.paging is None:
+        return response, None
+    try:
+        return run.paging.cut(response)
+    except PageError as exc:
+        raise ProblemError(
+            409,
+            "cursor-stale",
+            "Cursor out of date",
+            str(exc),
+            extra={"field": exc.field, "value": exc.value, "valid": exc.valid},
+        ) from None
+
+
+def forbid_overrides(request: QueryRequest) -> None:
+    """403 when the operator turned overrides off and the request carries one."""
+    given = [name for name in OVERRIDES if getattr(request, name) is not None]
+    if given:
+        raise ProblemError(
+            403,
+            "overrides-forbidden",
+            "Overrides forbidden",
+            f"this service does not accept per-request overrides ({', '.join(given)}): "
+            "NAUTILUS_SERVE_ALLOW_OVERRIDES=false",
+            extra={"field": given[0], "setting": "NAUTILUS_SERVE_ALLOW_OVERRIDES"},
+        )

@@ -1,0 +1,332 @@
+"""Where a retriever's hits come from: a :class:`Broker` in this process, or the
+HTTP API of a running ``nautilus-ranking serve``. Both give the same :class:`Hit` rows in the
+same order as ``nautilus-ranking query --json`` with the same settings."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from nautilus_ranking.broker import Broker, run_sync
+from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.records import BrokerResponse, RankedRow
+from nautilus_ranking.request.answer import Answer, answer, answer_sync
+from nautilus_ranking.request.engine import Engine
+from nautilus_ranking.request.errors import ProblemError
+from nautilus_ranking.request.model import QueryRequest, parse_request
+from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json
+
+#: What a retriever may set on its requests: every request field but the query.
+OVERRIDE_FIELDS: tuple[str, ...] = tuple(
+    name for name in QueryRequest.model_fields if name != "query"
+)
+#: Row fields never copied into a hit's text or fields (vectors are for the ranker).
+_HIDDEN = frozenset({"embedding"})
+#: The largest answer read from a service by default (bytes; ``max_answer_bytes``): a
+#: bigger one is refused as it streams in, never read whole. A service answers with the
+#: rows without their vectors: 100 rows of 10 KB are 1 MB.
+MAX_ANSWER_BYTES = 32 << 20
+#: What a malformed answer can raise while it is read into hits.
+_MALFORMED = (
+    KeyError,
+    IndexError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    OverflowError,
+    RecursionError,
+)
+
+
+class ServiceError(NautilusError, RuntimeError):
+    """The service refused the query (problem+json) or could not be reached."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One ranked row: where it came from, its place and score, and why."""
+
+    source: str
+    id: Any
+    score: float | None  # None when ranking is off (a passthrough has no scores)
+    rank: int
+    text: str
+    fields: dict[str, Any]
+    explanation: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        """The row's stable name, what a framework's document id is: ``source:id``, or
+        for a row without an id a digest of its content (:func:`row_key`)."""
+        return row_key(self.source, self.id, self.fields)
+
+    def metadata(self) -> dict[str, Any]:
+        """What both frameworks carry beside the text."""
+        return {
+            "source": self.source,
+            "id": self.id,
+            "score": self.score,
+            "rank": self.rank,
+            "explanation": self.explanation,
+            "fields": self.fields,
+        }
+
+
+#: Fields a source adds per query (a score, the match that found a graph row): left out
+#: of a row's content digest, so the same row has one key whatever the query.
+_PER_QUERY = frozenset(
+    {
+        "embedding",
+        "embedding_model",
+        "similarity",
+        "bm25",
+        "rank",
+        "distance",
+        "relation",
+        "direction",
+        "via",
+        "edge",
+    }
+)
+
+
+def row_key(source: str, row_id: Any, row: Mapping[str, Any]) -> str:
+    """``source:id``; for a row without an id, ``source:sha256-`` and 16 hex digits of
+    its content (its canonical JSON, the per-query fields left out) — the same row has
+    the same key in every call, never one that depends on its rank."""
+    if row_id is not None and row_id != "":
+        return f"{source}:{row_id}"
+    content = {k: v for k, v in row.items() if k not in _PER_QUERY}
+    try:
+        text = canonical_json(content)
+    except NoCanonicalFormError:
+        text = json.dumps(content, sort_keys=True, default=repr)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{source}:sha256-{digest[:16]}"
+
+
+def row_text(row: Mapping[str, Any]) -> str:
+    """A row's text for a model to read: its string fields, one a line (the id left
+    out, it is in the metadata)."""
+    parts = [v for k, v in row.items() if isinstance(v, str) and k != "id" and k not in _HIDDEN]
+    return "\n".join(parts) or str(row.get("id", ""))
+
+
+def _hit(source: str, row: Mapping[str, Any], explanation: dict[str, Any], ranked: bool) -> Hit:
+    fields = {k: v for k, v in row.items() if k not in _HIDDEN}
+    why = {k: v for k, v in explanation.items() if k not in ("source_id", "id", "rank", "score")}
+    score = explanation.get("score")
+    return Hit(
+        source,
+        row.get("id"),
+        float(score) if ranked and score is not None else None,
+        int(explanation["rank"]),
+        row_text(row),
+        fields,
+        why,
+    )
+
+
+def _document_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
+    """A row as a retriever hands it over: its document's text and metadata (what a
+    token budget counts)."""
+    hit = _hit(row.source_id, row.row, row.explain(), ranked)
+    return hit.text + "\n" + json.dumps(hit.metadata(), sort_keys=True, default=str)
+
+
+def hits_of(response: BrokerResponse, ranked: bool = True) -> list[Hit]:
+    """A broker's answer as hits, best first (``ranked``: its synthesizer scored them)."""
+    return [_hit(r.source_id, r.row, r.explain(), ranked) for r in response.ranking]
+
+
+def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
+    """``POST /v1/query``'s JSON answer as hits, best first (each ranking entry's row
+    is the next one of its source in ``data``, in rank order)."""
+    taken: dict[str, int] = {}
+    hits = []
+    for entry in body["ranking"]:
+        source = entry["source_id"]
+        at = taken.get(source, 0)
+        taken[source] = at + 1
+        hits.append(
+            _hit(source, body["data"][source][at], entry, body.get("ranking_enabled", True))
+        )
+    return hits
+
+
+@dataclass
+class HitSource:
+    """A broker or a service URL, and the request's overrides: any field of
+    :class:`~nautilus.request.model.QueryRequest` but the query (``top_k``, ``boosts``,
+    ``sources``, ``idf`` …), by name.
+
+    With a ``broker`` the request is answered in this process by the request core, as
+    ``nautilus-ranking query`` answers it; with a ``url`` it is sent as a ``POST /v1/query``
+    body. Either way the overrides start from the broker's (or service's) settings.
+    """
+
+    broker: Broker | None = None
+    url: str | None = None
+    api_key: str | None = None
+    timeout_s: float = 30.0
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    max_answer_bytes: int = MAX_ANSWER_BYTES
+    _core: Engine | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.broker is None) == (self.url is None):
+            raise ValueError(
+                "give exactly one of broker= (in-process) or url= (a running "
+                "nautilus-ranking serve, e.g. 'http://127.0.0.1:8000')"
+            )
+        unknown = sorted(set(self.overrides) - set(OVERRIDE_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"unknown request field(s) {', '.join(unknown)} (valid: "
+                f"{', '.join(OVERRIDE_FIELDS)})"
+            )
+        self.overrides = {k: v for k, v in self.overrides.items() if v is not None}
+
+    def _engine(self, broker: Broker) -> Engine:
+        """The in-process broker as the request core runs it (assembled on first use)."""
+        if self._core is None:
+            self._core = Engine.of(broker)
+        return self._core
+
+    def _request(self, query: str) -> QueryRequest:
+        """The request this retriever sends for ``query`` (a bad field is a ServiceError)."""
+        payload = {
+            "query": query,
+            **{
+                k: dict(v) if isinstance(v, Mapping) else list(v) if isinstance(v, tuple) else v
+                for k, v in self.overrides.items()
+            },
+        }
+        with _refused_as_service_error():
+            return parse_request(payload)
+
+    def _answer(self, result: Answer) -> list[Hit]:
+        return hits_of(result.response, result.ranked)
+
+    def _body(self, query: str) -> dict[str, Any]:
+        return self._request(query).model_dump(exclude_defaults=True)
+
+    def _headers(self) -> dict[str, str]:
+        return {
+            **self.headers,
+            **({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}),
+        }
+
+    def _endpoint(self) -> str:
+        return str(self.url).rstrip("/") + "/v1/query"
+
+    def hits(self, query: str) -> list[Hit]:
+        if self.broker is not None:
+            with _refused_as_service_error():
+                return self._answer(
+                    answer_sync(self._engine(self.broker), self._request(query), _document_text)
+                )
+        body = self._body(query)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # the usual case: this thread's own loop
+            return run_sync(self._post(body), "hits()", "await ahits(...)")
+        # called synchronously inside a running loop (a notebook): a thread of its own
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, self._post(body)).result()
+
+    async def ahits(self, query: str) -> list[Hit]:
+        if self.broker is not None:
+            with _refused_as_service_error():
+                return self._answer(
+                    await answer(
+                        self._engine(self.broker), self._request(query), row_text=_document_text
+                    )
+                )
+        return await self._post(self._body(query))
+
+    async def _post(self, body: dict[str, Any]) -> list[Hit]:
+        """One ``POST /v1/query``, all of it — connecting, the headers, the body — within
+        ``timeout_s`` (httpx's own timeouts are per read: a server sending a byte a
+        second would hold the call for ever), its body read as it streams in and
+        refused past ``max_answer_bytes``; anything but a query answer is a
+        :class:`ServiceError`."""
+        endpoint = self._endpoint()
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                status, raw = await self._exchange(endpoint, body)
+        except TimeoutError:
+            raise ServiceError(
+                f"{endpoint}: no complete answer within timeout_s={self.timeout_s:g} s"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ServiceError(f"{endpoint}: {type(exc).__name__}: {exc}") from None
+        return parse_answer(endpoint, status, raw)
+
+    async def _exchange(self, endpoint: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        async with (
+            httpx.AsyncClient(timeout=self.timeout_s) as client,
+            client.stream("POST", endpoint, json=body, headers=self._headers()) as response,
+        ):
+            declared = response.headers.get("content-length", "")
+            cap = self.max_answer_bytes
+            if declared.isdigit() and int(declared) > cap:
+                raise ServiceError(_too_large(endpoint, cap, f"{int(declared):,} declared"))
+            raw = bytearray()
+            async for chunk in response.aiter_bytes():
+                raw += chunk
+                if len(raw) > cap:
+                    raise ServiceError(_too_large(endpoint, cap, "more streamed"))
+            return response.status_code, bytes(raw)
+
+
+@contextlib.contextmanager
+def _refused_as_service_error() -> Iterator[None]:
+    """A request the core refuses (a bad field) as the retrievers' documented error."""
+    try:
+        yield
+    except ProblemError as exc:
+        raise ServiceError(f"invalid request: {exc.detail}") from None
+
+
+def _too_large(endpoint: str, cap: int, what: str) -> str:
+    return (
+        f"{endpoint}: answer larger than max_answer_bytes={cap:,} ({what}); ask for "
+        "fewer rows (top_k) or raise max_answer_bytes"
+    )
+
+
+def parse_answer(endpoint: str, status: int, raw: bytes) -> list[Hit]:
+    """A service's answer (status and body) as hits, or a :class:`ServiceError` saying
+    what is wrong with it: a refusal (its problem+json detail), a body that is not
+    JSON or not a query answer (never a raw ``KeyError`` or ``JSONDecodeError``)."""
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        body, problem = None, "JSON nested too deeply"
+    except ValueError as exc:  # not JSON, not UTF-8, past the digit limit
+        body, problem = None, f"not JSON ({str(exc)[:120]})"
+    else:
+        problem = ""
+    if status != 200:
+        detail = body.get("detail") if isinstance(body, dict) else None
+        shown = str(detail) if detail is not None else raw[:300].decode("utf-8", "replace")
+        raise ServiceError(f"nautilus-ranking serve answered {status}: {shown[:300]}")
+    if problem:
+        raise ServiceError(f"{endpoint}: the answer is {problem}")
+    if not isinstance(body, dict):
+        raise ServiceError(f"{endpoint}: the answer is not a JSON object ({type(body).__name__})")
+    try:
+        return hits_of_json(body)
+    except _MALFORMED as exc:
+        what = f"{type(exc).__name__}: {str(exc)[:120]}"
+        raise ServiceError(f"{endpoint}: the answer is not a query answer ({what})") from None

@@ -1,0 +1,122 @@
+"""A token budget: the ranked rows, in rank order, that fit in ``max_tokens``.
+
+Each row is counted as the caller receives it — the text a transport hands over
+for it (a JSON object, an MCP text block, a retriever document), not one of its
+fields — with :func:`nautilus_ranking.selection.tokens.count_tokens`. Rows are taken in rank
+order while they fit; a row that does not fit is skipped and the next one tried (a
+long row never hides the short ones below it); the first row is always handed over,
+flagged when it alone is over the budget (an agent gets the best row whole rather
+than nothing). What frames the rows (brackets, separators, the response's other
+fields) is not counted.
+
+:func:`entry_text` is the default text of one ranked row: its ranking entry as the
+response carries it (``id`` and the score components) with the row under ``row``, as
+canonical JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nautilus_ranking.records import SCORE_FIELDS, VECTOR_FIELDS, RankedRow
+from nautilus_ranking.selection.tokens import count_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetResult:
+    """What a budget kept of a ranked list.
+
+    ``kept``: the indices of the rows handed over, increasing (a subsequence of the
+    ranking); ``tokens_used``: their tokens; ``left_out``: how many rows were not
+    handed over; ``over_budget_first``: the first row alone is over ``max_tokens``
+    (it is handed over anyway, and nothing else is).
+    """
+
+    max_tokens: int
+    kept: tuple[int, ...]
+    tokens_used: int
+    left_out: int
+    over_budget_first: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """The budget as a response reports it."""
+        return {
+            "max_tokens": self.max_tokens,
+            "tokens_used": self.tokens_used,
+            "rows_left_out": self.left_out,
+            "first_row_over_budget": self.over_budget_first,
+        }
+
+
+def fit_counts(counts: Sequence[int], max_tokens: int) -> BudgetResult:
+    """:func:`fit_budget` on the rows' token counts."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+    if not counts:
+        return BudgetResult(max_tokens, (), 0, 0, False)
+    first = counts[0]
+    if first > max_tokens:
+        return BudgetResult(max_tokens, (0,), first, len(counts) - 1, True)
+    kept = [0]
+    used = first
+    for i in range(1, len(counts)):
+        cost = counts[i]
+        if used + cost <= max_tokens:
+            kept.append(i)
+            used += cost
+    return BudgetResult(max_tokens, tuple(kept), used, len(counts) - len(kept), False)
+
+
+def fit_budget(
+    rows_as_text: Sequence[str], max_tokens: int, exact: bool | None = None
+) -> BudgetResult:
+    """The rows (each as the text the caller receives) that fit in ``max_tokens``, in
+    rank order; see the module docstring. ``exact`` as in :func:`count_tokens`."""
+    return fit_counts(count_tokens(rows_as_text, exact), max_tokens)
+
+
+def ranking_entry(ranked: RankedRow, vectors: bool = False, scored: bool = True) -> dict[str, Any]:
+    """One ranked row as a response carries it: its ranking entry (``id`` and the score
+    components; ``null`` each when not ``scored``, as a passthrough's response writes
+    them) and the row under ``row`` (its vector fields left out unless ``vectors``;
+    the row itself is never changed)."""
+    row = ranked.row
+    if not vectors and not VECTOR_FIELDS.isdisjoint(row):
+        row = {k: v for k, v in row.items() if k not in VECTOR_FIELDS}
+    entry = {"id": ranked.row.get("id"), **ranked.explain(), "row": row}
+    if not scored:
+        entry.update(dict.fromkeys(SCORE_FIELDS))
+    return entry
+
+
+def entry_text(ranked: RankedRow, vectors: bool = False, scored: bool = True) -> str:
+    """:func:`ranking_entry` as canonical JSON: the default text a row is counted as."""
+    return json.dumps(
+        ranking_entry(ranked, vectors, scored), sort_keys=True, separators=(",", ":"), default=str
+    )
+
+
+def apply_budget(
+    data: Mapping[str, list[dict[str, Any]]],
+    ranking: Sequence[RankedRow],
+    max_tokens: int,
+    text: Callable[[RankedRow], str] = entry_text,
+    exact: bool | None = None,
+) -> tuple[dict[str, list[dict[str, Any]]], list[RankedRow], BudgetResult]:
+    """The response's ``data`` and ``ranking`` cut to the rows that fit in ``max_tokens``,
+    each row counted as ``text(row)`` (default :func:`entry_text`; a transport passes
+    the text it hands over), and what the budget did.
+
+    Every source keeps its key in ``data`` (an empty list when none of its rows fit),
+    its rows in rank order; the kept rows keep their ``rank``, so a gap shows where a
+    row was skipped (and the text counted is the text handed over).
+    """
+    result = fit_budget([text(r) for r in ranking], max_tokens, exact)
+    kept = [ranking[i] for i in result.kept]
+    out: dict[str, list[dict[str, Any]]] = {sid: [] for sid in data}
+    for ranked in kept:
+        out.setdefault(ranked.source_id, []).append(ranked.row)
+    return out, kept, result

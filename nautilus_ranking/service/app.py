@@ -1,0 +1,307 @@
+"""The FastAPI application: one broker per worker, built in the lifespan from settings.
+
+Routes: ``POST /v1/query``, ``GET /v1/config``, ``/healthz``, ``/readyz``,
+``/metrics``. Every response carries ``X-Request-ID``; every request logs one
+``http_request`` line; every error is problem+json with the request id, never a
+stack trace (the log has the detail).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from nautilus_ranking import __version__
+from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.errors import Problem, cut
+from nautilus_ranking.log import configure_logging, get_logger
+from nautilus_ranking.request.errors import ProblemError, invalid
+from nautilus_ranking.request.model import QueryRequest, parse_request
+from nautilus_ranking.service import metrics
+from nautilus_ranking.service.limits import (
+    check_api_key,
+    key_matches,
+    load_api_keys,
+    parse_json_body,
+    read_body,
+    request_id_of,
+)
+from nautilus_ranking.service.problems import problem_response, strict_json
+from nautilus_ranking.service.state import ServerState
+
+logger = get_logger("nautilus_ranking.service")
+
+_ROUTES = frozenset({"/v1/query", "/v1/config", "/healthz", "/readyz", "/metrics", "/openapi.json"})
+_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|DSN", re.IGNORECASE)
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def create_app(settings: NautilusSettings | None = None) -> FastAPI:
+    """The application (``uvicorn --factory nautilus_ranking.service.app:create_app``)."""
+    settings = settings if settings is not None else NautilusSettings()
+    configure_logging(settings.log_level, settings.log_format)
+    api_keys = load_api_keys(settings.serve_api_keys_file)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = ServerState.build(settings)
+        app.state.service = state
+        async with state.running("serve"):
+            yield
+
+    # No /docs or /redoc: FastAPI's pages load their scripts from a CDN, so offline (or
+    # behind a strict egress policy) they are blank; any OpenAPI viewer reads the schema.
+    # With API keys the schema needs one too: an unauthenticated caller learns only what
+    # the probes say.
+    app = FastAPI(
+        title="nautilus-ranking",
+        version=__version__,
+        lifespan=lifespan,
+        description="The ranking layer for retrieval brokers, over HTTP.",
+        openapi_url=None if api_keys else "/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+    )
+    _add_routes(app)
+    if api_keys:
+
+        @app.get("/openapi.json", include_in_schema=False)
+        async def openapi(request: Request) -> Response:
+            check_api_key(request, _state(request).api_keys)
+            return JSONResponse(app.openapi())
+
+    _add_error_handlers(app)
+    if settings.serve_cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.serve_cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type", "Authorization", "X-API-Key", "X-Request-ID"],
+            expose_headers=["X-Request-ID", "Retry-After"],
+        )
+    app.add_middleware(RequestContext)
+    return app
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.service
+    return state
+
+
+def _request_id(request: Request) -> str:
+    rid: str = request.scope.get("state", {}).get("request_id") or uuid.uuid4().hex
+    return rid
+
+
+_QUERY_SCHEMA = QueryRequest.model_json_schema()
+_PROBLEM = {"content": {"application/problem+json": {"schema": {"type": "object"}}}}
+
+
+def _add_routes(app: FastAPI) -> None:
+    @app.post(
+        "/v1/query",
+        summary="Rank every source's rows for a query",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _QUERY_SCHEMA}},
+            }
+        },
+        responses={
+            401: _PROBLEM,
+            403: _PROBLEM,
+            409: _PROBLEM,
+            413: _PROBLEM,
+            422: _PROBLEM,
+            503: _PROBLEM,
+            504: _PROBLEM,
+        },
+    )
+    async def query(request: Request) -> Response:
+        """The BrokerResponse as JSON — the same object as ``nautilus-ranking query --json``.
+
+        A JSON body is accepted whatever its Content-Type (``curl -d`` works).
+        """
+        state = _state(request)
+        check_api_key(request, state.api_keys)
+        # The body first, under its own deadline: a slow client never holds a slot.
+        body = await read_body(
+            request, state.settings.serve_max_body_bytes, state.settings.serve_body_timeout_s
+        )
+        result = await state.answer(parse_request(parse_json_body(body)), _request_id(request))
+        return Response(strict_json(result.to_json()), media_type="application/json")
+
+    @app.get("/v1/config", summary="Effective settings and skipped problems")
+    async def config(request: Request) -> dict[str, Any]:
+        state = _state(request)
+        check_api_key(request, state.api_keys)
+        return {
+            "settings": {k: _mask(k, v) for k, v in state.settings.effective().items()},
+            "ranking_enabled": state.settings.ranking_enabled,
+            "synthesizer": type(state.engine.broker.synthesizer).__name__,
+            "sources": state.engine.source_ids,
+            "skipped": [
+                {
+                    "variable": p.variable,
+                    "value": _mask(p.variable, p.value),
+                    "reason": p.reason,
+                    "valid": p.valid,
+                }
+                for p in state.engine.problems
+            ],
+        }
+
+    @app.get("/healthz", summary="The process is alive (touches no dependency)")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", summary="Every source answered a probe recently", responses={503: _PROBLEM})
+    async def readyz(request: Request) -> Response:
+        """With API keys configured, only a caller with a key sees the sources and why
+        they fail (driver errors name hosts); a probe gets the status alone."""
+        state = _state(request)
+        detailed = not state.api_keys or key_matches(request, state.api_keys)
+        failing = state.readiness.failing()
+        if failing:
+            detail = (
+                "sources not answering: " + ", ".join(sorted(failing))
+                if detailed
+                else f"{len(failing)} source(s) not answering"
+            )
+            raise ProblemError(
+                503,
+                "not-ready",
+                "Not ready",
+                detail,
+                extra={"failing": failing} if detailed else {},
+                headers={"Retry-After": "5"},
+            )
+        body: dict[str, Any] = {"status": "ready"}
+        if detailed:
+            body["sources"] = sorted(state.readiness.health)
+        return Response(json.dumps(body).encode(), media_type="application/json")
+
+    @app.get(
+        "/metrics", summary="Prometheus metrics (all workers)", response_class=PlainTextResponse
+    )
+    async def prometheus() -> Response:
+        payload, content_type = metrics.render()
+        return Response(payload, media_type=content_type)
+
+
+def _mask(name: str, value: Any) -> Any:
+    """Never a secret in a response: named secrets hidden, URL credentials cut."""
+    if value is None:
+        return None
+    if _SECRET_NAME.search(name) and not name.endswith("_FILE"):
+        return "***"
+    if isinstance(value, str):
+        return _URL_CREDENTIALS.sub("***@", value)
+    return value
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    async def on_problem(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, ProblemError):  # registered for ProblemError only
+            raise exc
+        if exc.status == 503 and exc.slug == "overloaded":
+            metrics.REJECTED.labels("overloaded").inc()
+        elif exc.slug == "body-timeout":  # the live view of stalled clients
+            metrics.REJECTED.labels("body_timeout").inc()
+        return problem_response(exc, _request_id(request))
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, StarletteHTTPException):
+            raise exc
+        error = ProblemError(
+            exc.status_code,
+            f"http-{exc.status_code}",
+            str(exc.detail) if exc.detail else "Error",
+            f"{request.method} {request.url.path}: {exc.detail}",
+            headers=dict(exc.headers or {}),
+        )
+        return problem_response(error, _request_id(request))
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, RequestValidationError):
+            raise exc
+        problems = [
+            Problem(
+                ".".join(str(p) for p in e["loc"]),
+                cut(e.get("input")),
+                str(e["msg"]).lower(),
+                "see /openapi.json",
+            )
+            for e in exc.errors()
+        ]
+        return problem_response(invalid(problems), _request_id(request))
+
+    app.add_exception_handler(ProblemError, on_problem)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(RequestValidationError, on_validation)
+
+
+class RequestContext:
+    """Pure ASGI middleware: request id, one access-log line, request metrics, and the
+    last line of defence — an unexpected error becomes a 500 problem with the request
+    id (the log carries the exception)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = request_id_of(scope["headers"])
+        scope.setdefault("state", {})["request_id"] = rid
+        started = time.perf_counter()
+        status = 500
+        sent_start = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, sent_start
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                sent_start = True
+                MutableHeaders(scope=message)["X-Request-ID"] = rid
+            await send(message)
+
+        path: str = scope["path"]
+        with structlog.contextvars.bound_contextvars(request_id=rid):
+            try:
+                await self.app(scope, receive, send_with_id)
+            except Exception as exc:
+                logger.error(
+                    "request_failed",
+                    path=path,
+                    error_type=type(exc).__name__,
+                    error=str(exc)[:500],
+                    exc_info=True,
+                )
+                if not sent_start:
+                    error = ProblemError(
+                        500,
+                        "internal",
+                        "Internal error",
+                        "the service failed to answer; quote the request id to the operator",
+                    )
+                    await problem_response(error, rid)(scope, receive, send_with_id)
+            finally:
+                metrics.record_http_request(
+                    scope, status, started, _ROUTES, client=(scope.get("client") or ("", 0))[0]
+                )

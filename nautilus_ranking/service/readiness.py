@@ -1,0 +1,77 @@
+"""Readiness: every source answered a probe recently.
+
+A background task probes each source every ``NAUTILUS_SERVE_PROBE_INTERVAL_S``
+with a one-row search under the source's own timeout. ``/readyz`` only reads
+the results (it never waits on a source), and a source is ready while its last
+success is younger than three intervals — one slow probe does not flap the pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from nautilus_ranking.broker import PREPARE_TIMEOUT_S
+from nautilus_ranking.log import get_logger
+from nautilus_ranking.sources.base import Source, preparer
+
+logger = get_logger("nautilus_ranking.service")
+
+PROBE_QUERY = "readiness probe"
+
+
+@dataclass
+class SourceHealth:
+    last_ok: float | None = None
+    last_error: str = "not probed yet"
+
+
+@dataclass
+class Readiness:
+    sources: Sequence[Source]
+    interval_s: float
+    health: dict[str, SourceHealth] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.health = {s.id: SourceHealth() for s in self.sources}
+
+    async def probe_once(self) -> None:
+        await asyncio.gather(*(self._probe(s) for s in self.sources))
+
+    async def _probe(self, source: Source) -> None:
+        health = self.health[source.id]
+        try:
+            prepare = preparer(source)
+            if prepare is not None:  # a source whose data cannot be built is not ready
+                await asyncio.wait_for(prepare(), PREPARE_TIMEOUT_S)
+            rows = await asyncio.wait_for(
+                source.search(PROBE_QUERY, {"query": PROBE_QUERY}, 1), source.timeout_s
+            )
+        except TimeoutError:
+            health.last_error = f"timeout: no answer within {source.timeout_s:g} s"
+        except Exception as exc:  # a source is someone else's code
+            health.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        else:
+            if isinstance(rows, list):
+                health.last_ok, health.last_error = time.monotonic(), ""
+                return
+            health.last_error = f"invalid_response: {type(rows).__name__}"
+        logger.warning("source_probe_failed", source_id=source.id, error=health.last_error)
+
+    async def run(self) -> None:
+        """Probe forever (cancelled at shutdown)."""
+        while True:
+            await self.probe_once()
+            await asyncio.sleep(self.interval_s)
+
+    def failing(self) -> dict[str, str]:
+        """``{source_id: why}`` for every source that has not answered recently."""
+        now = time.monotonic()
+        stale = 3 * self.interval_s
+        out = {}
+        for source_id, health in self.health.items():
+            if health.last_ok is None or now - health.last_ok > stale:
+                out[source_id] = health.last_error or f"no answer for {stale:g} s"
+        return out

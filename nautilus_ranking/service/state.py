@@ -1,0 +1,139 @@
+"""What a server process builds once and every request shares — the HTTP service and the
+MCP server alike: the engine (its sources timed for the metrics), the concurrency limit,
+the readiness prober, the broker's own loop, the API keys.
+
+:meth:`ServerState.answer` is the one serving path: a request runs on the broker loop
+under ``NAUTILUS_SERVE_REQUEST_TIMEOUT_S`` and ``NAUTILUS_SERVE_MAX_CONCURRENCY``, and
+is counted in the same Prometheus series whichever protocol carried it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from nautilus_ranking.broker import config_path
+from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.fanout.blas import limit_blas_threads
+from nautilus_ranking.log import get_logger
+from nautilus_ranking.records import BrokerResponse
+from nautilus_ranking.request.answer import Answer, RowText, answer, response_row_text
+from nautilus_ranking.request.engine import Engine
+from nautilus_ranking.request.errors import ProblemError
+from nautilus_ranking.request.model import QueryRequest
+from nautilus_ranking.service import metrics
+from nautilus_ranking.service.limits import ConcurrencyLimit, load_api_keys
+from nautilus_ranking.service.readiness import Readiness
+from nautilus_ranking.service.runner import BrokerLoop
+from nautilus_ranking.sources.base import Source
+from nautilus_ranking.sources.factory import load_sources
+
+logger = get_logger("nautilus_ranking.service")
+
+
+@dataclass
+class ServerState:
+    """A server's shared state; build it with :meth:`build`, serve inside :meth:`running`."""
+
+    engine: Engine
+    raw_sources: list[Source]
+    limit: ConcurrencyLimit
+    readiness: Readiness
+    runner: BrokerLoop
+    api_keys: tuple[bytes, ...]
+    #: Each source's type in the sources file (what ``list_sources`` says it is).
+    source_types: dict[str, str]
+
+    @property
+    def settings(self) -> NautilusSettings:
+        return self.engine.settings
+
+    @classmethod
+    def build(cls, settings: NautilusSettings) -> ServerState:
+        """Everything from the settings; a bad sources file, API keys file or a
+        strict-mode problem raises :class:`~nautilus.config.ConfigError` here, before
+        anything is served."""
+        api_keys = load_api_keys(settings.serve_api_keys_file)
+        engine = Engine.assemble(settings)
+        raw = list(engine.broker.sources)
+        engine.broker.sources = [metrics.TimedSource(s) for s in raw]
+        return cls(
+            engine,
+            raw,
+            ConcurrencyLimit(settings.serve_max_concurrency),
+            Readiness(raw, settings.serve_probe_interval_s),
+            BrokerLoop(),
+            api_keys,
+            {spec.id: spec.type for spec in load_sources(config_path(settings)).specs},
+        )
+
+    @contextlib.asynccontextmanager
+    async def running(self, kind: str) -> AsyncIterator[ServerState]:
+        """Probe the sources in the background while serving; release everything after
+        (``kind``: ``serve`` or ``mcp``, in the ``<kind>_ready``/``<kind>_stopped`` logs)."""
+        # This process is ours: one BLAS thread, so concurrent requests do not contend
+        # with BLAS's own threads (nautilus_ranking.fanout.blas; threadpoolctl is in the extra).
+        limit_blas_threads(1)
+        metrics.start([s.id for s in self.raw_sources], len(self.engine.problems))
+        prober = asyncio.create_task(self.readiness.run())
+        logger.info(
+            f"{kind}_ready",
+            sources=self.engine.source_ids,
+            synthesizer=type(self.engine.broker.synthesizer).__name__,
+            config_problems=len(self.engine.problems),
+        )
+        try:
+            yield self
+        finally:
+            prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await prober
+            self.runner.stop()  # the server has drained the in-flight requests by now
+            self.engine.broker.close()
+            logger.info(f"{kind}_stopped")
+
+    async def answer(
+        self,
+        request: QueryRequest,
+        request_id: str | None = None,
+        row_text: RowText = response_row_text,
+    ) -> Answer:
+        """The request answered as every protocol serves it (see the module docstring);
+        ``row_text``: how the protocol hands a row over (what a token budget counts)."""
+        settings = self.settings
+        result = await answer(
+            self.engine,
+            request,
+            allow_overrides=settings.serve_allow_overrides,
+            max_query_chars=settings.serve_max_query_chars,
+            run=self._run,
+            request_id=request_id,
+            row_text=row_text,
+        )
+        metrics.record_response(result.response)
+        return result
+
+    async def _run(self, call: Coroutine[Any, Any, BrokerResponse]) -> BrokerResponse:
+        try:
+            self.limit.acquire()
+        except ProblemError:
+            call.close()
+            raise
+        metrics.IN_FLIGHT.inc()
+        deadline = self.settings.serve_request_timeout_s
+        try:
+            return await asyncio.wait_for(self.runner.run(call), deadline)
+        except TimeoutError:
+            metrics.REJECTED.labels("deadline").inc()
+            raise ProblemError(
+                504,
+                "deadline",
+                "Deadline exceeded",
+                f"no answer within {deadline:g} s (NAUTILUS_SERVE_REQUEST_TIMEOUT_S)",
+            ) from None
+        finally:
+            self.limit.release()
+            metrics.IN_FLIGHT.dec()

@@ -1,0 +1,125 @@
+"""The parsers behind every ``NAUTILUS_*`` setting, shared by whatever checks the same
+kind of value elsewhere (``nautilus-ranking query --top-k``, a request's ``top_k`` and ``idf``,
+the service's header deadline), so a value means the same thing wherever it is given.
+
+Each parser takes the name the value was given under (for the :class:`Problem`), the
+raw value (text from the environment, or a value passed in) and what an unset value
+means, and returns ``(value, problem)``: the parsed value and ``None``, or the
+fallback and the :class:`Problem` that says why. None of them raises or logs; the
+caller decides whether a problem is a warning, a strict-mode error or a 422.
+"""
+
+from __future__ import annotations
+
+import re
+
+from nautilus_ranking.errors import Problem, cut
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def parse_int(
+    var: str,
+    raw: object,
+    minimum: int = 1,
+    default: int | None = None,
+    valid: str = "an integer >= 1, or unset",
+    maximum: int | None = None,
+) -> tuple[int | None, Problem | None]:
+    """An integer from ``minimum`` (and up to ``maximum``); blank or unset: ``default``."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return default, None
+    value: int | None = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    elif isinstance(raw, str):
+        text = raw.strip()
+        if re.fullmatch(r"\+?[0-9]{1,18}", text):
+            value = int(text)
+    if value is None or value < minimum:
+        return default, Problem(var, cut(raw), f"not an integer >= {minimum}", valid)
+    if maximum is not None and value > maximum:
+        return default, Problem(var, cut(raw), f"greater than {maximum}", valid)
+    return value, None
+
+
+def parse_seconds(var: str, raw: object, default: float) -> tuple[float, Problem | None]:
+    """A number of seconds > 0, such as ``2.5``; blank or unset: ``default``."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return default, None
+    value: float | None = None
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        value = float(raw)
+    elif isinstance(raw, str) and re.fullmatch(r"\+?([0-9]{1,9}(\.[0-9]*)?|\.[0-9]+)", raw.strip()):
+        value = float(raw.strip())
+    if value is None or not value > 0:
+        return default, Problem(
+            var, cut(raw), "not a number of seconds > 0", "a number > 0, such as 2.5"
+        )
+    return value, None
+
+
+def parse_origins(var: str, raw: object) -> tuple[list[str], Problem | None]:
+    """``*`` or comma-separated ``http(s)://host[:port]`` origins (a list is taken as
+    the items); blank or unset: none. One bad origin refuses the whole value."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return [], None
+    items = raw if isinstance(raw, list) else str(raw).split(",")
+    origins = [str(o).strip().rstrip("/") for o in items if str(o).strip()]
+    bad = [o for o in origins if o != "*" and not re.fullmatch(r"https?://[^\s/]+", o)]
+    if bad:
+        return [], Problem(
+            var,
+            cut(bad[0]),
+            "not an origin",
+            "'*' or comma-separated origins such as https://app.example.com",
+        )
+    return origins, None
+
+
+def parse_bool(var: str, raw: object, default: bool) -> tuple[bool, Problem | None]:
+    """``true``/``false``, ``1``/``0``, ``yes``/``no``, ``on``/``off``, in any case;
+    blank or unset: ``default``."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return default, None
+    if isinstance(raw, bool):
+        return raw, None
+    text = str(raw).strip().lower() if isinstance(raw, str | int) else None
+    if text in _TRUE:
+        return True, None
+    if text in _FALSE:
+        return False, None
+    return default, Problem(var, cut(raw), "not a boolean", "true/false, 1/0, yes/no, on/off")
+
+
+def parse_choice(
+    var: str, raw: object, choices: tuple[str, ...], default: str
+) -> tuple[str, Problem | None]:
+    """One of ``choices`` (any case, whitespace tolerated); blank or unset: ``default``."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return default, None
+    text = raw.strip().lower() if isinstance(raw, str) else None
+    if text in choices:
+        return text, None
+    return default, Problem(var, cut(raw), "unknown value", ", ".join(choices))
+
+
+def parse_field_name(var: str, raw: object) -> tuple[str | None, Problem | None]:
+    """A row field's name (up to 200 characters, stripped); blank or unset: ``None``."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None, None
+    if isinstance(raw, str) and len(raw.strip()) <= 200:
+        return raw.strip(), None
+    return None, Problem(var, cut(raw), "not a field name", "a row field such as 'id'")
+
+
+def parse_ranking_cut(var: str, raw: object) -> tuple[str | None, Problem | None]:
+    """A relevance cut ``METHOD:VALUE`` (``relative:0.8``, ``floor:0.6``, ``gap:0.1``;
+    nautilus_ranking/selection/cut.py), as its canonical text; blank, unset or ``off``: None."""
+    # Here, not at the top: the command's parser uses this module, and the selection
+    # package loads numpy (``nautilus-ranking --version`` does not).
+    from nautilus_ranking.selection import cut as relevance_cuts
+
+    value, problem = relevance_cuts.parse_cut(var, raw)
+    return (str(value) if value is not None else None), problem

@@ -1,0 +1,2 @@
+"""The PostgreSQL sources (extra ``postgres``), one module per type, and
+``nautilus-ranking load``."""

@@ -1,0 +1,455 @@
+"""``nautilus-ranking load``: from JSONL seeds to searchable PostgreSQL tables in one command.
+
+For every PostgreSQL source with a ``seed``: create its table (columns typed
+from the seed, ``id_field`` the primary key), upsert every row (loading twice
+never duplicates a row), then the type's index — a GIN index on the tsvector
+(a stored generated column when ``tsvector_column`` is set, else the same
+expression the source queries), an HNSW index (``vector_cosine_ops``) on the
+embeddings, which are computed in batches with the configured embedder, and a
+row in ``nautilus_vector_models`` saying which model made them. A table holding
+another model's vectors is refused unless ``--replace`` rebuilds it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import numpy as np
+
+from nautilus_ranking.embedders import Embedder, embed_texts
+from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.sources.base import Row
+from nautilus_ranking.sources.postgres.base import PostgresSpec, require_postgres, table_identifier
+from nautilus_ranking.sources.postgres.dsn import mask_dsn, scrub
+from nautilus_ranking.sources.postgres.fts import PostgresFtsSpec, tsvector_expression
+from nautilus_ranking.sources.postgres.vector import (
+    MODELS_TABLE,
+    PgvectorSpec,
+    model_id,
+    vector_embedder,
+)
+from nautilus_ranking.sources.schema import SourceSpec
+from nautilus_ranking.sources.seeds import read_jsonl
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg.sql import Composable, Composed
+
+EMBED_BATCH = 64
+#: The range of a ``bigint`` column; a seed's integers outside it make a ``numeric`` one.
+BIGINT = (-(1 << 63), (1 << 63) - 1)
+WRITE_BATCH = 500
+
+
+class LoadError(NautilusError):
+    """A seed or a table cannot be loaded (the message names the source and the reason)."""
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    source_id: str
+    kind: str
+    table: str
+    loaded: int  # rows upserted from the seed
+    in_table: int  # rows in the table afterwards
+    pruned: int = 0  # rows removed because the seed no longer has their id (--prune)
+
+
+def postgres_specs(specs: Iterable[SourceSpec]) -> list[PostgresSpec]:
+    """The PostgreSQL entries of a validated sources file."""
+    return [spec for spec in specs if isinstance(spec, PostgresSpec)]
+
+
+def load_postgres(
+    specs: Sequence[PostgresSpec],
+    base_dir: Path,
+    embedder_name: str,
+    replace: bool = False,
+    cache_size: int = 10_000,
+    progress: TextIO | None = None,
+    prune: bool = False,
+) -> list[LoadReport]:
+    """Load every spec that has a seed; ``progress`` (a terminal) gets a bar per source.
+
+    A load upserts: a row deleted from the seed stays in the table unless ``prune``
+    (its delete runs in the same transaction as the upsert) or ``replace``."""
+    require_postgres()
+    reports = []
+    for spec in specs:
+        if spec.seed is None:
+            continue
+        seed = seed_path(spec.seed, base_dir)
+        try:
+            reports.append(
+                _load_one(spec, seed, embedder_name, replace, cache_size, progress, prune)
+            )
+        except LoadError:
+            raise
+        except (OSError, ValueError) as exc:
+            raise LoadError(f"source {spec.id!r}: {exc}") from exc
+        except Exception as exc:
+            import psycopg
+
+            if isinstance(exc, psycopg.Error):
+                raise LoadError(
+                    f"source {spec.id!r} ({mask_dsn(spec.dsn.get_secret_value())}): "
+                    f"{scrub(str(exc).strip(), spec.dsn.get_secret_value())}"
+                ) from None
+            raise
+    return reports
+
+
+def seed_path(seed: str, base_dir: Path) -> Path:
+    """A seed's path: relative paths are beside the sources file."""
+    path = Path(seed).expanduser()
+    return path if path.is_absolute() else base_dir / path
+
+
+def check_seeds(specs: Sequence[PostgresSpec], base_dir: Path) -> None:
+    """What ``load`` checks before it connects — each seed readable, its rows with an
+    ``id_field``, ``columns`` present — without a database (``nautilus-ranking config``)."""
+    for spec in specs:
+        if spec.seed is None:
+            continue
+        try:
+            read_seed(spec, seed_path(spec.seed, base_dir))
+        except (OSError, ValueError) as exc:
+            raise LoadError(f"source {spec.id!r}: {exc}") from exc
+
+
+def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
+    """The seed's rows and field names, checked against the source's options."""
+    docs = list(read_jsonl(seed))
+    names = list(dict.fromkeys(k for doc in docs for k in doc))
+    for i, doc in enumerate(docs, start=1):
+        if doc.get(spec.id_field) is None:
+            raise LoadError(
+                f"source {spec.id!r}: {seed}: row {i} has no {spec.id_field!r} (the id_field)"
+            )
+    for name in names:
+        json_column = _column_type([doc.get(name) for doc in docs]) == "jsonb"
+        for i, doc in enumerate(docs, start=1):
+            problem = _unstorable(doc.get(name), json_column)
+            if problem:
+                raise LoadError(f"source {spec.id!r}: {seed}: row {i}, field {name!r}: {problem}")
+    missing = [c for c in spec.columns if c not in names]
+    if missing:
+        raise LoadError(
+            f"source {spec.id!r}: columns {missing} are in no row of {seed} "
+            f"(fields: {', '.join(names)})"
+        )
+    return docs, names
+
+
+def _load_one(
+    spec: PostgresSpec,
+    seed: Path,
+    embedder_name: str,
+    replace: bool,
+    cache_size: int,
+    progress: TextIO | None,
+    prune: bool = False,
+) -> LoadReport:
+    from psycopg import sql
+
+    docs, names = read_seed(spec, seed)
+    types = {name: _column_type([doc.get(name) for doc in docs]) for name in names}
+    table = table_identifier(spec.table)
+    embedder: Embedder | None = None
+    if isinstance(spec, PgvectorSpec):
+        embedder = vector_embedder(embedder_name, spec.dim, cache_size)
+
+    with _connect(spec) as conn:
+        if replace:
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+        columns = sql.SQL(", ").join(
+            sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(types[n])) for n in names
+        )
+        conn.execute(
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}))").format(
+                table, columns, sql.Identifier(spec.id_field)
+            )
+        )
+        for name in names:  # a seed that gained a field since the last load
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
+                    table, sql.Identifier(name), sql.SQL(types[name])
+                )
+            )
+        types = _stored_types(conn, table, types)
+        vectors_column = None
+        if isinstance(spec, PgvectorSpec) and embedder is not None:
+            vectors_column = spec.embedding_column
+            _prepare_vectors(conn, spec, model_id(embedder), embedder, replace)
+        _upsert(conn, spec, table, names, types, docs, embedder, vectors_column, progress)
+        pruned = _prune(conn, spec, table, types, docs) if prune else 0
+        _index(conn, spec, table)
+        conn.commit()
+        (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() or (0,)
+    return LoadReport(spec.id, spec.type, spec.table, len(docs), int(count), pruned)
+
+
+def _prune(
+    conn: Connection[Any],
+    spec: PostgresSpec,
+    table: Composable,
+    types: dict[str, str],
+    docs: list[Row],
+) -> int:
+    """Delete the rows whose id is not in the seed; how many went.
+
+    The seed's ids are compared as the upsert stored them: written into a temporary
+    column of the id column's own type with the same parameters the upsert sends, so
+    ``1`` and ``"A-7"`` in one jsonb column, or ``1.0`` in a bigint one, match the rows
+    they wrote (as text, ``"A-7"`` is ``'"A-7"'`` and ``1.0`` is ``'1'``)."""
+    from psycopg import sql
+    from psycopg.types.json import Jsonb
+
+    column = sql.Identifier(spec.id_field)
+    seen = sql.Identifier("nautilus_seed_ids")
+    conn.execute(
+        sql.SQL(
+            "CREATE TEMPORARY TABLE {} ON COMMIT DROP AS SELECT {} AS id FROM {} WITH NO DATA"
+        ).format(seen, column, table)
+    )
+    wrap = types.get(spec.id_field) == "jsonb"
+    with conn.cursor() as cursor:
+        cursor.executemany(
+            sql.SQL("INSERT INTO {} VALUES (%s)").format(seen),
+            [[Jsonb(doc[spec.id_field]) if wrap else doc[spec.id_field]] for doc in docs],
+        )
+    deleted = conn.execute(
+        sql.SQL(
+            "DELETE FROM {} AS t WHERE NOT EXISTS (SELECT 1 FROM {} AS s WHERE s.id = t.{})"
+        ).format(table, seen, column)
+    ).rowcount
+    return max(deleted, 0)
+
+
+def _connect(spec: PostgresSpec) -> Connection[Any]:
+    """The load's connection; a failure names the DSN masked and its reason scrubbed
+    (host names are resolved in Python: a misread DSN's host may fail as UnicodeError)."""
+    import psycopg
+
+    dsn = spec.dsn.get_secret_value()
+    try:
+        return psycopg.connect(dsn, connect_timeout=10)
+    except (psycopg.Error, OSError, ValueError) as exc:
+        raise LoadError(
+            f"source {spec.id!r} ({mask_dsn(dsn)}): "
+            f"{scrub(str(exc).strip() or type(exc).__name__, dsn)}"
+        ) from None
+
+
+def _stored_types(
+    conn: Connection[Any], table: Composable, types: dict[str, str]
+) -> dict[str, str]:
+    """``types`` (from this seed) with a column the table already holds as jsonb kept
+    jsonb: a seed whose ids were ``1`` and ``"A-7"`` and are now only ``1`` still writes
+    JSON values into it (a bare integer would be refused there)."""
+    from psycopg import sql
+
+    cursor = conn.execute(sql.SQL("SELECT * FROM {} LIMIT 0").format(table))
+    jsonb = conn.adapters.types.get("jsonb")
+    stored = {
+        column.name
+        for column in cursor.description or ()
+        if jsonb is not None and column.type_code == jsonb.oid
+    }
+    return {name: "jsonb" if name in stored else kind for name, kind in types.items()}
+
+
+def _unstorable(value: Any, json_column: bool, depth: int = 0) -> str:
+    """Why PostgreSQL would refuse ``value`` ("" when it takes it): text holds no NUL and
+    no lone surrogate, JSON no NaN or Infinity."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "a NUL character (\\u0000), which PostgreSQL text cannot hold; remove it"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a lone surrogate (\\ud800-\\udfff), which is not UTF-8 text; remove it"
+        return ""
+    if isinstance(value, float) and (json_column or depth) and not np.isfinite(value):
+        return f"{value} in a JSON value (PostgreSQL's jsonb has no NaN or Infinity)"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            problem = _unstorable(key, True, depth + 1) or _unstorable(item, True, depth + 1)
+            if problem:
+                return problem
+    if isinstance(value, list):
+        for item in value:
+            problem = _unstorable(item, True, depth + 1)
+            if problem:
+                return problem
+    return ""
+
+
+def _column_type(values: list[Any]) -> str:
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return "boolean"
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return "bigint" if all(BIGINT[0] <= v <= BIGINT[1] for v in present) else "numeric"
+    if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+        return "double precision"
+    if all(isinstance(v, str) for v in present):
+        return "text"
+    return "jsonb"
+
+
+def _prepare_vectors(
+    conn: Connection[Any], spec: PgvectorSpec, model: str, embedder: Embedder, replace: bool
+) -> None:
+    from pgvector.psycopg import register_vector
+    from psycopg import sql
+
+    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    register_vector(conn)
+    dim = len(embedder.embed("dimension probe"))
+    conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (table_name text, column_name text, "
+            "model text NOT NULL, dim integer NOT NULL, "
+            "PRIMARY KEY (table_name, column_name))"
+        ).format(sql.Identifier(MODELS_TABLE))
+    )
+    row = conn.execute(
+        sql.SQL("SELECT model FROM {} WHERE table_name = %s AND column_name = %s").format(
+            sql.Identifier(MODELS_TABLE)
+        ),
+        (spec.table, spec.embedding_column),
+    ).fetchone()
+    if row is not None and row[0] != model and not replace:
+        raise LoadError(
+            f"source {spec.id!r}: {spec.table}.{spec.embedding_column} holds vectors "
+            f"made by {row[0]!r}, this load would embed with {model!r}; vectors of "
+            f"different models are never mixed (add --replace to rebuild the table)"
+        )
+    conn.execute(
+        sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} vector({})").format(
+            table_identifier(spec.table), sql.Identifier(spec.embedding_column), sql.Literal(dim)
+        )
+    )
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {} VALUES (%s, %s, %s, %s) ON CONFLICT (table_name, "
+            "column_name) DO UPDATE SET model = EXCLUDED.model, dim = EXCLUDED.dim"
+        ).format(sql.Identifier(MODELS_TABLE)),
+        (spec.table, spec.embedding_column, model, dim),
+    )
+
+
+def _upsert(
+    conn: Connection[Any],
+    spec: PostgresSpec,
+    table: Composable,
+    names: list[str],
+    types: dict[str, str],
+    docs: list[Row],
+    embedder: Embedder | None,
+    vectors_column: str | None,
+    progress: TextIO | None,
+) -> None:
+    from psycopg import sql
+    from psycopg.types.json import Jsonb
+
+    targets = [*names, *([vectors_column] if vectors_column else [])]
+    updates = [n for n in targets if n != spec.id_field]
+    statement = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO {}").format(
+        table,
+        sql.SQL(", ").join(map(sql.Identifier, targets)),
+        sql.SQL(", ").join(sql.Placeholder() * len(targets)),
+        sql.Identifier(spec.id_field),
+        sql.SQL("UPDATE SET ")
+        + sql.SQL(", ").join(
+            sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(n)) for n in updates
+        )
+        if updates
+        else sql.SQL("NOTHING"),
+    )
+    batch = EMBED_BATCH if embedder is not None else WRITE_BATCH
+    bar = _Progress(spec.id, len(docs), progress)
+    with conn.cursor() as cursor:
+        for start in range(0, len(docs), batch):
+            chunk = docs[start : start + batch]
+            params = [
+                [
+                    Jsonb(d.get(n)) if types[n] == "jsonb" and d.get(n) is not None else d.get(n)
+                    for n in names
+                ]
+                for d in chunk
+            ]
+            if embedder is not None:
+                texts = [" ".join(str(d.get(c) or "") for c in spec.columns) for d in chunk]
+                vectors = embed_texts(embedder, texts).astype(np.float32)
+                params = [[*p, v] for p, v in zip(params, vectors, strict=True)]
+            cursor.executemany(statement, params)
+            bar.update(len(chunk))
+    bar.done()
+
+
+def _index(conn: Connection[Any], spec: PostgresSpec, table: Composable) -> None:
+    from psycopg import sql
+
+    base = spec.table.replace(".", "_")
+    if isinstance(spec, PostgresFtsSpec):
+        expression = tsvector_expression(spec.columns, spec.language)
+        if spec.tsvector_column:
+            conn.execute(
+                sql.SQL(
+                    "ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} tsvector "
+                    "GENERATED ALWAYS AS ({}) STORED"
+                ).format(table, sql.Identifier(spec.tsvector_column), expression)
+            )
+            indexed: Composed = sql.SQL("({})").format(sql.Identifier(spec.tsvector_column))
+            name = f"{base}_{spec.tsvector_column}_gin"
+        else:
+            indexed = sql.SQL("(({}))").format(expression)
+            name = f"{base}_tsv_gin"
+        conn.execute(
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin {}").format(
+                sql.Identifier(name[:63]), table, indexed
+            )
+        )
+    elif isinstance(spec, PgvectorSpec):
+        name = f"{base}_{spec.embedding_column}_hnsw"
+        conn.execute(
+            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ({} vector_cosine_ops)").format(
+                sql.Identifier(name[:63]), table, sql.Identifier(spec.embedding_column)
+            )
+        )
+    conn.execute(sql.SQL("ANALYZE {}").format(table))
+
+
+class _Progress:
+    """``id: [#####.....] 120/500 rows`` redrawn in place on a terminal; silent otherwise."""
+
+    def __init__(self, label: str, total: int, stream: TextIO | None) -> None:
+        self.label, self.total, self.done_count = label, total, 0
+        self.stream = stream if stream is not None and stream.isatty() else None
+
+    def update(self, count: int) -> None:
+        self.done_count += count
+        if self.stream is None:
+            return
+        width = 30
+        filled = width * self.done_count // max(self.total, 1)
+        self.stream.write(
+            f"\r  {self.label}: [{'#' * filled}{'.' * (width - filled)}] "
+            f"{self.done_count}/{self.total} rows"
+        )
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.stream is not None:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def default_progress() -> TextIO:
+    return sys.stderr

@@ -1,0 +1,471 @@
+"""The sources file as a typed schema: one pydantic model per source type.
+
+A source type is a :class:`SourceSpec` subclass whose ``type`` is a ``Literal``
+naming it, registered with :func:`register_source_type`; its ``build(ctx)``
+returns the source object. Loading (:func:`load_sources`) reads the file
+(bounded in size, strict UTF-8), parses it with ``yaml.safe_load``, expands
+``${VAR}`` / ``${VAR:-default}`` (bounded, so a YAML alias bomb is refused
+instead of expanded), and validates every entry against its type's model:
+unknown keys are rejected with a did-you-mean, and every message names the
+file, the source and the option. :func:`sources_json_schema` publishes the
+schema for editors (``nautilus-ranking config --schema``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import math
+import os
+import re
+from abc import abstractmethod
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Union, get_args
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
+
+from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.sources.base import Source
+from nautilus_ranking.sources.sql import quote_identifier
+
+DEFAULT_LIMIT = 30
+MAX_LIMIT = 10_000
+DEFAULT_TIMEOUT_S = 5.0
+MAX_TIMEOUT_S = 3600.0
+MAX_FILE_BYTES = 1 << 20  # a sources file is configuration, not data
+MAX_VALUES = 100_000  # values after expanding YAML aliases
+MAX_DEPTH = 64  # nesting of mappings and lists
+MAX_FILE_NAME_BYTES = 200  # a built file's name, so its temporary names fit in 255
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_SOURCE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_TOP_LEVEL = ("limit", "sources")
+#: Options whose value is never echoed in a message (a DSN carries a password).
+SECRET_OPTIONS = frozenset({"dsn"})
+
+
+class SourceConfigError(NautilusError):
+    """The sources file is missing, malformed, or names something that does not exist."""
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a spec needs to build its source."""
+
+    base_dir: Path  # the sources file's folder (seeds resolve against it)
+    data_dir: Path  # NAUTILUS_DATA_DIR (built SQLite files live inside it)
+    embedder_name: str
+    cache_size: int = 10_000
+    relative_dir: Path | None = None  # where relative paths go (None: data_dir itself)
+
+
+class SourceSpec(BaseModel):
+    """Options every source type has. Subclasses narrow ``type`` to a ``Literal``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(
+        min_length=1, max_length=100, description="unique; what NAUTILUS_SOURCE_BOOSTS names"
+    )
+    type: str
+    timeout_s: float = Field(
+        DEFAULT_TIMEOUT_S,
+        gt=0,
+        le=MAX_TIMEOUT_S,
+        allow_inf_nan=False,
+        description="seconds before the broker gives up on this source",
+    )
+    ranked: bool | None = Field(
+        None,
+        description="whether the source's row order carries relevance (unset: the type's default)",
+    )
+
+    @field_validator("id")
+    @classmethod
+    def _plain_id(cls, value: str) -> str:
+        if not _SOURCE_ID.match(value):
+            raise ValueError(f"invalid source id {value!r} (letters, digits, '_', '-', '.')")
+        return value
+
+    @abstractmethod
+    def build(self, ctx: BuildContext) -> Source:
+        """The source object (checks seeds and paths; data is built on first use)."""
+
+
+class SqliteSpec(SourceSpec):
+    """Options of every SQLite type: the database file nautilus builds, and the seed field
+    that is each row's id."""
+
+    path: str = Field(description="database file, relative to NAUTILUS_DATA_DIR")
+    id_field: str = Field(
+        "id",
+        min_length=1,
+        max_length=128,
+        description="seed field that is the row's id (answered as 'id')",
+    )
+
+    @field_validator("id_field")
+    @classmethod
+    def _id_field(cls, value: str) -> str:
+        return column_list([value])[0]
+
+
+class SeededSqliteSpec(SqliteSpec):
+    """A SQLite type built from one JSONL seed."""
+
+    seed: str = Field(description="JSONL seed, relative to the sources file")
+
+
+class SourceTypes(MutableMapping[str, type[SourceSpec]]):
+    """Every known source type by name. A type may be *declared* by the module that
+    registers it (:meth:`declare`): that module is imported the first time the type is
+    looked up, and iterating imports every declared one. So a file of SQLite sources
+    never loads the PostgreSQL types, yet error messages list every type."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, type[SourceSpec] | str] = {}  # a class, or its module
+
+    def declare(self, name: str, module: str) -> None:
+        """``name`` is registered by importing ``module`` (unless it is known already)."""
+        self._entries.setdefault(name, module)
+
+    def __getitem__(self, name: str) -> type[SourceSpec]:
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            importlib.import_module(entry)  # registers it (register_source_type)
+            entry = self._entries[name]
+            if isinstance(entry, str):
+                raise TypeError(f"module {entry} did not register source type {name!r}")
+        return entry
+
+    def __setitem__(self, name: str, cls: type[SourceSpec]) -> None:
+        self._entries[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        names = list(self._entries)
+        for name in names:
+            self[name]  # import the declared ones, so every name iterated is a class
+        return iter(names)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def keys_known(self) -> list[str]:
+        """Every type's name, declared or registered, without importing any."""
+        return list(self._entries)
+
+
+#: Every known source type by name; :func:`register_source_type` adds to it.
+SOURCE_TYPES = SourceTypes()
+
+
+def register_source_type(cls: type[SourceSpec]) -> type[SourceSpec]:
+    """Class decorator: make ``cls`` (its ``type`` a one-value ``Literal``) a known type."""
+    names = get_args(cls.model_fields["type"].annotation)
+    if len(names) != 1 or not isinstance(names[0], str):
+        raise TypeError(f"{cls.__name__}.type must be a Literal of one name")
+    SOURCE_TYPES[names[0]] = cls
+    return cls
+
+
+@dataclass(frozen=True)
+class SourcesFile:
+    """A validated sources file."""
+
+    path: Path
+    limit: int
+    specs: tuple[SourceSpec, ...]
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description="rows asked of each source")
+
+
+def load_sources(path: Path) -> SourcesFile:
+    """Read, expand and validate a sources file; a :class:`SourceConfigError` names
+    the file, the entry and the option for anything wrong."""
+    document = _read_yaml(path)
+    where = str(path)
+    if not isinstance(document, dict):
+        raise SourceConfigError(f"{where}: expected a mapping with a 'sources' list")
+    unknown = [k for k in document if k not in _TOP_LEVEL]
+    if unknown:
+        raise SourceConfigError(f"{where}: {_unknown_key(str(unknown[0]), _TOP_LEVEL)}")
+    if not isinstance(document.get("sources"), list):
+        raise SourceConfigError(f"{where}: expected a mapping with a 'sources' list")
+    document = expand_variables(document, where)
+    try:
+        limit = _Document.model_validate({"limit": document.get("limit", DEFAULT_LIMIT)}).limit
+    except ValidationError as exc:
+        raise SourceConfigError(f"{where}: {_describe(exc, _Document)}") from None
+    specs: list[SourceSpec] = []
+    seen: dict[str, str] = {}
+    for i, entry in enumerate(document["sources"]):
+        spec = _validate_entry(entry, f"{where}: sources[{i}]")
+        if spec.id.lower() in seen:
+            raise SourceConfigError(
+                f"{where}: duplicate source id {spec.id!r} "
+                f"(ids are case-insensitive: {seen[spec.id.lower()]!r})"
+            )
+        seen[spec.id.lower()] = spec.id
+        specs.append(spec)
+    return SourcesFile(path, limit, tuple(specs))
+
+
+def _validate_entry(entry: object, where: str) -> SourceSpec:
+    valid = ", ".join(SOURCE_TYPES.keys_known())  # without importing every type
+    if not isinstance(entry, dict):
+        raise SourceConfigError(f"{where}: expected a mapping with 'id' and 'type'")
+    named = f"{entry['id']}, " if isinstance(entry.get("id"), str) else ""
+    label = f"{where} ({entry['id']})" if named else where
+    kind = entry.get("type")
+    if kind is None:
+        raise SourceConfigError(f"{label}: missing 'type' (valid: {valid})")
+    cls = SOURCE_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        hint = _did_you_mean(str(kind), SOURCE_TYPES.keys_known())
+        raise SourceConfigError(f"{label}: unknown type {kind!r}{hint} (valid: {valid})")
+    try:
+        return cls.model_validate(entry)
+    except ValidationError as exc:
+        raise SourceConfigError(f"{where} ({named}{kind}): {_describe(exc, cls)}") from None
+
+
+def _describe(exc: ValidationError, model: type[BaseModel]) -> str:
+    """Every problem of a validation error as ``option: what is wrong``."""
+    messages = []
+    for error in exc.errors():
+        loc = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            messages.append(_unknown_key(str(error["loc"][-1]), list(model.model_fields)))
+        elif error["type"] == "missing":
+            messages.append(f"missing option {loc!r}")
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            secret = bool(error["loc"]) and str(error["loc"][-1]) in SECRET_OPTIONS
+            got = "" if secret else f", got {_shown(error.get('input'))}"  # never echo a DSN
+            messages.append(f"{loc}: {message}{got}")
+    return "; ".join(messages)
+
+
+def _unknown_key(key: str, valid: list[str] | tuple[str, ...]) -> str:
+    return f"unknown option {key!r}{_did_you_mean(key, list(valid))} (valid: {', '.join(valid)})"
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" — did you mean {close[0]!r}?" if close else ""
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "…"
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SourceConfigError(
+            f"cannot read sources config {path}: {exc.strerror or exc}"
+        ) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise SourceConfigError(
+            f"{path}: larger than {MAX_FILE_BYTES} bytes; "
+            "a sources file lists sources, the data lives in seeds"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SourceConfigError(
+            f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
+        ) from None
+    try:
+        return yaml.load(text, Loader=_BoundedLoader)
+    except _TooDeep as exc:
+        raise SourceConfigError(
+            f"{path}:{exc.line}: nested too deeply (more than {MAX_DEPTH} levels)"
+        ) from None
+    except _DuplicateKey as exc:
+        raise SourceConfigError(
+            f"{path}:{exc.line}: duplicate key {exc.key!r} (first on "
+            f"line {exc.first}); give each option once"
+        ) from None
+    except RecursionError:
+        raise SourceConfigError(f"{path}: nested too deeply") from None
+    except yaml.YAMLError as exc:
+        raise SourceConfigError(f"{path}: not valid YAML: {exc}") from None
+
+
+class _TooDeep(yaml.YAMLError):
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: str, line: int, first: int) -> None:
+        super().__init__(key)
+        self.key, self.line, self.first = key, line, first
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` that refuses documents nested deeper than :data:`MAX_DEPTH`
+    and mappings that give a key twice (YAML would silently keep the last value)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: dict[tuple[str, str], int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue  # a merge (<<) may be overridden: that is what it is for
+            key = (key_node.tag, key_node.value)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _DuplicateKey(key_node.value, line, seen[key])
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._nesting = getattr(self, "_nesting", 0) + 1
+        try:
+            if self._nesting > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise _TooDeep(mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self._nesting -= 1
+
+
+def expand_variables(value: Any, where: str = "") -> Any:
+    """``${VAR}`` / ``${VAR:-default}`` in every string of a parsed YAML document.
+
+    The result is a fresh tree; a document whose YAML aliases would expand to
+    more than :data:`MAX_VALUES` values (a "billion laughs") is refused.
+    """
+    budget = [MAX_VALUES]
+    return _expand(value, where, budget, 0)
+
+
+def _expand(value: Any, where: str, budget: list[int], depth: int) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise SourceConfigError(
+            f"{where}: more than {MAX_VALUES} values once YAML aliases "
+            "are expanded; write the values out instead"
+        )
+    if depth > MAX_DEPTH:
+        raise SourceConfigError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, dict):
+        return {k: _expand(v, f"{where}.{k}", budget, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, f"{where}[{i}]", budget, depth + 1) for i, v in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise SourceConfigError(
+            f"{where}: environment variable {name} is not set "
+            f"(use ${{{name}:-default}} for a fallback)"
+        )
+
+    return _VARIABLE.sub(substitute, value)
+
+
+def sources_json_schema() -> dict[str, Any]:
+    """JSON Schema of the sources file (every registered type), for editors."""
+    types = tuple(SOURCE_TYPES.values())
+    entry: Any = (
+        Annotated[Union[types], Field(discriminator="type")]  # noqa: UP007
+        if len(types) > 1
+        else types[0]
+    )
+
+    class SourcesFileSchema(_Document):
+        sources: list[entry]
+
+    schema = TypeAdapter(SourcesFileSchema).json_schema()
+    schema["title"] = "nautilus-ranking sources file"
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
+
+
+def resolve_data_path(ctx: BuildContext, value: str, option: str = "path") -> Path:
+    """A built file's path: relative paths live under ``ctx.relative_dir`` (NAUTILUS_DATA_DIR
+    or this sources file's folder inside it); none may leave it."""
+    given = Path(value).expanduser()
+    data = (
+        (ctx.data_dir if given.is_absolute() else ctx.relative_dir or ctx.data_dir)
+        .expanduser()
+        .resolve()
+    )
+    full = (given if given.is_absolute() else data / given).resolve()
+    if full == data or not full.is_relative_to(data):
+        raise ValueError(
+            f"{option} {value!r} is outside NAUTILUS_DATA_DIR ({data}); "
+            "built files live inside it (use a relative path such as "
+            "'shop/faqs.db')"
+        )
+    if full.is_dir():
+        raise ValueError(
+            f"{option} {value!r} is a directory ({full}); it names the "
+            "database file, such as 'shop/faqs.db'"
+        )
+    if len(full.name.encode("utf-8", "surrogateescape")) > MAX_FILE_NAME_BYTES:
+        raise ValueError(
+            f"{option} {value!r}: file name longer than {MAX_FILE_NAME_BYTES} "
+            "bytes (the system allows 255, and nautilus' temporary build files "
+            "add up to 55)"
+        )
+    return full
+
+
+def resolve_seed_path(ctx: BuildContext, value: str) -> Path:
+    """A seed's path: relative paths are beside the sources file."""
+    given = Path(value).expanduser()
+    return given if given.is_absolute() else ctx.base_dir / given
+
+
+def named_id_field(spec: SqliteSpec) -> list[str]:
+    """``[id_field]`` when the sources file names one (then a seed must have it), else []."""
+    return [spec.id_field] if "id_field" in spec.model_fields_set else []
+
+
+def column_list(value: list[str]) -> list[str]:
+    """Validate column names from the sources file: plain names, each once."""
+    for name in value:
+        try:
+            quote_identifier(name)
+        except ValueError:
+            raise ValueError(f"invalid column name {name!r} (letters, digits and '_')") from None
+    if len(set(value)) != len(value):
+        raise ValueError("a column is named twice")
+    return value
+
+
+ColumnList = Annotated[list[str], Field(min_length=1, max_length=64), AfterValidator(column_list)]

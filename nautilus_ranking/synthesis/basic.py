@@ -1,0 +1,36 @@
+"""Passthrough: what the broker does when no ranking knob is set."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nautilus_ranking.records import AdapterResult, RankedRow
+from nautilus_ranking.synthesis.base import Merged, passthrough_ranking
+
+
+class BasicSynthesizer:
+    """``{source_id: rows}`` in routing order, errored results skipped, fresh lists."""
+
+    ranking_enabled = False
+    embedder = None
+
+    def merge(
+        self, results: list[AdapterResult], context: Mapping[str, Any] | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
+        merged: dict[str, list[dict[str, Any]]] = {}
+        for result in results:
+            if result.error is not None:
+                continue
+            rows = result.rows if isinstance(result.rows, list) else []  # None: no rows
+            merged.setdefault(result.source_id, []).extend(rows)
+        return merged
+
+    def merge_ranked(
+        self,
+        results: list[AdapterResult],
+        context: Mapping[str, Any] | None = None,
+    ) -> tuple[Merged, list[RankedRow]]:
+        """The merged rows, and their ranking: in order, unscored."""
+        data = self.merge(results, context)
+        return data, passthrough_ranking(results, data)
