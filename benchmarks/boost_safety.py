@@ -5,7 +5,7 @@ sources' recall kept, nDCG change — every level, demotions included.
                                       [--modes declared undeclared] [--work-dir DIR]
                                       [--queries N] [--no-hybrid] [--out FILE.md]
 
-Three sources as in ``quality.py`` (fts, sql, vector; MiniLM vectors when
+Three sources as in ``partitioned.py`` (fts, sql, vector; MiniLM vectors when
 ``nautilus-ranking[embed]`` is installed), fetched once per collection and scenario
 (kept in ``--work-dir`` and reused). The ranker: IDF on, top 10, the default hashing
 embedder and MiniLM (onnx). For each cell (collection × declared/undeclared ×
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import quality
+from benchmarks import partitioned
 from benchmarks.ir_collections import DATASETS, NAMES, Collection, load, ndcg_at
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.config import VALID_LEVELS
@@ -64,10 +64,10 @@ def fetched_for(collection: Collection, scenario: str, folder: Path) -> Fetched:
     if cache.exists():
         answers: Fetched = pickle.loads(cache.read_bytes())
         return answers
-    broker = quality.build_broker(
-        collection, scenario, folder / collection.name, quality.onnx_embedder()
+    broker = partitioned.build_broker(
+        collection, scenario, folder / collection.name, partitioned.onnx_embedder()
     )
-    answers = quality.fetch(broker, collection)
+    answers = partitioned.fetch(broker, collection)
     cache.write_bytes(pickle.dumps(answers))
     return answers
 
@@ -113,7 +113,7 @@ def effects(
     out = {}
     for level in levels:
         per = []
-        for source in quality.SOURCES:
+        for source in partitioned.SOURCES:
             share0, hits0, ndcg0 = _measures(collection, base, source)
             tops = _tops(collection, fetched, embedder, cap, {source: level})
             share1, hits1, ndcg1 = _measures(collection, tops, source)
@@ -136,7 +136,7 @@ def hybrid_effects(
     alone = {
         source: sum(
             ndcg_at(
-                quality.unique_ids(
+                partitioned.unique_ids(
                     [row for r in results if r.source_id == source for row in r.rows]
                 ),
                 collection.qrels[qid],
@@ -144,7 +144,7 @@ def hybrid_effects(
             for qid, results in fetched.items()
         )
         / len(fetched)
-        for source in quality.SOURCES
+        for source in partitioned.SOURCES
     }
     base = _measures(collection, _tops(collection, fetched, embedder, None, None), "")[2]
     delta = {
@@ -152,7 +152,7 @@ def hybrid_effects(
             collection, _tops(collection, fetched, embedder, None, {source: level}), ""
         )[2]
         - base
-        for source in quality.SOURCES
+        for source in partitioned.SOURCES
         for level in levels
     }
     return alone, delta
@@ -178,10 +178,11 @@ def collection_cells(
     hybrid_lines = []
     for mode in modes:
         given = {
-            s: (f if mode == "declared" else quality.undeclare(f)) for s, f in by_scenario.items()
+            s: (f if mode == "declared" else partitioned.undeclare(f))
+            for s, f in by_scenario.items()
         }
         for emb in embedders:
-            embedder = HashingEmbedder() if emb == "hashing" else quality.onnx_embedder()
+            embedder = HashingEmbedder() if emb == "hashing" else partitioned.onnx_embedder()
             if embedder is None:  # the extra is not installed
                 continue
             for cap in (None, CAP):
@@ -302,7 +303,9 @@ def main() -> int:
         help="one collection (repeatable; default: all four)",
     )
     parser.add_argument("--embedders", nargs="+", choices=EMBEDDERS, default=list(EMBEDDERS))
-    parser.add_argument("--modes", nargs="+", choices=quality.MODES, default=list(quality.MODES))
+    parser.add_argument(
+        "--modes", nargs="+", choices=partitioned.MODES, default=list(partitioned.MODES)
+    )
     parser.add_argument(
         "--work-dir",
         type=Path,

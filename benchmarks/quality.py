@@ -37,14 +37,10 @@ them over; ``--declared`` / ``--undeclared`` run one of them).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -57,53 +53,18 @@ from benchmarks.ir_collections import (
     ndcg_at,
     recall_at,
 )
-from nautilus_ranking import AdapterResult, Broker, RankingSynthesizer
+from benchmarks.partitioned import (
+    MODES,
+    build_broker,
+    fetch,
+    onnx_embedder,
+    undeclare,
+    unique_ids,
+)
+from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.log import configure_logging
-from nautilus_ranking.sources.sqlite.fts import SqliteFtsSource
-from nautilus_ranking.sources.sqlite.table import SqliteTableSource
-from nautilus_ranking.sources.sqlite.vector import SqliteVectorSource
 
-SOURCE_LIMIT = 30
-SOURCES = ("fts", "sql", "vector")
 Strategy = Callable[[list[AdapterResult], str], list[str]]
-
-
-def build_broker(
-    collection: Collection, scenario: str, folder: Path, vector_embedder: Any = None
-) -> Broker:
-    parts = (
-        [collection.docs[i::3] for i in range(3)]
-        if scenario == "partitioned"
-        else [collection.docs] * 3
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    seeds = []
-    for name, docs in zip(SOURCES, parts, strict=True):
-        seed = folder / f"{scenario}-{name}.jsonl"
-        seed.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
-        seeds.append(seed)
-    db = folder / "db"
-    sources = [
-        SqliteFtsSource(
-            "fts", db / f"{scenario}-fts.db", seeds[0], ["title", "text"], timeout_s=60
-        ),
-        SqliteTableSource(
-            "sql", db / f"{scenario}-sql.db", seeds[1], "docs", ["title", "text"], timeout_s=60
-        ),
-        SqliteVectorSource(
-            "vector",
-            db / f"{scenario}-vector.db",
-            seeds[2],
-            ["title", "text"],
-            embedder=vector_embedder,
-            timeout_s=600,
-        ),
-    ]
-    return Broker(sources, limit=SOURCE_LIMIT)
-
-
-def unique_ids(rows: list[dict[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(str(r["id"]) for r in rows))
 
 
 def passthrough(results: list[AdapterResult], query: str) -> list[str]:
@@ -137,12 +98,6 @@ def rrf_ranked(results: list[AdapterResult], query: str) -> list[str]:
     return rrf([r for r in results if r.source_id in RANKED_SOURCES], query)
 
 
-def undeclare(fetched: dict[str, list[AdapterResult]]) -> dict[str, list[AdapterResult]]:
-    """The same answers with ``ranked=None`` on every result: what a library caller or
-    an upstream broker whose adapters return rows only hands the ranker."""
-    return {qid: [replace(r, ranked=None) for r in results] for qid, results in fetched.items()}
-
-
 def central_bm25(hybrid: list[AdapterResult]) -> list[str]:
     """One BM25 index over the whole corpus: the hybrid scenario's fts list."""
     return unique_ids([row for r in hybrid if r.source_id == "fts" for row in r.rows])
@@ -160,17 +115,6 @@ def ranking(**options: Any) -> Strategy:
         return unique_ids([r.row for r in ranker.rank(results, {"query": query})])
 
     return order
-
-
-@lru_cache(maxsize=1)
-def onnx_embedder() -> Any:
-    """The real model (nautilus-ranking[embed]) shared by every run, or None without the extra."""
-    try:
-        from nautilus_ranking.embedders.onnx import OnnxEmbedder
-
-        return OnnxEmbedder(cache_size=100_000)
-    except ImportError:  # the extra is not installed (OnnxEmbedder says which part)
-        return None
 
 
 NAUTILUS = "nautilus (default)"
@@ -226,13 +170,6 @@ def vector_bumped(rows: list[Any], share: float) -> list[str]:
         )
 
     return unique_ids([r.row for r in sorted(rows, key=lambda r: -score(r))])
-
-
-def fetch(broker: Broker, collection: Collection) -> dict[str, list[AdapterResult]]:
-    async def run() -> dict[str, list[AdapterResult]]:
-        return {qid: await broker.fetch(text) for qid, text in collection.queries.items()}
-
-    return asyncio.run(run())
 
 
 def evaluate(
@@ -400,9 +337,6 @@ def bias_table(cells: dict[str, dict[str, dict[str, list[float]]]], mode: str) -
         row += [paired(scores[bumped_name(b)]["ndcg"], ours) for b in VECTOR_BUMPS]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
-
-
-MODES = ("declared", "undeclared")
 
 
 def run(

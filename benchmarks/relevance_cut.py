@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.ir_collections import DATASETS, NAMES, Collection, load, ndcg_at, recall_at
-from benchmarks.quality import build_broker, fetch, onnx_embedder
+from benchmarks.partitioned import build_broker, fetch, onnx_embedder
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.records import RankedRow
