@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from nautilus_ranking.response_hash import compute_response_hash
     from nautilus_ranking.synthesis.base import Synthesizer
     from nautilus_ranking.synthesis.basic import BasicSynthesizer
-    from nautilus_ranking.synthesis.boosts import BOOST_LEVELS, BoostWeights
     from nautilus_ranking.synthesis.ranking import RankingSynthesizer
+    from nautilus_ranking.synthesis.ranking_boost import BOOST_LEVELS, BoostWeights
 
 __all__ = [
     "BOOST_LEVELS",
@@ -81,8 +81,8 @@ _HOMES = {
     "compute_response_hash": "nautilus_ranking.response_hash",
     "Synthesizer": "nautilus_ranking.synthesis.base",
     "BasicSynthesizer": "nautilus_ranking.synthesis.basic",
-    "BOOST_LEVELS": "nautilus_ranking.synthesis.boosts",
-    "BoostWeights": "nautilus_ranking.synthesis.boosts",
+    "BOOST_LEVELS": "nautilus_ranking.synthesis.ranking_boost",
+    "BoostWeights": "nautilus_ranking.synthesis.ranking_boost",
     "RankingSynthesizer": "nautilus_ranking.synthesis.ranking",
 }
 

@@ -41,7 +41,7 @@ from nautilus_ranking.settings_parsing import (
 logger = get_logger("nautilus_ranking.config")
 
 #: Valid boost levels, lowest first: the demotions (``-high`` demotes most), then the
-#: boosts. ``synthesis.boosts.BOOST_LEVELS`` holds their numbers; a guard test keeps the
+#: boosts. ``synthesis.ranking_boost.BOOST_LEVELS`` holds their numbers; a guard test keeps the
 #: two in sync.
 VALID_LEVELS: tuple[str, ...] = ("-high", "-medium", "-low", "low", "medium", "high")
 DEFAULT_LEVEL = "medium"

@@ -20,14 +20,25 @@ from collections import Counter
 from typing import Any
 
 try:
-    from nautilus_ranking.synthesis import boosts as ranking_boost
-    from nautilus_ranking.synthesis.boosts import BOOST_LEVELS, RRF_K
+    from nautilus_ranking.synthesis import ranking_boost
+    from nautilus_ranking.synthesis.ranking_boost import BOOST_LEVELS, RRF_K
     from nautilus_ranking.text.tokens import tokenize
 except ImportError:  # an earlier revision's layout: the "before" side of tools.same_output
-    from nautilus_ranking.ranking_boost import BOOST_LEVELS, RRF_K  # type: ignore[no-redef]
+    try:
+        from nautilus_ranking.synthesis.boosts import (  # type: ignore[import-not-found,no-redef]
+            BOOST_LEVELS,
+            RRF_K,
+        )
 
-    from nautilus_ranking import ranking_boost  # type: ignore[attr-defined,no-redef]
-    from nautilus_ranking.text import tokenize  # type: ignore[attr-defined,no-redef]
+        from nautilus_ranking.synthesis import (  # type: ignore[attr-defined,no-redef]
+            boosts as ranking_boost,
+        )
+        from nautilus_ranking.text.tokens import tokenize
+    except ImportError:
+        from nautilus_ranking.ranking_boost import BOOST_LEVELS, RRF_K  # type: ignore[no-redef]
+
+        from nautilus_ranking import ranking_boost  # type: ignore[attr-defined,no-redef]
+        from nautilus_ranking.text import tokenize  # type: ignore[attr-defined,no-redef]
 
 DIM = 1 << 16
 Sparse = dict[int, float]

@@ -27,7 +27,7 @@ from nautilus_ranking.request.pages import MAX_PAGE
 from nautilus_ranking.service import metrics
 from nautilus_ranking.service.state import ServerState
 from nautilus_ranking.sources.base import declared_order
-from nautilus_ranking.synthesis.boosts import BOOST_LEVELS
+from nautilus_ranking.synthesis.ranking_boost import BOOST_LEVELS
 
 logger = get_logger("nautilus_ranking.mcp")
 

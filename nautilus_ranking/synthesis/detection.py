@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus_ranking.synthesis.boosts import RRF_K
 from nautilus_ranking.synthesis.fusion import every_row_its_document, source_evidence
+from nautilus_ranking.synthesis.ranking_boost import RRF_K
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 #: Fewer rows than this in a batch and an undeclared source's order cannot be judged: weight 0.

@@ -57,7 +57,7 @@ import math
 import numpy as np
 
 from nautilus_ranking.log import get_logger
-from nautilus_ranking.synthesis.boosts import RRF_K
+from nautilus_ranking.synthesis.ranking_boost import RRF_K
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 logger = get_logger("nautilus_ranking.ranking")

@@ -47,13 +47,6 @@ from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.selection.cut import RelevanceCut, parse_cut, relevance_cut
 from nautilus_ranking.synthesis import copies, detection, fusion
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
-from nautilus_ranking.synthesis.boosts import (
-    BOOST_LEVELS,
-    stage1_key,
-    stage2_bumps,
-    unboosted_places,
-    weights_for,
-)
 from nautilus_ranking.synthesis.candidates import (
     MAX_TEXT_CHARS,
     NOT_TEXT,
@@ -65,6 +58,13 @@ from nautilus_ranking.synthesis.candidates import (
 )
 from nautilus_ranking.synthesis.query import TokensToWeight, query_vector, weighted_query
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
+from nautilus_ranking.synthesis.ranking_boost import (
+    BOOST_LEVELS,
+    stage1_key,
+    stage2_bumps,
+    unboosted_places,
+    weights_for,
+)
 from nautilus_ranking.synthesis.select import Scores, select
 from nautilus_ranking.synthesis.similarity import lexical_similarities, similarities
 from nautilus_ranking.text.arrays import FloatArray, IntArray

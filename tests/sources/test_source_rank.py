@@ -19,7 +19,7 @@ from fakes import FakeSource
 from structlog.testing import capture_logs
 
 from nautilus_ranking import AdapterResult, Broker, HashingEmbedder, RankingSynthesizer
-from nautilus_ranking.synthesis.boosts import stage1_key
+from nautilus_ranking.synthesis.ranking_boost import stage1_key
 from tools.servers import SLOW_SERVE, Server, running, wait_ready
 
 QUERY = "orders-db disk full"

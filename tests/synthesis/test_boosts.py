@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nautilus_ranking import AdapterResult, HashingEmbedder, RankedRow, RankingSynthesizer
-from nautilus_ranking.synthesis.boosts import (
+from nautilus_ranking.synthesis.ranking_boost import (
     BOOST_LEVELS,
     MAX_SPREAD,
     RANK_DECAY,

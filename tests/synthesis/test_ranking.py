@@ -24,7 +24,7 @@ from nautilus_ranking import (
     RankingSynthesizer,
 )
 from nautilus_ranking.embedders.hashing import SparseVector
-from nautilus_ranking.synthesis.boosts import BOOST_LEVELS, relevance_spread
+from nautilus_ranking.synthesis.ranking_boost import BOOST_LEVELS, relevance_spread
 from nautilus_ranking.text.tokens import TokenBatch, idf_factors, query_token_weights
 from tools.reference import doc_key, reference_rank
 
