@@ -12,10 +12,8 @@ a bad manifest never starts serving.
 
 from __future__ import annotations
 
-import difflib
-import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,6 +35,7 @@ from nautilus_ranking.settings_parsing import (
     parse_ranking_cut,
     parse_seconds,
 )
+from nautilus_ranking.unknown_variables import DOTENV_UNKNOWN, DotEnvTypos, unknown_variables
 
 logger = get_logger("nautilus_ranking.config")
 
@@ -194,7 +193,7 @@ class NautilusSettings(LogSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _DotEnvTypos(dotenv_settings), file_secret_settings)
+        return (init_settings, env_settings, DotEnvTypos(dotenv_settings), file_secret_settings)
 
     @property
     def problems(self) -> tuple[Problem, ...]:
@@ -279,7 +278,7 @@ class NautilusSettings(LogSettings):
         boosts, boost_problems = collect_source_boosts(raw_boosts)
         data["source_boosts"] = boosts
         found.extend(boost_problems)
-        found.extend(_unknown_variables(cls, data.pop(_DOTENV_UNKNOWN, ())))
+        found.extend(unknown_variables(cls, data.pop(DOTENV_UNKNOWN, ())))
         raw_dir = data.get("data_dir")
         if isinstance(raw_dir, str) and not raw_dir.strip():
             data.pop("data_dir")
@@ -389,54 +388,3 @@ def _take_serve_settings(
         "serve_cors_origins",
         parse_origins(var("serve_cors_origins"), data.get("serve_cors_origins")),
     )
-
-
-_DOTENV_UNKNOWN = "__nautilus_dotenv_unknown__"
-
-
-class _DotEnvTypos(PydanticBaseSettingsSource):
-    """The ``.env`` source, plus the ``NAUTILUS_*`` names in the file that match no
-    setting (handed to the validator under a private key, which it removes)."""
-
-    def __init__(self, inner: PydanticBaseSettingsSource) -> None:
-        super().__init__(inner.settings_cls)
-        self.inner = inner
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return self.inner.get_field_value(field, field_name)
-
-    def __call__(self) -> dict[str, Any]:
-        values = dict(self.inner())
-        names = getattr(self.inner, "env_vars", {})
-        known = set(self.settings_cls.model_fields)
-        unknown = sorted(
-            n.upper()
-            for n in names
-            if n.lower().startswith("nautilus_")
-            and n.lower().removeprefix("nautilus_") not in known
-        )
-        for name in unknown:
-            values.pop(name.lower().removeprefix("nautilus_"), None)
-        if unknown:
-            values[_DOTENV_UNKNOWN] = unknown
-        return values
-
-
-def _unknown_variables(cls: type[BaseSettings], in_dotenv: Iterable[str] = ()) -> list[Problem]:
-    """``NAUTILUS_*`` variables (environment or ``.env``) that match no setting:
-    most likely a typo."""
-    known = {"NAUTILUS_" + name.upper() for name in cls.model_fields}
-    valid = ", ".join(sorted(known))
-    found = {
-        name.upper(): "(set)"
-        for name in os.environ
-        if name.upper().startswith("NAUTILUS_") and name.upper() not in known
-    }
-    for name in in_dotenv:
-        found.setdefault(name.upper(), "(set in .env)")
-    problems = []
-    for name, where in sorted(found.items()):
-        close = difflib.get_close_matches(name, sorted(known), n=1)
-        hint = f"did you mean {close[0]}?" if close else "a typo?"
-        problems.append(Problem(name, where, f"unknown variable ({hint}); ignored", valid))
-    return problems
