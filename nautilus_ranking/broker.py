@@ -5,6 +5,12 @@ that is not a list becomes an ``ErrorRecord`` in ``sources_errored`` and the
 other sources' rows are untouched. A bad row never fails its source: a row that is
 not an object or has no canonical JSON form (so it could be neither hashed nor
 printed) is dropped with one warning per source, reported in ``sources_warned``.
+
+One concept, one request's life from its context to its response: the fan-out, the
+isolation of each source, the hashes and the synthesis. The helpers below it serve
+only that and stay beside it; what other modules share (the synchronous loop, the
+hash of the rows as given) lives in ``fanout/thread_loop.py`` and
+``response_hash.py``.
 """
 
 from __future__ import annotations
@@ -13,23 +19,18 @@ import asyncio
 import copy
 import time
 import uuid
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import Problem
-from nautilus_ranking.fanout.thread_loop import run_in_this_thread
+from nautilus_ranking.fanout.thread_loop import run_sync
 from nautilus_ranking.fanout.workers import current_owner
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.records import AdapterResult, BrokerResponse, ErrorRecord, SourceWarning
-from nautilus_ranking.response_hash import (
-    canonical_list,
-    canonical_object,
-    compute_response_hash,
-    hash_canonical,
-)
+from nautilus_ranking.response_hash import response_hash_of
 from nautilus_ranking.rows import screen_rows
 from nautilus_ranking.selection.budget import apply_budget, entry_text
 from nautilus_ranking.sources.base import Source, declared_order, id_of, preparer, timeout_of
@@ -39,8 +40,6 @@ from nautilus_ranking.synthesis.basic import BasicSynthesizer
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
 logger = get_logger("nautilus_ranking.broker")
-
-T = TypeVar("T")
 
 #: How long a source may take to build or refresh its data (``prepare``) before a
 #: request gives up on it: a build is not cut off by the query's ``timeout_s``, but a
@@ -184,7 +183,7 @@ class Broker:
             sources_queried=[_id_text(id_of(s)) for s in self.sources],
             sources_errored=errors,
             duration_ms=round((time.perf_counter() - started) * 1000),
-            response_hash=_response_hash(data, texts),
+            response_hash=response_hash_of(data, texts),
             source_response_hashes=source_hashes,
             sources_warned=warnings,
             budget=budget,
@@ -320,33 +319,6 @@ _Answer = tuple[AdapterResult, str, SourceWarning | None, list[str]]
 _ROWS_KEPT = (RankingSynthesizer, BasicSynthesizer)
 
 
-def _response_hash(
-    data: dict[str, list[dict[str, Any]]], texts: list[tuple[list[dict[str, Any]], list[str]]]
-) -> str:
-    """:func:`compute_response_hash` of ``data``, from the canonical texts its rows were
-    hashed with when each is one of the rows of ``texts`` (the same object), else
-    encoded afresh: byte for byte the same canonical JSON either way."""
-    known = {
-        id(row): (row, text)
-        for rows, row_texts in texts
-        for row, text in zip(rows, row_texts, strict=True)
-    }
-    if type(data) is not dict or not known:
-        return compute_response_hash(data)
-    parts: dict[str, str] = {}
-    for source_id, rows in data.items():
-        if type(source_id) is not str or type(rows) is not list:
-            return compute_response_hash(data)
-        row_texts = []
-        for row in rows:
-            entry = known.get(id(row))
-            if entry is None or entry[0] is not row:
-                return compute_response_hash(data)
-            row_texts.append(entry[1])
-        parts[source_id] = canonical_list(row_texts)
-    return hash_canonical(canonical_object(parts))
-
-
 def config_path(settings: NautilusSettings, given: str | Path | None = None) -> Path:
     """The sources file a broker reads: ``given`` (``--config``), else NAUTILUS_CONFIG,
     else the bundled demo's."""
@@ -449,17 +421,3 @@ def _id_text(source_id: Any) -> str:
     except Exception:
         shown = "?"
     return f"<{type(source_id).__name__} {shown}>"
-
-
-def run_sync(coroutine: Coroutine[Any, Any, T], name: str, instead: str) -> T:
-    """Run ``coroutine`` to completion on this thread's long-lived loop
-    (:mod:`nautilus_ranking.fanout.thread_loop`), whose worker threads are never waited for. Inside
-    a
-    running loop this raises ``RuntimeError`` (as ``asyncio.run`` does) naming the
-    awaitable to use."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return run_in_this_thread(coroutine)
-    coroutine.close()
-    raise RuntimeError(f"{name} was called inside a running event loop; use '{instead}' instead")

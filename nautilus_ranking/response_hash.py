@@ -95,3 +95,30 @@ def compute_response_hash(data: Any) -> str:
 def hash_canonical(canonical: str) -> str:
     """The response hash of an already canonical JSON text."""
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def response_hash_of(
+    data: dict[str, list[dict[str, Any]]], texts: list[tuple[list[dict[str, Any]], list[str]]]
+) -> str:
+    """:func:`compute_response_hash` of ``data``, from the canonical texts its rows were
+    hashed with when each is one of the rows of ``texts`` (the same object), else
+    encoded afresh: byte for byte the same canonical JSON either way."""
+    known = {
+        id(row): (row, text)
+        for rows, row_texts in texts
+        for row, text in zip(rows, row_texts, strict=True)
+    }
+    if type(data) is not dict or not known:
+        return compute_response_hash(data)
+    parts: dict[str, str] = {}
+    for source_id, rows in data.items():
+        if type(source_id) is not str or type(rows) is not list:
+            return compute_response_hash(data)
+        row_texts = []
+        for row in rows:
+            entry = known.get(id(row))
+            if entry is None or entry[0] is not row:
+                return compute_response_hash(data)
+            row_texts.append(entry[1])
+        parts[source_id] = canonical_list(row_texts)
+    return hash_canonical(canonical_object(parts))

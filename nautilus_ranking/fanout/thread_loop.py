@@ -85,3 +85,16 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T], name: str, instead: str) -> T:
+    """Run ``coroutine`` to completion on this thread's long-lived loop
+    (this module's), whose worker threads are never waited for. Inside a running
+    loop this raises ``RuntimeError`` (as ``asyncio.run`` does) naming the
+    awaitable to use."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run_in_this_thread(coroutine)
+    coroutine.close()
+    raise RuntimeError(f"{name} was called inside a running event loop; use '{instead}' instead")

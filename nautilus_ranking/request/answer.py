@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nautilus_ranking.broker import run_sync
+from nautilus_ranking.fanout.thread_loop import run_sync
 from nautilus_ranking.records import BrokerResponse, RankedRow
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.model import QueryRequest

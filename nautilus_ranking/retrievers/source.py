@@ -15,8 +15,9 @@ from typing import Any
 
 import httpx
 
-from nautilus_ranking.broker import Broker, run_sync
+from nautilus_ranking.broker import Broker
 from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.fanout.thread_loop import run_sync
 from nautilus_ranking.records import BrokerResponse, RankedRow
 from nautilus_ranking.request.answer import Answer, answer, answer_sync
 from nautilus_ranking.request.engine import Engine
