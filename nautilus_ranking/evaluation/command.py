@@ -83,12 +83,12 @@ def run(args: argparse.Namespace) -> int:
     from nautilus_ranking.config import NautilusSettings
     from nautilus_ranking.evaluation.evaluate import run_eval
     from nautilus_ranking.evaluation.judgments import EvalInputError
+    from nautilus_ranking.evaluation.recommend import recommendation_lines
     from nautilus_ranking.evaluation.report import (
         coverage_lines,
         json_report,
         markdown_report,
         plot,
-        recommendation_lines,
         text_report,
     )
 
