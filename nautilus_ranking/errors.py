@@ -26,7 +26,7 @@ _MAX_SHOWN = 60
 #: so that this module stays free of what they need (a database driver, the model).
 _RAISED_BY = {
     "ConfigError": "nautilus_ranking.config",
-    "SourceConfigError": "nautilus_ranking.sources.schema",
+    "SourceConfigError": "nautilus_ranking.sources.yaml_file",
     "SeedError": "nautilus_ranking.sources.seeds",
     "FileRefusedError": "nautilus_ranking.sources.seeds",
     "ForeignFileError": "nautilus_ranking.sources.sqlite.base",

@@ -16,7 +16,6 @@ from __future__ import annotations
 import difflib
 import importlib
 import math
-import os
 import re
 from abc import abstractmethod
 from collections.abc import Iterator, MutableMapping
@@ -24,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -35,27 +33,21 @@ from pydantic import (
     field_validator,
 )
 
-from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.sources.sql import quote_identifier
+from nautilus_ranking.sources.yaml_file import SourceConfigError as SourceConfigError
+from nautilus_ranking.sources.yaml_file import expand_variables as expand_variables
+from nautilus_ranking.sources.yaml_file import read_yaml
 
 DEFAULT_LIMIT = 30
 MAX_LIMIT = 10_000
 DEFAULT_TIMEOUT_S = 5.0
 MAX_TIMEOUT_S = 3600.0
-MAX_FILE_BYTES = 1 << 20  # a sources file is configuration, not data
-MAX_VALUES = 100_000  # values after expanding YAML aliases
-MAX_DEPTH = 64  # nesting of mappings and lists
 MAX_FILE_NAME_BYTES = 200  # a built file's name, so its temporary names fit in 255
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _SOURCE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _TOP_LEVEL = ("limit", "sources")
 #: Options whose value is never echoed in a message (a DSN carries a password).
 SECRET_OPTIONS = frozenset({"dsn"})
-
-
-class SourceConfigError(NautilusError):
-    """The sources file is missing, malformed, or names something that does not exist."""
 
 
 @dataclass(frozen=True)
@@ -201,7 +193,7 @@ class _Document(BaseModel):
 def load_sources(path: Path) -> SourcesFile:
     """Read, expand and validate a sources file; a :class:`SourceConfigError` names
     the file, the entry and the option for anything wrong."""
-    document = _read_yaml(path)
+    document = read_yaml(path)
     where = str(path)
     if not isinstance(document, dict):
         raise SourceConfigError(f"{where}: expected a mapping with a 'sources' list")
@@ -279,122 +271,6 @@ def _shown(value: object) -> str:
         return repr(value)
     text = repr(value)
     return text if len(text) <= 60 else text[:60] + "…"
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise SourceConfigError(
-            f"cannot read sources config {path}: {exc.strerror or exc}"
-        ) from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise SourceConfigError(
-            f"{path}: larger than {MAX_FILE_BYTES} bytes; "
-            "a sources file lists sources, the data lives in seeds"
-        )
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise SourceConfigError(
-            f"{path}:{line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
-        ) from None
-    try:
-        return yaml.load(text, Loader=_BoundedLoader)
-    except _TooDeep as exc:
-        raise SourceConfigError(
-            f"{path}:{exc.line}: nested too deeply (more than {MAX_DEPTH} levels)"
-        ) from None
-    except _DuplicateKey as exc:
-        raise SourceConfigError(
-            f"{path}:{exc.line}: duplicate key {exc.key!r} (first on "
-            f"line {exc.first}); give each option once"
-        ) from None
-    except RecursionError:
-        raise SourceConfigError(f"{path}: nested too deeply") from None
-    except yaml.YAMLError as exc:
-        raise SourceConfigError(f"{path}: not valid YAML: {exc}") from None
-
-
-class _TooDeep(yaml.YAMLError):
-    def __init__(self, line: int) -> None:
-        super().__init__(line)
-        self.line = line
-
-
-class _DuplicateKey(yaml.YAMLError):
-    def __init__(self, key: str, line: int, first: int) -> None:
-        super().__init__(key)
-        self.key, self.line, self.first = key, line, first
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.safe_load`` that refuses documents nested deeper than :data:`MAX_DEPTH`
-    and mappings that give a key twice (YAML would silently keep the last value)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
-        seen: dict[tuple[str, str], int] = {}
-        for key_node, _ in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
-                continue  # a merge (<<) may be overridden: that is what it is for
-            key = (key_node.tag, key_node.value)
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                raise _DuplicateKey(key_node.value, line, seen[key])
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self._nesting = getattr(self, "_nesting", 0) + 1
-        try:
-            if self._nesting > MAX_DEPTH:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise _TooDeep(mark.line + 1)
-            return super().compose_node(parent, index)
-        finally:
-            self._nesting -= 1
-
-
-def expand_variables(value: Any, where: str = "") -> Any:
-    """``${VAR}`` / ``${VAR:-default}`` in every string of a parsed YAML document.
-
-    The result is a fresh tree; a document whose YAML aliases would expand to
-    more than :data:`MAX_VALUES` values (a "billion laughs") is refused.
-    """
-    budget = [MAX_VALUES]
-    return _expand(value, where, budget, 0)
-
-
-def _expand(value: Any, where: str, budget: list[int], depth: int) -> Any:
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise SourceConfigError(
-            f"{where}: more than {MAX_VALUES} values once YAML aliases "
-            "are expanded; write the values out instead"
-        )
-    if depth > MAX_DEPTH:
-        raise SourceConfigError(f"{where}: nested more than {MAX_DEPTH} levels deep")
-    if isinstance(value, dict):
-        return {k: _expand(v, f"{where}.{k}", budget, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand(v, f"{where}[{i}]", budget, depth + 1) for i, v in enumerate(value)]
-    if not isinstance(value, str):
-        return value
-
-    def substitute(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        if name in os.environ:
-            return os.environ[name]
-        if default is not None:
-            return default
-        raise SourceConfigError(
-            f"{where}: environment variable {name} is not set "
-            f"(use ${{{name}:-default}} for a fallback)"
-        )
-
-    return _VARIABLE.sub(substitute, value)
 
 
 def sources_json_schema() -> dict[str, Any]:
