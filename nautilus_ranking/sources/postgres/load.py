@@ -24,6 +24,7 @@ from nautilus_ranking.embedders import Embedder, embed_texts
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.sources.base import Row
 from nautilus_ranking.sources.postgres.base import PostgresSpec, require_postgres, table_identifier
+from nautilus_ranking.sources.postgres.columns import column_type, stored_types, unstorable
 from nautilus_ranking.sources.postgres.dsn import mask_dsn, scrub
 from nautilus_ranking.sources.postgres.fts import PostgresFtsSpec, tsvector_expression
 from nautilus_ranking.sources.postgres.vector import (
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
     from psycopg.sql import Composable, Composed
 
 EMBED_BATCH = 64
-#: The range of a ``bigint`` column; a seed's integers outside it make a ``numeric`` one.
-BIGINT = (-(1 << 63), (1 << 63) - 1)
 WRITE_BATCH = 500
 
 
@@ -131,9 +130,9 @@ def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
                 f"source {spec.id!r}: {seed}: row {i} has no {spec.id_field!r} (the id_field)"
             )
     for name in names:
-        json_column = _column_type([doc.get(name) for doc in docs]) == "jsonb"
+        json_column = column_type([doc.get(name) for doc in docs]) == "jsonb"
         for i, doc in enumerate(docs, start=1):
-            problem = _unstorable(doc.get(name), json_column)
+            problem = unstorable(doc.get(name), json_column)
             if problem:
                 raise LoadError(f"source {spec.id!r}: {seed}: row {i}, field {name!r}: {problem}")
     missing = [c for c in spec.columns if c not in names]
@@ -157,7 +156,7 @@ def _load_one(
     from psycopg import sql
 
     docs, names = read_seed(spec, seed)
-    types = {name: _column_type([doc.get(name) for doc in docs]) for name in names}
+    types = {name: column_type([doc.get(name) for doc in docs]) for name in names}
     table = table_identifier(spec.table)
     embedder: Embedder | None = None
     if isinstance(spec, PgvectorSpec):
@@ -180,7 +179,7 @@ def _load_one(
                     table, sql.Identifier(name), sql.SQL(types[name])
                 )
             )
-        types = _stored_types(conn, table, types)
+        types = stored_types(conn, table, types)
         vectors_column = None
         if isinstance(spec, PgvectorSpec) and embedder is not None:
             vectors_column = spec.embedding_column
@@ -243,63 +242,6 @@ def _connect(spec: PostgresSpec) -> Connection[Any]:
             f"source {spec.id!r} ({mask_dsn(dsn)}): "
             f"{scrub(str(exc).strip() or type(exc).__name__, dsn)}"
         ) from None
-
-
-def _stored_types(
-    conn: Connection[Any], table: Composable, types: dict[str, str]
-) -> dict[str, str]:
-    """``types`` (from this seed) with a column the table already holds as jsonb kept
-    jsonb: a seed whose ids were ``1`` and ``"A-7"`` and are now only ``1`` still writes
-    JSON values into it (a bare integer would be refused there)."""
-    from psycopg import sql
-
-    cursor = conn.execute(sql.SQL("SELECT * FROM {} LIMIT 0").format(table))
-    jsonb = conn.adapters.types.get("jsonb")
-    stored = {
-        column.name
-        for column in cursor.description or ()
-        if jsonb is not None and column.type_code == jsonb.oid
-    }
-    return {name: "jsonb" if name in stored else kind for name, kind in types.items()}
-
-
-def _unstorable(value: Any, json_column: bool, depth: int = 0) -> str:
-    """Why PostgreSQL would refuse ``value`` ("" when it takes it): text holds no NUL and
-    no lone surrogate, JSON no NaN or Infinity."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            return "a NUL character (\\u0000), which PostgreSQL text cannot hold; remove it"
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return "a lone surrogate (\\ud800-\\udfff), which is not UTF-8 text; remove it"
-        return ""
-    if isinstance(value, float) and (json_column or depth) and not np.isfinite(value):
-        return f"{value} in a JSON value (PostgreSQL's jsonb has no NaN or Infinity)"
-    if isinstance(value, dict):
-        for key, item in value.items():
-            problem = _unstorable(key, True, depth + 1) or _unstorable(item, True, depth + 1)
-            if problem:
-                return problem
-    if isinstance(value, list):
-        for item in value:
-            problem = _unstorable(item, True, depth + 1)
-            if problem:
-                return problem
-    return ""
-
-
-def _column_type(values: list[Any]) -> str:
-    present = [v for v in values if v is not None]
-    if present and all(isinstance(v, bool) for v in present):
-        return "boolean"
-    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        return "bigint" if all(BIGINT[0] <= v <= BIGINT[1] for v in present) else "numeric"
-    if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
-        return "double precision"
-    if all(isinstance(v, str) for v in present):
-        return "text"
-    return "jsonb"
 
 
 def _prepare_vectors(
