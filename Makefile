@@ -18,9 +18,9 @@ $(BSTAMP): $(STAMP)
 	touch $(BSTAMP)
 
 demo: $(STAMP)
-	$(BIN)/nautilus demo
+	$(BIN)/nautilus-ranking demo
 	@echo
-	@echo "nautilus is installed in $(VENV), which is not on your PATH: run $(BIN)/nautilus ..."
+	@echo "nautilus is installed in $(VENV), which is not on your PATH: run $(BIN)/nautilus-ranking ..."
 	@echo "or put it there for this shell first: . $(BIN)/activate"
 
 lint: $(STAMP)
