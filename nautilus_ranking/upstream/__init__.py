@@ -10,7 +10,9 @@ One call, on a broker the broker's own ``Broker.from_config`` built::
     response = broker.request("agent-alpha", "orders-db disk full", {"purpose": "support"})
     ranking.ranking(response.request_id)      # scores, components, the rows left out
 
-See docs/nautilus-broker.md.
+``python -m nautilus_ranking.upstream serve --config nautilus.yaml`` is
+``nautilus serve`` with the ranking attached (HTTP, MCP or both). See
+docs/nautilus-broker.md.
 """
 
 from __future__ import annotations
