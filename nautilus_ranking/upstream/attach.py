@@ -29,6 +29,7 @@ from typing import Any
 from nautilus_ranking.broker import applied_settings, boost_problems
 from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.embedders import Embedder
+from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.upstream.outcome import RequestRanking
@@ -44,7 +45,7 @@ logger = get_logger("nautilus_ranking.upstream")
 SYNTHESIZER_ATTRIBUTE = "_synthesizer"
 
 
-class IncompatibleBrokerError(TypeError):
+class IncompatibleBrokerError(NautilusError, TypeError):
     """The object is not a broker this attachment knows how to attach to."""
 
 

@@ -48,10 +48,10 @@ class SourceKind:
 UNKNOWN = SourceKind("unknown", None)
 
 
-def kind_of(source: Any) -> SourceKind:
+def kind_of(config: Any) -> SourceKind:
     """The kind of one of the broker's ``SourceConfig``s (read by attribute, so any
     object with ``type`` and, for pgvector, ``embedding_column``/``metadata_column``)."""
-    source_type = str(getattr(source, "type", "") or "")
+    source_type = str(getattr(config, "type", "") or "")
     ranked = (
         True if source_type in RANKED_TYPES else False if source_type in UNRANKED_TYPES else None
     )
@@ -59,12 +59,12 @@ def kind_of(source: Any) -> SourceKind:
         return SourceKind(
             source_type,
             ranked,
-            str(getattr(source, "embedding_column", None) or PGVECTOR_EMBEDDING),
-            str(getattr(source, "metadata_column", None) or PGVECTOR_METADATA),
+            str(getattr(config, "embedding_column", None) or PGVECTOR_EMBEDDING),
+            str(getattr(config, "metadata_column", None) or PGVECTOR_METADATA),
         )
     return SourceKind(source_type, ranked)
 
 
-def kinds_of(sources: Iterable[Any]) -> Mapping[str, SourceKind]:
-    """Each source's kind by id."""
-    return {str(getattr(s, "id", "")): kind_of(s) for s in sources}
+def kinds_of(configs: Iterable[Any]) -> Mapping[str, SourceKind]:
+    """Each of the broker's sources' kind, by id."""
+    return {str(getattr(config, "id", "")): kind_of(config) for config in configs}

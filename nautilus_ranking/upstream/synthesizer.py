@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
+from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.records import AdapterResult
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
@@ -41,7 +42,7 @@ class BrokerMerge(Protocol):
     def merge(self, results: list[Any]) -> Merged: ...
 
 
-class NoRequestScopeError(RuntimeError):
+class NoRequestScopeError(NautilusError, RuntimeError):
     """``merge`` ran outside the wrapped ``arequest``: there is no query to rank by."""
 
 
