@@ -6,7 +6,8 @@ Shared by tests/upstream/ and benchmarks/nautilus_broker.py. The venv is cached 
 ``~/.cache/nautilus-ranking/broker-venvs/`` keyed by the broker's version, the
 interpreter, ``pyproject.toml`` and every file of the package, so a run reuses the
 venv of the same source and a changed source gets its own (built under a lock; one
-that did not complete is rebuilt; venvs unused for a day are removed).
+that did not complete is rebuilt; beyond the three most recently used, venvs unused for
+an hour are removed).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ BROKER_EXTRAS = "postgres,pgvector"
 #: What the venv needs besides the two: the checks run under pytest there.
 TOOLING = ("pytest>=8.0", "setuptools>=68", "wheel")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nautilus-ranking"
-STALE_S = 24 * 3600
+#: Venvs of other sources kept however old, and how recently used one must be to stay.
+KEEP_RECENT = 3
+STALE_S = 3600
 
 
 class BrokerVenvUnavailable(RuntimeError):
@@ -186,11 +189,18 @@ def broker_venv(extras: Sequence[str] = ()) -> BrokerVenv:
 
 
 def _prune(where: Path, keep: Path) -> None:
-    """Remove venvs unused for a day (their lock taken first, so none in use goes)."""
+    """Remove the venvs of other sources: each is ~200 MB and a day of work makes many.
+    The :data:`KEEP_RECENT` most recently used stay, and any used in the last
+    :data:`STALE_S` (a run of another checkout may be using it); each goes under its lock
+    (never one being built)."""
     now = time.time()
-    for marker in where.glob("*/.complete"):
-        venv = marker.parent
-        if venv == keep or now - marker.stat().st_mtime < STALE_S:
+    used = sorted(
+        (m for m in where.glob("*/.complete") if m.parent != keep),
+        key=lambda m: m.stat().st_mtime,
+        reverse=True,
+    )
+    for marker in used[KEEP_RECENT:]:
+        if now - marker.stat().st_mtime < STALE_S:
             continue
-        with _locked(where / f"{venv.name}.lock"):
-            shutil.rmtree(venv, ignore_errors=True)
+        with _locked(where / f"{marker.parent.name}.lock"):
+            shutil.rmtree(marker.parent, ignore_errors=True)
