@@ -146,7 +146,15 @@ def attach_ranking(
         with request_scope(intent) as scope:
             response = await inner(agent_id, intent, context, **kwargs)
         if scope.outcome is not None:
-            store.put(scope.outcome.with_request_id(str(response.request_id)))
+            try:
+                store.put(scope.outcome.with_request_id(str(response.request_id)))
+            except Exception as exc:  # the answer is the broker's: never fail it here
+                logger.warning(
+                    "upstream_ranking_not_filed",
+                    error_type=type(exc).__name__,
+                    error=str(exc)[:200],
+                    action="the response is returned; its ranking is not kept",
+                )
         return response
 
     setattr(broker, SYNTHESIZER_ATTRIBUTE, synthesizer)

@@ -4,6 +4,7 @@ test_nautilus_broker.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from types import SimpleNamespace
 from typing import Any
@@ -11,7 +12,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from nautilus_ranking import RankingSynthesizer
+from nautilus_ranking import NautilusSettings, RankingSynthesizer
+from nautilus_ranking.upstream import IncompatibleBrokerError, attach_ranking
 from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.request_scope import current_scope, request_scope
 from nautilus_ranking.upstream.row_views import row_view
@@ -121,3 +123,60 @@ def test_an_untested_broker_version_warns_once() -> None:
         assert check_broker_version("0.4.1") is False
     [event] = logs
     assert event["event"] == "upstream_broker_untested" and event["version"] == "0.4.1"
+
+
+class FakeBroker:
+    """What attach_ranking uses of a nautilus.Broker: ``_synthesizer``, ``sources`` and an
+    ``arequest`` that awaits before and after ``merge`` (as the broker's fan-out does)."""
+
+    def __init__(self, request_ids: list[Any]) -> None:
+        self._synthesizer = Passthrough()
+        self.sources = [SimpleNamespace(id=s, type="static") for s in ("runbooks", "tickets")]
+        self.request_ids = request_ids
+
+    async def arequest(
+        self, agent_id: str, intent: str, context: dict[str, Any] | None = None, **kwargs: Any
+    ) -> Any:
+        await asyncio.sleep(0)
+        data = self._synthesizer.merge(RESULTS)
+        await asyncio.sleep(0)
+        return SimpleNamespace(request_id=self.request_ids.pop(0), data=data)
+
+
+def test_the_wrapper_files_each_ranking_under_its_request_id() -> None:
+    broker = FakeBroker(["r1", "r2"])
+    with capture_logs():  # the broker is not installed here: the version warning
+        attached = attach_ranking(broker, NautilusSettings(ranking_top_k=1))
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(
+            broker.arequest("a", "kafka lag"), broker.arequest("a", "disk full on orders-db")
+        )
+
+    first, second = asyncio.run(both())
+    assert [r["id"] for rows in first.data.values() for r in rows] == ["RB-1"]
+    assert [r["id"] for rows in second.data.values() for r in rows] == ["T-1"]
+    ranked = attached.ranking("r1")
+    assert ranked is not None and ranked.query == "kafka lag"
+    assert attach_ranking(broker) is attached
+
+
+def test_a_response_that_cannot_be_filed_is_still_returned() -> None:
+    broker = FakeBroker([None])
+    broker.request_ids = [Unprintable()]
+    with capture_logs():
+        attach_ranking(broker, NautilusSettings(ranking_top_k=1))
+    with capture_logs() as logs:
+        response = asyncio.run(broker.arequest("a", "kafka lag"))
+    assert response.data == {"runbooks": [RESULTS[0].rows[0]], "tickets": []}
+    assert [e["event"] for e in logs] == ["upstream_ranking_not_filed"]
+
+
+class Unprintable:
+    def __str__(self) -> str:
+        raise ValueError("no id")
+
+
+def test_an_object_that_is_no_broker_is_refused() -> None:
+    with pytest.raises(IncompatibleBrokerError, match="has no _synthesizer"):
+        attach_ranking(SimpleNamespace(sources=[]))
