@@ -45,6 +45,8 @@ _RAISED_BY = {
     "EvalInputError": "nautilus_ranking.evaluation.judgments",
     "CollectionError": "nautilus_ranking.evaluation.collection",
     "ServiceError": "nautilus_ranking.retrievers.source",
+    "IncompatibleBrokerError": "nautilus_ranking.upstream.attach",
+    "NoRequestScopeError": "nautilus_ranking.upstream.synthesizer",
 }
 
 __all__ = ["NautilusError", "Problem", *sorted(_RAISED_BY), "cut", "shown"]

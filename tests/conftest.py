@@ -71,6 +71,7 @@ SLOW_PATHS = (
     "test_docs.py",
     "test_showcase.py",
     "test_deploy_files.py",
+    "upstream/test_nautilus_broker.py",  # a Python 3.13 venv with the Nautilus broker
 )
 #: Single tests of a few seconds each in otherwise quick suites.
 SLOW_TESTS = frozenset(

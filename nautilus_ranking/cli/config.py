@@ -69,8 +69,15 @@ def run_config(args: argparse.Namespace) -> int:
     with _quiet("nautilus_ranking.config") if args.strict else contextlib.nullcontext():
         settings = NautilusSettings()  # --strict reports each problem itself, once
     path = config_path(settings, args.config)
-    listing, source_error = check_sources(settings, path)
-    id_problems = _id_problems(path) if source_error is None else []
+    # a Nautilus broker's nautilus.yaml: boosts name its sources (nautilus_ranking.upstream)
+    from nautilus_ranking.upstream.broker_config import broker_sources
+
+    listing, source_error = (
+        (broker, None)
+        if (broker := broker_sources(path)) is not None
+        else check_sources(settings, path)
+    )
+    id_problems = _id_problems(path) if source_error is None and broker is None else []
     if listing == []:
         source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"
     source_ids = None if listing is None else [s["id"] for s in listing]

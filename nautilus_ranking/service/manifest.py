@@ -41,6 +41,7 @@ from dotenv import dotenv_values
 
 from nautilus_ranking.config import ConfigError, NautilusSettings
 from nautilus_ranking.errors import Problem, cut
+from nautilus_ranking.unknown_variables import is_setting_or_typo
 
 _WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "Pod")
 _PREFIX = "NAUTILUS_"
@@ -57,6 +58,13 @@ class Target:
 
 def _is_ours(name: object) -> bool:
     return isinstance(name, str) and name.upper().startswith(_PREFIX)
+
+
+def _judged(name: object) -> bool:
+    """One of our settings or a typo of one: the Nautilus broker's own ``NAUTILUS_*``
+    variables and an operator's own (a DSN its YAML expands, often from a Secret) are
+    not ours to check."""
+    return is_setting_or_typo(name, NautilusSettings)
 
 
 #: The largest manifest read (bytes).
@@ -110,7 +118,7 @@ def read_manifest(path: str | Path) -> list[Target]:
     for document in documents:
         if document.get("kind") in _WORKLOADS:
             targets.extend(_workload(document, config_maps))
-    found = [t for t in targets if any(_is_ours(k) for k in t.env) or t.problems]
+    found = [t for t in targets if any(_judged(k) for k in t.env) or t.problems]
     if not found:
         raise _fail(
             path,
@@ -133,9 +141,9 @@ def _workload(document: Mapping[str, Any], config_maps: Mapping[str, Any]) -> li
         for source in container.get("envFrom") or []:
             _env_from(source, config_maps, target)
         for entry in container.get("env") or []:
-            if isinstance(entry, dict) and _is_ours(entry.get("name")):
+            if isinstance(entry, dict) and _judged(entry.get("name")):
                 _env_entry(entry, config_maps, target)
-        if any(_is_ours(k) for k in target.env):  # a sidecar is not ours to judge
+        if any(_judged(k) for k in target.env):  # a sidecar is not ours to judge
             target.problems.extend(_container_problems(container, target.env))
         targets.append(target)
     return targets
@@ -319,7 +327,7 @@ def _compose(services: Mapping[str, Any], base: Path) -> list[Target]:
             )
         )
         for key, value in entries:
-            if not _is_ours(key):
+            if not _judged(key):
                 continue
             if value is None:
                 target.problems.append(

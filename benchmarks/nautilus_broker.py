@@ -1,0 +1,218 @@
+"""What our ranking costs inside the Nautilus broker: p50 and p99 of a request with 8 in
+flight, with ranking and without, with the hashing and the onnx embedder.
+
+Ranking runs in ``merge``, on the broker's event loop: while one request is ranked, the
+others in flight wait. So this measures requests as a server has them, 8 at a time on
+one loop (``asyncio.gather`` of 8 ``arequest``s with distinct callers, round after
+round), each request's latency from its start to its answer. The broker (nautilus-rkm
+0.3.0, with attestation and its audit log on) serves the demo's four collections as
+``static`` sources (78 rows; every request reaches all four); the configurations, one
+broker each in one process, take turns round by round so the machine's load hits all
+alike:
+
+- ``stock``: ``Broker.from_config`` as it is;
+- ``attached, knobs unset``: ``attach_ranking`` with no knob (the broker's answer);
+- ``ranked, hashing``: ``NAUTILUS_RANKING_TOP_K=8``, the hashing embedder;
+- ``ranked, onnx``: the same with ``NAUTILUS_EMBEDDER=onnx`` (all-MiniLM-L6-v2, int8).
+
+    python -m benchmarks.nautilus_broker [--rounds 60] [--out docs/nautilus-broker.md]
+
+It builds (or reuses) the Python 3.13 venv of tools/broker_venv.py with this project's
+``embed`` extra and runs the measurement there. Not a test: timings on a shared machine
+are noisy; read the ratios to ``stock`` measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+CONCURRENCY = 8
+QUERIES = [
+    "ops orders-db disk full",
+    "ops checkout returns 502 errors",
+    "ops kafka consumer lag growing",
+    "ops people get signed out",
+    "ops TLS certificate expired on the gateway",
+    "ops payments timeouts after deploy",
+    "ops replication lag on the replica",
+    "ops search results are stale",
+]
+CONFIGS = ("stock", "attached, knobs unset", "ranked, hashing", "ranked, onnx")
+
+
+def _inside(rounds: int, folder: Path) -> dict[str, Any]:
+    """Run in the broker's venv: each configuration's latencies (ms)."""
+    import asyncio
+    import importlib.resources
+
+    import yaml
+    from nautilus import Broker
+
+    from nautilus_ranking import NautilusSettings
+    from nautilus_ranking.embedders import embedder_from_name
+    from nautilus_ranking.upstream import attach_ranking
+
+    demo = importlib.resources.files("nautilus_ranking.demo")
+    sources = []
+    for name in ("tickets", "runbooks", "postmortems", "services"):
+        lines = demo.joinpath(f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(line) for line in lines if line.strip()]
+        sources.append(
+            {
+                "id": name,
+                "type": "static",
+                "classification": "unclassified",
+                "data_types": ["ops"],
+                "allowed_purposes": ["support"],
+                "rows": rows,
+            }
+        )
+    agent = {"id": "agent-alpha", "clearance": "confidential", "allowed_purposes": ["support"]}
+    config = folder / "nautilus.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "sources": sources,
+                "agents": {"agent-alpha": agent},
+                "attestation": {"enabled": True},
+                "audit": {"path": "./audit.jsonl"},
+            }
+        ),
+        encoding="utf-8",
+    )
+    brokers = {name: Broker.from_config(config) for name in CONFIGS}
+    attach_ranking(brokers["attached, knobs unset"], NautilusSettings())
+    attach_ranking(brokers["ranked, hashing"], NautilusSettings(ranking_top_k=8))
+    onnx = embedder_from_name("onnx")
+    attach_ranking(
+        brokers["ranked, onnx"], NautilusSettings(ranking_top_k=8, embedder="onnx"), embedder=onnx
+    )
+    latencies: dict[str, list[float]] = {name: [] for name in CONFIGS}
+    rows_out: dict[str, list[int]] = {name: [] for name in CONFIGS}
+    merges: dict[str, list[float]] = {name: [] for name in CONFIGS}
+    for name, broker in brokers.items():  # time merge: what holds the loop
+        synthesizer = broker._synthesizer
+        merge = synthesizer.merge
+
+        def timed(results: Any, _merge: Any = merge, _name: str = name) -> Any:
+            started = time.perf_counter()
+            try:
+                return _merge(results)
+            finally:
+                merges[_name].append((time.perf_counter() - started) * 1000)
+
+        synthesizer.merge = timed
+
+    async def one(broker: Any, i: int, n: int) -> tuple[float, int]:
+        started = time.perf_counter()
+        response = await broker.arequest(
+            "agent-alpha",
+            QUERIES[i % len(QUERIES)],
+            {"purpose": "support", "session_id": f"s{n}-{i}"},
+            caller={"peer": f"10.0.{n % 250}.{i}"},
+        )
+        rows = sum(len(r) for r in response.data.values())
+        return (time.perf_counter() - started) * 1000, rows
+
+    async def run() -> None:
+        for n in range(rounds + 2):  # two rounds each to warm up, not counted
+            for name in CONFIGS:
+                done = await asyncio.gather(*(one(brokers[name], i, n) for i in range(CONCURRENCY)))
+                if n >= 2:
+                    latencies[name].extend(ms for ms, _ in done)
+                    rows_out[name].extend(rows for _, rows in done)
+
+    asyncio.run(run())
+    for broker in brokers.values():
+        broker.close()
+    warm = 2 * CONCURRENCY
+    merged = {name: values[warm:] for name, values in merges.items()}
+    return {"latencies": latencies, "rows": rows_out, "merges": merged}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def report(result: dict[str, Any], rounds: int, command: str) -> str:
+    import platform
+
+    lat = result["latencies"]
+    base50, base99 = percentile(lat["stock"], 50), percentile(lat["stock"], 99)
+    lines = [
+        "<!-- nautilus-broker:begin -->",
+        "| configuration | rows handed over | p50 ms | p99 ms | p50 / stock | p99 / stock "
+        "| merge p50 ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in CONFIGS:
+        p50, p99 = percentile(lat[name], 50), percentile(lat[name], 99)
+        rows = sorted(set(result["rows"][name]))
+        lines.append(
+            f"| {name} | {'/'.join(map(str, rows))} | {p50:.1f} | {p99:.1f} | "
+            f"{p50 / base50:.2f} | {p99 / base99:.2f} | "
+            f"{percentile(result['merges'][name], 50):.2f} |"
+        )
+    lines += [
+        "",
+        f"{CONCURRENCY} requests in flight on one loop, {rounds} rounds each "
+        f"({rounds * CONCURRENCY} requests a configuration), the four taking turns; merge: "
+        "the synthesizer's time per request, during which the loop serves no other request; "
+        f"nautilus-rkm 0.3.0, Python 3.13, {platform.machine()}, {time.strftime('%Y-%m-%d')}. "
+        f"`{command}`",
+        "<!-- nautilus-broker:end -->",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--out", type=Path, help="write the table into this markdown page")
+    parser.add_argument("--inside", type=Path, help=argparse.SUPPRESS)  # in the broker's venv
+    args = parser.parse_args()
+    if args.inside is not None:
+        print(json.dumps(_inside(args.rounds, args.inside)))
+        return 0
+    import tempfile
+
+    from benchmarks.sections import write_section
+    from tools.broker_venv import broker_venv
+
+    venv = broker_venv(extras=("embed",))
+    with tempfile.TemporaryDirectory() as folder:
+        done = subprocess.run(
+            [
+                venv.python,
+                Path(__file__).resolve(),
+                "--inside",
+                folder,
+                "--rounds",
+                str(args.rounds),
+            ],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        print(done.stderr[-4000:], file=sys.stderr)
+        return 1
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    command = f"python -m benchmarks.nautilus_broker --rounds {args.rounds}"
+    section = report(result, args.rounds, command)
+    print(section)
+    if args.out is not None:
+        write_section(args.out, section, "nautilus-broker")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

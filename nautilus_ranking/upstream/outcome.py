@@ -1,0 +1,51 @@
+"""What one request's ranking was, beside the broker's response: ``RequestRanking``.
+
+The broker's response model is the broker's: ``data`` carries the rows that survived,
+nothing else. The scores, each score's components (``--explain``'s columns) and the
+rows the top K left out are here, fetched by the response's ``request_id``
+(:meth:`nautilus_ranking.upstream.AttachedRanking.ranking`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from nautilus_ranking.records import RankedRow
+
+
+@dataclass(frozen=True)
+class RequestRanking:
+    """One request's ranking.
+
+    ``ranking``: every row handed over, best first; each ``RankedRow.row`` is the
+    broker's own row object (as in ``data``), its score components as ``--explain``
+    shows them (:meth:`RankedRow.explain`). ``dropped``: each source's rows left out
+    of ``data`` (below the top K, a relevance cut, a copy of a better row), in the
+    source's own order; a source that lost none is absent. ``source_rows``: each
+    source's rows as it returned them, in its order: what the broker's
+    ``source_response_hashes`` digest of that source covers, so a verifier can
+    recompute it for a source ``data`` delivers trimmed. ``fallback``: None when the
+    rows were ranked; else why ``data`` is the passthrough answer (the error's type).
+    """
+
+    request_id: str
+    query: str
+    ranking: tuple[RankedRow, ...]
+    dropped: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    fallback: str | None = None
+    source_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def with_request_id(self, request_id: str) -> RequestRanking:
+        return replace(self, request_id=request_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: each ranked row's source, place, score and components (no rows:
+        they are in ``data``), and how many rows each source lost."""
+        return {
+            "request_id": self.request_id,
+            "query": self.query,
+            "fallback": self.fallback,
+            "ranking": [{"id": r.row.get("id"), **r.explain()} for r in self.ranking],
+            "dropped": {sid: len(rows) for sid, rows in self.dropped.items()},
+        }

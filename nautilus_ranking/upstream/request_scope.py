@@ -1,0 +1,48 @@
+"""How the query reaches the synthesizer: a context variable set around ``arequest``.
+
+The broker (0.3) calls ``Synthesizer.merge(results)`` with no query and no context.
+``merge`` runs in the task that awaits ``arequest`` (the broker's own server calls
+``arequest``; ``request`` runs it on the broker's loop thread), so a context variable
+the wrapper sets at the start of ``arequest`` is what ``merge`` sees, and concurrent
+requests each see their own. ``merge`` leaves what it ranked on the scope; the wrapper
+files it under the response's ``request_id``, which ``merge`` never sees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nautilus_ranking.upstream.outcome import RequestRanking
+
+
+@dataclass
+class RequestScope:
+    """One request as the synthesizer sees it: its intent (the query ranked by), and
+    what ``merge`` made of it (None until it ran)."""
+
+    intent: str
+    outcome: RequestRanking | None = None
+
+
+_SCOPE: ContextVar[RequestScope | None] = ContextVar("nautilus_ranking_request", default=None)
+
+
+def current_scope() -> RequestScope | None:
+    """The request being answered in this context; None outside a wrapped ``arequest``."""
+    return _SCOPE.get()
+
+
+@contextlib.contextmanager
+def request_scope(intent: str) -> Iterator[RequestScope]:
+    """``intent``'s scope for the duration of the block (reset after, even on error)."""
+    scope = RequestScope(intent if isinstance(intent, str) else str(intent))
+    token = _SCOPE.set(scope)
+    try:
+        yield scope
+    finally:
+        _SCOPE.reset(token)
