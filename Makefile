@@ -2,7 +2,7 @@
 # installs the project into it (once; again when pyproject.toml changes).
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-dev-embed-postgres-serve-mcp-langchain-llamaindex-tokens
+STAMP  := $(VENV)/.installed-dev-embed-postgres-serve-mcp-langchain-llamaindex-tokens-http
 BSTAMP := $(VENV)/.installed-bench
 
 .PHONY: demo test test-fast lint bench clean
@@ -10,11 +10,11 @@ BSTAMP := $(VENV)/.installed-bench
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens,http]'
 	touch $(STAMP)
 
 $(BSTAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens,http,bench]'
 	touch $(BSTAMP)
 
 demo: $(STAMP)

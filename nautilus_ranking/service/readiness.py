@@ -1,7 +1,8 @@
 """Readiness: every source answered a probe recently.
 
 A background task probes each source every ``NAUTILUS_SERVE_PROBE_INTERVAL_S``
-with a one-row search under the source's own timeout. ``/readyz`` only reads
+with a one-row search under the source's own timeout (or the source's own ``probe()``,
+when it has one: an HTTP source's ``health_url``). ``/readyz`` only reads
 the results (it never waits on a source), and a source is ready while its last
 success is younger than three intervals — one slow probe does not flap the pod.
 """
@@ -46,9 +47,14 @@ class Readiness:
             prepare = preparer(source)
             if prepare is not None:  # a source whose data cannot be built is not ready
                 await asyncio.wait_for(prepare(), PREPARE_TIMEOUT_S)
-            rows = await asyncio.wait_for(
-                source.search(PROBE_QUERY, {"query": PROBE_QUERY}, 1), source.timeout_s
-            )
+            probe = getattr(source, "probe", None)  # the source's own check, if it has one
+            if probe is not None:
+                await asyncio.wait_for(probe(), source.timeout_s)
+                rows: object = []
+            else:
+                rows = await asyncio.wait_for(
+                    source.search(PROBE_QUERY, {"query": PROBE_QUERY}, 1), source.timeout_s
+                )
         except TimeoutError:
             health.last_error = f"timeout: no answer within {source.timeout_s:g} s"
         except Exception as exc:  # a source is someone else's code
