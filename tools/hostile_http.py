@@ -13,6 +13,8 @@ the test and the bytes).
 ``/gzip-bomb`` — a 200 whose gzip body (64 KiB) inflates to 64 MiB;
 ``/retry/<status>/<seconds>/<n>`` — ``status`` with ``Retry-After: seconds`` (none when
 ``-``) to the path's first ``n`` requests, then a 200 with :data:`ONE_HIT`;
+``/then-fail/<n>`` — two hits to the path's first ``n`` requests, then a 500;
+``/redirect`` — a 302 to a cloud metadata address;
 ``/body/<name>`` — a 200 (or the status in :data:`BODIES`) with ``BODIES[name]`` as body.
 Every connection's bytes sent are counted in ``Hostile.sent``, every request's path in
 ``Hostile.paths``.
@@ -71,6 +73,20 @@ BODIES: dict[str, tuple[int, bytes]] = {
     ),
     "error-a-list": (500, b"[1, 2]"),
     "html-500": (500, b"<html><body><h1>500 Internal Server Error</h1></body></html>"),
+    "one-bad-hit": (
+        200,
+        json.dumps(
+            {
+                "hits": {
+                    "hits": [
+                        {"_id": "a", "_score": 2.0},
+                        {"_id": None, "_score": 1.5},
+                        {"_id": "b", "_score": 1.0},
+                    ]
+                }
+            }
+        ).encode(),
+    ),
     "wrong-shape": (200, b'{"hits": {"hits": {"total": 3}}}'),
     "deep-100": (200, b'{"hits": {"hits": ' + b"[" * 100 + b"]" * 100 + b"}}"),
 }
@@ -191,6 +207,22 @@ def _answer(conn: socket.socket, mode: list[str], stop: threading.Event, seen: i
                 + f"Content-Length: {len(ONE_HIT)}\r\nConnection: close\r\n\r\n".encode()
                 + ONE_HIT
             )
+    elif mode[0] == "then-fail":
+        if seen <= int(mode[1]):
+            hits = [{"_id": f"p{seen}-{i}", "_score": 1.0 / (i + 1)} for i in range(2)]
+            status, body = 200, json.dumps({"hits": {"hits": hits}}).encode()
+        else:
+            status, body = BODIES["html-500"]
+        send(
+            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+    elif mode[0] == "redirect":
+        send(
+            b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/latest/meta-data\r\n"
+            b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
     elif mode[0] == "body":
         status, body = BODIES[mode[1]]
         send(

@@ -45,13 +45,15 @@ EXTRA_HINT = "pip install 'nautilus-ranking[http]'"
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 #: An answer's default cap (decompressed bytes): 30 hits of 10 kB are 300 kB.
 DEFAULT_MAX_BYTES = 8 << 20
-#: The highest cap a source may set (below 50 MB: an answer is hits, not a dump).
-MAX_MAX_BYTES = 48 << 20
+#: The highest cap a source may set (40 MiB, below 50 MB: an answer is hits, not a dump).
+MAX_MAX_BYTES = 40 << 20
 DEFAULT_MAX_DEPTH = 64
 #: The first retry's wait when the server gives no Retry-After (doubled each time).
 BACKOFF_S = 0.1
 #: What of an error body a message quotes.
 SHOWN_CHARS = 200
+#: What of a body that is not JSON a message quotes.
+SNIPPET_CHARS = 80
 
 
 class HttpSourceError(NautilusError, RuntimeError):
@@ -323,7 +325,7 @@ class Client:
 
 
 def _snippet(raw: bytes) -> str:
-    text = raw[:SHOWN_CHARS].decode("utf-8", "replace")
+    text = raw[:SNIPPET_CHARS].decode("utf-8", "replace")
     return repr(" ".join(text.split()))
 
 
