@@ -4,7 +4,9 @@ What a search may change is the query text, the number of rows, the page and the
 vector, each a whole value (``template.py``); the URL, the method and the headers are
 the sources file's. A page after the first that fails keeps the rows before it (a
 warning says so); a hit that cannot be mapped is dropped (a warning names it); an answer
-of the wrong shape fails the source.
+of the wrong shape fails the source. A row whose id an earlier page already gave is
+skipped: an index refreshed between two pages, or a cursor compared at another
+precision than the engine's own scores, may hand a hit over twice.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ class HttpSource(SourceBase):
         deadline = loop.time() + self._budget()
         walk = self.paging.walk(wanted)
         rows: list[Row] = []
+        seen: set[object] = set()
         while True:
             values = {**walk.values(query), **extra}
             body, params = self.template.render(values)
@@ -126,7 +129,10 @@ class HttpSource(SourceBase):
                     page=walk.asked + 1,
                     problem=problem,
                 )
-            rows.extend(page)
+            for row in page:
+                if row["id"] not in seen:
+                    seen.add(row["id"])
+                    rows.append(row)
             if not walk.advance(hits, len(rows), int(values["size"])):
                 break
         return rows[:wanted]
