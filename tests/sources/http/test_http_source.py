@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -203,3 +204,35 @@ def test_strict_names_each_problem(tmp_path: Path, change: dict[str, object], me
     assert out.returncode == 1
     assert message in out.stderr
     assert ("(kb, http)" in out.stderr or "sources[0]" in out.stderr) and "SECRET" not in out.stderr
+
+
+def test_probe_shows_each_sources_first_mapped_row_and_time(tmp_path: Path) -> None:
+    down = es_entry(f"http://127.0.0.1:{closed_port()}", headers={"X-Key": "${KB_TOKEN}"})
+    down["id"] = "down"
+    with json_engine(DOCS) as engine:
+        write_sources(tmp_path, es_entry(engine.url), down)
+        env = {"KB_TOKEN": "tok-SECRET-123"}
+        out = cli(tmp_path, "sources", "probe", "replica lag", "--config", "nautilus.yaml", env=env)
+        as_json = cli(
+            tmp_path,
+            "sources",
+            "probe",
+            "replica lag",
+            "--json",
+            "--config",
+            "nautilus.yaml",
+            env=env,
+        )
+        asked = [r["body"]["size"] for r in engine.requests]
+    assert out.returncode == 1  # one source failed
+    es_line, down_line = out.stdout.splitlines()
+    assert re.match(r"^es +\d+\.\d ms  id=d01  score=2  replica lag on orders-db$", es_line)
+    assert re.match(
+        r"^down +\d+\.\d ms  ERROR HttpUnavailableError: down: POST .*cannot reach", down_line
+    )
+    es, failed = (json.loads(line) for line in as_json.stdout.splitlines())
+    assert es["row"] == {"id": "d01", "text": "replica lag on orders-db", "score": 2.0}
+    assert es["error"] == "" and failed["row"] is None
+    assert asked == [1, 1]  # one row asked of the engine
+    assert "Traceback" not in out.stderr + as_json.stderr
+    assert "SECRET" not in out.stdout + out.stderr + as_json.stdout
