@@ -4,10 +4,14 @@ docs/sources.md shows, and an option the user sets replaces a default whole."""
 from __future__ import annotations
 
 import base64
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from nautilus_ranking.sources.factory import SOURCE_TYPES, build_sources
 from nautilus_ranking.sources.http.presets import ElasticsearchSpec, TypesenseSpec
 from nautilus_ranking.sources.http.spec import HttpSpec
 
@@ -150,3 +154,45 @@ def test_an_index_that_would_change_the_path_is_refused(index: str) -> None:
         ElasticsearchSpec.model_validate(
             {"id": "kb", "type": "elasticsearch", "index": index, "fields": ["t"]}
         )
+
+
+# --- docs/sources.md's examples ---------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "sources.md"
+
+
+def engine_blocks() -> list[str]:
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index("## Search engines over HTTP") : text.index("## Variables")]
+    return re.findall(r"```yaml\n(.*?)```", section, re.S)
+
+
+def test_every_engine_example_in_the_docs_builds_without_calling_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ES_API_KEY", "es-key-1")
+    monkeypatch.setenv("TYPESENSE_API_KEY", "ts-key-1")
+    entries = [b for b in engine_blocks() if b.lstrip().startswith("- id:")]
+    assert len(entries) == 4  # generic (Groonga), Chroma, elasticsearch, typesense
+    path = tmp_path / "nautilus.yaml"
+    path.write_text("sources:\n" + "".join(entries), "utf-8")
+    sources, _ = build_sources(path, tmp_path / "data", "hashing")
+    try:
+        assert [s.id for s in sources] == ["kb", "postmortems", "runbooks", "articles"]
+    finally:
+        for source in sources:
+            source.close()
+
+
+@pytest.mark.parametrize("preset", ["runbooks", "articles"])
+def test_the_defaults_the_docs_show_are_the_presets(preset: str) -> None:
+    blocks = engine_blocks()
+    for i, block in enumerate(blocks):
+        if f"- id: {preset}\n" in block:
+            example, defaults = block, blocks[i + 1]
+    [entry] = yaml.safe_load(example)
+    entry = {k: v for k, v in entry.items() if k not in ("api_key",)}  # auth: below
+    spec = SOURCE_TYPES[entry["type"]].model_validate(entry)
+    shown = yaml.safe_load(defaults)
+    shown.pop("auth")
+    assert http_of(spec) == {**shown, **({"timeout_s": 2.0} if "timeout_s" in entry else {})}
