@@ -151,11 +151,16 @@ class ResponseMapping:
             hits = self._objects(answer, hits, columns_of)
         rows: list[dict[str, Any]] = []
         problems: list[str] = []
+        score_key = self.score_key
         for i, hit in enumerate(hits):
-            row = {key: get(hit) for key, get in getters}
-            problem = _check(row, self.score_key)
+            row = {}
+            for key, get in getters:
+                value = get(hit)
+                if value is not None:  # an unmapped value is left out of the row
+                    row[key] = value
+            problem = _check(row, score_key)
             if problem is None:
-                rows.append({k: v for k, v in row.items() if v is not None})
+                rows.append(row)
             else:
                 problems.append(f"hit {i}: {problem}")
         return rows, hits, problems
@@ -201,9 +206,11 @@ class ResponseMapping:
 def _check(row: dict[str, Any], score_key: str) -> str | None:
     """Why a mapped row is unusable (None: it is fine)."""
     ident = row.get("id")
+    score = row.get(score_key)
+    if type(ident) is str and (score is None or (type(score) is float and math.isfinite(score))):
+        return None  # the usual row, decided at once
     if ident is None or isinstance(ident, bool) or not isinstance(ident, (str, int, float)):
         return f"id is {_kind(ident)}, expected a string or a number"
-    score = row.get(score_key)
     if score is not None and (
         isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)
     ):
