@@ -45,6 +45,12 @@ _RAISED_BY = {
     "EvalInputError": "nautilus_ranking.evaluation.judgments",
     "CollectionError": "nautilus_ranking.evaluation.collection",
     "ServiceError": "nautilus_ranking.retrievers.source",
+    "HttpSourceError": "nautilus_ranking.sources.http.client",
+    "HttpUnavailableError": "nautilus_ranking.sources.http.client",
+    "TooLargeError": "nautilus_ranking.sources.http.client",
+    "TemplateError": "nautilus_ranking.sources.http.template",
+    "MappingError": "nautilus_ranking.sources.http.mapping",
+    "ShapeError": "nautilus_ranking.sources.http.mapping",
 }
 
 __all__ = ["NautilusError", "Problem", *sorted(_RAISED_BY), "cut", "shown"]

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.fanout.background_loop import BackgroundLoop
 from nautilus_ranking.log import get_logger
-from nautilus_ranking.sources.http.secrets import mask_url, scrub
+from nautilus_ranking.sources.http.secrets import mask_library_logs, mask_url, scrub
 
 if TYPE_CHECKING:
     import httpx
@@ -77,7 +77,7 @@ def require_http() -> None:
         ) from exc
 
 
-class TooLargeError(ValueError):
+class TooLargeError(NautilusError, ValueError):
     """A body past its cap (``what``: declared, or streamed)."""
 
     def __init__(self, cap: int, what: str) -> None:
@@ -180,6 +180,7 @@ class Client:
 
     def __init__(self, endpoint: Endpoint) -> None:
         require_http()
+        mask_library_logs()
         self.endpoint = endpoint
         self._client: httpx.AsyncClient | None = None
 

@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nautilus_ranking.errors import NautilusError
+
 Getter = Callable[[Any], Any]
 
 #: A JMESPath unquoted identifier (the fast path takes a dotted chain of them).
@@ -34,11 +36,11 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED = frozenset({"id", "text", "title", "score", "distance", "metadata"})
 
 
-class MappingError(ValueError):
+class MappingError(NautilusError, ValueError):
     """A path expression that does not parse, or a mapping that cannot be built."""
 
 
-class ShapeError(ValueError):
+class ShapeError(NautilusError, ValueError):
     """An answer that is not of the shape the mapping expects (the source fails)."""
 
 

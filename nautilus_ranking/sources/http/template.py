@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nautilus_ranking.errors import NautilusError
+
 #: Every placeholder and what it stands for (docs/sources.md lists the same).
 PLACEHOLDERS: dict[str, str] = {
     "query": "the query text (a string)",
@@ -35,7 +37,7 @@ _ANY = re.compile(r"\{\{.*?\}\}", re.S)
 _ABSENT = object()
 
 
-class TemplateError(ValueError):
+class TemplateError(NautilusError, ValueError):
     """A template that names an unknown placeholder or splices one into text."""
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +198,22 @@ def test_the_defaults_the_docs_show_are_the_presets(preset: str) -> None:
     shown = yaml.safe_load(defaults)
     shown.pop("auth")
     assert http_of(spec) == {**shown, **({"timeout_s": 2.0} if "timeout_s" in entry else {})}
+
+
+def test_without_the_extra_the_error_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "nautilus.yaml"
+    path.write_text(
+        "sources:\n  - {id: kb, type: typesense, collection: c, query_by: [t]}\n", "utf-8"
+    )
+    code = (
+        "import sys; sys.modules['jmespath'] = None\n"
+        "from pathlib import Path\n"
+        "from nautilus_ranking.sources.factory import build_sources\n"
+        f"build_sources(Path({str(path)!r}), Path({str(tmp_path)!r}), 'hashing')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == (
+        "ImportError: HTTP sources need the http extra: pip install 'nautilus-ranking[http]' "
+        "(jmespath is not installed)"
+    )

@@ -236,3 +236,38 @@ def test_probe_shows_each_sources_first_mapped_row_and_time(tmp_path: Path) -> N
     assert asked == [1, 1]  # one row asked of the engine
     assert "Traceback" not in out.stderr + as_json.stderr
     assert "SECRET" not in out.stdout + out.stderr + as_json.stdout
+
+
+def test_the_query_vector_is_the_sources_own_unless_the_callers_model_matches(
+    tmp_path: Path,
+) -> None:
+    from nautilus_ranking.embedders import embedder_from_name
+
+    entry = {
+        "id": "vec",
+        "type": "http",
+        "url": "",
+        "body": {
+            "query": {"multi_match": {"query": "{{query}}"}},
+            "size": "{{size}}",
+            "knn": {"vector": "{{vector}}"},
+        },
+        "response": {"hits": "hits.hits", "id": "_id", "score": "_score"},
+        "embedder": "hashing",
+        "dim": 64,
+    }
+    own = [float(x) for x in embedder_from_name("hashing", 64).embed("replica lag")]
+    model = embedder_from_name("hashing", 64).model_id
+    given = [0.5] * 64
+    with json_engine(DOCS) as engine:
+        entry["url"] = f"{engine.url}/kb/_search"
+        with built(tmp_path, entry) as [source]:
+            for context in (
+                {},
+                {"embedding": given, "embedding_model": model},
+                {"embedding": given, "embedding_model": "another-model"},
+                {"embedding": given},
+            ):
+                asyncio.run(source.search("replica lag", context, 2))
+        sent = [r["body"]["knn"]["vector"] for r in engine.requests]
+    assert sent == [own, given, own, own]  # a caller's vector only from the same model
