@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from nautilus_ranking.broker import PREPARE_TIMEOUT_S
 from nautilus_ranking.log import get_logger
-from nautilus_ranking.sources.base import Source, preparer
+from nautilus_ranking.sources.base import Source, preparer, prober
 
 logger = get_logger("nautilus_ranking.service")
 
@@ -47,7 +47,7 @@ class Readiness:
             prepare = preparer(source)
             if prepare is not None:  # a source whose data cannot be built is not ready
                 await asyncio.wait_for(prepare(), PREPARE_TIMEOUT_S)
-            probe = getattr(source, "probe", None)  # the source's own check, if it has one
+            probe = prober(source)  # the source's own check, if it has one
             if probe is not None:
                 await asyncio.wait_for(probe(), source.timeout_s)
                 rows: object = []

