@@ -10,7 +10,8 @@ gets, and answers in Elasticsearch's shape.
 ``POST /<index>/_search`` scores each document by the query's words it contains (ties
 by id) and answers ``{"hits": {"hits": [{"_id", "_score", "_source"}]}}`` from ``from``
 for ``size`` hits; ``GET /search?q=&size=&offset=`` answers the same hits as
-``{"results": [...]}``. ``delay_s`` holds every answer that long (an engine's own time).
+``{"results": [...]}``. ``delay_s`` holds every answer that long (an engine's own
+time); ``tls`` (a certificate and its key, PEM files) serves HTTPS.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from __future__ import annotations
 import json
 import re
 import socketserver
+import ssl
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -54,7 +57,9 @@ class Engine:
 
 
 @contextmanager
-def json_engine(docs: Sequence[dict[str, Any]], delay_s: float = 0.0) -> Iterator[Engine]:
+def json_engine(
+    docs: Sequence[dict[str, Any]], delay_s: float = 0.0, tls: tuple[Path, Path] | None = None
+) -> Iterator[Engine]:
     """The engine on a free loopback port, stopped when left."""
     engine = Engine("", docs, delay_s)
 
@@ -134,7 +139,13 @@ def json_engine(docs: Sequence[dict[str, Any]], delay_s: float = 0.0) -> Iterato
         allow_reuse_address = True
 
     server: socketserver.TCPServer = Server(("127.0.0.1", 0), Handler)
-    engine.url = f"http://127.0.0.1:{server.server_address[1]}"
+    scheme = "http"
+    if tls is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(tls[0]), str(tls[1]))
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+    engine.url = f"{scheme}://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -271,3 +272,45 @@ def test_the_query_vector_is_the_sources_own_unless_the_callers_model_matches(
                 asyncio.run(source.search("replica lag", context, 2))
         sent = [r["body"]["knn"]["vector"] for r in engine.requests]
     assert sent == [own, given, own, own]  # a caller's vector only from the same model
+
+
+def test_tls_is_verified_and_a_ca_file_is_trusted(tmp_path: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed: it makes the test's self-signed certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    with json_engine(DOCS, tls=(cert, key)) as engine:
+        assert engine.url.startswith("https://127.0.0.1:")
+        with (
+            built(tmp_path, es_entry(engine.url)) as [source],
+            pytest.raises(
+                HttpUnavailableError, match=r"es: POST https://.*CERTIFICATE_VERIFY_FAILED"
+            ),
+        ):
+            search(source, "disk")
+        trusted = es_entry(engine.url, ca_file=str(cert))
+        with built(tmp_path, trusted) as [source]:
+            assert [r["id"] for r in search(source, "disk", 2)] == ["d00", "d01"]
