@@ -29,6 +29,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.fanout.background_loop import BackgroundLoop
@@ -224,6 +225,7 @@ class Client:
         e = self.endpoint
         content = None if body is None else json.dumps(body, separators=(",", ":")).encode("utf-8")
         headers = {"content-type": "application/json"} if content is not None else None
+        target, params = with_params(url or e.url, params)
         attempt = 0
         while True:
             attempt += 1
@@ -232,7 +234,7 @@ class Client:
             try:
                 async with asyncio.timeout_at(deadline):
                     status, response_headers, raw = await self._once(
-                        method or e.method, url or e.url, params, content, headers, stage, progress
+                        method or e.method, target, params, content, headers, stage, progress
                     )
             except TimeoutError:
                 where = stage[0] + (f", {progress[0]:,} bytes so far" if progress[0] else "")
@@ -328,6 +330,21 @@ class Client:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
+
+
+def with_params(
+    url: str, params: list[tuple[str, str]] | None
+) -> tuple[str, list[tuple[str, str]] | None]:
+    """``url`` without its query and the parameters to send: the URL's own first, then
+    the template's (httpx would replace the URL's query with ``params``, dropping a key
+    written in it)."""
+    if not params:
+        return url, params
+    parts = urlsplit(url)
+    if not parts.query:
+        return url, params
+    fixed = parse_qsl(parts.query, keep_blank_values=True)
+    return urlunsplit(parts._replace(query="")), [*fixed, *params]
 
 
 def _snippet(raw: bytes) -> str:

@@ -56,6 +56,29 @@ def test_a_hostile_query_changes_nothing_but_the_text_in_a_json_body(
     assert hostile == plain
 
 
+def test_the_urls_own_parameters_are_sent_with_the_templates(tmp_path: Path) -> None:
+    entry = {
+        "id": "kb",
+        "type": "http",
+        "url": "",
+        "method": "GET",
+        "params": {"q": "{{query}}", "size": "{{size}}"},
+        "response": {"hits": "results", "id": "_id"},
+    }
+    with json_engine(DOCS) as engine:
+        entry["url"] = f"{engine.url}/search?x-api-key=k%26ey&offset=1"
+        with built(tmp_path, entry) as [source]:
+            rows = search(source, "disk", 2)
+        [request] = engine.requests
+    assert request["params"] == {
+        "x-api-key": ["k&ey"],
+        "offset": ["1"],
+        "q": ["disk"],
+        "size": ["2"],
+    }
+    assert [r["id"] for r in rows] == ["d01", "d02"]  # offset 1 of the URL applied
+
+
 @pytest.mark.parametrize("query", HOSTILE_QUERIES)
 def test_a_hostile_query_changes_nothing_but_the_text_in_url_parameters(
     tmp_path: Path, query: str
