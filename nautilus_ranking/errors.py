@@ -47,6 +47,12 @@ _RAISED_BY = {
     "ServiceError": "nautilus_ranking.retrievers.source",
     "IncompatibleBrokerError": "nautilus_ranking.upstream.attach",
     "NoRequestScopeError": "nautilus_ranking.upstream.synthesizer",
+    "HttpSourceError": "nautilus_ranking.sources.http.client",
+    "HttpUnavailableError": "nautilus_ranking.sources.http.client",
+    "TooLargeError": "nautilus_ranking.sources.http.client",
+    "TemplateError": "nautilus_ranking.sources.http.template",
+    "MappingError": "nautilus_ranking.sources.http.mapping",
+    "ShapeError": "nautilus_ranking.sources.http.mapping",
 }
 
 __all__ = ["NautilusError", "Problem", *sorted(_RAISED_BY), "cut", "shown"]

@@ -57,6 +57,10 @@ def clean_nautilus_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 #: module of the package is still exercised by the rest (`make test` runs everything).
 SLOW_PATHS = (
     "sources/postgres/",  # a real PostgreSQL 18
+    "sources/http/test_http_source.py",  # JSON engines on loopback, CLI processes
+    "sources/http/test_http_hostile.py",  # a hostile server on loopback
+    "sources/http/test_opensearch.py",  # the OpenSearch-API emulator
+    "sources/http/test_engines.py",  # Typesense, Chroma and Groonga (make test-engines)
     "mcp/",  # real MCP servers, stdio and HTTP
     "retrievers/",  # a real nautilus-ranking serve behind them
     "service/test_service_attacks.py",

@@ -108,6 +108,8 @@ def test_a_query_over_sqlite_sources_loads_no_service_mcp_or_postgres(tmp_path: 
                 "nautilus_ranking.service",
                 "nautilus_ranking.mcp",
                 "nautilus_ranking.sources.postgres",
+                "nautilus_ranking.sources.http",
+                "jmespath",
                 "nautilus_ranking.evaluation.evaluate",
                 "rich",
             ),

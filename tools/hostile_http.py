@@ -9,12 +9,21 @@ the test and the bytes).
 ``/slow-headers`` — the status line and headers one byte at a time, as slowly;
 ``/huge`` — a 200 declaring no length, then zeros until the client goes (64 MiB at most);
 ``/huge-declared`` — a ``Content-Length`` of 64 MiB, then zeros;
+``/fifty-mb`` — a 200 declaring no length, then 50 MB of zeros;
+``/gzip-bomb`` — a 200 whose gzip body (64 KiB) inflates to 64 MiB;
+``/retry/<status>/<seconds>/<n>`` — ``status`` with ``Retry-After: seconds`` (none when
+``-``) to the path's first ``n`` requests, then a 200 with :data:`ONE_HIT`;
+``/then-fail/<n>`` — two hits to the path's first ``n`` requests, then a 500;
+``/redirect`` — a 302 to a cloud metadata address;
 ``/body/<name>`` — a 200 (or the status in :data:`BODIES`) with ``BODIES[name]`` as body.
-Every connection's bytes sent are counted in ``Hostile.sent``.
+Every connection's bytes sent are counted in ``Hostile.sent``, every request's path in
+``Hostile.paths``.
 """
 
 from __future__ import annotations
 
+import functools
+import gzip
 import json
 import socket
 import socketserver
@@ -26,6 +35,11 @@ from dataclasses import dataclass, field
 
 TRICKLE_S = 0.3
 HUGE_BYTES = 64 << 20
+FIFTY_MB = 50_000_000
+#: An answer in Elasticsearch's shape with one hit.
+ONE_HIT = json.dumps(
+    {"hits": {"hits": [{"_id": "h1", "_score": 1.0, "_source": {"title": "one hit"}}]}}
+).encode()
 _ENTRY = {"source_id": "a", "rank": 1, "score": 0.5}
 #: Bad answers a service (or something posing as one) may give: name -> (status, body).
 BODIES: dict[str, tuple[int, bytes]] = {
@@ -58,13 +72,37 @@ BODIES: dict[str, tuple[int, bytes]] = {
         ).encode(),
     ),
     "error-a-list": (500, b"[1, 2]"),
+    "html-500": (500, b"<html><body><h1>500 Internal Server Error</h1></body></html>"),
+    "one-bad-hit": (
+        200,
+        json.dumps(
+            {
+                "hits": {
+                    "hits": [
+                        {"_id": "a", "_score": 2.0},
+                        {"_id": None, "_score": 1.5},
+                        {"_id": "b", "_score": 1.0},
+                    ]
+                }
+            }
+        ).encode(),
+    ),
+    "wrong-shape": (200, b'{"hits": {"hits": {"total": 3}}}'),
+    "deep-100": (200, b'{"hits": {"hits": ' + b"[" * 100 + b"]" * 100 + b"}}"),
 }
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """64 MiB of zeros, gzipped (about 64 KiB)."""
+    return gzip.compress(b"0" * HUGE_BYTES, compresslevel=9)
 
 
 @dataclass
 class Hostile:
     url: str
     sent: list[int] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -85,8 +123,11 @@ def hostile_server() -> Iterator[Hostile]:
                     if not chunk:
                         return
                     head += chunk
-                mode = head.split(b" ", 2)[1].decode().strip("/").split("/")
-                sent = _answer(conn, mode, stop)
+                path = head.split(b" ", 2)[1].decode()
+                state.paths.append(path)
+                mode = path.split("?")[0].strip("/").split("/")
+                seen = state.paths.count(path)
+                sent = _answer(conn, mode, stop, seen)
             except OSError:
                 pass
             finally:
@@ -108,8 +149,9 @@ def hostile_server() -> Iterator[Hostile]:
         server.server_close()
 
 
-def _answer(conn: socket.socket, mode: list[str], stop: threading.Event) -> int:
-    """Answer as ``mode`` says; the bytes sent."""
+def _answer(conn: socket.socket, mode: list[str], stop: threading.Event, seen: int = 1) -> int:
+    """Answer as ``mode`` says (``seen``: how many requests this path has had); the bytes
+    sent."""
     sent = 0
 
     def send(data: bytes) -> None:
@@ -137,6 +179,50 @@ def _answer(conn: socket.socket, mode: list[str], stop: threading.Event) -> int:
             if stop.is_set():
                 break
             send(block)
+    elif mode[0] == "fifty-mb":
+        send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
+        block = b"0" * 1_000_000
+        for _ in range(FIFTY_MB // len(block)):
+            if stop.is_set():
+                break
+            send(block)
+    elif mode[0] == "gzip-bomb":
+        body = gzip_bomb()
+        send(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+    elif mode[0] == "retry":
+        status, seconds, times = int(mode[1]), mode[2], int(mode[3])
+        if seen <= times:
+            after = "" if seconds == "-" else f"Retry-After: {seconds}\r\n"
+            send(
+                f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{after}"
+                "Content-Length: 2\r\nConnection: close\r\n\r\n{}".encode()
+            )
+        else:
+            send(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(ONE_HIT)}\r\nConnection: close\r\n\r\n".encode()
+                + ONE_HIT
+            )
+    elif mode[0] == "then-fail":
+        if seen <= int(mode[1]):
+            hits = [{"_id": f"p{seen}-{i}", "_score": 1.0 / (i + 1)} for i in range(2)]
+            status, body = 200, json.dumps({"hits": {"hits": hits}}).encode()
+        else:
+            status, body = BODIES["html-500"]
+        send(
+            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+    elif mode[0] == "redirect":
+        send(
+            b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/latest/meta-data\r\n"
+            b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
     elif mode[0] == "body":
         status, body = BODIES[mode[1]]
         send(

@@ -182,7 +182,8 @@ def check_sources(
             "id": spec.id,
             "type": spec.type,
             **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {}),
-        }  # Dsn masks itself
+            **(spec.shown_options() if hasattr(spec, "shown_options") else {}),
+        }  # Dsn masks itself; so does an HTTP source's shown_options
         for spec in specs
     ], None
 

@@ -1,21 +1,40 @@
-"""``nautilus-ranking sources rebuild``: rebuild the SQLite sources' databases now."""
+"""``nautilus-ranking sources rebuild``: rebuild the SQLite sources' databases now.
+``nautilus-ranking sources probe QUERY``: send one query to each source and show its first
+mapped row (id, text, score) and how long it took — "did my mapping take?"."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nautilus_ranking.cli.args import CONFIG_HELP
 
+if TYPE_CHECKING:
+    from nautilus_ranking.sources.base import Source
+
+#: Row fields a probe shows as the score, in this order of preference.
+SCORE_FIELDS = ("score", "distance", "bm25", "similarity", "rank")
+#: How much of a row's text a probe shows.
+TEXT_CHARS = 60
+
 
 def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
-    sources = commands.add_parser("sources", help="manage the sources' built data")
+    sources = commands.add_parser("sources", help="manage and check the sources")
     actions = sources.add_subparsers(dest="action", required=True)
     rebuild = actions.add_parser("rebuild", help="rebuild every SQLite source's database now")
     rebuild.add_argument("--config", help=CONFIG_HELP)
     rebuild.set_defaults(run=run)
+    probe = actions.add_parser(
+        "probe",
+        help="send one query to each source: its first mapped row (id, text, score) and time",
+    )
+    probe.add_argument("query", help="the query text")
+    probe.add_argument("--config", help=CONFIG_HELP)
+    probe.add_argument("--json", action="store_true", help="one JSON object per source")
+    probe.set_defaults(run=run_probe)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,3 +63,88 @@ def run(args: argparse.Namespace) -> int:
     for source in sources:
         source.close()
     return 1 if failed else 0
+
+
+def run_probe(args: argparse.Namespace) -> int:
+    """Each source searched once, concurrently, under its own deadline; exit 1 when any
+    failed (its error on the line, never a traceback)."""
+    import asyncio
+
+    from nautilus_ranking.broker import config_path
+    from nautilus_ranking.config import NautilusSettings
+    from nautilus_ranking.sources.factory import build_sources
+
+    settings = NautilusSettings()
+    path = config_path(settings, args.config)
+    sources, _ = build_sources(
+        path, settings.data_dir, settings.embedder, settings.embedder_cache_size
+    )
+    try:
+        results = asyncio.run(_probe_all(sources, args.query))
+    finally:
+        for source in sources:
+            source.close()
+    for result in results:
+        if args.json:
+            print(json.dumps(result, sort_keys=True, default=str))
+        else:
+            print(_line(result))
+    return 1 if any(r["error"] for r in results) else 0
+
+
+async def _probe_all(sources: Sequence[Source], query: str) -> list[dict[str, Any]]:
+    import asyncio
+
+    return list(await asyncio.gather(*(_probe(source, query) for source in sources)))
+
+
+async def _probe(source: Source, query: str) -> dict[str, Any]:
+    import asyncio
+    import time
+
+    from nautilus_ranking.broker import PREPARE_TIMEOUT_S
+    from nautilus_ranking.sources.base import preparer, timeout_of
+
+    result: dict[str, Any] = {"source": source.id, "ms": None, "row": None, "error": ""}
+    prepare = preparer(source)
+    try:
+        if prepare is not None:  # a database built first is not the engine's time
+            await asyncio.wait_for(prepare(), PREPARE_TIMEOUT_S)
+        start = time.perf_counter()
+        timeout = timeout_of(source)
+        try:
+            rows = await asyncio.wait_for(source.search(query, {"query": query}, 1), timeout)
+        finally:
+            result["ms"] = round((time.perf_counter() - start) * 1000, 1)
+    except TimeoutError:
+        result["error"] = f"timeout: no answer within {timeout_of(source):g} s"
+        return result
+    except Exception as exc:  # a source is someone else's code: its error, not a traceback
+        result["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+        return result
+    if rows and isinstance(rows, list) and isinstance(rows[0], dict):
+        result["row"] = _shown(rows[0])
+    return result
+
+
+def _shown(row: dict[str, Any]) -> dict[str, Any]:
+    """A row's id, text (its text, title, or first string field) and score."""
+    text = row.get("text") or row.get("title")
+    if not isinstance(text, str):
+        text = next((v for k, v in row.items() if isinstance(v, str) and k != "id"), "")
+    score = next((row[k] for k in SCORE_FIELDS if isinstance(row.get(k), (int, float))), None)
+    return {"id": row.get("id"), "text": text, "score": score}
+
+
+def _line(result: dict[str, Any]) -> str:
+    took = "" if result["ms"] is None else f"{result['ms']:>8.1f} ms"
+    head = f"{result['source']:<14} {took:>11}"
+    if result["error"]:
+        return f"{head}  ERROR {result['error']}"
+    row = result["row"]
+    if row is None:
+        return f"{head}  (no rows)"
+    text = " ".join(str(row["text"]).split())
+    text = text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
+    score = "-" if row["score"] is None else f"{row['score']:.4g}"
+    return f"{head}  id={row['id']}  score={score}  {text}"

@@ -24,6 +24,7 @@ from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest, parse_request
 from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json
+from nautilus_ranking.sources.http.client import TooLargeError, read_capped
 
 #: What a retriever may set on its requests: every request field but the query.
 OVERRIDE_FIELDS: tuple[str, ...] = tuple(
@@ -278,16 +279,12 @@ class HitSource:
             httpx.AsyncClient(timeout=self.timeout_s) as client,
             client.stream("POST", endpoint, json=body, headers=self._headers()) as response,
         ):
-            declared = response.headers.get("content-length", "")
             cap = self.max_answer_bytes
-            if declared.isdigit() and int(declared) > cap:
-                raise ServiceError(_too_large(endpoint, cap, f"{int(declared):,} declared"))
-            raw = bytearray()
-            async for chunk in response.aiter_bytes():
-                raw += chunk
-                if len(raw) > cap:
-                    raise ServiceError(_too_large(endpoint, cap, "more streamed"))
-            return response.status_code, bytes(raw)
+            try:
+                raw = await read_capped(response, cap)
+            except TooLargeError as exc:
+                raise ServiceError(_too_large(endpoint, cap, exc.what)) from None
+            return response.status_code, raw
 
 
 @contextlib.contextmanager

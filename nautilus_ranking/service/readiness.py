@@ -1,7 +1,8 @@
 """Readiness: every source answered a probe recently.
 
 A background task probes each source every ``NAUTILUS_SERVE_PROBE_INTERVAL_S``
-with a one-row search under the source's own timeout. ``/readyz`` only reads
+with a one-row search under the source's own timeout (or the source's own ``probe()``,
+when it has one: an HTTP source's ``health_url``). ``/readyz`` only reads
 the results (it never waits on a source), and a source is ready while its last
 success is younger than three intervals — one slow probe does not flap the pod.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 
 from nautilus_ranking.broker import PREPARE_TIMEOUT_S
 from nautilus_ranking.log import get_logger
-from nautilus_ranking.sources.base import Source, preparer
+from nautilus_ranking.sources.base import Source, preparer, prober
 
 logger = get_logger("nautilus_ranking.service")
 
@@ -46,9 +47,14 @@ class Readiness:
             prepare = preparer(source)
             if prepare is not None:  # a source whose data cannot be built is not ready
                 await asyncio.wait_for(prepare(), PREPARE_TIMEOUT_S)
-            rows = await asyncio.wait_for(
-                source.search(PROBE_QUERY, {"query": PROBE_QUERY}, 1), source.timeout_s
-            )
+            probe = prober(source)  # the source's own check, if it has one
+            if probe is not None:
+                await asyncio.wait_for(probe(), source.timeout_s)
+                rows: object = []
+            else:
+                rows = await asyncio.wait_for(
+                    source.search(PROBE_QUERY, {"query": PROBE_QUERY}, 1), source.timeout_s
+                )
         except TimeoutError:
             health.last_error = f"timeout: no answer within {source.timeout_s:g} s"
         except Exception as exc:  # a source is someone else's code

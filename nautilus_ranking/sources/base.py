@@ -82,6 +82,13 @@ def preparer(source: object) -> Callable[[], Awaitable[None]] | None:
     return prepare
 
 
+def prober(source: object) -> Callable[[], Awaitable[None]] | None:
+    """The source's own readiness check (``probe()``, an HTTP source's ``health_url``), or
+    None when it has none (readiness then searches it)."""
+    probe: Callable[[], Awaitable[None]] | None = getattr(source, "probe", None)
+    return probe
+
+
 def with_id(row: Row, id_field: str) -> Row:
     """``row`` answered with its id where every caller reads one, ``row["id"]``: a source
     whose ``id_field`` is another field (``key``) gives that field's value as ``id`` too

@@ -61,6 +61,8 @@ __all__ = [
 DEFAULT_DATA_DIR = Path("~/.cache/nautilus")
 #: The built-in source types and the module that registers each (imported on first use).
 BUILT_IN_TYPES = {
+    "elasticsearch": "nautilus_ranking.sources.http.presets",
+    "http": "nautilus_ranking.sources.http.spec",
     "postgres_fts": "nautilus_ranking.sources.postgres.fts",
     "postgres_table": "nautilus_ranking.sources.postgres.table",
     "pgvector": "nautilus_ranking.sources.postgres.vector",
@@ -68,6 +70,7 @@ BUILT_IN_TYPES = {
     "sqlite_graph": "nautilus_ranking.sources.sqlite.graph",
     "sqlite_table": "nautilus_ranking.sources.sqlite.table",
     "sqlite_vector": "nautilus_ranking.sources.sqlite.vector",
+    "typesense": "nautilus_ranking.sources.http.presets",
 }
 for _name, _module in BUILT_IN_TYPES.items():
     SOURCE_TYPES.declare(_name, _module)

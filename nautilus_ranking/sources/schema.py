@@ -46,8 +46,9 @@ MAX_TIMEOUT_S = 3600.0
 MAX_FILE_NAME_BYTES = 200  # a built file's name, so its temporary names fit in 255
 _SOURCE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _TOP_LEVEL = ("limit", "sources")
-#: Options whose value is never echoed in a message (a DSN carries a password).
-SECRET_OPTIONS = frozenset({"dsn"})
+#: Options whose value is never echoed in a message (a DSN carries a password; so may a
+#: URL, a header or an HTTP source's credentials).
+SECRET_OPTIONS = frozenset({"dsn", "url", "health_url", "headers", "password", "token", "api_key"})
 
 
 @dataclass(frozen=True)

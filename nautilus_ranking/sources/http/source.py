@@ -1,0 +1,163 @@
+"""The HTTP source: a search is the template filled, page after page, each answer mapped.
+
+What a search may change is the query text, the number of rows, the page and the query
+vector, each a whole value (``template.py``); the URL, the method and the headers are
+the sources file's. A page after the first that fails keeps the rows before it (a
+warning says so); a hit that cannot be mapped is dropped (a warning names it); an answer
+of the wrong shape fails the source. A row whose id an earlier page already gave is
+skipped: an index refreshed between two pages, or a cursor compared at another
+precision than the engine's own scores, may hand a hit over twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from nautilus_ranking.embedders import Embedder
+from nautilus_ranking.fanout.workers import in_worker
+from nautilus_ranking.log import get_logger
+from nautilus_ranking.sources.base import Row, SourceBase
+from nautilus_ranking.sources.http.client import Client, Endpoint, HttpSourceError, http_loop
+from nautilus_ranking.sources.http.mapping import ResponseMapping, ShapeError
+from nautilus_ranking.sources.http.paging import Paging
+from nautilus_ranking.sources.http.secrets import mask_url
+from nautilus_ranking.sources.http.template import RequestTemplate
+
+logger = get_logger("nautilus_ranking.sources.http")
+
+#: Our own deadline ends this much (at most) before the broker's, so the error that
+#: reaches the operator is ours, saying what the call was doing.
+DEADLINE_MARGIN_S = 0.25
+
+
+class HttpSource(SourceBase):
+    """Any HTTP/JSON search API, as the sources file declares it."""
+
+    ranked: bool | None = True  # an engine's order is its relevance
+
+    def __init__(
+        self,
+        source_id: str,
+        endpoint: Endpoint,
+        template: RequestTemplate,
+        mapping: ResponseMapping,
+        paging: Paging | None = None,
+        limit: int | None = None,
+        timeout_s: float = 5.0,
+        embedder: Embedder | None = None,
+        health_url: str | None = None,
+    ) -> None:
+        self.id = source_id
+        self.endpoint = endpoint
+        self.template = template
+        self.mapping = mapping
+        self.paging = paging or Paging()
+        self.limit = limit
+        self.timeout_s = timeout_s
+        self.embedder = embedder
+        self.model_id = (
+            None
+            if embedder is None
+            else str(getattr(embedder, "model_id", type(embedder).__name__))
+        )
+        self.health_url = health_url
+        self.client = Client(endpoint)
+        self.uses_vector = "vector" in template.uses
+
+    def __repr__(self) -> str:
+        return f"HttpSource(id={self.id!r}, {self.endpoint.shown!r})"
+
+    def _budget(self) -> float:
+        return self.timeout_s - min(DEADLINE_MARGIN_S, self.timeout_s * 0.1)
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> list[Row]:
+        wanted = min(limit, self.limit) if self.limit else limit
+        if not query.strip() or wanted < 1:
+            return []
+        extra: dict[str, Any] = {}
+        if self.uses_vector:
+            extra["vector"] = await self._vector(query, context)
+        return await http_loop().run(self._pages(query, wanted, extra))
+
+    async def _vector(self, query: str, context: Mapping[str, Any]) -> list[float]:
+        """The query vector: the caller's when its model is this source's, else this
+        source's embedder on the query (in a worker thread: it is CPU work)."""
+        given = context.get("embedding")
+        if given is not None and context.get("embedding_model") == self.model_id:
+            return [float(x) for x in given]
+        if self.embedder is None:  # the spec refuses {{vector}} without one
+            raise HttpSourceError(f"{self.id}: {{{{vector}}}} needs an embedder")
+        return [float(x) for x in await in_worker(self, self.embedder.embed, query)]
+
+    async def _pages(self, query: str, wanted: int, extra: dict[str, Any]) -> list[Row]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._budget()
+        walk = self.paging.walk(wanted)
+        rows: list[Row] = []
+        seen: set[object] = set()
+        while True:
+            values = {**walk.values(query), **extra}
+            body, params = self.template.render(values)
+            try:
+                answer = await self.client.call(deadline, params, body)
+                page, hits, problems = self.mapping.rows(answer.value)
+            except (HttpSourceError, ShapeError) as exc:
+                message = (
+                    str(exc)
+                    if isinstance(exc, HttpSourceError)
+                    else f"{self.id}: {self.endpoint.shown}: answered 200 but {exc}"
+                )
+                if walk.asked == 0:
+                    if isinstance(exc, HttpSourceError):
+                        raise
+                    raise HttpSourceError(message) from None
+                logger.warning(
+                    "http_source_page_failed",
+                    source_id=self.id,
+                    page=walk.asked + 1,
+                    kept_rows=len(rows),
+                    error=message,
+                )
+                break
+            for problem in problems:
+                logger.warning(
+                    "http_source_hit_dropped",
+                    source_id=self.id,
+                    url=mask_url(self.endpoint.url),
+                    page=walk.asked + 1,
+                    problem=problem,
+                )
+            for row in page:
+                if row["id"] not in seen:
+                    seen.add(row["id"])
+                    rows.append(row)
+            if not walk.advance(hits, len(rows), int(values["size"])):
+                break
+        return rows[:wanted]
+
+    async def probe(self) -> None:
+        """Readiness: a GET of ``health_url`` when the source names one (a paid or
+        rate-limited API), else a one-row search; raises when the engine cannot answer."""
+        if self.health_url is None:
+            await self.search("readiness probe", {"query": "readiness probe"}, 1)
+            return
+        await http_loop().run(self._health())
+
+    async def _health(self) -> None:
+        loop = asyncio.get_running_loop()
+        await self.client.call(  # any 2xx will do: a health page need not be JSON
+            loop.time() + self._budget(), url=self.health_url, method="GET", expect_json=False
+        )
+
+    def close(self) -> None:
+        """Close the pooled client (its connections) on the HTTP loop."""
+        if self.client._client is None:
+            return
+        try:
+            http_loop().submit(self.client.aclose()).result(timeout=3)
+        except Exception as exc:  # closing must never fail a shutdown
+            logger.debug(
+                "http_source_close_failed", source_id=self.id, error_type=type(exc).__name__
+            )
