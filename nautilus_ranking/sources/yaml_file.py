@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,10 @@ MAX_VALUES = 100_000  # values after expanding YAML aliases
 MAX_DEPTH = 64  # nesting of mappings and lists
 
 
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+#: A variable's name, read after ``${``; what follows it is scanned by hand
+#: (:func:`_substitute`), since a pattern's ``[^}]*`` would rescan the rest of the text
+#: from every ``${`` that is never closed (quadratic).
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class SourceConfigError(NautilusError):
@@ -135,8 +139,7 @@ def _expand(value: Any, where: str, budget: list[int], depth: int) -> Any:
     if not isinstance(value, str):
         return value
 
-    def substitute(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
+    def substitute(name: str, default: str | None) -> str:
         if name in os.environ:
             return os.environ[name]
         if default is not None:
@@ -146,4 +149,32 @@ def _expand(value: Any, where: str, budget: list[int], depth: int) -> Any:
             f"(use ${{{name}:-default}} for a fallback)"
         )
 
-    return _VARIABLE.sub(substitute, value)
+    return _substitute(value, substitute)
+
+
+def _substitute(text: str, substitute: Callable[[str, str | None], str]) -> str:
+    """``text`` with each ``${NAME}`` and ``${NAME:-default}`` (the default runs to the
+    first ``}``) replaced by ``substitute(name, default)``; anything else kept as written.
+    One pass: every character is read a bounded number of times."""
+    out: list[str] = []
+    at = 0  # copied up to here
+    look = 0  # the next ``${`` is at or after here
+    while (start := text.find("${", look)) >= 0:
+        name = _NAME.match(text, start + 2)
+        look = start + 2
+        if name is None:
+            continue
+        after = name.end()
+        if text.startswith("}", after):
+            end, default = after + 1, None
+        elif text.startswith(":-", after):
+            close = text.find("}", after + 2)
+            if close < 0:  # no '}' anywhere after: no later variable is closed either
+                break
+            end, default = close + 1, text[after + 2 : close]
+        else:
+            continue
+        out += [text[at:start], substitute(name.group(), default)]
+        at = look = end
+    out.append(text[at:])
+    return "".join(out)

@@ -52,8 +52,11 @@ MASK = "***"
 _URL_FORM = re.compile(r"\s*(?:postgres|postgresql)://", re.IGNORECASE)
 _OTHER_URL = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.\-]*://")
 _SPACE = " \t\n\v\f\r"  # C isspace: what libpq splits key=value options at
-_NEXT_OPTION = re.compile(
-    r"[ \t\n\v\f\r]+(" + "|".join(sorted(KEYWORDS, key=len, reverse=True)) + r")[ \t\n\v\f\r]*="
+_SPACE_RUN = re.compile(r"[ \t\n\v\f\r]+")
+#: Matched only where a run of spaces starts (:func:`_next_option`): searched from every
+#: position, it rescanned a run from each of its spaces (quadratic on a long run).
+_OPTION_AFTER = re.compile(
+    r"[ \t\n\v\f\r]++(" + "|".join(sorted(KEYWORDS, key=len, reverse=True)) + r")[ \t\n\v\f\r]*+="
 )
 _NEXT_PARAMETER = re.compile(r"&(" + "|".join(sorted(KEYWORDS, key=len, reverse=True)) + r")=")
 _SECRET_PARAMETER = re.compile(r"[?&](?:" + "|".join(SECRET_KEYWORDS) + r")=", re.IGNORECASE)
@@ -106,8 +109,7 @@ def _keyword_spans(dsn: str) -> list[tuple[int, int]]:
         while i < n and dsn[i] in _SPACE:
             i += 1
         if i >= n or dsn[i] != "=":  # libpq: 'missing "=" after …'; what follows is unread
-            following = _NEXT_OPTION.search(dsn, i)
-            i = following.start() if following else n
+            i = _next_option(dsn, i)
             continue
         i += 1
         while i < n and dsn[i] in _SPACE:
@@ -123,11 +125,20 @@ def _keyword_spans(dsn: str) -> list[tuple[int, int]]:
                 i += 2 if dsn[i] == "\\" else 1
             i = min(i, n)
         if name.lower() in SECRET_KEYWORDS:
-            following = _NEXT_OPTION.search(dsn, i) if i < n else None
-            end = following.start() if following else n
+            end = _next_option(dsn, i)
             spans.append((value, end))
             i = end
     return _merged(spans)
+
+
+def _next_option(dsn: str, at: int) -> int:
+    """Where the next ``keyword=`` that starts an option begins (its leading spaces), at
+    or after ``at``; ``len(dsn)`` when none does. Linear: each run of spaces is read once
+    to find it and once to try it."""
+    for run in _SPACE_RUN.finditer(dsn, at):
+        if _OPTION_AFTER.match(dsn, run.start()):
+            return run.start()
+    return len(dsn)
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
