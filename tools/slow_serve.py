@@ -5,6 +5,11 @@ to fail), for the load benchmark and the service and CLI tests.
     python tools/slow_serve.py --bad-row runbooks -- query "disk full" --json
     python tools/slow_serve.py --cancel runbooks -- serve --port 8123
 
+It also registers a source type, ``raising_test``, whose calls raise what its
+``raises`` option names (``SystemExit``, ``KeyboardInterrupt``, ``CancelledError``,
+``BaseException``), in ``search`` (the default), in a worker thread or in
+``prepare`` (``where``): a registered type that raises what a source should not.
+
 Everything else is the real command: this only wraps the named source's
 ``search`` in a sleep (or puts a row that is not an object second in its answer,
 or makes its search raise ``CancelledError`` as a hostile source may, or makes
@@ -19,11 +24,48 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from nautilus_ranking import cli
 from nautilus_ranking.broker import Broker
-from nautilus_ranking.sources.base import ForwardingSource
+from nautilus_ranking.fanout.workers import in_worker
+from nautilus_ranking.sources.base import ForwardingSource, SourceBase
+from nautilus_ranking.sources.schema import BuildContext, SourceSpec, register_source_type
+
+RAISED: dict[str, Any] = {
+    "SystemExit": lambda: SystemExit(3),
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "CancelledError": asyncio.CancelledError,
+    "BaseException": lambda: BaseException("a source's own BaseException"),
+}
+
+
+@register_source_type
+class RaisingSpec(SourceSpec):
+    type: Literal["raising_test"]
+    raises: Literal["SystemExit", "KeyboardInterrupt", "CancelledError", "BaseException"]
+    where: Literal["search", "worker", "prepare"] = "search"
+
+    def build(self, ctx: BuildContext) -> Any:
+        return RaisingSource(self)
+
+
+def _raise(name: str) -> None:
+    raise RAISED[name]()
+
+
+class RaisingSource(SourceBase):
+    def __init__(self, spec: RaisingSpec) -> None:
+        self.id, self.timeout_s, self.spec = spec.id, spec.timeout_s, spec
+
+    async def prepare(self) -> None:
+        if self.spec.where == "prepare":
+            _raise(self.spec.raises)
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
+        if self.spec.where == "worker":
+            await in_worker(self, _raise, self.spec.raises)
+        _raise(self.spec.raises)
 
 
 class SlowSource:
