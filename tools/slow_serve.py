@@ -4,6 +4,7 @@ to fail), for the load benchmark and the service and CLI tests.
     python tools/slow_serve.py --slow runbooks --delay 3 -- serve --port 8123
     python tools/slow_serve.py --bad-row runbooks -- query "disk full" --json
     python tools/slow_serve.py --cancel runbooks -- serve --port 8123
+    python tools/slow_serve.py --odd-rows runbooks -- mcp
 
 It also registers a source type, ``raising_test``, whose calls raise what its
 ``raises`` option names (``SystemExit``, ``KeyboardInterrupt``, ``CancelledError``,
@@ -89,6 +90,24 @@ class BadRowSource(ForwardingSource):
         return [*rows[:1], None, *rows[1:]]
 
 
+class OddRowsSource(ForwardingSource):
+    """The source's own answer with two rows JSON does not know first: one holding bytes
+    that are not UTF-8, one holding an arbitrary object (the broker keeps both)."""
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
+        rows = await self.inner.search(query, context, limit)
+        odd = [
+            {"id": "odd-bytes", "title": "disk bytes", "blob": b"\xff\xfe\x00"},
+            {"id": "odd-object", "title": "disk object", "thing": Opaque()},
+        ]
+        return [*odd, *rows]
+
+
+class Opaque:
+    def __str__(self) -> str:
+        return "<an opaque object>"
+
+
 class CancellingSource:
     """A source whose search raises ``CancelledError`` itself (nobody cancelled it)."""
 
@@ -109,6 +128,7 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=1.0, help="seconds added to each search")
     parser.add_argument("--bad-row", help="id of the source whose answer gets a bad row second")
     parser.add_argument("--cancel", help="id of the source whose search raises CancelledError")
+    parser.add_argument("--odd-rows", help="id of the source whose answer gets two odd rows first")
     parser.add_argument("--explode-on", help="a query for which Broker.arequest raises")
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- the nautilus arguments")
     args = parser.parse_args()
@@ -122,6 +142,7 @@ def main() -> int:
             SlowSource(s, args.delay) if s.id == args.slow else s for s in broker.sources
         ]
         broker.sources = [CancellingSource(s) if s.id == args.cancel else s for s in broker.sources]
+        broker.sources = [OddRowsSource(s) if s.id == args.odd_rows else s for s in broker.sources]
         return broker
 
     async def arequest(self: Broker, query: str, context: Any = None) -> Any:
