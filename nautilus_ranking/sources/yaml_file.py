@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.sources.seeds import FileRefusedError, open_seed
 
 MAX_FILE_BYTES = 1 << 20  # a sources file is configuration, not data
 
@@ -38,9 +39,14 @@ class SourceConfigError(NautilusError):
 
 
 def read_yaml(path: Path) -> Any:
-    try:
-        with path.open("rb") as handle:
+    try:  # as a seed is opened: a regular file only (a FIFO would wait for a writer)
+        with open_seed(path, "sources config", "a sources file is a regular YAML file") as handle:
             raw = handle.read(MAX_FILE_BYTES + 1)
+    except FileRefusedError as exc:
+        reason = str(exc)
+        raise SourceConfigError(
+            reason if reason.startswith("cannot read") else f"cannot read {reason}"
+        ) from None
     except OSError as exc:
         raise SourceConfigError(
             f"cannot read sources config {path}: {exc.strerror or exc}"
@@ -76,7 +82,7 @@ def read_yaml(path: Path) -> Any:
 
 class _TooDeep(yaml.YAMLError):
     def __init__(self, line: int) -> None:
-        super().__init__(line)
+        super().__init__(f"nested more than {MAX_DEPTH} levels deep (line {line})")
         self.line = line
 
 
@@ -86,9 +92,24 @@ class _DuplicateKey(yaml.YAMLError):
         self.key, self.line, self.first = key, line, first
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.safe_load`` that refuses documents nested deeper than :data:`MAX_DEPTH`
-    and mappings that give a key twice (YAML would silently keep the last value)."""
+class DepthBoundedLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` that refuses a document nested deeper than :data:`MAX_DEPTH`
+    (a ``yaml.YAMLError`` naming the line) before Python's recursion limit is reached."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._nesting = getattr(self, "_nesting", 0) + 1
+        try:
+            if self._nesting > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise _TooDeep(mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self._nesting -= 1
+
+
+class _BoundedLoader(DepthBoundedLoader):
+    """:class:`DepthBoundedLoader` that also refuses mappings that give a key twice
+    (YAML would silently keep the last value)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
         seen: dict[tuple[str, str], int] = {}
@@ -101,16 +122,6 @@ class _BoundedLoader(yaml.SafeLoader):
                 raise _DuplicateKey(key_node.value, line, seen[key])
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self._nesting = getattr(self, "_nesting", 0) + 1
-        try:
-            if self._nesting > MAX_DEPTH:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise _TooDeep(mark.line + 1)
-            return super().compose_node(parent, index)
-        finally:
-            self._nesting -= 1
 
 
 def expand_variables(value: Any, where: str = "") -> Any:

@@ -4,6 +4,7 @@ refuse, found before a row is written."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,6 +15,11 @@ if TYPE_CHECKING:
 
 #: The range of a ``bigint`` column; a seed's integers outside it make a ``numeric`` one.
 BIGINT = (-(1 << 63), (1 << 63) - 1)
+#: The longest id ``load`` writes, in bytes as stored: a primary key's btree entry holds
+#: at most 2,704 bytes on PostgreSQL's 8 kB pages (a longer one is refused as its row is
+#: written); the margin covers the entry's header and a jsonb id's own. ``nautilus-ranking
+#: config --strict`` refuses a longer id too, so it passes only what ``load`` stores.
+MAX_ID_BYTES = 2000
 
 
 def stored_types(conn: Connection[Any], table: Composable, types: dict[str, str]) -> dict[str, str]:
@@ -56,6 +62,21 @@ def unstorable(value: Any, json_column: bool, depth: int = 0) -> str:
             if problem:
                 return problem
     return ""
+
+
+def id_problem(value: Any) -> str:
+    """Why ``value`` cannot be a row's id in a PostgreSQL table ("" when it can): longer
+    than :data:`MAX_ID_BYTES` as stored (a number always fits)."""
+    if isinstance(value, bool | int | float):
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= MAX_ID_BYTES:
+        return ""
+    return (
+        f"an id of {size:,} bytes, longer than the {MAX_ID_BYTES:,} a PostgreSQL primary "
+        "key holds; shorten it (or make another field the id_field)"
+    )
 
 
 def column_type(values: list[Any]) -> str:

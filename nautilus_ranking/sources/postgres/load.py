@@ -24,7 +24,12 @@ from nautilus_ranking.embedders import Embedder, embed_texts
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.sources.base import Row
 from nautilus_ranking.sources.postgres.base import PostgresSpec, require_postgres, table_identifier
-from nautilus_ranking.sources.postgres.columns import column_type, stored_types, unstorable
+from nautilus_ranking.sources.postgres.columns import (
+    column_type,
+    id_problem,
+    stored_types,
+    unstorable,
+)
 from nautilus_ranking.sources.postgres.dsn import mask_dsn, scrub
 from nautilus_ranking.sources.postgres.fts import PostgresFtsSpec, tsvector_expression
 from nautilus_ranking.sources.postgres.vector import (
@@ -128,6 +133,11 @@ def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
         if doc.get(spec.id_field) is None:
             raise LoadError(
                 f"source {spec.id!r}: {seed}: row {i} has no {spec.id_field!r} (the id_field)"
+            )
+        problem = id_problem(doc[spec.id_field])
+        if problem:
+            raise LoadError(
+                f"source {spec.id!r}: {seed}: row {i}, field {spec.id_field!r}: {problem}"
             )
     for name in names:
         json_column = column_type([doc.get(name) for doc in docs]) == "jsonb"
