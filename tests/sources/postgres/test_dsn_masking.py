@@ -315,3 +315,18 @@ def mcp_outputs(tmp_path: Path, config: str) -> list[str]:
     shown = asyncio.run(calls())
     assert "kb" in shown[0] and "kb" in shown[1], shown
     return [*shown, errlog.read_text(encoding="utf-8", errors="replace")]
+
+
+def test_serve_refuses_a_dsn_with_a_stray_word_without_showing_it(tmp_path: Path) -> None:
+    """libpq cannot read ``sslmode password=S``: serve refuses to start, and its start-up
+    message (before: the DSN whole) masks the password."""
+    from tools.servers import free_port
+
+    env = {
+        "NAUTILUS_CONFIG": str(sources_file(tmp_path, REPORTED[4])),
+        "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+    }
+    result = cli("serve", "--host", "127.0.0.1", "--port", str(free_port()), env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "sslmode password=*** dbname=d" in result.stderr
+    assert "Tail9" not in result.stdout + result.stderr
