@@ -26,6 +26,7 @@ from typing import Any
 from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import Problem
+from nautilus_ranking.fanout.contain import contained, error_type
 from nautilus_ranking.fanout.thread_loop import run_sync
 from nautilus_ranking.fanout.workers import current_owner
 from nautilus_ranking.log import get_logger
@@ -121,11 +122,13 @@ class Broker:
         for source in self.sources:
             try:
                 source.close()
-            except Exception as exc:
+            except BaseException as exc:
+                if not contained(exc):
+                    raise
                 logger.warning(
                     "source_close_failed",
                     source_id=source.id,
-                    error_type=type(exc).__name__,
+                    error_type=error_type(exc),
                     error=str(exc)[:200],
                 )
 
@@ -227,10 +230,11 @@ class Broker:
         """(the source's result, the hash of its raw rows, what was dropped from them,
         the canonical text of each kept row).
 
-        Deadlines are ``asyncio.timeout`` scopes on this task (no task per call); a
-        ``CancelledError`` that is not this task being cancelled is the source's own
-        failure. The source gets its own copy of the context: what it writes there
-        is seen by neither the other sources nor the synthesizer.
+        Deadlines are ``asyncio.timeout`` scopes on this task (no task per call); what
+        the source raises is its own failure, ``SystemExit`` and a ``CancelledError``
+        that is not this task being cancelled included (``fanout/contain.py``). The
+        source gets its own copy of the context: what it writes there is seen by
+        neither the other sources nor the synthesizer.
         """
         started = time.perf_counter()
         timeout = timeout_of(source)
@@ -264,24 +268,20 @@ class Broker:
                     return failed(
                         "build_timeout", f"data not built within {self.prepare_timeout_s:g} s"
                     )
-                except Exception as exc:
-                    return failed(type(exc).__name__, _message(exc))
-                except asyncio.CancelledError as exc:
-                    if _being_cancelled():
+                except BaseException as exc:  # the source's own, whatever it is
+                    if not contained(exc):
                         raise
-                    return failed("CancelledError", _message(exc))
+                    return failed(error_type(exc), _message(exc))
         await barrier.passed
         try:
             async with asyncio.timeout(timeout):
                 rows = await source.search(query, _own_copy(ctx), self.limit)
         except TimeoutError:
             return failed("timeout", f"no answer within {timeout:g} s")
-        except Exception as exc:  # a source is someone else's code: isolate every failure
-            return failed(type(exc).__name__, _message(exc))
-        except asyncio.CancelledError as exc:  # raised by the source, not a cancellation
-            if _being_cancelled():  # of the request: its failure alone
+        except BaseException as exc:  # a source is someone else's code: isolate every failure
+            if not contained(exc):  # the request (or the process) is being stopped
                 raise
-            return failed("CancelledError", _message(exc))
+            return failed(error_type(exc), _message(exc))
         if not isinstance(rows, list):
             return failed("invalid_response", f"expected a list of rows, got {type(rows).__name__}")
         good, raw_hash, dropped, texts = screen_rows(rows)
@@ -388,12 +388,6 @@ class _Barrier:
         self.left -= 1
         if self.left == 0 and not self.passed.done():
             self.passed.set_result(None)
-
-
-def _being_cancelled() -> bool:
-    """Whether the running task was asked to stop (the request is being cancelled)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 _ATOMS = (str, int, float, bool, bytes, type(None))

@@ -36,6 +36,7 @@ _RAISED_BY = {
     "VectorModelMismatchError": "nautilus_ranking.sources.postgres.vector",
     "LoadError": "nautilus_ranking.sources.postgres.load",
     "SourceStuckError": "nautilus_ranking.fanout.workers",
+    "SourceRaisedError": "nautilus_ranking.fanout.contain",
     "NoCanonicalFormError": "nautilus_ranking.response_hash",
     "EmbeddingUnavailableError": "nautilus_ranking.embedders.base",
     "ModelFileError": "nautilus_ranking.embedders.onnx",

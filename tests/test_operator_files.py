@@ -132,6 +132,10 @@ def test_a_sqlite_seed_integer_past_64_bits_is_stored_not_fatal(tmp_path: Path) 
             {"id": "a", "title": "x", "meta": {"score": float("nan")}},
             "row 1, field 'meta': nan in a JSON value",
         ),
+        (  # a primary key's btree entry holds 2,704 bytes at most: load refused it
+            {"id": "i" * 9000, "title": "x"},
+            "row 1, field 'id': an id of 9,000 bytes, longer than the 2,000",
+        ),
     ],
 )
 def test_config_strict_refuses_postgres_seed_rows_load_would_refuse(
@@ -156,3 +160,29 @@ def test_a_seed_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     assert cli(tmp_path, "config", "--strict", "--config", str(path)).returncode == 0
     query = cli(tmp_path, "query", "disk", "--json", "--config", str(path))
     assert [r["id"] for r in json.loads(query.stdout)["data"]["t"]] == ["a1"]
+
+
+def test_a_fifo_as_the_sources_file_is_refused_not_waited_on(tmp_path: Path, fifo: Path) -> None:
+    """Before: ``config --strict`` and ``query`` waited for a writer for ever."""
+    for args, code in (
+        (["config", "--strict", "--config", str(fifo)], 1),
+        (["query", "disk", "--config", str(fifo)], 1),
+        (["config", "--config", str(fifo)], 0),
+    ):
+        run = cli(tmp_path, *args)
+        assert run.returncode == code, run.stderr
+        said = run.stdout + run.stderr
+        assert "cannot read sources config" in said and "pipe is a named pipe" in said, said
+        assert "Traceback" not in said
+    run = cli(tmp_path, "query", "disk", env={"NAUTILUS_CONFIG": str(fifo)})
+    assert run.returncode == 1 and "pipe is a named pipe" in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("nesting", ["[" * 5000 + "]" * 5000, "{a: " * 3000 + "1" + "}" * 3000])
+def test_a_deeply_nested_manifest_is_refused_by_its_depth(tmp_path: Path, nesting: str) -> None:
+    """Before: "unexpected RecursionError"."""
+    (tmp_path / "deep.yaml").write_text("kind: Deployment\nspec: " + nesting + "\n")
+    run = cli(tmp_path, "config", "--strict", "--manifest", "deep.yaml")
+    assert run.returncode != 0
+    assert "--manifest: 'deep.yaml': not valid YAML (nested more than 64 levels deep" in run.stderr
+    assert "unexpected" not in run.stderr and "Traceback" not in run.stderr

@@ -4,6 +4,12 @@ to fail), for the load benchmark and the service and CLI tests.
     python tools/slow_serve.py --slow runbooks --delay 3 -- serve --port 8123
     python tools/slow_serve.py --bad-row runbooks -- query "disk full" --json
     python tools/slow_serve.py --cancel runbooks -- serve --port 8123
+    python tools/slow_serve.py --odd-rows runbooks -- mcp
+
+It also registers a source type, ``raising_test``, whose calls raise what its
+``raises`` option names (``SystemExit``, ``KeyboardInterrupt``, ``CancelledError``,
+``BaseException``), in ``search`` (the default), in a worker thread or in
+``prepare`` (``where``): a registered type that raises what a source should not.
 
 Everything else is the real command: this only wraps the named source's
 ``search`` in a sleep (or puts a row that is not an object second in its answer,
@@ -19,11 +25,48 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from nautilus_ranking import cli
 from nautilus_ranking.broker import Broker
-from nautilus_ranking.sources.base import ForwardingSource
+from nautilus_ranking.fanout.workers import in_worker
+from nautilus_ranking.sources.base import ForwardingSource, SourceBase
+from nautilus_ranking.sources.schema import BuildContext, SourceSpec, register_source_type
+
+RAISED: dict[str, Any] = {
+    "SystemExit": lambda: SystemExit(3),
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "CancelledError": asyncio.CancelledError,
+    "BaseException": lambda: BaseException("a source's own BaseException"),
+}
+
+
+@register_source_type
+class RaisingSpec(SourceSpec):
+    type: Literal["raising_test"]
+    raises: Literal["SystemExit", "KeyboardInterrupt", "CancelledError", "BaseException"]
+    where: Literal["search", "worker", "prepare"] = "search"
+
+    def build(self, ctx: BuildContext) -> Any:
+        return RaisingSource(self)
+
+
+def _raise(name: str) -> None:
+    raise RAISED[name]()
+
+
+class RaisingSource(SourceBase):
+    def __init__(self, spec: RaisingSpec) -> None:
+        self.id, self.timeout_s, self.spec = spec.id, spec.timeout_s, spec
+
+    async def prepare(self) -> None:
+        if self.spec.where == "prepare":
+            _raise(self.spec.raises)
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
+        if self.spec.where == "worker":
+            await in_worker(self, _raise, self.spec.raises)
+        _raise(self.spec.raises)
 
 
 class SlowSource:
@@ -47,6 +90,24 @@ class BadRowSource(ForwardingSource):
         return [*rows[:1], None, *rows[1:]]
 
 
+class OddRowsSource(ForwardingSource):
+    """The source's own answer with two rows JSON does not know first: one holding bytes
+    that are not UTF-8, one holding an arbitrary object (the broker keeps both)."""
+
+    async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
+        rows = await self.inner.search(query, context, limit)
+        odd = [
+            {"id": "odd-bytes", "title": "disk bytes", "blob": b"\xff\xfe\x00"},
+            {"id": "odd-object", "title": "disk object", "thing": Opaque()},
+        ]
+        return [*odd, *rows]
+
+
+class Opaque:
+    def __str__(self) -> str:
+        return "<an opaque object>"
+
+
 class CancellingSource:
     """A source whose search raises ``CancelledError`` itself (nobody cancelled it)."""
 
@@ -67,6 +128,7 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=1.0, help="seconds added to each search")
     parser.add_argument("--bad-row", help="id of the source whose answer gets a bad row second")
     parser.add_argument("--cancel", help="id of the source whose search raises CancelledError")
+    parser.add_argument("--odd-rows", help="id of the source whose answer gets two odd rows first")
     parser.add_argument("--explode-on", help="a query for which Broker.arequest raises")
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- the nautilus arguments")
     args = parser.parse_args()
@@ -80,6 +142,7 @@ def main() -> int:
             SlowSource(s, args.delay) if s.id == args.slow else s for s in broker.sources
         ]
         broker.sources = [CancellingSource(s) if s.id == args.cancel else s for s in broker.sources]
+        broker.sources = [OddRowsSource(s) if s.id == args.odd_rows else s for s in broker.sources]
         return broker
 
     async def arequest(self: Broker, query: str, context: Any = None) -> Any:

@@ -63,12 +63,22 @@ def run(args: argparse.Namespace) -> int:
     except LoadError as exc:
         print(f"nautilus-ranking: {exc}", file=sys.stderr)
         return 1
+    status = 0
     for report in reports:
         pruned = f", {report.pruned} pruned" if args.prune else ""
+        # a seed's rows with one id are one row: the count of ids says so
+        distinct = (
+            f"{report.distinct_ids} distinct ids; "
+            if report.distinct_ids < report.loaded or report.ids_merged
+            else ""
+        )
         print(
             f"{report.source_id} ({report.kind}): {report.loaded} rows loaded into "
-            f"{report.table} ({report.in_table} in the table{pruned})"
+            f"{report.table} ({distinct}{report.in_table} in the table{pruned})"
         )
+        if report.ids_merged:  # rows lost: said, and the load fails
+            print(f"nautilus-ranking: {report.source_id}: {report.ids_merged}", file=sys.stderr)
+            status = 1
     if not reports:
         print("nothing to load: no PostgreSQL source in this file has a 'seed'")
-    return 0
+    return status

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.fanout.contain import SourceRaisedError
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -325,8 +326,10 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
         return
     if ok:
         future.set_result(value)
-    else:
+    elif isinstance(value, Exception):
         future.set_exception(value)
+    else:  # SystemExit, CancelledError…: the call's own (never a signal in a worker
+        future.set_exception(SourceRaisedError(value))  # thread), not a stop of the loop
 
 
 class PoolExecutor(concurrent.futures.ThreadPoolExecutor):

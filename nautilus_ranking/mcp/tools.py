@@ -10,6 +10,7 @@ valid choices — a model reads it and retries; never a traceback.
 
 from __future__ import annotations
 
+import json
 import textwrap
 import time
 from typing import Any
@@ -25,6 +26,7 @@ from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest, parse_request
 from nautilus_ranking.request.pages import MAX_PAGE
 from nautilus_ranking.service import metrics
+from nautilus_ranking.service.problems import strict_json
 from nautilus_ranking.service.state import ServerState
 from nautilus_ranking.sources.base import declared_order
 from nautilus_ranking.synthesis.ranking_boost import BOOST_LEVELS
@@ -246,12 +248,19 @@ def _result(r: RankedRow, explain: bool, ranked: bool, vectors: bool) -> dict[st
     return {
         "rank": r.rank,
         "source": r.source_id,
-        "id": r.row.get("id"),
+        "id": _as_http(r.row.get("id")),
         "score": r.score if ranked else None,
         "source_rank": r.source_rank,
         "why": why,
-        "row": row,
+        "row": _as_http(row),
     }
+
+
+def _as_http(value: Any) -> Any:
+    """``value`` as ``POST /v1/query`` writes it: JSON, a value JSON does not know (bytes,
+    an object) as its text, a NaN as null. A row the broker kept is answered, never the
+    reason the whole call fails (the SDK could not serialise it)."""
+    return json.loads(strict_json(value))
 
 
 def _search_text(out: dict[str, Any]) -> str:

@@ -6,11 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.request.errors import invalid
-from nautilus_ranking.request.pages import MAX_PAGE
+from nautilus_ranking.request.pages import MAX_CURSOR_CHARS, MAX_PAGE
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,22 @@ class Arg:
 
 #: The largest count a request may carry (as the settings' integers, 18 digits).
 MAX_COUNT = 10**18 - 1
+
+# Every text field is bounded, and checked against its bound before anything parses
+# it: a request is read on the server's event loop before it takes a concurrency slot,
+# so what reading it costs must not grow with what a caller sends. (The query's bound
+# is the server's, NAUTILUS_SERVE_MAX_QUERY_CHARS, checked before it is read.)
+#: The longest ``cut`` (``relative:0.8`` is 12 characters).
+MAX_CUT_CHARS = 64
+#: The longest source id in ``sources`` and ``boosts`` (a sources file allows 100).
+MAX_SOURCE_ID_CHARS = 256
+#: The longest boost level (``-medium`` is 7 characters).
+MAX_LEVEL_CHARS = 16
+#: The most source ids in ``sources``, and entries in ``boosts``.
+MAX_SOURCE_ITEMS = 1000
+
+_SourceId = Annotated[str, StringConstraints(max_length=MAX_SOURCE_ID_CHARS)]
+_Level = Annotated[str, StringConstraints(max_length=MAX_LEVEL_CHARS)]
 
 
 class QueryRequest(BaseModel):
@@ -47,7 +70,7 @@ class QueryRequest(BaseModel):
         "replaces NAUTILUS_RANKING_TOP_K",
     )
     boosts: Annotated[
-        dict[str, str] | None,
+        dict[_SourceId, _Level] | None,
         Arg(
             "--boost",
             "an object {source_id: level}, levels -high, -medium, -low, low, medium, high",
@@ -56,6 +79,7 @@ class QueryRequest(BaseModel):
         ),
     ] = Field(
         default=None,
+        max_length=MAX_SOURCE_ITEMS,
         description="{source_id: level}: low < medium < high favour a source, "
         "-low, -medium, -high hold one back; replaces NAUTILUS_SOURCE_BOOSTS",
     )
@@ -65,9 +89,10 @@ class QueryRequest(BaseModel):
         "(the batch-local IDF); replaces NAUTILUS_RANKING_IDF",
     )
     sources: Annotated[
-        list[str] | None, Arg("--source", "a list of source ids", "ID", repeat=True)
+        list[_SourceId] | None, Arg("--source", "a list of source ids", "ID", repeat=True)
     ] = Field(
         default=None,
+        max_length=MAX_SOURCE_ITEMS,
         json_schema_extra={"minItems": 1},  # [] is refused
         description="ask only these sources (default: all)",
     )
@@ -86,6 +111,7 @@ class QueryRequest(BaseModel):
         ),
     ] = Field(
         default=None,
+        max_length=MAX_CUT_CHARS,
         description="stop the ranking where relevance falls away (a prefix, "
         "never before the first row): relative:0.8, floor:0.6 or gap:0.1; replaces "
         "NAUTILUS_RANKING_CUT",
@@ -107,6 +133,7 @@ class QueryRequest(BaseModel):
         str | None, Arg("--cursor", "the next_cursor of an earlier response", "CURSOR")
     ] = Field(
         default=None,
+        max_length=MAX_CURSOR_CHARS,
         description="the next_cursor of an earlier answer to the same query "
         "and settings: its next page",
     )
@@ -135,7 +162,7 @@ def parse_request(payload: object) -> QueryRequest:
         fields = ", ".join(QueryRequest.model_fields)
         problems = []
         for error in exc.errors():
-            where = ".".join(str(p) for p in error["loc"]) or "body"
+            where = ".".join(cut(str(p)) for p in error["loc"]) or "body"
             valid = _valid_for(error["type"], where, fields)
             message = error["msg"]
             problems.append(

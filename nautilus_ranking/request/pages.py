@@ -38,6 +38,8 @@ from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 _VERSION = 1
 #: The characters a cursor is made of (URL-safe base64, unpadded).
 _CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]+")
+#: The longest cursor read (a cursor nautilus makes is under 200 characters).
+MAX_CURSOR_CHARS = 512
 #: The deepest page a request may ask for: page n ranks n·K + 1 rows.
 MAX_PAGE = 1000
 _FIELDS = "query, top_k, boosts, idf, sources, cut"
@@ -198,7 +200,7 @@ def _decode(cursor: object) -> tuple[int, str, str | None]:
     if (
         not isinstance(cursor, str)
         or not cursor
-        or len(cursor) > 512
+        or len(cursor) > MAX_CURSOR_CHARS
         or not _CURSOR_TEXT.fullmatch(cursor)
     ):  # base64 would skip other characters
         raise bad

@@ -56,7 +56,9 @@ CUT_SETTINGS: tuple[str, ...] = (
 #: The content vote's scale: a normalised similarity of 1 is worth ``weight / 61``.
 _VOTE = 61.0
 _VALID = "relative:A, floor:T or gap:G with a number in (0, 1], e.g. relative:0.8; or off"
-_SETTING = re.compile(r"([a-z]+)\s*:\s*\+?([0-9]*\.?[0-9]+)")
+#: Linear on any text: no two quantifiers can share a run of characters (``[0-9]*\.?[0-9]+``
+#: could, and took seconds to refuse a run of 16,000 digits).
+_SETTING = re.compile(r"([a-z]+)\s*:\s*\+?([0-9]+(?:\.[0-9]+)?|\.[0-9]+)")
 
 
 @dataclass(frozen=True, slots=True)

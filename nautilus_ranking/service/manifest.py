@@ -94,18 +94,22 @@ def read_env_file(path: str | Path) -> dict[str, str]:
 def read_manifest(path: str | Path) -> list[Target]:
     """Every container or compose service that sets a ``NAUTILUS_*`` variable."""
     from nautilus_ranking.sources.seeds import FileRefusedError, read_text_file
+    from nautilus_ranking.sources.yaml_file import DepthBoundedLoader
 
     try:  # a regular file only, bounded (/dev/zero never ends, a FIFO waits for a writer)
         text = read_text_file(
             Path(path), "manifest", MAX_MANIFEST_BYTES, "a Kubernetes or compose YAML file"
         )
-        documents = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+        # bounded nesting: a document deeper than Python's recursion limit is refused
+        loaded = yaml.load_all(text, Loader=DepthBoundedLoader)
+        documents = [d for d in loaded if isinstance(d, dict)]
     except FileRefusedError as exc:
         raise _fail(path, f"cannot read it ({exc})", "a readable file") from None
-    except yaml.YAMLError as exc:
-        raise _fail(
-            path, f"not valid YAML ({str(exc).splitlines()[0]})", "Kubernetes or compose YAML"
-        ) from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        reason = (
+            str(exc).splitlines()[0] if isinstance(exc, yaml.YAMLError) else "nested too deeply"
+        )
+        raise _fail(path, f"not valid YAML ({reason})", "Kubernetes or compose YAML") from None
     targets: list[Target] = []
     for document in documents:
         if isinstance(document.get("services"), dict):

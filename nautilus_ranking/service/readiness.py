@@ -2,7 +2,9 @@
 
 A background task probes each source every ``NAUTILUS_SERVE_PROBE_INTERVAL_S``
 with a one-row search under the source's own timeout (or the source's own ``probe()``,
-when it has one: an HTTP source's ``health_url``). ``/readyz`` only reads
+when it has one: an HTTP source's ``health_url``); whatever a probe raises
+(``CancelledError`` and ``SystemExit`` included) is that source's failure, and the
+prober goes on. ``/readyz`` only reads
 the results (it never waits on a source), and a source is ready while its last
 success is younger than three intervals — one slow probe does not flap the pod.
 """
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from nautilus_ranking.broker import PREPARE_TIMEOUT_S
+from nautilus_ranking.fanout.contain import contained, error_type
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.sources.base import Source, preparer, prober
 
@@ -44,21 +47,25 @@ class Readiness:
     async def _probe(self, source: Source) -> None:
         health = self.health[source.id]
         try:
+            # Deadlines as scopes on this task, not wait_for: on 3.11 wait_for runs the
+            # call in a task of its own, whose SystemExit would stop the loop.
             prepare = preparer(source)
             if prepare is not None:  # a source whose data cannot be built is not ready
-                await asyncio.wait_for(prepare(), PREPARE_TIMEOUT_S)
+                async with asyncio.timeout(PREPARE_TIMEOUT_S):
+                    await prepare()
             probe = prober(source)  # the source's own check, if it has one
-            if probe is not None:
-                await asyncio.wait_for(probe(), source.timeout_s)
-                rows: object = []
-            else:
-                rows = await asyncio.wait_for(
-                    source.search(PROBE_QUERY, {"query": PROBE_QUERY}, 1), source.timeout_s
-                )
+            async with asyncio.timeout(source.timeout_s):
+                if probe is not None:
+                    await probe()
+                    rows: object = []
+                else:
+                    rows = await source.search(PROBE_QUERY, {"query": PROBE_QUERY}, 1)
         except TimeoutError:
             health.last_error = f"timeout: no answer within {source.timeout_s:g} s"
-        except Exception as exc:  # a source is someone else's code
-            health.last_error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        except BaseException as exc:  # a source is someone else's code, whatever it raises
+            if not contained(exc):  # the prober is being stopped
+                raise
+            health.last_error = f"{error_type(exc)}: {_text(exc)}"
         else:
             if isinstance(rows, list):
                 health.last_ok, health.last_error = time.monotonic(), ""
@@ -81,3 +88,10 @@ class Readiness:
             if health.last_ok is None or now - health.last_ok > stale:
                 out[source_id] = health.last_error or f"no answer for {stale:g} s"
         return out
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)[:200]
+    except Exception:
+        return "?"

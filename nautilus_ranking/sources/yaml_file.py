@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.sources.seeds import FileRefusedError, open_seed
 
 MAX_FILE_BYTES = 1 << 20  # a sources file is configuration, not data
 
@@ -26,7 +28,10 @@ MAX_VALUES = 100_000  # values after expanding YAML aliases
 MAX_DEPTH = 64  # nesting of mappings and lists
 
 
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+#: A variable's name, read after ``${``; what follows it is scanned by hand
+#: (:func:`_substitute`), since a pattern's ``[^}]*`` would rescan the rest of the text
+#: from every ``${`` that is never closed (quadratic).
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class SourceConfigError(NautilusError):
@@ -34,9 +39,14 @@ class SourceConfigError(NautilusError):
 
 
 def read_yaml(path: Path) -> Any:
-    try:
-        with path.open("rb") as handle:
+    try:  # as a seed is opened: a regular file only (a FIFO would wait for a writer)
+        with open_seed(path, "sources config", "a sources file is a regular YAML file") as handle:
             raw = handle.read(MAX_FILE_BYTES + 1)
+    except FileRefusedError as exc:
+        reason = str(exc)
+        raise SourceConfigError(
+            reason if reason.startswith("cannot read") else f"cannot read {reason}"
+        ) from None
     except OSError as exc:
         raise SourceConfigError(
             f"cannot read sources config {path}: {exc.strerror or exc}"
@@ -72,7 +82,7 @@ def read_yaml(path: Path) -> Any:
 
 class _TooDeep(yaml.YAMLError):
     def __init__(self, line: int) -> None:
-        super().__init__(line)
+        super().__init__(f"nested more than {MAX_DEPTH} levels deep (line {line})")
         self.line = line
 
 
@@ -82,9 +92,24 @@ class _DuplicateKey(yaml.YAMLError):
         self.key, self.line, self.first = key, line, first
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.safe_load`` that refuses documents nested deeper than :data:`MAX_DEPTH`
-    and mappings that give a key twice (YAML would silently keep the last value)."""
+class DepthBoundedLoader(yaml.SafeLoader):
+    """``yaml.safe_load`` that refuses a document nested deeper than :data:`MAX_DEPTH`
+    (a ``yaml.YAMLError`` naming the line) before Python's recursion limit is reached."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._nesting = getattr(self, "_nesting", 0) + 1
+        try:
+            if self._nesting > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise _TooDeep(mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self._nesting -= 1
+
+
+class _BoundedLoader(DepthBoundedLoader):
+    """:class:`DepthBoundedLoader` that also refuses mappings that give a key twice
+    (YAML would silently keep the last value)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
         seen: dict[tuple[str, str], int] = {}
@@ -97,16 +122,6 @@ class _BoundedLoader(yaml.SafeLoader):
                 raise _DuplicateKey(key_node.value, line, seen[key])
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self._nesting = getattr(self, "_nesting", 0) + 1
-        try:
-            if self._nesting > MAX_DEPTH:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise _TooDeep(mark.line + 1)
-            return super().compose_node(parent, index)
-        finally:
-            self._nesting -= 1
 
 
 def expand_variables(value: Any, where: str = "") -> Any:
@@ -135,8 +150,7 @@ def _expand(value: Any, where: str, budget: list[int], depth: int) -> Any:
     if not isinstance(value, str):
         return value
 
-    def substitute(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
+    def substitute(name: str, default: str | None) -> str:
         if name in os.environ:
             return os.environ[name]
         if default is not None:
@@ -146,4 +160,32 @@ def _expand(value: Any, where: str, budget: list[int], depth: int) -> Any:
             f"(use ${{{name}:-default}} for a fallback)"
         )
 
-    return _VARIABLE.sub(substitute, value)
+    return _substitute(value, substitute)
+
+
+def _substitute(text: str, substitute: Callable[[str, str | None], str]) -> str:
+    """``text`` with each ``${NAME}`` and ``${NAME:-default}`` (the default runs to the
+    first ``}``) replaced by ``substitute(name, default)``; anything else kept as written.
+    One pass: every character is read a bounded number of times."""
+    out: list[str] = []
+    at = 0  # copied up to here
+    look = 0  # the next ``${`` is at or after here
+    while (start := text.find("${", look)) >= 0:
+        name = _NAME.match(text, start + 2)
+        look = start + 2
+        if name is None:
+            continue
+        after = name.end()
+        if text.startswith("}", after):
+            end, default = after + 1, None
+        elif text.startswith(":-", after):
+            close = text.find("}", after + 2)
+            if close < 0:  # no '}' anywhere after: no later variable is closed either
+                break
+            end, default = close + 1, text[after + 2 : close]
+        else:
+            continue
+        out += [text[at:start], substitute(name.group(), default)]
+        at = look = end
+    out.append(text[at:])
+    return "".join(out)

@@ -387,3 +387,45 @@ def test_mcp_refuses_what_serve_refuses(tmp_path: Path) -> None:
         )
     assert busy.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in busy.stderr
     assert "mcp_starting" not in busy.stderr
+
+
+# --- a row JSON does not know --------------------------------------------------------------
+
+
+def test_a_row_json_does_not_know_is_answered_as_http_answers_it(tmp_path: Path) -> None:
+    """A row holding bytes that are not UTF-8, and one holding an arbitrary object: before,
+    MCP ``search`` failed whole (its SDK could not serialise them) where ``POST
+    /v1/query`` answered every row. Now each way in gives the same rows, written alike."""
+    from tools.servers import SLOW_SERVE, running
+
+    sources_file(tmp_path)
+    env = environment(tmp_path, NAUTILUS_RANKING_TOP_K="")  # passthrough unless asked
+    launcher = ["--odd-rows", "runbooks"]
+    for arguments in ({"query": QUERY}, {"query": QUERY, "top_k": 40, "explain": True}):
+        with running(tmp_path, env, launcher=launcher) as server:
+            http = httpx.post(server.url + "/v1/query", json=arguments, timeout=30)
+        assert http.status_code == 200, http.text
+        body = http.json()
+        expected = [(e["source_id"], e["id"]) for e in body["ranking"]]
+        assert {("runbooks", "odd-bytes"), ("runbooks", "odd-object")} <= set(expected)
+        http_rows = {row["id"]: row for rows in body["data"].values() for row in rows}
+
+        params = StdioServerParameters(
+            command=sys.executable, args=[SLOW_SERVE, *launcher, "--", "mcp"], env=env, cwd=tmp_path
+        )
+
+        async def search(params: StdioServerParameters, arguments: Any) -> CallToolResult:
+            with (tmp_path / "stderr.log").open("w") as errlog:
+                async with Client(stdio_client(params, errlog=errlog)) as client:
+                    return await client.call_tool("search", arguments)
+
+        result = asyncio.run(search(params, arguments))
+        assert not result.is_error, text(result)
+        results = result.structured_content["results"]
+        assert [(r["source"], r["id"]) for r in results] == expected
+        for r in results:
+            assert r["row"] == http_rows[r["id"]]
+        odd = {r["id"]: r["row"] for r in results if r["id"].startswith("odd-")}
+        assert odd["odd-bytes"]["blob"] == str(b"\xff\xfe\x00")
+        assert odd["odd-object"]["thing"] == "<an opaque object>"
+        assert "odd-bytes — disk bytes | b'\\xff\\xfe\\x00'" in text(result)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fakes import sources_file
 
 from tools.servers import NAUTILUS, Server, free_port, running, wait_ready
 
@@ -168,3 +170,73 @@ def test_serve_refuses_a_sources_file_with_no_sources(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "the sources file lists no sources" in result.stderr
     assert "serve_ready" not in result.stderr
+
+
+# --- a source that raises what a source should not -------------------------------------
+
+
+def raising_sources(tmp: Path, raises: str, where: str = "search") -> Path:
+    """The demo's sources plus ``boom``, a registered type (tools/slow_serve.py) whose
+    calls raise ``raises``."""
+    path = sources_file(tmp)
+    path.write_text(
+        path.read_text()
+        + f"  - {{id: boom, type: raising_test, raises: {raises}, where: {where}, timeout_s: 1}}\n"
+    )
+    return path
+
+
+def failing_sources(server: Server) -> dict[str, str]:
+    response = httpx.get(server.url + "/readyz", timeout=10)
+    failing: dict[str, str] = response.json().get("failing", {}) if response.is_error else {}
+    return failing
+
+
+@pytest.mark.parametrize(
+    ("raises", "where"),
+    [
+        ("SystemExit", "search"),
+        ("KeyboardInterrupt", "search"),
+        ("CancelledError", "search"),
+        ("SystemExit", "worker"),
+        ("KeyboardInterrupt", "prepare"),
+    ],
+)
+def test_a_source_that_raises_stops_neither_readiness_nor_the_server(
+    tmp_path: Path, raises: str, where: str
+) -> None:
+    """Before: ``CancelledError`` from a source ended the readiness prober (503 for good,
+    every source stale); ``SystemExit`` or ``KeyboardInterrupt`` shut the server down."""
+    env = {
+        "NAUTILUS_CONFIG": str(raising_sources(tmp_path, raises, where)),
+        "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.3",
+    }
+    with running(tmp_path, env, launcher=[]) as server:
+        for _ in range(3):
+            answer = httpx.post(server.url + "/v1/query", json={"query": "disk"}, timeout=30)
+            assert answer.status_code == 200, answer.text
+            errors = [(e["source_id"], e["error_type"]) for e in answer.json()["sources_errored"]]
+            assert errors == [("boom", raises)]
+        for _ in range(300):  # bounded: until every other source has answered a probe
+            if list(failing_sources(server)) == ["boom"]:
+                break
+            time.sleep(0.1)
+        assert failing_sources(server)["boom"].startswith(raises)
+        time.sleep(1.5)  # five probe intervals: the prober still runs, the others stay ready
+        assert list(failing_sources(server)) == ["boom"]
+        assert httpx.get(server.url + "/healthz", timeout=10).status_code == 200
+        assert server.process.poll() is None
+        assert server.stop() == 0  # SIGTERM still stops it, cleanly
+    assert '"serve_stopped"' in server.logs() or "serve_stopped" in server.logs()
+
+
+def test_ctrl_c_still_stops_a_server_whose_source_raises_keyboard_interrupt(
+    tmp_path: Path,
+) -> None:
+    env = {"NAUTILUS_CONFIG": str(raising_sources(tmp_path, "KeyboardInterrupt"))}
+    with running(tmp_path, env, launcher=[]) as server:
+        answer = httpx.post(server.url + "/v1/query", json={"query": "disk"}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        server.process.send_signal(signal.SIGINT)
+        assert server.process.wait(60) == 0
+    assert "serve_stopped" in server.logs()

@@ -13,6 +13,10 @@ covers the password as libpq reads it *and* whatever the operator may have meant
 - key=value form: the value as libpq reads it (``'…'`` with ``\\'`` and ``\\\\``, or
   a bare word in which ``\\`` escapes the next character), then on up to the next
   ``keyword=`` that starts an option (``password="a b" dbname=kb`` masks ``"a b"``).
+  And every ``password=`` that starts a word, however libpq reads it, up to the next
+  option: after a stray word (``sslmode password=S``, which libpq refuses at
+  ``sslmode``) or an empty value (``dbname= password=S``, which libpq reads as a
+  database named ``password=S``) the operator still meant a password.
 
 A driver's error quotes what libpq parsed (``failed to resolve host "ss@db"``,
 ``invalid port "S3cr3t"``): for a DSN libpq reads differently from its mask, no
@@ -52,8 +56,19 @@ MASK = "***"
 _URL_FORM = re.compile(r"\s*(?:postgres|postgresql)://", re.IGNORECASE)
 _OTHER_URL = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.\-]*://")
 _SPACE = " \t\n\v\f\r"  # C isspace: what libpq splits key=value options at
-_NEXT_OPTION = re.compile(
-    r"[ \t\n\v\f\r]+(" + "|".join(sorted(KEYWORDS, key=len, reverse=True)) + r")[ \t\n\v\f\r]*="
+_SPACE_RUN = re.compile(r"[ \t\n\v\f\r]+")
+#: Matched only where a run of spaces starts (:func:`_next_option`): searched from every
+#: position, it rescanned a run from each of its spaces (quadratic on a long run).
+_OPTION_AFTER = re.compile(
+    r"[ \t\n\v\f\r]++(" + "|".join(sorted(KEYWORDS, key=len, reverse=True)) + r")[ \t\n\v\f\r]*+="
+)
+#: A secret keyword and its ``=`` wherever a word starts (not after a letter, a digit or
+#: ``_``): what an operator may have meant as a password, however libpq reads the rest.
+_SECRET_OPTION = re.compile(
+    r"(?<![A-Za-z0-9_])(?:"
+    + "|".join(sorted(SECRET_KEYWORDS, key=len, reverse=True))
+    + r")[ \t\n\v\f\r]*+=",
+    re.IGNORECASE,
 )
 _NEXT_PARAMETER = re.compile(r"&(" + "|".join(sorted(KEYWORDS, key=len, reverse=True)) + r")=")
 _SECRET_PARAMETER = re.compile(r"[?&](?:" + "|".join(SECRET_KEYWORDS) + r")=", re.IGNORECASE)
@@ -72,7 +87,7 @@ def mask_dsn(dsn: str) -> str:
 def _secret_spans(dsn: str) -> list[tuple[int, int]]:
     if _URL_FORM.match(dsn) or _OTHER_URL.match(dsn):
         return _url_spans(dsn)
-    return _keyword_spans(dsn)
+    return _merged(_keyword_spans(dsn) + _meant_spans(dsn))
 
 
 def _url_spans(dsn: str) -> list[tuple[int, int]]:
@@ -106,8 +121,7 @@ def _keyword_spans(dsn: str) -> list[tuple[int, int]]:
         while i < n and dsn[i] in _SPACE:
             i += 1
         if i >= n or dsn[i] != "=":  # libpq: 'missing "=" after …'; what follows is unread
-            following = _NEXT_OPTION.search(dsn, i)
-            i = following.start() if following else n
+            i = _next_option(dsn, i)
             continue
         i += 1
         while i < n and dsn[i] in _SPACE:
@@ -123,11 +137,34 @@ def _keyword_spans(dsn: str) -> list[tuple[int, int]]:
                 i += 2 if dsn[i] == "\\" else 1
             i = min(i, n)
         if name.lower() in SECRET_KEYWORDS:
-            following = _NEXT_OPTION.search(dsn, i) if i < n else None
-            end = following.start() if following else n
+            end = _next_option(dsn, i)
             spans.append((value, end))
             i = end
     return _merged(spans)
+
+
+def _meant_spans(dsn: str) -> list[tuple[int, int]]:
+    """Every ``password=`` (any secret keyword, any case) that starts a word, whatever
+    libpq makes of it, masked up to the next option: after a word without ``=``
+    (``sslmode password=S``: libpq stops reading at the stray word) or an empty value
+    (``dbname= password=S``: libpq reads a database ``password=S``), the operator still
+    meant a password. Linear: a search resumes where the last mask ended."""
+    spans, at = [], 0
+    while (found := _SECRET_OPTION.search(dsn, at)) is not None:
+        end = _next_option(dsn, found.end())
+        spans.append((found.end(), end))
+        at = max(end, found.end())
+    return spans
+
+
+def _next_option(dsn: str, at: int) -> int:
+    """Where the next ``keyword=`` that starts an option begins (its leading spaces), at
+    or after ``at``; ``len(dsn)`` when none does. Linear: each run of spaces is read once
+    to find it and once to try it."""
+    for run in _SPACE_RUN.finditer(dsn, at):
+        if _OPTION_AFTER.match(dsn, run.start()):
+            return run.start()
+    return len(dsn)
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -1,7 +1,8 @@
 """``nautilus-ranking load``: from JSONL seeds to searchable PostgreSQL tables in one command.
 
 For every PostgreSQL source with a ``seed``: create its table (columns typed
-from the seed, ``id_field`` the primary key), upsert every row (loading twice
+from the seed, ``id_field`` the primary key, in a column that holds every seed id
+as itself; an existing one that cannot is refused), upsert every row (loading twice
 never duplicates a row), then the type's index — a GIN index on the tsvector
 (a stored generated column when ``tsvector_column`` is set, else the same
 expression the source queries), an HNSW index (``vector_cosine_ops``) on the
@@ -24,7 +25,17 @@ from nautilus_ranking.embedders import Embedder, embed_texts
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.sources.base import Row
 from nautilus_ranking.sources.postgres.base import PostgresSpec, require_postgres, table_identifier
-from nautilus_ranking.sources.postgres.columns import column_type, stored_types, unstorable
+from nautilus_ranking.sources.postgres.columns import (
+    column_type,
+    id_column_type,
+    id_key,
+    id_param,
+    id_problem,
+    ids_refused,
+    stored_type,
+    stored_types,
+    unstorable,
+)
 from nautilus_ranking.sources.postgres.dsn import mask_dsn, scrub
 from nautilus_ranking.sources.postgres.fts import PostgresFtsSpec, tsvector_expression
 from nautilus_ranking.sources.postgres.vector import (
@@ -56,6 +67,23 @@ class LoadReport:
     loaded: int  # rows upserted from the seed
     in_table: int  # rows in the table afterwards
     pruned: int = 0  # rows removed because the seed no longer has their id (--prune)
+    distinct_ids: int = 0  # the seed's ids, each once (numbers by value, strings by text)
+    ids_in_table: int = 0  # table rows whose id is one of the seed's
+    id_type: str = ""  # the table's id column, as PostgreSQL names its type
+    id_field: str = "id"
+
+    @property
+    def ids_merged(self) -> str:
+        """Why the table holds fewer rows for the seed's ids than it has distinct ids
+        ("" when it does not): its id column holds some of them as one."""
+        if self.ids_in_table >= self.distinct_ids:
+            return ""
+        return (
+            f"its {self.id_field!r} column ({self.id_type}) holds {self.distinct_ids} of the "
+            f"seed's distinct ids as {self.ids_in_table} row"
+            + ("s" if self.ids_in_table != 1 else "")
+            + "; load into a new table, or --replace to rebuild this one"
+        )
 
 
 def postgres_specs(specs: Iterable[SourceSpec]) -> list[PostgresSpec]:
@@ -129,6 +157,11 @@ def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
             raise LoadError(
                 f"source {spec.id!r}: {seed}: row {i} has no {spec.id_field!r} (the id_field)"
             )
+        problem = id_problem(doc[spec.id_field])
+        if problem:
+            raise LoadError(
+                f"source {spec.id!r}: {seed}: row {i}, field {spec.id_field!r}: {problem}"
+            )
     for name in names:
         json_column = column_type([doc.get(name) for doc in docs]) == "jsonb"
         for i, doc in enumerate(docs, start=1):
@@ -157,6 +190,8 @@ def _load_one(
 
     docs, names = read_seed(spec, seed)
     types = {name: column_type([doc.get(name) for doc in docs]) for name in names}
+    ids = [doc[spec.id_field] for doc in docs]
+    types[spec.id_field] = id_column_type(ids)  # holds every seed id distinctly
     table = table_identifier(spec.table)
     embedder: Embedder | None = None
     if isinstance(spec, PgvectorSpec):
@@ -180,51 +215,89 @@ def _load_one(
                 )
             )
         types = stored_types(conn, table, types)
+        # the id as the table holds it: refused unless every seed id is stored as itself
+        types[spec.id_field] = stored_type(conn, table, spec.id_field)
+        _check_ids(spec, types[spec.id_field], ids)
         vectors_column = None
         if isinstance(spec, PgvectorSpec) and embedder is not None:
             vectors_column = spec.embedding_column
             _prepare_vectors(conn, spec, model_id(embedder), embedder, replace)
         _upsert(conn, spec, table, names, types, docs, embedder, vectors_column, progress)
-        pruned = _prune(conn, spec, table, types, docs) if prune else 0
+        seen = _seed_ids(conn, spec, table, types[spec.id_field], ids)
+        pruned = _prune(conn, spec, table, seen) if prune else 0
+        (in_table_ids,) = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} AS t WHERE EXISTS ({})").format(
+                table, _seed_id_match(spec, seen)
+            )
+        ).fetchone() or (0,)
         _index(conn, spec, table)
         conn.commit()
         (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() or (0,)
-    return LoadReport(spec.id, spec.type, spec.table, len(docs), int(count), pruned)
+    return LoadReport(
+        spec.id,
+        spec.type,
+        spec.table,
+        len(docs),
+        int(count),
+        pruned,
+        distinct_ids=len({id_key(i) for i in ids}),
+        ids_in_table=int(in_table_ids),
+        id_type=types[spec.id_field],
+        id_field=spec.id_field,
+    )
 
 
-def _prune(
-    conn: Connection[Any],
-    spec: PostgresSpec,
-    table: Composable,
-    types: dict[str, str],
-    docs: list[Row],
-) -> int:
-    """Delete the rows whose id is not in the seed; how many went.
+def _check_ids(spec: PostgresSpec, column: str, ids: list[Any]) -> None:
+    """Refuse, naming them, the seed ids the table's id column would not store as
+    themselves (a fraction in a bigint column, a number in a text one)."""
+    refused = ids_refused(column, ids)
+    if refused:
+        raise LoadError(
+            f"source {spec.id!r}: table {spec.table}'s {spec.id_field!r} column is {column}, "
+            f"which cannot hold every seed id as itself: {refused} would be stored as "
+            "another value or another id; write them as the column's other ids are "
+            "written, load into a new table, or --replace to rebuild this one with a "
+            "column that holds them"
+        )
 
-    The seed's ids are compared as the upsert stored them: written into a temporary
-    column of the id column's own type with the same parameters the upsert sends, so
-    ``1`` and ``"A-7"`` in one jsonb column, or ``1.0`` in a bigint one, match the rows
-    they wrote (as text, ``"A-7"`` is ``'"A-7"'`` and ``1.0`` is ``'1'``)."""
+
+def _seed_ids(
+    conn: Connection[Any], spec: PostgresSpec, table: Composable, column: str, ids: list[Any]
+) -> Composable:
+    """The seed's ids in a temporary table (dropped at commit), in a column of the id
+    column's own type and sent as the upsert sent them, so each matches the row it wrote."""
     from psycopg import sql
-    from psycopg.types.json import Jsonb
 
-    column = sql.Identifier(spec.id_field)
     seen = sql.Identifier("nautilus_seed_ids")
     conn.execute(
         sql.SQL(
             "CREATE TEMPORARY TABLE {} ON COMMIT DROP AS SELECT {} AS id FROM {} WITH NO DATA"
-        ).format(seen, column, table)
+        ).format(seen, sql.Identifier(spec.id_field), table)
     )
-    wrap = types.get(spec.id_field) == "jsonb"
     with conn.cursor() as cursor:
         cursor.executemany(
             sql.SQL("INSERT INTO {} VALUES (%s)").format(seen),
-            [[Jsonb(doc[spec.id_field]) if wrap else doc[spec.id_field]] for doc in docs],
+            [[id_param(i, column)] for i in ids],
         )
+    return seen
+
+
+def _seed_id_match(spec: PostgresSpec, seen: Composable) -> Composable:
+    from psycopg import sql
+
+    return sql.SQL("SELECT 1 FROM {} AS s WHERE s.id = t.{}").format(
+        seen, sql.Identifier(spec.id_field)
+    )
+
+
+def _prune(conn: Connection[Any], spec: PostgresSpec, table: Composable, seen: Composable) -> int:
+    """Delete the rows whose id is not in the seed (:func:`_seed_ids`); how many went."""
+    from psycopg import sql
+
     deleted = conn.execute(
-        sql.SQL(
-            "DELETE FROM {} AS t WHERE NOT EXISTS (SELECT 1 FROM {} AS s WHERE s.id = t.{})"
-        ).format(table, seen, column)
+        sql.SQL("DELETE FROM {} AS t WHERE NOT EXISTS ({})").format(
+            table, _seed_id_match(spec, seen)
+        )
     ).rowcount
     return max(deleted, 0)
 
@@ -321,7 +394,11 @@ def _upsert(
             chunk = docs[start : start + batch]
             params = [
                 [
-                    Jsonb(d.get(n)) if types[n] == "jsonb" and d.get(n) is not None else d.get(n)
+                    id_param(d[n], types[n])
+                    if n == spec.id_field
+                    else Jsonb(d.get(n))
+                    if types[n] == "jsonb" and d.get(n) is not None
+                    else d.get(n)
                     for n in names
                 ]
                 for d in chunk

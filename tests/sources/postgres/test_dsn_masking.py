@@ -22,10 +22,18 @@ import pytest
 from fakes import write_jsonl
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
+from psycopg.conninfo import conninfo_to_dict
 
 from nautilus_ranking import Broker
 from nautilus_ranking.sources.factory import SourceConfigError, build_sources
-from nautilus_ranking.sources.postgres.dsn import KEYWORDS, MISREAD, mask_dsn, misread, scrub
+from nautilus_ranking.sources.postgres.dsn import (
+    KEYWORDS,
+    MISREAD,
+    SECRET_KEYWORDS,
+    mask_dsn,
+    misread,
+    scrub,
+)
 from tools.servers import running
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
@@ -51,7 +59,13 @@ REPORTED = [
     "postgresql://u:S3cr3t@Tail9@127.0.0.1:1/d",
     'host=127.0.0.1 port=1 user=u password="S3cr3t Tail9" dbname=d',
     "host=127.0.0.1 port=1 user=u password=''S3cr3t Tail9'' dbname=d",
+    # a word without '=' before it: libpq stops reading at the stray word
+    "host=127.0.0.1 port=1 user=u sslmode password=S3cr3tTail9 dbname=d",
+    # an empty value before it: libpq reads a database named 'password=S3cr3tTail9'
+    "host=127.0.0.1 port=1 user=u dbname= password=S3cr3tTail9",
 ]
+#: The reported DSNs that a server starts with (the others are refused at start-up).
+SERVED = [*REPORTED[:2], REPORTED[5]]
 
 
 def password(parts: list[str]) -> str:
@@ -101,6 +115,78 @@ def test_the_mask_and_the_scrubbed_driver_error_hide_every_password(form: str, p
         assert message == MISREAD or not misread(dsn)
     else:  # pragma: no cover - nothing listens on port 1
         pytest.fail("connected to port 1")
+
+
+#: Words of a keyword/value DSN: libpq's keywords and others.
+WORDS = st.sampled_from(sorted(KEYWORDS - SECRET_KEYWORDS)) | st.from_regex(
+    r"[a-z_]{1,8}", fullmatch=True
+)
+#: An option with a value, an empty one, or a stray word with no '='.
+PARTS = st.one_of(
+    st.tuples(WORDS, st.sampled_from(["v", "kb", "'a b'", r"x\ y", "3"])).map("=".join),
+    WORDS.map(lambda w: w + "="),
+    WORDS,
+)
+
+
+def libpq_quoted(pw: str) -> str:
+    return "'" + pw.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def libpq_bare(pw: str) -> str:
+    return "".join("\\" + c if c in " \t\n\v\f\r'\\" else c for c in pw) or "''"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=st.lists(PARTS, max_size=4),
+    after=st.lists(PARTS, max_size=3),
+    gap=st.sampled_from([" ", "  ", "\t", " \n "]),
+    keyword=st.sampled_from(sorted(SECRET_KEYWORDS)),
+    spaced=st.booleans(),
+    quote=st.sampled_from([libpq_bare, libpq_quoted]),
+    pw=PASSWORDS,
+)
+@example(
+    before=["host=h", "sslmode"],
+    after=[],
+    gap=" ",
+    keyword="password",
+    spaced=False,
+    quote=libpq_bare,
+    pw="S" + "".join(MARKERS),
+)
+@example(
+    before=["dbname="],
+    after=[],
+    gap=" ",
+    keyword="password",
+    spaced=False,
+    quote=libpq_bare,
+    pw="S" + "".join(MARKERS),
+)
+def test_stray_words_and_empty_values_never_show_a_password(
+    before: list[str],
+    after: list[str],
+    gap: str,
+    keyword: str,
+    spaced: bool,
+    quote: Any,
+    pw: str,
+) -> None:
+    """Whatever libpq makes of the words around it, ``password=`` meant a password: the
+    mask, and a driver's message about the DSN (what libpq's own parser says of it, and
+    the values it read), hide it."""
+    option = keyword + (" = " if spaced else "=") + quote(pw)
+    dsn = gap.join([*before, option, *after])
+    masked = mask_dsn(dsn)
+    assert hidden(masked), masked
+    try:
+        said = ", ".join(f'{k} "{v}"' for k, v in conninfo_to_dict(dsn).items())
+    except psycopg.ProgrammingError as exc:  # libpq's parser refused it
+        said = str(exc)
+    message = scrub(f"connection failed: {said}", dsn)
+    assert hidden(message), message
 
 
 def sources_file(folder: Path, dsn: str) -> Path:
@@ -176,7 +262,7 @@ def test_the_cli_never_shows_a_misread_password(tmp_path: Path, dsn: str) -> Non
         assert "Tail9" not in text and "S3cr3t" not in text, text
 
 
-@pytest.mark.parametrize("dsn", REPORTED[:2])
+@pytest.mark.parametrize("dsn", SERVED)
 def test_the_service_and_mcp_never_show_a_misread_password(tmp_path: Path, dsn: str) -> None:
     keys = tmp_path / "keys"
     keys.write_text(KEY + "\n")
@@ -229,3 +315,18 @@ def mcp_outputs(tmp_path: Path, config: str) -> list[str]:
     shown = asyncio.run(calls())
     assert "kb" in shown[0] and "kb" in shown[1], shown
     return [*shown, errlog.read_text(encoding="utf-8", errors="replace")]
+
+
+def test_serve_refuses_a_dsn_with_a_stray_word_without_showing_it(tmp_path: Path) -> None:
+    """libpq cannot read ``sslmode password=S``: serve refuses to start, and its start-up
+    message (before: the DSN whole) masks the password."""
+    from tools.servers import free_port
+
+    env = {
+        "NAUTILUS_CONFIG": str(sources_file(tmp_path, REPORTED[4])),
+        "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+    }
+    result = cli("serve", "--host", "127.0.0.1", "--port", str(free_port()), env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "sslmode password=*** dbname=d" in result.stderr
+    assert "Tail9" not in result.stdout + result.stderr
