@@ -9,6 +9,10 @@ expression the source queries), an HNSW index (``vector_cosine_ops``) on the
 embeddings, which are computed in batches with the configured embedder, and a
 row in ``nautilus_vector_models`` saying which model made them. A table holding
 another model's vectors is refused unless ``--replace`` rebuilds it.
+
+One concept, a load from seed to table, in the order it runs: read and check the
+seeds, type and create the table, write the rows, prune, index. What a seed's values
+become as columns is ``columns.py``; the index each type gets is ``indexes.py``.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from nautilus_ranking.sources.postgres.columns import (
     unstorable,
 )
 from nautilus_ranking.sources.postgres.dsn import mask_dsn, scrub
-from nautilus_ranking.sources.postgres.fts import PostgresFtsSpec, tsvector_expression
+from nautilus_ranking.sources.postgres.indexes import build_index
 from nautilus_ranking.sources.postgres.vector import (
     MODELS_TABLE,
     PgvectorSpec,
@@ -49,7 +53,7 @@ from nautilus_ranking.sources.seeds import read_jsonl
 
 if TYPE_CHECKING:
     from psycopg import Connection
-    from psycopg.sql import Composable, Composed
+    from psycopg.sql import Composable
 
 EMBED_BATCH = 64
 WRITE_BATCH = 500
@@ -230,7 +234,7 @@ def _load_one(
                 table, _seed_id_match(spec, seen)
             )
         ).fetchone() or (0,)
-        _index(conn, spec, table)
+        build_index(conn, spec, table)
         conn.commit()
         (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() or (0,)
     return LoadReport(
@@ -410,39 +414,6 @@ def _upsert(
             cursor.executemany(statement, params)
             bar.update(len(chunk))
     bar.done()
-
-
-def _index(conn: Connection[Any], spec: PostgresSpec, table: Composable) -> None:
-    from psycopg import sql
-
-    base = spec.table.replace(".", "_")
-    if isinstance(spec, PostgresFtsSpec):
-        expression = tsvector_expression(spec.columns, spec.language)
-        if spec.tsvector_column:
-            conn.execute(
-                sql.SQL(
-                    "ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} tsvector "
-                    "GENERATED ALWAYS AS ({}) STORED"
-                ).format(table, sql.Identifier(spec.tsvector_column), expression)
-            )
-            indexed: Composed = sql.SQL("({})").format(sql.Identifier(spec.tsvector_column))
-            name = f"{base}_{spec.tsvector_column}_gin"
-        else:
-            indexed = sql.SQL("(({}))").format(expression)
-            name = f"{base}_tsv_gin"
-        conn.execute(
-            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin {}").format(
-                sql.Identifier(name[:63]), table, indexed
-            )
-        )
-    elif isinstance(spec, PgvectorSpec):
-        name = f"{base}_{spec.embedding_column}_hnsw"
-        conn.execute(
-            sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw ({} vector_cosine_ops)").format(
-                sql.Identifier(name[:63]), table, sql.Identifier(spec.embedding_column)
-            )
-        )
-    conn.execute(sql.SQL("ANALYZE {}").format(table))
 
 
 class _Progress:
