@@ -175,6 +175,21 @@ class RankedRow:
         """The components a short explanation carries (those declared ``why``)."""
         return {name: getattr(self, name) for name in WHY_COMPONENTS}
 
+    def entry(self, explain: bool = False) -> dict[str, Any]:
+        """The row's ranking entry as a JSON answer carries it: without ``explain`` only
+        what a caller acts on (:data:`LEAN_FIELDS`: which row, its place, its score,
+        where else it was found); with it every score component too."""
+        row_id = self.row.get("id") if isinstance(self.row, dict) else None
+        if explain:
+            return {"id": row_id, **self.explain()}
+        return {
+            "source_id": self.source_id,
+            "id": row_id,
+            "rank": self.rank,
+            "score": self.score,
+            "also_from": [list(pair) for pair in self.also_from],
+        }
+
 
 #: The score components of a :class:`RankedRow`, in declaration order: name, then its
 #: ``--explain`` column, width, number format, meaning and whether "why" shows it.
@@ -184,6 +199,9 @@ SCORE_COMPONENTS: tuple[tuple[str, dict[str, Any]], ...] = tuple(
 #: The components a short "why" shows (MCP results, retriever metadata without explain).
 WHY_COMPONENTS: tuple[str, ...] = tuple(name for name, meta in SCORE_COMPONENTS if meta["why"])
 _EXPLAINED = tuple(f.name for f in fields(RankedRow) if f.name != "row")
+#: What a ranking entry holds without ``explain`` (:meth:`RankedRow.entry`): the row's
+#: source and id, its place, its score and its copies — the components are ``explain``'s.
+LEAN_FIELDS: tuple[str, ...] = ("source_id", "id", "rank", "score", "also_from")
 
 
 @dataclass
@@ -205,7 +223,11 @@ class BrokerResponse:
     budget: dict[str, Any] | None = None
 
     def to_dict(
-        self, *, vectors: bool | None = None, ranking_enabled: bool | None = None
+        self,
+        *,
+        vectors: bool | None = None,
+        ranking_enabled: bool | None = None,
+        explain: bool = False,
     ) -> dict[str, Any]:
         """The response as JSON-able values.
 
@@ -215,13 +237,15 @@ class BrokerResponse:
         ``response_hash`` always covers the rows as the sources returned them.
         ``ranking_enabled`` (what the caller's synthesizer does) is written out when
         given; ``False`` writes each ranking entry's score and its components as
-        ``null`` — a passthrough has no scores, and zeros would read as ones.
+        ``null`` — a passthrough has no scores, and zeros would read as ones. Each
+        ranking entry is :meth:`RankedRow.entry`: lean (:data:`LEAN_FIELDS`) unless
+        ``explain``, which adds every score component.
         """
         out: dict[str, Any] = {
             "request_id": self.request_id,
             "data": self.data if vectors is not False else without_vectors(self.data),
             # each entry says which row it is: the row's own id (None if it has none)
-            "ranking": [{"id": r.row.get("id"), **r.explain()} for r in self.ranking],
+            "ranking": [r.entry(explain) for r in self.ranking],
             "sources_queried": list(self.sources_queried),
             "sources_errored": [asdict(e) for e in self.sources_errored],
             "duration_ms": self.duration_ms,
@@ -239,7 +263,7 @@ class BrokerResponse:
             out["ranking_enabled"] = ranking_enabled
             if not ranking_enabled:
                 for entry in out["ranking"]:
-                    entry.update(dict.fromkeys(SCORE_FIELDS))
+                    entry.update(dict.fromkeys(SCORE_FIELDS if explain else ("score",)))
         return out
 
 

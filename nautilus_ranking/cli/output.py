@@ -78,6 +78,12 @@ def ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -
     return "\n".join(lines)
 
 
+def counted(budget: dict[str, Any]) -> str:
+    """How a budget's tokens were counted, for a reader: exact, or an over-estimate."""
+    tokenizer = budget.get("tokenizer")
+    return "estimated" if tokenizer in (None, "estimate") else f"exact, {tokenizer}"
+
+
 def answer_text(result: Answer) -> str:
     """A request's answer as ``nautilus-ranking query`` prints it to a person."""
     response, ranked = result.response, result.ranked
@@ -98,8 +104,8 @@ def answer_text(result: Answer) -> str:
     budget = response.budget
     if budget is not None:
         lines.append(
-            f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens, "
-            f"{budget['rows_left_out']} ranked row(s) left out"
+            f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens "
+            f"({counted(budget)}), {budget['rows_left_out']} ranked row(s) left out"
             + ("; the first row alone is over it" if budget["first_row_over_budget"] else "")
         )
     page = result.page

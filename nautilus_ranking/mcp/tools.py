@@ -264,7 +264,8 @@ def _search_text(out: dict[str, Any]) -> str:
     budget = out.get("budget")
     if budget is not None:
         lines.append(
-            f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens, "
+            f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens "
+            f"({'estimated' if budget.get('tokenizer', 'estimate') == 'estimate' else 'exact'}), "
             f"{budget['rows_left_out']} more result(s) left out"
             + (
                 " (the first result alone is over the budget)"
