@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -65,6 +65,33 @@ class AdapterResult:
     source_ranks: tuple[int, ...] | None = None
 
 
+class Copy(NamedTuple):
+    """Another row of the same document, collapsed into a ranked row (its ``also_from``):
+    its source, its ``id`` (the row's own, or ``sha256-`` and 16 hex digits of its
+    content when it has none: :func:`nautilus_ranking.rows.content_id`), its place in
+    its source, and ``copy``: ``exact`` (the same ``NAUTILUS_RANKING_DEDUP_KEY`` value,
+    else the same text; its source's vote counted for the row) or ``near`` (a text alike
+    by ``NAUTILUS_RANKING_NEAR_DUPLICATES``; no vote pooled)."""
+
+    source_id: str
+    id: Any
+    source_rank: int
+    copy: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The copy as an answer carries it."""
+        return {
+            "source_id": self.source_id,
+            "id": self.id,
+            "source_rank": self.source_rank,
+            "copy": self.copy,
+        }
+
+    def label(self) -> str:
+        """``source:id`` for a person (``--explain``, MCP), ``(near)`` after a near copy."""
+        return f"{self.source_id}:{self.id}" + (" (near)" if self.copy == "near" else "")
+
+
 def _component(
     default: float | int, column: str, width: int, fmt: str, doc: str, why: bool = False
 ) -> Any:
@@ -85,8 +112,8 @@ class RankedRow:
     unranked_vote``. Each score component is declared once below, with its
     ``--explain`` column and what it means (:data:`SCORE_COMPONENTS` lists them; the
     formula is in docs/configuration.md, "How a row is scored"). ``also_from`` lists
-    the other ``(source_id, source_rank)`` pairs that returned the same document
-    (collapsed into this row).
+    the other rows collapsed into this one, exact and near copies alike (:class:`Copy`),
+    best first.
     """
 
     source_id: str
@@ -94,7 +121,7 @@ class RankedRow:
     score: float
     rank: int
     source_rank: int
-    also_from: tuple[tuple[str, int], ...] = ()
+    also_from: tuple[Copy, ...] = ()
     similarity: float = _component(
         0.0, "sim", 6, ".3f", "cosine of the row's vector to the query's", why=True
     )
@@ -168,7 +195,7 @@ class RankedRow:
         # Not asdict(): it deep-copies the row (vectors included) only to drop it, which
         # made serialising a response cost more than ranking it.
         out = {name: getattr(self, name) for name in _EXPLAINED}
-        out["also_from"] = [list(pair) for pair in self.also_from]
+        out["also_from"] = [c.as_dict() for c in self.also_from]
         return out
 
     def why(self) -> dict[str, Any]:
@@ -187,7 +214,7 @@ class RankedRow:
             "id": row_id,
             "rank": self.rank,
             "score": self.score,
-            "also_from": [list(pair) for pair in self.also_from],
+            "also_from": [c.as_dict() for c in self.also_from],
         }
 
 

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 RANKING_OFF = (
     "ranking: off — exact passthrough: rows in source order, no scores to explain; "
     "set NAUTILUS_RANKING_TOP_K, NAUTILUS_RANKING_IDF, NAUTILUS_SOURCE_BOOSTS, "
-    "NAUTILUS_RANKING_MAX_CANDIDATES, NAUTILUS_RANKING_DEDUP_KEY or "
-    "NAUTILUS_RANKING_CUT (or --top-k, --idf, --boost, --cut) to rank"
+    "NAUTILUS_RANKING_MAX_CANDIDATES, NAUTILUS_RANKING_DEDUP_KEY, NAUTILUS_RANKING_CUT, "
+    "NAUTILUS_RANKING_NEAR_DUPLICATES, NAUTILUS_RANKING_DIVERSITY or "
+    "NAUTILUS_RANKING_MAX_PER_SOURCE (or --top-k, --idf, --boost, --cut, "
+    "--near-duplicates, --diversity, --max-per-source) to rank"
 )
 _SUMMARY_FIELDS = (
     "title",
@@ -66,7 +68,7 @@ def ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -
             )
         line += summarize(r.row, 60 if explain else 72)
         if explain and r.also_from:
-            line += "  (also " + ", ".join(f"{s}#{n}" for s, n in r.also_from) + ")"
+            line += "  (also in: " + ", ".join(c.label() for c in r.also_from) + ")"
         lines.append(line)
     if len(lines) == 1:
         lines.append("  (no rows)")

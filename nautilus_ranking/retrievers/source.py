@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from nautilus_ranking.request.answer import Answer, answer, answer_sync
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest, parse_request
-from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json
+from nautilus_ranking.rows import content_id
 
 #: What a retriever may set on its requests: every request field but the query.
 OVERRIDE_FIELDS: tuple[str, ...] = tuple(
@@ -81,37 +80,14 @@ class Hit:
         }
 
 
-#: Fields a source adds per query (a score, the match that found a graph row): left out
-#: of a row's content digest, so the same row has one key whatever the query.
-_PER_QUERY = frozenset(
-    {
-        "embedding",
-        "embedding_model",
-        "similarity",
-        "bm25",
-        "rank",
-        "distance",
-        "relation",
-        "direction",
-        "via",
-        "edge",
-    }
-)
-
-
 def row_key(source: str, row_id: Any, row: Mapping[str, Any]) -> str:
     """``source:id``; for a row without an id, ``source:sha256-`` and 16 hex digits of
-    its content (its canonical JSON, the per-query fields left out) — the same row has
-    the same key in every call, never one that depends on its rank."""
+    its content (:func:`nautilus_ranking.rows.content_id`: its canonical JSON, the
+    per-query fields left out) — the same row has the same key in every call, never one
+    that depends on its rank."""
     if row_id is not None and row_id != "":
         return f"{source}:{row_id}"
-    content = {k: v for k, v in row.items() if k not in _PER_QUERY}
-    try:
-        text = canonical_json(content)
-    except NoCanonicalFormError:
-        text = json.dumps(content, sort_keys=True, default=repr)
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"{source}:sha256-{digest[:16]}"
+    return f"{source}:{content_id(dict(row))}"
 
 
 def row_text(row: Mapping[str, Any]) -> str:

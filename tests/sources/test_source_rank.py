@@ -51,7 +51,9 @@ def hostile_broker(ranking: bool) -> Broker:
 def ranks_of(out: dict[str, Any], sid: str) -> list[int]:
     """Every source rank ``out`` (a response as JSON) gives ``sid``'s rows, copies included."""
     ranks = [r["source_rank"] for r in out["ranking"] if r["source_id"] == sid]
-    return ranks + [n for r in out["ranking"] for s, n in r["also_from"] if s == sid]
+    return ranks + [
+        c["source_rank"] for r in out["ranking"] for c in r["also_from"] if c["source_id"] == sid
+    ]
 
 
 @pytest.mark.parametrize("ranking", [False, True], ids=["passthrough", "ranking"])
@@ -60,7 +62,7 @@ def test_rows_after_a_dropped_row_keep_their_position_in_the_source(ranking: boo
     [warned] = response.sources_warned
     assert (warned.source_id, warned.positions) == ("hostile", (2, 4))
     ranked = {(r.source_id, r.row["id"]): r.source_rank for r in response.ranking}
-    copies = {(s, r.row["id"]): n for r in response.ranking for s, n in r.also_from}
+    copies = {(c.source_id, c.id): c.source_rank for r in response.ranking for c in r.also_from}
     hostile = {rid: n for (sid, rid), n in {**ranked, **copies}.items() if sid == "hostile"}
     assert hostile == KEPT
     if ranking:  # e collapsed into plain's better copy: also_from keeps its position
