@@ -170,3 +170,29 @@ def test_diversity_zero_is_off() -> None:
     assert ranker(ranking_top_k=5, ranking_diversity=0).rank(batch(), QUERY) == ranker(
         ranking_top_k=5
     ).rank(batch(), QUERY)
+
+
+@given(
+    st.lists(
+        st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=8), max_size=6),
+        min_size=1,
+        max_size=3,
+    ),
+    st.sampled_from([None, "low", "high", "-high"]),
+    st.sampled_from([0.0, 0.3, 1.0]),
+    st.sampled_from([None, 1, 2]),
+)
+@example([[["disk"]], [["disk", "full"], ["disk"]]], "high", 1.0, 1)
+def test_the_first_place_is_the_fused_rankings_first(
+    sources: list[list[list[str]]], level: str | None, weight: float, cap: int | None
+) -> None:
+    results = [
+        AdapterResult(f"s{i}", [{"id": f"s{i}-{j}", "text": " ".join(w)} for j, w in enumerate(r)])
+        for i, r in enumerate(sources)
+    ]
+    boosts = {"s0": level} if level else {}
+    plain = RankingSynthesizer(top_k=5, source_boosts=boosts).rank(results, QUERY)
+    spread = RankingSynthesizer(
+        top_k=5, source_boosts=boosts, diversity=weight, max_per_source=cap
+    ).rank(results, QUERY)
+    assert [r.row for r in spread[:1]] == [r.row for r in plain[:1]]
