@@ -84,19 +84,21 @@ def select(
     """The best ``top_k`` rows (all when None), copies collapsed, spread when asked."""
     score = scores.score
     at: IntArray | None = None
-    if spread is not None and spread.on:
-        order = np.lexsort((cands.source_rank, cands.source_index, -score))
-        order, also_from = _collapse_copies(cands, order, scores.doc)
-        order = _spread(cands, score, order, also_from, spread, top_k)
-    elif top_k is not None and top_k < len(score) and fusion.every_row_its_document(scores.doc):
+    spreading = spread is not None and spread.on
+    if (
+        not spreading
+        and top_k is not None
+        and top_k < len(score)
+        and fusion.every_row_its_document(scores.doc)
+    ):
         # No copies to collapse: only the rows scoring at least the top_k-th best score
         # (ties included) can be placed; sort those (a partition, not a 10k-row lexsort)
         at = np.flatnonzero(score >= np.partition(score, len(score) - top_k)[-top_k])
-    if spread is not None and spread.on:
-        pass
-    elif at is None or len(at) < (top_k or 0):  # (fewer only if a score were NaN)
+    if at is None or len(at) < (top_k or 0):  # (fewer only if a score were NaN)
         order = np.lexsort((cands.source_rank, cands.source_index, -score))
         order, also_from = _collapse_copies(cands, order, scores.doc)
+        if spread is not None and spreading:  # near copies, diversity, the cap
+            order = _spread(cands, score, order, also_from, spread, top_k)
     else:
         order = at[np.lexsort((cands.source_rank[at], cands.source_index[at], -score[at]))]
         also_from = {}
