@@ -28,13 +28,20 @@ MODES = ("declared", "undeclared")
 
 
 def build_broker(
-    collection: Collection, scenario: str, folder: Path, vector_embedder: Any = None
+    collection: Collection,
+    scenario: str,
+    folder: Path,
+    vector_embedder: Any = None,
+    parts: list[list[dict[str, str]]] | None = None,
 ) -> Broker:
-    parts = (
-        [collection.docs[i::3] for i in range(3)]
-        if scenario == "partitioned"
-        else [collection.docs] * 3
-    )
+    """The three sources over ``collection``; ``parts``: each source's documents, when
+    not the scenario's own split (``near_duplicates`` adds copies to them)."""
+    if parts is None:
+        parts = (
+            [collection.docs[i::3] for i in range(3)]
+            if scenario == "partitioned"
+            else [collection.docs] * 3
+        )
     folder.mkdir(parents=True, exist_ok=True)
     seeds = []
     for name, docs in zip(SOURCES, parts, strict=True):

@@ -164,7 +164,7 @@ def vector_bumped(rows: list[Any], share: float) -> list[str]:
     here (not the product's levels)."""
 
     def score(row: Any) -> float:
-        vector = row.source_id == "vector" or any(s == "vector" for s, _ in row.also_from)
+        vector = row.source_id == "vector" or any(c.source_id == "vector" for c in row.also_from)
         return float(
             row.relevance + (share * (row.evidence + row.unranked_vote) if vector else 0.0)
         )

@@ -29,8 +29,10 @@ from nautilus_ranking.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSetting
 from nautilus_ranking.settings_parsing import (
     parse_bool,
     parse_choice,
+    parse_diversity,
     parse_field_name,
     parse_int,
+    parse_near_duplicates,
     parse_origins,
     parse_ranking_cut,
     parse_seconds,
@@ -164,6 +166,9 @@ class NautilusSettings(LogSettings):
     ranking_dedup_key: str | None = None
     ranking_max_tokens: int | None = None
     ranking_cut: str | None = None
+    ranking_near_duplicates: float | None = None
+    ranking_diversity: float | None = None
+    ranking_max_per_source: int | None = None
     embedder: str = "hashing"
     embedder_cache_size: int = 10_000
     config_strict: bool = False
@@ -220,7 +225,7 @@ class NautilusSettings(LogSettings):
         def default(field: str) -> Any:  # a skipped value falls back to the field's default
             return cls.model_fields[field].default
 
-        for field in ("ranking_top_k", "ranking_max_candidates"):
+        for field in ("ranking_top_k", "ranking_max_candidates", "ranking_max_per_source"):
             take(field, parse_int(var(field), data.get(field), default=default(field)))
         take(
             "ranking_max_tokens",
@@ -231,6 +236,16 @@ class NautilusSettings(LogSettings):
             ),
         )
         take("ranking_cut", parse_ranking_cut(var("ranking_cut"), data.get("ranking_cut")))
+        take(
+            "ranking_near_duplicates",
+            parse_near_duplicates(
+                var("ranking_near_duplicates"), data.get("ranking_near_duplicates")
+            ),
+        )
+        take(
+            "ranking_diversity",
+            parse_diversity(var("ranking_diversity"), data.get("ranking_diversity")),
+        )
         take(
             "ranking_idf",
             parse_bool(var("ranking_idf"), data.get("ranking_idf"), default("ranking_idf")),
@@ -311,6 +326,9 @@ class NautilusSettings(LogSettings):
             or self.ranking_max_candidates is not None
             or self.ranking_dedup_key is not None
             or self.ranking_cut is not None
+            or self.ranking_near_duplicates is not None
+            or self.ranking_diversity is not None
+            or self.ranking_max_per_source is not None
         )
 
     def effective(self) -> dict[str, Any]:

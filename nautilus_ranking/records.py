@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -65,6 +65,33 @@ class AdapterResult:
     source_ranks: tuple[int, ...] | None = None
 
 
+class Copy(NamedTuple):
+    """Another row of the same document, collapsed into a ranked row (its ``also_from``):
+    its source, its ``id`` (the row's own, or ``sha256-`` and 16 hex digits of its
+    content when it has none: :func:`nautilus_ranking.rows.content_id`), its place in
+    its source, and ``copy``: ``exact`` (the same ``NAUTILUS_RANKING_DEDUP_KEY`` value,
+    else the same text; its source's vote counted for the row) or ``near`` (a text alike
+    by ``NAUTILUS_RANKING_NEAR_DUPLICATES``; no vote pooled)."""
+
+    source_id: str
+    id: Any
+    source_rank: int
+    copy: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The copy as an answer carries it."""
+        return {
+            "source_id": self.source_id,
+            "id": self.id,
+            "source_rank": self.source_rank,
+            "copy": self.copy,
+        }
+
+    def label(self) -> str:
+        """``source:id`` for a person (``--explain``, MCP), ``(near)`` after a near copy."""
+        return f"{self.source_id}:{self.id}" + (" (near)" if self.copy == "near" else "")
+
+
 def _component(
     default: float | int, column: str, width: int, fmt: str, doc: str, why: bool = False
 ) -> Any:
@@ -85,8 +112,8 @@ class RankedRow:
     unranked_vote``. Each score component is declared once below, with its
     ``--explain`` column and what it means (:data:`SCORE_COMPONENTS` lists them; the
     formula is in docs/configuration.md, "How a row is scored"). ``also_from`` lists
-    the other ``(source_id, source_rank)`` pairs that returned the same document
-    (collapsed into this row).
+    the other rows collapsed into this one, exact and near copies alike (:class:`Copy`),
+    best first.
     """
 
     source_id: str
@@ -94,7 +121,7 @@ class RankedRow:
     score: float
     rank: int
     source_rank: int
-    also_from: tuple[tuple[str, int], ...] = ()
+    also_from: tuple[Copy, ...] = ()
     similarity: float = _component(
         0.0, "sim", 6, ".3f", "cosine of the row's vector to the query's", why=True
     )
@@ -168,12 +195,27 @@ class RankedRow:
         # Not asdict(): it deep-copies the row (vectors included) only to drop it, which
         # made serialising a response cost more than ranking it.
         out = {name: getattr(self, name) for name in _EXPLAINED}
-        out["also_from"] = [list(pair) for pair in self.also_from]
+        out["also_from"] = [c.as_dict() for c in self.also_from]
         return out
 
     def why(self) -> dict[str, Any]:
         """The components a short explanation carries (those declared ``why``)."""
         return {name: getattr(self, name) for name in WHY_COMPONENTS}
+
+    def entry(self, explain: bool = False) -> dict[str, Any]:
+        """The row's ranking entry as a JSON answer carries it: without ``explain`` only
+        what a caller acts on (:data:`LEAN_FIELDS`: which row, its place, its score,
+        where else it was found); with it every score component too."""
+        row_id = self.row.get("id") if isinstance(self.row, dict) else None
+        if explain:
+            return {"id": row_id, **self.explain()}
+        return {
+            "source_id": self.source_id,
+            "id": row_id,
+            "rank": self.rank,
+            "score": self.score,
+            "also_from": [c.as_dict() for c in self.also_from],
+        }
 
 
 #: The score components of a :class:`RankedRow`, in declaration order: name, then its
@@ -184,6 +226,9 @@ SCORE_COMPONENTS: tuple[tuple[str, dict[str, Any]], ...] = tuple(
 #: The components a short "why" shows (MCP results, retriever metadata without explain).
 WHY_COMPONENTS: tuple[str, ...] = tuple(name for name, meta in SCORE_COMPONENTS if meta["why"])
 _EXPLAINED = tuple(f.name for f in fields(RankedRow) if f.name != "row")
+#: What a ranking entry holds without ``explain`` (:meth:`RankedRow.entry`): the row's
+#: source and id, its place, its score and its copies — the components are ``explain``'s.
+LEAN_FIELDS: tuple[str, ...] = ("source_id", "id", "rank", "score", "also_from")
 
 
 @dataclass
@@ -205,7 +250,11 @@ class BrokerResponse:
     budget: dict[str, Any] | None = None
 
     def to_dict(
-        self, *, vectors: bool | None = None, ranking_enabled: bool | None = None
+        self,
+        *,
+        vectors: bool | None = None,
+        ranking_enabled: bool | None = None,
+        explain: bool = False,
     ) -> dict[str, Any]:
         """The response as JSON-able values.
 
@@ -215,13 +264,15 @@ class BrokerResponse:
         ``response_hash`` always covers the rows as the sources returned them.
         ``ranking_enabled`` (what the caller's synthesizer does) is written out when
         given; ``False`` writes each ranking entry's score and its components as
-        ``null`` — a passthrough has no scores, and zeros would read as ones.
+        ``null`` — a passthrough has no scores, and zeros would read as ones. Each
+        ranking entry is :meth:`RankedRow.entry`: lean (:data:`LEAN_FIELDS`) unless
+        ``explain``, which adds every score component.
         """
         out: dict[str, Any] = {
             "request_id": self.request_id,
             "data": self.data if vectors is not False else without_vectors(self.data),
             # each entry says which row it is: the row's own id (None if it has none)
-            "ranking": [{"id": r.row.get("id"), **r.explain()} for r in self.ranking],
+            "ranking": [r.entry(explain) for r in self.ranking],
             "sources_queried": list(self.sources_queried),
             "sources_errored": [asdict(e) for e in self.sources_errored],
             "duration_ms": self.duration_ms,
@@ -239,7 +290,7 @@ class BrokerResponse:
             out["ranking_enabled"] = ranking_enabled
             if not ranking_enabled:
                 for entry in out["ranking"]:
-                    entry.update(dict.fromkeys(SCORE_FIELDS))
+                    entry.update(dict.fromkeys(SCORE_FIELDS if explain else ("score",)))
         return out
 
 

@@ -9,6 +9,8 @@ kept keep their place: a row's source rank is its position in the source's own a
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,45 @@ from nautilus_ranking.response_hash import (
     describe_error,
     hash_canonical,
 )
+
+#: Fields a source adds per query (a score, the match that found a graph row): left out
+#: of a row's content id, so the same row has one id whatever the query.
+PER_QUERY_FIELDS = frozenset(
+    {
+        "embedding",
+        "embedding_model",
+        "similarity",
+        "bm25",
+        "rank",
+        "distance",
+        "relation",
+        "direction",
+        "via",
+        "edge",
+    }
+)
+
+
+def content_id(row: dict[str, Any]) -> str:
+    """A stable name for a row without an id: ``sha256-`` and 16 hex digits of its
+    canonical JSON, the per-query fields left out — the same row has the same name in
+    every call, never one that depends on its rank."""
+    content = {k: v for k, v in row.items() if k not in PER_QUERY_FIELDS}
+    try:
+        text = canonical_json(content)
+    except NoCanonicalFormError:
+        try:  # a row the broker would have dropped, handed to the ranker directly
+            text = json.dumps(content, sort_keys=True, default=repr)
+        except Exception:  # a cycle, keys of mixed types, a repr that raises
+            text = f"<row of {len(content)} fields: no JSON form>"
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"sha256-{digest[:16]}"
+
+
+def id_or_content_id(row: dict[str, Any]) -> Any:
+    """The row's own ``id``, else its :func:`content_id`."""
+    row_id = row.get("id")
+    return row_id if row_id is not None and row_id != "" else content_id(row)
 
 
 class CanonicalRows(list[dict[str, Any]]):

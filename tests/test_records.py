@@ -37,3 +37,24 @@ def test_json_fields_why_and_explain_columns_come_from_the_declaration() -> None
     for name, meta in SCORE_COMPONENTS:
         assert any(line.split()[:2] == [meta["column"], f"{name}:"] for line in table), name
     assert "0.250" in table[1] and "0.1250" in table[1]
+
+
+def test_copies_are_shown_the_same_way_everywhere() -> None:
+    from nautilus_ranking.mcp.tools import _result, _result_line
+    from nautilus_ranking.records import Copy
+
+    copies = (Copy("tickets", "INC-1043", 2, "exact"), Copy("postmortems", "PM-7", 1, "near"))
+    row = RankedRow("runbooks", {"id": "RB-15", "title": "disk full"}, 0.5, 1, 3, also_from=copies)
+    entry = row.entry()
+    assert entry["also_from"] == [
+        {"source_id": "tickets", "id": "INC-1043", "source_rank": 2, "copy": "exact"},
+        {"source_id": "postmortems", "id": "PM-7", "source_rank": 1, "copy": "near"},
+    ]
+    assert row.explain()["also_from"] == entry["also_from"]
+    assert (
+        ranked_table([row], explain=True)
+        .splitlines()[1]
+        .endswith("(also in: tickets:INC-1043, postmortems:PM-7 (near))")
+    )
+    line = _result_line(_result(row, explain=False, ranked=True, vectors=False))
+    assert "also in: tickets:INC-1043, postmortems:PM-7 (near)" in line

@@ -17,6 +17,7 @@ import pytest
 
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.records import LEAN_FIELDS
 from nautilus_ranking.response_hash import canonical_json
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
@@ -83,8 +84,10 @@ def test_passthrough_json_says_ranking_is_off_and_has_no_scores() -> None:
     out = query_json()
     assert out["ranking_enabled"] is False and out["synthesizer"] == "BasicSynthesizer"
     first = out["ranking"][0]
-    assert first["score"] is None and first["similarity"] is None
-    assert first["rank"] == 1 and first["source_rank"] == 1 and first["id"]
+    assert first["score"] is None and "similarity" not in first  # components: explain's
+    assert first["rank"] == 1 and first["id"] and set(first) == set(LEAN_FIELDS)
+    explained = query_json("--explain")["ranking"][0]
+    assert explained["similarity"] is None and explained["source_rank"] == 1
     ranked = query_json(env={"NAUTILUS_RANKING_TOP_K": "3"})
     assert ranked["ranking_enabled"] is True and ranked["synthesizer"] == "RankingSynthesizer"
     assert all(isinstance(r["score"], float) and r["score"] > 0 for r in ranked["ranking"])

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 RANKING_OFF = (
     "ranking: off — exact passthrough: rows in source order, no scores to explain; "
     "set NAUTILUS_RANKING_TOP_K, NAUTILUS_RANKING_IDF, NAUTILUS_SOURCE_BOOSTS, "
-    "NAUTILUS_RANKING_MAX_CANDIDATES, NAUTILUS_RANKING_DEDUP_KEY or "
-    "NAUTILUS_RANKING_CUT (or --top-k, --idf, --boost, --cut) to rank"
+    "NAUTILUS_RANKING_MAX_CANDIDATES, NAUTILUS_RANKING_DEDUP_KEY, NAUTILUS_RANKING_CUT, "
+    "NAUTILUS_RANKING_NEAR_DUPLICATES, NAUTILUS_RANKING_DIVERSITY or "
+    "NAUTILUS_RANKING_MAX_PER_SOURCE (or --top-k, --idf, --boost, --cut, "
+    "--near-duplicates, --diversity, --max-per-source) to rank"
 )
 _SUMMARY_FIELDS = (
     "title",
@@ -66,7 +68,7 @@ def ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -
             )
         line += summarize(r.row, 60 if explain else 72)
         if explain and r.also_from:
-            line += "  (also " + ", ".join(f"{s}#{n}" for s, n in r.also_from) + ")"
+            line += "  (also in: " + ", ".join(c.label() for c in r.also_from) + ")"
         lines.append(line)
     if len(lines) == 1:
         lines.append("  (no rows)")
@@ -76,6 +78,12 @@ def ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -
             f"  {meta['column']:<8} {name}: {meta['doc']}" for name, meta in SCORE_COMPONENTS
         )
     return "\n".join(lines)
+
+
+def counted(budget: dict[str, Any]) -> str:
+    """How a budget's tokens were counted, for a reader: exact, or an over-estimate."""
+    tokenizer = budget.get("tokenizer")
+    return "estimated" if tokenizer in (None, "estimate") else f"exact, {tokenizer}"
 
 
 def answer_text(result: Answer) -> str:
@@ -98,8 +106,8 @@ def answer_text(result: Answer) -> str:
     budget = response.budget
     if budget is not None:
         lines.append(
-            f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens, "
-            f"{budget['rows_left_out']} ranked row(s) left out"
+            f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens "
+            f"({counted(budget)}), {budget['rows_left_out']} ranked row(s) left out"
             + ("; the first row alone is over it" if budget["first_row_over_budget"] else "")
         )
     page = result.page

@@ -242,7 +242,7 @@ def _result(r: RankedRow, explain: bool, ranked: bool, vectors: bool) -> dict[st
         if explain
         else r.why()
     )
-    why["also_from"] = [{"source": s, "source_rank": n} for s, n in r.also_from]
+    why["also_from"] = [c.as_dict() for c in r.also_from]
     # A vector source's 1,024 floats are for the ranker: most of what a model would read.
     row = r.row if vectors else {k: v for k, v in r.row.items() if k not in VECTOR_FIELDS}
     return {
@@ -273,7 +273,8 @@ def _search_text(out: dict[str, Any]) -> str:
     budget = out.get("budget")
     if budget is not None:
         lines.append(
-            f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens, "
+            f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens "
+            f"({'estimated' if budget.get('tokenizer', 'estimate') == 'estimate' else 'exact'}), "
             f"{budget['rows_left_out']} more result(s) left out"
             + (
                 " (the first result alone is over the budget)"
@@ -292,7 +293,16 @@ def _search_text(out: dict[str, Any]) -> str:
 
 def _result_line(r: dict[str, Any]) -> str:
     score = "" if r["score"] is None else f" score {r['score']:.4f}"
-    also = "".join(f", also {a['source']}#{a['source_rank']}" for a in r["why"]["also_from"])
+    copies = r["why"]["also_from"]
+    also = (
+        "; also in: "
+        + ", ".join(
+            f"{a['source_id']}:{a['id']}" + (" (near)" if a["copy"] == "near" else "")
+            for a in copies
+        )
+        if copies
+        else ""
+    )
     return f"{r['rank']}. [{r['source']}]{score}{also}: {_line(r['row'])}"
 
 

@@ -52,7 +52,11 @@ class Answer:
 
     def to_json(self) -> dict[str, Any]:
         """The answer as ``POST /v1/query`` and ``nautilus-ranking query --json`` write it."""
-        out = self.response.to_dict(vectors=bool(self.request.vectors), ranking_enabled=self.ranked)
+        out = self.response.to_dict(
+            vectors=bool(self.request.vectors),
+            ranking_enabled=self.ranked,
+            explain=bool(self.request.explain),
+        )
         out["synthesizer"] = self.synthesizer
         if self.page is not None:
             out["page"] = self.page
@@ -67,8 +71,12 @@ RowText = Callable[[RankedRow, QueryRequest, bool], str]
 
 def response_row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
     """A row as a JSON answer carries it (``POST /v1/query``, ``nautilus-ranking query --json``):
-    its ranking entry and the row, vectors only when asked for."""
-    return entry_text(row, vectors=bool(request.vectors), scored=ranked)
+    its ranking entry (lean; the score components only with ``explain``) and the row,
+    vectors only when asked for. The retrievers count a row this way too, in-process
+    and over HTTP alike."""
+    return entry_text(
+        row, vectors=bool(request.vectors), scored=ranked, explain=bool(request.explain)
+    )
 
 
 async def answer(

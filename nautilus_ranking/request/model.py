@@ -116,6 +116,33 @@ class QueryRequest(BaseModel):
         "never before the first row): relative:0.8, floor:0.6 or gap:0.1; replaces "
         "NAUTILUS_RANKING_CUT",
     )
+    near_duplicates: Annotated[
+        str | float | None,
+        Arg(
+            "--near-duplicates",
+            "on, off, or a number in (0, 1] (1: identical text), e.g. 0.6",
+            "on|off|T",
+        ),
+    ] = Field(
+        default=None,
+        description="collapse rows whose text is nearly the same (word-shingle "
+        "resemblance at least T; on: the measured default) into the best-ranked copy, "
+        "listed in its also_from; replaces NAUTILUS_RANKING_NEAR_DUPLICATES",
+    )
+    diversity: Annotated[
+        str | float | None,
+        Arg("--diversity", "a number in [0, 1] (0: off), e.g. 0.3", "W"),
+    ] = Field(
+        default=None,
+        description="trade relevance for novelty over the whole ranking (MMR, by the "
+        "same text resemblance; 0 is off); measured, off is the recommendation; replaces "
+        "NAUTILUS_RANKING_DIVERSITY",
+    )
+    max_per_source: Annotated[int | None, Arg("--max-per-source", "an integer >= 1", "N")] = Field(
+        default=None,
+        description="at most N rows of one source in each page of the top K (it "
+        "beats a boost); replaces NAUTILUS_RANKING_MAX_PER_SOURCE",
+    )
     explain: Annotated[bool | None, Arg("--explain", "true or false")] = Field(
         default=False,
         description="show every score component and the request's effective ranking settings",
@@ -138,13 +165,20 @@ class QueryRequest(BaseModel):
         "and settings: its next page",
     )
 
-    @field_validator("top_k", "page", "max_tokens", mode="before")
+    @field_validator("top_k", "page", "max_tokens", "max_per_source", mode="before")
     @classmethod
     def _plain_count(cls, value: object) -> object:
         if isinstance(value, bool):  # JSON true is not the number 1
             raise ValueError("a boolean is not a number")
         if isinstance(value, int) and abs(value) > MAX_COUNT:
             raise ValueError(f"more than {len(str(MAX_COUNT))} digits")
+        return value
+
+    @field_validator("near_duplicates", "diversity", mode="before")
+    @classmethod
+    def _plain_fraction(cls, value: object) -> object:
+        if isinstance(value, bool):  # JSON true is not "on", nor the number 1
+            raise ValueError("a boolean is not a number")
         return value
 
 

@@ -42,7 +42,7 @@ _CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]+")
 MAX_CURSOR_CHARS = 512
 #: The deepest page a request may ask for: page n ranks n·K + 1 rows.
 MAX_PAGE = 1000
-_FIELDS = "query, top_k, boosts, idf, sources, cut"
+_FIELDS = "query, top_k, boosts, idf, sources, cut, near_duplicates, diversity, max_per_source"
 
 
 class PageError(NautilusError, ValueError):
@@ -80,7 +80,8 @@ class Paging:
     ) -> RankingSynthesizer:
         """The page's ranker: the request's settings with a deeper ``top_k``."""
         deeper = settings.model_copy(update={"ranking_top_k": self.rank_top_k})
-        return RankingSynthesizer.from_settings(deeper, embedder=embedder)
+        # a per-source cap counts in each page, not in the deeper ranking as a whole
+        return RankingSynthesizer.from_settings(deeper, embedder=embedder, page_size=self.size)
 
     def cut(self, response: BrokerResponse) -> tuple[BrokerResponse, dict[str, Any]]:
         """The page's rows out of the deeper response (``data`` and its hash follow),
@@ -134,6 +135,12 @@ def ranking_key(query: str, settings: NautilusSettings, source_ids: Sequence[str
     }
     if settings.ranking_cut is not None:  # a cut ends the ranking sooner: other pages
         shape["cut"] = settings.ranking_cut
+    # copies collapsed, novelty and a cap re-order the ranking: other pages (unset, the
+    # key is what it was, so earlier cursors still hold)
+    for name in ("near_duplicates", "diversity", "max_per_source"):
+        value = getattr(settings, "ranking_" + name)
+        if value is not None:
+            shape[name] = value
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:24]
 
 

@@ -22,10 +22,26 @@ from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.request.errors import ProblemError, invalid
 from nautilus_ranking.request.model import QueryRequest, arg_of
 from nautilus_ranking.request.pages import PageError, Paging, paging
-from nautilus_ranking.settings_parsing import parse_bool, parse_int, parse_ranking_cut
+from nautilus_ranking.settings_parsing import (
+    parse_bool,
+    parse_diversity,
+    parse_int,
+    parse_near_duplicates,
+    parse_ranking_cut,
+)
 from nautilus_ranking.synthesis.base import Synthesizer
 
-OVERRIDES = ("top_k", "boosts", "idf", "sources", "max_tokens", "cut")
+OVERRIDES = (
+    "top_k",
+    "boosts",
+    "idf",
+    "sources",
+    "max_tokens",
+    "cut",
+    "near_duplicates",
+    "diversity",
+    "max_per_source",
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,9 @@ _SCALARS: tuple[tuple[str, str, Callable[[str, object], tuple[Any, Problem | Non
     ("idf", "ranking_idf", lambda name, raw: parse_bool(name, raw, False)),
     ("max_tokens", "ranking_max_tokens", parse_int),
     ("cut", "ranking_cut", parse_ranking_cut),
+    ("near_duplicates", "ranking_near_duplicates", parse_near_duplicates),
+    ("diversity", "ranking_diversity", parse_diversity),
+    ("max_per_source", "ranking_max_per_source", parse_int),
 )
 
 
@@ -118,6 +137,9 @@ def plan(
         "sources": [s.id for s in chosen],
         "max_tokens": effective.ranking_max_tokens,
         "cut": effective.ranking_cut,
+        "near_duplicates": effective.ranking_near_duplicates,
+        "diversity": effective.ranking_diversity,
+        "max_per_source": effective.ranking_max_per_source,
         "overrides": [name for name in OVERRIDES if getattr(request, name) is not None],
     }
     if pages is not None:

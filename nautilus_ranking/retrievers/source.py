@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -18,12 +17,12 @@ import httpx
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.fanout.thread_loop import run_sync
-from nautilus_ranking.records import BrokerResponse, RankedRow
+from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.request.answer import Answer, answer, answer_sync
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest, parse_request
-from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json
+from nautilus_ranking.rows import content_id
 from nautilus_ranking.sources.http.client import TooLargeError, read_capped
 
 #: What a retriever may set on its requests: every request field but the query.
@@ -82,37 +81,14 @@ class Hit:
         }
 
 
-#: Fields a source adds per query (a score, the match that found a graph row): left out
-#: of a row's content digest, so the same row has one key whatever the query.
-_PER_QUERY = frozenset(
-    {
-        "embedding",
-        "embedding_model",
-        "similarity",
-        "bm25",
-        "rank",
-        "distance",
-        "relation",
-        "direction",
-        "via",
-        "edge",
-    }
-)
-
-
 def row_key(source: str, row_id: Any, row: Mapping[str, Any]) -> str:
     """``source:id``; for a row without an id, ``source:sha256-`` and 16 hex digits of
-    its content (its canonical JSON, the per-query fields left out) — the same row has
-    the same key in every call, never one that depends on its rank."""
+    its content (:func:`nautilus_ranking.rows.content_id`: its canonical JSON, the
+    per-query fields left out) — the same row has the same key in every call, never one
+    that depends on its rank."""
     if row_id is not None and row_id != "":
         return f"{source}:{row_id}"
-    content = {k: v for k, v in row.items() if k not in _PER_QUERY}
-    try:
-        text = canonical_json(content)
-    except NoCanonicalFormError:
-        text = json.dumps(content, sort_keys=True, default=repr)
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"{source}:sha256-{digest[:16]}"
+    return f"{source}:{content_id(dict(row))}"
 
 
 def row_text(row: Mapping[str, Any]) -> str:
@@ -137,16 +113,12 @@ def _hit(source: str, row: Mapping[str, Any], explanation: dict[str, Any], ranke
     )
 
 
-def _document_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
-    """A row as a retriever hands it over: its document's text and metadata (what a
-    token budget counts)."""
-    hit = _hit(row.source_id, row.row, row.explain(), ranked)
-    return hit.text + "\n" + json.dumps(hit.metadata(), sort_keys=True, default=str)
-
-
-def hits_of(response: BrokerResponse, ranked: bool = True) -> list[Hit]:
-    """A broker's answer as hits, best first (``ranked``: its synthesizer scored them)."""
-    return [_hit(r.source_id, r.row, r.explain(), ranked) for r in response.ranking]
+def hits_of(response: BrokerResponse, ranked: bool = True, explain: bool = False) -> list[Hit]:
+    """A broker's answer as hits, best first (``ranked``: its synthesizer scored them).
+    Each hit's explanation is what the ranking entry of a JSON answer holds beyond
+    source, id, rank and score: ``also_from``, and every score component with
+    ``explain`` — the same as a hit read from ``POST /v1/query``."""
+    return [_hit(r.source_id, r.row, r.entry(explain), ranked) for r in response.ranking]
 
 
 def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
@@ -217,7 +189,7 @@ class HitSource:
             return parse_request(payload)
 
     def _answer(self, result: Answer) -> list[Hit]:
-        return hits_of(result.response, result.ranked)
+        return hits_of(result.response, result.ranked, bool(result.request.explain))
 
     def _body(self, query: str) -> dict[str, Any]:
         return self._request(query).model_dump(exclude_defaults=True)
@@ -234,9 +206,9 @@ class HitSource:
     def hits(self, query: str) -> list[Hit]:
         if self.broker is not None:
             with _refused_as_service_error():
-                return self._answer(
-                    answer_sync(self._engine(self.broker), self._request(query), _document_text)
-                )
+                # a budget counts each row as POST /v1/query hands it over, in-process
+                # as over HTTP: the same rows either way
+                return self._answer(answer_sync(self._engine(self.broker), self._request(query)))
         body = self._body(query)
         try:
             asyncio.get_running_loop()
@@ -249,11 +221,7 @@ class HitSource:
     async def ahits(self, query: str) -> list[Hit]:
         if self.broker is not None:
             with _refused_as_service_error():
-                return self._answer(
-                    await answer(
-                        self._engine(self.broker), self._request(query), row_text=_document_text
-                    )
-                )
+                return self._answer(await answer(self._engine(self.broker), self._request(query)))
         return await self._post(self._body(query))
 
     async def _post(self, body: dict[str, Any]) -> list[Hit]:

@@ -10,19 +10,22 @@ than nothing). What frames the rows (brackets, separators, the response's other
 fields) is not counted.
 
 :func:`entry_text` is the default text of one ranked row: its ranking entry as the
-response carries it (``id`` and the score components) with the row under ``row``, as
-canonical JSON.
+response carries it (lean: source, id, rank, score and copies; every score component
+only with ``explain``) with the row under ``row``, as canonical JSON.
+
+Whether a count is exact (``o200k_base``, the ``tokens`` extra) or the over-estimate
+is said in the budget's ``tokenizer``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nautilus_ranking.records import SCORE_FIELDS, VECTOR_FIELDS, RankedRow
-from nautilus_ranking.selection.tokens import count_tokens
+from nautilus_ranking.selection.tokens import ESTIMATE, count_tokens, tokenizer_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +35,8 @@ class BudgetResult:
     ``kept``: the indices of the rows handed over, increasing (a subsequence of the
     ranking); ``tokens_used``: their tokens; ``left_out``: how many rows were not
     handed over; ``over_budget_first``: the first row alone is over ``max_tokens``
-    (it is handed over anyway, and nothing else is).
+    (it is handed over anyway, and nothing else is); ``tokenizer``: what the counts
+    are, ``o200k_base`` (exact) or ``estimate`` (an over-estimate).
     """
 
     max_tokens: int
@@ -40,6 +44,7 @@ class BudgetResult:
     tokens_used: int
     left_out: int
     over_budget_first: bool
+    tokenizer: str = ESTIMATE
 
     def as_dict(self) -> dict[str, Any]:
         """The budget as a response reports it."""
@@ -48,6 +53,7 @@ class BudgetResult:
             "tokens_used": self.tokens_used,
             "rows_left_out": self.left_out,
             "first_row_over_budget": self.over_budget_first,
+            "tokenizer": self.tokenizer,
         }
 
 
@@ -75,27 +81,36 @@ def fit_budget(
 ) -> BudgetResult:
     """The rows (each as the text the caller receives) that fit in ``max_tokens``, in
     rank order; see the module docstring. ``exact`` as in :func:`count_tokens`."""
-    return fit_counts(count_tokens(rows_as_text, exact), max_tokens)
+    fitted = fit_counts(count_tokens(rows_as_text, exact), max_tokens)
+    return replace(fitted, tokenizer=ESTIMATE if exact is False else tokenizer_name())
 
 
-def ranking_entry(ranked: RankedRow, vectors: bool = False, scored: bool = True) -> dict[str, Any]:
-    """One ranked row as a response carries it: its ranking entry (``id`` and the score
-    components; ``null`` each when not ``scored``, as a passthrough's response writes
-    them) and the row under ``row`` (its vector fields left out unless ``vectors``;
-    the row itself is never changed)."""
+def ranking_entry(
+    ranked: RankedRow, vectors: bool = False, scored: bool = True, explain: bool = False
+) -> dict[str, Any]:
+    """One ranked row as a response carries it: its ranking entry
+    (:meth:`RankedRow.entry`: lean, every score component with ``explain``; the score
+    ``null`` when not ``scored``, as a passthrough's response writes it) and the row
+    under ``row`` (its vector fields left out unless ``vectors``; the row itself is
+    never changed)."""
     row = ranked.row
     if not vectors and not VECTOR_FIELDS.isdisjoint(row):
         row = {k: v for k, v in row.items() if k not in VECTOR_FIELDS}
-    entry = {"id": ranked.row.get("id"), **ranked.explain(), "row": row}
+    entry = {**ranked.entry(explain), "row": row}
     if not scored:
-        entry.update(dict.fromkeys(SCORE_FIELDS))
+        entry.update(dict.fromkeys(SCORE_FIELDS if explain else ("score",)))
     return entry
 
 
-def entry_text(ranked: RankedRow, vectors: bool = False, scored: bool = True) -> str:
+def entry_text(
+    ranked: RankedRow, vectors: bool = False, scored: bool = True, explain: bool = False
+) -> str:
     """:func:`ranking_entry` as canonical JSON: the default text a row is counted as."""
     return json.dumps(
-        ranking_entry(ranked, vectors, scored), sort_keys=True, separators=(",", ":"), default=str
+        ranking_entry(ranked, vectors, scored, explain),
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
     )
 
 

@@ -18,9 +18,12 @@ One pass per request, on numpy arrays built once (docs/design.md, "Ranking"):
    = the content vote (normalised similarity) plus the sources' votes (``fusion.py``);
 6. stage 2 — ``score = relevance + bump`` of the row's source level, the bump a share
    of the row's source votes only (never of its content vote);
-7. sort by (score desc, routing index, source_rank), collapse copies, keep ``top_k``
-   (and at most ``max_candidates``); with a ``cut``, stop that list where relevance
-   falls away (``nautilus_ranking/selection/cut.py``: a prefix, never empty).
+7. sort by (score desc, routing index, source_rank), collapse copies; with
+   ``near_duplicates``, collapse near copies into the first kept row above them; with
+   ``diversity``, re-order the whole ranking for novelty (MMR); with
+   ``max_per_source``, hold each source to its cap in every page (``select.py``); keep
+   ``top_k`` (and at most ``max_candidates``); with a ``cut``, stop that list where
+   relevance falls away (``nautilus_ranking/selection/cut.py``: a prefix, never empty).
 
 Each step is a module of its own: ``candidates`` (1, 2), ``query`` (3), ``similarity``
 (4, 5; vector arithmetic in ``vectors``), ``fusion`` (5, 6), ``select`` (7); this class
@@ -45,6 +48,7 @@ from nautilus_ranking.embedders import (
 )
 from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.selection.cut import RelevanceCut, parse_cut, relevance_cut
+from nautilus_ranking.settings_parsing import parse_diversity, parse_near_duplicates
 from nautilus_ranking.synthesis import copies, detection, fusion
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
 from nautilus_ranking.synthesis.candidates import (
@@ -65,7 +69,7 @@ from nautilus_ranking.synthesis.ranking_boost import (
     unboosted_places,
     weights_for,
 )
-from nautilus_ranking.synthesis.select import Scores, select
+from nautilus_ranking.synthesis.select import Scores, Spread, select
 from nautilus_ranking.synthesis.similarity import lexical_similarities, similarities
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.tokens import (
@@ -94,8 +98,17 @@ class RankingSynthesizer:
         max_candidates: int | None = None,
         dedup_key: str | None = None,
         cut: RelevanceCut | str | None = None,
+        near_duplicates: float | str | None = None,
+        diversity: float | str | None = None,
+        max_per_source: int | None = None,
+        page_size: int | None = None,
     ) -> None:
-        for name, value in (("top_k", top_k), ("max_candidates", max_candidates)):
+        for name, value in (
+            ("top_k", top_k),
+            ("max_candidates", max_candidates),
+            ("max_per_source", max_per_source),
+            ("page_size", page_size),
+        ):
             if value is not None and (
                 not isinstance(value, int) or isinstance(value, bool) or value < 1
             ):
@@ -117,10 +130,28 @@ class RankingSynthesizer:
             raise ValueError(f"cut: {problem.reason}, got {cut!r} (valid: {problem.valid})")
         #: The relevance cut applied to the top K (nautilus_ranking/selection/cut.py); None: off.
         self.cut = parsed
+        threshold, problem = parse_near_duplicates("near_duplicates", near_duplicates)
+        if problem is not None:
+            raise ValueError(f"near_duplicates: {problem.reason}, got {near_duplicates!r}")
+        weight, problem = parse_diversity("diversity", diversity)
+        if problem is not None:
+            raise ValueError(f"diversity: {problem.reason}, got {diversity!r}")
+        #: Near copies collapse at this resemblance (synthesis/near_duplicates.py); None: off.
+        self.near_duplicates = threshold
+        #: The MMR weight of novelty (synthesis/diversity.py); None: off.
+        self.diversity = weight
+        #: Rows of one source in each page of the top K; None: no cap.
+        self.max_per_source = max_per_source
+        #: The page the cap counts in: the top K, or a page of it when a deeper ranking
+        #: is cut into pages (request/pages.py).
+        self.page_size = page_size if page_size is not None else top_k
 
     @classmethod
     def from_settings(
-        cls, settings: NautilusSettings, embedder: Embedder | None = None
+        cls,
+        settings: NautilusSettings,
+        embedder: Embedder | None = None,
+        page_size: int | None = None,
     ) -> RankingSynthesizer:
         return cls(
             top_k=settings.ranking_top_k,
@@ -131,6 +162,10 @@ class RankingSynthesizer:
             max_candidates=settings.ranking_max_candidates,
             dedup_key=settings.ranking_dedup_key,
             cut=settings.ranking_cut,
+            near_duplicates=settings.ranking_near_duplicates,
+            diversity=settings.ranking_diversity,
+            max_per_source=settings.ranking_max_per_source,
+            page_size=page_size,
         )
 
     # --- public API ------------------------------------------------------------------
@@ -351,7 +386,28 @@ class RankingSynthesizer:
         limit = self.top_k
         if len(kept) < len(cands.rows):
             limit = len(kept) if limit is None else min(limit, len(kept))
-        ranked = select(sub, scores, limit)
+        spread = None
+        if (
+            self.near_duplicates is not None
+            or self.diversity is not None
+            or self.max_per_source is not None
+        ):
+            built = texts if texts is not None and len(texts) == n else None
+
+            def texts_of(at: list[int]) -> list[str]:
+                if built is not None:
+                    return [built[i] for i in at]
+                return row_texts([sub.rows[i] for i in at], RankWarnings())
+
+            spread = Spread(
+                self.near_duplicates,
+                self.diversity,
+                self.max_per_source,
+                self.page_size,
+                texts_of,
+                batch if batch is not None and batch.n_texts == n else None,
+            )
+        ranked = select(sub, scores, limit, spread)
         if self.cut is not None:  # where relevance falls away: a prefix, never empty
             del ranked[relevance_cut(ranked, self.cut) :]
         return ranked

@@ -27,6 +27,6 @@ def test_every_refusal_names_the_field_and_what_is_valid() -> None:
         "query": "a non-empty string",
         "top_k": "an integer >= 1",
         "sources": "a list of source ids",
-        "topk": "query, top_k, boosts, idf, sources, max_tokens, cut, explain, "
-        "vectors, page, cursor",
+        "topk": "query, top_k, boosts, idf, sources, max_tokens, cut, near_duplicates, "
+        "diversity, max_per_source, explain, vectors, page, cursor",
     }

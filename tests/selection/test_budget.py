@@ -47,6 +47,7 @@ def test_the_first_row_alone_over_the_budget_is_handed_over_flagged() -> None:
         "tokens_used": 12,
         "rows_left_out": 2,
         "first_row_over_budget": True,
+        "tokenizer": "estimate",  # fit_counts is handed counts: it cannot vouch for them
     }
 
 
@@ -115,13 +116,19 @@ def test_an_entry_is_the_ranking_entry_with_its_row_as_canonical_json() -> None:
     ranked = _ranked(0, "Ünïcode", embedding=[0.5, 0.25])
     text = entry_text(ranked)
     entry = json.loads(text)
+    # without explain: which row, its place, its score, its copies — no components
     assert entry == {
+        "source_id": ranked.source_id,
         "id": "d0",
-        **ranked.explain(),
+        "rank": ranked.rank,
+        "score": ranked.score,
         "also_from": [],
         "row": {"id": "d0", "text": "Ünïcode"},
     }
     assert text == json.dumps(entry, sort_keys=True, separators=(",", ":"))
+    explained = json.loads(entry_text(ranked, explain=True))
+    assert explained == {"id": "d0", **ranked.explain(), "row": entry["row"]}
+    assert len(entry_text(ranked)) < len(entry_text(ranked, explain=True)) / 2
     assert "embedding" in ranked.row  # the row itself is untouched
     assert ranking_entry(ranked, vectors=True)["row"]["embedding"] == [0.5, 0.25]
 

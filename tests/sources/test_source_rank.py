@@ -51,7 +51,9 @@ def hostile_broker(ranking: bool) -> Broker:
 def ranks_of(out: dict[str, Any], sid: str) -> list[int]:
     """Every source rank ``out`` (a response as JSON) gives ``sid``'s rows, copies included."""
     ranks = [r["source_rank"] for r in out["ranking"] if r["source_id"] == sid]
-    return ranks + [n for r in out["ranking"] for s, n in r["also_from"] if s == sid]
+    return ranks + [
+        c["source_rank"] for r in out["ranking"] for c in r["also_from"] if c["source_id"] == sid
+    ]
 
 
 @pytest.mark.parametrize("ranking", [False, True], ids=["passthrough", "ranking"])
@@ -60,13 +62,13 @@ def test_rows_after_a_dropped_row_keep_their_position_in_the_source(ranking: boo
     [warned] = response.sources_warned
     assert (warned.source_id, warned.positions) == ("hostile", (2, 4))
     ranked = {(r.source_id, r.row["id"]): r.source_rank for r in response.ranking}
-    copies = {(s, r.row["id"]): n for r in response.ranking for s, n in r.also_from}
+    copies = {(c.source_id, c.id): c.source_rank for r in response.ranking for c in r.also_from}
     hostile = {rid: n for (sid, rid), n in {**ranked, **copies}.items() if sid == "hostile"}
     assert hostile == KEPT
     if ranking:  # e collapsed into plain's better copy: also_from keeps its position
         assert copies[("hostile", "e")] == 5
     assert not set(hostile.values()) & set(warned.positions)
-    out = json.loads(json.dumps(response.to_dict()))
+    out = json.loads(json.dumps(response.to_dict(explain=True)))
     assert sorted(ranks_of(out, "hostile")) == sorted(KEPT.values())
 
 
@@ -148,7 +150,17 @@ def check_runbooks(out: dict[str, Any]) -> None:
 def test_query_json_reports_source_ranks_in_the_sources_own_order(env: dict[str, str]) -> None:
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     done = subprocess.run(
-        [sys.executable, SLOW_SERVE, "--bad-row", "runbooks", "--", "query", QUERY, "--json"],
+        [
+            sys.executable,
+            SLOW_SERVE,
+            "--bad-row",
+            "runbooks",
+            "--",
+            "query",
+            QUERY,
+            "--json",
+            "--explain",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -167,7 +179,9 @@ def bad_row_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
 
 
 @pytest.mark.parametrize(
-    "body", [{"query": QUERY}, {"query": QUERY, "top_k": 1000}], ids=["passthrough", "ranking"]
+    "body",
+    [{"query": QUERY, "explain": True}, {"query": QUERY, "top_k": 1000, "explain": True}],
+    ids=["passthrough", "ranking"],
 )
 def test_serve_reports_source_ranks_in_the_sources_own_order(
     bad_row_server: Server, body: dict[str, Any]

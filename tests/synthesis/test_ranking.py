@@ -24,6 +24,7 @@ from nautilus_ranking import (
     RankingSynthesizer,
 )
 from nautilus_ranking.embedders.hashing import SparseVector
+from nautilus_ranking.records import Copy
 from nautilus_ranking.synthesis.ranking_boost import BOOST_LEVELS, relevance_spread
 from nautilus_ranking.text.tokens import TokenBatch, idf_factors, query_token_weights
 from tools.reference import doc_key, reference_rank
@@ -116,7 +117,7 @@ def test_worked_example_of_source_votes() -> None:
         for r in ranked
     )
     assert got["y"].score == pytest.approx(1 / (K + 2) + 1.1 / (K + 1))  # two votes
-    assert got["y"].voters == 2 and got["y"].also_from == (("vector", 1),)
+    assert got["y"].voters == 2 and got["y"].also_from == (Copy("vector", "y", 1, "exact"),)
     assert got["x"].score == pytest.approx(1.1 / (K + 1))
     assert got["z"].score == pytest.approx(1 / (K + 2) + 0.1 / (K + 1))
     assert got["w"].score == pytest.approx(0.2 / (K + 1)) and got["w"].source_weight == 0.0
@@ -178,7 +179,7 @@ def test_worked_example_of_a_partial_content_weight() -> None:
     assert t1.unranked_vote == pytest.approx(0.5 / (K + 2))
     assert t0.score == pytest.approx(t0.content + t0.unranked_vote)
     assert got["a0"].score == pytest.approx(2 / (K + 1)) and got["a0"].voters == 2
-    assert got["a0"].also_from == (("vector", 1),)
+    assert got["a0"].also_from == (Copy("vector", "a0", 1, "exact"),)
     # a0 (two votes) first; then a tie at 1/62 broken by the sources' order
     assert [r.row["id"] for r in ranked][:3] == ["a0", "a1", "b1"]
 
@@ -1149,7 +1150,7 @@ def test_dedup_keeps_the_best_copy_and_lists_every_source() -> None:
     assert ids.count("INC-1") == 1
     [kept] = [r for r in ranked if r.row.get("id") == "INC-1"]
     assert kept.row is shared_strong and kept.source_id == "fts"
-    assert kept.also_from == (("sql", 2),)
+    assert kept.also_from == (Copy("sql", "INC-1", 2, "exact"),)
     assert ids.count(None) == 2  # rows without the key are never collapsed
     merged = ranker.merge(results, {"query": "disk full database"})
     assert shared_weak not in merged["sql"] and shared_strong in merged["fts"]

@@ -1,0 +1,111 @@
+"""Diversity: re-order a ranking for novelty (MMR) and cap each source's share of a page.
+
+:func:`mmr_order` is maximal marginal relevance (Carbonell and Goldstein, 1998) over the
+*whole* ranking: each next row is the one with the best ``(1 - w) · relevance − w ·
+redundancy``, relevance being the row's score scaled to [0, 1] over the ranking and
+redundancy its largest resemblance (:mod:`.near_duplicates`, the same text measure as
+the collapse) to a row already placed. Greedy over every row, never a top slice, so
+the first m rows of the order are the same however many are asked for: pages cut from
+it never overlap or skip. The first row is always the ranking's first.
+
+Each pick is one pass of numpy over the rows (their keys less the redundancy so far),
+and only the rows the ranking keeps (the top K, or n·K + 1 for page n) are picked this
+way: the greedy's first picks are the same whatever follows them, so the rows past them
+follow in ranking order without changing any page.
+
+:func:`cap_per_source` holds each source to ``cap`` rows in every block of ``block``
+rows (a page of the top K; the whole list without one): a row over its source's cap
+moves down to the next block with room. A page is never left short while rows remain:
+when only rows of sources at their cap are left, each source may have one more row
+(in ranking order), then one more, until the page is full — so every page is full and
+every row keeps a place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from nautilus_ranking.synthesis.near_duplicates import Resemblance
+from nautilus_ranking.text.arrays import FloatArray, IntArray
+
+#: Up to this many picks each scans the pairs; more group them by row first.
+_SCANNED_PICKS = 32
+
+
+def mmr_order(
+    score: FloatArray, pairs: Resemblance, weight: float, limit: int | None = None
+) -> IntArray:
+    """The positions ``0 … n-1`` of a ranking (best first, ``score`` its scores) in MMR
+    order at ``weight`` (0: the ranking itself). Only the first ``limit`` are chosen by
+    MMR — the greedy's first picks never depend on how many follow — and the rest follow
+    in ranking order."""
+    n = len(score)
+    if n == 0 or weight <= 0 or len(pairs.a) == 0:
+        return np.arange(n, dtype=np.int64)
+    low, high = float(score.min()), float(score.max())
+    scaled = (score - low) / (high - low) if high > low else np.ones(n)
+    key = (1.0 - weight) * scaled
+    penalty = np.zeros(n)
+    open_ = np.ones(n, dtype=bool)
+    picks = n if limit is None else min(limit, n)
+    out = np.empty(n, dtype=np.int64)
+    # Each picked row's neighbours (the rows it resembles, both ways): found by a scan of
+    # the pairs for a few picks, grouped by row once for many.
+    a = np.concatenate((pairs.a, pairs.b))
+    b = np.concatenate((pairs.b, pairs.a))
+    v = np.concatenate((pairs.value, pairs.value)) * weight
+    grouped = picks > _SCANNED_PICKS
+    if grouped:
+        by_row = np.argsort(a)
+        b, v = b[by_row], v[by_row]
+        starts = np.searchsorted(a[by_row], np.arange(n + 1))
+    for k in range(picks):
+        # the best key left; np.argmax takes the first of equals: the higher-ranked row
+        i = int(np.argmax(np.where(open_, key - penalty, -np.inf)))
+        out[k] = i
+        open_[i] = False
+        if grouped:
+            near, value = b[starts[i] : starts[i + 1]], v[starts[i] : starts[i + 1]]
+        else:
+            hit = a == i
+            near, value = b[hit], v[hit]
+        np.maximum.at(penalty, near, value)
+    out[picks:] = np.flatnonzero(open_)
+    return out
+
+
+def cap_per_source(
+    sources: Sequence[int], cap: int, block: int | None, limit: int | None = None
+) -> IntArray:
+    """The positions ``0 … n-1`` of a ranking (``sources[i]``: the source of its ``i``-th
+    row) re-ordered so that each block of ``block`` rows (None: one block of them all)
+    holds at most ``cap`` rows of one source while rows of other sources remain; only the
+    first ``limit`` positions are placed with care (the rest follow in order)."""
+    n = len(sources)
+    size = n if block is None else block
+    wanted = n if limit is None else min(limit, n)
+    pending = list(range(n))
+    out: list[int] = []
+    while pending and len(out) < wanted:
+        counts: dict[int, int] = {}
+        taken: list[int] = []
+        level = cap
+        while len(taken) < size and pending:
+            rest: list[int] = []
+            for at, i in enumerate(pending):
+                if len(taken) == size:
+                    rest.extend(pending[at:])
+                    break
+                source = sources[i]
+                if counts.get(source, 0) < level:
+                    counts[source] = counts.get(source, 0) + 1
+                    taken.append(i)
+                else:
+                    rest.append(i)
+            pending = rest
+            level += 1  # nothing else left under the cap: one more row of each source
+        out.extend(sorted(taken))
+    out.extend(pending)
+    return np.array(out, dtype=np.int64)

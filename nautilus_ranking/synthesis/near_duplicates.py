@@ -1,0 +1,217 @@
+"""Near copies: how alike two rows' texts are, and the greedy collapse of a ranking.
+
+The measure is the *resemblance* of two texts: the Jaccard similarity of their sets of
+word 3-shingles (Broder, 1997), over the ranker's tokens of each row's text
+(:class:`~nautilus_ranking.text.tokens.TokenBatch`: lower-cased words, stop words
+dropped, plurals folded — so case, whitespace and punctuation never tell two copies
+apart). It is a property of the two texts alone: the same threshold means the same
+thing whichever embedder scores the rows, and 1 means the same words in the same
+order. A text of fewer than three tokens is one shingle of all of them; a text without
+tokens has none and is near nothing.
+
+Only pairs that share a shingle can resemble each other, so the pairs are found from
+the shingles themselves — sorted, grouped, and each group's members paired in numpy
+— never by comparing every row with every other. A shingle shared by more than
+:data:`COMMON_SHINGLE` rows (a template's boilerplate) is left out of the pairing and
+still counted in each row's set: it makes rows *less* alike, never more.
+
+The collapse (:func:`collapse`) walks a ranking best first: a row that is near a row
+kept above it (resemblance at least the threshold) joins the first such row and is
+left out; every other row is kept. A row's fate depends only on the rows above it, so
+a longer ranking never changes a shorter one's rows (pages stay stable).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nautilus_ranking.settings_parsing import NEAR_DUPLICATES_ON
+from nautilus_ranking.text.arrays import FloatArray, IntArray
+from nautilus_ranking.text.tokens import TokenBatch
+
+__all__ = [
+    "COMMON_SHINGLE",
+    "NEAR_DUPLICATES_ON",
+    "SHINGLE",
+    "Resemblance",
+    "collapse",
+    "resemblance",
+    "shingles",
+]
+
+#: Words a shingle spans.
+SHINGLE = 3
+#: A shingle in more rows than this is boilerplate: counted, never paired on.
+COMMON_SHINGLE = 64
+#: Up to this many possible pairs (n²) the shared shingles are counted in an array.
+_DENSE_PAIRS = 1 << 22
+
+
+@dataclass(frozen=True)
+class Shingles:
+    """Each text's distinct shingles as flat arrays: ``keys[i]`` belongs to text
+    ``rows[i]`` (sorted by text, then key); ``sizes[t]``: how many text ``t`` has."""
+
+    rows: IntArray
+    keys: IntArray
+    sizes: IntArray
+
+
+def shingles(batch: TokenBatch) -> Shingles:
+    """The distinct word shingles of every text of ``batch``, in numpy."""
+    n = batch.n_texts
+    rows, terms = batch.rows, batch.terms
+    base = len(batch.vocab) + 1  # one more than any term: the pad of a short text
+    if base**SHINGLE >= 2**62:  # never in practice: a batch with two million words
+        return _hashed_shingles(batch)
+    lengths = np.bincount(rows, minlength=n)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    key_parts, row_parts = [], []
+    if len(terms) >= SHINGLE:
+        same = rows[: -SHINGLE + 1] == rows[SHINGLE - 1 :]
+        at = np.flatnonzero(same)
+        key = terms[at].copy()
+        for k in range(1, SHINGLE):
+            key = key * base + terms[at + k]
+        key_parts.append(key)
+        row_parts.append(rows[at])
+    short = np.flatnonzero((lengths > 0) & (lengths < SHINGLE))
+    if len(short):  # one shingle of all its tokens, padded
+        key = np.zeros(len(short), dtype=np.int64)
+        for k in range(SHINGLE):
+            has = lengths[short] > k
+            term = np.where(has, terms[np.minimum(starts[short] + k, len(terms) - 1)], base - 1)
+            key = key * base + term
+        key_parts.append(key)
+        row_parts.append(short)
+    return _distinct(
+        np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int64),
+        np.concatenate(key_parts) if key_parts else np.zeros(0, dtype=np.int64),
+        n,
+    )
+
+
+def subset(found: Shingles, at: IntArray, n: int) -> Shingles:
+    """The shingles of texts ``at`` (of the ``n`` texts ``found`` covers), renumbered
+    ``0 … len(at)-1`` in that order."""
+    where = np.full(n, -1, dtype=np.int64)
+    where[at] = np.arange(len(at))
+    rows = where[found.rows]
+    keep = rows >= 0
+    rows = rows[keep]
+    return Shingles(rows, found.keys[keep], np.bincount(rows, minlength=len(at)).astype(np.int64))
+
+
+def _hashed_shingles(batch: TokenBatch) -> Shingles:
+    """:func:`shingles` with 64-bit mixed keys (for a vocabulary too large to pack)."""
+    rows, terms = batch.rows, batch.terms.astype(np.uint64)
+    n = batch.n_texts
+    mix = np.uint64(0x9E3779B97F4A7C15)
+    same = rows[: -SHINGLE + 1] == rows[SHINGLE - 1 :] if len(terms) >= SHINGLE else None
+    if same is None:
+        return _distinct(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), n)
+    at = np.flatnonzero(same)
+    key = terms[at].copy()
+    with np.errstate(over="ignore"):
+        for k in range(1, SHINGLE):
+            key = (key * mix) ^ terms[at + k]
+    return _distinct(rows[at], key.view(np.int64), n)
+
+
+def _distinct(rows: IntArray, keys: IntArray, n: int) -> Shingles:
+    order = _sorted_by(rows, keys, n, rows_first=True)
+    rows, keys = rows[order], keys[order]
+    keep = np.ones(len(rows), dtype=bool)
+    keep[1:] = (rows[1:] != rows[:-1]) | (keys[1:] != keys[:-1])
+    rows, keys = rows[keep], keys[keep]
+    return Shingles(rows, keys, np.bincount(rows, minlength=n).astype(np.int64))
+
+
+def _sorted_by(rows: IntArray, keys: IntArray, n: int, rows_first: bool) -> IntArray:
+    """The order that sorts by (row, key) or (key, row): one sort of a packed key when
+    the two fit in 63 bits (packed shingles do), else a lexsort."""
+    if len(keys) and keys.min() >= 0 and int(keys.max()) < (1 << 62) // max(n, 1):
+        packed = rows * (int(keys.max()) + 1) + keys if rows_first else keys * n + rows
+        return np.argsort(packed, kind="stable")
+    return np.lexsort((keys, rows)) if rows_first else np.lexsort((rows, keys))
+
+
+@dataclass(frozen=True)
+class Resemblance:
+    """The pairs of texts that share a shingle: texts ``a[i] < b[i]`` resemble each
+    other by ``value[i]`` (Jaccard of their shingle sets, in (0, 1])."""
+
+    a: IntArray
+    b: IntArray
+    value: FloatArray
+
+
+def resemblance(found: Shingles) -> Resemblance:
+    """Every pair of texts sharing a shingle, and how alike the two are."""
+    rows, keys = found.rows, found.keys
+    empty = Resemblance(
+        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    )
+    if len(keys) < 2:
+        return empty
+    n = len(found.sizes)
+    if keys.min() >= 0 and int(keys.max()) < (1 << 62) // max(n, 1):
+        packed = np.sort(keys * n + rows)  # by shingle, then text: one sort, no gather
+        keys, rows = packed // n, packed % n
+    else:
+        by_key = np.lexsort((rows, keys))
+        keys, rows = keys[by_key], rows[by_key]
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    sizes = np.diff(np.concatenate((starts, [len(keys)])))
+    paired = (sizes >= 2) & (sizes <= COMMON_SHINGLE)
+    if not paired.any():
+        return empty
+    starts, sizes = starts[paired], sizes[paired]
+    # Each member pairs with the members after it in its group: member at offset o of a
+    # group of g makes g - 1 - o pairs.
+    member = np.repeat(starts, sizes) + _ranges(sizes)
+    after = np.repeat(sizes, sizes) - 1 - _ranges(sizes)
+    left = np.repeat(member, after)
+    right = left + 1 + _ranges(after)
+    ids = rows[left] * n + rows[right]  # a < b: members are sorted by text in a group
+    if n * n <= _DENSE_PAIRS:  # count in place: no sort of the pairs
+        counts = np.bincount(ids, minlength=n * n)
+        pair = np.flatnonzero(counts)
+        shared = counts[pair]
+    else:
+        pair, shared = np.unique(ids, return_counts=True)
+    a, b = pair // n, pair % n
+    union = found.sizes[a] + found.sizes[b] - shared
+    return Resemblance(a, b, shared / union)
+
+
+def _ranges(lengths: IntArray) -> IntArray:
+    """``0 … k-1`` for each ``k`` of ``lengths``, concatenated."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)
+
+
+def collapse(pairs: Resemblance, n: int, threshold: float) -> IntArray:
+    """Greedy collapse of ``n`` texts given best first (text ``i`` is the ranking's
+    ``i``-th): ``into[i]`` is the kept text that text ``i`` joins, or ``-1`` when it is
+    kept. A text joins the first kept text above it whose resemblance to it is at least
+    ``threshold``."""
+    into = np.full(n, -1, dtype=np.int64)
+    near = pairs.value >= threshold
+    if not near.any():
+        return into
+    a, b = pairs.a[near], pairs.b[near]
+    order = np.lexsort((a, b))  # by the lower text, then the higher one above it
+    a, b = a[order].tolist(), b[order].tolist()
+    # Only texts with a near text above them are walked, in ranking order; a text above
+    # is decided before any text below it looks at it.
+    joins = into.tolist()
+    for above, below in zip(a, b, strict=True):
+        if joins[below] == -1 and joins[above] == -1:  # undecided, and above is kept
+            joins[below] = above
+    return np.array(joins, dtype=np.int64)
