@@ -13,7 +13,11 @@ Scenarios: *partitioned* (each source holds a third of the corpus) and *hybrid*
 Simple fusions order the union: passthrough, round-robin, RRF (k=60, equal
 weights) and RRF over the ranked sources only (fts + vector). Central indexes
 over the whole corpus: BM25 (the hybrid fts list) and BM25+dense (RRF of the
-hybrid fts and vector lists). nautilus-ranking: RankingSynthesizer with IDF on, its
+hybrid fts and vector lists). Central indexes reranking exactly the union the sources
+returned (``central_rerank.py``): ``central_rerank_bm25`` (one FTS5 Porter index over the
+corpus orders the union's rows by ``bm25()``, rows matching no word after) and
+``central_rerank_hybrid`` (RRF of that order and the exact cosine over the union).
+nautilus-ranking: RankingSynthesizer with IDF on, its
 default settings otherwise (copies collapse by text), with the default hashing
 embedder and with MiniLM (onnx). Every cell has the paired 95% bootstrap interval
 of nautilus minus that strategy, per query. Then the vector source's treatment (a
@@ -44,6 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.central_rerank import CentralRerank
 from benchmarks.ir_collections import (
     DATASETS,
     NAMES,
@@ -117,6 +122,9 @@ def ranking(**options: Any) -> Strategy:
     return order
 
 
+#: The central indexes reranking exactly the union the sources returned (central_rerank.py).
+RERANK_BM25 = "central_rerank_bm25"
+RERANK_HYBRID = "central_rerank_hybrid"
 NAUTILUS = "nautilus (default)"
 NAUTILUS_ONNX = "nautilus (onnx)"
 SIMPLE = ("passthrough", "round-robin", "RRF k=60", "RRF ranked only")
@@ -177,10 +185,12 @@ def evaluate(
     fetched: dict[str, list[AdapterResult]],
     hybrid: dict[str, list[AdapterResult]],
     onnx_queries: int | None = None,
+    rerank: CentralRerank | None = None,
 ) -> dict[str, dict[str, list[float]]]:
     """Per strategy, per metric, one value per query (query order). ``hybrid``: the
-    hybrid scenario's results, for the central-index baselines. The onnx strategy
-    runs on the first ``onnx_queries`` queries only when given (paired on those)."""
+    hybrid scenario's results, for the central-index baselines; ``rerank``: the central
+    indexes that rerank the union (``central_rerank.py``). The onnx strategy runs on the
+    first ``onnx_queries`` queries only when given (paired on those)."""
     out: dict[str, dict[str, list[float]]] = {}
     for name, strategy in strategies().items():
         per = out.setdefault(
@@ -211,6 +221,14 @@ def evaluate(
             ranked = central(hybrid[qid])
             per["ndcg"].append(ndcg_at(ranked, collection.qrels[qid]))
             per["recall"].append(recall_at(ranked, collection.qrels[qid]))
+    if rerank is not None:  # the central indexes reranking exactly the union
+        for name, order in ((RERANK_BM25, rerank.bm25), (RERANK_HYBRID, rerank.hybrid)):
+            per = out.setdefault(name, {"ndcg": [], "recall": []})
+            for qid, results in fetched.items():
+                query = collection.queries[qid]
+                ranked = order(passthrough(results, query), query)
+                per["ndcg"].append(ndcg_at(ranked, collection.qrels[qid]))
+                per["recall"].append(recall_at(ranked, collection.qrels[qid]))
     oracle = out.setdefault("oracle (upper bound)", {"ndcg": [], "recall": []})
     union_recall = []
     for qid, results in fetched.items():
@@ -278,8 +296,10 @@ def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]], mode: str =
         "central indexes** (nDCG@10; Δ paired per query, 95% bootstrap interval)",
         "",
         "| cell | nautilus (default) | best simple fusion | Δ [95% CI] | ÷ central BM25 "
-        "| nautilus (onnx) | Δ vs best simple [95% CI] | Δ vs central BM25+dense [95% CI] |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| Δ vs {RERANK_BM25} [95% CI] "
+        "| nautilus (onnx) | Δ vs best simple [95% CI] | Δ vs central BM25+dense [95% CI] "
+        f"| Δ vs {RERANK_HYBRID} [95% CI] |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cell, scores in cells.items():
         best = max(SIMPLE, key=lambda s: mean(scores[s]["ndcg"]))
@@ -291,6 +311,7 @@ def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]], mode: str =
             f"{mean(scores[best]['ndcg']):.3f} ({best})",
             paired(ours, scores[best]["ndcg"]),
             f"{mean(ours) / bm25:.2f}" if bm25 else "—",
+            paired(ours, scores[RERANK_BM25]["ndcg"]) if RERANK_BM25 in scores else "—",
         ]
         if NAUTILUS_ONNX in scores:
             onnx = scores[NAUTILUS_ONNX]["ndcg"]
@@ -299,9 +320,10 @@ def floor_table(cells: dict[str, dict[str, dict[str, list[float]]]], mode: str =
                 shown,
                 paired(onnx, scores[best]["ndcg"]),
                 paired(onnx, scores["central BM25+dense"]["ndcg"]),
+                paired(onnx, scores[RERANK_HYBRID]["ndcg"]) if RERANK_HYBRID in scores else "—",
             ]
         else:
-            row += ["—", "—", "—"]
+            row += ["—", "—", "—", "—"]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -366,6 +388,7 @@ def run(
             if only and name != only:
                 continue
             collection = load(name, datasets)
+            rerank = CentralRerank(collection, vector_embedder)
             fetched_by = {}
             for scenario in ("hybrid", "partitioned"):
                 broker = build_broker(collection, scenario, Path(tmp) / name, vector_embedder)
@@ -378,7 +401,9 @@ def run(
                 for scenario in ("partitioned", "hybrid"):
                     started = time.perf_counter()
                     fetched = given[scenario]
-                    scores = evaluate(collection, fetched, fetched_by["hybrid"], onnx_queries)
+                    scores = evaluate(
+                        collection, fetched, fetched_by["hybrid"], onnx_queries, rerank
+                    )
                     sections[mode].append(quality_table(f"{name} ({mode})", scenario, scores))
                     cells[mode][f"{name} {scenario}"] = scores
                     summary[f"{mode}/{name}/{scenario}"] = {

@@ -27,6 +27,7 @@ from pydantic_settings import (
 from nautilus_ranking.errors import NautilusError, Problem, cut, shown
 from nautilus_ranking.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSettings, get_logger
 from nautilus_ranking.settings_parsing import (
+    LEXICAL_SCORERS,
     parse_bool,
     parse_choice,
     parse_diversity,
@@ -169,6 +170,7 @@ class NautilusSettings(LogSettings):
     ranking_near_duplicates: float | None = None
     ranking_diversity: float | None = None
     ranking_max_per_source: int | None = None
+    ranking_lexical: str = "bm25"
     embedder: str = "hashing"
     embedder_cache_size: int = 10_000
     config_strict: bool = False
@@ -249,6 +251,15 @@ class NautilusSettings(LogSettings):
         take(
             "ranking_idf",
             parse_bool(var("ranking_idf"), data.get("ranking_idf"), default("ranking_idf")),
+        )
+        take(
+            "ranking_lexical",
+            parse_choice(
+                var("ranking_lexical"),
+                data.get("ranking_lexical"),
+                LEXICAL_SCORERS,
+                default("ranking_lexical"),
+            ),
         )
         strict, strict_problem = parse_bool(
             var("config_strict"), data.get("config_strict"), default("config_strict")

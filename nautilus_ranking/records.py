@@ -123,7 +123,13 @@ class RankedRow:
     source_rank: int
     also_from: tuple[Copy, ...] = ()
     similarity: float = _component(
-        0.0, "sim", 6, ".3f", "cosine of the row's vector to the query's", why=True
+        0.0,
+        "sim",
+        6,
+        ".3f",
+        "content similarity: the row's BM25 score over the batch (lexical content), else "
+        "the cosine of the row's vector to the query's",
+        why=True,
     )
     idf_factor: float = _component(
         1.0, "idf", 5, ".2f", "the batch-local IDF factor (1 without IDF)"

@@ -106,6 +106,12 @@ def parse_choice(
     return default, Problem(var, cut(raw), "unknown value", ", ".join(choices))
 
 
+#: The lexical content scores (NAUTILUS_RANKING_LEXICAL): BM25 over the batch's rows
+#: (nautilus_ranking/synthesis/lexical.py), or the hashing embedder's IDF-weighted cosine
+#: that preceded it, kept selectable for one release.
+LEXICAL_SCORERS = ("bm25", "cosine")
+
+
 def parse_field_name(var: str, raw: object) -> tuple[str | None, Problem | None]:
     """A row field's name (up to 200 characters, stripped); blank or unset: ``None``."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):

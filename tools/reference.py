@@ -167,6 +167,32 @@ def score_ordered(rows: list[dict[str, Any]]) -> bool:
     return False
 
 
+def bm25_reference(
+    tokens: list[str], query_tokens: list[str], statistics: list[list[str]], idf: bool
+) -> float:
+    """One text's BM25 score, term by term: k1 = 1.2, b = 0.75, a query word weighted
+    1 + ln(its count in the query), IDF ln(1 + (N' - df' + 0.5) / (df' + 0.5)) with 100
+    pseudo-documents of the word prior added to the ``statistics`` texts' N and df (the
+    prior alone without ``idf``)."""
+    from nautilus_ranking.text.word_prior import UNKNOWN_SHARE, table
+
+    k1, b, m = 1.2, 0.75, 100.0
+    n = len(statistics) if idf else 0
+    avgdl = sum(len(t) for t in statistics) / len(statistics) if statistics else 0.0
+    relative = len(tokens) / avgdl if avgdl > 0 else 1.0
+    score = 0.0
+    for term, count in Counter(query_tokens).items():
+        tf = tokens.count(term)
+        if tf == 0:
+            continue
+        df = sum(term in set(t) for t in statistics) if idf else 0
+        shrunk_df = df + m * table().get(term, UNKNOWN_SHARE)
+        idf_t = math.log(1.0 + (n + m - shrunk_df + 0.5) / (shrunk_df + 0.5))
+        weight = (1.0 + math.log(count)) * idf_t
+        score += weight * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * relative))
+    return score
+
+
 def reference_rank(
     sources: list[tuple[str, list[dict[str, Any]]]],
     query: str,
@@ -177,8 +203,11 @@ def reference_rank(
     dim: int = DIM,
     declared: dict[str, bool] | None = None,
     similarities: dict[tuple[str, int], float] | None = None,
+    lexical: str = "bm25",
 ) -> list[tuple[str, int, float]]:
-    """(source_id, source_rank, score) best first, with the hashing embedder of ``dim``.
+    """(source_id, source_rank, score) best first, with the hashing embedder of ``dim``;
+    content is BM25 over the batch (``lexical="bm25"``, unless a row brings a vector) or
+    the hashing embedder's cosine (``"cosine"``).
 
     Copies (same :func:`doc_key`) collapse into the best-scored one. ``similarities``,
     when given, receives every scored row's similarity by (source_id, source_rank)."""
@@ -219,7 +248,21 @@ def reference_rank(
         token_sets = [set(tokenize(row_text(c["row"]))) for c in reference]
         weights = idf_weights(token_sets, list(dict.fromkeys(query_tokens)))
     query_vector = hashing_vector(query_tokens, dim, weights)
-    for c in scored:
+    if lexical == "bm25" and not any(c["row"].get("embedding") is not None for c in scored):
+        # BM25 over the batch: statistics from the reference rows, each document once
+        firsts: dict[str, list[str]] = {}
+        for c in reference:
+            firsts.setdefault(c["doc"], tokenize(row_text(c["row"])))
+        for c in scored:
+            c["sim"] = bm25_reference(
+                tokenize(row_text(c["row"])), query_tokens, list(firsts.values()), idf
+            )
+            if similarities is not None:
+                similarities[(c["sid"], c["rank"])] = c["sim"]
+        scored_vectors: list[dict[str, Any]] = []
+    else:
+        scored_vectors = scored
+    for c in scored_vectors:
         vector = c["row"].get("embedding")
         if vector is None or len(vector) != dim:
             vector = hashing_vector(tokenize(row_text(c["row"])), dim)

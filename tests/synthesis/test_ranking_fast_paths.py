@@ -35,9 +35,10 @@ def triples(ranked: list[Any]) -> list[tuple[str, int, float]]:
 
 @pytest.mark.parametrize("idf", [False, True])
 def test_sparse_query_ranks_as_the_dense_query(idf: bool) -> None:
-    """A query embedded by the ranker (sparse) ranks as the same vector passed dense."""
+    """A query embedded by the ranker (sparse) ranks as the same vector passed dense
+    (under the cosine scorer: BM25 scores the query's words, not a vector)."""
     results = [AdapterResult("a", rows_of(TEXTS[:3])), AdapterResult("b", rows_of(TEXTS[3:]))]
-    ranker = RankingSynthesizer(idf=False)
+    ranker = RankingSynthesizer(idf=False, lexical="cosine")
     sparse = ranker.rank(results, {"query": "disk full orders"})
     dense_query = HashingEmbedder().embed("disk full orders")
     dense = RankingSynthesizer(idf=False).rank(results, {"embedding": dense_query})
