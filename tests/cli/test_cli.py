@@ -110,12 +110,16 @@ def test_query_json_is_one_object_on_stdout_and_logs_go_to_stderr() -> None:
 
 
 def test_top_k_and_boost_from_the_environment_change_the_ranking() -> None:
-    plain = json.loads(run("query", QUERY, "--json", env={"NAUTILUS_RANKING_TOP_K": "5"}).stdout)
+    """The score components come with --explain (an entry without it is lean)."""
+    plain = json.loads(
+        run("query", QUERY, "--json", "--explain", env={"NAUTILUS_RANKING_TOP_K": "5"}).stdout
+    )
     boosted = json.loads(
         run(
             "query",
             QUERY,
             "--json",
+            "--explain",
             env={"NAUTILUS_RANKING_TOP_K": "5", "NAUTILUS_SOURCE_BOOSTS": "graph:high"},
         ).stdout
     )
@@ -141,6 +145,7 @@ def test_cli_flags_override_the_environment() -> None:
         "query",
         QUERY,
         "--json",
+        "--explain",
         "--top-k",
         "3",
         "--boost",
@@ -153,9 +158,9 @@ def test_cli_flags_override_the_environment() -> None:
 
 
 def test_a_demotion_from_the_command_line_lowers_its_source() -> None:
-    plain = json.loads(run("query", QUERY, "--json", "--top-k", "10").stdout)
+    plain = json.loads(run("query", QUERY, "--json", "--explain", "--top-k", "10").stdout)
     demoted = json.loads(
-        run("query", QUERY, "--json", "--top-k", "10", "--boost", "graph:-high").stdout
+        run("query", QUERY, "--json", "--explain", "--top-k", "10", "--boost", "graph:-high").stdout
     )
     graph = [r for r in demoted["ranking"] if r["source_id"] == "graph"]
     assert all(r["boost_bump"] <= 0.0 for r in graph) and any(r["boost_bump"] < 0 for r in graph)
@@ -185,9 +190,13 @@ def test_a_high_boost_is_felt_on_the_demo() -> None:
     """The runbook that answers the query sat at rank 10 behind graph rows sharing only
     the service's name; runbooks:high brings it up, the exact ticket stays first."""
     query = "orders-db disk full"
-    plain = json.loads(run("query", query, "--json", "--top-k", "10").stdout)["ranking"]
+    plain = json.loads(run("query", query, "--json", "--explain", "--top-k", "10").stdout)[
+        "ranking"
+    ]
     boosted = json.loads(
-        run("query", query, "--json", "--top-k", "10", "--boost", "runbooks:high").stdout
+        run(
+            "query", query, "--json", "--explain", "--top-k", "10", "--boost", "runbooks:high"
+        ).stdout
     )["ranking"]
     [runbook] = [r for r in plain if r["id"] == "RB-01"]
     [lifted] = [r for r in boosted if r["id"] == "RB-01"]
