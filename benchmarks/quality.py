@@ -18,9 +18,11 @@ returned (``central_rerank.py``): ``central_rerank_bm25`` (one FTS5 Porter index
 corpus orders the union's rows by ``bm25()``, rows matching no word after) and
 ``central_rerank_hybrid`` (RRF of that order and the exact cosine over the union).
 nautilus-ranking: RankingSynthesizer with IDF on, its
-default settings otherwise (copies collapse by text), with the default hashing
-embedder and with MiniLM (onnx). Every cell has the paired 95% bootstrap interval
-of nautilus minus that strategy, per query. Then the vector source's treatment (a
+default settings otherwise (copies collapse by text; the default lexical scorer,
+``cosine``), with the default hashing embedder and with MiniLM (onnx); and, beside
+them, the opt-in lexical scorer (``nautilus (bm25)``: ``lexical="bm25"``, hashing).
+Every cell has the paired 95% bootstrap interval of nautilus minus that strategy, per
+query. Then the vector source's treatment (a
 lexical content signal must not under-rate a semantic index's rows): the share of
 its relevant rows that reach the top 10 under nautilus (default, onnx) and RRF over
 the ranked sources, and nautilus's nDCG@10 (default embedder) with a fixed stage-2
@@ -127,6 +129,8 @@ RERANK_BM25 = "central_rerank_bm25"
 RERANK_HYBRID = "central_rerank_hybrid"
 NAUTILUS = "nautilus (default)"
 NAUTILUS_ONNX = "nautilus (onnx)"
+#: The opt-in lexical scorer (NAUTILUS_RANKING_LEXICAL=bm25), measured beside the default.
+NAUTILUS_BM25 = "nautilus (bm25)"
 SIMPLE = ("passthrough", "round-robin", "RRF k=60", "RRF ranked only")
 
 
@@ -137,6 +141,7 @@ def strategies() -> dict[str, Strategy]:
         "RRF k=60": rrf,
         "RRF ranked only": rrf_ranked,
         NAUTILUS: ranking(idf=True),
+        NAUTILUS_BM25: ranking(idf=True, lexical="bm25"),
     }
     model = onnx_embedder()
     if model is not None:

@@ -127,8 +127,8 @@ class RankedRow:
         "sim",
         6,
         ".3f",
-        "content similarity: the row's BM25 score over the batch (lexical content), else "
-        "the cosine of the row's vector to the query's",
+        "content similarity: the cosine of the row's vector to the query's (the row's "
+        "BM25 score over the batch with NAUTILUS_RANKING_LEXICAL=bm25)",
         why=True,
     )
     idf_factor: float = _component(

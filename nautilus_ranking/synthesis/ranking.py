@@ -14,9 +14,9 @@ One pass per request, on numpy arrays built once (docs/design.md, "Ranking"):
    else no ranking at all (passthrough, exactly ``BasicSynthesizer``);
 4. row vectors: a row's own ``embedding`` when it is in the query's space, else
    the embedder on the row's text (its string fields);
-5. content similarity = with the lexical embedder, BM25 over the batch's rows
-   (``lexical.py``; the previous cosine with ``lexical="cosine"``), else the cosine ×
-   the batch-local IDF factor (when on); relevance
+5. content similarity = cosine × the batch-local IDF factor (when on), or, opt-in with
+   ``lexical="bm25"`` and the lexical embedder, BM25 over the batch's rows
+   (``lexical.py``); relevance
    = the content vote (normalised similarity) plus the sources' votes (``fusion.py``);
 6. stage 2 — ``score = relevance + bump`` of the row's source level, the bump a share
    of the row's source votes only (never of its content vote);
@@ -108,7 +108,7 @@ class RankingSynthesizer:
         diversity: float | str | None = None,
         max_per_source: int | None = None,
         page_size: int | None = None,
-        lexical: str = "bm25",
+        lexical: str = "cosine",
     ) -> None:
         for name, value in (
             ("top_k", top_k),
@@ -132,7 +132,8 @@ class RankingSynthesizer:
             )
         self.top_k = top_k
         self.idf = bool(idf)
-        #: The lexical content score: "bm25" over the batch, or the previous "cosine".
+        #: The lexical content score: "cosine" (the default: the hashing embedder's
+        #: cosine, IDF-weighted with IDF on) or the opt-in "bm25" over the batch.
         self.lexical = lexical
         self.source_boosts = boosts
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
@@ -289,9 +290,9 @@ class RankingSynthesizer:
         texts: list[str] | None = None
         batch: TokenBatch | None = None
         raw_query = ctx.get("query")
-        # The lexical scorer: BM25 over the batch, for the lexical content of text mode (a
-        # query nautilus embedded with its lexical embedder). Rows carrying their own
-        # vectors in the embedder's space keep the vector path.
+        # The opt-in lexical scorer (lexical="bm25"): BM25 over the batch, for the lexical
+        # content of text mode (a query nautilus embedded with its lexical embedder). Rows
+        # carrying their own vectors in the embedder's space keep the vector path.
         use_bm25 = (
             self.lexical == "bm25"
             and lexical_content

@@ -94,20 +94,20 @@ def test_statistics_come_from_the_given_rows_only() -> None:
     np.testing.assert_allclose(some, expected, rtol=1e-12)
 
 
-def test_the_default_scorer_and_the_previous_one() -> None:
+def test_the_default_scorer_and_the_opt_in_one() -> None:
     rows = [{"id": "a", "text": "disk full on orders-db"}, {"id": "b", "text": "kafka lag"}]
     results = [AdapterResult("s", rows)]
     for lexical in ("bm25", "cosine"):
         ranked = RankingSynthesizer(idf=True, lexical=lexical).rank(results, {"query": "disk"})
         assert ranked[0].row["id"] == "a"
-    assert RankingSynthesizer().lexical == "bm25"
+    assert RankingSynthesizer().lexical == "cosine"  # bm25 is opt-in
     with pytest.raises(ValueError, match="lexical scorer"):
         RankingSynthesizer(lexical="tfidf")
 
 
 def test_same_input_same_scores_across_calls() -> None:
     rows = [{"text": f"disk {'full ' * i}orders"} for i in range(6)]
-    ranker = RankingSynthesizer(idf=True)
+    ranker = RankingSynthesizer(idf=True, lexical="bm25")
     first = [r.score for r in ranker.rank([AdapterResult("s", rows)], {"query": "disk full"})]
     ranker.rank([AdapterResult("s", rows[:2])], {"query": "orders"})  # nothing carried over
     again = [r.score for r in ranker.rank([AdapterResult("s", rows)], {"query": "disk full"})]
