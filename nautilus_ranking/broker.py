@@ -164,7 +164,12 @@ class Broker:
         }
         errors = [r.error for r in results if r.error is not None]
         warnings = [warning for _, _, warning, _ in raw if warning is not None]
-        data, ranking = self.synthesizer.merge_ranked(results, ctx)
+        cut = None
+        merge_cut = getattr(self.synthesizer, "merge_ranked_cut", None)
+        if merge_cut is not None:  # the ranking, and what its relevance cut left out
+            data, ranking, cut = merge_cut(results, ctx)
+        else:
+            data, ranking = self.synthesizer.merge_ranked(results, ctx)
         budget = None
         if self.max_tokens is not None:  # the rows that fit, in rank order
             scored = bool(self.synthesizer.ranking_enabled)  # a passthrough's are null
@@ -190,6 +195,7 @@ class Broker:
             source_response_hashes=source_hashes,
             sources_warned=warnings,
             budget=budget,
+            cut=cut,
         )
         logger.info(
             "request_served",

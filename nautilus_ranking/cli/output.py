@@ -110,6 +110,11 @@ def answer_text(result: Answer) -> str:
             f"({counted(budget)}), {budget['rows_left_out']} ranked row(s) left out"
             + ("; the first row alone is over it" if budget["first_row_over_budget"] else "")
         )
+    if response.cut is not None:
+        lines.append(
+            f"cut: {response.cut['setting']} left out {response.cut['rows_left_out']} "
+            "ranked row(s) (off is the recommendation: docs/configuration.md)"
+        )
     page = result.page
     if page is not None:
         lines.append(

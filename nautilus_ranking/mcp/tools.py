@@ -230,6 +230,8 @@ def _search_content(result: Answer) -> dict[str, Any]:
     }
     if response.budget is not None:
         out["budget"] = response.budget
+    if response.cut is not None:
+        out["cut"] = response.cut
     if request.explain:
         out["explain"] = result.plan.explain
     return out
@@ -282,6 +284,9 @@ def _search_text(out: dict[str, Any]) -> str:
                 else ""
             )
         )
+    cut = out.get("cut")
+    if cut is not None:
+        lines.append(f"cut: {cut['setting']} left out {cut['rows_left_out']} more result(s)")
     page = out["page"]
     if page is not None:
         lines.append(
@@ -391,6 +396,10 @@ _SEARCH_OUTPUT: dict[str, Any] = {
             "type": "object",
             "description": "with max_tokens: the budget, the "
             "tokens used and how many ranked results were left out",
+        },
+        "cut": {
+            "type": "object",
+            "description": "with cut: the setting and how many ranked results it left out",
         },
         "explain": {"type": "object"},
     },

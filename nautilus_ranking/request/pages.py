@@ -103,7 +103,19 @@ class Paging:
         data: dict[str, list[dict[str, Any]]] = {sid: [] for sid in response.data}
         for ranked in rows:
             data.setdefault(ranked.source_id, []).append(ranked.row)
-        page = replace(response, ranking=rows, data=data, response_hash=compute_response_hash(data))
+        cut_info = response.cut
+        if cut_info is not None:  # of the rows the cut left out, those of this page's ranks
+            kept = len(response.ranking)
+            uncut = kept + int(cut_info["rows_left_out"])
+            in_page = max(0, min(start + self.size, uncut) - max(start, kept))
+            cut_info = {**cut_info, "rows_left_out": in_page}
+        page = replace(
+            response,
+            ranking=rows,
+            data=data,
+            response_hash=compute_response_hash(data),
+            cut=cut_info,
+        )
         following = Paging(self.number + 1, self.size, self.key, data_key)
         info = {
             "number": self.number,
