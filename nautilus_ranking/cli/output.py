@@ -3,7 +3,9 @@ row."""
 
 from __future__ import annotations
 
+import shlex
 import textwrap
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nautilus_ranking.records import SCORE_COMPONENTS, RankedRow
@@ -86,8 +88,24 @@ def counted(budget: dict[str, Any]) -> str:
     return "estimated" if tokenizer in (None, "estimate") else f"exact, {tokenizer}"
 
 
-def answer_text(result: Answer) -> str:
-    """A request's answer as ``nautilus-ranking query`` prints it to a person."""
+def next_command(argv: Sequence[str], cursor: str) -> str:
+    """The command that shows the next page: ``argv`` (a ``query`` command's arguments)
+    with any ``--page``/``--cursor`` replaced by ``--cursor CURSOR``, quoted for a shell."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--page", "--cursor"):
+            skip = True
+        elif not arg.startswith(("--page=", "--cursor=")):
+            kept.append(arg)
+    return shlex.join(["nautilus-ranking", *kept, "--cursor", cursor])
+
+
+def answer_text(result: Answer, argv: Sequence[str] | None = None) -> str:
+    """A request's answer as ``nautilus-ranking query`` prints it to a person; ``argv``
+    (the command's arguments) makes the next page's hint a command that runs as shown."""
     response, ranked = result.response, result.ranked
     applied = result.plan.effective.source_boosts if ranked else {}
     lines = [
@@ -115,10 +133,17 @@ def answer_text(result: Answer) -> str:
             f"cut: {response.cut['setting']} left out {response.cut['rows_left_out']} "
             "ranked row(s) (off is the recommendation: docs/configuration.md)"
         )
+    cursor = result.next_cursor
+    follow = (
+        (f"next: {next_command(argv, cursor)}" if argv is not None else f"next: --cursor {cursor}")
+        if cursor
+        else None
+    )
     page = result.page
     if page is not None:
         lines.append(
-            f"page {page['number']} ({page['size']} rows a page); "
-            + (f"next: --cursor {page['next_cursor']}" if page["next_cursor"] else "no next page")
+            f"page {page['number']} ({page['size']} rows a page); " + (follow or "no next page")
         )
+    elif follow:  # a top K with more rows past it
+        lines.append(f"more rows past these {len(response.ranking)}; {follow}")
     return "\n".join(lines)

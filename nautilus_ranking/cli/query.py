@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), default=json_default))
     else:
-        print(answer_text(result))
+        print(answer_text(result, getattr(args, "argv", None)))
     if all_failed:
         print("nautilus-ranking: every source failed (see the errors above)", file=sys.stderr)
         return 1

@@ -103,7 +103,9 @@ def test_query_json_is_one_object_on_stdout_and_logs_go_to_stderr() -> None:
         "ranking_enabled",
         "synthesizer",
         "vectors_included",
+        "next_cursor",
     }
+    assert response["next_cursor"] is None  # a passthrough: no top K to page past
     assert response["sources_queried"] == ["tickets", "graph", "runbooks", "postmortems"]
     for line in result.stderr.strip().splitlines():
         assert "event" in json.loads(line)  # every log line is a JSON object
@@ -203,7 +205,8 @@ def test_query_table_and_explain() -> None:
     assert lines[0] == f"query: {QUERY}"
     assert "sim" in lines[2] and "idf" in lines[2] and "stage1" in lines[2]
     assert [line.split()[0] for line in lines[3:7]] == ["1", "2", "3", "4"]
-    assert lines[-1].startswith("response_hash: sha256:")
+    assert lines[-2].startswith("response_hash: sha256:")
+    assert lines[-1].startswith("more rows past these 4; next: nautilus-ranking query ")
 
 
 def test_a_failing_source_is_listed_while_the_others_answer(tmp_path: Path) -> None:
