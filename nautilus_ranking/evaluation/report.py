@@ -104,6 +104,10 @@ _CUT_NOTE = (
 )
 
 
+#: How many judged queries docs/eval.md asks for, at least (30–50).
+ENOUGH_QUERIES = 30
+
+
 def _coverage_lines(result: EvalResult) -> list[str]:
     cov = result.coverage
     lines = [
@@ -111,6 +115,12 @@ def _coverage_lines(result: EvalResult) -> list[str]:
         f"judged-relevant (query, document) pairs; recall of the union of every source "
         f"{cov.ceiling_recall:.3f} (no ranking can do better)",
     ]
+    if cov.evaluated < ENOUGH_QUERIES:
+        lines.append(
+            f"warning: {cov.evaluated} judged queries, fewer than docs/eval.md asks for "
+            f"({ENOUGH_QUERIES}–50, enough to see a difference of a few points): the "
+            f"intervals are wide and any recommendation rests on little"
+        )
     if cov.not_returned:
         lines.append(
             f"not returned: {cov.not_returned} judged-relevant pairs no source "
