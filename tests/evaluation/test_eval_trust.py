@@ -157,3 +157,25 @@ def test_the_readme_example_recommends_ranking_on_not_an_unproven_boost(tmp_path
     assert [line for line in lines if not line.startswith("#")] == ["NAUTILUS_RANKING_TOP_K=10"]
     assert not any("also measured better" in line for line in lines)
     assert "warning: 8 judged queries, fewer than docs/eval.md asks for" in run.stderr
+
+
+def test_the_sweep_tables_fit_in_120_columns_unless_wide(tmp_path: Path) -> None:
+    args = notes(tmp_path)
+    (tmp_path / "s.yaml").write_text(
+        "sources:\n"
+        + "".join(
+            f"  - {{id: {sid}, type: sqlite_table, path: {sid}.db, seed: notes.jsonl, "
+            "table: notes, search_columns: [title]}\n"
+            for sid in ("customer_tickets", "knowledge_base", "service_postmortems")
+        )
+    )
+    run = cli(tmp_path, *args, "--sweep")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    tables = lines[lines.index(next(x for x in lines if x.startswith("setting"))) :]
+    tables = tables[: next(i for i, x in enumerate(tables) if x.startswith("# recommendation"))]
+    assert max(len(line) for line in tables) <= 120, max(tables, key=len)
+    assert "share of the top 10, per source:" in tables  # the shares in a table of their own
+    wide = cli(tmp_path, *args, "--sweep", "--wide").stdout.splitlines()
+    head = next(x for x in wide if x.startswith("setting"))
+    assert "customer_tickets share" in head and len(head) > 120
