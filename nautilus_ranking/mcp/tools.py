@@ -317,13 +317,18 @@ def _row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
     return _result_line(_result(row, bool(request.explain), ranked, bool(request.vectors)))
 
 
+#: Fields a row's line leaves out: its id (shown first) and the name of the model that
+#: made its vector (a vector source's rows carry it; it says nothing about the row).
+_NOT_TEXT = frozenset({"id", "embedding_model"})
+
+
 def _line(row: dict[str, Any], width: int = 200) -> str:
     """A row in one line: its id, then its text fields (a model reads the whole line)."""
     ident = row.get("id")
     texts = [
         " ".join(v.split())
         for k, v in row.items()
-        if isinstance(v, str) and k != "id" and v.strip() and v != ident
+        if isinstance(v, str) and k not in _NOT_TEXT and v.strip() and v != ident
     ]
     line = (f"{ident} — " if ident is not None else "") + " | ".join(texts)
     return textwrap.shorten(line, width=width, placeholder="…") if line else "(no text)"
