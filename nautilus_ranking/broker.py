@@ -19,6 +19,7 @@ import asyncio
 import copy
 import time
 import uuid
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,9 @@ logger = get_logger("nautilus_ranking.broker")
 PREPARE_TIMEOUT_S = 300.0
 #: How many dropped rows a warning describes one by one.
 _REASONS_SHOWN = 3
+#: Sources already warned about for rows without an id: once a process, not per request
+#: (a per-request broker shares its sources with the service's).
+_WARNED_WITHOUT_ID: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class Broker:
@@ -159,12 +163,18 @@ class Broker:
         ctx = _request_context(query, context)
         raw = await self._fan_out(query, ctx)
         results = [result for result, _, _, _ in raw]
+        _warn_rows_without_id(self.sources, results)
         source_hashes = {
             result.source_id: raw_hash for result, raw_hash, _, _ in raw if result.error is None
         }
         errors = [r.error for r in results if r.error is not None]
         warnings = [warning for _, _, warning, _ in raw if warning is not None]
-        data, ranking = self.synthesizer.merge_ranked(results, ctx)
+        cut = None
+        merge_cut = getattr(self.synthesizer, "merge_ranked_cut", None)
+        if merge_cut is not None:  # the ranking, and what its relevance cut left out
+            data, ranking, cut = merge_cut(results, ctx)
+        else:
+            data, ranking = self.synthesizer.merge_ranked(results, ctx)
         budget = None
         if self.max_tokens is not None:  # the rows that fit, in rank order
             scored = bool(self.synthesizer.ranking_enabled)  # a passthrough's are null
@@ -190,6 +200,7 @@ class Broker:
             source_response_hashes=source_hashes,
             sources_warned=warnings,
             budget=budget,
+            cut=cut,
         )
         logger.info(
             "request_served",
@@ -310,6 +321,33 @@ class Broker:
             source_id, good, elapsed, ranked=declared_order(source), source_ranks=source_ranks
         )
         return result, raw_hash, warning, texts
+
+
+def _warn_rows_without_id(sources: Sequence[Source], results: Sequence[AdapterResult]) -> None:
+    """One ``source_rows_without_id`` warning for each source (once a process) whose rows
+    come without an ``id``: their id is null in every answer, which ``config`` alone said."""
+    for source, result in zip(sources, results, strict=True):
+        if result.error is not None or not result.rows:
+            continue
+        missing = sum(
+            1 for row in result.rows if not isinstance(row, Mapping) or row.get("id") is None
+        )
+        if not missing:
+            continue
+        try:
+            if source in _WARNED_WITHOUT_ID:
+                continue
+            _WARNED_WITHOUT_ID.add(source)
+        except TypeError:  # a source that cannot be weakly referenced: warned each time
+            pass
+        logger.warning(
+            "source_rows_without_id",
+            source_id=result.source_id,
+            count=missing,
+            rows=len(result.rows),
+            action="their id is null in every answer; set id_field in the sources file "
+            "to the field that holds it (nautilus-ranking config names candidates)",
+        )
 
 
 #: What the broker keeps of one source's call: its result, the hash of its raw rows,

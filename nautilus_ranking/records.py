@@ -254,6 +254,9 @@ class BrokerResponse:
     #: With a token budget: ``max_tokens``, ``tokens_used``, ``rows_left_out`` and
     #: ``first_row_over_budget`` (nautilus_ranking/selection/budget.py); None without one.
     budget: dict[str, Any] | None = None
+    #: With a relevance cut: its ``setting`` and ``rows_left_out``, the rows of the top K
+    #: it left out (nautilus_ranking/selection/cut.py); None without one.
+    cut: dict[str, Any] | None = None
 
     def to_dict(
         self,
@@ -290,6 +293,8 @@ class BrokerResponse:
         }
         if self.budget is not None:  # only under a budget: no key otherwise
             out["budget"] = dict(self.budget)
+        if self.cut is not None:  # only under a cut: no key otherwise
+            out["cut"] = dict(self.cut)
         if vectors is not None:
             out["vectors_included"] = vectors
         if ranking_enabled is not None:

@@ -1,6 +1,6 @@
-"""Test set-up: hypothesis profiles (derandomized under CI); every test starts with no
-NAUTILUS_* variable, no .env in its working directory and the log set-up the suite
-started with."""
+"""Test set-up: hypothesis profiles (derandomized unless exploring is asked for); every
+test starts with no NAUTILUS_* variable, no .env in its working directory and the log
+set-up the suite started with."""
 
 from __future__ import annotations
 
@@ -15,19 +15,22 @@ from hypothesis import settings
 # A real PostgreSQL for the postgres_* sources: one server a session, a database a module.
 from postgres_fixtures import pg_dsn, pg_server  # noqa: F401
 
-# Property tests: random exploration on a developer's machine; under CI (CI=true)
-# the same fixed examples every run, so a red CI is a real regression, never luck.
-# A failure found locally is kept as an @example on its test.
+# Property tests: the same fixed examples every run by default (make test, make
+# test-fast, CI), so a red run is a real regression, never luck. Exploring at random is
+# opt-in: HYPOTHESIS_PROFILE=explore (or NAUTILUS_FUZZ_EXAMPLES, which asks for more
+# examples to explore). A failure found that way is kept as an @example on its test.
 settings.register_profile("ci", derandomize=True, print_blob=True)
-settings.register_profile("dev", print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.register_profile("dev", print_blob=True)  # the former name of "explore"
 settings.load_profile(
-    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+    os.environ.get("HYPOTHESIS_PROFILE")
+    or ("explore" if os.environ.get("NAUTILUS_FUZZ_EXAMPLES") else "ci")
 )
 if settings.default.derandomize:
     # Hypothesis also draws constants from every local module loaded so far, so the
     # examples a property sees would depend on which tests ran before it (and a clean
     # clone drew a batch a developer's run never did). Derandomized, the pool stays empty:
-    # the same examples every run. Exploring (dev) keeps it.
+    # the same examples every run. Exploring keeps it.
     from hypothesis.internal.conjecture import providers as _providers
 
     _providers._get_local_constants = lambda: _providers._local_constants

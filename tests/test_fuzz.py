@@ -2,9 +2,9 @@
 nothing raises, nothing is mutated, the output has the promised size, and the same input
 gives the same bytes — in this process and in another one.
 
-Under CI the examples are derandomized (tests/conftest.py). Explore locally with more:
+By default the examples are derandomized (tests/conftest.py). Explore with more:
 
-    NAUTILUS_FUZZ_EXAMPLES=5000 HYPOTHESIS_PROFILE=dev .venv/bin/pytest tests/test_fuzz.py
+    NAUTILUS_FUZZ_EXAMPLES=5000 .venv/bin/pytest tests/test_fuzz.py
 
 Every failure found that way is kept below as an ``@example``.
 """

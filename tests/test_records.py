@@ -30,7 +30,7 @@ def test_json_fields_why_and_explain_columns_come_from_the_declaration() -> None
     )
     assert row.why() == {name: getattr(row, name) for name in WHY_COMPONENTS}
     assert list(row.explain()) == ["source_id", "score", "rank", "source_rank", "also_from", *NAMES]
-    table = ranked_table([row], explain=True).splitlines()
+    table = ranked_table([row], explain=True, wide=True).splitlines()
     header = table[0].split()
     assert header[3:-1] == [meta["column"] for _, meta in SCORE_COMPONENTS]
     # one legend line per column says what it means

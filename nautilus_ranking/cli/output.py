@@ -3,7 +3,9 @@ row."""
 
 from __future__ import annotations
 
+import shlex
 import textwrap
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nautilus_ranking.records import SCORE_COMPONENTS, RankedRow
@@ -47,12 +49,42 @@ def summarize(row: dict[str, Any], width: int = 72) -> str:
     return textwrap.shorten(line, width=width, placeholder="…") if line else "(no text)"
 
 
-def ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -> str:
+#: The components ``--explain`` shows by default, so a row fits in :data:`WIDTH` columns;
+#: ``--wide`` shows every one (the JSON always carries every one).
+COMPACT = (
+    "similarity",
+    "idf_factor",
+    "content",
+    "evidence",
+    "voters",
+    "relevance",
+    "boost_bump",
+    "unboosted_rank",
+)
+#: The width ``query``'s tables fit in unless ``--wide`` is asked for.
+WIDTH = 120
+#: What "clearly better" means for a boost, in the columns ``--explain`` shows.
+CLEARLY_BETTER = (
+    "a row passes another only when the other's relev. leads its own by less than their "
+    "bumps differ (a bump is at most a share of the batch's relevance spread); a row that "
+    "leads by more is clearly better and stays ahead. relev. counts the sources' votes "
+    "(a rank 1 is worth a whole vote) beside content, so it can lead with a lower sim."
+)
+
+
+def ranked_table(
+    ranking: list[RankedRow], explain: bool, ranked: bool = True, wide: bool = False
+) -> str:
     """The ranking as ``query`` prints it: one line a row; ``explain`` adds the score's
-    components, one column each (declared with :class:`RankedRow`), and a legend."""
+    components, one column each (declared with :class:`RankedRow`), and a legend. The
+    lines fit in :data:`WIDTH` columns, with the main components; ``wide`` shows every
+    component and lets lines run as long as they need."""
+    shown = [
+        (name, meta) for name, meta in SCORE_COMPONENTS if wide or not explain or name in COMPACT
+    ]
     head = f"{'rank':>4}  {'source':<12} {'score':>7}  "
     if explain:
-        head += "".join(f"{meta['column']:>{meta['width']}} " for _, meta in SCORE_COMPONENTS)
+        head += "".join(f"{meta['column']:>{meta['width']}} " for _, meta in shown)
         head += " "
     lines = [head + "row"]
     for r in ranking:
@@ -61,22 +93,34 @@ def ranked_table(ranking: list[RankedRow], explain: bool, ranked: bool = True) -
         if explain:
             line += (
                 "".join(
-                    f"{getattr(r, name):>{meta['width']}{meta['fmt']}} "
-                    for name, meta in SCORE_COMPONENTS
+                    f"{getattr(r, name):>{meta['width']}{meta['fmt']}} " for name, meta in shown
                 )
                 + " "
             )
-        line += summarize(r.row, 60 if explain else 72)
-        if explain and r.also_from:
-            line += "  (also in: " + ", ".join(c.label() for c in r.also_from) + ")"
+        also = (
+            "  (also in: " + ", ".join(c.label() for c in r.also_from) + ")"
+            if explain and r.also_from
+            else ""
+        )
+        room = 60 if wide else max(WIDTH - len(line) - len(also), 20)
+        line += summarize(r.row, room if explain else 72) + also
         lines.append(line)
     if len(lines) == 1:
         lines.append("  (no rows)")
     if explain:
         lines.append("")
-        lines.extend(
-            f"  {meta['column']:<8} {name}: {meta['doc']}" for name, meta in SCORE_COMPONENTS
-        )
+        legend = [(meta["column"], f"{name}: {meta['doc']}") for name, meta in shown]
+        if not wide:
+            hidden = [meta["column"] for name, meta in SCORE_COMPONENTS if name not in COMPACT]
+            legend.append(("--wide", "every component: " + ", ".join(hidden)))
+        legend.append(("boosts", CLEARLY_BETTER))
+        for column, text in legend:
+            entry = f"  {column:<8} {text}"
+            lines.extend(
+                [entry]
+                if wide
+                else textwrap.wrap(entry, WIDTH, subsequent_indent=" " * 11, break_on_hyphens=False)
+            )
     return "\n".join(lines)
 
 
@@ -86,8 +130,25 @@ def counted(budget: dict[str, Any]) -> str:
     return "estimated" if tokenizer in (None, "estimate") else f"exact, {tokenizer}"
 
 
-def answer_text(result: Answer) -> str:
-    """A request's answer as ``nautilus-ranking query`` prints it to a person."""
+def next_command(argv: Sequence[str], cursor: str) -> str:
+    """The command that shows the next page: ``argv`` (a ``query`` command's arguments)
+    with any ``--page``/``--cursor`` replaced by ``--cursor CURSOR``, quoted for a shell."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--page", "--cursor"):
+            skip = True
+        elif not arg.startswith(("--page=", "--cursor=")):
+            kept.append(arg)
+    return shlex.join(["nautilus-ranking", *kept, "--cursor", cursor])
+
+
+def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = False) -> str:
+    """A request's answer as ``nautilus-ranking query`` prints it to a person; ``argv``
+    (the command's arguments) makes the next page's hint a command that runs as shown;
+    ``wide``: every score component under ``explain``, lines as long as they need."""
     response, ranked = result.response, result.ranked
     applied = result.plan.effective.source_boosts if ranked else {}
     lines = [
@@ -97,7 +158,8 @@ def answer_text(result: Answer) -> str:
     ]
     if not ranked:
         lines.append(RANKING_OFF)
-    lines.append(ranked_table(response.ranking, bool(result.request.explain) and ranked, ranked))
+    explain = bool(result.request.explain) and ranked
+    lines.append(ranked_table(response.ranking, explain, ranked, wide))
     lines.extend(
         f"error: {error.source_id}: {error.error_type}: {error.message}"
         for error in response.sources_errored
@@ -110,10 +172,22 @@ def answer_text(result: Answer) -> str:
             f"({counted(budget)}), {budget['rows_left_out']} ranked row(s) left out"
             + ("; the first row alone is over it" if budget["first_row_over_budget"] else "")
         )
+    if response.cut is not None:
+        lines.append(
+            f"cut: {response.cut['setting']} left out {response.cut['rows_left_out']} "
+            "ranked row(s) (off is the recommendation: docs/configuration.md)"
+        )
+    cursor = result.next_cursor
+    follow = (
+        (f"next: {next_command(argv, cursor)}" if argv is not None else f"next: --cursor {cursor}")
+        if cursor
+        else None
+    )
     page = result.page
     if page is not None:
         lines.append(
-            f"page {page['number']} ({page['size']} rows a page); "
-            + (f"next: --cursor {page['next_cursor']}" if page["next_cursor"] else "no next page")
+            f"page {page['number']} ({page['size']} rows a page); " + (follow or "no next page")
         )
+    elif follow:  # a top K with more rows past it
+        lines.append(f"more rows past these {len(response.ranking)}; {follow}")
     return "\n".join(lines)

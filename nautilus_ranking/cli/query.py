@@ -30,6 +30,12 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         action="store_true",
         help="the answer as one JSON object (what POST /v1/query returns)",
     )
+    query.add_argument(
+        "--wide",
+        action="store_true",
+        help="with --explain: every score component, lines as long as they need "
+        "(by default the table fits in 120 columns)",
+    )
     if next((a for a in argv if not a.startswith("-")), None) == "query":
         add_request_flags(query)
     query.set_defaults(run=run)
@@ -124,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), default=json_default))
     else:
-        print(answer_text(result))
+        print(answer_text(result, getattr(args, "argv", None), args.wide))
     if all_failed:
         print("nautilus-ranking: every source failed (see the errors above)", file=sys.stderr)
         return 1

@@ -65,6 +65,12 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         help="print only the recommended NAUTILUS_* lines, a .env fragment "
         "(implies --sweep; --json or --markdown print the whole report)",
     )
+    parser.add_argument(
+        "--wide",
+        action="store_true",
+        help="one table with every column headed in full, lines as long as they need "
+        "(by default the tables fit in 120 columns)",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="one JSON object on stdout")
     output.add_argument("--markdown", action="store_true", help="a markdown table on stdout")
@@ -119,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"nautilus-ranking: {line}", file=sys.stderr)
         text = "\n".join(recommendation_lines(result))
     else:
-        text = text_report(result)
+        text = text_report(result, wide=args.wide)
     if args.plot is not None:
         print(f"plot written to {args.plot}", file=sys.stderr)
     return _emit(text)

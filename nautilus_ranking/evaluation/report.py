@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,13 @@ def _listed(result: EvalResult) -> list[Scored]:
     return shown + result.scored[1:]
 
 
-def _rows(result: EvalResult) -> tuple[list[str], list[list[str]]]:
+def _rows(result: EvalResult, wide: bool = True) -> tuple[list[str], list[list[str]]]:
+    """The sweep's table; ``wide`` heads each column in full (the compact heads of the
+    terminal table are explained by its note)."""
     k = result.k
     head = ["setting", f"nDCG@{k}", f"recall@{k}", "MRR", f"Δ nDCG@{k} [95% CI]"]
-    head += [f"{sid} share" for sid in result.sources]
-    head += [f"others' recall@{k} kept (worst)"]
+    head += [f"{sid} share" if wide else sid for sid in result.sources]
+    head += [f"others' recall@{k} kept (worst)" if wide else "kept (worst)"]
     rows = []
     for entry in _listed(result):
         delta = (
@@ -104,6 +107,10 @@ _CUT_NOTE = (
 )
 
 
+#: How many judged queries docs/eval.md asks for, at least (30–50).
+ENOUGH_QUERIES = 30
+
+
 def _coverage_lines(result: EvalResult) -> list[str]:
     cov = result.coverage
     lines = [
@@ -111,6 +118,12 @@ def _coverage_lines(result: EvalResult) -> list[str]:
         f"judged-relevant (query, document) pairs; recall of the union of every source "
         f"{cov.ceiling_recall:.3f} (no ranking can do better)",
     ]
+    if cov.evaluated < ENOUGH_QUERIES:
+        lines.append(
+            f"warning: {cov.evaluated} judged queries, fewer than docs/eval.md asks for "
+            f"({ENOUGH_QUERIES}–50, enough to see a difference of a few points): the "
+            f"intervals are wide and any recommendation rests on little"
+        )
     if cov.not_returned:
         lines.append(
             f"not returned: {cov.not_returned} judged-relevant pairs no source "
@@ -164,7 +177,42 @@ def coverage_lines(result: EvalResult) -> list[str]:
     return _coverage_lines(result)
 
 
-def text_report(result: EvalResult) -> str:
+#: The width the terminal report's tables fit in, unless ``--wide`` is asked for.
+WIDTH = 120
+
+
+def _table(head: list[str], rows: list[list[str]], last_left: bool = True) -> list[str]:
+    """Columns padded to their widest cell: the first left-aligned, the others right
+    (the last left-aligned when ``last_left``)."""
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    last = len(head) - 1
+    return [
+        "  ".join(
+            c.ljust(w) if i == 0 or (i == last and last_left) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in [head, *rows]
+    ]
+
+
+def _sweep_table(result: EvalResult, wide: bool) -> list[str]:
+    """The sweep's table; unless ``wide``, within :data:`WIDTH` columns: when the share
+    columns do not fit beside the metrics, they follow in a table of their own."""
+    head, rows = _rows(result, wide)
+    table = _table(head, rows)
+    if wide or max(map(len, table)) <= WIDTH:
+        return table
+    n = len(result.sources)
+    metrics = _table(head[:5] + head[5 + n :], [r[:5] + r[5 + n :] for r in rows])
+    shares = _table(
+        ["setting", *head[5 : 5 + n]], [[r[0], *r[5 : 5 + n]] for r in rows], last_left=False
+    )
+    return [*metrics, "", f"share of the top {result.k}, per source:", *shares]
+
+
+def text_report(result: EvalResult, wide: bool = False) -> str:
+    """The report for a terminal: its tables within :data:`WIDTH` columns unless
+    ``wide`` (every column in one table, headed in full)."""
     cov = result.coverage
     lines = [
         f"nautilus-ranking eval: {cov.evaluated} judged queries (queries: {result.queries_format}, "
@@ -173,16 +221,11 @@ def text_report(result: EvalResult) -> str:
         *_coverage_lines(result),
         "",
     ]
-    head, rows = _rows(result)
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    for row in [head, *rows]:
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:-1], widths[1:-1], strict=True)
-        ]
-        lines.append("  ".join([*cells, row[-1]]).rstrip())
+    lines += _sweep_table(result, wide)
     lines.append("")
-    lines.append(
-        f"shares are of the top {result.k}; Δ is paired against the current settings "
+    note = (
+        ("shares are" if wide else "a source's column is its share")
+        + f" of the top {result.k}; Δ is paired against the current settings "
         f"(bootstrap 95% CI, fixed seed); 'kept' = the other sources' recall@{result.k} "
         f"relative to the same ranking without the boost (a recommendation keeps "
         f">= {HIJACK_FLOOR:g})"
@@ -192,10 +235,11 @@ def text_report(result: EvalResult) -> str:
             else ""
         )
     )
+    lines += [note] if wide else textwrap.wrap(note, WIDTH, break_on_hyphens=False)
     if result.cuts:
         head, rows = _cut_rows(result)
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-        lines += ["", _CUT_NOTE]
+        lines += ["", *([_CUT_NOTE] if wide else textwrap.wrap(_CUT_NOTE, WIDTH))]
         lines += [
             "  ".join(
                 [row[0].ljust(widths[0])]

@@ -230,6 +230,8 @@ def _search_content(result: Answer) -> dict[str, Any]:
     }
     if response.budget is not None:
         out["budget"] = response.budget
+    if response.cut is not None:
+        out["cut"] = response.cut
     if request.explain:
         out["explain"] = result.plan.explain
     return out
@@ -282,6 +284,9 @@ def _search_text(out: dict[str, Any]) -> str:
                 else ""
             )
         )
+    cut = out.get("cut")
+    if cut is not None:
+        lines.append(f"cut: {cut['setting']} left out {cut['rows_left_out']} more result(s)")
     page = out["page"]
     if page is not None:
         lines.append(
@@ -312,13 +317,18 @@ def _row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
     return _result_line(_result(row, bool(request.explain), ranked, bool(request.vectors)))
 
 
+#: Fields a row's line leaves out: its id (shown first) and the name of the model that
+#: made its vector (a vector source's rows carry it; it says nothing about the row).
+_NOT_TEXT = frozenset({"id", "embedding_model"})
+
+
 def _line(row: dict[str, Any], width: int = 200) -> str:
     """A row in one line: its id, then its text fields (a model reads the whole line)."""
     ident = row.get("id")
     texts = [
         " ".join(v.split())
         for k, v in row.items()
-        if isinstance(v, str) and k != "id" and v.strip() and v != ident
+        if isinstance(v, str) and k not in _NOT_TEXT and v.strip() and v != ident
     ]
     line = (f"{ident} — " if ident is not None else "") + " | ".join(texts)
     return textwrap.shorten(line, width=width, placeholder="…") if line else "(no text)"
@@ -391,6 +401,10 @@ _SEARCH_OUTPUT: dict[str, Any] = {
             "type": "object",
             "description": "with max_tokens: the budget, the "
             "tokens used and how many ranked results were left out",
+        },
+        "cut": {
+            "type": "object",
+            "description": "with cut: the setting and how many ranked results it left out",
         },
         "explain": {"type": "object"},
     },

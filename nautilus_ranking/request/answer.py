@@ -35,6 +35,8 @@ class Answer:
     plan: Plan
     page: dict[str, Any] | None
     broker_request_id: str
+    #: The next page's cursor when a ranked top K has more rows (None otherwise).
+    next_cursor: str | None = None
 
     @property
     def ranked(self) -> bool:
@@ -60,6 +62,7 @@ class Answer:
         out["synthesizer"] = self.synthesizer
         if self.page is not None:
             out["page"] = self.page
+        out["next_cursor"] = self.next_cursor
         if self.request.explain:
             out["explain"] = self.explain
         return out
@@ -102,6 +105,9 @@ async def answer(
     call = run_plan.broker.arequest(request.query)
     response = await (run(call) if run is not None else call)
     response, page = cut_page(run_plan, response)
+    next_cursor = page["next_cursor"] if page is not None else None
+    if run_plan.paging is not None and not run_plan.paging.asked:
+        page = None  # page 1 of a top K: only its next cursor is shown
     max_tokens = run_plan.effective.ranking_max_tokens
     if max_tokens is not None:  # a page is cut first; the budget keeps what fits of it
         ranked = run_plan.broker.synthesizer.ranking_enabled
@@ -118,7 +124,7 @@ async def answer(
     broker_request_id = response.request_id
     if request_id is not None:
         response.request_id = request_id
-    return Answer(request, response, run_plan, page, broker_request_id)
+    return Answer(request, response, run_plan, page, broker_request_id, next_cursor)
 
 
 def answer_sync(

@@ -14,7 +14,12 @@ query, page size, boosts, idf, sources, embedder: its pages would belong to anot
 ranking) and when the sources' answers changed since its page was made (a row
 added, a source failed or came back: the next page could repeat or skip rows).
 The HTTP API, the MCP tool and ``nautilus-ranking query`` share this module, so a cursor
-made by one is honoured by the others.
+made by one is honoured by the others. A cursor also carries its page size, so a
+request that gives the cursor without ``top_k`` pages on by the same size.
+
+A ranked request with a top K and no page asked is answered as page 1
+(:func:`first_page`): the broker ranks K + 1 rows, so the answer can say whether more
+exist and carry the next page's cursor.
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ class Paging:
     size: int
     key: str
     data_key: str | None = None  # from the cursor: the answers its page was cut from
+    asked: bool = True  # False: page 1 of a top K no page was asked for (first_page)
 
     @property
     def rank_top_k(self) -> int:
@@ -103,7 +109,19 @@ class Paging:
         data: dict[str, list[dict[str, Any]]] = {sid: [] for sid in response.data}
         for ranked in rows:
             data.setdefault(ranked.source_id, []).append(ranked.row)
-        page = replace(response, ranking=rows, data=data, response_hash=compute_response_hash(data))
+        cut_info = response.cut
+        if cut_info is not None:  # of the rows the cut left out, those of this page's ranks
+            kept = len(response.ranking)
+            uncut = kept + int(cut_info["rows_left_out"])
+            in_page = max(0, min(start + self.size, uncut) - max(start, kept))
+            cut_info = {**cut_info, "rows_left_out": in_page}
+        page = replace(
+            response,
+            ranking=rows,
+            data=data,
+            response_hash=compute_response_hash(data),
+            cut=cut_info,
+        )
         following = Paging(self.number + 1, self.size, self.key, data_key)
         info = {
             "number": self.number,
@@ -116,7 +134,7 @@ class Paging:
 
     def cursor(self) -> str:
         """This page's cursor (the data key is that of the page before it)."""
-        body = {"v": _VERSION, "n": self.number, "k": self.key, "d": self.data_key}
+        body = {"v": _VERSION, "n": self.number, "k": self.key, "d": self.data_key, "s": self.size}
         raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -142,6 +160,15 @@ def ranking_key(query: str, settings: NautilusSettings, source_ids: Sequence[str
         if value is not None:
             shape[name] = value
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def first_page(query: str, settings: NautilusSettings, source_ids: Sequence[str]) -> Paging | None:
+    """Page 1 of a ranked top K that no page was asked for (None without a top K): its
+    answer says whether more rows exist and carries the next page's cursor."""
+    size = settings.ranking_top_k
+    if size is None:
+        return None
+    return Paging(1, size, ranking_key(query, settings, source_ids), asked=False)
 
 
 def _data_key(source_hashes: Mapping[str, str]) -> str:
@@ -171,6 +198,10 @@ def paging(
             "one of them: page for a page by number, cursor to continue",
         )
     size = settings.ranking_top_k
+    decoded = _decode(cursor) if cursor is not None else None
+    if size is None and decoded is not None and decoded[3] is not None:
+        size = decoded[3]  # the cursor's own page size: it runs without top_k
+        settings = settings.model_copy(update={"ranking_top_k": size})
     if size is None:
         raise PageError(
             "top_k",
@@ -185,7 +216,14 @@ def paging(
                 "page", cut(page), "not a page number", f"an integer from 1 to {MAX_PAGE}"
             )
         return Paging(page, size, key)
-    number, made_for, data_key = _decode(cursor)
+    number, made_for, data_key, made_size = decoded if decoded is not None else _decode(cursor)
+    if made_size is not None and made_size != size:
+        raise PageError(
+            "cursor",
+            cut(cursor),
+            f"made for pages of {made_size} rows, not {size} (top_k)",
+            f"top_k {made_size}, or none in the request (the cursor's own size)",
+        )
     if made_for != key:
         raise PageError(
             "cursor",
@@ -197,7 +235,9 @@ def paging(
     return Paging(number, size, key, data_key)
 
 
-def _decode(cursor: object) -> tuple[int, str, str | None]:
+def _decode(cursor: object) -> tuple[int, str, str | None, int | None]:
+    """A cursor's page number, ranking key, data key and page size (None in a cursor
+    made before cursors carried it)."""
     bad = PageError(
         "cursor",
         cut(cursor),
@@ -218,13 +258,15 @@ def _decode(cursor: object) -> tuple[int, str, str | None]:
         raise bad from None
     if not isinstance(body, dict) or body.get("v") != _VERSION:
         raise bad
-    number, key, data_key = body.get("n"), body.get("k"), body.get("d")
+    number, key, data_key, size = body.get("n"), body.get("k"), body.get("d"), body.get("s")
     if (
         isinstance(number, bool)
         or not isinstance(number, int)
         or not 2 <= number <= MAX_PAGE
         or not isinstance(key, str)
         or not isinstance(data_key, str)
+        or (size is not None and (isinstance(size, bool) or not isinstance(size, int)))
+        or (size is not None and not 1 <= size <= 10**18)
     ):
         raise bad
-    return number, key, data_key
+    return number, key, data_key, size

@@ -21,7 +21,7 @@ from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.request.errors import ProblemError, invalid
 from nautilus_ranking.request.model import QueryRequest, arg_of
-from nautilus_ranking.request.pages import PageError, Paging, paging
+from nautilus_ranking.request.pages import PageError, Paging, first_page, paging
 from nautilus_ranking.settings_parsing import (
     parse_bool,
     parse_diversity,
@@ -118,15 +118,23 @@ def plan(
     pages = None
     if not problems:
         try:
+            # A cursor without a top_k in the request pages by its own size, whatever
+            # NAUTILUS_RANKING_TOP_K says: the next page of the answer it came from.
+            by_cursor = request.cursor is not None and request.top_k is None
             pages = paging(
                 request.query,
-                effective,
+                effective.model_copy(update={"ranking_top_k": None}) if by_cursor else effective,
                 [s.id for s in chosen],
                 page=request.page,
                 cursor=request.cursor,
             )
         except PageError as exc:
             problems.append(exc.problem)
+        if pages is not None and effective.ranking_top_k != pages.size:  # the cursor's size
+            effective = effective.model_copy(update={"ranking_top_k": pages.size})
+        if pages is None and request.page is None and request.cursor is None:
+            # a top K is page 1: its answer says whether more rows exist
+            pages = first_page(request.query, effective, [s.id for s in chosen])
     if problems:
         raise invalid(problems)
     explain = {
@@ -142,7 +150,7 @@ def plan(
         "max_per_source": effective.ranking_max_per_source,
         "overrides": [name for name in OVERRIDES if getattr(request, name) is not None],
     }
-    if pages is not None:
+    if pages is not None and pages.asked:
         explain["page"] = pages.number
     # The budget is the core's to apply (to the page, counted as each way in hands rows
     # over): the broker that runs the request has none of its own.
@@ -154,7 +162,8 @@ def plan(
     elif set(update) - {"ranking_max_tokens"}:
         synthesizer = synthesizer_for(effective, embedder)
     explain["synthesizer"] = type(synthesizer).__name__
-    return Plan(Broker(chosen, synthesizer, broker.limit), effective, explain, pages)
+    run = Broker(chosen, synthesizer, broker.limit, prepare_timeout_s=broker.prepare_timeout_s)
+    return Plan(run, effective, explain, pages)
 
 
 def cut_page(

@@ -93,8 +93,14 @@ def row_key(source: str, row_id: Any, row: Mapping[str, Any]) -> str:
 
 def row_text(row: Mapping[str, Any]) -> str:
     """A row's text for a model to read: its string fields, one a line (the id left
-    out, it is in the metadata)."""
-    parts = [v for k, v in row.items() if isinstance(v, str) and k != "id" and k not in _HIDDEN]
+    out, it is in the metadata; so is the source's ``id_field``, whose value ``id``
+    repeats)."""
+    ident = row.get("id")
+    parts = [
+        v
+        for k, v in row.items()
+        if isinstance(v, str) and k != "id" and k not in _HIDDEN and v != ident
+    ]
     return "\n".join(parts) or str(row.get("id", ""))
 
 

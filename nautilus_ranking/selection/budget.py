@@ -9,6 +9,13 @@ flagged when it alone is over the budget (an agent gets the best row whole rathe
 than nothing). What frames the rows (brackets, separators, the response's other
 fields) is not counted.
 
+Skip-and-continue was measured against stopping at the first row that does not fit on
+the shared collections (``python -m benchmarks.budget_rule``): it hands over at least
+as many relevant rows at every budget, and the same or a better nDCG@10 (its list is
+the other's with rows after it). But a row with no relevance (no content match and no
+source vote: ``relevance`` 0) never takes the place of a relevant row the budget
+skipped: once a relevant row has been skipped, rows without relevance are left out too.
+
 :func:`entry_text` is the default text of one ranked row: its ranking entry as the
 response carries it (lean: source, id, rank, score and copies; every score component
 only with ``explain``) with the row under ``row``, as canonical JSON.
@@ -57,8 +64,12 @@ class BudgetResult:
         }
 
 
-def fit_counts(counts: Sequence[int], max_tokens: int) -> BudgetResult:
-    """:func:`fit_budget` on the rows' token counts."""
+def fit_counts(
+    counts: Sequence[int], max_tokens: int, relevant: Sequence[bool] | None = None
+) -> BudgetResult:
+    """:func:`fit_budget` on the rows' token counts. ``relevant`` says which rows have
+    any relevance (None: all of them); after a relevant row is skipped, a row without
+    relevance is never handed over in its place."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
     if not counts:
@@ -68,11 +79,15 @@ def fit_counts(counts: Sequence[int], max_tokens: int) -> BudgetResult:
         return BudgetResult(max_tokens, (0,), first, len(counts) - 1, True)
     kept = [0]
     used = first
+    skipped_relevant = False
     for i in range(1, len(counts)):
         cost = counts[i]
-        if used + cost <= max_tokens:
+        has_relevance = relevant is None or relevant[i]
+        if used + cost <= max_tokens and (has_relevance or not skipped_relevant):
             kept.append(i)
             used += cost
+        elif has_relevance:
+            skipped_relevant = True
     return BudgetResult(max_tokens, tuple(kept), used, len(counts) - len(kept), False)
 
 
@@ -125,11 +140,14 @@ def apply_budget(
     each row counted as ``text(row)`` (default :func:`entry_text`; a transport passes
     the text it hands over), and what the budget did.
 
-    Every source keeps its key in ``data`` (an empty list when none of its rows fit),
+    A row without relevance is not handed over in place of a relevant row that did not
+    fit (a passthrough's rows all count alike). Every source keeps its key in ``data``
+    (an empty list when none of its rows fit),
     its rows in rank order; the kept rows keep their ``rank``, so a gap shows where a
     row was skipped (and the text counted is the text handed over).
     """
-    result = fit_budget([text(r) for r in ranking], max_tokens, exact)
+    counts = count_tokens([text(r) for r in ranking], exact)
+    result = fit_counts(counts, max_tokens, [r.relevance > 0 for r in ranking])
     kept = [ranking[i] for i in result.kept]
     out: dict[str, list[dict[str, Any]]] = {sid: [] for sid in data}
     for ranked in kept:

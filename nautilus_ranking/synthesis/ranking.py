@@ -203,8 +203,27 @@ class RankingSynthesizer:
         results: list[AdapterResult],
         context: Mapping[str, Any] | None = None,
     ) -> tuple[dict[str, list[dict[str, Any]]], list[RankedRow]]:
-        """``merge`` and ``rank`` from one pass (what the broker calls)."""
+        """``merge`` and ``rank`` from one pass."""
+        data, ranked, _ = self.merge_ranked_cut(results, context)
+        return data, ranked
+
+    def merge_ranked_cut(
+        self,
+        results: list[AdapterResult],
+        context: Mapping[str, Any] | None = None,
+    ) -> tuple[dict[str, list[dict[str, Any]]], list[RankedRow], dict[str, Any] | None]:
+        """:meth:`merge_ranked`, and what the relevance cut did (what the broker calls):
+        ``{"setting": "gap:0.1", "rows_left_out": n}``, the rows of the top K it left
+        out; None without a cut."""
         ranked = self._rank(results, context)
+        cut_info = None
+        if self.cut is not None:  # where relevance falls away: a prefix, never empty
+            left_out = 0
+            if ranked is not None:  # (a passthrough has no relevance to cut by)
+                kept = relevance_cut(ranked, self.cut)
+                left_out = len(ranked) - kept
+                del ranked[kept:]
+            cut_info = {"setting": str(self.cut), "rows_left_out": left_out}
         if ranked is None:
             candidates = flatten(results, None)
             passthrough = [
@@ -218,13 +237,13 @@ class RankingSynthesizer:
                     )
                 )
             ]
-            return BasicSynthesizer().merge(results), passthrough
+            return BasicSynthesizer().merge(results), passthrough, cut_info
         merged: dict[str, list[dict[str, Any]]] = {
             r.source_id: [] for r in results if r.error is None
         }
         for ranked_row in ranked:
             merged[ranked_row.source_id].append(ranked_row.row)
-        return merged, ranked
+        return merged, ranked, cut_info
 
     # --- the pass ----------------------------------------------------------------------
 
@@ -447,10 +466,7 @@ class RankingSynthesizer:
                 texts_of,
                 batch if batch is not None and batch.n_texts == n else None,
             )
-        ranked = select(sub, scores, limit, spread)
-        if self.cut is not None:  # where relevance falls away: a prefix, never empty
-            del ranked[relevance_cut(ranked, self.cut) :]
-        return ranked
+        return select(sub, scores, limit, spread)
 
     def _documents(
         self, cands: Candidates, texts: list[str] | None, batch: TokenBatch | None

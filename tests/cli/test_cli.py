@@ -103,7 +103,9 @@ def test_query_json_is_one_object_on_stdout_and_logs_go_to_stderr() -> None:
         "ranking_enabled",
         "synthesizer",
         "vectors_included",
+        "next_cursor",
     }
+    assert response["next_cursor"] is None  # a passthrough: no top K to page past
     assert response["sources_queried"] == ["tickets", "graph", "runbooks", "postmortems"]
     for line in result.stderr.strip().splitlines():
         assert "event" in json.loads(line)  # every log line is a JSON object
@@ -179,7 +181,7 @@ def test_explain_shows_the_place_without_the_boost() -> None:
     result = run("query", QUERY, "--top-k", "6", "--explain", "--boost", "graph:high")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    head = next(line for line in lines if "stage1" in line)
+    head = next(line for line in lines if "relev." in line)
     assert "unb." in head.split()
     column = head.split().index("unb.")
     rows = lines[lines.index(head) + 1 : lines.index(head) + 7]
@@ -210,9 +212,20 @@ def test_query_table_and_explain() -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"query: {QUERY}"
-    assert "sim" in lines[2] and "idf" in lines[2] and "stage1" in lines[2]
+    assert "sim" in lines[2] and "idf" in lines[2] and "relev." in lines[2]
+    assert "stage1" not in lines[2]  # with --wide
     assert [line.split()[0] for line in lines[3:7]] == ["1", "2", "3", "4"]
-    assert lines[-1].startswith("response_hash: sha256:")
+    assert lines[-2].startswith("response_hash: sha256:")
+    assert lines[-1].startswith("more rows past these 4; next: nautilus-ranking query ")
+    # the table and its legend fit a 120-column terminal; what "clearly better" means
+    assert max(len(line) for line in lines[:-2]) <= 120
+    legend = " ".join(" ".join(lines[8:-2]).split())
+    assert "leads its own by less than their bumps differ" in legend
+    assert "so it can lead with a lower sim" in legend
+    wide = run("query", QUERY, "--top-k", "4", "--explain", "--idf", "--wide").stdout
+    head = wide.splitlines()[2]
+    assert "stage1" in head and "c.rank" in head and "unrank." in head
+    assert max(len(line) for line in wide.splitlines()) > 120
 
 
 def test_a_failing_source_is_listed_while_the_others_answer(tmp_path: Path) -> None:

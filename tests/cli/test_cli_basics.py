@@ -59,6 +59,27 @@ def test_help_is_plain_text_and_names_every_command() -> None:
     assert "--config" in run("serve", "--help").stdout
 
 
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    for command in ("config", "query", "sources", "load", "serve", "mcp", "demo", "eval"):
+        text = run(command, "--help").stdout.split("options:", 1)[1]
+        entries = [line.strip() for line in text.splitlines() if line.startswith("  -")]
+        silent = [entry for entry in entries if len(entry.split("  ")) < 2]
+        # an option whose text starts on the next line is said there
+        lines = text.splitlines()
+        silent = [
+            e
+            for e in silent
+            if not any(
+                line.strip() == e
+                and i + 1 < len(lines)
+                and lines[i + 1].startswith(" " * 10)
+                and not lines[i + 1].strip().startswith("-")
+                for i, line in enumerate(lines)
+            )
+        ]
+        assert silent == [], (command, silent)
+
+
 def test_a_query_prints_results_and_no_log_lines_by_default() -> None:
     result = run("query", "orders-db disk full", "--top-k", "3")
     assert result.returncode == 0, result.stderr

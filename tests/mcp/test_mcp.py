@@ -203,6 +203,9 @@ async def check_pages(client: Client) -> None:
     assert seen == whole and len(whole) == 9
     other = await client.call_tool("search", {"query": QUERY, "top_k": 4, "cursor": cursor})
     assert other.is_error and other.structured_content["error"]["field"] == "cursor"
+    assert "made for pages of 3 rows, not 4" in text(other)
+    other = await client.call_tool("search", {"query": "another", "cursor": cursor})
+    assert other.is_error and other.structured_content["error"]["field"] == "cursor"
     assert "another query or other settings" in text(other)
 
 

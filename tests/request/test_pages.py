@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,8 +109,13 @@ def test_a_cursor_is_refused_for_other_settings_and_when_malformed() -> None:
     assert first is not None
     cursor = type(first)(2, 3, first.key, "data").cursor()
     assert paging(QUERY, settings, ["a", "b"], cursor=cursor) is not None
+    with pytest.raises(PageError, match="made for pages of 3 rows, not 4") as refused:
+        paging(QUERY, settings.model_copy(update={"ranking_top_k": 4}), ["a", "b"], cursor=cursor)
+    assert refused.value.field == "cursor" and not refused.value.stale
+    # without a page size of its own, a request pages by the cursor's
+    unsized = paging(QUERY, NautilusSettings(), ["a", "b"], cursor=cursor)
+    assert unsized is not None and (unsized.number, unsized.size) == (2, 3)
     for query, changed, ids in (
-        (QUERY, {"ranking_top_k": 4}, ["a", "b"]),
         (QUERY, {"ranking_idf": True}, ["a", "b"]),
         (QUERY, {"source_boosts": {"a": "high"}}, ["a", "b"]),
         (QUERY, {}, ["a"]),
@@ -153,10 +159,11 @@ def test_cli_pages_by_number_and_by_cursor_concatenate_to_the_top_3k() -> None:
         cursor = body["page"]["next_cursor"]
     assert seen == whole and len(whole) == 9 and firsts == [1, 4, 7]
     table = run("--top-k", "3", "--cursor", cursor)
-    assert table.returncode == 0 and "page 4 (3 rows a page); next: --cursor " in table.stdout
+    assert table.returncode == 0
+    assert "page 4 (3 rows a page); next: nautilus-ranking query " in table.stdout
     refused = run("--top-k", "5", "--cursor", cursor)
     assert refused.returncode == 2
-    assert "cursor: " in refused.stderr and "another query or other settings" in refused.stderr
+    assert "cursor: " in refused.stderr and "made for pages of 3 rows, not 5" in refused.stderr
     assert "Traceback" not in refused.stderr
     unsized = run("--page", "2")
     assert unsized.returncode == 2 and "paging needs a page size" in unsized.stderr
@@ -196,8 +203,10 @@ def test_http_pages_concatenate_and_bad_cursors_are_422(server: Server) -> None:
         body = {"query": QUERY, "cursor": page["page"]["next_cursor"]}
     assert seen == whole and len(whole) == 9
     assert "page" not in post(server, {"query": QUERY}).json()
+    sized = post(server, {**body, "top_k": 4})
+    assert sized.status_code == 422 and sized.json()["field"] == "cursor"
+    assert "made for pages of 3 rows, not 4" in sized.json()["detail"]
     for changed in (
-        {"top_k": 4},
         {"idf": False},
         {"boosts": {"graph": "high"}},
         {"sources": ["graph", "tickets"]},
@@ -243,3 +252,47 @@ def test_http_honours_a_cli_cursor_and_refuses_one_whose_data_moved(
     assert problem["type"] == "urn:nautilus:problem:cursor-stale"
     assert "answers changed since this cursor was made" in problem["detail"]
     assert problem["valid"] == "no cursor: ask for the first page again"
+
+
+def test_a_top_k_says_more_rows_exist_and_the_hint_runs_as_printed() -> None:
+    shown = run("--top-k", "3", "--boost", "runbooks:high")
+    assert shown.returncode == 0, shown.stderr
+    last = shown.stdout.splitlines()[-1]
+    assert last.startswith("more rows past these 3; next: nautilus-ranking query ")
+    command = shlex.split(last.split("next: ", 1)[1])
+    assert command[:2] == ["nautilus-ranking", "query"] and "--cursor" in command
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
+    base["NAUTILUS_RANKING_IDF"] = "true"
+    for env in ({}, {"NAUTILUS_RANKING_TOP_K": "7"}):  # as printed, whatever the shell's K
+        follow = subprocess.run(
+            [NAUTILUS, *command[1:]], capture_output=True, text=True, timeout=120, env=base | env
+        )
+        assert follow.returncode == 0, follow.stderr
+        assert "page 2 (3 rows a page); next: nautilus-ranking query " in follow.stdout
+    whole = json.loads(run("--top-k", "6", "--boost", "runbooks:high", "--json").stdout)
+    second = json.loads(
+        subprocess.run(
+            [NAUTILUS, *command[1:], "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=base,
+        ).stdout
+    )
+    assert [e["rank"] for e in second["ranking"]] == [4, 5, 6]
+    assert [e["id"] for e in second["ranking"]] == [e["id"] for e in whole["ranking"][3:]]
+
+
+def test_every_ranked_json_answer_with_a_top_k_carries_next_cursor() -> None:
+    more = json.loads(run("--top-k", "3", "--json").stdout)
+    assert "page" not in more and isinstance(more["next_cursor"], str)
+    following = json.loads(run("--cursor", more["next_cursor"], "--json").stdout)
+    assert following["page"]["number"] == 2 and following["page"]["first_rank"] == 4
+    everything = json.loads(run("--top-k", "1000", "--json").stdout)
+    assert everything["next_cursor"] is None
+    passthrough = json.loads(run("--json", env={"NAUTILUS_RANKING_IDF": "false"}).stdout)
+    assert passthrough["ranking_enabled"] is False and passthrough["next_cursor"] is None
+    # the first page is the top K as it was: the same rows as --page 1
+    paged = json.loads(run("--top-k", "3", "--page", "1", "--json").stdout)
+    assert paged["ranking"] == more["ranking"] and paged["next_cursor"] == more["next_cursor"]

@@ -14,11 +14,13 @@ from hypothesis import strategies as st
 from nautilus_ranking.records import RankedRow
 from nautilus_ranking.selection import (
     BudgetResult,
+    apply_budget,
     entry_text,
     fit_budget,
     fit_counts,
     ranking_entry,
 )
+from nautilus_ranking.selection.tokens import count_tokens
 
 
 def reference(counts: list[int], max_tokens: int) -> tuple[list[int], int]:
@@ -104,6 +106,43 @@ def test_rows_are_counted_as_serialised_and_never_exceed_the_budget() -> None:
         if not result.over_budget_first:
             assert result.tokens_used <= max_tokens
     assert fit_budget(texts, 10**6).kept == tuple(range(30))
+
+
+def test_a_row_without_relevance_never_takes_a_skipped_relevant_rows_place() -> None:
+    # budget 10: row 0 (4) fits; row 1 (7, relevant) does not (11); row 2 (3, relevant)
+    # fits (7); row 3 (3) would fit (10) but has no relevance and row 1 was skipped
+    result = fit_counts([4, 7, 3, 3], 10, [True, True, True, False])
+    assert result == BudgetResult(10, (0, 2), 4 + 3, 2, False)
+    # nothing relevant skipped: a row without relevance is handed over when it fits
+    assert fit_counts([4, 3, 3], 10, [True, True, False]).kept == (0, 1, 2)
+    # a row without relevance that did not fit takes no one's place either
+    assert fit_counts([4, 9, 3], 10, [True, False, False]).kept == (0, 2)
+
+
+def test_the_budget_of_a_ranking_leaves_out_a_row_of_no_relevance_after_a_skip() -> None:
+    # The reproduction: the best answer (rank 2) is long; rank 3 has no content match
+    # and no source vote (relevance 0) and is short. Before, it was handed over in rank
+    # 2's place.
+    answer = RankedRow(
+        "wiki", {"id": "w1", "text": "count short " * 60}, 0.03, 2, 1, relevance=0.03
+    )
+    nothing = RankedRow("tickets", {"id": "t9", "text": "x"}, 0.0, 3, 7)
+    first = _ranked(0, "oxycodone count short at handover")
+    ranking = [first, answer, nothing]
+    data = {"docs": [first.row], "wiki": [answer.row], "tickets": [nothing.row]}
+    costs = count_tokens([entry_text(r) for r in ranking], exact=False)
+    budget = costs[0] + costs[2]  # the first and the short one fit, not w1
+    assert costs[1] > costs[2]
+    out, kept, result = apply_budget(data, ranking, budget, exact=False)
+    assert [r.row["id"] for r in kept] == ["d0"]
+    assert out == {"docs": [first.row], "wiki": [], "tickets": []}
+    assert result.left_out == 2
+    # a passthrough (no row has relevance) keeps skip-and-continue as it was
+    plain = [RankedRow(r.source_id, r.row, 0.0, r.rank, r.source_rank) for r in ranking]
+    assert [r.row["id"] for r in apply_budget(data, plain, budget, exact=False)[1]] == [
+        "d0",
+        "t9",
+    ]
 
 
 def test_the_estimate_is_used_when_asked() -> None:

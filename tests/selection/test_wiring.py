@@ -177,3 +177,50 @@ def test_the_ranker_refuses_a_bad_cut() -> None:
 def test_from_settings_takes_the_cut() -> None:
     ranker = RankingSynthesizer.from_settings(NautilusSettings(ranking_cut="floor:0.6"))
     assert ranker.cut == RelevanceCut("floor", 0.6)
+
+
+def test_a_cut_says_how_many_rows_of_the_top_k_it_left_out() -> None:
+    context = {"query": "orders disk full"}
+    uncut = RankingSynthesizer(top_k=10, idf=True).rank(_results(), context)
+    ranker = RankingSynthesizer(top_k=10, idf=True, cut="relative:0.8")
+    data, ranking, cut = ranker.merge_ranked_cut(_results(), context)
+    assert sum(map(len, data.values())) == len(ranking)
+    assert cut == {"setting": "relative:0.8", "rows_left_out": len(uncut) - len(ranking)}
+    assert cut["rows_left_out"] > 0
+    sources = [FakeSource(r.source_id, r.rows) for r in _results()]
+    response = Broker(sources, ranker).request("orders disk full")
+    plain = Broker(sources, RankingSynthesizer(top_k=10, idf=True)).request("orders disk full")
+    # shaped like the budget: the setting, the rows left out
+    assert response.to_dict()["cut"] == {
+        "setting": "relative:0.8",
+        "rows_left_out": len(plain.ranking) - len(response.ranking),
+    }
+    assert "cut" not in plain.to_dict()
+
+
+def test_the_cli_says_what_the_cut_left_out_in_text_and_json() -> None:
+    env = {"NAUTILUS_RANKING_TOP_K": "10", "NAUTILUS_RANKING_CUT": "relative:0.9"}
+    out = query_json(env)
+    full = query_json({"NAUTILUS_RANKING_TOP_K": "10"})
+    assert out["cut"] == {
+        "setting": "relative:0.9",
+        "rows_left_out": len(full["ranking"]) - len(out["ranking"]),
+    }
+    assert out["cut"]["rows_left_out"] > 0
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
+    text = subprocess.run(
+        [NAUTILUS, "query", QUERY, "--top-k", "10", "--cut", "relative:0.9"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=base,
+        check=True,
+    ).stdout
+    left_out = out["cut"]["rows_left_out"]
+    assert f"cut: relative:0.9 left out {left_out} ranked row(s)" in text
+    assert "off is the recommendation" in text
+    helped = subprocess.run(
+        [NAUTILUS, "query", "--help"], capture_output=True, text=True, env=base, check=True
+    ).stdout
+    assert "Off is the recommendation" in " ".join(helped.split())

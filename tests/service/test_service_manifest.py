@@ -189,3 +189,27 @@ def test_an_unusable_manifest_is_one_clear_line(
     assert status == 1 and message in err and "Traceback" not in err
     status, _, err = inproc(capsys, "--env-file", str(tmp_path / "none.env"))
     assert status == 1 and "--env-file" in err
+
+
+def test_a_container_path_in_nautilus_config_suggests_config(tmp_path: Path) -> None:
+    manifest = tmp_path / "deployment.yaml"
+    manifest.write_text(
+        K8S.read_text().replace(
+            '            - {name: NAUTILUS_CONFIG_STRICT, value: "true"}',
+            '            - {name: NAUTILUS_CONFIG_STRICT, value: "true"}\n'
+            "            - {name: NAUTILUS_CONFIG, value: /etc/nautilus/nautilus.yaml}",
+        )
+    )
+    assert "/etc/nautilus/nautilus.yaml" in manifest.read_text()
+    result = config("--strict", "--manifest", str(manifest))
+    assert result.returncode == 1
+    assert "cannot read sources config /etc/nautilus/nautilus.yaml" in result.stderr
+    assert "a path inside the container: pass --config with your copy of that file" in (
+        result.stderr
+    )
+    # on a non-terminal (a pipe, here) each problem is said once, not also as a log line
+    assert result.stderr.count("/etc/nautilus/nautilus.yaml") == 2  # the path, then the hint
+    assert '"event"' not in result.stderr
+    demo = ROOT / "nautilus_ranking" / "demo" / "nautilus.yaml"
+    given = config("--strict", "--manifest", str(manifest), "--config", str(demo))
+    assert given.returncode == 0, given.stderr

@@ -130,3 +130,34 @@ def test_row_key_names_a_row_by_its_id_else_by_its_content() -> None:
     one = row_key("kb", None, {"title": "x", "similarity": 0.9, "bm25": -3.0})
     assert one == row_key("kb", None, {"title": "x", "similarity": 0.1})  # per-query fields
     assert one != row_key("kb", None, {"title": "y"})
+
+
+def test_a_langchain_document_leaves_out_the_id_whatever_its_field(tmp_path: Path) -> None:
+    from nautilus_ranking.retrievers.langchain import NautilusRetriever
+
+    path = sources(tmp_path, "sqlite_table", "key")
+    with Broker.from_config(path) as broker:
+        docs = NautilusRetriever(broker=broker).invoke("disk orders")
+    assert sorted(d.metadata["id"] for d in docs) == ["INC-7", "INC-9"]
+    for doc in docs:
+        assert not doc.page_content.startswith("INC-"), doc.page_content
+        assert doc.metadata["id"] not in doc.page_content.splitlines()
+        assert doc.page_content.splitlines()[0] in {i["title"] for i in INCIDENTS}
+
+
+def test_rows_without_an_id_are_warned_about_at_query_time(tmp_path: Path) -> None:
+    from structlog.testing import capture_logs
+
+    path = sources(tmp_path, "sqlite_table", None)  # the rows' id is under "key"
+    with Broker.from_config(path) as broker, capture_logs() as logs:
+        broker.request("disk orders")
+        broker.request("orders replica")  # once a source, not once a request
+    warned = [e for e in logs if e["event"] == "source_rows_without_id"]
+    assert len(warned) == 1, logs
+    assert warned[0]["source_id"] == "incidents" and "id_field" in warned[0]["action"]
+    assert warned[0]["count"] == warned[0]["rows"] > 0
+    query = cli(tmp_path, "query", "disk orders", "--config", str(path))
+    assert query.returncode == 0 and "source_rows_without_id" in query.stderr
+    keyed = sources(tmp_path, "sqlite_table", "key")
+    quiet = cli(tmp_path, "query", "disk orders", "--config", str(keyed))
+    assert quiet.returncode == 0 and "source_rows_without_id" not in quiet.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -113,13 +114,32 @@ def test_a_postgres_source_without_the_extra_names_it(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_demo_postgres_answers_from_a_real_postgres() -> None:
+def test_demo_postgres_answers_from_a_real_postgres(pg_dsn: str) -> None:
     result = run("demo", "--postgres", "--top-k", "3", timeout=300)
     assert result.returncode == 0, result.stderr
     assert "PostgreSQL 18" in result.stdout
     assert "runbooks: PostgreSQL full text, postmortems: pgvector" in result.stdout
     assert result.stdout.count("query: ") == 3 and "error:" not in result.stdout
     assert "RB-01 PostgreSQL disk almost full" in result.stdout  # a row served by postgres_fts
+    # It ends with commands for the same demo on a PostgreSQL that stays up (its own
+    # server is gone): they run as printed, here against the tests' server.
+    lines = result.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Try it on a PostgreSQL"))
+    export, load, query = (line.strip() for line in lines[start + 1 :])
+    assert export.startswith('export DEMO_DSN="$(') and "cleanup_mode=None" in export
+    assert "nautilus-postgres.yaml" in load and "nautilus-postgres.yaml" in query
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env |= {"NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"], "DEMO_DSN": pg_dsn}
+    outputs = []
+    for command in (load, query):
+        done = subprocess.run(
+            shlex.split(command), capture_output=True, text=True, timeout=300, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert "error:" not in done.stdout  # every source answered, postgres ones too
+        outputs.append(done.stdout)
+    assert "runbooks (postgres_fts):" in outputs[0] and "postmortems (pgvector):" in outputs[0]
+    assert outputs[1].startswith("query: orders-db replication lag")
 
 
 def test_config_lists_the_sources_with_their_dsn_masked(tmp_path: Path) -> None:
