@@ -19,8 +19,6 @@ the machine's cores, so compare the numbers within a run.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,7 +31,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from tools.servers import free_port
+from tools.servers import running
 
 HOSTILE_CUT = "relative:" + "1" * 16_000 + "x"
 HOSTILE_CLIENTS = 3
@@ -53,41 +51,11 @@ def mcp_call(arguments: dict[str, object], n: int) -> dict[str, object]:
 
 @contextmanager
 def server(command: str, kind: str, folder: Path) -> Iterator[str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    env.update(NAUTILUS_DATA_DIR=str(folder / "data"), NAUTILUS_LOG_LEVEL="warning")
-    args = ["serve"] if kind == "serve" else ["mcp", "--transport", "http"]
-    log = (folder / f"{kind}.log").open("w")
-    process = subprocess.Popen(
-        [command, *args, "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        cwd=folder,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"{kind} exited {process.returncode}")
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{kind} not up after 120 s")
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-        log.close()
+    """``serve`` or ``mcp --transport http`` of ``command``, up on a free loopback port."""
+    subcommand = ("serve",) if kind == "serve" else ("mcp", "--transport", "http")
+    settings = {"NAUTILUS_LOG_LEVEL": "warning"}
+    with running(folder, settings, subcommand=subcommand, program=command) as srv:
+        yield srv.url
 
 
 def loop(until: float, send: Callable[[httpx.Client, int], str], out: Counter[str]) -> None:

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,9 +53,12 @@ def running(
     env: Mapping[str, str] | None = None,
     workers: int = 1,
     launcher: list[str] | None = None,
+    subcommand: Sequence[str] = ("serve",),
+    program: str = NAUTILUS,
 ) -> Iterator[Server]:
     """A server with only ``env``'s NAUTILUS_* settings (plus a private data dir),
-    ready (``/healthz`` answers) when entered, stopped when left."""
+    ready (``/healthz`` answers) when entered, stopped when left. ``subcommand`` may be
+    ``("mcp", "--transport", "http")``; ``program`` another checkout's command."""
     port = free_port()
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base.pop("PROMETHEUS_MULTIPROC_DIR", None)
@@ -65,11 +68,13 @@ def running(
         "NAUTILUS_LOG_FORMAT": "json",
         **(env or {}),
     }
-    args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+    args = [*subcommand, "--host", "127.0.0.1", "--port", str(port)]
+    if tuple(subcommand) == ("serve",):
+        args += ["--workers", str(workers)]
     command = (
         [sys.executable, SLOW_SERVE, *launcher, "--", *args]
         if launcher is not None
-        else [NAUTILUS, *args]
+        else [program, *args]
     )
     log = tmp / f"server-{port}.log"
     with log.open("w", encoding="utf-8") as sink:
