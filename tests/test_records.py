@@ -40,7 +40,7 @@ def test_json_fields_why_and_explain_columns_come_from_the_declaration() -> None
 
 
 def test_copies_are_shown_the_same_way_everywhere() -> None:
-    from nautilus_ranking.mcp.tools import _result, _result_line
+    from nautilus_ranking.mcp.results import _result, _result_line
     from nautilus_ranking.records import Copy
 
     copies = (Copy("tickets", "INC-1043", 2, "exact"), Copy("postmortems", "PM-7", 1, "near"))

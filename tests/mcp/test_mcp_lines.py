@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nautilus_ranking.mcp.tools import _line
+from nautilus_ranking.mcp.results import _line
 
 
 def test_a_vector_rows_line_does_not_end_with_the_embedding_models_name() -> None:

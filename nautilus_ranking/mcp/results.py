@@ -1,0 +1,163 @@
+"""What a ``search`` call answers: the structured content, and the text a model reads.
+
+One result per ranked row, written as ``POST /v1/query`` writes it (``_as_http``); the
+text is one line a result (what a token budget counts, ``row_text``); a bad call is a
+tool error naming the field (``error_result``).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+import mcp_types as types
+
+from nautilus_ranking.records import VECTOR_FIELDS, RankedRow
+from nautilus_ranking.request.answer import Answer
+from nautilus_ranking.request.errors import ProblemError
+from nautilus_ranking.request.model import QueryRequest
+from nautilus_ranking.service.problems import strict_json
+
+
+def search_content(result: Answer) -> dict[str, Any]:
+    request, response = result.request, result.response
+    out = {
+        "query": request.query,
+        "results": [
+            _result(r, bool(request.explain), result.ranked, bool(request.vectors))
+            for r in response.ranking
+        ],
+        "page": result.page,
+        "sources_queried": list(response.sources_queried),
+        "sources_errored": [
+            {"source_id": e.source_id, "error_type": e.error_type, "message": e.message}
+            for e in response.sources_errored
+        ],
+        "response_hash": response.response_hash,
+        "request_id": response.request_id,
+    }
+    if response.budget is not None:
+        out["budget"] = response.budget
+    if response.cut is not None:
+        out["cut"] = response.cut
+    if request.explain:
+        out["explain"] = result.plan.explain
+    return out
+
+
+def _result(r: RankedRow, explain: bool, ranked: bool, vectors: bool) -> dict[str, Any]:
+    components = r.explain()
+    why = (
+        {k: v for k, v in components.items() if k not in ("source_id", "rank", "score")}
+        if explain
+        else r.why()
+    )
+    why["also_from"] = [c.as_dict() for c in r.also_from]
+    # A vector source's 1,024 floats are for the ranker: most of what a model would read.
+    row = r.row if vectors else {k: v for k, v in r.row.items() if k not in VECTOR_FIELDS}
+    return {
+        "rank": r.rank,
+        "source": r.source_id,
+        "id": _as_http(r.row.get("id")),
+        "score": r.score if ranked else None,
+        "source_rank": r.source_rank,
+        "why": why,
+        "row": _as_http(row),
+    }
+
+
+def _as_http(value: Any) -> Any:
+    """``value`` as ``POST /v1/query`` writes it: JSON, a value JSON does not know (bytes,
+    an object) as its text, a NaN as null. A row the broker kept is answered, never the
+    reason the whole call fails (the SDK could not serialise it)."""
+    return json.loads(strict_json(value))
+
+
+def search_text(out: dict[str, Any]) -> str:
+    """The compact form an agent reads: one line a result, then errors, budget, paging."""
+    results = out["results"]
+    lines = [f"{len(results)} result(s) for {out['query']!r}"]
+    lines.extend(_result_line(r) for r in results)
+    for e in out["sources_errored"]:
+        lines.append(f"source {e['source_id']} failed ({e['error_type']}): {e['message']}")
+    budget = out.get("budget")
+    if budget is not None:
+        lines.append(
+            f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens "
+            f"({'estimated' if budget.get('tokenizer', 'estimate') == 'estimate' else 'exact'}), "
+            f"{budget['rows_left_out']} more result(s) left out"
+            + (
+                " (the first result alone is over the budget)"
+                if budget["first_row_over_budget"]
+                else ""
+            )
+        )
+    cut = out.get("cut")
+    if cut is not None:
+        lines.append(f"cut: {cut['setting']} left out {cut['rows_left_out']} more result(s)")
+    page = out["page"]
+    if page is not None:
+        lines.append(
+            f"page {page['number']}; "
+            + (f"next_cursor: {page['next_cursor']}" if page["next_cursor"] else "last page")
+        )
+    return "\n".join(lines)
+
+
+def _result_line(r: dict[str, Any]) -> str:
+    score = "" if r["score"] is None else f" score {r['score']:.4f}"
+    copies = r["why"]["also_from"]
+    also = (
+        "; also in: "
+        + ", ".join(
+            f"{a['source_id']}:{a['id']}" + (" (near)" if a["copy"] == "near" else "")
+            for a in copies
+        )
+        if copies
+        else ""
+    )
+    return f"{r['rank']}. [{r['source']}]{score}{also}: {_line(r['row'])}"
+
+
+def row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
+    """A row as the tool's text hands it to a model: its result line (what a token
+    budget counts)."""
+    return _result_line(_result(row, bool(request.explain), ranked, bool(request.vectors)))
+
+
+#: Fields a row's line leaves out: its id (shown first) and the name of the model that
+#: made its vector (a vector source's rows carry it; it says nothing about the row).
+_NOT_TEXT = frozenset({"id", "embedding_model"})
+
+
+def _line(row: dict[str, Any], width: int = 200) -> str:
+    """A row in one line: its id, then its text fields (a model reads the whole line)."""
+    ident = row.get("id")
+    texts = [
+        " ".join(v.split())
+        for k, v in row.items()
+        if isinstance(v, str) and k not in _NOT_TEXT and v.strip() and v != ident
+    ]
+    line = (f"{ident} — " if ident is not None else "") + " | ".join(texts)
+    return textwrap.shorten(line, width=width, placeholder="…") if line else "(no text)"
+
+
+def error_result(exc: ProblemError) -> types.CallToolResult:
+    """A tool error: the problem's text for the model, its fields for a program."""
+    body = {
+        "status": exc.status,
+        "type": exc.slug,
+        "title": exc.title,
+        "detail": exc.detail,
+        **{
+            k: v
+            for k, v in exc.extra.items()
+            if k in ("field", "value", "valid", "errors", "setting")
+        },
+    }
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"{exc.title}: {exc.detail}")],
+        structured_content={"error": body},
+        is_error=True,
+    )
