@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks import partitioned
 from benchmarks.ir_collections import DATASETS, NAMES, Collection, load, ndcg_at
 from nautilus_ranking import AdapterResult, RankingSynthesizer
-from nautilus_ranking.config import VALID_LEVELS
+from nautilus_ranking.boost_entries import VALID_LEVELS
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.log import configure_logging
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from nautilus_ranking import BOOST_LEVELS, ConfigError, NautilusSettings, parse_source_boosts
-from nautilus_ranking.config import VALID_LEVELS, collect_source_boosts
+from nautilus_ranking.boost_entries import VALID_LEVELS, collect_source_boosts
 
 
 def warnings_of(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ def port(text: str) -> int:
 
 def boost_entry(text: str) -> str:
     """``--boost``: one ``id:level`` entry, checked like NAUTILUS_SOURCE_BOOSTS."""
-    from nautilus_ranking.config import collect_source_boosts
+    from nautilus_ranking.boost_entries import collect_source_boosts
 
     boosts, problems = collect_source_boosts(text)
     if problems:

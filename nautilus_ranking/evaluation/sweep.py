@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus_ranking.config import VALID_LEVELS, NautilusSettings
+from nautilus_ranking.boost_entries import VALID_LEVELS
+from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.evaluation.metrics import (
     DEFAULT_K,

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from nautilus_ranking.boost_entries import collect_source_boosts
 from nautilus_ranking.broker import Broker, synthesizer_for
-from nautilus_ranking.config import NautilusSettings, collect_source_boosts
+from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.records import BrokerResponse
