@@ -16,7 +16,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from nautilus_ranking.fanout.workers import PoolExecutor
+from nautilus_ranking.fanout.executor import PoolExecutor
 
 T = TypeVar("T")
 

@@ -12,25 +12,23 @@ another thread, so a source that hangs forever costs a bounded number of threads
 Worker threads are daemons: a stuck one never holds the process open.
 
 The pool is created on first use, and afresh in a forked child (threads do not
-survive ``fork``). The synchronous API's loop is in :mod:`nautilus_ranking.fanout.thread_loop`.
+survive ``fork``). The synchronous API's loop is in :mod:`nautilus_ranking.fanout.thread_loop`;
+results reach a loop through ``inbox.py``; ``executor.py`` makes the pool a loop's executor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
-import contextlib
 import contextvars
 import functools
 import os
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from nautilus_ranking.errors import NautilusError
-from nautilus_ranking.fanout.contain import SourceRaisedError
+from nautilus_ranking.fanout.inbox import Inbox, inbox_of, settle
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -57,7 +55,7 @@ class SourceStuckError(NautilusError, RuntimeError):
     """A source's earlier calls are still blocked past their deadlines: no new thread."""
 
 
-class _Call:
+class PoolCall:
     __slots__ = ("fn", "on_done", "owner", "state", "watched")
 
     def __init__(
@@ -69,7 +67,7 @@ class _Call:
         self.on_done = on_done  # (ok, result or exception), called in the worker thread
         #: The caller's loop will look at this call within SPILL_S (its spill timer is
         #: armed): its result may wait for that instead of waking the loop.
-        self.watched: tuple[_Inbox, Callable[[bool, Any], None]] | None = None
+        self.watched: tuple[Inbox, Callable[[bool, Any], None]] | None = None
 
 
 class WorkerPool:
@@ -86,7 +84,7 @@ class WorkerPool:
         self.size = size
         self.max_stuck = max_stuck
         self._lock = threading.Lock()
-        self._pending: collections.deque[_Call] = collections.deque()
+        self._pending: collections.deque[PoolCall] = collections.deque()
         self._sleeping: list[threading.Lock] = []  # each held until its worker is woken
         self._workers = 0  # threads in the pool (written-off ones not counted)
         self._awake = 0  # of those, the ones not asleep (running a call or about to)
@@ -103,7 +101,7 @@ class WorkerPool:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         context = contextvars.copy_context()
-        inbox = _inbox(loop)
+        inbox = inbox_of(loop)
 
         def done(ok: bool, value: Any) -> None:
             inbox.put(future, ok, value)
@@ -122,7 +120,7 @@ class WorkerPool:
             deadline = getattr(owner, "timeout_s", None)
             if not isinstance(deadline, int | float) or deadline > 2 * SPILL_S:
                 # (a deadline shorter than that: its result at once)
-                call.watched = (inbox, functools.partial(_settle, future))
+                call.watched = (inbox, functools.partial(settle, future))
         try:
             return await future
         except asyncio.CancelledError:
@@ -142,7 +140,7 @@ class WorkerPool:
         on_done: Callable[[bool, Any], None],
         eager: bool = True,
         wake_later: Callable[[Callable[[], None]], object] | None = None,
-    ) -> _Call:
+    ) -> PoolCall:
         """Queue ``fn``; ``on_done(ok, value)`` is called in the worker with its outcome.
         ``eager``: wake a worker for it whenever one sleeps (else only when none is awake;
         see :meth:`_spill`). ``wake_later``: how to defer that wake-up (a loop's
@@ -151,7 +149,7 @@ class WorkerPool:
         a worker woken for the first one finding the queue empty, waking the loop for its
         result alone, and being woken again for the next). Raises
         :class:`SourceStuckError` when ``owner`` has too many stuck calls."""
-        call = _Call(fn, owner, on_done)
+        call = PoolCall(fn, owner, on_done)
         with self._lock:
             stuck = self._stuck.get(owner, 0) if owner is not None else 0
             if stuck >= self.max_stuck:
@@ -183,7 +181,7 @@ class WorkerPool:
             return self._start_thread
         return None
 
-    def _spill(self, call: _Call, inbox: _Inbox) -> None:
+    def _spill(self, call: PoolCall, inbox: Inbox) -> None:
         """SPILL_S after ``call`` was queued: if it still waits behind the awake
         workers, wake one more; hand over the results that waited for this look."""
         with self._lock:
@@ -193,7 +191,7 @@ class WorkerPool:
             wake()
         inbox.drain()
 
-    def abandon(self, call: _Call) -> None:
+    def abandon(self, call: PoolCall) -> None:
         """The caller gave up on ``call``: a pending call is dropped; a running one
         writes its thread off, and a replacement is woken if calls are waiting."""
         wake = None
@@ -271,105 +269,6 @@ class WorkerPool:
             }
 
 
-class _Inbox:
-    """Results for one loop: one wake-up of the loop for all that arrive before it runs.
-
-    A worker that goes straight on to another call leaves a result here without a
-    wake-up (:meth:`put_quietly`): waking the loop mid-batch made it contend for the
-    GIL with the worker's next query (a request's four lookups took half as long
-    again). Such a result is handed over with the next wake-up or by its call's spill
-    timer, so it waits at most :data:`SPILL_S` after its call was queued.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.lock = threading.Lock()
-        self.items: list[tuple[Callable[[bool, Any], None], bool, Any]] = []
-        self.waking = False  # a drain is scheduled on the loop
-
-    def put(self, future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-        with self.lock:
-            self.items.append((functools.partial(_settle, future), ok, value))
-            if self.waking:
-                return  # a wake-up is already on its way
-            self.waking = True
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-            self.loop.call_soon_threadsafe(self.drain)
-
-    def put_quietly(self, settle: Callable[[bool, Any], None], ok: bool, value: Any) -> None:
-        """Keep a call's outcome for the next drain, without waking the loop."""
-        with self.lock:
-            self.items.append((settle, ok, value))
-
-    def drain(self) -> None:
-        with self.lock:
-            items, self.items = self.items, []
-            self.waking = False
-        for settle, ok, value in items:
-            settle(ok, value)
-
-
-_inboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
-_inboxes_guard = threading.Lock()
-
-
-def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
-    inbox = _inboxes.get(loop)
-    if inbox is None:
-        with _inboxes_guard:
-            inbox = _inboxes.setdefault(loop, _Inbox(loop))
-    return inbox
-
-
-def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if future.done():
-        return
-    if ok:
-        future.set_result(value)
-    elif isinstance(value, Exception):
-        future.set_exception(value)
-    else:  # SystemExit, CancelledError…: the call's own (never a signal in a worker
-        future.set_exception(SourceRaisedError(value))  # thread), not a stop of the loop
-
-
-class PoolExecutor(concurrent.futures.ThreadPoolExecutor):
-    """The pool as a loop's default executor: ``asyncio.to_thread`` on a nautilus loop
-    gets a persistent worker, and a cancelled call is abandoned as in :meth:`WorkerPool.run`.
-    (A ``ThreadPoolExecutor`` only because asyncio insists; it starts no thread of its own.)
-    """
-
-    def submit(
-        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
-    ) -> concurrent.futures.Future[T]:
-        pool = shared_pool()
-        future: _PoolFuture[T] = _PoolFuture()
-
-        def done(ok: bool, value: Any) -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
-
-        future.call = pool.submit(lambda: fn(*args, **kwargs), current_owner.get(), done)
-        future.pool = pool
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Nothing to join: the threads are shared and abandoned calls end on their own."""
-
-
-class _PoolFuture(concurrent.futures.Future[T]):
-    call: _Call | None = None
-    pool: WorkerPool | None = None
-
-    def cancel(self) -> bool:
-        if self.call is not None and self.pool is not None:
-            self.pool.abandon(self.call)
-        return super().cancel()
-
-
 _pool: WorkerPool | None = None
 _guard = threading.Lock()
 
@@ -393,9 +292,8 @@ async def in_worker(owner: object, fn: Callable[P, T], /, *args: P.args, **kwarg
 
 def _after_fork_in_child() -> None:
     """A forked child has none of the parent's threads: start afresh on first use."""
-    global _pool, _guard, _inboxes, _inboxes_guard
-    _guard, _inboxes_guard = threading.Lock(), threading.Lock()
-    _inboxes = weakref.WeakKeyDictionary()
+    global _pool, _guard
+    _guard = threading.Lock()
     _pool = None
 
 
