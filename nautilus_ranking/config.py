@@ -12,6 +12,7 @@ a bad manifest never starts serving.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,6 +27,7 @@ from pydantic_settings import (
 
 from nautilus_ranking.boost_entries import BOOSTS_VAR, collect_source_boosts
 from nautilus_ranking.errors import NautilusError, Problem, cut
+from nautilus_ranking.knobs import RANKING_SWITCHES, ranking_on
 from nautilus_ranking.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSettings, get_logger
 from nautilus_ranking.settings_parsing import (
     LEXICAL_SCORERS,
@@ -245,25 +247,25 @@ class NautilusSettings(LogSettings):
 
     @property
     def ranking_enabled(self) -> bool:
-        """True when any ranking knob is set; otherwise the broker passes rows through.
-        (``ranking_max_tokens`` is not one: a budget keeps what fits of whichever list
-        is handed over, ranked or passed through; a cut needs relevance, so it is.)"""
-        return bool(
-            self.ranking_top_k is not None
-            or self.ranking_idf
-            or self.source_boosts
-            or self.ranking_max_candidates is not None
-            or self.ranking_dedup_key is not None
-            or self.ranking_cut is not None
-            or self.ranking_near_duplicates is not None
-            or self.ranking_diversity is not None
-            or self.ranking_max_per_source is not None
+        """True when any knob that turns ranking on is set (``knobs.RANKING_SWITCHES``);
+        otherwise the broker passes rows through."""
+        return ranking_on(
+            {k.field: getattr(self, k.field) for k in RANKING_SWITCHES}, _switch_defaults()
         )
 
     def effective(self) -> dict[str, Any]:
         """The settings as plain JSON-able values, keyed by environment variable."""
         values = self.model_dump(mode="json")
         return {"NAUTILUS_" + name.upper(): value for name, value in values.items()}
+
+
+@functools.cache
+def _switch_defaults() -> dict[str, Any]:
+    """Each ranking switch's default (unset) value."""
+    return {
+        k.field: NautilusSettings.model_fields[k.field].get_default(call_default_factory=True)
+        for k in RANKING_SWITCHES
+    }
 
 
 def _take_serve_settings(

@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from nautilus_ranking.knobs import switches_sentence
 from nautilus_ranking.records import SCORE_COMPONENTS, RankedRow
 
 if TYPE_CHECKING:
@@ -16,11 +17,7 @@ if TYPE_CHECKING:
 #: What ``query`` says when no ranking knob is set (the rows are the sources' own order).
 RANKING_OFF = (
     "ranking: off — exact passthrough: rows in source order, no scores to explain; "
-    "set NAUTILUS_RANKING_TOP_K, NAUTILUS_RANKING_IDF, NAUTILUS_SOURCE_BOOSTS, "
-    "NAUTILUS_RANKING_MAX_CANDIDATES, NAUTILUS_RANKING_DEDUP_KEY, NAUTILUS_RANKING_CUT, "
-    "NAUTILUS_RANKING_NEAR_DUPLICATES, NAUTILUS_RANKING_DIVERSITY or "
-    "NAUTILUS_RANKING_MAX_PER_SOURCE (or --top-k, --idf, --boost, --cut, "
-    "--near-duplicates, --diversity, --max-per-source) to rank"
+    + switches_sentence()
 )
 _SUMMARY_FIELDS = (
     "title",

@@ -1,0 +1,244 @@
+"""Every setting, declared once: which are ranking knobs, and what each one is allowed to do.
+
+A ranking knob is a setting that changes which rows an agent reads, or in what order.
+For each one this says, in one place, what the rest of the package used to say in
+copies that drifted apart:
+
+- ``turns_ranking_on``: setting it ranks (``NautilusSettings.ranking_enabled``, the
+  CLI's "ranking: off" line, ``eval``'s passthrough row, which unsets every knob);
+- ``per_profile``: a ranking profile may set it (the embedder is per process: every
+  profile scores with the process's one model);
+- ``in_broker``: what it does inside the Nautilus broker (``upstream/``), or None
+  where it does not apply there (docs/nautilus-broker.md's table is made from it).
+
+Every field of ``NautilusSettings`` is a ranking knob, the embedder, or a process
+setting (:data:`PROCESS_SETTINGS`); ``tests/test_knobs.py`` fails on a field that is
+none of them, so a new knob cannot be forgotten. A knob is "set" when its value
+differs from its default (:func:`knob_is_set`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+KnobKind = Literal["ranking", "embedder"]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting that changes what is ranked or how."""
+
+    field: str  # the NautilusSettings field
+    kind: KnobKind
+    turns_ranking_on: bool
+    per_profile: bool
+    summary: str  # what it does, in a few words (docs tables)
+    in_broker: str | None  # what it does inside the Nautilus broker; None: not applied
+    flag: str | None = None  # the `nautilus-ranking query` flag
+    request_field: str | None = None  # the field of a request (POST /v1/query, MCP)
+
+    @property
+    def variable(self) -> str:
+        return "NAUTILUS_" + self.field.upper()
+
+
+KNOBS: tuple[Knob, ...] = (
+    Knob(
+        "ranking_top_k",
+        "ranking",
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="keep the K best rows",
+        in_broker="the rows kept",
+        flag="--top-k",
+        request_field="top_k",
+    ),
+    Knob(
+        "ranking_idf",
+        "ranking",
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="down-weight words common in the batch",
+        in_broker="the batch-local IDF factor",
+        flag="--idf",
+        request_field="idf",
+    ),
+    Knob(
+        "source_boosts",
+        "ranking",
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="favour or demote sources by level",
+        in_broker="boosts by the broker's source ids (checked when attaching and on a "
+        "reload: warned and dropped, or refused in strict mode)",
+        flag="--boost",
+        request_field="boosts",
+    ),
+    Knob(
+        "ranking_max_candidates",
+        "ranking",
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="score at most N rows, chosen by the sources' ranks",
+        in_broker="the candidate cap",
+    ),
+    Knob(
+        "ranking_dedup_key",
+        "ranking",
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="rows with one value of this field are copies",
+        in_broker="copies by a field (a pgvector metadata field works)",
+    ),
+    Knob(
+        "ranking_cut",
+        "ranking",
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="stop the list where relevance falls away",
+        in_broker="the relevance cut",
+        flag="--cut",
+        request_field="cut",
+    ),
+    Knob(
+        "ranking_near_duplicates",
+        "ranking",
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="collapse near copies into the best-ranked one",
+        in_broker="near copies collapsed",
+        flag="--near-duplicates",
+        request_field="near_duplicates",
+    ),
+    Knob(
+        "ranking_diversity",
+        "ranking",
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="re-order for novelty (MMR)",
+        in_broker="the MMR re-ordering",
+        flag="--diversity",
+        request_field="diversity",
+    ),
+    Knob(
+        "ranking_max_per_source",
+        "ranking",
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="at most N rows of one source a page",
+        in_broker="the per-source cap of the top K",
+        flag="--max-per-source",
+        request_field="max_per_source",
+    ),
+    Knob(
+        "ranking_max_tokens",
+        "ranking",
+        # A budget keeps what fits of whichever list is handed over, ranked or passed
+        # through; it needs no relevance, so it does not turn ranking on by itself.
+        turns_ranking_on=False,
+        per_profile=True,
+        summary="hand over only the best rows that fit in N tokens",
+        in_broker=None,
+        flag="--max-tokens",
+        request_field="max_tokens",
+    ),
+    Knob(
+        "ranking_lexical",
+        "ranking",
+        # Which lexical score content uses; it changes nothing until something ranks.
+        turns_ranking_on=False,
+        per_profile=True,
+        summary="the lexical content score: cosine or bm25",
+        in_broker="the lexical content score",
+    ),
+    Knob(
+        "embedder",
+        "embedder",
+        turns_ranking_on=False,
+        per_profile=False,
+        summary="the model content is scored with (one per process)",
+        in_broker="the embedder content is scored with",
+    ),
+    Knob(
+        "embedder_cache_size",
+        "embedder",
+        turns_ranking_on=False,
+        per_profile=False,
+        summary="the embedder's cache of row vectors",
+        in_broker="the embedder's cache",
+    ),
+)
+
+#: Settings of the process, not of a ranking: where the sources are, logging, serving.
+PROCESS_SETTINGS: frozenset[str] = frozenset(
+    {
+        "config_strict",
+        "config",
+        "data_dir",
+        "log_level",
+        "log_format",
+        "serve_host",
+        "serve_port",
+        "serve_workers",
+        "serve_allow_overrides",
+        "serve_max_query_chars",
+        "serve_max_body_bytes",
+        "serve_max_concurrency",
+        "serve_request_timeout_s",
+        "serve_body_timeout_s",
+        "serve_probe_interval_s",
+        "serve_api_keys_file",
+        "serve_cors_origins",
+    }
+)
+
+BY_FIELD: Mapping[str, Knob] = {k.field: k for k in KNOBS}
+#: The ranking knobs (the embedder aside), in declaration order.
+RANKING_KNOBS: tuple[Knob, ...] = tuple(k for k in KNOBS if k.kind == "ranking")
+#: The knobs whose being set turns ranking on.
+RANKING_SWITCHES: tuple[Knob, ...] = tuple(k for k in KNOBS if k.turns_ranking_on)
+#: The knobs a ranking profile may set.
+PER_PROFILE: tuple[Knob, ...] = tuple(k for k in KNOBS if k.per_profile)
+
+
+def knob_is_set(value: Any, default: Any) -> bool:
+    """Whether a knob's ``value`` is a setting rather than its default (unset)."""
+    return bool(value != default)
+
+
+def ranking_on(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> bool:
+    """Whether settings with these field values rank (any switch set): the one rule."""
+    return any(knob_is_set(values.get(k.field), defaults.get(k.field)) for k in RANKING_SWITCHES)
+
+
+def switches_sentence(knobs: Iterable[Knob] = RANKING_SWITCHES) -> str:
+    """ "set A, B or C (or --a, --b) to rank": what the CLI says when ranking is off."""
+    chosen = list(knobs)
+    names = [k.variable for k in chosen]
+    flags = [k.flag for k in chosen if k.flag]
+    listed = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+    return f"set {listed} (or {', '.join(flags)}) to rank"
+
+
+def markdown_table(columns: Literal["settings", "broker"]) -> str:
+    """The docs' knob tables, made from the declaration (a test keeps the docs equal)."""
+    if columns == "broker":
+        rows = ["| variable | inside the Nautilus broker |", "|---|---|"]
+        rows += [
+            f"| `{k.variable}` | {k.in_broker if k.in_broker is not None else 'not applied'} |"
+            for k in KNOBS
+        ]
+        return "\n".join(rows)
+    rows = [
+        "| variable | what it does | turns ranking on | per profile | flag / request field |",
+        "|---|---|---|---|---|",
+    ]
+    for k in KNOBS:
+        where = " / ".join(f"`{x}`" for x in (k.flag, k.request_field) if x) or "—"
+        rows.append(
+            f"| `{k.variable}` | {k.summary} | {'yes' if k.turns_ranking_on else 'no'} "
+            f"| {'yes' if k.per_profile else 'no'} | {where} |"
+        )
+    return "\n".join(rows)

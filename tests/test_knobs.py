@@ -1,0 +1,98 @@
+"""The one declaration of the knobs: every setting classified, one rule for ranking on,
+and the docs' tables made from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.knobs import (
+    BY_FIELD,
+    KNOBS,
+    PER_PROFILE,
+    PROCESS_SETTINGS,
+    RANKING_SWITCHES,
+)
+from tools.knob_tables import TABLES, rendered
+
+#: A value that sets each knob (not its default).
+SET_VALUES: dict[str, Any] = {
+    "ranking_top_k": 5,
+    "ranking_idf": True,
+    "source_boosts": "tickets:high",
+    "ranking_max_candidates": 50,
+    "ranking_dedup_key": "id",
+    "ranking_cut": "gap:0.1",
+    "ranking_near_duplicates": "on",
+    "ranking_diversity": "0.3",
+    "ranking_max_per_source": 2,
+    "ranking_max_tokens": 500,
+    "ranking_lexical": "bm25" if NautilusSettings().ranking_lexical == "cosine" else "cosine",
+    "embedder": "noop",
+    "embedder_cache_size": 7,
+}
+
+
+def test_every_setting_is_a_knob_or_a_process_setting_exactly_once() -> None:
+    fields = set(NautilusSettings.model_fields)
+    knobs = [k.field for k in KNOBS]
+    assert len(knobs) == len(set(knobs))
+    assert not set(knobs) & PROCESS_SETTINGS
+    unclassified = fields - set(knobs) - PROCESS_SETTINGS
+    assert not unclassified, f"classify these in nautilus_ranking/knobs.py: {unclassified}"
+    assert not (set(knobs) | PROCESS_SETTINGS) - fields, "declared fields that do not exist"
+
+
+def test_every_knob_has_a_value_here_that_sets_it() -> None:
+    assert set(SET_VALUES) == set(BY_FIELD)
+
+
+@pytest.mark.parametrize("field", sorted(BY_FIELD))
+def test_a_knob_alone_turns_ranking_on_exactly_when_declared_so(field: str) -> None:
+    settings = NautilusSettings(**{field: SET_VALUES[field]})
+    default = NautilusSettings.model_fields[field].get_default(call_default_factory=True)
+    assert getattr(settings, field) != default, "the value must set the knob"
+    assert settings.ranking_enabled is BY_FIELD[field].turns_ranking_on
+
+
+def test_nothing_set_is_passthrough() -> None:
+    assert NautilusSettings().ranking_enabled is False
+
+
+def test_the_embedder_is_per_process_and_the_ranking_knobs_per_profile() -> None:
+    assert {k.field for k in PER_PROFILE} >= {
+        "ranking_top_k",
+        "source_boosts",
+        "ranking_idf",
+        "ranking_max_candidates",
+        "ranking_dedup_key",
+        "ranking_cut",
+        "ranking_max_tokens",
+        "ranking_near_duplicates",
+        "ranking_diversity",
+        "ranking_max_per_source",
+        "ranking_lexical",
+    }
+    assert all(k.kind == "ranking" for k in PER_PROFILE)
+    assert all(k.kind == "ranking" for k in RANKING_SWITCHES)
+
+
+def test_the_cli_names_every_switch_when_ranking_is_off() -> None:
+    from nautilus_ranking.cli.output import RANKING_OFF
+
+    for knob in RANKING_SWITCHES:
+        assert knob.variable in RANKING_OFF
+        if knob.flag:
+            assert knob.flag in RANKING_OFF
+    for knob in KNOBS:
+        if not knob.turns_ranking_on:
+            assert knob.variable not in RANKING_OFF
+
+
+@pytest.mark.parametrize("doc", sorted(TABLES), ids=lambda p: p.name)
+def test_the_docs_knob_tables_are_made_from_the_declaration(doc: Any) -> None:
+    text = doc.read_text(encoding="utf-8")
+    assert f"<!-- knobs:{TABLES[doc]} -->" in text
+    assert rendered(text) == text, "run python -m tools.knob_tables"
