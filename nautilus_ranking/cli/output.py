@@ -14,6 +14,30 @@ from nautilus_ranking.records import SCORE_COMPONENTS, RankedRow
 if TYPE_CHECKING:
     from nautilus_ranking.request.answer import Answer
 
+#: Characters a terminal acts on instead of showing: the C0 controls (ESC starts the
+#: sequences that clear a screen, set a window title or move the cursor back over a line),
+#: DEL, the C1 controls (CSI and OSC in one byte), and the bidirectional controls that
+#: make a line read otherwise than it is. Engine content and error messages are someone
+#: else's text: :func:`printable` shows each of these as a visible ``\xNN`` or ``\uNNNN``.
+_CONTROLS = (
+    *range(0x20),
+    *range(0x7F, 0xA0),
+    0x061C,
+    0x200E,
+    0x200F,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+)
+_ESCAPED = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _CONTROLS}
+_ESCAPED_LINES = {c: e for c, e in _ESCAPED.items() if c != 0x0A}
+
+
+def printable(text: str, lines: bool = False) -> str:
+    """``text`` with every control character shown as an escape, so that printing it
+    cannot drive the terminal; ``lines`` keeps newlines (text whose lines are ours)."""
+    return text.translate(_ESCAPED_LINES if lines else _ESCAPED)
+
+
 #: What ``query`` says when no ranking knob is set (the rows are the sources' own order).
 RANKING_OFF = (
     "ranking: off — exact passthrough: rows in source order, no scores to explain; "
@@ -101,7 +125,7 @@ def ranked_table(
         )
         room = 60 if wide else max(WIDTH - len(line) - len(also), 20)
         line += summarize(r.row, room if explain else 72) + also
-        lines.append(line)
+        lines.append(printable(line))
     if len(lines) == 1:
         lines.append("  (no rows)")
     if explain:
@@ -149,7 +173,7 @@ def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = 
     response, ranked = result.response, result.ranked
     applied = result.plan.effective.source_boosts if ranked else {}
     lines = [
-        f"query: {result.request.query}",
+        printable(f"query: {result.request.query}"),
         f"synthesizer: {result.synthesizer}"
         + (f"  (boosts: {', '.join(f'{k}:{v}' for k, v in applied.items())})" if applied else ""),
     ]
@@ -158,7 +182,7 @@ def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = 
     explain = bool(result.request.explain) and ranked
     lines.append(ranked_table(response.ranking, explain, ranked, wide))
     lines.extend(
-        f"error: {error.source_id}: {error.error_type}: {error.message}"
+        printable(f"error: {error.source_id}: {error.error_type}: {error.message}")
         for error in response.sources_errored
     )
     lines.append(f"response_hash: {response.response_hash}  ({response.duration_ms} ms)")
@@ -187,4 +211,4 @@ def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = 
         )
     elif follow:  # a top K with more rows past it
         lines.append(f"more rows past these {len(response.ranking)}; {follow}")
-    return "\n".join(lines)
+    return printable("\n".join(lines), lines=True)

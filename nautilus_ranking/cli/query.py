@@ -140,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
 def _refused(exc: ProblemError) -> int:
     """A refused request: each problem on stderr, named by its flag; 2 for a bad flag,
     1 for a request that could not be answered as asked (a stale cursor)."""
+    from nautilus_ranking.cli.output import printable
     from nautilus_ranking.request.model import QueryRequest, arg_of
 
     errors = exc.extra.get("errors") or ([exc.extra] if exc.extra.get("field") else [])
@@ -148,10 +149,12 @@ def _refused(exc: ProblemError) -> int:
         flag = (arg_of(field).flag or "query") if field in QueryRequest.model_fields else field
         reason = error.get("reason") or exc.detail
         print(
-            f"nautilus-ranking: {flag}: {error.get('value')!r}: {reason}"
-            f" (valid: {error.get('valid')})",
+            printable(
+                f"nautilus-ranking: {flag}: {error.get('value')!r}: {reason}"
+                f" (valid: {error.get('valid')})"
+            ),
             file=sys.stderr,
         )
     if not errors:
-        print(f"nautilus-ranking: {exc.detail}", file=sys.stderr)
+        print(printable(f"nautilus-ranking: {exc.detail}"), file=sys.stderr)
     return 2 if exc.status in (403, 422) else 1

@@ -137,6 +137,13 @@ def _shown(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _line(result: dict[str, Any]) -> str:
+    """A source's probe as one line, engine text escaped (:func:`printable`)."""
+    from nautilus_ranking.cli.output import printable
+
+    return printable(_unescaped_line(result))
+
+
+def _unescaped_line(result: dict[str, Any]) -> str:
     took = "" if result["ms"] is None else f"{result['ms']:>8.1f} ms"
     head = f"{result['source']:<14} {took:>11}"
     if result["error"]:
