@@ -241,3 +241,29 @@ def test_choosing_a_profile_unknown_422_disallowed_403_neither_lists_the_others(
         assert not any(name in shown for name in others), shown
     assert allowed(profiles, grant) == {"default": "support", "allowed": ["audit", "support"]}
     assert allowed(profiles, Grant()) == {"default": None, "allowed": []}
+
+
+def test_a_profile_boost_naming_no_source_is_dropped_at_start_up_or_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from nautilus_ranking.request.engine import Engine
+
+    monkeypatch.setenv("NAUTILUS_PROFILES__SUPPORT__SOURCE_BOOSTS", "wiki:high,runbooks:high")
+    with capture_logs() as logs:
+        engine = Engine.assemble(NautilusSettings())
+    try:
+        support = engine.by_profile["support"]
+        assert support.settings.source_boosts == {"runbooks": "high"}
+        assert support.broker.synthesizer.ranking_enabled
+        assert not engine.broker.synthesizer.ranking_enabled  # the global knobs rank nothing
+        # one set of sources: the profile's broker asks the very same ones
+        assert list(map(id, support.broker.sources)) == list(map(id, engine.broker.sources))
+    finally:
+        engine.broker.close()
+    [skipped] = [e for e in logs if e["event"] == "source_boost_skipped"]
+    assert skipped["variable"] == "NAUTILUS_PROFILES__SUPPORT__SOURCE_BOOSTS"
+    assert skipped["value"] == "wiki"
+    assert [p.value for p in engine.problems] == ["wiki"]
+    monkeypatch.setenv("NAUTILUS_CONFIG_STRICT", "true")
+    with pytest.raises(ConfigError, match="no source has id 'wiki'"):
+        Engine.assemble(NautilusSettings())

@@ -170,7 +170,8 @@ def _add_routes(app: FastAPI, profiled: bool = False) -> None:
             parse_request(payload),
             _request_id(request),
             profile=profile,
-            key=matched_key(request, state.api_keys) if state.api_keys else None,
+            # which key, only where it picks a profile
+            key=matched_key(request, state.api_keys) if state.grants else None,
         )
         return Response(strict_json(result.to_json()), media_type="application/json")
 
