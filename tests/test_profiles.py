@@ -267,3 +267,11 @@ def test_a_profile_boost_naming_no_source_is_dropped_at_start_up_or_refused(
     monkeypatch.setenv("NAUTILUS_CONFIG_STRICT", "true")
     with pytest.raises(ConfigError, match="no source has id 'wiki'"):
         Engine.assemble(NautilusSettings())
+
+
+def test_an_in_process_engine_reads_profiles_written_only_in_dotenv(tmp_path: Path) -> None:
+    from nautilus_ranking.profiles.read import profiles_in_environment
+
+    assert not profiles_in_environment(tmp_path / ".env")
+    (tmp_path / ".env").write_text("NAUTILUS_PROFILES__SUPPORT__RANKING_TOP_K=2\n")
+    assert profiles_in_environment(tmp_path / ".env")

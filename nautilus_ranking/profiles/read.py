@@ -47,9 +47,11 @@ def is_profile_variable(name: str) -> bool:
     return upper.startswith(_NEAR) and upper != FILE_VAR
 
 
-def profiles_in_environment() -> bool:
-    """Whether this process's environment writes any profile (or names a profiles file)."""
-    return any(is_profile_variable(n) or n.upper() == FILE_VAR for n in os.environ)
+def profiles_in_environment(env_file: object = ".env") -> bool:
+    """Whether this process's environment or ``.env`` writes any profile (or names a
+    profiles file)."""
+    names = [*os.environ, *dotenv_environ(env_file)]
+    return any(is_profile_variable(n) or n.upper() == FILE_VAR for n in names)
 
 
 def env_entries(environ: Mapping[str, str], where: str = "") -> tuple[list[Entry], list[Problem]]:

@@ -148,12 +148,12 @@ class Engine:
     ) -> Engine:
         """A caller's own broker; without ``settings``, its ranker's own knobs (read
         from the synthesizer, not from the environment) are what overrides start from.
-        ``profiles``: the ranking profiles of the environment too, over those knobs
-        (only when a profile variable or ``NAUTILUS_PROFILES_FILE`` is set)."""
+        ``profiles``: the ranking profiles of the environment (and ``.env``) too, over
+        those knobs (only when a profile variable or ``NAUTILUS_PROFILES_FILE`` is set)."""
         own = settings if settings is not None else _settings_of(broker)
         ids = [s.id for s in broker.sources]
         engine = cls(applied_settings(own, ids), broker, _embedder_of(broker, own))
-        if profiles and profiles_in_environment():
+        if profiles and profiles_in_environment(NautilusSettings.model_config.get("env_file")):
             process = NautilusSettings()
             engine.profiles = load_profiles(process)
             engine.problems += engine.profiles.problems
