@@ -102,7 +102,7 @@ def run_config(args: argparse.Namespace) -> int:
         list(settings.problems)
         + list(boost_problems(settings, source_ids) if source_ids is not None else ())
         + profile_problems
-        + _keys_problems(settings, profiles)
+        + keys_problems(settings, profiles)
     )
     failed = args.strict and bool(problems or id_problems or source_error is not None)
     if args.json:
@@ -209,7 +209,7 @@ def check_sources(
     ], None
 
 
-def _keys_problems(settings: NautilusSettings, profiles: Profiles) -> list[Problem]:
+def keys_problems(settings: NautilusSettings, profiles: Profiles) -> list[Problem]:
     """The API keys file as ``serve`` and ``mcp`` read it at start-up (missing, not a
     regular file, empty; a profile grant naming no profile): a gate must fail on what
     would stop the service."""

@@ -291,3 +291,29 @@ def test_a_retriever_over_http_sends_its_profile(serve: Server) -> None:
     assert len(hits) == 8
     with pytest.raises(ServiceError, match="may not use profile"):
         HitSource(url=serve.url, api_key="k-support", profile="audit").hits(QUERY)
+
+
+def test_serve_in_strict_mode_refuses_a_bad_profile_or_grant_before_serving(
+    tmp_path: Path,
+) -> None:
+    env = environment(tmp_path)
+    (tmp_path / "keys").write_text(KEYS + "k-typo profile=suport\n")
+    base = {k: v for k, v in __import__("os").environ.items() if not k.startswith("NAUTILUS_")}
+    done = subprocess.run(
+        [NAUTILUS, "serve", "--port", "1"],  # never reached: refused before listening
+        env={
+            **base,
+            **env,
+            "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+            "NAUTILUS_CONFIG_STRICT": "true",
+            "NAUTILUS_PROFILES__ONCALL__SOURCE_BOOSTS": "postmortems:high,wiki:-high",
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "NAUTILUS_PROFILES__ONCALL__SOURCE_BOOSTS: 'wiki': no source has id" in done.stderr
+    assert "'profile=suport': no profile of that name is configured" in done.stderr
+    assert "Traceback" not in done.stderr
