@@ -21,23 +21,14 @@ from nautilus_ranking.config import PROFILE_VALUES, ConfigError, NautilusSetting
 from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.knobs import BY_FIELD, PER_PROFILE
 from nautilus_ranking.profiles.read import Entry, gather
+from nautilus_ranking.request.plan import OVERRIDES
 
 #: What a profile's name may be: it is a metric label and part of a variable's name.
 NAME = re.compile(r"[a-z0-9_]{1,64}")
 AGENTS = "agents"
 OVERRIDES_KEY = "overrides"
 #: The request fields a profile may let its callers override (``all``: every one).
-OVERRIDABLE: tuple[str, ...] = (
-    "top_k",
-    "boosts",
-    "idf",
-    "sources",
-    "max_tokens",
-    "cut",
-    "near_duplicates",
-    "diversity",
-    "max_per_source",
-)
+OVERRIDABLE: tuple[str, ...] = OVERRIDES
 _KEYS = (*(k.field for k in PER_PROFILE), AGENTS, OVERRIDES_KEY)
 
 

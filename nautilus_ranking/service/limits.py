@@ -223,19 +223,7 @@ def key_matches(request: Request, keys: tuple[bytes, ...]) -> bool:
     UTF-8, so a non-ASCII key works as clients send it. Every candidate is
     compared with every key in constant time (no early exit).
     """
-    candidates = []
-    given = request.headers.get("x-api-key")
-    if given is not None:
-        candidates.append(given.strip())
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer":
-        candidates.append(token.strip())
-    matched = False
-    for candidate in candidates:
-        raw = candidate.encode("latin-1", "replace")  # starlette decoded the bytes as latin-1
-        for key in keys:
-            matched |= hmac.compare_digest(raw, key)
-    return matched
+    return matched_key(request, keys) is not None
 
 
 def check_api_key(request: Request, keys: tuple[bytes, ...]) -> None:

@@ -5,11 +5,6 @@ loopback, two agents asking at once, each ranked by the profile that lists it.""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +13,7 @@ import httpx
 import pytest
 import yaml
 from conftest import AGENT, CONTEXT, RUNBOOKS, TICKETS, static_source, write_config
-from test_serving import KEY, free_port, rows
+from test_serving import KEY, rows, serving
 
 QUERY = "ops: orders-db disk full"
 OTHER = "agent-beta"
@@ -33,10 +28,7 @@ def served(tmp_path: Path) -> Iterator[int]:
     document["api"] = {"keys": [KEY]}
     document["agents"][OTHER] = {**document["agents"][AGENT], "id": OTHER}
     config.write_text(yaml.safe_dump(document))
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
-    env |= {
-        "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+    settings = {
         "NAUTILUS_RANKING_TOP_K": "2",
         # agent-alpha: runbooks first, tickets held back; agent-beta: unboosted, top 5
         "NAUTILUS_PROFILES__ONCALL__AGENTS": AGENT,
@@ -44,51 +36,8 @@ def served(tmp_path: Path) -> Iterator[int]:
         "NAUTILUS_PROFILES__AUDIT__AGENTS": OTHER,
         "NAUTILUS_PROFILES__AUDIT__RANKING_TOP_K": "5",
     }
-    log = (tmp_path / "serve.log").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nautilus_ranking.upstream",
-            "serve",
-            "--config",
-            str(config),
-            "--transport",
-            "both",
-            "--mcp-mode",
-            "http",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--log-level",
-            "warning",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise AssertionError((tmp_path / "serve.log").read_text())
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("not ready in 60 s:\n" + (tmp_path / "serve.log").read_text())
-            time.sleep(0.2)
+    with serving(tmp_path, config, settings) as port:
         yield port
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 def test_two_agents_at_once_each_ranked_by_its_profile(served: int) -> None:
