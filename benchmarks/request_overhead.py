@@ -10,10 +10,14 @@ the machine's load hits all alike). The broker's **overhead** is what is left:
 request p50 − rank p50 − searches p50, sync and in a running loop.
 
     python -m benchmarks.request_overhead [--calls 300] [--busy] [--out docs/benchmarks.md]
+    python -m benchmarks.request_overhead --profiles [--calls 2000]
 
-``--busy`` runs the same with one busy-looping process started here (the other
-core taken), and stops it after. Not a test: timings on a shared machine are noisy;
-compare ratios within a run.
+``--profiles`` measures what resolving a ranking profile costs instead: a request through
+the request core (``answer_sync``) as today, no profile configured, against the same
+request ranked by a named profile that sets the same knobs (so the ranking work is
+equal), interleaved, as a ratio of p50s and of CPU time. ``--busy`` runs the same with
+one busy-looping process started here (the other core taken), and stops it after. Not a
+test: timings on a shared machine are noisy; compare ratios within a run.
 """
 
 from __future__ import annotations
@@ -150,6 +154,61 @@ def measure(broker: Broker, calls: int) -> dict[str, list[float]]:
     return out
 
 
+def measure_profiles(broker: Broker, calls: int) -> dict[str, list[float]]:
+    """``answer_sync`` without profiles and with a profile named, interleaved (which goes
+    first alternates), each call's milliseconds; CPU time in ``CPU_MS``."""
+    from nautilus_ranking.profiles.build import build_profiles
+    from nautilus_ranking.profiles.read import Entry
+    from nautilus_ranking.request.answer import answer_sync
+    from nautilus_ranking.request.engine import Engine
+    from nautilus_ranking.request.model import QueryRequest
+
+    today = Engine.of(broker)
+    profiled = Engine.of(broker)
+    entries = [Entry("ops", "ranking_top_k", 8, "-"), Entry("ops", "ranking_idf", True, "-")]
+    entries += [Entry("audit", "ranking_top_k", 50, "-"), Entry("support", "ranking_cut", "", "-")]
+    profiled.profiles = build_profiles(entries)
+    profiled.build_profiles(profiled.settings)
+    requests = {q: QueryRequest(query=q) for q in QUERIES}
+    runs = {
+        "today": lambda q: answer_sync(today, requests[q]),
+        "profile": lambda q: answer_sync(profiled, requests[q], profile="ops"),
+    }
+    first = answer_sync(today, requests[QUERIES[0]]).response.data
+    if answer_sync(profiled, requests[QUERIES[0]], profile="ops").response.data != first:
+        raise SystemExit("the profile's answer differs from today's: not the same work")
+    for q in QUERIES:  # warm
+        for run in runs.values():
+            run(q)
+    CPU_MS.clear()
+    out: dict[str, list[float]] = {"today": [], "profile": []}
+    for i in range(calls):
+        q = QUERIES[i % len(QUERIES)]
+        order = ("today", "profile") if i % 2 == 0 else ("profile", "today")
+        for kind in order:
+            out[kind].append(timed(partial(runs[kind], q), kind))
+    return out
+
+
+def profiles_report(out: dict[str, list[float]]) -> str:
+    calls = len(out["today"])
+    ratio = p(out["profile"], 50) / p(out["today"], 50)
+    cpu = CPU_MS["profile"] / CPU_MS["today"]
+    return "\n".join(
+        [
+            "| request through the core | p50 ms | p99 ms |",
+            "|---|---|---|",
+            f"| today (no profile configured) | {p(out['today'], 50):.3f} | "
+            f"{p(out['today'], 99):.3f} |",
+            f"| a named profile, the same knobs | {p(out['profile'], 50):.3f} | "
+            f"{p(out['profile'], 99):.3f} |",
+            "",
+            f"Resolving a profile: p50 ratio **{ratio:.3f}×**, CPU time ratio **{cpu:.3f}×** "
+            f"({calls} calls each, interleaved; target ≤ 1.02×).",
+        ]
+    )
+
+
 def overhead(out: dict[str, list[float]], request: str, rank: str, search: str) -> float:
     """What the broker adds: the request's p50 less the ranking's and the searches'."""
     return p(out[request], 50) - p(out[rank], 50) - p(out[search], 50)
@@ -201,9 +260,20 @@ def main() -> int:
         "--busy", action="store_true", help="also run with one busy-looping process taking a core"
     )
     parser.add_argument("--out", type=Path, help="write the section into this markdown file")
+    parser.add_argument(
+        "--profiles", action="store_true", help="the cost of resolving a ranking profile"
+    )
     args = parser.parse_args()
     configure_logging("warning", "console")
     import nautilus_ranking
+
+    if args.profiles:
+        with (
+            tempfile.TemporaryDirectory(prefix="nautilus-overhead-") as tmp,
+            demo_broker(Path(tmp) / "data") as broker,
+        ):
+            print(profiles_report(measure_profiles(broker, args.calls)))
+        return 0
 
     head = (
         f"`python -m benchmarks.request_overhead --calls {args.calls}"

@@ -45,6 +45,10 @@ from nautilus_ranking.unknown_variables import DOTENV_UNKNOWN, DotEnvTypos, unkn
 
 logger = get_logger("nautilus_ranking.config")
 
+#: The key that marks a profile's values handed to the settings' validator: they are
+#: parsed as the variables are, and the environment is not read for typos again.
+PROFILE_VALUES = "__nautilus_profile_values__"
+
 VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "onnx-float32", "noop")
 
 
@@ -59,7 +63,9 @@ class ConfigError(NautilusError):
 
 def log_problem(problem: Problem) -> None:
     """Emit the one structured warning for a skipped value."""
-    event = "source_boost_skipped" if problem.variable == BOOSTS_VAR else "config_value_skipped"
+    # a profile's boosts (NAUTILUS_PROFILES__<NAME>__SOURCE_BOOSTS, or its file's key) too
+    boosts = problem.variable == BOOSTS_VAR or "source_boosts" in problem.variable.lower()
+    event = "source_boost_skipped" if boosts else "config_value_skipped"
     logger.warning(
         event,
         variable=problem.variable,
@@ -109,6 +115,9 @@ class NautilusSettings(LogSettings):
     serve_probe_interval_s: float = 10.0
     serve_api_keys_file: str | None = None
     serve_cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Ranking profiles (nautilus_ranking/profiles/): the YAML file of many; each one's
+    # knobs are NAUTILUS_PROFILES__<NAME>__<KNOB>, read beside these settings.
+    profiles_file: str | None = None
     _problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @classmethod
@@ -133,6 +142,9 @@ class NautilusSettings(LogSettings):
         if not isinstance(data, dict):
             return handler(data)
         data = dict(data)
+        # A profile's knobs are parsed by these same parsers (nautilus_ranking/profiles/):
+        # its problems are the profile's, reported (or refused) where it is loaded.
+        of_profile = bool(data.pop(PROFILE_VALUES, False))
         found: list[Problem] = []
 
         def take(field: str, parsed: tuple[Any, Problem | None]) -> None:
@@ -224,7 +236,8 @@ class NautilusSettings(LogSettings):
         boosts, boost_problems = collect_source_boosts(raw_boosts)
         data["source_boosts"] = boosts
         found.extend(boost_problems)
-        found.extend(unknown_variables(cls, data.pop(DOTENV_UNKNOWN, ())))
+        if not of_profile:
+            found.extend(unknown_variables(cls, data.pop(DOTENV_UNKNOWN, ())))
         raw_dir = data.get("data_dir")
         if isinstance(raw_dir, str) and not raw_dir.strip():
             data.pop("data_dir")
@@ -237,6 +250,10 @@ class NautilusSettings(LogSettings):
                 )
             )
 
+        if of_profile:
+            settings = handler(data)
+            settings._problems = tuple(found)
+            return settings
         if strict and found:  # the error lists every problem: no warning each as well
             raise ConfigError(tuple(found))
         for problem in found:
@@ -332,6 +349,10 @@ def _take_serve_settings(
     take(
         "serve_api_keys_file",
         parse_field_name(var("serve_api_keys_file"), data.get("serve_api_keys_file")),
+    )
+    take(
+        "profiles_file",
+        parse_field_name(var("profiles_file"), data.get("profiles_file")),
     )
     take(
         "serve_cors_origins",

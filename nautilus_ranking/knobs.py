@@ -191,6 +191,7 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "serve_probe_interval_s",
         "serve_api_keys_file",
         "serve_cors_origins",
+        "profiles_file",
     }
 )
 

@@ -11,6 +11,10 @@ manifest. So a name is a typo only when it is within a typo of one of ours
 (:func:`closest_setting`): the part after ``NAUTILUS_`` at least
 :data:`TYPO_CUTOFF` similar to one of ours, or one of ours with ``RANKING_`` left
 out. Any other ``NAUTILUS_*`` name belongs to someone else and is never reported.
+
+Ranking profiles' variables (``NAUTILUS_PROFILES__<NAME>__<KNOB>``) follow a pattern,
+not a list: any name starting ``NAUTILUS_PROFILE`` is judged by the profile reader
+(``nautilus_ranking/profiles/read.py``), which reports one that does not fit it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from nautilus_ranking.errors import Problem
+from nautilus_ranking.profiles.read import is_profile_variable
 
 DOTENV_UNKNOWN = "__nautilus_dotenv_unknown__"
 _PREFIX = "NAUTILUS_"
@@ -52,6 +57,8 @@ def closest_setting(name: str, known: Iterable[str]) -> str | None:
     names = sorted(k.upper() for k in known)
     if not upper.startswith(_PREFIX) or upper in names or upper in BROKER_VARIABLES:
         return None
+    if is_profile_variable(upper):  # the profile reader judges these
+        return None
     tail = upper.removeprefix(_PREFIX)
     for ours in names:  # NAUTILUS_TOP_K for NAUTILUS_RANKING_TOP_K
         if ours == f"{_PREFIX}RANKING_{tail}":
@@ -66,6 +73,8 @@ def is_setting_or_typo(name: object, cls: type[BaseSettings]) -> bool:
     deployment check judges (the broker's variables and an operator's own are not)."""
     if not isinstance(name, str) or not name.upper().startswith(_PREFIX):
         return False
+    if is_profile_variable(name):
+        return True
     known = {_PREFIX + field.upper() for field in cls.model_fields}
     return name.upper() in known or closest_setting(name, known) is not None
 

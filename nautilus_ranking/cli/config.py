@@ -17,6 +17,7 @@ from nautilus_ranking.cli.args import CONFIG_HELP
 if TYPE_CHECKING:  # loaded when the command runs (``nautilus-ranking --help`` needs none of it)
     from nautilus_ranking.config import NautilusSettings
     from nautilus_ranking.errors import Problem
+    from nautilus_ranking.profiles.build import Profiles
 
 
 def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
@@ -70,7 +71,7 @@ def run_config(args: argparse.Namespace) -> int:
         settings = NautilusSettings()  # --strict reports each problem itself, once
     path = config_path(settings, args.config)
     # a Nautilus broker's nautilus.yaml: boosts name its sources (nautilus_ranking.upstream)
-    from nautilus_ranking.upstream.broker_config import broker_sources
+    from nautilus_ranking.upstream.broker_config import broker_agents, broker_sources
 
     listing, source_error = (
         (broker, None)
@@ -92,10 +93,16 @@ def run_config(args: argparse.Namespace) -> int:
     if listing == []:
         source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"
     source_ids = None if listing is None else [s["id"] for s in listing]
+    from nautilus_ranking.cli.config_profiles import profiles_json, profiles_text, read_profiles
+
+    profiles, profile_problems = read_profiles(
+        settings, source_ids, broker_agents(path) if broker is not None else None
+    )
     problems = (
         list(settings.problems)
         + list(boost_problems(settings, source_ids) if source_ids is not None else ())
-        + _keys_problems(settings)
+        + profile_problems
+        + keys_problems(settings, profiles)
     )
     failed = args.strict and bool(problems or id_problems or source_error is not None)
     if args.json:
@@ -123,6 +130,7 @@ def run_config(args: argparse.Namespace) -> int:
                         "sources": listing or [],
                         "warnings": id_problems,
                     },
+                    **({"profiles": profiles_json(profiles, settings)} if profiles else {}),
                 },
                 indent=2,
                 sort_keys=True,
@@ -130,6 +138,8 @@ def run_config(args: argparse.Namespace) -> int:
         )
     elif not failed:  # a failed gate prints its problems alone, on stderr
         print(_settings_table(settings))
+        if profiles:
+            print(profiles_text(profiles, settings))
         print(f"\nranking: {'on' if settings.ranking_enabled else 'off (exact passthrough)'}")
         print(
             f"sources: {path}: "
@@ -199,9 +209,10 @@ def check_sources(
     ], None
 
 
-def _keys_problems(settings: NautilusSettings) -> list[Problem]:
+def keys_problems(settings: NautilusSettings, profiles: Profiles) -> list[Problem]:
     """The API keys file as ``serve`` and ``mcp`` read it at start-up (missing, not a
-    regular file, empty): a gate must fail on what would stop the service."""
+    regular file, empty; a profile grant naming no profile): a gate must fail on what
+    would stop the service."""
     from nautilus_ranking.config import ConfigError
 
     try:
@@ -212,7 +223,13 @@ def _keys_problems(settings: NautilusSettings) -> list[Problem]:
         load_api_keys(settings.serve_api_keys_file)
     except ConfigError as exc:
         return list(exc.problems)
-    return []
+    if settings.serve_api_keys_file is None or not profiles:
+        return []
+    from nautilus_ranking.service.key_grants import key_grants
+    from nautilus_ranking.service.limits import read_key_lines
+
+    path = settings.serve_api_keys_file
+    return key_grants(read_key_lines(path), profiles, path)[1]
 
 
 def _log_levels() -> dict[str, str] | None:

@@ -177,6 +177,8 @@ def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = 
         f"synthesizer: {result.synthesizer}"
         + (f"  (boosts: {', '.join(f'{k}:{v}' for k, v in applied.items())})" if applied else ""),
     ]
+    if result.profiled:
+        lines.append(f"profile: {result.profile or '(none: the global knobs)'}")
     if not ranked:
         lines.append(RANKING_OFF)
     explain = bool(result.request.explain) and ranked

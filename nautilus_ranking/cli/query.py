@@ -36,6 +36,12 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         help="with --explain: every score component, lines as long as they need "
         "(by default the table fits in 120 columns)",
     )
+    query.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="rank with this ranking profile (NAUTILUS_PROFILES__<NAME>__*, "
+        "or NAUTILUS_PROFILES_FILE)",
+    )
     if next((a for a in argv if not a.startswith("-")), None) == "query":
         add_request_flags(query)
     query.set_defaults(run=run)
@@ -119,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     except ProblemError as exc:
         return _refused(exc)
     try:
-        result = answer_sync(engine, request)
+        result = answer_sync(engine, request, profile=args.profile)
     except ProblemError as exc:
         return _refused(exc)
     finally:
@@ -146,7 +152,13 @@ def _refused(exc: ProblemError) -> int:
     errors = exc.extra.get("errors") or ([exc.extra] if exc.extra.get("field") else [])
     for error in errors:
         field = str(error.get("field", ""))
-        flag = (arg_of(field).flag or "query") if field in QueryRequest.model_fields else field
+        flag = (
+            (arg_of(field).flag or "query")
+            if field in QueryRequest.model_fields
+            else "--profile"
+            if field == "profile"
+            else field
+        )
         reason = error.get("reason") or exc.detail
         print(
             printable(

@@ -54,7 +54,9 @@ def definitions(state: ServerState) -> list[types.Tool]:
             f"its answer within {settings.serve_request_timeout_s:g} s or a "
             "deadline error."
         ),
-        input_schema=search_schema(ids, settings.serve_max_query_chars),
+        input_schema=search_schema(
+            ids, settings.serve_max_query_chars, profiled=bool(state.engine.profiles)
+        ),
         output_schema=_SEARCH_OUTPUT,
         annotations=types.ToolAnnotations(
             read_only_hint=True,
@@ -84,7 +86,7 @@ def definitions(state: ServerState) -> list[types.Tool]:
     return [search, listing]
 
 
-def search_schema(ids: list[str], max_chars: int) -> dict[str, Any]:
+def search_schema(ids: list[str], max_chars: int, profiled: bool = False) -> dict[str, Any]:
     """The ``search`` tool's input schema: :class:`QueryRequest`'s own, in the plain
     types a model reads (an optional field is its type, not a union with null), with
     this server's source ids, boost levels and query length filled in."""
@@ -105,6 +107,8 @@ def search_schema(ids: list[str], max_chars: int) -> dict[str, Any]:
         additionalProperties={"type": "string", "enum": list(BOOST_LEVELS)},
     )
     properties["sources"]["items"] = {"type": "string", "enum": ids}
+    if profiled:  # no names listed: a caller learns its own from its key's operator
+        properties["profile"] = {"type": "string", "description": "ranking profile"}
     return {
         "type": "object",
         "properties": properties,

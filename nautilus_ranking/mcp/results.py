@@ -42,7 +42,9 @@ def search_content(result: Answer) -> dict[str, Any]:
     if response.cut is not None:
         out["cut"] = response.cut
     if request.explain:
-        out["explain"] = result.plan.explain
+        out["explain"] = result.explain if result.profiled else result.plan.explain
+    if result.profiled:
+        out["profile"] = result.profile
     return out
 
 
@@ -78,6 +80,8 @@ def search_text(out: dict[str, Any]) -> str:
     """The compact form an agent reads: one line a result, then errors, budget, paging."""
     results = out["results"]
     lines = [f"{len(results)} result(s) for {out['query']!r}"]
+    if "profile" in out:
+        lines[0] += f", ranked by profile {out['profile'] or '(none: the global knobs)'}"
     lines.extend(_result_line(r) for r in results)
     for e in out["sources_errored"]:
         lines.append(f"source {e['source_id']} failed ({e['error_type']}): {e['message']}")

@@ -32,6 +32,8 @@ logger = get_logger("nautilus_ranking.mcp")
 #: ``--port``'s default: beside ``nautilus-ranking serve``'s 8000, so both can run on one host.
 DEFAULT_PORT = 8001
 MCP_PATH = "/mcp"
+#: Where the guard leaves the checked API key in the request's scope state, for the tool.
+KEY_STATE = "nautilus_api_key"
 
 
 def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None = None) -> int:
@@ -140,7 +142,10 @@ def _server(engine: Tools) -> Any:
         return types.ListToolsResult(tools=engine.tools())
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        result: types.CallToolResult = await engine.call(params.name, params.arguments)
+        # the HTTP transport's request, where the guard left the key it checked
+        http = getattr(ctx, "request", None)
+        key = getattr(http, "scope", {}).get("state", {}).get(KEY_STATE)
+        result: types.CallToolResult = await engine.call(params.name, params.arguments, key)
         return result
 
     return Server(
@@ -216,7 +221,12 @@ class _Guard:
 
         from nautilus_ranking.request.errors import ProblemError
         from nautilus_ranking.service import metrics
-        from nautilus_ranking.service.limits import check_api_key, read_body, request_id_of
+        from nautilus_ranking.service.limits import (
+            check_api_key,
+            matched_key,
+            read_body,
+            request_id_of,
+        )
         from nautilus_ranking.service.problems import problem_response
 
         rid = request_id_of(scope["headers"])
@@ -235,6 +245,9 @@ class _Guard:
             if path.rstrip("/") == MCP_PATH:
                 try:
                     check_api_key(Request(scope), self.keys)
+                    if self.keys:  # which key: the tool ranks by its profile
+                        key = matched_key(Request(scope), self.keys)
+                        scope.setdefault("state", {})[KEY_STATE] = key
                     if scope["method"] == "GET":
                         raise ProblemError(
                             405,

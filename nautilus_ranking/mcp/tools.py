@@ -21,6 +21,7 @@ from nautilus_ranking.errors import cut
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.mcp.definitions import LIST_SOURCES, SEARCH, definitions
 from nautilus_ranking.mcp.results import error_result, row_text, search_content, search_text
+from nautilus_ranking.profiles.choose import allowed, take_profile
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import parse_request
 from nautilus_ranking.service import metrics
@@ -47,15 +48,19 @@ class Tools:
 
     # --- the tools' answers -----------------------------------------------------------
 
-    async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, key: bytes | None = None
+    ) -> types.CallToolResult:
+        """Answer one tool call; ``key``: the API key the HTTP transport checked (None
+        over stdio), whose profiles the call may use."""
         started = time.perf_counter()
         status = 200
         known = name in (SEARCH, LIST_SOURCES)
         try:
             if name == SEARCH:
-                result = await self.search(arguments or {})
+                result = await self.search(arguments or {}, key)
             elif name == LIST_SOURCES:
-                result = self.list_sources()
+                result = self.list_sources(key)
             else:
                 raise ProblemError(
                     404,
@@ -76,14 +81,19 @@ class Tools:
             )
         return result
 
-    async def search(self, arguments: dict[str, Any]) -> types.CallToolResult:
-        result = await self.state.answer(parse_request(arguments), row_text=row_text)
+    async def search(
+        self, arguments: dict[str, Any], key: bytes | None = None
+    ) -> types.CallToolResult:
+        payload, profile = take_profile(arguments, bool(self.state.engine.profiles))
+        result = await self.state.answer(
+            parse_request(payload), row_text=row_text, profile=profile, key=key
+        )
         out = search_content(result)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=search_text(out))], structured_content=out
         )
 
-    def list_sources(self) -> types.CallToolResult:
+    def list_sources(self, key: bytes | None = None) -> types.CallToolResult:
         failing = self.state.readiness.failing()
         types_by_id = self.state.source_types
         rows = [
@@ -110,7 +120,14 @@ class Tools:
             + (", healthy" if r["healthy"] else f", DOWN: {r['problem']}")
             for r in rows
         ]
+        out: dict[str, Any] = {"sources": rows}
+        if self.state.engine.profiles:  # what this caller's key may rank with
+            out["profiles"] = allowed(self.state.engine.profiles, self.state.grant(key))
+            lines.append(
+                f"profiles: default {out['profiles']['default'] or '(none: the global knobs)'}"
+                f"; may name: {', '.join(out['profiles']['allowed']) or 'none'}"
+            )
         return types.CallToolResult(
             content=[types.TextContent(type="text", text="\n".join(lines))],
-            structured_content={"sources": rows},
+            structured_content=out,
         )

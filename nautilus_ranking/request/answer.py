@@ -14,10 +14,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nautilus_ranking.fanout.thread_loop import run_sync
+from nautilus_ranking.profiles.choose import Grant, check_overrides, choose
 from nautilus_ranking.records import BrokerResponse, RankedRow
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.model import QueryRequest
-from nautilus_ranking.request.plan import Plan, cut_page, forbid_overrides, plan
+from nautilus_ranking.request.plan import (
+    Plan,
+    cut_page,
+    forbid_overrides,
+    given_overrides,
+    plan,
+)
 from nautilus_ranking.response_hash import compute_response_hash
 from nautilus_ranking.selection.budget import apply_budget, entry_text
 
@@ -37,6 +44,10 @@ class Answer:
     broker_request_id: str
     #: The next page's cursor when a ranked top K has more rows (None otherwise).
     next_cursor: str | None = None
+    #: The profile that ranked it (None: the global knobs).
+    profile: str | None = None
+    #: Whether profiles are configured: only then does an answer name one.
+    profiled: bool = False
 
     @property
     def ranked(self) -> bool:
@@ -50,7 +61,10 @@ class Answer:
     @property
     def explain(self) -> dict[str, Any]:
         """The request's effective ranking settings (what ``explain`` adds)."""
-        return {**self.plan.explain, "broker_request_id": self.broker_request_id}
+        shown = {**self.plan.explain, "broker_request_id": self.broker_request_id}
+        if self.profiled:
+            shown["profile"] = self.profile
+        return shown
 
     def to_json(self) -> dict[str, Any]:
         """The answer as ``POST /v1/query`` and ``nautilus-ranking query --json`` write it."""
@@ -60,6 +74,8 @@ class Answer:
             explain=bool(self.request.explain),
         )
         out["synthesizer"] = self.synthesizer
+        if self.profiled:
+            out["profile"] = self.profile
         if self.page is not None:
             out["page"] = self.page
         out["next_cursor"] = self.next_cursor
@@ -91,17 +107,28 @@ async def answer(
     run: Runner | None = None,
     request_id: str | None = None,
     row_text: RowText = response_row_text,
+    profile: str | None = None,
+    grant: Grant | None = None,
 ) -> Answer:
     """Plan ``request`` against ``engine`` (a bad field is a 422 ``ProblemError``; an
     override where ``allow_overrides`` is off a 403), run it (through ``run`` when
     given), cut the asked page (409 when the data moved under a cursor), and keep the
     rows of it that fit in the token budget, each counted as ``row_text`` (how this way
     in hands a row over). ``request_id`` replaces the broker's own in the response (a
-    server's request id)."""
-    if not allow_overrides:
+    server's request id). ``profile`` names the ranking profile asked for and ``grant``
+    is what the caller's key allows (None: no keys, any profile): the global knobs, then
+    the profile's, then the request's overrides the profile allows
+    (``nautilus_ranking.profiles.choose``); a profile's rule replaces ``allow_overrides``."""
+    profiled = bool(engine.profiles)
+    chosen = choose(engine.profiles, profile, grant) if profiled or profile else None
+    if chosen is not None:
+        check_overrides(chosen, given_overrides(request))
+        engine = engine.by_profile[chosen.name]
+    elif not allow_overrides:
         forbid_overrides(request)
+    name = chosen.name if chosen is not None else None
     chars = max_query_chars if max_query_chars is not None else len(request.query)
-    run_plan = plan(request, engine.broker, engine.settings, engine.embedder, chars)
+    run_plan = plan(request, engine.broker, engine.settings, engine.embedder, chars, name)
     call = run_plan.broker.arequest(request.query)
     response = await (run(call) if run is not None else call)
     response, page = cut_page(run_plan, response)
@@ -124,13 +151,27 @@ async def answer(
     broker_request_id = response.request_id
     if request_id is not None:
         response.request_id = request_id
-    return Answer(request, response, run_plan, page, broker_request_id, next_cursor)
+    return Answer(
+        request,
+        response,
+        run_plan,
+        page,
+        broker_request_id,
+        next_cursor,
+        name,
+        profiled,
+    )
 
 
 def answer_sync(
-    engine: Engine, request: QueryRequest, row_text: RowText = response_row_text
+    engine: Engine,
+    request: QueryRequest,
+    row_text: RowText = response_row_text,
+    profile: str | None = None,
 ) -> Answer:
     """:func:`answer` from synchronous code (``nautilus-ranking query``, a sync retriever)."""
     return run_sync(
-        answer(engine, request, row_text=row_text), "answer_sync()", "await answer(...)"
+        answer(engine, request, row_text=row_text, profile=profile),
+        "answer_sync()",
+        "await answer(...)",
     )

@@ -9,14 +9,22 @@ request's overrides start from) are the ones the broker applies.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nautilus_ranking.broker import Broker, applied_settings, boost_problems, config_path
-from nautilus_ranking.config import ConfigError, NautilusSettings
+from nautilus_ranking.broker import (
+    Broker,
+    applied_settings,
+    boost_problems,
+    config_path,
+    synthesizer_for,
+)
+from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.errors import Problem
+from nautilus_ranking.profiles.build import Profile, Profiles, load_profiles
+from nautilus_ranking.profiles.read import profiles_in_environment
 from nautilus_ranking.sources.base import Source
 
 #: What a sources file must list (said when it lists nothing).
@@ -29,13 +37,19 @@ class Engine:
 
     ``settings`` are effective (boosts that name no source dropped); ``embedder`` is
     the one per-request rankers reuse (onnx is loaded once a process); ``problems``
-    lists every value skipped at start-up.
+    lists every value skipped at start-up. ``profiles`` are the configured ranking
+    profiles, and ``by_profile`` each one's engine: the same sources, its own settings
+    and ranker, built once here (a request only picks one).
     """
 
     settings: NautilusSettings
     broker: Broker
     embedder: Embedder | None
     problems: tuple[Problem, ...] = ()
+    profiles: Profiles = field(default_factory=Profiles)
+    by_profile: dict[str, Engine] = field(default_factory=dict)
+    #: The profile this engine ranks for (None: the global knobs).
+    profile: Profile | None = None
 
     @property
     def sources(self) -> list[Source]:
@@ -68,21 +82,83 @@ class Engine:
                 )
             )
         ids = [s.id for s in broker.sources]
-        return cls(
+        try:
+            profiles = load_profiles(settings)
+        except ConfigError:
+            broker.close()
+            raise
+        engine = cls(
             applied_settings(settings, ids),
             broker,
             _embedder_of(broker, settings),
-            settings.problems + boost_problems(settings, ids),
+            settings.problems + boost_problems(settings, ids) + profiles.problems,
+            profiles,
         )
+        try:
+            engine.build_profiles(settings)
+        except ConfigError:
+            broker.close()
+            raise
+        return engine
+
+    def build_profiles(self, settings: NautilusSettings) -> None:
+        """Each profile's engine over this one's sources; a boost naming no source is
+        warned about and dropped, or refused in strict mode."""
+        if not self.profiles:
+            return
+        ids = self.source_ids
+        found: list[Problem] = []
+        built: dict[str, Engine] = {}
+        for name, profile in self.profiles.by_name.items():
+            own = profile.settings(self.settings)
+            where = profile.origins.get("source_boosts", "")
+            found.extend(
+                Problem(where, p.value, p.reason, p.valid)
+                for p in boost_problems(own, ids)
+                if "source_boosts" in profile.values
+            )
+            own = applied_settings(own, ids)
+            if own.ranking_enabled and self.embedder is None:  # one model for every profile
+                self.embedder = embedder_from_name(
+                    settings.embedder, cache_size=settings.embedder_cache_size
+                )
+            broker = Broker(
+                self.broker.sources,
+                synthesizer_for(own, self.embedder),
+                self.broker.limit,
+                prepare_timeout_s=self.broker.prepare_timeout_s,
+            )
+            built[name] = Engine(own, broker, self.embedder, profile=profile)
+        if found and settings.config_strict:
+            raise ConfigError(tuple(found))
+        for problem in found:
+            log_problem(problem)
+        self.problems += tuple(found)
+        self.by_profile = built
+
+    def use_sources(self, sources: list[Source]) -> None:
+        """These sources (a server's timed wrappers) for this engine and its profiles'."""
+        self.broker.sources = sources
+        for engine in self.by_profile.values():
+            engine.broker.sources = sources
 
     @classmethod
-    def of(cls, broker: Broker, settings: NautilusSettings | None = None) -> Engine:
+    def of(
+        cls, broker: Broker, settings: NautilusSettings | None = None, profiles: bool = False
+    ) -> Engine:
         """A caller's own broker; without ``settings``, its ranker's own knobs (read
-        from the synthesizer, not from the environment) are what overrides start from."""
-        if settings is None:
-            settings = _settings_of(broker)
+        from the synthesizer, not from the environment) are what overrides start from.
+        ``profiles``: the ranking profiles of the environment (and ``.env``) too, over
+        those knobs (only when a profile variable or ``NAUTILUS_PROFILES_FILE`` is set)."""
+        own = settings if settings is not None else _settings_of(broker)
         ids = [s.id for s in broker.sources]
-        return cls(applied_settings(settings, ids), broker, _embedder_of(broker, settings))
+        engine = cls(applied_settings(own, ids), broker, _embedder_of(broker, own))
+        if profiles and profiles_in_environment(NautilusSettings.model_config.get("env_file")):
+            process = NautilusSettings()
+            engine.profiles = load_profiles(process)
+            engine.problems += engine.profiles.problems
+            engine.build_profiles(process)
+        return engine
 
 
 def _embedder_of(broker: Broker, settings: NautilusSettings) -> Embedder | None:

@@ -139,8 +139,14 @@ class Paging:
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def ranking_key(query: str, settings: NautilusSettings, source_ids: Sequence[str]) -> str:
-    """A short digest of the query and everything that shapes its ranking."""
+def ranking_key(
+    query: str,
+    settings: NautilusSettings,
+    source_ids: Sequence[str],
+    profile: str | None = None,
+) -> str:
+    """A short digest of the query and everything that shapes its ranking (the profile
+    that ranked it among them: a cursor carries its profile)."""
     shape = {
         "query": query,
         "top_k": settings.ranking_top_k,
@@ -159,16 +165,23 @@ def ranking_key(query: str, settings: NautilusSettings, source_ids: Sequence[str
         value = getattr(settings, "ranking_" + name)
         if value is not None:
             shape[name] = value
+    if profile is not None:  # without profiles the key is what it was
+        shape["profile"] = profile
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def first_page(query: str, settings: NautilusSettings, source_ids: Sequence[str]) -> Paging | None:
+def first_page(
+    query: str,
+    settings: NautilusSettings,
+    source_ids: Sequence[str],
+    profile: str | None = None,
+) -> Paging | None:
     """Page 1 of a ranked top K that no page was asked for (None without a top K): its
     answer says whether more rows exist and carries the next page's cursor."""
     size = settings.ranking_top_k
     if size is None:
         return None
-    return Paging(1, size, ranking_key(query, settings, source_ids), asked=False)
+    return Paging(1, size, ranking_key(query, settings, source_ids, profile), asked=False)
 
 
 def _data_key(source_hashes: Mapping[str, str]) -> str:
@@ -182,6 +195,7 @@ def paging(
     *,
     page: int | None = None,
     cursor: str | None = None,
+    profile: str | None = None,
 ) -> Paging | None:
     """The page asked for (``page`` or ``cursor``, not both), None when neither is given.
 
@@ -209,7 +223,7 @@ def paging(
             "paging needs a page size",
             "an integer >= 1 (top_k, or NAUTILUS_RANKING_TOP_K)",
         )
-    key = ranking_key(query, settings, source_ids)
+    key = ranking_key(query, settings, source_ids, profile)
     if page is not None:
         if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
             raise PageError(
@@ -229,7 +243,7 @@ def paging(
             "cursor",
             cut(cursor),
             "made for another query or other settings "
-            f"(one of {_FIELDS}, or the service's ranking settings, differs)",
+            f"(one of {_FIELDS}, the profile, or the service's ranking settings, differs)",
             "the next_cursor of a response to this same query and settings",
         )
     return Paging(number, size, key, data_key)

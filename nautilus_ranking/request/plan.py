@@ -75,6 +75,7 @@ def plan(
     settings: NautilusSettings,
     embedder: Embedder | None,
     max_query_chars: int,
+    profile: str | None = None,
 ) -> Plan:
     """Validate the overrides against the settings' parsers and the broker's sources."""
     problems: list[Problem] = []
@@ -128,6 +129,7 @@ def plan(
                 [s.id for s in chosen],
                 page=request.page,
                 cursor=request.cursor,
+                profile=profile,
             )
         except PageError as exc:
             problems.append(exc.problem)
@@ -135,7 +137,7 @@ def plan(
             effective = effective.model_copy(update={"ranking_top_k": pages.size})
         if pages is None and request.page is None and request.cursor is None:
             # a top K is page 1: its answer says whether more rows exist
-            pages = first_page(request.query, effective, [s.id for s in chosen])
+            pages = first_page(request.query, effective, [s.id for s in chosen], profile)
     if problems:
         raise invalid(problems)
     explain = {
@@ -185,6 +187,11 @@ def cut_page(
             str(exc),
             extra={"field": exc.field, "value": exc.value, "valid": exc.valid},
         ) from None
+
+
+def given_overrides(request: QueryRequest) -> list[str]:
+    """The override fields ``request`` carries."""
+    return [name for name in OVERRIDES if getattr(request, name) is not None]
 
 
 def forbid_overrides(request: QueryRequest) -> None:

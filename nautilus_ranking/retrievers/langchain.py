@@ -40,6 +40,8 @@ class NautilusRetriever(BaseRetriever):
     api_key: str | None = None
     timeout_s: float = 30.0
     overrides: dict[str, Any] = Field(default_factory=dict)
+    #: The ranking profile to rank with (one the key allows); None: the default.
+    profile: str | None = None
     _source: HitSource = PrivateAttr()
 
     @model_validator(mode="before")
@@ -53,7 +55,12 @@ class NautilusRetriever(BaseRetriever):
 
     def model_post_init(self, context: Any) -> None:
         self._source = HitSource(
-            self.broker, self.url, self.api_key, self.timeout_s, self.overrides
+            self.broker,
+            self.url,
+            self.api_key,
+            self.timeout_s,
+            self.overrides,
+            profile=self.profile,
         )
 
     def _get_relevant_documents(

@@ -43,11 +43,13 @@ class NautilusRetriever(BaseRetriever):
         api_key: str | None = None,
         timeout_s: float = 30.0,
         callback_manager: CallbackManager | None = None,
+        profile: str | None = None,
         **overrides: Any,
     ) -> None:
         """``overrides``: request fields by name (``top_k``, ``boosts``, ``sources``,
-        ``idf`` … — those of ``POST /v1/query``)."""
-        self._source = HitSource(broker, url, api_key, timeout_s, overrides)
+        ``idf`` … — those of ``POST /v1/query``); ``profile``: the ranking profile to
+        rank with (one the key allows)."""
+        self._source = HitSource(broker, url, api_key, timeout_s, overrides, profile=profile)
         super().__init__(callback_manager=callback_manager)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

@@ -160,6 +160,8 @@ class HitSource:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
     max_answer_bytes: int = MAX_ANSWER_BYTES
+    #: The ranking profile to rank with (one the key allows); None: the caller's default.
+    profile: str | None = None
     _core: Engine | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -179,7 +181,7 @@ class HitSource:
     def _engine(self, broker: Broker) -> Engine:
         """The in-process broker as the request core runs it (assembled on first use)."""
         if self._core is None:
-            self._core = Engine.of(broker)
+            self._core = Engine.of(broker, profiles=True)
         return self._core
 
     def _request(self, query: str) -> QueryRequest:
@@ -198,7 +200,10 @@ class HitSource:
         return hits_of(result.response, result.ranked, bool(result.request.explain))
 
     def _body(self, query: str) -> dict[str, Any]:
-        return self._request(query).model_dump(exclude_defaults=True)
+        body = self._request(query).model_dump(exclude_defaults=True)
+        if self.profile is not None:
+            body["profile"] = self.profile
+        return body
 
     def _headers(self) -> dict[str, str]:
         return {
@@ -214,7 +219,11 @@ class HitSource:
             with _refused_as_service_error():
                 # a budget counts each row as POST /v1/query hands it over, in-process
                 # as over HTTP: the same rows either way
-                return self._answer(answer_sync(self._engine(self.broker), self._request(query)))
+                return self._answer(
+                    answer_sync(
+                        self._engine(self.broker), self._request(query), profile=self.profile
+                    )
+                )
         body = self._body(query)
         try:
             asyncio.get_running_loop()
@@ -227,7 +236,11 @@ class HitSource:
     async def ahits(self, query: str) -> list[Hit]:
         if self.broker is not None:
             with _refused_as_service_error():
-                return self._answer(await answer(self._engine(self.broker), self._request(query)))
+                return self._answer(
+                    await answer(
+                        self._engine(self.broker), self._request(query), profile=self.profile
+                    )
+                )
         return await self._post(self._body(query))
 
     async def _post(self, body: dict[str, Any]) -> list[Hit]:
@@ -267,7 +280,8 @@ def _refused_as_service_error() -> Iterator[None]:
     try:
         yield
     except ProblemError as exc:
-        raise ServiceError(f"invalid request: {exc.detail}") from None
+        what = "invalid request" if exc.status != 403 else "refused"
+        raise ServiceError(f"{what}: {exc.detail}") from None
 
 
 def _too_large(endpoint: str, cap: int, what: str) -> str:

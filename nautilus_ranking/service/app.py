@@ -29,6 +29,8 @@ from nautilus_ranking import __version__
 from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.log import configure_logging, get_logger
+from nautilus_ranking.profiles.build import configured
+from nautilus_ranking.profiles.choose import PROFILE_FIELD, allowed, take_profile
 from nautilus_ranking.request.errors import ProblemError, invalid
 from nautilus_ranking.request.model import QueryRequest, parse_request
 from nautilus_ranking.service import metrics
@@ -36,6 +38,7 @@ from nautilus_ranking.service.limits import (
     check_api_key,
     key_matches,
     load_api_keys,
+    matched_key,
     parse_json_body,
     read_body,
     request_id_of,
@@ -45,7 +48,9 @@ from nautilus_ranking.service.state import ServerState
 
 logger = get_logger("nautilus_ranking.service")
 
-_ROUTES = frozenset({"/v1/query", "/v1/config", "/healthz", "/readyz", "/metrics", "/openapi.json"})
+_ROUTES = frozenset(
+    {"/v1/query", "/v1/config", "/v1/profiles", "/healthz", "/readyz", "/metrics", "/openapi.json"}
+)
 _SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|DSN", re.IGNORECASE)
 _URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
@@ -76,7 +81,7 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
-    _add_routes(app)
+    _add_routes(app, configured(settings))
     if api_keys:
 
         @app.get("/openapi.json", include_in_schema=False)
@@ -111,14 +116,32 @@ _QUERY_SCHEMA = QueryRequest.model_json_schema()
 _PROBLEM = {"content": {"application/problem+json": {"schema": {"type": "object"}}}}
 
 
-def _add_routes(app: FastAPI) -> None:
+def _query_schema(profiled: bool) -> dict[str, Any]:
+    """The request body's schema: the request model's, with ``profile`` where profiles
+    are configured (and only there)."""
+    if not profiled:
+        return _QUERY_SCHEMA
+    properties = {**_QUERY_SCHEMA["properties"], "profile": PROFILE_FIELD}
+    return {**_QUERY_SCHEMA, "properties": properties}
+
+
+def _add_routes(app: FastAPI, profiled: bool = False) -> None:
+    if profiled:
+
+        @app.get("/v1/profiles", summary="The ranking profiles your key allows")
+        async def profiles(request: Request) -> dict[str, Any]:
+            state = _state(request)
+            check_api_key(request, state.api_keys)
+            grant = state.grant(matched_key(request, state.api_keys))
+            return allowed(state.engine.profiles, grant)
+
     @app.post(
         "/v1/query",
         summary="Rank every source's rows for a query",
         openapi_extra={
             "requestBody": {
                 "required": True,
-                "content": {"application/json": {"schema": _QUERY_SCHEMA}},
+                "content": {"application/json": {"schema": _query_schema(profiled)}},
             }
         },
         responses={
@@ -142,7 +165,14 @@ def _add_routes(app: FastAPI) -> None:
         body = await read_body(
             request, state.settings.serve_max_body_bytes, state.settings.serve_body_timeout_s
         )
-        result = await state.answer(parse_request(parse_json_body(body)), _request_id(request))
+        payload, profile = take_profile(parse_json_body(body), bool(state.engine.profiles))
+        result = await state.answer(
+            parse_request(payload),
+            _request_id(request),
+            profile=profile,
+            # which key, only where it picks a profile
+            key=matched_key(request, state.api_keys) if state.grants else None,
+        )
         return Response(strict_json(result.to_json()), media_type="application/json")
 
     @app.get("/v1/config", summary="Effective settings and skipped problems")

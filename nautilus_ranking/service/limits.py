@@ -166,14 +166,53 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
         )
     except FileRefusedError as exc:
         raise problem(f"cannot read it ({exc})") from None
-    keys = tuple(
-        line.strip().encode()
-        for line in text.splitlines()
-        if line.strip() and not line.strip().startswith("#")
-    )
+    from nautilus_ranking.service.key_grants import split_line
+
+    keys = tuple(split_line(line)[0].encode() for line in key_lines(text))
     if not keys:
         raise problem("holds no key")
     return keys
+
+
+def key_lines(text: str) -> list[str]:
+    """The key lines of a keys file's text (blank lines and ``#`` comments left out)."""
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+
+
+def read_key_lines(path: str) -> list[str]:
+    """The key lines of a keys file already loaded by :func:`load_api_keys`."""
+    from nautilus_ranking.sources.seeds import read_text_file
+
+    text = read_text_file(
+        Path(path).expanduser(), "API keys file", MAX_KEYS_FILE_BYTES, "a regular file"
+    )
+    return key_lines(text)
+
+
+def matched_key(request: Request, keys: tuple[bytes, ...]) -> bytes | None:
+    """The key of ``keys`` the request carries (see :func:`key_matches`), or None."""
+    found: bytes | None = None
+    for candidate in _candidates(request):
+        for key in keys:
+            if hmac.compare_digest(candidate, key):
+                found = key
+    return found
+
+
+def _candidates(request: Request) -> list[bytes]:
+    candidates = []
+    given = request.headers.get("x-api-key")
+    if given is not None:
+        candidates.append(given.strip())
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer":
+        candidates.append(token.strip())
+    # starlette decoded the bytes as latin-1
+    return [c.encode("latin-1", "replace") for c in candidates]
 
 
 def key_matches(request: Request, keys: tuple[bytes, ...]) -> bool:
@@ -184,19 +223,7 @@ def key_matches(request: Request, keys: tuple[bytes, ...]) -> bool:
     UTF-8, so a non-ASCII key works as clients send it. Every candidate is
     compared with every key in constant time (no early exit).
     """
-    candidates = []
-    given = request.headers.get("x-api-key")
-    if given is not None:
-        candidates.append(given.strip())
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer":
-        candidates.append(token.strip())
-    matched = False
-    for candidate in candidates:
-        raw = candidate.encode("latin-1", "replace")  # starlette decoded the bytes as latin-1
-        for key in keys:
-            matched |= hmac.compare_digest(raw, key)
-    return matched
+    return matched_key(request, keys) is not None
 
 
 def check_api_key(request: Request, keys: tuple[bytes, ...]) -> None:

@@ -59,6 +59,12 @@ REJECTED = Counter(
     "Queries refused before or while running: overloaded, deadline.",
     ["reason"],
 )
+PROFILE_QUERIES = Counter(
+    "nautilus_profile_queries_total",
+    "Queries answered, by the ranking profile that ranked them ('' for the global knobs); "
+    "only configured profile names are labels.",
+    ["profile"],
+)
 CONFIG_PROBLEMS = Gauge(
     "nautilus_config_problems",
     "Configuration values skipped at start-up (warned about).",
@@ -83,8 +89,16 @@ def record_response(response: BrokerResponse) -> None:
         TOPK_ROWS.labels(source_id).inc(count)
 
 
-def start(source_ids: Iterable[str], config_problems: int) -> None:
-    """Create every per-source series at zero, so a dashboard sees each source at once."""
+def record_profile(profile: str | None) -> None:
+    """One query ranked by ``profile`` (a configured name, or None for the global knobs)."""
+    PROFILE_QUERIES.labels(profile or "").inc()
+
+
+def start(source_ids: Iterable[str], config_problems: int, profiles: Iterable[str] = ()) -> None:
+    """Create every per-source (and per-profile) series at zero, so a dashboard sees each
+    at once."""
+    for name in profiles:
+        PROFILE_QUERIES.labels(name)
     for source_id in source_ids:
         TOPK_ROWS.labels(source_id)
         SOURCE_DURATION.labels(source_id)

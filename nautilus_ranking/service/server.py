@@ -106,8 +106,9 @@ def _clear_operator_dir(path: Path) -> None:
 
 
 def _check(settings: NautilusSettings) -> None:
-    """The sources file and the boosts, checked as ``nautilus-ranking config --strict`` checks
-    them (without building a broker or loading a model): a problem is a ConfigError."""
+    """The sources file, the boosts and (strict mode) the ranking profiles, checked as
+    ``nautilus-ranking config --strict`` checks them (without building a broker or loading
+    a model): a problem is a ConfigError."""
     from nautilus_ranking.broker import boost_problems, config_path
     from nautilus_ranking.cli.config import check_sources
     from nautilus_ranking.request.engine import NO_SOURCES
@@ -133,7 +134,14 @@ def _check(settings: NautilusSettings) -> None:
                 ),
             )
         )
-    problems = boost_problems(settings, [source["id"] for source in listing])
+    ids = [source["id"] for source in listing]
+    problems = boost_problems(settings, ids)
+    if settings.config_strict:  # the profiles and the keys' grants, as config --strict
+        from nautilus_ranking.cli.config import keys_problems
+        from nautilus_ranking.cli.config_profiles import read_profiles
+
+        profiles, found = read_profiles(settings, ids)
+        problems += tuple(found) + tuple(keys_problems(settings, profiles))
     if problems and settings.config_strict:
         raise ConfigError(problems)
 

@@ -16,16 +16,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from nautilus_ranking.broker import config_path
-from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.fanout.blas import limit_blas_threads
 from nautilus_ranking.log import get_logger
+from nautilus_ranking.profiles.choose import PLAIN, Grant
 from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.request.answer import Answer, RowText, answer, response_row_text
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest
 from nautilus_ranking.service import metrics
-from nautilus_ranking.service.limits import ConcurrencyLimit, load_api_keys
+from nautilus_ranking.service.key_grants import key_grants
+from nautilus_ranking.service.limits import ConcurrencyLimit, load_api_keys, read_key_lines
 from nautilus_ranking.service.readiness import Readiness
 from nautilus_ranking.service.runner import BrokerLoop
 from nautilus_ranking.sources.base import Source
@@ -46,6 +48,8 @@ class ServerState:
     api_keys: tuple[bytes, ...]
     #: Each source's type in the sources file (what ``list_sources`` says it is).
     source_types: dict[str, str]
+    #: Each key's ranking profiles (``service/key_grants.py``); empty without profiles.
+    grants: dict[bytes, Grant]
 
     @property
     def settings(self) -> NautilusSettings:
@@ -59,7 +63,20 @@ class ServerState:
         api_keys = load_api_keys(settings.serve_api_keys_file)
         engine = Engine.assemble(settings)
         raw = list(engine.broker.sources)
-        engine.broker.sources = [metrics.TimedSource(s) for s in raw]
+        engine.use_sources([metrics.TimedSource(s) for s in raw])
+        grants: dict[bytes, Grant] = {}
+        if settings.serve_api_keys_file is not None and engine.profiles:
+            grants, problems = key_grants(
+                read_key_lines(settings.serve_api_keys_file),
+                engine.profiles,
+                settings.serve_api_keys_file,
+            )
+            if problems and settings.config_strict:
+                engine.broker.close()
+                raise ConfigError(tuple(problems))
+            for problem in problems:
+                log_problem(problem)
+            engine.problems += tuple(problems)
         return cls(
             engine,
             raw,
@@ -68,6 +85,7 @@ class ServerState:
             BrokerLoop(),
             api_keys,
             {spec.id: spec.type for spec in load_sources(config_path(settings)).specs},
+            grants,
         )
 
     @contextlib.asynccontextmanager
@@ -77,13 +95,16 @@ class ServerState:
         # This process is ours: one BLAS thread, so concurrent requests do not contend
         # with BLAS's own threads (nautilus_ranking.fanout.blas; threadpoolctl is in the extra).
         limit_blas_threads(1)
-        metrics.start([s.id for s in self.raw_sources], len(self.engine.problems))
+        metrics.start(
+            [s.id for s in self.raw_sources], len(self.engine.problems), self.engine.profiles.names
+        )
         prober = asyncio.create_task(self.readiness.run())
         logger.info(
             f"{kind}_ready",
             sources=self.engine.source_ids,
             synthesizer=type(self.engine.broker.synthesizer).__name__,
             config_problems=len(self.engine.problems),
+            **({"profiles": list(self.engine.profiles.names)} if self.engine.profiles else {}),
         )
         try:
             yield self
@@ -100,9 +121,12 @@ class ServerState:
         request: QueryRequest,
         request_id: str | None = None,
         row_text: RowText = response_row_text,
+        profile: str | None = None,
+        key: bytes | None = None,
     ) -> Answer:
         """The request answered as every protocol serves it (see the module docstring);
-        ``row_text``: how the protocol hands a row over (what a token budget counts)."""
+        ``row_text``: how the protocol hands a row over (what a token budget counts);
+        ``profile``: the profile the request names; ``key``: the API key it came with."""
         settings = self.settings
         result = await answer(
             self.engine,
@@ -112,9 +136,20 @@ class ServerState:
             run=self._run,
             request_id=request_id,
             row_text=row_text,
+            profile=profile,
+            grant=self.grant(key),
         )
         metrics.record_response(result.response)
+        if result.profiled:
+            metrics.record_profile(result.profile)
+            logger.info("query_profile", profile=result.profile, request_id=request_id)
         return result
+
+    def grant(self, key: bytes | None) -> Grant | None:
+        """What the caller with ``key`` may use (None without API keys: any profile)."""
+        if not self.api_keys:
+            return None
+        return self.grants.get(key, PLAIN) if key is not None else PLAIN
 
     async def _run(self, call: Coroutine[Any, Any, BrokerResponse]) -> BrokerResponse:
         try:

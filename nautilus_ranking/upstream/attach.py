@@ -32,6 +32,7 @@ from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
+from nautilus_ranking.upstream.agent_profiles import agent_rankers
 from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.request_scope import request_scope
 from nautilus_ranking.upstream.source_kinds import SourceKind, kinds_of
@@ -71,8 +72,10 @@ class AttachedRanking:
 
     @property
     def enabled(self) -> bool:
-        """Whether rows are ranked (some ranking knob is set); else the broker's answer."""
-        return self.synthesizer.ranker is not None
+        """Whether rows are ranked (some ranking knob is set, globally or in a profile
+        of a listed agent); else the broker's answer."""
+        rankers = self.synthesizer.agents.rankers.values()
+        return self.synthesizer.ranker is not None or any(r is not None for r in rankers)
 
     def ranking(self, request_id: str) -> RequestRanking | None:
         """One response's ranking, by its ``request_id``."""
@@ -134,7 +137,8 @@ def attach_ranking(
     def source_kinds() -> Mapping[str, SourceKind]:
         return kinds_of(broker.sources)  # read per request: a reload may change them
 
-    synthesizer = BrokerSynthesizer(ranker, existing, source_kinds)
+    agents = agent_rankers(settings, ids, embedder)  # ranking profiles, by agent id
+    synthesizer = BrokerSynthesizer(ranker, existing, source_kinds, agents)
     store = RankingStore(keep)
     attached = AttachedRanking(broker, synthesizer, settings, store)
     inner = broker.arequest
@@ -143,7 +147,7 @@ def attach_ranking(
     async def arequest(
         agent_id: str, intent: str, context: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
-        with request_scope(intent) as scope:
+        with request_scope(intent, agent_id) as scope:
             response = await inner(agent_id, intent, context, **kwargs)
         if scope.outcome is not None:
             try:
@@ -164,6 +168,7 @@ def attach_ranking(
         "upstream_ranking_attached",
         broker_version=installed_broker_version(),
         ranking_enabled=ranker is not None,
+        **({"profiles": dict(agents.by_agent)} if agents.by_agent else {}),
         sources={sid: kind.source_type for sid, kind in source_kinds().items()},
     )
     return attached

@@ -30,3 +30,19 @@ def broker_sources(path: Path) -> list[dict[str, str]] | None:
     ):
         return None
     return [{"id": str(s.get("id")), "type": str(s.get("type"))} for s in sources]
+
+
+def broker_agents(path: Path) -> list[str] | None:
+    """The agent ids a Nautilus broker's config lists (its ``agents`` mapping, or a list
+    of mappings with ``id``); None when it lists none (nothing to check a profile's
+    agents against)."""
+    try:
+        document = read_yaml(Path(path))
+    except SourceConfigError:
+        return None
+    agents = document.get("agents") if isinstance(document, dict) else None
+    if isinstance(agents, dict):
+        return [str(a) for a in agents]
+    if isinstance(agents, list):
+        return [str(a.get("id")) for a in agents if isinstance(a, dict) and "id" in a]
+    return None

@@ -27,6 +27,7 @@ class RequestRanking:
     ``source_response_hashes`` digest of that source covers, so a verifier can
     recompute it for a source ``data`` delivers trimmed. ``fallback``: None when the
     rows were ranked; else why ``data`` is the passthrough answer (the error's type).
+    ``profile``: the ranking profile of the request's agent (None: the global knobs).
     """
 
     request_id: str
@@ -35,6 +36,7 @@ class RequestRanking:
     dropped: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     fallback: str | None = None
     source_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    profile: str | None = None
 
     def with_request_id(self, request_id: str) -> RequestRanking:
         return replace(self, request_id=request_id)
@@ -42,10 +44,13 @@ class RequestRanking:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: each ranked row's source, place, score and components (no rows:
         they are in ``data``), and how many rows each source lost."""
-        return {
+        out = {
             "request_id": self.request_id,
             "query": self.query,
             "fallback": self.fallback,
             "ranking": [{"id": r.row.get("id"), **r.explain()} for r in self.ranking],
             "dropped": {sid: len(rows) for sid, rows in self.dropped.items()},
         }
+        if self.profile is not None:
+            out["profile"] = self.profile
+        return out

@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class RequestScope:
-    """One request as the synthesizer sees it: its intent (the query ranked by), and
-    what ``merge`` made of it (None until it ran)."""
+    """One request as the synthesizer sees it: its intent, the agent asking, and what
+    ``merge`` made of it (None until it ran)."""
 
     intent: str
+    agent_id: str | None = None
     outcome: RequestRanking | None = None
 
 
@@ -38,9 +39,9 @@ def current_scope() -> RequestScope | None:
 
 
 @contextlib.contextmanager
-def request_scope(intent: str) -> Iterator[RequestScope]:
+def request_scope(intent: str, agent_id: str | None = None) -> Iterator[RequestScope]:
     """``intent``'s scope for the duration of the block (reset after, even on error)."""
-    scope = RequestScope(intent if isinstance(intent, str) else str(intent))
+    scope = RequestScope(intent if isinstance(intent, str) else str(intent), agent_id)
     token = _SCOPE.set(scope)
     try:
         yield scope

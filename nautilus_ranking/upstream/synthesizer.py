@@ -26,6 +26,7 @@ from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.records import AdapterResult
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
+from nautilus_ranking.upstream.agent_profiles import AgentRankers
 from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.request_scope import RequestScope, current_scope
 from nautilus_ranking.upstream.row_views import row_view
@@ -57,24 +58,29 @@ class BrokerSynthesizer:
         ranker: RankingSynthesizer | None,
         passthrough: BrokerMerge,
         source_kinds: Callable[[], Mapping[str, SourceKind]],
+        agents: AgentRankers | None = None,
     ) -> None:
         #: Our ranker; None when every ranking knob is unset (the broker's answer as is).
         self.ranker = ranker
         #: The synthesizer the broker was built with (its ``BasicSynthesizer``).
         self.passthrough = passthrough
         self._source_kinds = source_kinds
+        #: Each listed agent's ranking profile (``agent_profiles.py``); none: the knobs.
+        self.agents = agents or AgentRankers()
 
     def merge(self, results: list[Any]) -> Merged:
         """``{source_id: rows}`` for the broker's response; never raises."""
-        if self.ranker is None:
-            return self.passthrough.merge(results)
         scope = current_scope()
+        profile = self.agents.profile_of(scope.agent_id) if scope is not None else None
+        ranker = self.agents.rankers[profile] if profile is not None else self.ranker
+        if ranker is None:
+            return self.passthrough.merge(results)
         try:
             if scope is None:
                 raise NoRequestScopeError(
                     "merge ran outside the wrapped arequest (attach_ranking wraps it)"
                 )
-            merged, outcome = self._ranked(self.ranker, results, scope)
+            merged, outcome = self._ranked(ranker, results, scope)
         except Exception as exc:
             logger.warning(
                 "upstream_ranking_failed",
@@ -85,7 +91,7 @@ class BrokerSynthesizer:
             if scope is not None:
                 scope.outcome = RequestRanking("", scope.intent, (), {}, type(exc).__name__)
             return self.passthrough.merge(results)
-        scope.outcome = outcome
+        scope.outcome = replace(outcome, profile=profile) if profile is not None else outcome
         return merged
 
     def _ranked(

@@ -4,6 +4,7 @@ serve`` is ``nautilus serve`` with the ranking attached, on loopback."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -47,9 +48,17 @@ def served(tmp_path: Path) -> Iterator[int]:
     document = yaml.safe_load(config.read_text())
     document["api"] = {"keys": [KEY]}
     config.write_text(yaml.safe_dump(document))
+    with serving(tmp_path, config, {"NAUTILUS_RANKING_TOP_K": "2"}) as port:
+        yield port
+
+
+@contextlib.contextmanager
+def serving(tmp_path: Path, config: Path, settings: dict[str, str]) -> Iterator[int]:
+    """``python -m nautilus_ranking.upstream serve`` of ``config`` on loopback with these
+    ``NAUTILUS_*`` settings (only), ready when entered (its port), stopped when left."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
-    env |= {"NAUTILUS_RANKING_TOP_K": "2", "NAUTILUS_DATA_DIR": str(tmp_path / "data")}
+    env |= {**settings, "NAUTILUS_DATA_DIR": str(tmp_path / "data")}
     log = (tmp_path / "serve.log").open("w")
     process = subprocess.Popen(
         [

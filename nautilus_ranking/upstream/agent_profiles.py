@@ -1,0 +1,64 @@
+"""Inside the Nautilus broker, which ranking a request gets: by its ``agent_id``.
+
+A ranking profile lists the broker agents it ranks for (``…__AGENTS``); the broker
+names the agent of every request (``arequest(agent_id, intent, …)``), so the
+attachment builds each profile's ranker once, against the broker's sources, and the
+synthesizer picks the one of the request's agent. An agent no profile lists gets the
+global knobs. This is only as strong as the broker's own binding of callers to agent
+ids: whoever may ask as an agent gets that agent's ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from nautilus_ranking.broker import applied_settings, boost_problems
+from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
+from nautilus_ranking.embedders import Embedder
+from nautilus_ranking.errors import Problem
+from nautilus_ranking.profiles.build import load_profiles
+from nautilus_ranking.synthesis.ranking import RankingSynthesizer
+
+
+@dataclass(frozen=True)
+class AgentRankers:
+    """Each listed agent's profile, and each profile's ranker (None: it ranks nothing,
+    the broker's own answer)."""
+
+    by_agent: Mapping[str, str] = field(default_factory=dict)
+    rankers: Mapping[str, RankingSynthesizer | None] = field(default_factory=dict)
+
+    def profile_of(self, agent_id: object) -> str | None:
+        """The profile that ranks ``agent_id``'s requests (None: the global knobs)."""
+        return self.by_agent.get(agent_id) if isinstance(agent_id, str) else None
+
+
+def agent_rankers(
+    settings: NautilusSettings, source_ids: Sequence[str], embedder: Embedder | None
+) -> AgentRankers:
+    """The profiles' rankers over the broker's sources; a boost naming none of them is
+    warned about and dropped, or refused in strict mode (as the global boosts are)."""
+    profiles = load_profiles(settings)
+    if not profiles:
+        return AgentRankers()
+    found: list[Problem] = []
+    rankers: dict[str, RankingSynthesizer | None] = {}
+    for name, profile in profiles.by_name.items():
+        own = profile.settings(settings)
+        if "source_boosts" in profile.values:
+            where = profile.origins["source_boosts"]
+            found.extend(
+                Problem(where, p.value, p.reason, p.valid) for p in boost_problems(own, source_ids)
+            )
+        own = applied_settings(own, source_ids)
+        rankers[name] = (
+            RankingSynthesizer.from_settings(own, embedder=embedder)
+            if own.ranking_enabled
+            else None
+        )
+    if found and settings.config_strict:
+        raise ConfigError(tuple(found))
+    for problem in found:
+        log_problem(problem)
+    return AgentRankers(profiles.by_agent, rankers)
