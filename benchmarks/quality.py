@@ -19,8 +19,8 @@ corpus orders the union's rows by ``bm25()``, rows matching no word after) and
 ``central_rerank_hybrid`` (RRF of that order and the exact cosine over the union).
 nautilus-ranking: RankingSynthesizer with IDF on, its
 default settings otherwise (copies collapse by text; the default lexical scorer,
-``cosine``), with the default hashing embedder and with MiniLM (onnx); and, beside
-them, the opt-in lexical scorer (``nautilus (bm25)``: ``lexical="bm25"``, hashing).
+``bm25``), with the default hashing embedder and with MiniLM (onnx); and, beside
+them, the other lexical scorer (``nautilus (cosine)``: ``lexical="cosine"``, hashing).
 Every cell has the paired 95% bootstrap interval of nautilus minus that strategy, per
 query. Then the vector source's treatment (a
 lexical content signal must not under-rate a semantic index's rows): the share of
@@ -129,8 +129,9 @@ RERANK_BM25 = "central_rerank_bm25"
 RERANK_HYBRID = "central_rerank_hybrid"
 NAUTILUS = "nautilus (default)"
 NAUTILUS_ONNX = "nautilus (onnx)"
-#: The opt-in lexical scorer (NAUTILUS_RANKING_LEXICAL=bm25), measured beside the default.
-NAUTILUS_BM25 = "nautilus (bm25)"
+#: The other lexical scorer (NAUTILUS_RANKING_LEXICAL=cosine, the default before),
+#: measured beside the default.
+NAUTILUS_COSINE = "nautilus (cosine)"
 SIMPLE = ("passthrough", "round-robin", "RRF k=60", "RRF ranked only")
 
 
@@ -141,7 +142,7 @@ def strategies() -> dict[str, Strategy]:
         "RRF k=60": rrf,
         "RRF ranked only": rrf_ranked,
         NAUTILUS: ranking(idf=True),
-        NAUTILUS_BM25: ranking(idf=True, lexical="bm25"),
+        NAUTILUS_COSINE: ranking(idf=True, lexical="cosine"),
     }
     model = onnx_embedder()
     if model is not None:

@@ -96,7 +96,7 @@ class NautilusSettings(LogSettings):
     ranking_near_duplicates: float | None = None
     ranking_diversity: float | None = None
     ranking_max_per_source: int | None = None
-    ranking_lexical: str = "cosine"
+    ranking_lexical: str = "bm25"
     embedder: str = "hashing"
     embedder_cache_size: int = 10_000
     config_strict: bool = False

@@ -150,7 +150,7 @@ KNOBS: tuple[Knob, ...] = (
         # Which lexical score content uses; it changes nothing until something ranks.
         turns_ranking_on=False,
         per_profile=True,
-        summary="the lexical content score: cosine or bm25",
+        summary="the lexical content score: bm25 (default) or cosine",
         in_broker="the lexical content score",
     ),
     Knob(

@@ -127,8 +127,9 @@ class RankedRow:
         "sim",
         6,
         ".3f",
-        "content similarity: the cosine of the row's vector to the query's (the row's "
-        "BM25 score over the batch with NAUTILUS_RANKING_LEXICAL=bm25)",
+        "content similarity: with the hashing embedder the row's BM25 score over the "
+        "batch (the cosine with NAUTILUS_RANKING_LEXICAL=cosine), else the cosine of "
+        "the row's vector to the query's",
         why=True,
     )
     idf_factor: float = _component(

@@ -106,9 +106,9 @@ def parse_choice(
     return default, Problem(var, cut(raw), "unknown value", ", ".join(choices))
 
 
-#: The lexical content scores (NAUTILUS_RANKING_LEXICAL): the hashing embedder's
-#: IDF-weighted cosine (the default), or, opt-in, BM25 over the batch's rows
-#: (nautilus_ranking/synthesis/lexical.py), measured level with it (docs/tuning.md).
+#: The lexical content scores (NAUTILUS_RANKING_LEXICAL): BM25 over the batch's rows
+#: (the default; nautilus_ranking/synthesis/lexical.py), or the hashing embedder's
+#: IDF-weighted cosine (the default before; docs/tuning.md has the pooled evidence).
 LEXICAL_SCORERS = ("bm25", "cosine")
 
 

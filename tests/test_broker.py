@@ -66,6 +66,16 @@ def test_all_knobs_unset_is_byte_identical_to_passthrough() -> None:
     }
 
 
+@pytest.mark.parametrize("lexical", ["bm25", "cosine"])
+def test_the_lexical_scorer_alone_leaves_passthrough(lexical: str) -> None:
+    """The scorer is how content is scored once ranking is on; it turns nothing on."""
+    broker = demo_broker(ranking_lexical=lexical)
+    assert isinstance(broker.synthesizer, BasicSynthesizer)
+    results = asyncio.run(broker.fetch(DEMO_QUERY))
+    passthrough = BasicSynthesizer().merge(results)
+    assert broker.request(DEMO_QUERY).response_hash == compute_response_hash(passthrough)
+
+
 def test_a_ranking_knob_switches_the_synthesizer_and_reorders() -> None:
     broker = demo_broker(ranking_top_k=5)
     assert isinstance(broker.synthesizer, RankingSynthesizer)

@@ -159,7 +159,7 @@ def test_every_per_profile_knob_can_be_set_in_a_profile(monkeypatch: pytest.Monk
         "ranking_diversity": "0.3",
         "ranking_max_per_source": "2",
         "ranking_max_tokens": "500",
-        "ranking_lexical": "bm25",
+        "ranking_lexical": "cosine",  # not the default: the test needs a change
     }
     for knob in PER_PROFILE:
         monkeypatch.setenv(

@@ -5,7 +5,10 @@ rounds (on a shared machine the CPU minimum moves far less than wall times).
     python -m tools.rank_ab --rev 0f8c8e0 [--rounds 4] [text40 text400 ...]
 
 Cases: text40, text400 (IDF on, top 10), text10k, np10k (numpy vectors), mat10k
-(one float32 matrix per source; needs ``AdapterResult.embeddings`` on both sides).
+(one float32 matrix per source; needs ``AdapterResult.embeddings`` on both sides);
+default40, default400: the text40 and text400 batches under the default settings with
+only ``NAUTILUS_RANKING_TOP_K=10`` set (the ranker ``from_settings`` builds: IDF off,
+the default lexical scorer), what an operator who sets one knob gets.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from tools.revisions import checkout, run_module
 
-CASES = ("text40", "text400", "text10k", "np10k", "mat10k")
+CASES = ("text40", "text400", "text10k", "np10k", "mat10k", "default40", "default400")
 
 
 def measure(names: list[str]) -> dict[str, float]:
@@ -29,13 +32,15 @@ def measure(names: list[str]) -> dict[str, float]:
 
     from benchmarks import speed
     from nautilus_ranking import RankingSynthesizer
+    from nautilus_ranking.config import NautilusSettings
     from nautilus_ranking.log import configure_logging
 
     configure_logging("error", "console")
     query_vector = np.random.default_rng(0).normal(size=speed.DIM)
     text = {"query": speed.QUERY}
     vector = {"embedding": query_vector}
-    cases: dict[str, tuple[Any, dict[str, Any], dict[str, Any], int]] = {
+    # kwargs None: the ranker the default settings build, with only the top K set.
+    cases: dict[str, tuple[Any, dict[str, Any] | None, dict[str, Any], int]] = {
         "text40": (
             speed.split(speed.text_rows(40, np.random.default_rng(40))),
             {"top_k": 10, "idf": True},
@@ -61,11 +66,22 @@ def measure(names: list[str]) -> dict[str, float]:
             10,
         ),
         "mat10k": (speed.split_matrix(10_000, np.random.default_rng(3)), {"top_k": 10}, vector, 10),
+        "default40": (speed.split(speed.text_rows(40, np.random.default_rng(40))), None, text, 300),
+        "default400": (
+            speed.split(speed.text_rows(400, np.random.default_rng(400))),
+            None,
+            text,
+            60,
+        ),
     }
     out = {}
     for name in names:
         results, kwargs, context, calls = cases[name]
-        ranker = RankingSynthesizer(**kwargs)
+        ranker = (
+            RankingSynthesizer(**kwargs)
+            if kwargs is not None
+            else RankingSynthesizer.from_settings(NautilusSettings(ranking_top_k=10))
+        )
         for _ in range(3):  # warm the caches, as a server's would be
             ranker.rank(results, context)
         best = float("inf")

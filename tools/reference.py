@@ -203,11 +203,11 @@ def reference_rank(
     dim: int = DIM,
     declared: dict[str, bool] | None = None,
     similarities: dict[tuple[str, int], float] | None = None,
-    lexical: str = "cosine",
+    lexical: str = "bm25",
 ) -> list[tuple[str, int, float]]:
     """(source_id, source_rank, score) best first, with the hashing embedder of ``dim``;
-    content is the hashing embedder's cosine (``lexical="cosine"``, the default) or BM25
-    over the batch (``"bm25"``, unless a row brings a vector).
+    content is BM25 over the batch (``lexical="bm25"``, the default, unless a row brings
+    a vector) or the hashing embedder's cosine (``"cosine"``).
 
     Copies (same :func:`doc_key`) collapse into the best-scored one. ``similarities``,
     when given, receives every scored row's similarity by (source_id, source_rank)."""

@@ -115,7 +115,7 @@ def rank_pass(
     texts: list[str] | None = None
     batch: TokenBatch | None = None
     raw_query = ctx.get("query")
-    # The opt-in lexical scorer (lexical="bm25"): BM25 over the batch, for the lexical
+    # The default lexical scorer (lexical="bm25"): BM25 over the batch, for the lexical
     # content of text mode (a query nautilus embedded with its lexical embedder). Rows
     # carrying their own vectors in the embedder's space keep the vector path.
     use_bm25 = (

@@ -14,9 +14,9 @@ One pass per request, on numpy arrays built once (docs/design.md, "Ranking"):
    else no ranking at all (passthrough, exactly ``BasicSynthesizer``);
 4. row vectors: a row's own ``embedding`` when it is in the query's space, else
    the embedder on the row's text (its string fields);
-5. content similarity = cosine × the batch-local IDF factor (when on), or, opt-in with
-   ``lexical="bm25"`` and the lexical embedder, BM25 over the batch's rows
-   (``lexical.py``); relevance
+5. content similarity = with the lexical embedder, BM25 over the batch's rows
+   (``lexical.py``; ``lexical="cosine"``: its cosine × the batch-local IDF factor when
+   on), else the cosine of the vectors (beside a lexical cosine); relevance
    = the content vote (normalised similarity) plus the sources' votes (``fusion.py``);
 6. stage 2 — ``score = relevance + bump`` of the row's source level, the bump a share
    of the row's source votes only (never of its content vote);
@@ -77,7 +77,7 @@ class RankingSynthesizer:
         diversity: float | str | None = None,
         max_per_source: int | None = None,
         page_size: int | None = None,
-        lexical: str = "cosine",
+        lexical: str = "bm25",
     ) -> None:
         for name, value in (
             ("top_k", top_k),
@@ -101,8 +101,9 @@ class RankingSynthesizer:
             )
         self.top_k = top_k
         self.idf = bool(idf)
-        #: The lexical content score: "cosine" (the default: the hashing embedder's
-        #: cosine, IDF-weighted with IDF on) or the opt-in "bm25" over the batch.
+        #: The lexical content score of text mode: "bm25" over the batch (the default)
+        #: or "cosine" (the hashing embedder's cosine, IDF-weighted with IDF on). Beside
+        #: a model's vectors the lexical half is the cosine under either.
         self.lexical = lexical
         self.source_boosts = boosts
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()

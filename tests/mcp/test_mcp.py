@@ -98,11 +98,12 @@ async def check_search(client: Client, env: dict[str, str]) -> None:
         if r["source"] == "graph" and (r["source"], r["id"]) in plain_scores
     ]
     assert lifted and all(b > p for b, p in lifted)  # the boost lifts the graph's rows,
-    # graph:high lets the graph's rows pass rows of similar relevance (the top ticket leads
-    # the orders-db node by 3% of a vote); the ticket stays in the top 4
+    # graph:high lets the graph's rows pass rows of similar relevance, never the top
+    # ticket, which leads them clearly: it stays in the top 4
     assert rows(plain)[0][:2] in [r[:2] for r in rows(boosted)]
+    # runbooks:high lifts the runbooks from below the top 4 into it (README's example)
     placed = await client.call_tool(
-        "search", {"query": QUERY, "top_k": 4, "explain": True, "boosts": {"graph": "high"}}
+        "search", {"query": QUERY, "top_k": 4, "explain": True, "boosts": {"runbooks": "high"}}
     )
     places = [(r["rank"], r["why"]["unboosted_rank"]) for r in placed.structured_content["results"]]
     assert all(without >= 1 for _, without in places)  # each row's place without the boost

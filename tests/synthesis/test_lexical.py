@@ -100,7 +100,7 @@ def test_the_default_scorer_and_the_opt_in_one() -> None:
     for lexical in ("bm25", "cosine"):
         ranked = RankingSynthesizer(idf=True, lexical=lexical).rank(results, {"query": "disk"})
         assert ranked[0].row["id"] == "a"
-    assert RankingSynthesizer().lexical == "cosine"  # bm25 is opt-in
+    assert RankingSynthesizer().lexical == "bm25"  # the default; cosine stays selectable
     with pytest.raises(ValueError, match="lexical scorer"):
         RankingSynthesizer(lexical="tfidf")
 

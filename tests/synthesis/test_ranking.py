@@ -384,7 +384,7 @@ KNOBS = {
         st.sampled_from(SOURCE_IDS), st.sampled_from(list(BOOST_LEVELS)), max_size=2
     ),
     "max_candidates": st.one_of(st.none(), st.integers(1, 20)),
-    "lexical": st.sampled_from(["cosine", "bm25"]),  # the default, and the opt-in scorer
+    "lexical": st.sampled_from(["bm25", "cosine"]),  # the default, and the other scorer
 }
 knobs = st.fixed_dictionaries(KNOBS)
 
@@ -397,7 +397,7 @@ def fast_rank(
         idf=kw.get("idf", False),
         source_boosts=kw.get("boosts"),
         max_candidates=kw.get("max_candidates"),
-        lexical=kw.get("lexical", "cosine"),
+        lexical=kw.get("lexical", "bm25"),
     )
     declared = kw.get("declared") or {}
     ranked = ranker.rank(
@@ -428,7 +428,7 @@ def reject_float_ties(
             idf=kw.get("idf", False),
             source_boosts=boosts,
             max_candidates=kw.get("max_candidates"),
-            lexical=kw.get("lexical", "cosine"),
+            lexical=kw.get("lexical", "bm25"),
         )
         for r in ranker.rank(results, {"query": query}):
             code[(r.source_id, r.source_rank)] = r.similarity * r.idf_factor
@@ -635,7 +635,7 @@ def test_vectorised_path_matches_the_reference(
         boosts=kw["boosts"],
         max_candidates=kw["max_candidates"],
         similarities=similarities,
-        lexical=kw.get("lexical", "cosine"),
+        lexical=kw.get("lexical", "bm25"),
     )
     reject_float_ties(sources, query, kw, similarities)
     assert_matches_reference(fast, ref)
@@ -680,7 +680,7 @@ def test_reference_on_overlapping_and_declared_sources(
         max_candidates=kw["max_candidates"],
         declared=kw["declared"],
         similarities=similarities,
-        lexical=kw.get("lexical", "cosine"),
+        lexical=kw.get("lexical", "bm25"),
     )
     reject_float_ties(sources, query, kw, similarities)
     assert_matches_reference(fast, ref)
@@ -974,13 +974,20 @@ NAN = float("nan")
         ({"title": "x" * 1_000_000}, "rank_row_text_truncated"),
     ],
 )
-def test_bad_row_beside_a_good_one(bad_row: Any, event: str) -> None:
+@pytest.mark.parametrize("lexical", ["bm25", "cosine"])
+def test_bad_row_beside_a_good_one(bad_row: Any, event: str, lexical: str) -> None:
     results = [AdapterResult("a", [GOOD, bad_row]), AdapterResult("b", [{"title": "disk"}])]
     before = copy.deepcopy([r.rows for r in results])
     with capture_logs() as logs:
-        ranked = RankingSynthesizer(top_k=5, idf=True).rank(results, {"query": "disk full"})
+        ranked = RankingSynthesizer(top_k=5, idf=True, lexical=lexical).rank(
+            results, {"query": "disk full"}
+        )
     assert [e["event"] for e in logs if e["log_level"] == "warning"] == [event]
-    assert ranked[0].row is GOOD
+    assert ranked[0].row is not bad_row
+    if lexical == "cosine":
+        # BM25 in a three-row batch: length normalisation may put the one-word "disk"
+        # above the six-word row matching both words (docs/tuning.md).
+        assert ranked[0].row is GOOD
     assert {r.row.get("id") for r in ranked} >= {"good"}
     assert all(math.isfinite(r.score) for r in ranked)
     after = [r.rows for r in results]

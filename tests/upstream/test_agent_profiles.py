@@ -55,7 +55,7 @@ def test_an_agent_s_profile_that_ranks_nothing_returns_the_brokers_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("NAUTILUS_PROFILES__RAW__AGENTS", "raw-bot")
-    monkeypatch.setenv("NAUTILUS_PROFILES__RAW__RANKING_LEXICAL", "bm25")  # ranks nothing
+    monkeypatch.setenv("NAUTILUS_PROFILES__RAW__RANKING_LEXICAL", "cosine")  # ranks nothing
     # empty: the global top K unset in this profile (a profile may unset a knob)
     monkeypatch.setenv("NAUTILUS_PROFILES__RAW__RANKING_TOP_K", "")
     broker = FakeBroker(["r1"])
