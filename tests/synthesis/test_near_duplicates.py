@@ -194,3 +194,23 @@ def test_ranks_stay_a_run() -> None:
     ranked = rank(sources(), near_duplicates=THRESHOLD)
     assert [r.rank for r in ranked] == list(range(1, len(ranked) + 1))
     assert all(a.score >= b.score for a, b in pairwise(ranked))
+
+
+def test_the_row_id_is_not_part_of_the_compared_text() -> None:
+    """Two rows with the same text and different ids are one text at threshold 1 ("1:
+    identical text"); before, the id was compared too and kept them apart."""
+    rows = [{"id": f"r{i}", "text": "Disk full on the orders primary"} for i in range(3)]
+    rows.append({"id": "other", "text": "Checkout returns 502 behind the proxy"})
+    ranked = rank([AdapterResult("mirror", rows)], near_duplicates=1.0)
+    assert [r.row["id"] for r in ranked] == ["r0", "other"]
+    assert [(c.id, c.copy) for c in ranked[0].also_from] == [("r1", "near"), ("r2", "near")]
+
+
+def test_only_the_id_is_left_out_of_the_compared_text() -> None:
+    # another string field still tells two rows apart
+    rows = [
+        {"id": "a", "title": "orders", "text": "Disk full on the orders primary"},
+        {"id": "b", "title": "billing", "text": "Disk full on the orders primary"},
+    ]
+    ranked = rank([AdapterResult("wiki", rows)], near_duplicates=1.0)
+    assert [r.row["id"] for r in ranked] == ["a", "b"]
