@@ -24,6 +24,8 @@ from nautilus_ranking.synthesis.candidates import (
     cap,
     declared,
     flatten,
+    has_text_id,
+    resemblance_texts,
     row_texts,
 )
 from nautilus_ranking.synthesis.query import TokensToWeight, query_vector, weighted_query
@@ -257,12 +259,15 @@ def rank_pass(
         or ranker.diversity is not None
         or ranker.max_per_source is not None
     ):
-        built = texts if texts is not None and len(texts) == n else None
+        # The texts compared leave each row's id out: the scoring's texts and tokens hold
+        # a string id, so they are reused only when no row has one.
+        reusable = not has_text_id(sub.rows)
+        built = texts if reusable and texts is not None and len(texts) == n else None
 
         def texts_of(at: list[int]) -> list[str]:
             if built is not None:
                 return [built[i] for i in at]
-            return row_texts([sub.rows[i] for i in at], RankWarnings())
+            return resemblance_texts([sub.rows[i] for i in at])
 
         spread = Spread(
             ranker.near_duplicates,
@@ -270,7 +275,7 @@ def rank_pass(
             ranker.max_per_source,
             ranker.page_size,
             texts_of,
-            batch if batch is not None and batch.n_texts == n else None,
+            batch if reusable and batch is not None and batch.n_texts == n else None,
         )
     return select(sub, scores, limit, spread)
 
