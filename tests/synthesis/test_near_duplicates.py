@@ -214,3 +214,37 @@ def test_only_the_id_is_left_out_of_the_compared_text() -> None:
     ]
     ranked = rank([AdapterResult("wiki", rows)], near_duplicates=1.0)
     assert [r.row["id"] for r in ranked] == ["a", "b"]
+
+
+def kept_rows(texts: list[str], threshold: float) -> int:
+    pairs = resemblance(shingles(TokenBatch.from_texts(texts)))
+    return int((collapse(pairs, len(texts), threshold) == -1).sum())
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(WORDS[:5]), max_size=6).map(" ".join), min_size=1, max_size=8),
+    st.integers(0, 7),
+    st.integers(0, 150),
+    st.sampled_from([0.3, 0.5, 1.0]),
+)
+@example(["disk full orders db primary"], 0, 65, 1.0)
+@example(["disk full orders", "db primary disk full orders"], 1, 100, 0.5)
+def test_more_copies_never_mean_less_collapsing(
+    texts: list[str], which: int, copies: int, threshold: float
+) -> None:
+    """Copies of one row put right below it collapse with it, however many: the rows
+    kept are the rows kept without them. Before, a shingle shared by more than 64 rows
+    was never paired on, so 65 copies of one text were 65 rows."""
+    at = which % len(texts)
+    copied = texts[: at + 1] + [texts[at]] * copies + texts[at + 1 :]
+    # (a text without words is near nothing, its copies included: each stays)
+    extra = 0 if tokenize(texts[at]) else copies
+    assert kept_rows(copied, threshold) == kept_rows(texts, threshold) + extra
+
+
+def test_ten_thousand_copies_collapse_into_one() -> None:
+    text = "The orders database primary ran out of disk overnight"
+    rows = [{"id": f"m{i}", "text": text} for i in range(10_000)]
+    ranked = rank([AdapterResult("mirror", rows)], near_duplicates=1.0)
+    assert len(ranked) == 1
+    assert len(ranked[0].also_from) == 9_999
