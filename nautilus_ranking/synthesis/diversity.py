@@ -61,9 +61,13 @@ def mmr_order(
         by_row = np.argsort(a)
         b, v = b[by_row], v[by_row]
         starts = np.searchsorted(a[by_row], np.arange(n + 1))
+    first = pairs.first
     for k in range(picks):
+        # A later copy's redundancy is its first copy's too (near_duplicates.Resemblance):
+        # its own pairs hold only the one with its first copy.
+        now = penalty if first is None else np.maximum(penalty, penalty[first])
         # the best key left; np.argmax takes the first of equals: the higher-ranked row
-        i = int(np.argmax(np.where(open_, key - penalty, -np.inf)))
+        i = int(np.argmax(np.where(open_, key - now, -np.inf)))
         out[k] = i
         open_[i] = False
         if grouped:

@@ -13,7 +13,8 @@ from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.request.pages import Paging, ranking_key
 from nautilus_ranking.synthesis.diversity import cap_per_source, mmr_order
-from nautilus_ranking.synthesis.near_duplicates import Resemblance
+from nautilus_ranking.synthesis.near_duplicates import Resemblance, resemblance, shingles
+from nautilus_ranking.text.tokens import TokenBatch
 
 WORDS = ["disk", "full", "orders", "db", "primary", "replica", "lag", "restore", "backup"]
 
@@ -70,6 +71,22 @@ def test_a_worked_example() -> None:
     pairs = Resemblance(np.array([0]), np.array([1]), np.array([1.0]))
     assert mmr_order(np.array([1.0, 0.9, 0.5]), pairs, 0.5).tolist() == [0, 2, 1]
     assert mmr_order(np.array([1.0, 0.9, 0.5]), pairs, 0.1).tolist() == [0, 1, 2]
+
+
+@given(
+    st.lists(
+        st.lists(st.sampled_from(WORDS[:4]), min_size=1, max_size=5).map(" ".join), max_size=14
+    ),
+    st.sampled_from([0.3, 0.7, 1.0]),
+)
+@example(["disk full orders"] * 3 + ["disk full orders db", "disk full orders"], 0.7)
+def test_copies_paired_once_give_the_mmr_of_every_pair(texts: list[str], w: float) -> None:
+    """A later copy is paired with its first copy only (near_duplicates.Resemblance); MMR
+    over those pairs is MMR over every pair spelled out."""
+    compact = resemblance(shingles(TokenBatch.from_texts(texts)))
+    score = np.linspace(1.0, 0.0, len(texts))
+    got = mmr_order(score, compact, w).tolist()
+    assert got == mmr_order(score, compact.expanded(), w).tolist()
 
 
 def test_the_cap_holds_in_every_page_while_other_rows_remain() -> None:

@@ -43,7 +43,7 @@ def reference_resemblance(texts: list[str]) -> dict[tuple[int, int], float]:
 
 
 def fast(texts: list[str]) -> dict[tuple[int, int], float]:
-    pairs = resemblance(shingles(TokenBatch.from_texts(texts)))
+    pairs = resemblance(shingles(TokenBatch.from_texts(texts))).expanded()
     return {
         (a, b): v
         for a, b, v in zip(pairs.a.tolist(), pairs.b.tolist(), pairs.value.tolist(), strict=True)
@@ -222,7 +222,9 @@ def kept_rows(texts: list[str], threshold: float) -> int:
 
 
 @given(
-    st.lists(st.lists(st.sampled_from(WORDS[:5]), max_size=6).map(" ".join), min_size=1, max_size=8),
+    st.lists(
+        st.lists(st.sampled_from(WORDS[:5]), max_size=6).map(" ".join), min_size=1, max_size=8
+    ),
     st.integers(0, 7),
     st.integers(0, 150),
     st.sampled_from([0.3, 0.5, 1.0]),
