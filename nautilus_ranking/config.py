@@ -110,6 +110,7 @@ class NautilusSettings(LogSettings):
     serve_max_query_chars: int = 1000
     serve_max_body_bytes: int = 16_384
     serve_max_concurrency: int = 64
+    serve_max_ranked_rows: int = 10_000
     serve_request_timeout_s: float = 10.0
     serve_body_timeout_s: float = 5.0
     serve_probe_interval_s: float = 10.0
@@ -331,6 +332,7 @@ def _take_serve_settings(
         "serve_max_query_chars",
         "serve_max_body_bytes",
         "serve_max_concurrency",
+        "serve_max_ranked_rows",
     ):
         take(
             field,

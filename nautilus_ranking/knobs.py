@@ -186,6 +186,7 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "serve_max_query_chars",
         "serve_max_body_bytes",
         "serve_max_concurrency",
+        "serve_max_ranked_rows",
         "serve_request_timeout_s",
         "serve_body_timeout_s",
         "serve_probe_interval_s",

@@ -104,6 +104,7 @@ async def answer(
     *,
     allow_overrides: bool = True,
     max_query_chars: int | None = None,
+    max_ranked_rows: int | None = None,
     run: Runner | None = None,
     request_id: str | None = None,
     row_text: RowText = response_row_text,
@@ -114,10 +115,11 @@ async def answer(
     override where ``allow_overrides`` is off a 403), run it (through ``run`` when
     given), cut the asked page (409 when the data moved under a cursor), and keep the
     rows of it that fit in the token budget, each counted as ``row_text`` (how this way
-    in hands a row over). ``request_id`` replaces the broker's own in the response (a
-    server's request id). ``profile`` names the ranking profile asked for and ``grant``
-    is what the caller's key allows (None: no keys, any profile): the global knobs, then
-    the profile's, then the request's overrides the profile allows
+    in hands a row over). ``max_ranked_rows``: a server's ceiling on the rows the request
+    ranks (``request.plan.within_ceiling``). ``request_id`` replaces the broker's own in
+    the response (a server's request id). ``profile`` names the ranking profile asked
+    for and ``grant`` is what the caller's key allows (None: no keys, any profile): the
+    global knobs, then the profile's, then the request's overrides the profile allows
     (``nautilus_ranking.profiles.choose``); a profile's rule replaces ``allow_overrides``."""
     profiled = bool(engine.profiles)
     chosen = choose(engine.profiles, profile, grant) if profiled or profile else None
@@ -128,7 +130,15 @@ async def answer(
         forbid_overrides(request)
     name = chosen.name if chosen is not None else None
     chars = max_query_chars if max_query_chars is not None else len(request.query)
-    run_plan = plan(request, engine.broker, engine.settings, engine.embedder, chars, name)
+    run_plan = plan(
+        request,
+        engine.broker,
+        engine.settings,
+        engine.embedder,
+        chars,
+        name,
+        max_ranked_rows=max_ranked_rows,
+    )
     call = run_plan.broker.arequest(request.query)
     response = await (run(call) if run is not None else call)
     response, page = cut_page(run_plan, response)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from nautilus_ranking.embedders import Embedder, is_token_embedder
+from nautilus_ranking.fanout.abandon import checkpoint
 from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.synthesis import copies, detection, fusion, lexical
 from nautilus_ranking.synthesis.candidates import (
@@ -74,6 +75,7 @@ def rank_pass(
     query, query_in_embedder_space = query_vector(ranker.embedder, ranker.idf, ctx, warnings)
     if query is None:
         return None
+    checkpoint("query")  # each stage ends here when the caller stopped waiting (504)
     cands = flatten(results, warnings)
     level_weights = [
         weights_for(ranker.source_boosts.get(s.lower()) if isinstance(s, str) else None)
@@ -166,6 +168,7 @@ def rank_pass(
             sub, ranker.embedder, query, query_in_embedder_space, texts, batch, warnings
         )
         doc = _documents(ranker, cands, texts if n == len(cands.rows) else None, batch)
+    checkpoint("similarity")
     content_similarity = similarity * factors
     # Beside a model's semantic similarity, a lexical one for every row (a lexical
     # embedder's similarity is that already): content then combines both.
@@ -277,6 +280,7 @@ def rank_pass(
             texts_of,
             batch if reusable and batch is not None and batch.n_texts == n else None,
         )
+    checkpoint("fusion")
     return select(sub, scores, limit, spread)
 
 

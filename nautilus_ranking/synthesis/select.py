@@ -15,6 +15,7 @@ from itertools import starmap
 
 import numpy as np
 
+from nautilus_ranking.fanout.abandon import checkpoint
 from nautilus_ranking.records import SCORE_COMPONENTS, Copy, RankedRow
 from nautilus_ranking.rows import id_or_content_id
 from nautilus_ranking.synthesis import diversity, fusion, near_duplicates
@@ -196,6 +197,7 @@ def _spread(
         if length == len(order) or int(kept.sum()) >= (top_k or 0):
             break
         length = min(len(order), 2 * length)
+    checkpoint("near_duplicates")
     if spread.near_duplicates is not None:
         heads = head.tolist()
         for below in np.flatnonzero(~kept).tolist():
@@ -217,6 +219,7 @@ def _spread(
         # what follows them: then every row, so a deeper page never changes a shallower one
         picks = top_k if spread.max_per_source is None else None
         head = head[diversity.mmr_order(score[head], pairs, spread.diversity, picks)]
+    checkpoint("diversity")
     if spread.max_per_source is not None:
         block = spread.page if spread.page is not None else top_k
         head = head[

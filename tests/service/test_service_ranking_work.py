@@ -36,7 +36,7 @@ def test_a_request_ranks_at_most_the_servers_ceiling_of_rows(tmp_path: Path) -> 
     }
     with running(tmp_path, env) as server:
         wait_ready(server)
-        body = {"query": "disk full", "top_k": 300, "max_per_source": 1}
+        body = {"query": "disk full", "top_k": 300, "max_per_source": 1, "explain": True}
         answer = httpx.post(server.url + "/v1/query", json=body, timeout=60)
         assert answer.status_code == 200, answer.text
         ranking = answer.json()["ranking"]

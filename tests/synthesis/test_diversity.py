@@ -213,3 +213,46 @@ def test_the_first_place_is_the_fused_rankings_first(
         top_k=5, source_boosts=boosts, diversity=weight, max_per_source=cap
     ).rank(results, QUERY)
     assert [r.row for r in spread[:1]] == [r.row for r in plain[:1]]
+
+
+def reference_cap(sources: list[int], cap: int, block: int | None, limit: int | None) -> list[int]:
+    """The cap as its rule is written: fill each block in ranking order at the cap, then
+    one more row of each source a pass while the block has room (quadratic)."""
+    n = len(sources)
+    size = n if block is None else block
+    wanted = n if limit is None else min(limit, n)
+    pending, out = list(range(n)), []
+    while pending and len(out) < wanted:
+        counts: dict[int, int] = {}
+        taken: list[int] = []
+        level = cap
+        while len(taken) < size and pending:
+            rest: list[int] = []
+            for at, i in enumerate(pending):
+                if len(taken) == size:
+                    rest.extend(pending[at:])
+                    break
+                if counts.get(sources[i], 0) < level:
+                    counts[sources[i]] = counts.get(sources[i], 0) + 1
+                    taken.append(i)
+                else:
+                    rest.append(i)
+            pending = rest
+            level += 1
+        out.extend(sorted(taken))
+    return out + pending
+
+
+@given(
+    st.lists(st.integers(0, 5), max_size=60),
+    st.integers(1, 4),
+    st.one_of(st.none(), st.integers(1, 9)),
+    st.one_of(st.none(), st.integers(0, 70)),
+)
+@example([0, 0, 0, 1, 0, 2, 0, 1], 1, 3, None)
+@example(list(range(30)) + [0] * 30, 1, 4, 25)  # as many sources as rows, small blocks
+def test_the_cap_is_its_rule_as_written(
+    sources: list[int], cap: int, block: int | None, limit: int | None
+) -> None:
+    got = cap_per_source(sources, cap, block, limit).tolist()
+    assert got == reference_cap(sources, cap, block, limit)
