@@ -9,7 +9,7 @@ to fail), for the load benchmark and the service and CLI tests.
 
 It also registers a source type, ``raising_test``, whose calls raise what its
 ``raises`` option names (``SystemExit``, ``KeyboardInterrupt``, ``CancelledError``,
-``BaseException``), in ``search`` (the default), in a worker thread or in
+``BaseException``, ``GeneratorExit``), in ``search`` (the default), in a worker thread or in
 ``prepare`` (``where``): a registered type that raises what a source should not.
 
 Everything else is the real command: this only wraps the named source's
@@ -42,13 +42,17 @@ RAISED: dict[str, Any] = {
     "KeyboardInterrupt": KeyboardInterrupt,
     "CancelledError": asyncio.CancelledError,
     "BaseException": lambda: BaseException("a source's own BaseException"),
+    "GeneratorExit": lambda: GeneratorExit("a source's own GeneratorExit"),
+    "RuntimeError": lambda: RuntimeError("internal detail that must not reach the client"),
 }
 
 
 @register_source_type
 class RaisingSpec(SourceSpec):
     type: Literal["raising_test"]
-    raises: Literal["SystemExit", "KeyboardInterrupt", "CancelledError", "BaseException"]
+    raises: Literal[
+        "SystemExit", "KeyboardInterrupt", "CancelledError", "BaseException", "GeneratorExit"
+    ]
     where: Literal["search", "worker", "prepare"] = "search"
 
     def build(self, ctx: BuildContext) -> Any:
@@ -135,6 +139,9 @@ def main() -> int:
     parser.add_argument("--odd-rows", help="id of the source whose answer gets two odd rows first")
     parser.add_argument("--explode-on", help="a query for which Broker.arequest raises")
     parser.add_argument(
+        "--explode-with", default="RuntimeError", choices=sorted(RAISED), help="what it raises"
+    )
+    parser.add_argument(
         "--slow-ranking-on", help="a query whose ranking holds the loop for --delay seconds"
     )
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- the nautilus arguments")
@@ -154,7 +161,7 @@ def main() -> int:
 
     async def arequest(self: Broker, query: str, context: Any = None) -> Any:
         if args.explode_on is not None and query == args.explode_on:
-            raise RuntimeError("internal detail that must not reach the client")
+            raise RAISED[args.explode_with]()
         return await original_arequest(self, query, context)
 
     original_query_vector = rank_pass.query_vector
