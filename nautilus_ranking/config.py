@@ -40,6 +40,7 @@ from nautilus_ranking.settings_parsing import (
     parse_origins,
     parse_ranking_cut,
     parse_seconds,
+    parse_source_ids,
 )
 from nautilus_ranking.unknown_variables import DOTENV_UNKNOWN, DotEnvTypos, unknown_variables
 
@@ -96,6 +97,7 @@ class NautilusSettings(LogSettings):
     ranking_near_duplicates: float | None = None
     ranking_diversity: float | None = None
     ranking_max_per_source: int | None = None
+    ranking_canonical_sources: Annotated[list[str], NoDecode] = Field(default_factory=list)
     ranking_lexical: str = "cosine"
     embedder: str = "hashing"
     embedder_cache_size: int = 10_000
@@ -171,6 +173,12 @@ class NautilusSettings(LogSettings):
             ),
         )
         take("ranking_cut", parse_ranking_cut(var("ranking_cut"), data.get("ranking_cut")))
+        take(
+            "ranking_canonical_sources",
+            parse_source_ids(
+                var("ranking_canonical_sources"), data.get("ranking_canonical_sources")
+            ),
+        )
         take(
             "ranking_near_duplicates",
             parse_near_duplicates(

@@ -39,8 +39,7 @@ def definitions(state: ServerState) -> list[types.Tool]:
             f"Returns {f'the {top_k} best' if top_k else 'every row'} unless top_k says. "
             "boosts: {source: level}, low < medium < high favours a source you trust for "
             "this query (it wins close calls only), -low … -high holds one back. More: "
-            "page 2, 3 … or the answer's next_cursor. A source that fails is in "
-            "sources_errored; the rest still answer."
+            "page 2, 3 … or the answer's next_cursor. Failed sources are in sources_errored."
         ),
         input_schema=search_schema(
             ids, settings.serve_max_query_chars, profiled=bool(state.engine.profiles)
@@ -51,10 +50,7 @@ def definitions(state: ServerState) -> list[types.Tool]:
     listing = types.Tool(
         name=LIST_SOURCES,
         title="List the sources",
-        description=(
-            "Each source search asks: its id, type, whether its order is relevance, its "
-            "boost, and whether it is healthy."
-        ),
+        description=("Each source: id, type, whether its order is relevance, boost, health."),
         input_schema={"type": "object", "properties": {}, "additionalProperties": False},
         output_schema=_SOURCES_OUTPUT,
         annotations=_READ_ONLY,
@@ -98,8 +94,12 @@ _ARGUMENTS: dict[str, dict[str, Any]] = {
         "minimum": 1,
         "description": "at most N rows of one source a page",
     },
-    "explain": {"type": "boolean", "description": "every score component"},
-    "vectors": {"type": "boolean", "description": "keep the rows' vectors"},
+    "canonical_sources": {
+        "type": "array",
+        "description": "whose copy of a document to keep, in order",
+    },
+    "explain": {"type": "boolean", "description": "all score components"},
+    "vectors": {"type": "boolean"},
     "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
     "cursor": {"type": "string", "description": "a next_cursor"},
 }
@@ -117,6 +117,7 @@ def search_schema(ids: list[str], max_chars: int, profiled: bool = False) -> dic
         additionalProperties={"enum": list(BOOST_LEVELS)},
     )
     properties["sources"]["items"] = {"enum": ids}
+    properties["canonical_sources"]["items"] = {"enum": ids}
     if profiled:  # no names listed: a caller learns its own from its key's operator
         properties["profile"] = {"type": "string", "description": "ranking profile"}
     return {

@@ -29,6 +29,7 @@ from nautilus_ranking.settings_parsing import (
     parse_int,
     parse_near_duplicates,
     parse_ranking_cut,
+    parse_source_ids,
 )
 from nautilus_ranking.synthesis.base import Synthesizer
 
@@ -42,6 +43,7 @@ OVERRIDES = (
     "near_duplicates",
     "diversity",
     "max_per_source",
+    "canonical_sources",
 )
 
 
@@ -121,6 +123,14 @@ def plan(
             if problem:
                 problems.append(Problem(name, problem.value, problem.reason, arg_of(name).valid))
             update[setting] = value
+    if request.canonical_sources is not None:
+        named, _ = parse_source_ids("canonical_sources", request.canonical_sources)
+        for sid in named:
+            if sid not in known:
+                problems.append(
+                    Problem("canonical_sources", cut(sid), "unknown source id", ", ".join(ids))
+                )
+        update["ranking_canonical_sources"] = named
     if request.boosts is not None:
         boosts, boost_problems = collect_source_boosts(request.boosts)
         problems.extend(Problem("boosts", p.value, p.reason, p.valid) for p in boost_problems)
@@ -182,6 +192,7 @@ def plan(
         "near_duplicates": effective.ranking_near_duplicates,
         "diversity": effective.ranking_diversity,
         "max_per_source": effective.ranking_max_per_source,
+        "canonical_sources": effective.ranking_canonical_sources,
         "overrides": [name for name in OVERRIDES if getattr(request, name) is not None],
     }
     if pages is not None and pages.asked:

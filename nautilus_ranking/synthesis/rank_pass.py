@@ -63,6 +63,7 @@ class RankSettings(Protocol):
     diversity: float | None
     max_per_source: int | None
     page_size: int | None
+    canonical_sources: tuple[str, ...]
 
 
 def rank_pass(
@@ -281,7 +282,7 @@ def rank_pass(
             batch if reusable and batch is not None and batch.n_texts == n else None,
         )
     checkpoint("fusion")
-    return select(sub, scores, limit, spread)
+    return select(sub, scores, limit, spread, ranker.canonical_sources)
 
 
 def _documents(
