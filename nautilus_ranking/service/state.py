@@ -63,8 +63,10 @@ class ServerState:
         anything is served."""
         api_keys = load_api_keys(settings.serve_api_keys_file)
         engine = Engine.assemble(settings)
-        # the shared ranking, too, ranks at most the ceiling of rows a request
-        cap_ranked_rows(engine.broker.synthesizer, settings.serve_max_ranked_rows)
+        # the shared rankings, too (the server's and each profile's), rank at most the
+        # ceiling of rows a request
+        for shared in (engine, *engine.by_profile.values()):
+            cap_ranked_rows(shared.broker.synthesizer, settings.serve_max_ranked_rows)
         raw = list(engine.broker.sources)
         engine.use_sources([metrics.TimedSource(s) for s in raw])
         grants: dict[bytes, Grant] = {}
