@@ -27,7 +27,7 @@ $(BSTAMP): $(STAMP)
 demo: $(STAMP)
 	$(BIN)/nautilus-ranking demo
 	@echo
-	@echo "nautilus is installed in $(VENV), which is not on your PATH: run $(BIN)/nautilus-ranking ..."
+	@echo "nautilus-ranking is installed in $(VENV), which is not on your PATH: run $(BIN)/nautilus-ranking ..."
 	@echo "or put it there for this shell first: . $(BIN)/activate"
 
 lint: $(STAMP)

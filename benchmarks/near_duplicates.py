@@ -64,9 +64,8 @@ from nautilus_ranking.log import configure_logging
 from nautilus_ranking.selection.budget import entry_text
 from nautilus_ranking.selection.tokens import count_tokens, tokenizer_name
 from nautilus_ranking.settings_parsing import NEAR_DUPLICATES_ON
-from nautilus_ranking.synthesis.candidates import row_texts
+from nautilus_ranking.synthesis.candidates import resemblance_texts
 from nautilus_ranking.synthesis.near_duplicates import resemblance, shingles
-from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.text.tokens import TokenBatch
 
 #: The share of each collection's documents given a copy, and the seed that picks them.
@@ -230,7 +229,8 @@ def pair_resemblance(fetched: Fetched, injected: bool) -> list[float]:
     for results in fetched.values():
         rows = [r for result in results for r in result.rows]
         ids = [str(r["id"]) for r in rows]
-        pairs = resemblance(shingles(TokenBatch.from_texts(row_texts(rows, RankWarnings()))))
+        texts = resemblance_texts(rows)  # what the ranking compares: ids left out
+        pairs = resemblance(shingles(TokenBatch.from_texts(texts))).expanded()
         values = dict(
             zip(
                 zip(pairs.a.tolist(), pairs.b.tolist(), strict=True),

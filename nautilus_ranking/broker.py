@@ -127,7 +127,8 @@ class Broker:
             try:
                 source.close()
             except BaseException as exc:
-                if not contained(exc):
+                # (a synchronous call: a GeneratorExit in it is the source's own)
+                if not (isinstance(exc, GeneratorExit) or contained(exc)):
                     raise
                 logger.warning(
                     "source_close_failed",
@@ -248,6 +249,7 @@ class Broker:
         neither the other sources nor the synthesizer.
         """
         started = time.perf_counter()
+        me = asyncio.current_task()  # tells a source's GeneratorExit from a close()
         timeout = timeout_of(source)
         raw_id = id_of(source)
         source_id = _id_text(raw_id)
@@ -280,7 +282,7 @@ class Broker:
                         "build_timeout", f"data not built within {self.prepare_timeout_s:g} s"
                     )
                 except BaseException as exc:  # the source's own, whatever it is
-                    if not contained(exc):
+                    if not contained(exc, me):
                         raise
                     return failed(error_type(exc), _message(exc))
         await barrier.passed
@@ -290,7 +292,7 @@ class Broker:
         except TimeoutError:
             return failed("timeout", f"no answer within {timeout:g} s")
         except BaseException as exc:  # a source is someone else's code: isolate every failure
-            if not contained(exc):  # the request (or the process) is being stopped
+            if not contained(exc, me):  # the request (or the process) is being stopped
                 raise
             return failed(error_type(exc), _message(exc))
         if not isinstance(rows, list):

@@ -40,6 +40,7 @@ from nautilus_ranking.settings_parsing import (
     parse_origins,
     parse_ranking_cut,
     parse_seconds,
+    parse_source_ids,
 )
 from nautilus_ranking.unknown_variables import DOTENV_UNKNOWN, DotEnvTypos, unknown_variables
 
@@ -96,6 +97,7 @@ class NautilusSettings(LogSettings):
     ranking_near_duplicates: float | None = None
     ranking_diversity: float | None = None
     ranking_max_per_source: int | None = None
+    ranking_canonical_sources: Annotated[list[str], NoDecode] = Field(default_factory=list)
     ranking_lexical: str = "bm25"
     embedder: str = "hashing"
     embedder_cache_size: int = 10_000
@@ -110,6 +112,7 @@ class NautilusSettings(LogSettings):
     serve_max_query_chars: int = 1000
     serve_max_body_bytes: int = 16_384
     serve_max_concurrency: int = 64
+    serve_max_ranked_rows: int = 10_000
     serve_request_timeout_s: float = 10.0
     serve_body_timeout_s: float = 5.0
     serve_probe_interval_s: float = 10.0
@@ -170,6 +173,12 @@ class NautilusSettings(LogSettings):
             ),
         )
         take("ranking_cut", parse_ranking_cut(var("ranking_cut"), data.get("ranking_cut")))
+        take(
+            "ranking_canonical_sources",
+            parse_source_ids(
+                var("ranking_canonical_sources"), data.get("ranking_canonical_sources")
+            ),
+        )
         take(
             "ranking_near_duplicates",
             parse_near_duplicates(
@@ -331,6 +340,7 @@ def _take_serve_settings(
         "serve_max_query_chars",
         "serve_max_body_bytes",
         "serve_max_concurrency",
+        "serve_max_ranked_rows",
     ):
         take(
             field,

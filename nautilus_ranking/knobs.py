@@ -133,6 +133,18 @@ KNOBS: tuple[Knob, ...] = (
         request_field="max_per_source",
     ),
     Knob(
+        "ranking_canonical_sources",
+        "ranking",
+        # Which copy of a document is shown once copies collapse; it changes nothing
+        # until something ranks, so naming sources alone does not turn ranking on.
+        turns_ranking_on=False,
+        per_profile=True,
+        summary="the sources whose copy of a document is kept, in order",
+        in_broker="the copy kept of a document",
+        flag="--canonical-source",
+        request_field="canonical_sources",
+    ),
+    Knob(
         "ranking_max_tokens",
         "ranking",
         # A budget keeps what fits of whichever list is handed over, ranked or passed
@@ -186,6 +198,7 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "serve_max_query_chars",
         "serve_max_body_bytes",
         "serve_max_concurrency",
+        "serve_max_ranked_rows",
         "serve_request_timeout_s",
         "serve_body_timeout_s",
         "serve_probe_interval_s",

@@ -79,6 +79,29 @@ def parse_origins(var: str, raw: object) -> tuple[list[str], Problem | None]:
     return origins, None
 
 
+#: The longest source id a list of them may hold (as a request's ``sources``).
+MAX_SOURCE_ID_CHARS = 256
+
+
+def parse_source_ids(var: str, raw: object) -> tuple[list[str], Problem | None]:
+    """Comma-separated source ids, in order (a list is taken as its items), lower-cased as
+    boosts' are, blanks and repeats dropped; blank or unset: none. An id longer than a
+    source id may be refuses the whole value."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return [], None
+    items = raw if isinstance(raw, list) else str(raw).split(",")
+    ids: list[str] = []
+    for item in items:
+        sid = str(item).strip().lower()
+        if len(sid) > MAX_SOURCE_ID_CHARS:
+            return [], Problem(
+                var, cut(sid), "not a source id", "comma-separated source ids, e.g. helpcenter,wiki"
+            )
+        if sid and sid not in ids:
+            ids.append(sid)
+    return ids, None
+
+
 def parse_bool(var: str, raw: object, default: bool) -> tuple[bool, Problem | None]:
     """``true``/``false``, ``1``/``0``, ``yes``/``no``, ``on``/``off``, in any case;
     blank or unset: ``default``."""

@@ -12,10 +12,20 @@ import pytest
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
 
+def missing(what: str) -> str:
+    """Why a test that needs the shared IR collections skips, in words a newcomer can act
+    on: what they are, where they were looked for, and where the README says more."""
+    return (
+        f"{what} not found under {DATASETS}: the IR test collections (ADI, CACM, CISI, "
+        "Cranfield in BEIR's layout) live outside this repository; README.md, 'The test "
+        "collections', says what they are and where to put them"
+    )
+
+
 def dataset(name: str) -> Path:
     folder = DATASETS / name
     if not (folder / "corpus.jsonl").is_file():
-        pytest.skip(f"shared collection {name!r} not found under {DATASETS}")
+        pytest.skip(missing(f"collection {name!r}"))
     return folder
 
 

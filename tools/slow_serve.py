@@ -5,17 +5,19 @@ to fail), for the load benchmark and the service and CLI tests.
     python tools/slow_serve.py --bad-row runbooks -- query "disk full" --json
     python tools/slow_serve.py --cancel runbooks -- serve --port 8123
     python tools/slow_serve.py --odd-rows runbooks -- mcp
+    python tools/slow_serve.py --slow-ranking-on "slow ranking" --delay 2 -- serve
 
 It also registers a source type, ``raising_test``, whose calls raise what its
 ``raises`` option names (``SystemExit``, ``KeyboardInterrupt``, ``CancelledError``,
-``BaseException``), in ``search`` (the default), in a worker thread or in
+``BaseException``, ``GeneratorExit``), in ``search`` (the default), in a worker thread or in
 ``prepare`` (``where``): a registered type that raises what a source should not.
 
 Everything else is the real command: this only wraps the named source's
 ``search`` in a sleep (or puts a row that is not an object second in its answer,
 or makes its search raise ``CancelledError`` as a hostile source may, or makes
 ``Broker.arequest`` raise for one query, to prove that an unexpected error becomes
-a clean 500) before calling ``nautilus_ranking.cli.main``.
+a clean 500, or makes the ranking of one query hold the broker's loop for ``--delay``
+seconds, as a costly ranking does) before calling ``nautilus_ranking.cli.main``.
 Single worker only: the patch lives in this process.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -32,19 +35,24 @@ from nautilus_ranking.broker import Broker
 from nautilus_ranking.fanout.workers import in_worker
 from nautilus_ranking.sources.base import ForwardingSource, SourceBase
 from nautilus_ranking.sources.schema import BuildContext, SourceSpec, register_source_type
+from nautilus_ranking.synthesis import rank_pass
 
 RAISED: dict[str, Any] = {
     "SystemExit": lambda: SystemExit(3),
     "KeyboardInterrupt": KeyboardInterrupt,
     "CancelledError": asyncio.CancelledError,
     "BaseException": lambda: BaseException("a source's own BaseException"),
+    "GeneratorExit": lambda: GeneratorExit("a source's own GeneratorExit"),
+    "RuntimeError": lambda: RuntimeError("internal detail that must not reach the client"),
 }
 
 
 @register_source_type
 class RaisingSpec(SourceSpec):
     type: Literal["raising_test"]
-    raises: Literal["SystemExit", "KeyboardInterrupt", "CancelledError", "BaseException"]
+    raises: Literal[
+        "SystemExit", "KeyboardInterrupt", "CancelledError", "BaseException", "GeneratorExit"
+    ]
     where: Literal["search", "worker", "prepare"] = "search"
 
     def build(self, ctx: BuildContext) -> Any:
@@ -130,6 +138,12 @@ def main() -> int:
     parser.add_argument("--cancel", help="id of the source whose search raises CancelledError")
     parser.add_argument("--odd-rows", help="id of the source whose answer gets two odd rows first")
     parser.add_argument("--explode-on", help="a query for which Broker.arequest raises")
+    parser.add_argument(
+        "--explode-with", default="RuntimeError", choices=sorted(RAISED), help="what it raises"
+    )
+    parser.add_argument(
+        "--slow-ranking-on", help="a query whose ranking holds the loop for --delay seconds"
+    )
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- the nautilus arguments")
     args = parser.parse_args()
     original_from_config = Broker.from_config.__func__  # type: ignore[attr-defined]
@@ -147,9 +161,17 @@ def main() -> int:
 
     async def arequest(self: Broker, query: str, context: Any = None) -> Any:
         if args.explode_on is not None and query == args.explode_on:
-            raise RuntimeError("internal detail that must not reach the client")
+            raise RAISED[args.explode_with]()
         return await original_arequest(self, query, context)
 
+    original_query_vector = rank_pass.query_vector
+
+    def query_vector(embedder: Any, idf: bool, ctx: Any, warnings: Any) -> Any:
+        if args.slow_ranking_on is not None and ctx.get("query") == args.slow_ranking_on:
+            time.sleep(args.delay)  # CPU work as the loop sees it: nothing else runs
+        return original_query_vector(embedder, idf, ctx, warnings)
+
+    rank_pass.query_vector = query_vector  # type: ignore[assignment]
     Broker.from_config = classmethod(from_config)  # type: ignore[assignment]
     Broker.arequest = arequest  # type: ignore[method-assign]
     rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest

@@ -93,6 +93,13 @@ CLEARLY_BETTER = (
 )
 
 
+#: The note under a table whose rows absorbed copies (without ``--explain``).
+COPIES = (
+    "(+N copies): copies of the row from other sources, or near copies, collapsed into "
+    "it; --explain names them"
+)
+
+
 def ranked_table(
     ranking: list[RankedRow], explain: bool, ranked: bool = True, wide: bool = False
 ) -> str:
@@ -119,8 +126,12 @@ def ranked_table(
                 + " "
             )
         also = (
-            "  (also in: " + ", ".join(c.label() for c in r.also_from) + ")"
-            if explain and r.also_from
+            (
+                ("  (also in: " + ", ".join(c.label() for c in r.also_from) + ")")
+                if explain
+                else f"  (+{len(r.also_from)} cop{'y' if len(r.also_from) == 1 else 'ies'})"
+            )
+            if r.also_from
             else ""
         )
         room = 60 if wide else max(WIDTH - len(line) - len(also), 20)
@@ -128,6 +139,8 @@ def ranked_table(
         lines.append(printable(line))
     if len(lines) == 1:
         lines.append("  (no rows)")
+    if not explain and any(r.also_from for r in ranking):
+        lines.append(COPIES)
     if explain:
         lines.append("")
         legend = [(meta["column"], f"{name}: {meta['doc']}") for name, meta in shown]
@@ -195,6 +208,11 @@ def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = 
             f"({counted(budget)}), {budget['rows_left_out']} ranked row(s) left out"
             + ("; the first row alone is over it" if budget["first_row_over_budget"] else "")
         )
+    cap = result.per_source_cap
+    if cap is not None and cap["relaxed"]:
+        from nautilus_ranking.request.answer import cap_relaxed  # loaded: result is one
+
+        lines.append(cap_relaxed(cap))
     if response.cut is not None:
         lines.append(
             f"cut: {response.cut['setting']} left out {response.cut['rows_left_out']} "

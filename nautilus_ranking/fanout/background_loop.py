@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from nautilus_ranking.fanout.abandon import abandon, watch
 from nautilus_ranking.fanout.thread_loop import new_loop
 
 T = TypeVar("T")
@@ -37,14 +38,22 @@ class BackgroundLoop:
 
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """The coroutine's result, computed on this loop, awaited from another; cancelling
-        the caller (a deadline) cancels it here too. The caller's log context goes along."""
+        the caller (a deadline) cancels it here too, and stops its CPU work at the next
+        checkpoint (:mod:`nautilus_ranking.fanout.abandon`). The caller's log context goes
+        along."""
         context = structlog.contextvars.get_contextvars()
+        flag = threading.Event()
 
         async def with_context() -> T:
             structlog.contextvars.bind_contextvars(**context)
+            watch(flag)
             return await coro
 
-        return await asyncio.wrap_future(self.submit(with_context()))
+        try:
+            return await asyncio.wrap_future(self.submit(with_context()))
+        except asyncio.CancelledError:
+            abandon(flag)  # this loop may be busy ranking: it reads the flag, not the cancel
+            raise
 
     def stop(self, timeout: float = 10.0) -> None:
         """Cancel what is left, stop the loop and wait (at most ``timeout``) for its thread."""

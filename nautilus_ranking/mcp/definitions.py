@@ -23,90 +23,101 @@ def definitions(state: ServerState) -> list[types.Tool]:
     """The tools as ``tools/list`` describes them, for this server's sources and settings."""
     settings = state.settings
     ids = state.engine.source_ids
-    boosts = ", ".join(f"{k}:{v}" for k, v in settings.source_boosts.items()) or "none"
     top_k = settings.ranking_top_k
     ranked = state.engine.broker.synthesizer.ranking_enabled
     order = (
-        "one ranking of their rows, best first: each result has its source, its "
-        "score and why it scored so (relevance to the query, agreement between "
-        "sources, boost)"
+        "one list, best first, each result with its source, score and why"
         if ranked
-        else "their rows in each source's own order (ranking is off on this server: "
-        "no scores; passing top_k, boosts or idf turns it on for the call)"
+        else "each source's rows in its own order (ranking is off here: top_k, boosts "
+        "or idf turn it on)"
     )
     search = types.Tool(
         name=SEARCH,
         title="Search every source" + (", ranked" if ranked else ""),
         description=(
-            "Ask every source (" + ", ".join(ids) + ") at once and get " + order + ". "
-            f"top_k keeps the K best (default {top_k if top_k else 'all rows'}). "
-            "boosts tilts the ranking toward sources you trust more for this query: "
-            "{source_id: level}, levels low < medium < high (and -low, -medium, -high to hold "
-            "a noisy source back); a boosted source wins close "
-            "calls but cannot lift an irrelevant row over clearly better ones. Boosts "
-            f"given here replace the server's ({boosts}). sources limits the search to "
-            "some sources. Results past the first top_k: pass page (2, 3, ...) or the "
-            "next_cursor of the previous answer; the same query and settings always give "
-            "the same pages. max_tokens hands over only the best results whose lines fit "
-            "in that many tokens (the first always), so a short answer is not padded "
-            "with poor rows; the answer says how many were left out. A source that "
-            "fails is listed under sources_errored; the others still answer. A call gets "
-            f"its answer within {settings.serve_request_timeout_s:g} s or a "
-            "deadline error."
+            f"Ask every source at once; get {order}. "
+            f"Returns {f'the {top_k} best' if top_k else 'every row'} unless top_k says. "
+            "boosts: {source: level}, low < medium < high favours a source you trust for "
+            "this query (it wins close calls only), -low … -high holds one back. More: "
+            "page 2, 3 … or the answer's next_cursor. Failed sources are in sources_errored."
         ),
         input_schema=search_schema(
             ids, settings.serve_max_query_chars, profiled=bool(state.engine.profiles)
         ),
         output_schema=_SEARCH_OUTPUT,
-        annotations=types.ToolAnnotations(
-            read_only_hint=True,
-            idempotent_hint=True,
-            destructive_hint=False,
-            open_world_hint=False,
-        ),
+        annotations=_READ_ONLY,
     )
     listing = types.Tool(
         name=LIST_SOURCES,
         title="List the sources",
-        description=(
-            "The sources search asks: each one's id (what boosts and sources "
-            "name), its type, whether it declares its own order as relevance "
-            "(a full-text or vector index) or not (a table), its current boost, "
-            "and whether it answered its last health probe."
-        ),
+        description=("Each source: id, type, whether its order is relevance, boost, health."),
         input_schema={"type": "object", "properties": {}, "additionalProperties": False},
         output_schema=_SOURCES_OUTPUT,
-        annotations=types.ToolAnnotations(
-            read_only_hint=True,
-            idempotent_hint=True,
-            destructive_hint=False,
-            open_world_hint=False,
-        ),
+        annotations=_READ_ONLY,
     )
     return [search, listing]
 
 
+_READ_ONLY = types.ToolAnnotations(
+    read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False
+)
+
+#: Each argument of search as the agent reads it: its type as accepted and a few words
+#: on what to pass, written for MCP alone (POST /v1/query's OpenAPI schema and --help keep
+#: QueryRequest's own descriptions, which speak to an operator). Every field of
+#: QueryRequest, in its order (tests/mcp checks both).
+_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "query": {"type": "string", "minLength": 1},
+    "top_k": {"type": "integer", "minimum": 1, "description": "rows to return"},
+    "boosts": {"type": "object"},
+    "idf": {"type": "boolean", "description": "discount words most rows share"},
+    "sources": {"type": "array", "minItems": 1, "description": "ask only these"},
+    "max_tokens": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "return the best rows that fit in N tokens",
+    },
+    "cut": {
+        "type": "string",
+        "description": "end the list where relevance drops: relative:0.8, floor:0.6 or gap:0.1",
+    },
+    "near_duplicates": {
+        "type": ["number", "string"],
+        "description": "merge rows of nearly the same text: a resemblance in (0, 1], or on",
+    },
+    "diversity": {
+        "type": ["number", "string"],
+        "description": "0 to 1: favour rows unlike those above",
+    },
+    "max_per_source": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "at most N rows of one source a page",
+    },
+    "canonical_sources": {
+        "type": "array",
+        "description": "whose copy of a document to keep, in order",
+    },
+    "explain": {"type": "boolean", "description": "all score components"},
+    "vectors": {"type": "boolean"},
+    "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+    "cursor": {"type": "string", "description": "a next_cursor"},
+}
+
+
 def search_schema(ids: list[str], max_chars: int, profiled: bool = False) -> dict[str, Any]:
-    """The ``search`` tool's input schema: :class:`QueryRequest`'s own, in the plain
-    types a model reads (an optional field is its type, not a union with null), with
-    this server's source ids, boost levels and query length filled in."""
-    schema = QueryRequest.model_json_schema()
-    properties: dict[str, Any] = {}
-    for name, spec in schema["properties"].items():
-        spec = {k: v for k, v in spec.items() if k not in ("title", "default")}
-        options = [o for o in spec.pop("anyOf", []) if o.get("type") != "null"]
-        if options:
-            spec = {**options[0], **spec}
-        properties[name] = spec
+    """The ``search`` tool's input schema: every field of :class:`QueryRequest`, typed as
+    it accepts and described for the agent (:data:`_ARGUMENTS`), with this server's
+    source ids, boost levels and query length filled in; ``profiled``: a ``profile``
+    argument too (a server with ranking profiles)."""
+    properties = {name: dict(_ARGUMENTS[name]) for name in QueryRequest.model_fields}
     properties["query"]["maxLength"] = max_chars
-    properties["query"]["description"] += f" (at most {max_chars} characters)"
-    properties["top_k"]["minimum"] = 1
-    properties["page"].update(minimum=1, maximum=MAX_PAGE)
     properties["boosts"].update(
         propertyNames={"enum": ids},
-        additionalProperties={"type": "string", "enum": list(BOOST_LEVELS)},
+        additionalProperties={"enum": list(BOOST_LEVELS)},
     )
-    properties["sources"]["items"] = {"type": "string", "enum": ids}
+    properties["sources"]["items"] = {"enum": ids}
+    properties["canonical_sources"]["items"] = {"enum": ids}
     if profiled:  # no names listed: a caller learns its own from its key's operator
         properties["profile"] = {"type": "string", "description": "ranking profile"}
     return {
@@ -117,80 +128,29 @@ def search_schema(ids: list[str], max_chars: int, profiled: bool = False) -> dic
     }
 
 
+#: What a search answers, in the few words an agent needs (the description says the rest).
 _SEARCH_OUTPUT: dict[str, Any] = {
     "type": "object",
-    "required": [
-        "query",
-        "results",
-        "page",
-        "sources_queried",
-        "sources_errored",
-        "response_hash",
-        "request_id",
-    ],
     "properties": {
-        "query": {"type": "string"},
         "results": {
             "type": "array",
-            "description": "best first",
             "items": {
                 "type": "object",
-                "required": ["rank", "source", "id", "score", "why", "row"],
                 "properties": {
-                    "rank": {"type": "integer", "description": "1 is the best overall"},
+                    "rank": {"type": "integer"},
                     "source": {"type": "string"},
-                    "id": {"description": "the row's own id, null if it has none"},
-                    "score": {
-                        "type": ["number", "null"],
-                        "description": "null when ranking "
-                        "is off (rows passed through in the sources' order)",
-                    },
-                    "source_rank": {"type": "integer"},
-                    "why": {"type": "object", "description": "the score's components"},
-                    "row": {
-                        "type": "object",
-                        "description": "the row as its source gave it "
-                        "(its vector left out unless vectors is true)",
-                    },
+                    "id": {},
+                    "score": {"type": ["number", "null"]},
+                    "why": {"type": "object"},
+                    "row": {"type": "object"},
                 },
             },
         },
-        "page": {"type": ["object", "null"]},
-        "sources_queried": {"type": "array", "items": {"type": "string"}},
-        "sources_errored": {"type": "array", "items": {"type": "object"}},
-        "response_hash": {"type": "string"},
-        "request_id": {"type": "string"},
-        "budget": {
-            "type": "object",
-            "description": "with max_tokens: the budget, the "
-            "tokens used and how many ranked results were left out",
-        },
-        "cut": {
-            "type": "object",
-            "description": "with cut: the setting and how many ranked results it left out",
-        },
-        "explain": {"type": "object"},
+        "next_cursor": {"type": ["string", "null"]},
     },
 }
 
 _SOURCES_OUTPUT: dict[str, Any] = {
     "type": "object",
-    "required": ["sources"],
-    "properties": {
-        "sources": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["id", "type", "declares_order", "healthy"],
-                "properties": {
-                    "id": {"type": "string"},
-                    "type": {"type": "string"},
-                    "declares_order": {"type": ["boolean", "null"]},
-                    "boost": {"type": ["string", "null"]},
-                    "healthy": {"type": "boolean"},
-                    "problem": {"type": ["string", "null"]},
-                },
-            },
-        }
-    },
+    "properties": {"sources": {"type": "array", "items": {"type": "object"}}},
 }

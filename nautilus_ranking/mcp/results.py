@@ -14,7 +14,7 @@ from typing import Any
 import mcp_types as types
 
 from nautilus_ranking.records import VECTOR_FIELDS, RankedRow
-from nautilus_ranking.request.answer import Answer
+from nautilus_ranking.request.answer import Answer, cap_relaxed
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest
 from nautilus_ranking.service.problems import strict_json
@@ -41,6 +41,9 @@ def search_content(result: Answer) -> dict[str, Any]:
         out["budget"] = response.budget
     if response.cut is not None:
         out["cut"] = response.cut
+    cap = result.per_source_cap
+    if cap is not None:
+        out["per_source_cap"] = cap
     if request.explain:
         out["explain"] = result.explain if result.profiled else result.plan.explain
     if result.profiled:
@@ -100,6 +103,9 @@ def search_text(out: dict[str, Any]) -> str:
     cut = out.get("cut")
     if cut is not None:
         lines.append(f"cut: {cut['setting']} left out {cut['rows_left_out']} more result(s)")
+    cap = out.get("per_source_cap")
+    if cap is not None and cap["relaxed"]:
+        lines.append(cap_relaxed(cap))
     page = out["page"]
     if page is not None:
         lines.append(

@@ -9,6 +9,7 @@ request is a :class:`~nautilus.request.errors.ProblemError` whatever the way in.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from typing import Any
@@ -59,6 +60,18 @@ class Answer:
         return type(self.plan.broker.synthesizer).__name__
 
     @property
+    def per_source_cap(self) -> dict[str, Any] | None:
+        """With ``max_per_source``: the cap, and whether it was relaxed to fill the page —
+        the rows each source has over it (a page holds more than the cap of a source
+        only when nothing else was left to fill it). None without a cap."""
+        cap = self.plan.effective.ranking_max_per_source
+        if cap is None or not self.ranked:
+            return None
+        counts = Counter(r.source_id for r in self.response.ranking)
+        over = {source: n - cap for source, n in counts.items() if n > cap}
+        return {"max_per_source": cap, "relaxed": bool(over), "rows_over": over}
+
+    @property
     def explain(self) -> dict[str, Any]:
         """The request's effective ranking settings (what ``explain`` adds)."""
         shown = {**self.plan.explain, "broker_request_id": self.broker_request_id}
@@ -76,12 +89,24 @@ class Answer:
         out["synthesizer"] = self.synthesizer
         if self.profiled:
             out["profile"] = self.profile
+        cap = self.per_source_cap
+        if cap is not None:  # only under a cap: no key otherwise
+            out["per_source_cap"] = cap
         if self.page is not None:
             out["page"] = self.page
         out["next_cursor"] = self.next_cursor
         if self.request.explain:
             out["explain"] = self.explain
         return out
+
+
+def cap_relaxed(cap: dict[str, Any]) -> str:
+    """The line every way in prints when :attr:`Answer.per_source_cap` was relaxed."""
+    over = ", ".join(f"{source} +{n}" for source, n in cap["rows_over"].items())
+    return (
+        f"max_per_source: {cap['max_per_source']} relaxed to fill the page ({over}): "
+        "no other source had rows left"
+    )
 
 
 #: How one way in hands a ranked row over, as text: what a token budget counts.
@@ -104,6 +129,7 @@ async def answer(
     *,
     allow_overrides: bool = True,
     max_query_chars: int | None = None,
+    max_ranked_rows: int | None = None,
     run: Runner | None = None,
     request_id: str | None = None,
     row_text: RowText = response_row_text,
@@ -114,10 +140,11 @@ async def answer(
     override where ``allow_overrides`` is off a 403), run it (through ``run`` when
     given), cut the asked page (409 when the data moved under a cursor), and keep the
     rows of it that fit in the token budget, each counted as ``row_text`` (how this way
-    in hands a row over). ``request_id`` replaces the broker's own in the response (a
-    server's request id). ``profile`` names the ranking profile asked for and ``grant``
-    is what the caller's key allows (None: no keys, any profile): the global knobs, then
-    the profile's, then the request's overrides the profile allows
+    in hands a row over). ``max_ranked_rows``: a server's ceiling on the rows the request
+    ranks (``request.plan.within_ceiling``). ``request_id`` replaces the broker's own in
+    the response (a server's request id). ``profile`` names the ranking profile asked
+    for and ``grant`` is what the caller's key allows (None: no keys, any profile): the
+    global knobs, then the profile's, then the request's overrides the profile allows
     (``nautilus_ranking.profiles.choose``); a profile's rule replaces ``allow_overrides``."""
     profiled = bool(engine.profiles)
     chosen = choose(engine.profiles, profile, grant) if profiled or profile else None
@@ -128,7 +155,15 @@ async def answer(
         forbid_overrides(request)
     name = chosen.name if chosen is not None else None
     chars = max_query_chars if max_query_chars is not None else len(request.query)
-    run_plan = plan(request, engine.broker, engine.settings, engine.embedder, chars, name)
+    run_plan = plan(
+        request,
+        engine.broker,
+        engine.settings,
+        engine.embedder,
+        chars,
+        name,
+        max_ranked_rows=max_ranked_rows,
+    )
     call = run_plan.broker.arequest(request.query)
     response = await (run(call) if run is not None else call)
     response, page = cut_page(run_plan, response)

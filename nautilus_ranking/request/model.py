@@ -145,6 +145,16 @@ class QueryRequest(BaseModel):
         description="at most N rows of one source in each page of the top K (it "
         "beats a boost); replaces NAUTILUS_RANKING_MAX_PER_SOURCE",
     )
+    canonical_sources: Annotated[
+        list[_SourceId] | None,
+        Arg("--canonical-source", "a list of source ids, first preferred", "ID", repeat=True),
+    ] = Field(
+        default=None,
+        max_length=MAX_SOURCE_ITEMS,
+        description="when copies of a document collapse, keep the copy of the first of "
+        "these sources that has one (default: the best-ranked copy); replaces "
+        "NAUTILUS_RANKING_CANONICAL_SOURCES",
+    )
     explain: Annotated[bool | None, Arg("--explain", "true or false")] = Field(
         default=False,
         description="show every score component and the request's effective ranking settings",

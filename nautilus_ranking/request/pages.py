@@ -47,7 +47,10 @@ _CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]+")
 MAX_CURSOR_CHARS = 512
 #: The deepest page a request may ask for: page n ranks n·K + 1 rows.
 MAX_PAGE = 1000
-_FIELDS = "query, top_k, boosts, idf, sources, cut, near_duplicates, diversity, max_per_source"
+_FIELDS = (
+    "query, top_k, boosts, idf, sources, cut, near_duplicates, diversity, max_per_source, "
+    "canonical_sources"
+)
 
 
 class PageError(NautilusError, ValueError):
@@ -165,6 +168,8 @@ def ranking_key(
         value = getattr(settings, "ranking_" + name)
         if value is not None:
             shape[name] = value
+    if settings.ranking_canonical_sources:  # another copy shown: the cap counts it
+        shape["canonical_sources"] = list(settings.ranking_canonical_sources)
     if profile is not None:  # without profiles the key is what it was
         shape["profile"] = profile
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:24]

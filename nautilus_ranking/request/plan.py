@@ -29,6 +29,7 @@ from nautilus_ranking.settings_parsing import (
     parse_int,
     parse_near_duplicates,
     parse_ranking_cut,
+    parse_source_ids,
 )
 from nautilus_ranking.synthesis.base import Synthesizer
 
@@ -42,6 +43,7 @@ OVERRIDES = (
     "near_duplicates",
     "diversity",
     "max_per_source",
+    "canonical_sources",
 )
 
 
@@ -69,6 +71,26 @@ _SCALARS: tuple[tuple[str, str, Callable[[str, object], tuple[Any, Problem | Non
 )
 
 
+def cap_ranked_rows(synthesizer: Synthesizer, max_ranked_rows: int) -> None:
+    """Lower a shared ranking synthesizer's candidate cap to a server's ceiling (as
+    :func:`within_ceiling` does for a request's own); a passthrough is left alone."""
+    current = getattr(synthesizer, "max_candidates", False)
+    if synthesizer.ranking_enabled and (current is None or (current and current > max_ranked_rows)):
+        synthesizer.max_candidates = max_ranked_rows  # type: ignore[attr-defined]
+
+
+def within_ceiling(settings: NautilusSettings, max_ranked_rows: int | None) -> NautilusSettings:
+    """``settings`` ranking at most ``max_ranked_rows`` rows a request (a server's
+    ``NAUTILUS_SERVE_MAX_RANKED_ROWS``): the candidate cap, lowered to the ceiling when
+    it is unset or above it. A passthrough ranks nothing and is left alone."""
+    if max_ranked_rows is None or not settings.ranking_enabled:
+        return settings
+    current = settings.ranking_max_candidates
+    if current is not None and current <= max_ranked_rows:
+        return settings
+    return settings.model_copy(update={"ranking_max_candidates": max_ranked_rows})
+
+
 def plan(
     request: QueryRequest,
     broker: Broker,
@@ -76,8 +98,11 @@ def plan(
     embedder: Embedder | None,
     max_query_chars: int,
     profile: str | None = None,
+    max_ranked_rows: int | None = None,
 ) -> Plan:
-    """Validate the overrides against the settings' parsers and the broker's sources."""
+    """Validate the overrides against the settings' parsers and the broker's sources;
+    a server's ``max_ranked_rows`` bounds the rows the request ranks
+    (:func:`within_ceiling`)."""
     problems: list[Problem] = []
     if len(request.query) > max_query_chars:
         problems.append(
@@ -98,6 +123,14 @@ def plan(
             if problem:
                 problems.append(Problem(name, problem.value, problem.reason, arg_of(name).valid))
             update[setting] = value
+    if request.canonical_sources is not None:
+        named, _ = parse_source_ids("canonical_sources", request.canonical_sources)
+        for sid in named:
+            if sid not in known:
+                problems.append(
+                    Problem("canonical_sources", cut(sid), "unknown source id", ", ".join(ids))
+                )
+        update["ranking_canonical_sources"] = named
     if request.boosts is not None:
         boosts, boost_problems = collect_source_boosts(request.boosts)
         problems.extend(Problem("boosts", p.value, p.reason, p.valid) for p in boost_problems)
@@ -140,6 +173,14 @@ def plan(
             pages = first_page(request.query, effective, [s.id for s in chosen], profile)
     if problems:
         raise invalid(problems)
+    if update or pages is not None:
+        # A synthesizer of the request's own: it ranks at most the server's ceiling of
+        # rows (the shared one was capped when the server started). After the cursor's
+        # key: the ceiling is the server's, not the ranking's shape.
+        capped = within_ceiling(effective, max_ranked_rows)
+        if capped is not effective:
+            update["ranking_max_candidates"] = capped.ranking_max_candidates
+            effective = capped
     explain = {
         "synthesizer": type(broker.synthesizer).__name__,
         "top_k": effective.ranking_top_k,
@@ -151,6 +192,7 @@ def plan(
         "near_duplicates": effective.ranking_near_duplicates,
         "diversity": effective.ranking_diversity,
         "max_per_source": effective.ranking_max_per_source,
+        "canonical_sources": effective.ranking_canonical_sources,
         "overrides": [name for name in OVERRIDES if getattr(request, name) is not None],
     }
     if pages is not None and pages.asked:

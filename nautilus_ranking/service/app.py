@@ -8,6 +8,7 @@ stack trace (the log has the detail).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -28,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from nautilus_ranking import __version__
 from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.errors import Problem, cut
+from nautilus_ranking.fanout.contain import raised_in
 from nautilus_ranking.log import configure_logging, get_logger
 from nautilus_ranking.profiles.build import configured
 from nautilus_ranking.profiles.choose import PROFILE_FIELD, allowed, take_profile
@@ -285,6 +287,16 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_validation)
 
 
+def _answerable(exc: BaseException, task: asyncio.Task[Any] | None) -> bool:
+    """Whether an error out of a request is one to answer with a 500 problem: any but
+    this request being cancelled (a shutdown, a client gone), a signal's
+    ``KeyboardInterrupt`` or a ``SystemExit``, and a ``GeneratorExit`` closing this
+    coroutine — a ``GeneratorExit`` handed over by the broker's loop is answered."""
+    if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
+        return False
+    return not isinstance(exc, GeneratorExit) or raised_in(task)
+
+
 class RequestContext:
     """Pure ASGI middleware: request id, one access-log line, request metrics, and the
     last line of defence — an unexpected error becomes a 500 problem with the request
@@ -312,10 +324,13 @@ class RequestContext:
             await send(message)
 
         path: str = scope["path"]
+        me = asyncio.current_task()
         with structlog.contextvars.bound_contextvars(request_id=rid):
             try:
                 await self.app(scope, receive, send_with_id)
-            except Exception as exc:
+            except BaseException as exc:
+                if not _answerable(exc, me):
+                    raise
                 logger.error(
                     "request_failed",
                     path=path,

@@ -3,8 +3,8 @@
 A background task probes each source every ``NAUTILUS_SERVE_PROBE_INTERVAL_S``
 with a one-row search under the source's own timeout (or the source's own ``probe()``,
 when it has one: an HTTP source's ``health_url``); whatever a probe raises
-(``CancelledError`` and ``SystemExit`` included) is that source's failure, and the
-prober goes on. ``/readyz`` only reads
+(``CancelledError``, ``SystemExit`` and ``GeneratorExit`` included) is that source's
+failure, and the prober goes on. ``/readyz`` only reads
 the results (it never waits on a source), and a source is ready while its last
 success is younger than three intervals — one slow probe does not flap the pod.
 """
@@ -46,6 +46,7 @@ class Readiness:
 
     async def _probe(self, source: Source) -> None:
         health = self.health[source.id]
+        me = asyncio.current_task()
         try:
             # Deadlines as scopes on this task, not wait_for: on 3.11 wait_for runs the
             # call in a task of its own, whose SystemExit would stop the loop.
@@ -63,7 +64,7 @@ class Readiness:
         except TimeoutError:
             health.last_error = f"timeout: no answer within {source.timeout_s:g} s"
         except BaseException as exc:  # a source is someone else's code, whatever it raises
-            if not contained(exc):  # the prober is being stopped
+            if not contained(exc, me):  # the prober is being stopped
                 raise
             health.last_error = f"{error_type(exc)}: {_text(exc)}"
         else:

@@ -25,6 +25,7 @@ from nautilus_ranking.request.answer import Answer, RowText, answer, response_ro
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest
+from nautilus_ranking.request.plan import cap_ranked_rows
 from nautilus_ranking.service import metrics
 from nautilus_ranking.service.key_grants import key_grants
 from nautilus_ranking.service.limits import ConcurrencyLimit, load_api_keys, read_key_lines
@@ -62,6 +63,10 @@ class ServerState:
         anything is served."""
         api_keys = load_api_keys(settings.serve_api_keys_file)
         engine = Engine.assemble(settings)
+        # the shared rankings, too (the server's and each profile's), rank at most the
+        # ceiling of rows a request
+        for shared in (engine, *engine.by_profile.values()):
+            cap_ranked_rows(shared.broker.synthesizer, settings.serve_max_ranked_rows)
         raw = list(engine.broker.sources)
         engine.use_sources([metrics.TimedSource(s) for s in raw])
         grants: dict[bytes, Grant] = {}
@@ -133,6 +138,7 @@ class ServerState:
             request,
             allow_overrides=settings.serve_allow_overrides,
             max_query_chars=settings.serve_max_query_chars,
+            max_ranked_rows=settings.serve_max_ranked_rows,
             run=self._run,
             request_id=request_id,
             row_text=row_text,

@@ -193,6 +193,27 @@ def row_texts(rows: list[dict[str, Any]], warnings: RankWarnings) -> list[str]:
     return texts
 
 
+#: What a row's resemblance text leaves out besides :data:`NOT_TEXT`: its ``id`` names the
+#: row, it is not its content (two copies of one text under two ids are one text).
+NOT_RESEMBLANCE = NOT_TEXT | {"id"}
+
+
+def resemblance_texts(rows: list[dict[str, Any]]) -> list[str]:
+    """Each row's text as the near-copy stages compare it: :func:`row_texts` without the
+    row's ``id``, cut at :data:`MAX_TEXT_CHARS` (the cut is warned about by the scoring)."""
+    return [
+        " ".join(v for k, v in row.items() if _IS_STR(v) and k not in NOT_RESEMBLANCE)[
+            :MAX_TEXT_CHARS
+        ]
+        for row in rows
+    ]
+
+
+def has_text_id(rows: list[dict[str, Any]]) -> bool:
+    """Whether any row's ``id`` is a string (then its :func:`row_texts` holds it)."""
+    return any(_IS_STR(row.get("id")) for row in rows)
+
+
 def cap(cands: Candidates, keys: FloatArray, max_candidates: int) -> IntArray:
     """Positions of the ``max_candidates`` best rows by ``keys`` (ascending positions)."""
     order = np.lexsort((cands.source_rank, cands.source_index, -keys))

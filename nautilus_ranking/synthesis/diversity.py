@@ -23,15 +23,19 @@ every row keeps a place.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 import numpy as np
 
+from nautilus_ranking.fanout.abandon import checkpoint
 from nautilus_ranking.synthesis.near_duplicates import Resemblance
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 #: Up to this many picks each scans the pairs; more group them by row first.
 _SCANNED_PICKS = 32
+#: MMR looks whether the caller still waits every this many picks (fanout/abandon.py).
+_PICKS_BETWEEN_CHECKS = 256
 
 
 def mmr_order(
@@ -61,9 +65,15 @@ def mmr_order(
         by_row = np.argsort(a)
         b, v = b[by_row], v[by_row]
         starts = np.searchsorted(a[by_row], np.arange(n + 1))
+    first = pairs.first
     for k in range(picks):
+        if k % _PICKS_BETWEEN_CHECKS == 0:
+            checkpoint("diversity")
+        # A later copy's redundancy is its first copy's too (near_duplicates.Resemblance):
+        # its own pairs hold only the one with its first copy.
+        now = penalty if first is None else np.maximum(penalty, penalty[first])
         # the best key left; np.argmax takes the first of equals: the higher-ranked row
-        i = int(np.argmax(np.where(open_, key - penalty, -np.inf)))
+        i = int(np.argmax(np.where(open_, key - now, -np.inf)))
         out[k] = i
         open_[i] = False
         if grouped:
@@ -82,30 +92,49 @@ def cap_per_source(
     """The positions ``0 … n-1`` of a ranking (``sources[i]``: the source of its ``i``-th
     row) re-ordered so that each block of ``block`` rows (None: one block of them all)
     holds at most ``cap`` rows of one source while rows of other sources remain; only the
-    first ``limit`` positions are placed with care (the rest follow in order)."""
+    first ``limit`` positions are placed with care (the rest follow in order).
+
+    A block takes its rows by (round, position): each source's first ``cap`` rows left
+    are round 0, its next one round 1, the next round 2 … — the page-filling rule, one
+    more row of each source per round. Each source's rows left are a queue in ranking
+    order, and a heap holds each queue's next row: a push and a pop or two a row placed,
+    O(n log n) whatever the blocks and the sources (one pass over the pending rows per
+    round, as before, was quadratic)."""
     n = len(sources)
     size = n if block is None else block
     wanted = n if limit is None else min(limit, n)
-    pending = list(range(n))
+    queues: dict[int, list[int]] = {}
+    for i, source in enumerate(sources):
+        queues.setdefault(source, []).append(i)
+    heads = dict.fromkeys(queues, 0)
+    # (round, position, source): every source's next row and its round in this block;
+    # ``rounds`` holds each source's current one (an entry of another round is stale)
+    heap = [(0, queue[0], source) for source, queue in queues.items()]
+    heapq.heapify(heap)
+    rounds = dict.fromkeys(queues, 0)
+    placed = np.zeros(n, dtype=bool)
     out: list[int] = []
-    while pending and len(out) < wanted:
-        counts: dict[int, int] = {}
+    while heap and len(out) < wanted:
         taken: list[int] = []
-        level = cap
-        while len(taken) < size and pending:
-            rest: list[int] = []
-            for at, i in enumerate(pending):
-                if len(taken) == size:
-                    rest.extend(pending[at:])
-                    break
-                source = sources[i]
-                if counts.get(source, 0) < level:
-                    counts[source] = counts.get(source, 0) + 1
-                    taken.append(i)
-                else:
-                    rest.append(i)
-            pending = rest
-            level += 1  # nothing else left under the cap: one more row of each source
-        out.extend(sorted(taken))
-    out.extend(pending)
-    return np.array(out, dtype=np.int64)
+        counts: dict[int, int] = {}
+        while heap and len(taken) < size:
+            round_, i, source = heapq.heappop(heap)
+            queue = queues[source]
+            if heads[source] == len(queue) or i != queue[heads[source]] or round_ != rounds[source]:
+                continue  # replaced when its block ended
+            taken.append(i)
+            count = counts[source] = counts.get(source, 0) + 1
+            heads[source] += 1
+            if heads[source] < len(queue):
+                rounds[source] = max(count - cap + 1, 0)
+                heapq.heappush(heap, (rounds[source], queue[heads[source]], source))
+        taken.sort()
+        out.extend(taken)
+        placed[taken] = True
+        # A new block: the next row of every source this block took from is round 0
+        # again (the others' are round 0 already).
+        for source in counts:
+            if heads[source] < len(queues[source]) and rounds[source] != 0:
+                rounds[source] = 0
+                heapq.heappush(heap, (0, queues[source][heads[source]], source))
+    return np.concatenate((np.array(out, dtype=np.int64), np.flatnonzero(~placed)))

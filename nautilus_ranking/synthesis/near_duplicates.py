@@ -11,9 +11,14 @@ tokens has none and is near nothing.
 
 Only pairs that share a shingle can resemble each other, so the pairs are found from
 the shingles themselves — sorted, grouped, and each group's members paired in numpy
-— never by comparing every row with every other. A shingle shared by more than
-:data:`COMMON_SHINGLE` rows (a template's boilerplate) is left out of the pairing and
-still counted in each row's set: it makes rows *less* alike, never more.
+— never by comparing every row with every other. Texts with the same set of shingles
+(copies: a mirror returning one document many times) are paired once: each later copy
+has one pair, with its first copy (resemblance 1), and otherwise resembles every text
+as its first copy does (:attr:`Resemblance.first`), so ten thousand copies cost ten
+thousand pairs, not fifty million. A shingle shared by more than
+:data:`COMMON_SHINGLE` *distinct* texts (a template's boilerplate) is left out of the
+pairing and still counted in each text's set: it makes texts *less* alike, never more;
+copies count once, so more copies of a text never mean less collapsing.
 
 The collapse (:func:`collapse`) walks a ranking best first: a row that is near a row
 kept above it (resemblance at least the threshold) joins the first such row and is
@@ -141,19 +146,118 @@ def _sorted_by(rows: IntArray, keys: IntArray, n: int, rows_first: bool) -> IntA
 @dataclass(frozen=True)
 class Resemblance:
     """The pairs of texts that share a shingle: texts ``a[i] < b[i]`` resemble each
-    other by ``value[i]`` (Jaccard of their shingle sets, in (0, 1])."""
+    other by ``value[i]`` (Jaccard of their shingle sets, in (0, 1]).
+
+    ``first[t]``, when given, is the first text with text ``t``'s shingle set (``t``
+    itself for every first copy): a later copy's only pair is with its first copy, at 1,
+    and it resembles every other text as its first copy does. None: no text is a later
+    copy (every pair is listed)."""
 
     a: IntArray
     b: IntArray
     value: FloatArray
+    first: IntArray | None = None
+
+    def expanded(self) -> Resemblance:
+        """Every pair listed, copies' included (quadratic in the copies: for a small batch
+        or a report, never the ranking)."""
+        if self.first is None:
+            return self
+        first = self.first.tolist()
+        copies: dict[int, list[int]] = {}
+        for t, f in enumerate(first):
+            copies.setdefault(f, []).append(t)
+        out: dict[tuple[int, int], float] = {}
+        for a, b, v in zip(self.a.tolist(), self.b.tolist(), self.value.tolist(), strict=True):
+            if first[b] != b:  # a later copy's pair with its first copy: below
+                continue
+            for x in copies[a]:
+                for y in copies[b]:
+                    out[(min(x, y), max(x, y))] = v
+        for group in copies.values():
+            for i, x in enumerate(group):
+                for y in group[i + 1 :]:
+                    out[(x, y)] = 1.0
+        keys = sorted(out)
+        return Resemblance(
+            np.array([k[0] for k in keys], dtype=np.int64),
+            np.array([k[1] for k in keys], dtype=np.int64),
+            np.array([out[k] for k in keys], dtype=np.float64),
+        )
+
+
+def _empty() -> Resemblance:
+    return Resemblance(
+        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    )
+
+
+def first_copies(found: Shingles) -> IntArray | None:
+    """``first[t]``: the first text whose shingle set is text ``t``'s (``t`` for a first
+    copy and for a text without shingles); None when no text is a later copy. Grouped by
+    size and a 64-bit sum of mixed keys, then checked key for key (a collision keeps the
+    text its own first copy)."""
+    n = len(found.sizes)
+    sizes = found.sizes
+    if n < 2 or len(found.keys) == 0:
+        return None
+    with np.errstate(over="ignore"):
+        mixed = found.keys.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        mixed ^= mixed >> np.uint64(29)
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        has = sizes > 0
+        digest = np.zeros(n, dtype=np.uint64)
+        digest[has] = np.add.reduceat(mixed, starts[has])
+    order = np.lexsort((np.arange(n), digest, sizes))
+    same = np.zeros(n, dtype=bool)
+    same[1:] = (
+        (sizes[order][1:] == sizes[order][:-1])
+        & (digest[order][1:] == digest[order][:-1])
+        & (sizes[order][1:] > 0)
+    )
+    if not same.any():
+        return None
+    group_start = np.maximum.accumulate(np.where(same, 0, np.arange(n)))
+    first = np.empty(n, dtype=np.int64)
+    first[order] = order[group_start]
+    later = np.flatnonzero(first != np.arange(n))
+    # key for key: a later copy's keys against its first copy's
+    lengths = sizes[later]
+    offsets = _ranges(lengths)
+    mine = np.repeat(starts[later], lengths) + offsets
+    theirs = np.repeat(starts[first[later]], lengths) + offsets
+    differs = found.keys[mine] != found.keys[theirs]
+    if differs.any():
+        bad = np.unique(np.repeat(np.arange(len(later)), lengths)[differs])
+        first[later[bad]] = later[bad]
+    if (first == np.arange(n)).all():
+        return None
+    return first
 
 
 def resemblance(found: Shingles) -> Resemblance:
-    """Every pair of texts sharing a shingle, and how alike the two are."""
-    rows, keys = found.rows, found.keys
-    empty = Resemblance(
-        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    """Every pair of texts sharing a shingle, and how alike the two are; a later copy of
+    a text is paired with its first copy only (:class:`Resemblance`)."""
+    first = first_copies(found)
+    if first is None:
+        return _pairs(found)
+    n = len(found.sizes)
+    firsts = np.flatnonzero(first == np.arange(n))
+    among = _pairs(subset(found, firsts, n))
+    later = np.flatnonzero(first != np.arange(n))
+    return Resemblance(
+        np.concatenate((firsts[among.a], first[later])),
+        np.concatenate((firsts[among.b], later)),
+        np.concatenate((among.value, np.ones(len(later)))),
+        first,
     )
+
+
+def _pairs(found: Shingles) -> Resemblance:
+    """Every pair of texts sharing a shingle that at most :data:`COMMON_SHINGLE` texts
+    share, and how alike the two are."""
+    rows, keys = found.rows, found.keys
+    empty = _empty()
     if len(keys) < 2:
         return empty
     n = len(found.sizes)
@@ -214,4 +318,11 @@ def collapse(pairs: Resemblance, n: int, threshold: float) -> IntArray:
     for above, below in zip(a, b, strict=True):
         if joins[below] == -1 and joins[above] == -1:  # undecided, and above is kept
             joins[below] = above
-    return np.array(joins, dtype=np.int64)
+    into = np.array(joins, dtype=np.int64)
+    if pairs.first is not None:
+        # A later copy joins its first copy when that is kept, else where it went: the
+        # first kept text above it that resembles it is the one its first copy joined.
+        later = np.flatnonzero(pairs.first != np.arange(n))
+        first = pairs.first[later]
+        into[later] = np.where(into[first] == -1, first, into[first])
+    return into

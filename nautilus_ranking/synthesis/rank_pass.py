@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from nautilus_ranking.embedders import Embedder, is_token_embedder
+from nautilus_ranking.fanout.abandon import checkpoint
 from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.synthesis import copies, detection, fusion, lexical
 from nautilus_ranking.synthesis.candidates import (
@@ -24,6 +25,8 @@ from nautilus_ranking.synthesis.candidates import (
     cap,
     declared,
     flatten,
+    has_text_id,
+    resemblance_texts,
     row_texts,
 )
 from nautilus_ranking.synthesis.query import TokensToWeight, query_vector, weighted_query
@@ -60,6 +63,7 @@ class RankSettings(Protocol):
     diversity: float | None
     max_per_source: int | None
     page_size: int | None
+    canonical_sources: tuple[str, ...]
 
 
 def rank_pass(
@@ -72,6 +76,7 @@ def rank_pass(
     query, query_in_embedder_space = query_vector(ranker.embedder, ranker.idf, ctx, warnings)
     if query is None:
         return None
+    checkpoint("query")  # each stage ends here when the caller stopped waiting (504)
     cands = flatten(results, warnings)
     level_weights = [
         weights_for(ranker.source_boosts.get(s.lower()) if isinstance(s, str) else None)
@@ -164,6 +169,7 @@ def rank_pass(
             sub, ranker.embedder, query, query_in_embedder_space, texts, batch, warnings
         )
         doc = _documents(ranker, cands, texts if n == len(cands.rows) else None, batch)
+    checkpoint("similarity")
     content_similarity = similarity * factors
     # Beside a model's semantic similarity, a lexical one for every row (a lexical
     # embedder's similarity is that already): content then combines both.
@@ -257,12 +263,15 @@ def rank_pass(
         or ranker.diversity is not None
         or ranker.max_per_source is not None
     ):
-        built = texts if texts is not None and len(texts) == n else None
+        # The texts compared leave each row's id out: the scoring's texts and tokens hold
+        # a string id, so they are reused only when no row has one.
+        reusable = not has_text_id(sub.rows)
+        built = texts if reusable and texts is not None and len(texts) == n else None
 
         def texts_of(at: list[int]) -> list[str]:
             if built is not None:
                 return [built[i] for i in at]
-            return row_texts([sub.rows[i] for i in at], RankWarnings())
+            return resemblance_texts([sub.rows[i] for i in at])
 
         spread = Spread(
             ranker.near_duplicates,
@@ -270,9 +279,10 @@ def rank_pass(
             ranker.max_per_source,
             ranker.page_size,
             texts_of,
-            batch if batch is not None and batch.n_texts == n else None,
+            batch if reusable and batch is not None and batch.n_texts == n else None,
         )
-    return select(sub, scores, limit, spread)
+    checkpoint("fusion")
+    return select(sub, scores, limit, spread, ranker.canonical_sources)
 
 
 def _documents(

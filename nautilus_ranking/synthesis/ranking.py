@@ -38,7 +38,7 @@ passthrough). Rows are never mutated.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nautilus_ranking.embedders import Embedder, HashingEmbedder, embedder_from_name
@@ -78,6 +78,7 @@ class RankingSynthesizer:
         max_per_source: int | None = None,
         page_size: int | None = None,
         lexical: str = "bm25",
+        canonical_sources: Sequence[str] = (),
     ) -> None:
         for name, value in (
             ("top_k", top_k),
@@ -129,6 +130,9 @@ class RankingSynthesizer:
         #: The page the cap counts in: the top K, or a page of it when a deeper ranking
         #: is cut into pages (request/pages.py).
         self.page_size = page_size if page_size is not None else top_k
+        #: The sources whose copy of a document is kept when copies collapse, first
+        #: preferred (lower-cased, as boosts' ids); empty: the best-ranked copy.
+        self.canonical_sources = tuple(str(s).strip().lower() for s in canonical_sources)
 
     @classmethod
     def from_settings(
@@ -151,6 +155,7 @@ class RankingSynthesizer:
             max_per_source=settings.ranking_max_per_source,
             page_size=page_size,
             lexical=settings.ranking_lexical,
+            canonical_sources=settings.ranking_canonical_sources,
         )
 
     # --- public API ------------------------------------------------------------------

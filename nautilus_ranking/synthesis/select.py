@@ -9,12 +9,13 @@ its cap in every page; the top K is cut last.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import starmap
 
 import numpy as np
 
+from nautilus_ranking.fanout.abandon import checkpoint
 from nautilus_ranking.records import SCORE_COMPONENTS, Copy, RankedRow
 from nautilus_ranking.rows import id_or_content_id
 from nautilus_ranking.synthesis import diversity, fusion, near_duplicates
@@ -79,11 +80,18 @@ class Spread:
 
 
 def select(
-    cands: Candidates, scores: Scores, top_k: int | None, spread: Spread | None = None
+    cands: Candidates,
+    scores: Scores,
+    top_k: int | None,
+    spread: Spread | None = None,
+    canonical: Sequence[str] = (),
 ) -> list[RankedRow]:
-    """The best ``top_k`` rows (all when None), copies collapsed, spread when asked."""
+    """The best ``top_k`` rows (all when None), copies collapsed, spread when asked; a
+    document whose copies collapsed is shown by the copy of the first ``canonical``
+    source that has one (lower-case ids), in its best copy's place."""
     score = scores.score
     at: IntArray | None = None
+    shown: dict[int, int] = {}
     spreading = spread is not None and spread.on
     if (
         not spreading
@@ -96,9 +104,12 @@ def select(
         at = np.flatnonzero(score >= np.partition(score, len(score) - top_k)[-top_k])
     if at is None or len(at) < (top_k or 0):  # (fewer only if a score were NaN)
         order = np.lexsort((cands.source_rank, cands.source_index, -score))
-        order, also_from = _collapse_copies(cands, order, scores.doc)
+        order, also_from, members = _collapse_copies(cands, order, scores.doc)
         if spread is not None and spreading:  # near copies, diversity, the cap
-            order = _spread(cands, score, order, also_from, spread, top_k)
+            order = _spread(cands, score, order, also_from, members, spread, top_k, canonical)
+            shown = members.shown
+        elif canonical and members:
+            shown = _canonical(cands, also_from, members, canonical)
     else:
         order = at[np.lexsort((cands.source_rank[at], cands.source_index[at], -score[at]))]
         also_from = {}
@@ -110,15 +121,17 @@ def select(
     sids = cands.source_ids
     s = scores.take(order)
     columns = [vars(s)[name].tolist() for name in _COMPONENTS]
+    # a document's place and score are its best copy's; the copy shown may be another
+    rows = np.array([shown.get(i, i) for i in places], dtype=np.int64) if shown else order
     return list(
         starmap(
             RankedRow,
             zip(
-                [sids[j] for j in cands.source_index[order].tolist()],
-                [cands.rows[i] for i in places],
+                [sids[j] for j in cands.source_index[rows].tolist()],
+                [cands.rows[i] for i in rows.tolist()],
                 s.score.tolist(),
                 range(1, len(places) + 1),
-                cands.source_rank[order].tolist(),
+                cands.source_rank[rows].tolist(),
                 [tuple(also_from.get(i, ())) for i in places],
                 *columns,
                 strict=True,
@@ -137,16 +150,26 @@ def _copy(cands: Candidates, i: int, kind: str) -> Copy:
     return Copy(cands.source_ids[cands.source_index[i]], name, int(cands.source_rank[i]), kind)
 
 
+class Members(dict[int, list[int]]):
+    """The candidates collapsed into each kept one, parallel to its ``also_from``; and
+    ``shown``: the copy a kept candidate is shown by, when a canonical source's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown: dict[int, int] = {}
+
+
 def _collapse_copies(
     cands: Candidates, order: IntArray, doc: IntArray
-) -> tuple[IntArray, dict[int, list[Copy]]]:
+) -> tuple[IntArray, dict[int, list[Copy]], Members]:
     """Keep the best copy of each document (rows in ``order``, best first); record
     where the others came from."""
     first = np.zeros(len(doc), dtype=bool)
     _, where = np.unique(doc[order], return_index=True)
     first[where] = True
+    members = Members()
     if first.all():
-        return order, {}
+        return order, {}, members
     kept = order[first]
     best_of: dict[int, int] = {}
     also_from: dict[int, list[Copy]] = {}
@@ -156,7 +179,38 @@ def _collapse_copies(
             best_of[d] = i
         else:
             also_from.setdefault(best_of[d], []).append(_copy(cands, i, "exact"))
-    return kept, also_from
+            members.setdefault(best_of[d], []).append(i)
+    return kept, also_from, members
+
+
+def _canonical(
+    cands: Candidates,
+    also_from: dict[int, list[Copy]],
+    members: Members,
+    canonical: Sequence[str],
+) -> dict[int, int]:
+    """``{kept: shown}`` for each kept candidate that a canonical source's copy shows
+    instead (the first source of ``canonical`` with a copy; the kept one's own source
+    when it comes first); ``also_from`` then names the kept one in the shown copy's
+    entry, first (it is the best-ranked copy)."""
+    preference = {sid: at for at, sid in enumerate(canonical)}
+    late = len(canonical)
+
+    def rank_of(i: int) -> int:
+        sid = cands.source_ids[cands.source_index[i]]
+        return preference.get(sid.lower(), late) if isinstance(sid, str) else late
+
+    shown: dict[int, int] = {}
+    for kept, copies in members.items():
+        best = min(range(len(copies)), key=lambda k: rank_of(copies[k]))
+        if rank_of(copies[best]) >= rank_of(kept):
+            continue
+        shown[kept] = copies[best]
+        entries = also_from[kept]
+        replaced = _copy(cands, kept, entries[best].copy)
+        also_from[kept] = [replaced, *entries[:best], *entries[best + 1 :]]
+    members.shown = shown
+    return shown
 
 
 def _spread(
@@ -164,11 +218,15 @@ def _spread(
     score: FloatArray,
     order: IntArray,
     also_from: dict[int, list[Copy]],
+    members: Members,
     spread: Spread,
     top_k: int | None,
+    canonical: Sequence[str] = (),
 ) -> IntArray:
     """The ranking ``order`` (exact copies collapsed) with near copies collapsed (into
-    ``also_from``), re-ordered for novelty and held to the per-source cap."""
+    ``also_from`` and ``members``), each document shown by its canonical copy (into
+    ``members.shown``), re-ordered for novelty and held to the per-source cap (a
+    document counted by the source of the copy shown)."""
     whole = spread.diversity is not None or spread.max_per_source is not None
     # A row's collapse depends only on the rows above it: without a stage that reads the
     # whole ranking, the top K needs only as many rows as it takes to keep K of them.
@@ -196,13 +254,17 @@ def _spread(
         if length == len(order) or int(kept.sum()) >= (top_k or 0):
             break
         length = min(len(order), 2 * length)
-    if spread.near_duplicates is not None:
+    checkpoint("near_duplicates")
+    near = spread.near_duplicates is not None
+    if near:
         heads = head.tolist()
         for below in np.flatnonzero(~kept).tolist():
             i = heads[below]
-            target = also_from.setdefault(heads[int(into[below])], [])
+            joined = heads[int(into[below])]
+            target = also_from.setdefault(joined, [])
             target.append(_copy(cands, i, "near"))
             target.extend(c._replace(copy="near") for c in also_from.pop(i, ()))
+            members.setdefault(joined, []).extend([i, *members.pop(i, ())])
         # what the stages below read: the kept rows and their resemblance
         positions = np.flatnonzero(kept)
         renumber = np.full(length, -1, dtype=np.int64)
@@ -212,16 +274,19 @@ def _spread(
             renumber[pairs.a[both]], renumber[pairs.b[both]], pairs.value[both]
         )
         head = head[positions]
+    shown = _canonical(cands, also_from, members, canonical) if canonical and members else {}
     if spread.diversity is not None:
         # MMR picks only the rows kept (the rest follow in order), unless a cap re-orders
         # what follows them: then every row, so a deeper page never changes a shallower one
         picks = top_k if spread.max_per_source is None else None
         head = head[diversity.mmr_order(score[head], pairs, spread.diversity, picks)]
+    checkpoint("diversity")
     if spread.max_per_source is not None:
         block = spread.page if spread.page is not None else top_k
+        shown_head = [shown.get(i, i) for i in head.tolist()] if shown else head
         head = head[
             diversity.cap_per_source(
-                cands.source_index[head].tolist(), spread.max_per_source, block, top_k
+                cands.source_index[shown_head].tolist(), spread.max_per_source, block, top_k
             )
         ]
     return np.concatenate((head, order[length:]))

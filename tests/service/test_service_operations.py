@@ -200,13 +200,19 @@ def failing_sources(server: Server) -> dict[str, str]:
         ("CancelledError", "search"),
         ("SystemExit", "worker"),
         ("KeyboardInterrupt", "prepare"),
+        ("BaseException", "search"),
+        ("GeneratorExit", "search"),
+        ("GeneratorExit", "worker"),
+        ("GeneratorExit", "prepare"),
     ],
 )
 def test_a_source_that_raises_stops_neither_readiness_nor_the_server(
     tmp_path: Path, raises: str, where: str
 ) -> None:
     """Before: ``CancelledError`` from a source ended the readiness prober (503 for good,
-    every source stale); ``SystemExit`` or ``KeyboardInterrupt`` shut the server down."""
+    every source stale); ``SystemExit`` or ``KeyboardInterrupt`` shut the server down;
+    ``GeneratorExit`` made every query a plain-text 500 and ended the prober ("not
+    probed yet" for good)."""
     env = {
         "NAUTILUS_CONFIG": str(raising_sources(tmp_path, raises, where)),
         "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.3",
@@ -240,3 +246,19 @@ def test_ctrl_c_still_stops_a_server_whose_source_raises_keyboard_interrupt(
         server.process.send_signal(signal.SIGINT)
         assert server.process.wait(60) == 0
     assert "serve_stopped" in server.logs()
+
+
+@pytest.mark.parametrize("raised", ["RuntimeError", "GeneratorExit", "BaseException"])
+def test_whatever_escapes_a_query_is_a_problem_500(tmp_path: Path, raised: str) -> None:
+    """The last line of defence answers problem+json whatever the query raised; before,
+    a ``GeneratorExit`` (not an ``Exception``) reached the server as a plain-text 500."""
+    env = {"NAUTILUS_CONFIG": str(sources_file(tmp_path))}
+    launcher = ["--explode-on", "boom", "--explode-with", raised]
+    with running(tmp_path, env, launcher=launcher) as server:
+        answer = httpx.post(server.url + "/v1/query", json={"query": "boom"}, timeout=30)
+        assert answer.status_code == 500, answer.text
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert answer.json()["request_id"] == answer.headers["x-request-id"]
+        assert "internal detail" not in answer.text and raised not in answer.text
+        after = httpx.post(server.url + "/v1/query", json={"query": "disk"}, timeout=30)
+        assert after.status_code == 200, after.text

@@ -13,7 +13,8 @@ from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.request.pages import Paging, ranking_key
 from nautilus_ranking.synthesis.diversity import cap_per_source, mmr_order
-from nautilus_ranking.synthesis.near_duplicates import Resemblance
+from nautilus_ranking.synthesis.near_duplicates import Resemblance, resemblance, shingles
+from nautilus_ranking.text.tokens import TokenBatch
 
 WORDS = ["disk", "full", "orders", "db", "primary", "replica", "lag", "restore", "backup"]
 
@@ -70,6 +71,22 @@ def test_a_worked_example() -> None:
     pairs = Resemblance(np.array([0]), np.array([1]), np.array([1.0]))
     assert mmr_order(np.array([1.0, 0.9, 0.5]), pairs, 0.5).tolist() == [0, 2, 1]
     assert mmr_order(np.array([1.0, 0.9, 0.5]), pairs, 0.1).tolist() == [0, 1, 2]
+
+
+@given(
+    st.lists(
+        st.lists(st.sampled_from(WORDS[:4]), min_size=1, max_size=5).map(" ".join), max_size=14
+    ),
+    st.sampled_from([0.3, 0.7, 1.0]),
+)
+@example(["disk full orders"] * 3 + ["disk full orders db", "disk full orders"], 0.7)
+def test_copies_paired_once_give_the_mmr_of_every_pair(texts: list[str], w: float) -> None:
+    """A later copy is paired with its first copy only (near_duplicates.Resemblance); MMR
+    over those pairs is MMR over every pair spelled out."""
+    compact = resemblance(shingles(TokenBatch.from_texts(texts)))
+    score = np.linspace(1.0, 0.0, len(texts))
+    got = mmr_order(score, compact, w).tolist()
+    assert got == mmr_order(score, compact.expanded(), w).tolist()
 
 
 def test_the_cap_holds_in_every_page_while_other_rows_remain() -> None:
@@ -196,3 +213,46 @@ def test_the_first_place_is_the_fused_rankings_first(
         top_k=5, source_boosts=boosts, diversity=weight, max_per_source=cap
     ).rank(results, QUERY)
     assert [r.row for r in spread[:1]] == [r.row for r in plain[:1]]
+
+
+def reference_cap(sources: list[int], cap: int, block: int | None, limit: int | None) -> list[int]:
+    """The cap as its rule is written: fill each block in ranking order at the cap, then
+    one more row of each source a pass while the block has room (quadratic)."""
+    n = len(sources)
+    size = n if block is None else block
+    wanted = n if limit is None else min(limit, n)
+    pending, out = list(range(n)), []
+    while pending and len(out) < wanted:
+        counts: dict[int, int] = {}
+        taken: list[int] = []
+        level = cap
+        while len(taken) < size and pending:
+            rest: list[int] = []
+            for at, i in enumerate(pending):
+                if len(taken) == size:
+                    rest.extend(pending[at:])
+                    break
+                if counts.get(sources[i], 0) < level:
+                    counts[sources[i]] = counts.get(sources[i], 0) + 1
+                    taken.append(i)
+                else:
+                    rest.append(i)
+            pending = rest
+            level += 1
+        out.extend(sorted(taken))
+    return out + pending
+
+
+@given(
+    st.lists(st.integers(0, 5), max_size=60),
+    st.integers(1, 4),
+    st.one_of(st.none(), st.integers(1, 9)),
+    st.one_of(st.none(), st.integers(0, 70)),
+)
+@example([0, 0, 0, 1, 0, 2, 0, 1], 1, 3, None)
+@example(list(range(30)) + [0] * 30, 1, 4, 25)  # as many sources as rows, small blocks
+def test_the_cap_is_its_rule_as_written(
+    sources: list[int], cap: int, block: int | None, limit: int | None
+) -> None:
+    got = cap_per_source(sources, cap, block, limit).tolist()
+    assert got == reference_cap(sources, cap, block, limit)
