@@ -46,7 +46,9 @@ from nautilus_ranking.sources.schema import (
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 #: Headers the client sets itself (a sources file setting them would confuse the call).
-_CLIENT_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+_CLIENT_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+)
 
 
 class _Strict(BaseModel):

@@ -66,7 +66,7 @@ CASES = [
         "gzip-bomb",
         {"timeout_s": 20},
         r"bad: POST .*/gzip-bomb: answered 200: the body is larger "
-        r"than 8,388,608 bytes \(more streamed\)",
+        r"than 8,388,608 bytes \(inflated\)",
     ),
     (
         "retry/429/30/5",
