@@ -193,9 +193,11 @@ def test_a_bad_hit_is_dropped_with_a_warning_naming_it(tmp_path: Path) -> None:
     ):
         rows = search(source, "disk")
     assert [r["id"] for r in rows] == ["a", "b"]
-    [dropped] = [e for e in logs if e["event"] == "http_source_hit_dropped"]
-    assert dropped["source_id"] == "bad"
-    assert dropped["problem"] == "hit 1: id is null (no such path), expected a string or a number"
+    [dropped] = [e for e in logs if e["event"] == "http_source_hits_dropped"]
+    assert dropped["source_id"] == "bad" and dropped["count"] == 1
+    assert dropped["first_problem"] == (
+        "hit 1: id is null (no such path), expected a string or a number"
+    )
 
 
 def test_a_redirect_is_not_followed(tmp_path: Path) -> None:

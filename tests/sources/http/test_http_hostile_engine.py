@@ -142,10 +142,12 @@ def test_a_million_empty_hits_are_one_counted_warning(tmp_path: Path) -> None:
     mine = [e for e in logs if e.get("source_id") == "bad"]
     assert len(mine) <= 2, [e["event"] for e in mine]
     [dropped] = [e for e in mine if e["event"] == "http_source_hits_dropped"]
-    assert dropped["page"] == 1 and dropped["count"] == 1_000_000
+    assert dropped["page"] == 1
+    assert dropped["count"] + dropped["not_read"] == 1_000_000  # past the size asked: unread
+    assert 0 < dropped["count"] <= 100
     assert dropped["first_problem"].startswith("hit 0: id is null")
-    [warned] = [w for w in response.sources_warned if w.source_id == "bad"]
-    assert warned.warning_type == "hits_dropped" and warned.count == 1_000_000
+    warned = {w.warning_type: w for w in response.sources_warned if w.source_id == "bad"}
+    assert warned["hits_dropped"].count == dropped["count"]
 
 
 # 3. Credentials an engine quotes back are masked everywhere --------------------------
@@ -318,9 +320,11 @@ def test_a_deadline_on_a_later_page_keeps_the_earlier_pages(tmp_path: Path) -> N
         response, logs = ask(tmp_path, entry)
     assert response.sources_errored == []
     assert [r["id"] for r in response.data["bad"]] == ["p1-0", "p1-1"]
-    [warned] = [w for w in response.sources_warned if w.source_id == "bad"]
-    assert warned.warning_type == "page_failed"
-    assert "page 2" in warned.message and "within the deadline" in warned.message
+    warned = {w.warning_type: w for w in response.sources_warned if w.source_id == "bad"}
+    assert (
+        "page 2" in warned["page_failed"].message
+        and "within the deadline" in warned["page_failed"].message
+    )
     assert any(e["event"] == "http_source_page_failed" for e in logs)
 
 
@@ -331,8 +335,8 @@ def test_a_failing_later_page_is_reported_in_sources_warned(tmp_path: Path) -> N
         entry["url"] = f"{hostile.url}/then-fail/1"
         response, _ = ask(tmp_path, entry)
     assert [r["id"] for r in response.data["bad"]] == ["p1-0", "p1-1"]
-    [warned] = [w for w in response.sources_warned if w.source_id == "bad"]
-    assert warned.warning_type == "page_failed" and "answered 500" in warned.message
+    warned = {w.warning_type: w for w in response.sources_warned if w.source_id == "bad"}
+    assert "answered 500" in warned["page_failed"].message
 
 
 # 7. Ids that are not numbers -------------------------------------------------------------
@@ -353,12 +357,12 @@ def test_nan_and_infinite_ids_are_dropped_with_a_counted_warning(tmp_path: Path)
 @pytest.mark.parametrize(
     ("path", "message"),
     [
-        ("(" * 400 + "a" + ")" * 400, "response.title: JMESPath nested deeper than 32"),
+        ("(" * 2000 + "a" + ")" * 2000, "response.title: JMESPath longer than 1,000 characters"),
         ("a" + " | a" * 3000, "response.title: JMESPath longer than 1,000 characters"),
-        ("[" * 5000 + "a", "response.title: JMESPath longer than 1,000 characters"),
-        ("a" + ".b" * 60, "response.title: JMESPath nested deeper than 32"),
+        ("a" + "|a" * 300, "response.title: JMESPath nested deeper than 32"),
+        ("!" * 900 + "a", "response.title: JMESPath nested deeper than 32"),
     ],
-    ids=["parens", "pipes", "brackets", "dots"],
+    ids=["parens", "pipes", "short-pipes", "nots"],
 )
 def test_a_path_nested_without_end_is_refused_when_the_file_is_read(
     tmp_path: Path, path: str, message: str
