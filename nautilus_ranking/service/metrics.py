@@ -52,7 +52,8 @@ SOURCE_ERRORS = Counter(
 SOURCE_WARNINGS = Counter(
     "nautilus_source_warnings_total",
     "Answers a source gave with something left out, by source and warning type: "
-    "rows_dropped, hits_dropped, page_failed.",
+    "rows_dropped, hits_dropped, page_failed, mapping_null (a mapped path null in "
+    "every hit: a wrong mapping).",
     ["source", "warning_type"],
 )
 TOPK_ROWS = Counter(

@@ -6,8 +6,8 @@ the sources file's. A page after the first that fails, for whatever reason (its 
 deadline included), keeps the rows before it; hits that cannot be mapped are dropped
 alone and counted, one warning a page (an engine answering a million bad hits is one
 line, not a million); an answer of the wrong shape fails the source. Each of these is
-in the response's ``sources_warned`` too (:class:`~nautilus_ranking.records.WarnedRows`).
-A row whose id an earlier page
+in the response's ``sources_warned`` too (:class:`~nautilus_ranking.records.WarnedRows`),
+as is a mapped path null in every hit (``watch.py``). A row whose id an earlier page
 already gave is skipped: an index refreshed between two pages, or a cursor compared at
 another precision than the engine's own scores, may hand a hit over twice.
 """
@@ -28,6 +28,7 @@ from nautilus_ranking.sources.http.mapping import MappedPage, ResponseMapping, S
 from nautilus_ranking.sources.http.paging import Paging
 from nautilus_ranking.sources.http.quoted import text_of
 from nautilus_ranking.sources.http.template import RequestTemplate
+from nautilus_ranking.sources.http.watch import MappingWatch
 
 logger = get_logger("nautilus_ranking.sources.http")
 
@@ -69,6 +70,7 @@ class HttpSource(SourceBase):
         self.health_url = health_url
         self.client = Client(endpoint)
         self.uses_vector = "vector" in template.uses
+        self.watch = MappingWatch(source_id)
 
     def __repr__(self) -> str:
         return f"HttpSource(id={self.id!r}, {self.endpoint.shown!r})"
@@ -136,6 +138,7 @@ class HttpSource(SourceBase):
                     dropped,
                 )
             )
+        self.watch.check(pages, rows)
         del rows[wanted:]
         return rows
 

@@ -257,7 +257,7 @@ def test_probe_shows_each_sources_first_mapped_row_and_time(tmp_path: Path) -> N
     es, failed = (json.loads(line) for line in as_json.stdout.splitlines())
     assert es["row"] == {"id": "d01", "text": "replica lag on orders-db", "score": 2.0}
     assert es["error"] == "" and failed["row"] is None
-    assert asked == [1, 1]  # one row asked of the engine
+    assert asked == [10, 10]  # enough rows to judge the mapping by, from each call
     assert "Traceback" not in out.stderr + as_json.stderr
     assert "SECRET" not in out.stdout + out.stderr + as_json.stdout
 

@@ -111,7 +111,7 @@ def test_probe_of_a_right_mapping_shows_its_first_row(tmp_path: Path) -> None:
         write_sources(tmp_path, mapped(engine.url, title="_source.title", text="_source.body"))
         out = cli(tmp_path, "sources", "probe", "replica lag")
     assert out.returncode == 0
-    assert re.match(r"^kb +\d+\.\d ms  id=d01  score=2  replica lag", out.stdout)
+    assert re.match(r"^kb +\d+\.\d ms  id=d01  score=2  replication lag after", out.stdout)
 
 
 def _page(unmapped: list[tuple[str, str]], hits: int = 3) -> MappedPage:
