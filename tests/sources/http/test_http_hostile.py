@@ -147,7 +147,7 @@ def test_a_429_with_retry_after_inside_the_deadline_is_retried(tmp_path: Path) -
         with capture_logs() as logs:
             rows = search(source, "disk")
         assert hostile.paths == ["/retry/429/1/1"] * 2
-    assert rows == [{"id": "h1", "title": "one hit", "score": 1.0}]
+    assert rows == [{"id": "h1", "title": "one hit", "engine_score": 1.0}]
     [retry] = [e for e in logs if e["event"] == "http_source_retry"]
     assert retry["status"] == 429 and retry["wait_s"] == 1
 

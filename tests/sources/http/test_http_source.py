@@ -108,9 +108,11 @@ def test_rows_hold_the_mapped_fields_in_the_engine_order(tmp_path: Path) -> None
         "id": "d00",
         "title": "orders-db disk full",
         "body": "the primary's disk is 91% full",
-        "score": 3.0,  # the engine's own score: "orders", "db" and "disk" match
+        "engine_score": 3.0,  # the engine's own score: "orders", "db" and "disk" match
     }
-    assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
+    assert [r["engine_score"] for r in rows] == sorted(
+        (r["engine_score"] for r in rows), reverse=True
+    )
 
 
 def test_pages_by_offset_until_the_limit_is_filled(tmp_path: Path) -> None:
