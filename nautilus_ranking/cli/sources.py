@@ -18,8 +18,9 @@ from nautilus_ranking.cli.args import CONFIG_HELP
 if TYPE_CHECKING:
     from nautilus_ranking.sources.base import Source
 
-#: Row fields a probe shows as the score, in this order of preference.
-SCORE_FIELDS = ("score", "distance", "bm25", "similarity", "rank")
+#: Row fields a probe shows as the score, in this order of preference (an HTTP source's
+#: is ``engine_score``: an integer past 2**53 comes as its digits).
+SCORE_FIELDS = ("engine_score", "score", "distance", "bm25", "similarity", "rank")
 #: How much of a row's text a probe shows.
 TEXT_CHARS = 60
 #: The rows a probe asks of each source: enough that a path null in every one is the
@@ -168,8 +169,14 @@ def _shown(row: dict[str, Any]) -> dict[str, Any]:
     text = row.get("text") or row.get("title")
     if not isinstance(text, str):
         text = next((v for k, v in row.items() if isinstance(v, str) and k != "id"), "")
-    score = next((row[k] for k in SCORE_FIELDS if isinstance(row.get(k), (int, float))), None)
+    score = next((row[k] for k in SCORE_FIELDS if _number(row.get(k))), None)
     return {"id": row.get("id"), "text": text, "score": score}
+
+
+def _number(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.lstrip("-").isascii() and value.lstrip("-").isdigit()
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _line(result: dict[str, Any]) -> str:
@@ -190,6 +197,6 @@ def _unescaped_lines(result: dict[str, Any]) -> list[str]:
         return [f"{head}  {NO_HITS}"]
     text = " ".join(str(row["text"]).split())
     text = text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
-    score = "-" if row["score"] is None else f"{row['score']:.4g}"
+    score = "-" if row["score"] is None else f"{float(row['score']):.4g}"
     line = f"{head}  id={row['id']}  score={score}  {text}"
     return [line, *(f"{head}  warning: {w}" for w in result["warnings"])]

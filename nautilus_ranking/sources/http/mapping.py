@@ -40,8 +40,14 @@ Getter = Callable[[Any], Any]
 
 #: A JMESPath unquoted identifier (the fast path takes a dotted chain of them).
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-#: Row keys the mapping writes; a named field may not take one of them.
-RESERVED = frozenset({"id", "text", "title", "score", "distance", "metadata"})
+#: The row key of the engine's score (never ``score``: that is the ranking's own), and of
+#: a score that runs ascending.
+ENGINE_SCORE, DISTANCE = "engine_score", "distance"
+#: Integers a double holds exactly (a JavaScript client reads JSON numbers as doubles):
+#: an engine score past them is carried as its digits, a string.
+MAX_EXACT = 2**53
+#: Row keys the mapping writes, and ``score``; a named field may not take one of them.
+RESERVED = frozenset({"id", "text", "title", "score", ENGINE_SCORE, DISTANCE, "metadata"})
 #: The longest path expression read (a mapping's paths are a few dozen characters).
 MAX_PATH_CHARS = 1_000
 #: The deepest an expression's tree may nest (the interpreter recurses on it).
@@ -144,7 +150,7 @@ class ResponseMapping:
     score: str | None = None
     metadata: str | None = None
     fields: Mapping[str, str] = field(default_factory=dict)
-    score_key: str = "score"  # "distance" when the score runs ascending
+    score_key: str = ENGINE_SCORE  # DISTANCE when the score runs ascending
 
     def __post_init__(self) -> None:
         if self.columns is not None and self.hits is None:
@@ -219,6 +225,9 @@ class ResponseMapping:
                 problem = f"{_option(key, score_key)} raised {type(exc).__name__}: {exc}"[:200]
             mapped.append(row)
             if problem is None:
+                score = row.get(score_key)
+                if type(score) is int and not -MAX_EXACT <= score <= MAX_EXACT:
+                    row[score_key] = str(score)  # exact for every client (a 401-digit one too)
                 rows.append(row)
             else:
                 dropped += 1
