@@ -113,6 +113,30 @@ def test_typesense_preset_maps_hits_in_text_match_order(
     assert [r["engine_score"] for r in rows] == [exact(h["text_match"]) for h in direct]
 
 
+HELP = {
+    "h1": "Cancel your subscription",
+    "h2": "How peer review works",
+    "h3": "Change the email address of your account",
+    "h4": "Plus plan prices and what they include",
+    "h5": "Export your notes as a file",
+}
+
+
+def test_typesense_answers_a_natural_language_question(
+    typesense: tuple[str, str], tmp_path: Path
+) -> None:
+    url, key = typesense
+    load_collection(url, key, "help", [{"id": i, "title": t} for i, t in HELP.items()], ["title"])
+    entry = ts_entry(url, key, collection="help")
+    with built(tmp_path, entry) as [source]:
+        rows = search(source, "how do I cancel my Plus subscription", 10)
+    ids = [r["id"] for r in rows]
+    assert "h1" in ids[:2], ids  # with Typesense's own defaults: one hit, h2
+    assert len(ids) >= 3  # words dropped until the page would fill
+    with built(tmp_path, {**entry, "params_extra": {"drop_tokens_threshold": "1"}}) as [old]:
+        assert "h1" not in [r["id"] for r in search(old, "how do I cancel my Plus subscription")]
+
+
 def test_typesense_pages_and_a_hostile_query_stays_text(
     typesense: tuple[str, str], tmp_path: Path
 ) -> None:
