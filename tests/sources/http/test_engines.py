@@ -131,8 +131,10 @@ def test_typesense_answers_a_natural_language_question(
     with built(tmp_path, entry) as [source]:
         rows = search(source, "how do I cancel my Plus subscription", 10)
     ids = [r["id"] for r in rows]
-    assert "h1" in ids[:2], ids  # with Typesense's own defaults: one hit, h2
-    assert len(ids) >= 3  # words dropped until the page would fill
+    assert "h1" in ids, ids  # with Typesense's own defaults: one hit, h2
+    # 0.24 drops words from the right, then from the left, while the page is short:
+    # "how" finds h2, "subscription" h1 (no both-sides dropping before 0.25)
+    assert set(ids) == {"h1", "h2"}
     with built(tmp_path, {**entry, "params_extra": {"drop_tokens_threshold": "1"}}) as [old]:
         assert "h1" not in [r["id"] for r in search(old, "how do I cancel my Plus subscription")]
 
