@@ -31,7 +31,7 @@ class SourceWarning:
     A source reports its own (:class:`WarnedRows`): ``"hits_dropped"``, ``count`` hits
     of an engine's answer that could not be mapped; ``"page_failed"``, a page after the
     first failed and the rows before it are kept; ``"mapping_null"``, a mapped path was
-    null in every hit (``count``: how many paths).
+    null in every hit (``count``: how many hits), one warning a path.
     """
 
     source_id: str
