@@ -129,7 +129,7 @@ class HttpSource(SourceBase):
                 break
         dropped = sum(p.dropped for p in pages)
         if dropped:
-            first = next(p.problems[0] for p in pages if p.problems)
+            first = self.endpoint.masker(next(p.problems[0] for p in pages if p.problems))
             rows.warnings.append(
                 SourceWarning(
                     self.id,
