@@ -5,7 +5,8 @@ python -m benchmarks.http_source [--out docs/benchmarks.md]
 
 - *Own cost*: for an Elasticsearch-shaped answer of 30 hits of about 1 kB, the source's
   own work — the request built from its template, the body parsed with its bounds
-  (``json.loads`` and the depth walk), the hits mapped — against ``json.loads`` alone of
+  (``json.loads`` and the depth walk), the hits mapped and counted, the mapped paths
+  checked for a wrong mapping — against ``json.loads`` alone of
   the same bytes, timed back to back in each repeat (the median of the ratios). The
   engine's time is not in it.
 - *Connections*: sequential and 8-way concurrent searches of one source against a JSON
@@ -34,7 +35,9 @@ import yaml
 
 from benchmarks.sections import markers, write_section
 from nautilus_ranking import Broker
+from nautilus_ranking.records import WarnedRows
 from nautilus_ranking.sources.factory import build_sources
+from nautilus_ranking.sources.http.mapping import MappedPage
 from nautilus_ranking.sources.http.source import HttpSource
 from tools.json_engine import json_engine
 
@@ -119,10 +122,12 @@ def own_cost(folder: Path, repeats: int) -> dict[str, float]:
     def ours() -> object:
         source.template.render(walk_values)
         value = source.client._parse(200, headers, raw, True)
-        return source.mapping.rows(value)
+        page = source.mapping.page(value, HITS)  # the hits mapped, the drops counted
+        source.watch.check([page], WarnedRows())  # every mapped path checked for nulls
+        return page
 
-    rows, _, problems = ours()  # type: ignore[misc]
-    assert len(rows) == HITS and not problems
+    page = ours()
+    assert isinstance(page, MappedPage) and len(page.rows) == HITS and not page.dropped
     bare, mine, ratio = paired(lambda: json.loads(raw), ours, repeats, 100)
     source.close()
     return {

@@ -31,7 +31,13 @@ from nautilus_ranking.fanout.contain import contained, error_type
 from nautilus_ranking.fanout.thread_loop import run_sync
 from nautilus_ranking.fanout.workers import current_owner
 from nautilus_ranking.log import get_logger
-from nautilus_ranking.records import AdapterResult, BrokerResponse, ErrorRecord, SourceWarning
+from nautilus_ranking.records import (
+    AdapterResult,
+    BrokerResponse,
+    ErrorRecord,
+    SourceWarning,
+    source_warnings,
+)
 from nautilus_ranking.response_hash import response_hash_of
 from nautilus_ranking.rows import screen_rows
 from nautilus_ranking.selection.budget import apply_budget, entry_text
@@ -169,7 +175,7 @@ class Broker:
             result.source_id: raw_hash for result, raw_hash, _, _ in raw if result.error is None
         }
         errors = [r.error for r in results if r.error is not None]
-        warnings = [warning for _, _, warning, _ in raw if warning is not None]
+        warnings = [warning for _, _, warned, _ in raw for warning in warned]
         cut = None
         merge_cut = getattr(self.synthesizer, "merge_ranked_cut", None)
         if merge_cut is not None:  # the ranking, and what its relevance cut left out
@@ -264,7 +270,7 @@ class Broker:
                 duration_ms=elapsed,
             )
             error = ErrorRecord(source_id, error_type, message)
-            return AdapterResult(source_id, [], elapsed, error), "", None, []
+            return AdapterResult(source_id, [], elapsed, error), "", [], []
 
         with barrier:
             if not isinstance(raw_id, str):
@@ -298,7 +304,8 @@ class Broker:
         if not isinstance(rows, list):
             return failed("invalid_response", f"expected a list of rows, got {type(rows).__name__}")
         good, raw_hash, dropped, texts = screen_rows(rows)
-        warning, source_ranks = None, None
+        warned = source_warnings(rows, source_id)
+        source_ranks = None
         if dropped:
             positions = tuple(position for position, _ in dropped)
             reasons = [f"row {position}: {reason}" for position, reason in dropped]
@@ -307,7 +314,9 @@ class Broker:
             message = f"{len(dropped)} row(s) dropped: {shown}" + (
                 f"; and {more} more" if more > 0 else ""
             )
-            warning = SourceWarning(source_id, "rows_dropped", message, len(dropped), positions)
+            warned.append(
+                SourceWarning(source_id, "rows_dropped", message, len(dropped), positions)
+            )
             gone = set(positions)  # the kept rows keep their place in the source's answer
             source_ranks = tuple(p for p in range(1, len(rows) + 1) if p not in gone)
             logger.warning(
@@ -322,7 +331,7 @@ class Broker:
         result = AdapterResult(
             source_id, good, elapsed, ranked=declared_order(source), source_ranks=source_ranks
         )
-        return result, raw_hash, warning, texts
+        return result, raw_hash, warned, texts
 
 
 def _warn_rows_without_id(sources: Sequence[Source], results: Sequence[AdapterResult]) -> None:
@@ -353,8 +362,9 @@ def _warn_rows_without_id(sources: Sequence[Source], results: Sequence[AdapterRe
 
 
 #: What the broker keeps of one source's call: its result, the hash of its raw rows,
-#: the warning for rows dropped from them, and the canonical text of each kept row.
-_Answer = tuple[AdapterResult, str, SourceWarning | None, list[str]]
+#: what was left out of them (the source's own warnings, then rows dropped here), and
+#: the canonical text of each kept row.
+_Answer = tuple[AdapterResult, str, list[SourceWarning], list[str]]
 #: Synthesizers whose ``data`` holds the sources' own row objects, unchanged.
 _ROWS_KEPT = (RankingSynthesizer, BasicSynthesizer)
 

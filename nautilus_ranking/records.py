@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -23,10 +24,14 @@ class ErrorRecord:
 class SourceWarning:
     """Something a source returned that was left out, while the rest of its answer was used.
 
-    ``warning_type`` is ``"rows_dropped"``: ``count`` rows at ``positions`` (1-based, in
+    ``warning_type`` ``"rows_dropped"``: ``count`` rows at ``positions`` (1-based, in
     the source's own order) were not JSON objects or had no canonical JSON form (a
     cycle, keys of mixed types, an integer too long to print, a value whose ``str``
     raises, a mapping whose methods raise); ``message`` says why, for the first few.
+    A source reports its own (:class:`WarnedRows`): ``"hits_dropped"``, ``count`` hits
+    of an engine's answer that could not be mapped; ``"page_failed"``, a page after the
+    first failed and the rows before it are kept; ``"mapping_null"``, a mapped path was
+    null in every hit (``count``: how many hits), one warning a path.
     """
 
     source_id: str
@@ -34,6 +39,26 @@ class SourceWarning:
     message: str
     count: int = 0
     positions: tuple[int, ...] = ()
+
+
+class WarnedRows(list[dict[str, Any]]):
+    """A source's rows with what it left out of them, reported in ``sources_warned``:
+    a source that returns one says why its answer is partial (a page that failed, hits
+    it could not read) without failing. ``unmapped``: the sources file's options whose
+    path was null in every hit (``(option, path, where)``: ``where`` says what the first
+    hit had instead), for ``nautilus-ranking sources probe``."""
+
+    def __init__(self, rows: Iterable[dict[str, Any]] = ()) -> None:
+        super().__init__(rows)
+        self.warnings: list[SourceWarning] = []
+        self.unmapped: list[tuple[str, str, str]] = []
+
+
+def source_warnings(rows: object, source_id: str) -> list[SourceWarning]:
+    """The warnings a source's answer carries (:class:`WarnedRows`), as the broker
+    reports them: its own, for its own id."""
+    warned = getattr(rows, "warnings", None) if isinstance(rows, WarnedRows) else None
+    return [w for w in warned or () if isinstance(w, SourceWarning) and w.source_id == source_id]
 
 
 @dataclass

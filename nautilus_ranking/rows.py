@@ -33,6 +33,7 @@ PER_QUERY_FIELDS = frozenset(
         "bm25",
         "rank",
         "distance",
+        "engine_score",
         "relation",
         "direction",
         "via",

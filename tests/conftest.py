@@ -64,6 +64,9 @@ SLOW_PATHS = (
     "sources/http/test_http_hostile.py",  # a hostile server on loopback
     "sources/http/test_opensearch.py",  # the OpenSearch-API emulator
     "sources/http/test_engines.py",  # Typesense, Chroma and Groonga (make test-engines)
+    "sources/http/test_http_hostile_engine.py",  # bombs of 1 GiB, engines on loopback
+    "sources/http/test_http_wrong_mapping.py",  # CLI processes, a real server
+    "sources/http/test_engine_score.py",  # an engine on loopback, a CLI process
     "mcp/",  # real MCP servers, stdio and HTTP
     "retrievers/",  # a real nautilus-ranking serve behind them
     "service/test_service_attacks.py",

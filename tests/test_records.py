@@ -32,7 +32,8 @@ def test_json_fields_why_and_explain_columns_come_from_the_declaration() -> None
     assert list(row.explain()) == ["source_id", "score", "rank", "source_rank", "also_from", *NAMES]
     table = ranked_table([row], explain=True, wide=True).splitlines()
     header = table[0].split()
-    assert header[3:-1] == [meta["column"] for _, meta in SCORE_COMPONENTS]
+    assert header[3:-2] == [meta["column"] for _, meta in SCORE_COMPONENTS]
+    assert header[-2:] == ["engine", "row"]  # the source's own score, then the row
     # one legend line per column says what it means
     for name, meta in SCORE_COMPONENTS:
         assert any(line.split()[:2] == [meta["column"], f"{name}:"] for line in table), name

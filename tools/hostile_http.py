@@ -15,26 +15,42 @@ the test and the bytes).
 ``-``) to the path's first ``n`` requests, then a 200 with :data:`ONE_HIT`;
 ``/then-fail/<n>`` — two hits to the path's first ``n`` requests, then a 500;
 ``/redirect`` — a 302 to a cloud metadata address;
-``/body/<name>`` — a 200 (or the status in :data:`BODIES`) with ``BODIES[name]`` as body.
+``/body/<name>`` — a 200 (or the status in :data:`BODIES`) with ``BODIES[name]`` as body;
+``/bomb/<coding>`` — a 200 whose body (``Content-Encoding: gzip, gzip``, ``deflate``,
+``zstd`` or ``br``) inflates past :data:`BOMB_BYTES` (1 GiB), a few kB on the wire;
+``/bad-gzip`` — a 200 saying ``Content-Encoding: gzip`` over bytes that are not gzip;
+``/redirect-to?u=URL`` — a 302 to ``URL``; ``/loop`` — a 302 to itself, for ever;
+``/echo-401/<pad>`` — a 401 whose error quotes every credential the request carried
+(each header's value, its bare token, a basic pair decoded, its password), after
+``pad`` characters (so that a cut at a message's length falls inside one);
+``/then-trickle/<n>`` — two hits to the path's first ``n`` requests, then ``/trickle``.
 Every connection's bytes sent are counted in ``Hostile.sent``, every request's path in
-``Hostile.paths``.
+``Hostile.paths`` and its head (request line and headers) in ``Hostile.heads``.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import gzip
 import json
 import socket
 import socketserver
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from urllib.parse import parse_qs, unquote, urlsplit
 
 TRICKLE_S = 0.3
 HUGE_BYTES = 64 << 20
+#: What a compression bomb inflates to (a little over 1 GiB).
+BOMB_BYTES = (1 << 30) + (1 << 20)
+#: Request headers whose values ``/echo-401`` quotes back.
+ECHOED = (b"authorization", b"x-api-key", b"x-typesense-api-key")
 FIFTY_MB = 50_000_000
 #: An answer in Elasticsearch's shape with one hit.
 ONE_HIT = json.dumps(
@@ -89,7 +105,102 @@ BODIES: dict[str, tuple[int, bytes]] = {
     ),
     "wrong-shape": (200, b'{"hits": {"hits": {"total": 3}}}'),
     "deep-100": (200, b'{"hits": {"hits": ' + b"[" * 100 + b"]" * 100 + b"}}"),
+    # a million empty hits in 3 MB: each one unmappable
+    "empty-hits": (200, b'{"hits": {"hits": [' + b",".join([b"{}"] * 1_000_000) + b"]}}"),
+    "nan-ids": (
+        200,
+        b'{"hits": {"hits": [{"_id": NaN, "_score": 3.0}, {"_id": "a", "_score": 2.0}, '
+        b'{"_id": Infinity, "_score": 1.5}, {"_id": -Infinity, "_score": 1.2}, '
+        b'{"_id": "b", "_score": 1.0}]}}',
+    ),
+    # a score of 401 digits (no float holds it), beside good hits
+    "huge-score": (
+        200,
+        b'{"hits": {"hits": [{"_id": "a", "_score": 2.0}, {"_id": "big", "_score": 1'
+        + b"0" * 400
+        + b'}, {"_id": "b", "_score": 1.0}]}}',
+    ),
+    # a hit whose id is an object quoting the path of the first: a bad hit among good ones
+    "object-id": (
+        200,
+        json.dumps(
+            {
+                "hits": {
+                    "hits": [
+                        {"_id": "a", "_score": 2.0},
+                        {"_id": {"nested": [1, 2]}, "_score": 1.5},
+                        {"_id": "b", "_score": "high"},
+                        {"_id": "c", "_score": 1.0},
+                    ]
+                }
+            }
+        ).encode(),
+    ),
 }
+
+
+def _deflate_zeros(size: int) -> bytes:
+    """A raw deflate stream of ``size`` zero bytes, built without compressing them all:
+    after a full flush the compressor starts afresh, so each MiB compresses to the same
+    bytes, repeated."""
+    block = b"\0" * (1 << 20)
+    first = zlib.compressobj(9, zlib.DEFLATED, -15)
+    piece = first.compress(block) + first.flush(zlib.Z_FULL_FLUSH)
+    last = zlib.compressobj(9, zlib.DEFLATED, -15)
+    tail_size = size - (size >> 20 << 20)
+    tail = last.compress(b"\0" * tail_size) + last.flush() if tail_size else last.flush()
+    return piece * (size >> 20) + tail
+
+
+def _crc_zeros(size: int) -> int:
+    crc, block = 0, b"\0" * (1 << 20)
+    for _ in range(size >> 20):
+        crc = zlib.crc32(block, crc)
+    return zlib.crc32(b"\0" * (size - (size >> 20 << 20)), crc)
+
+
+@functools.cache
+def bomb(coding: str) -> bytes:
+    """A body of ``coding`` (``gzip, gzip``, ``deflate``, ``zstd``, ``br``) that inflates to
+    :data:`BOMB_BYTES` zero bytes (``br``: a few bytes no decoder is asked to read)."""
+    size = BOMB_BYTES
+    if coding == "deflate":  # zlib's wrapping of a deflate stream (RFC 1950)
+        adler = (size % 65521) << 16 | 1  # Adler-32 of zeros: a = 1, b = size mod 65521
+        return b"\x78\xda" + _deflate_zeros(size) + struct.pack(">I", adler)
+    if coding in ("gzip", "gzip, gzip"):
+        inner = (
+            b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+            + _deflate_zeros(size)
+            + struct.pack("<II", _crc_zeros(size), size & 0xFFFFFFFF)
+        )
+        return inner if coding == "gzip" else gzip.compress(inner, 9)
+    if coding == "zstd":  # one frame of 128 KiB RLE blocks: 4 bytes each
+        block = 128 << 10
+        frame = bytearray(b"\x28\xb5\x2f\xfd\x00\x38")  # magic; no size; 128 KiB window
+        count = size // block
+        for i in range(count):
+            last = 1 if i == count - 1 else 0
+            frame += (block << 3 | 1 << 1 | last).to_bytes(3, "little") + b"\0"
+        return bytes(frame)
+    if coding == "br":
+        return b"\x0b\xff\xff\xff"
+    raise ValueError(f"no bomb of {coding!r}")
+
+
+def _echoed(head: bytes) -> str:
+    """Every credential a request's head carried, as an engine's error might quote it."""
+    quoted = []
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() not in ECHOED:
+            continue
+        text = value.strip().decode("latin-1")
+        scheme, _, bare = text.partition(" ")
+        quoted += [text, bare or scheme]
+        if scheme.lower() == "basic":
+            pair = base64.b64decode(bare).decode("latin-1")
+            quoted += [pair, pair.partition(":")[2]]
+    return " | ".join(quoted)
 
 
 @functools.cache
@@ -103,6 +214,7 @@ class Hostile:
     url: str
     sent: list[int] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    heads: list[bytes] = field(default_factory=list)
 
 
 @contextmanager
@@ -125,9 +237,10 @@ def hostile_server() -> Iterator[Hostile]:
                     head += chunk
                 path = head.split(b" ", 2)[1].decode()
                 state.paths.append(path)
-                mode = path.split("?")[0].strip("/").split("/")
+                state.heads.append(head.split(b"\r\n\r\n")[0])
+                mode = [unquote(p) for p in path.split("?")[0].strip("/").split("/")]
                 seen = state.paths.count(path)
-                sent = _answer(conn, mode, stop, seen)
+                sent = _answer(conn, mode, stop, seen, head, path)
             except OSError:
                 pass
             finally:
@@ -149,9 +262,16 @@ def hostile_server() -> Iterator[Hostile]:
         server.server_close()
 
 
-def _answer(conn: socket.socket, mode: list[str], stop: threading.Event, seen: int = 1) -> int:
-    """Answer as ``mode`` says (``seen``: how many requests this path has had); the bytes
-    sent."""
+def _answer(
+    conn: socket.socket,
+    mode: list[str],
+    stop: threading.Event,
+    seen: int = 1,
+    head: bytes = b"",
+    path: str = "",
+) -> int:
+    """Answer as ``mode`` says (``seen``: how many requests this path has had; ``head``
+    and ``path``: the request's); the bytes sent."""
     sent = 0
 
     def send(data: bytes) -> None:
@@ -159,6 +279,17 @@ def _answer(conn: socket.socket, mode: list[str], stop: threading.Event, seen: i
         conn.sendall(data)
         sent += len(data)
 
+    if mode[0] == "then-trickle":
+        if seen <= int(mode[1]):
+            hits = [{"_id": f"p{seen}-{i}", "_score": 1.0 / (i + 1)} for i in range(2)]
+            body = json.dumps({"hits": {"hits": hits}}).encode()
+            send(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
+        else:
+            mode = ["trickle"]
     if mode[0] == "trickle":
         send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
         while not stop.wait(TRICKLE_S):
@@ -222,6 +353,30 @@ def _answer(conn: socket.socket, mode: list[str], stop: threading.Event, seen: i
         send(
             b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/latest/meta-data\r\n"
             b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+    elif mode[0] in ("bomb", "bad-gzip"):
+        coding = mode[1].replace("-", ", ") if mode[0] == "bomb" else "gzip"
+        body = bomb(coding) if mode[0] == "bomb" else b"this is not gzip at all"
+        send(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            + f"Content-Encoding: {coding}\r\nContent-Length: {len(body)}\r\n".encode()
+            + b"Connection: close\r\n\r\n"
+            + body
+        )
+    elif mode[0] in ("redirect-to", "loop"):
+        query = parse_qs(urlsplit(path).query)
+        location = query["u"][0] if mode[0] == "redirect-to" else "/loop"
+        send(
+            f"HTTP/1.1 302 Found\r\nLocation: {location}\r\n"
+            "Content-Length: 0\r\nConnection: close\r\n\r\n".encode()
+        )
+    elif mode[0] == "echo-401":
+        reason = "x" * int(mode[1]) + " unable to authenticate with " + _echoed(head)
+        body = json.dumps({"error": {"type": "security_exception", "reason": reason}}).encode()
+        send(
+            b"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
         )
     elif mode[0] == "body":
         status, body = BODIES[mode[1]]

@@ -100,6 +100,26 @@ COPIES = (
 )
 
 
+#: Row fields that carry a source's own score of the row, which ``--explain`` shows.
+ENGINE_FIELDS = ("engine_score", "distance", "bm25", "similarity")
+ENGINE_LEGEND = (
+    "the source's own score of the row, as it gave it (an engine's engine_score, a "
+    "distance, a bm25), to 4 digits; the JSON carries it exactly"
+)
+
+
+def engine_score(row: dict[str, Any]) -> str:
+    """The first of a row's :data:`ENGINE_FIELDS` that is a number (or an integer's
+    digits, as an engine score past 2**53 is carried), to 4 digits; ``-`` for none."""
+    for name in ENGINE_FIELDS:
+        value = row.get(name)
+        if isinstance(value, str) and value.lstrip("-").isascii() and value.lstrip("-").isdigit():
+            value = float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return f"{value:.4g}"
+    return "-"
+
+
 def ranked_table(
     ranking: list[RankedRow], explain: bool, ranked: bool = True, wide: bool = False
 ) -> str:
@@ -113,7 +133,7 @@ def ranked_table(
     head = f"{'rank':>4}  {'source':<12} {'score':>7}  "
     if explain:
         head += "".join(f"{meta['column']:>{meta['width']}} " for _, meta in shown)
-        head += " "
+        head += f"{'engine':>8}  "
     lines = [head + "row"]
     for r in ranking:
         score = f"{r.score:>7.4f}" if ranked else f"{'-':>7}"  # passthrough: no score
@@ -123,7 +143,7 @@ def ranked_table(
                 "".join(
                     f"{getattr(r, name):>{meta['width']}{meta['fmt']}} " for name, meta in shown
                 )
-                + " "
+                + f"{engine_score(r.row):>8}  "
             )
         also = (
             (
@@ -147,6 +167,7 @@ def ranked_table(
         if not wide:
             hidden = [meta["column"] for name, meta in SCORE_COMPONENTS if name not in COMPACT]
             legend.append(("--wide", "every component: " + ", ".join(hidden)))
+        legend.append(("engine", ENGINE_LEGEND))
         legend.append(("boosts", CLEARLY_BETTER))
         for column, text in legend:
             entry = f"  {column:<8} {text}"

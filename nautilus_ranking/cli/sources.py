@@ -1,6 +1,9 @@
 """``nautilus-ranking sources rebuild``: rebuild the SQLite sources' databases now.
 ``nautilus-ranking sources probe QUERY``: send one query to each source and show its first
-mapped row (id, text, score) and how long it took — "did my mapping take?"."""
+mapped row (id, text, score) and how long it took — "did my mapping take?". A mapped
+``id``, ``title`` or ``text`` path null in every hit is that source's error (the
+mapping did not take: it names the path and what the first hit has there); a ``fields``
+path is a warning; a source with no hits gets a hint (there was nothing to check)."""
 
 from __future__ import annotations
 
@@ -15,10 +18,17 @@ from nautilus_ranking.cli.args import CONFIG_HELP
 if TYPE_CHECKING:
     from nautilus_ranking.sources.base import Source
 
-#: Row fields a probe shows as the score, in this order of preference.
-SCORE_FIELDS = ("score", "distance", "bm25", "similarity", "rank")
+#: Row fields a probe shows as the score, in this order of preference (an HTTP source's
+#: is ``engine_score``: an integer past 2**53 comes as its digits).
+SCORE_FIELDS = ("engine_score", "score", "distance", "bm25", "similarity", "rank")
 #: How much of a row's text a probe shows.
 TEXT_CHARS = 60
+#: The rows a probe asks of each source: enough that a path null in every one is the
+#: mapping's fault, not one document's.
+PROBE_ROWS = 10
+#: The mapped paths a source cannot do without (a ``fields`` path is only a warning).
+REQUIRED_PATHS = ("response.id", "response.title", "response.text")
+NO_HITS = "(no hits: nothing to check the mapping on; try words the engine's documents hold)"
 
 
 def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
@@ -105,7 +115,14 @@ async def _probe(source: Source, query: str) -> dict[str, Any]:
     from nautilus_ranking.broker import PREPARE_TIMEOUT_S
     from nautilus_ranking.sources.base import preparer, timeout_of
 
-    result: dict[str, Any] = {"source": source.id, "ms": None, "row": None, "error": ""}
+    result: dict[str, Any] = {
+        "source": source.id,
+        "ms": None,
+        "row": None,
+        "error": "",
+        "warnings": [],
+        "unmapped": [],
+    }
     prepare = preparer(source)
     try:
         if prepare is not None:  # a database built first is not the engine's time
@@ -113,7 +130,9 @@ async def _probe(source: Source, query: str) -> dict[str, Any]:
         start = time.perf_counter()
         timeout = timeout_of(source)
         try:
-            rows = await asyncio.wait_for(source.search(query, {"query": query}, 1), timeout)
+            rows = await asyncio.wait_for(
+                source.search(query, {"query": query}, PROBE_ROWS), timeout
+            )
         finally:
             result["ms"] = round((time.perf_counter() - start) * 1000, 1)
     except TimeoutError:
@@ -124,7 +143,25 @@ async def _probe(source: Source, query: str) -> dict[str, Any]:
         return result
     if rows and isinstance(rows, list) and isinstance(rows[0], dict):
         result["row"] = _shown(rows[0])
+    _judge(result, rows)
     return result
+
+
+def _judge(result: dict[str, Any], rows: object) -> None:
+    """A source's mapped paths null in every hit: an error for ``id``, ``title`` and
+    ``text``, a warning for the others."""
+    from nautilus_ranking.records import WarnedRows
+
+    if not isinstance(rows, WarnedRows):
+        return
+    said = {w.message.partition(" ")[0]: w.message for w in rows.warnings}
+    for option, path, where in rows.unmapped:
+        result["unmapped"].append({"option": option, "path": path, "first_hit": where})
+        message = said.get(option, f"{option} {path!r} was null in every hit; {where}")
+        if option in REQUIRED_PATHS:
+            result["error"] = result["error"] or message
+        else:
+            result["warnings"].append(message)
 
 
 def _shown(row: dict[str, Any]) -> dict[str, Any]:
@@ -132,26 +169,34 @@ def _shown(row: dict[str, Any]) -> dict[str, Any]:
     text = row.get("text") or row.get("title")
     if not isinstance(text, str):
         text = next((v for k, v in row.items() if isinstance(v, str) and k != "id"), "")
-    score = next((row[k] for k in SCORE_FIELDS if isinstance(row.get(k), (int, float))), None)
+    score = next((row[k] for k in SCORE_FIELDS if _number(row.get(k))), None)
     return {"id": row.get("id"), "text": text, "score": score}
 
 
+def _number(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.lstrip("-").isascii() and value.lstrip("-").isdigit()
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _line(result: dict[str, Any]) -> str:
-    """A source's probe as one line, engine text escaped (:func:`printable`)."""
+    """A source's probe as a line (and a line a warning), engine text escaped
+    (:func:`printable`)."""
     from nautilus_ranking.cli.output import printable
 
-    return printable(_unescaped_line(result))
+    return "\n".join(printable(line) for line in _unescaped_lines(result))
 
 
-def _unescaped_line(result: dict[str, Any]) -> str:
+def _unescaped_lines(result: dict[str, Any]) -> list[str]:
     took = "" if result["ms"] is None else f"{result['ms']:>8.1f} ms"
     head = f"{result['source']:<14} {took:>11}"
     if result["error"]:
-        return f"{head}  ERROR {result['error']}"
+        return [f"{head}  ERROR {result['error']}"]
     row = result["row"]
     if row is None:
-        return f"{head}  (no rows)"
+        return [f"{head}  {NO_HITS}"]
     text = " ".join(str(row["text"]).split())
     text = text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
-    score = "-" if row["score"] is None else f"{row['score']:.4g}"
-    return f"{head}  id={row['id']}  score={score}  {text}"
+    score = "-" if row["score"] is None else f"{float(row['score']):.4g}"
+    line = f"{head}  id={row['id']}  score={score}  {text}"
+    return [line, *(f"{head}  warning: {w}" for w in result["warnings"])]

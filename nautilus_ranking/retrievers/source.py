@@ -23,7 +23,12 @@ from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest, parse_request
 from nautilus_ranking.rows import content_id
-from nautilus_ranking.sources.http.client import TooLargeError, read_capped
+from nautilus_ranking.sources.http.bounded import (
+    ACCEPT_ENCODING,
+    EncodingError,
+    TooLargeError,
+    read_capped,
+)
 
 #: What a retriever may set on its requests: every request field but the query.
 OVERRIDE_FIELDS: tuple[str, ...] = tuple(
@@ -207,6 +212,7 @@ class HitSource:
 
     def _headers(self) -> dict[str, str]:
         return {
+            "Accept-Encoding": ACCEPT_ENCODING,  # the codings read_capped bounds
             **self.headers,
             **({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}),
         }
@@ -271,6 +277,8 @@ class HitSource:
                 raw = await read_capped(response, cap)
             except TooLargeError as exc:
                 raise ServiceError(_too_large(endpoint, cap, exc.what)) from None
+            except EncodingError as exc:
+                raise ServiceError(f"{endpoint}: answered {response.status_code} {exc}") from None
             return response.status_code, raw
 
 

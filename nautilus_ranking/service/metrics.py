@@ -49,6 +49,13 @@ SOURCE_ERRORS = Counter(
     "Searches that gave no rows, by source and error type ('timeout' for a timeout).",
     ["source", "error_type"],
 )
+SOURCE_WARNINGS = Counter(
+    "nautilus_source_warnings_total",
+    "Answers a source gave with something left out, by source and warning type: "
+    "rows_dropped, hits_dropped, page_failed, mapping_null (a mapped path null in "
+    "every hit: a wrong mapping).",
+    ["source", "warning_type"],
+)
 TOPK_ROWS = Counter(
     "nautilus_source_topk_rows_total",
     "Rows each source placed in the returned top K (all returned rows when ranking is off).",
@@ -82,6 +89,8 @@ def record_response(response: BrokerResponse) -> None:
     """Errors by type and each source's rows in the returned ranking."""
     for error in response.sources_errored:
         SOURCE_ERRORS.labels(error.source_id, error.error_type[:64]).inc()
+    for warning in response.sources_warned:
+        SOURCE_WARNINGS.labels(warning.source_id, warning.warning_type[:64]).inc()
     counts: dict[str, int] = {}
     for ranked in response.ranking:
         counts[ranked.source_id] = counts.get(ranked.source_id, 0) + 1

@@ -191,6 +191,12 @@ def orders_from_fields(
     return out
 
 
+#: Fields that are an engine's score by name (the HTTP sources' ``engine_score``, a
+#: vector index's ``distance``): never a key, and a score of any numeric form — an
+#: integer past 2**53 comes as its digits, a string (docs/sources.md).
+ENGINE_SCORES = frozenset({"engine_score", "distance"})
+
+
 def key_ordered(rows: Sequence[Mapping[str, Any]]) -> bool:
     """Whether ``rows`` (one source's answer, in its order) come sorted by one of their
     own identifier fields: strictly ascending or descending values of one field that
@@ -209,6 +215,8 @@ def key_ordered(rows: Sequence[Mapping[str, Any]]) -> bool:
     if not isinstance(first, Mapping) or not isinstance(second, Mapping):
         return False
     for name, value in first.items():
+        if name in ENGINE_SCORES:
+            continue
         a = _identifier(value)
         b = _identifier(second.get(name)) if a is not None else None
         if b is None or type(a) is not type(b) or a == b:
@@ -235,7 +243,8 @@ def key_ordered(rows: Sequence[Mapping[str, Any]]) -> bool:
 
 def score_ordered(rows: Sequence[Mapping[str, Any]]) -> bool:
     """Whether ``rows`` (one source's answer, in its order) come in the order of a score
-    they carry: one field that every row has as a finite float, never rising or never
+    they carry: one field that every row has as a finite float (an engine's score by name,
+    :data:`ENGINE_SCORES`, as any number, its digits included), never rising or never
     falling down the rows, with at least ``MIN_ROWS_FOR_KEY_ORDER`` distinct values —
     a BM25 score, a cosine, a distance. An order by a score is relevance whatever the
     score measures (words or meaning), so it needs no test against content. Under an
@@ -248,15 +257,17 @@ def score_ordered(rows: Sequence[Mapping[str, Any]]) -> bool:
     first = rows[0]
     if not isinstance(first, Mapping):
         return False
-    for name, value in first.items():
-        if type(value) is not float or not math.isfinite(value):
+    for name, raw in first.items():
+        read = _engine_score if name in ENGINE_SCORES else _finite_float
+        value = read(raw)
+        if value is None:
             continue
         direction = 0  # +1 rising, -1 falling, 0 not yet known
         previous = value
         distinct = 1
         for row in rows[1:]:
-            current = row.get(name) if isinstance(row, Mapping) else None
-            if type(current) is not float or not math.isfinite(current):
+            current = read(row.get(name)) if isinstance(row, Mapping) else None
+            if current is None:
                 break
             if current != previous:
                 step = 1 if current > previous else -1
@@ -269,6 +280,23 @@ def score_ordered(rows: Sequence[Mapping[str, Any]]) -> bool:
             if distinct >= MIN_ROWS_FOR_KEY_ORDER:
                 return True
     return False
+
+
+def _finite_float(value: Any) -> float | None:
+    return value if type(value) is float and math.isfinite(value) else None
+
+
+def _engine_score(value: Any) -> float | int | None:
+    """An engine's score as a number: a finite float, an int, or an int's digits (how
+    one past 2**53 is carried); Python compares them exactly, whatever their size."""
+    kind = type(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int:
+        return value  # type: ignore[no-any-return]
+    if kind is str and value.lstrip("-").isascii() and value.lstrip("-").isdigit():
+        return int(value) if len(value) <= 4300 else None  # int()'s own limit on digits
+    return None
 
 
 def _identifier(value: Any) -> int | str | None:

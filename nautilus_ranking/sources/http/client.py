@@ -12,9 +12,15 @@ caller's ``asyncio.run``), so every call of every path runs there and shares it.
 - **Retries**: only on 429, 502, 503 and 504, at most ``retries`` times, after the
   server's ``Retry-After`` (seconds or a date) when it gives one and a short back-off
   when not; a wait that would end past the deadline is not begun (the error says so).
-- **Bounds**: the body is read as it streams in and refused past ``max_bytes``
-  *decompressed* bytes (a gzip bomb is counted as it inflates); JSON nested deeper than
-  ``max_depth`` is refused. Redirects are not followed unless the source says so.
+- **Bounds**: the body is read as it streams in and refused past ``max_bytes``, on the
+  wire and inflated, each coding undone in bounded steps (``bounded.py``); JSON nested
+  deeper than ``max_depth`` is refused.
+- **Redirects** are not followed unless the source says so, and then at most
+  :data:`MAX_REDIRECTS`, each checked here: a source that sends credentials (headers,
+  ``auth``, the URL's own) never follows one to another origin.
+- **Errors**: whatever fails — the request that cannot be built, the connection, the
+  body — is an :class:`HttpSourceError` naming the source and the call, its secrets
+  masked in every form an engine may quote them (``secrets.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import email.utils
+import functools
 import json
 import ssl
 import threading
@@ -34,7 +41,22 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.fanout.background_loop import BackgroundLoop
 from nautilus_ranking.log import get_logger
-from nautilus_ranking.sources.http.secrets import mask_library_logs, mask_url, scrub
+from nautilus_ranking.sources.http.bounded import (
+    ACCEPT_ENCODING,
+    EncodingError,
+    TooLargeError,
+    read_capped,
+    too_deep,
+)
+from nautilus_ranking.sources.http.quoted import (
+    SHOWN_CHARS,
+    SNIPPET_CHARS,
+    error_detail,
+    origin,
+    snippet,
+    text_of,
+)
+from nautilus_ranking.sources.http.secrets import Masker, mask_library_logs, mask_url
 
 if TYPE_CHECKING:
     import httpx
@@ -51,10 +73,8 @@ MAX_MAX_BYTES = 40 << 20
 DEFAULT_MAX_DEPTH = 64
 #: The first retry's wait when the server gives no Retry-After (doubled each time).
 BACKOFF_S = 0.1
-#: What of an error body a message quotes.
-SHOWN_CHARS = 200
-#: What of a body that is not JSON a message quotes.
-SNIPPET_CHARS = 80
+#: Redirects followed at most (with ``follow_redirects: true``).
+MAX_REDIRECTS = 5
 
 
 class HttpSourceError(NautilusError, RuntimeError):
@@ -78,60 +98,13 @@ def require_http() -> None:
         ) from exc
 
 
-class TooLargeError(NautilusError, ValueError):
-    """A body past its cap (``what``: declared, or streamed)."""
-
-    def __init__(self, cap: int, what: str) -> None:
-        super().__init__(f"larger than {cap:,} bytes ({what})")
-        self.cap, self.what = cap, what
-
-
-async def read_capped(
-    response: httpx.Response, cap: int, progress: list[int] | None = None
-) -> bytes:
-    """The body of a streamed ``response``, decompressed, refused past ``cap`` bytes as
-    it streams in (a declared ``Content-Length`` past it is refused before reading);
-    ``progress[0]`` counts the bytes read so far (for a deadline's message)."""
-    declared = response.headers.get("content-length", "")
-    encoded = response.headers.get("content-encoding", "identity").lower() not in ("", "identity")
-    if declared.isdigit() and int(declared) > cap and not encoded:
-        raise TooLargeError(cap, f"{int(declared):,} declared")
-    raw = bytearray()
-    async for chunk in response.aiter_bytes():
-        raw += chunk
-        if progress is not None:
-            progress[0] = len(raw)
-        if len(raw) > cap:
-            raise TooLargeError(cap, "more streamed")
-    return bytes(raw)
-
-
-def too_deep(value: Any, cap: int) -> bool:
-    """Whether a parsed JSON value nests containers deeper than ``cap`` (level by level:
-    each container visited once, twice as fast as a stack of pairs on a 30-hit answer)."""
-    level = [value] if type(value) in (dict, list) else []
-    depth = 1
-    while level:
-        if depth > cap:
-            return True
-        deeper = []
-        for item in level:
-            for child in item.values() if type(item) is dict else item:
-                kind = type(child)
-                if kind is dict or kind is list:
-                    deeper.append(child)
-        level = deeper
-        depth += 1
-    return False
-
-
 def retry_after_s(value: str | None, now: float | None = None) -> float | None:
     """``Retry-After`` in seconds (delta-seconds or an HTTP date); None when absent or
     unreadable."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²" is a digit to str.isdigit
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -164,6 +137,16 @@ class Endpoint:
 
         return [*self.headers.values(), *url_secrets(self.url)]
 
+    @functools.cached_property
+    def masker(self) -> Masker:
+        return Masker(self.secrets)
+
+    @property
+    def credentialed(self) -> bool:
+        """Whether a call carries credentials: headers (every value counts as one), or
+        the URL's password or credential parameters."""
+        return bool(self.secrets)
+
     @property
     def shown(self) -> str:
         return f"{self.method} {mask_url(self.url)}"
@@ -193,9 +176,9 @@ class Client:
         if e.verify and e.ca_file:
             verify = ssl.create_default_context(cafile=e.ca_file)
         return httpx.AsyncClient(
-            headers=dict(e.headers),
+            headers={"Accept-Encoding": ACCEPT_ENCODING, **e.headers},
             verify=verify,
-            follow_redirects=e.follow_redirects,
+            follow_redirects=False,  # followed in _once, each checked
             timeout=None,  # the call's deadline covers everything (see call)
             limits=httpx.Limits(max_connections=e.pool_size, max_keepalive_connections=e.pool_size),
             trust_env=False,  # where a call goes and what it sends: the sources file alone
@@ -203,7 +186,7 @@ class Client:
 
     def _fail(self, message: str, unavailable: bool = False) -> HttpSourceError:
         e = self.endpoint
-        text = scrub(f"{e.source_id}: {e.shown}: {message}", e.secrets)
+        text = e.masker(f"{e.source_id}: {e.shown}: {message}")
         return (HttpUnavailableError if unavailable else HttpSourceError)(text)
 
     async def call(
@@ -236,6 +219,8 @@ class Client:
                     status, response_headers, raw = await self._once(
                         method or e.method, target, params, content, headers, stage, progress
                     )
+            except HttpSourceError:
+                raise
             except TimeoutError:
                 where = stage[0] + (f", {progress[0]:,} bytes so far" if progress[0] else "")
                 raise self._fail(
@@ -247,14 +232,19 @@ class Client:
                     f"answered {stage[1] if len(stage) > 1 else '?'}: the body is {exc}: "
                     "raise max_bytes or ask for fewer rows (limit)"
                 ) from None
+            except EncodingError as exc:
+                raise self._fail(f"answered {stage[1] if len(stage) > 1 else '?'} {exc}") from None
             except httpx.TransportError as exc:
-                reason = str(exc) or type(exc).__name__
+                reason = e.masker.cut(str(exc) or type(exc).__name__, SHOWN_CHARS)
                 unavailable = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
                 raise self._fail(
                     f"{'cannot reach the engine' if unavailable else 'the connection failed'}"
-                    f" ({type(exc).__name__}: {reason[:SHOWN_CHARS]})",
+                    f" ({type(exc).__name__}: {reason})",
                     unavailable,
                 ) from None
+            except Exception as exc:  # anything else is this source's failure, named
+                reason = e.masker.cut(text_of(exc), SHOWN_CHARS)
+                raise self._fail(f"the call failed ({type(exc).__name__}: {reason})") from None
             if status in RETRY_STATUSES and attempt <= e.retries:
                 wait = retry_after_s(response_headers.get("retry-after"))
                 wait = BACKOFF_S * 2 ** (attempt - 1) if wait is None else wait
@@ -284,22 +274,48 @@ class Client:
         stage: list[Any],
         progress: list[int],
     ) -> tuple[int, httpx.Headers, bytes]:
+        """One attempt: the request, its redirects (when followed, each checked) and the
+        final answer's body, read within ``max_bytes``."""
         assert self._client is not None
-        query: Any = params
-        async with self._client.stream(
-            method, url, params=query, content=content, headers=headers
-        ) as response:
-            stage[0] = f"reading the body of a {response.status_code}"
-            stage.append(response.status_code)
-            if 300 <= response.status_code < 400 and not self.endpoint.follow_redirects:
-                location = mask_url(response.headers.get("location", "?"))
-                raise self._fail(
-                    f"answered {response.status_code}: a redirect to {location}, not "
-                    "followed (set follow_redirects: true, or the URL it names)"
+        e = self.endpoint
+        for _ in range(MAX_REDIRECTS + 1):
+            try:
+                query: Any = params
+                request = self._client.build_request(
+                    method, url, params=query, content=content, headers=headers
                 )
-            cap = self.endpoint.max_bytes
-            raw = await read_capped(response, cap, progress)
-            return response.status_code, response.headers, raw
+            except Exception as exc:  # a URL too long, a query that cannot be encoded
+                reason = e.masker.cut(text_of(exc), SHOWN_CHARS)
+                raise self._fail(
+                    f"the request cannot be sent ({type(exc).__name__}: {reason})"
+                ) from None
+            response = await self._client.send(request, stream=True)
+            try:
+                status = response.status_code
+                stage[0] = f"reading the body of a {status}"
+                stage[1:] = [status]
+                location = response.headers.get("location")
+                if not 300 <= status < 400 or location is None:
+                    raw = await read_capped(response, e.max_bytes, progress)
+                    return status, response.headers, raw
+                target = request.url.join(location)
+                if not e.follow_redirects:
+                    raise self._fail(
+                        f"answered {status}: a redirect to {mask_url(str(target))}, not "
+                        "followed (set follow_redirects: true, or the URL it names)"
+                    )
+                if e.credentialed and origin(target) != origin(request.url):
+                    raise self._fail(
+                        f"answered {status}: a redirect to another origin ({origin(target)}), "
+                        "refused: this source sends credentials (headers, auth or the URL's), "
+                        "which must not reach another host (set url to where it redirects)"
+                    )
+            finally:
+                await response.aclose()
+            if status == 303 or (status in (301, 302) and method == "POST"):
+                method, content, headers = "GET", None, None  # as browsers and httpx do
+            url, params = str(target), None
+        raise self._fail(f"more than {MAX_REDIRECTS} redirects (the last to {mask_url(url)})")
 
     def _parse(self, status: int, headers: httpx.Headers, raw: bytes, expect_json: bool) -> Any:
         if not expect_json and 200 <= status < 300:
@@ -312,12 +328,14 @@ class Client:
             value, problem = None, f"not JSON ({str(exc)[:80]})"
         else:
             problem = ""
+        mask = self.endpoint.masker
         if not 200 <= status < 300:
-            raise self._fail(f"answered {status}: {_error_detail(value, raw)}")
+            raise self._fail(f"answered {status}: {error_detail(value, raw, mask)}")
         if problem:
-            kind = headers.get("content-type", "no content type")
+            kind = mask.cut(headers.get("content-type", "no content type"), SNIPPET_CHARS)
             raise self._fail(
-                f"answered {status} but the body is {problem}; content type {kind}: {_snippet(raw)}"
+                f"answered {status} but the body is {problem}; content type {kind}: "
+                f"{snippet(raw, mask)}"
             )
         if too_deep(value, self.endpoint.max_depth):
             raise self._fail(
@@ -338,33 +356,13 @@ def with_params(
     """``url`` without its query and the parameters to send: the URL's own first, then
     the template's (httpx would replace the URL's query with ``params``, dropping a key
     written in it)."""
-    if not params:
-        return url, params
+    if not params:  # None, not []: httpx would replace the URL's query with nothing
+        return url, None
     parts = urlsplit(url)
     if not parts.query:
         return url, params
     fixed = parse_qsl(parts.query, keep_blank_values=True)
     return urlunsplit(parts._replace(query="")), [*fixed, *params]
-
-
-def _snippet(raw: bytes) -> str:
-    text = raw[:SNIPPET_CHARS].decode("utf-8", "replace")
-    return repr(" ".join(text.split()))
-
-
-def _error_detail(value: Any, raw: bytes) -> str:
-    """What an engine's error body says: Elasticsearch's ``error.type: reason``,
-    Typesense's ``message``, a ``detail``; else the body's start."""
-    if isinstance(value, dict):
-        error = value.get("error")
-        if isinstance(error, dict):
-            kind, reason = error.get("type"), error.get("reason")
-            if kind or reason:
-                return f"{kind or 'error'}: {str(reason or '')[:SHOWN_CHARS]}"
-        for key in ("message", "detail", "error"):
-            if isinstance(value.get(key), str):
-                return str(value[key])[:SHOWN_CHARS]
-    return f"body {_snippet(raw) if raw else '(empty)'}"
 
 
 _loop: BackgroundLoop | None = None

@@ -4,8 +4,21 @@ Each is the ``http`` source with its defaults filled in from a few options of it
 (``index`` and ``fields``; ``collection`` and ``query_by``): :meth:`to_http` returns the
 plain ``http`` spec, and the source is built from it — there is no second code path. Any
 ``http`` option the user sets (``body``, ``params``, ``response``, ``paging`` …)
-replaces that default whole; nothing is merged deeply. docs/sources.md shows each
-default, and ``to_http`` is what the tests compare it with.
+replaces that default whole. To change one part of a default instead, ``body_extra``
+and ``params_extra`` are merged into it by :func:`merged`: objects merge key by key, at
+any depth; anything else (a list, a string) replaces what was there; ``null`` deletes
+the key. docs/sources.md shows each default, and ``to_http`` is what the tests compare
+it with.
+
+The Typesense defaults are for the queries agents send, natural-language questions
+("how do I cancel my Plus subscription"), not search-as-you-type: Typesense's own
+defaults require every word and drop words only until one hit matches, so such a
+question found one unrelated document. The preset asks Typesense to drop words
+(``drop_tokens_threshold``) and try typos (``typo_tokens_threshold``) until the page
+asked for would fill, and to match every word whole (``prefix: false``); documents
+with more of the words still rank first (``text_match``). Measured in
+docs/benchmarks.md (``benchmarks/typesense_relevance.py``); they suit Typesense 0.24.1,
+the oldest version they were run against, and later.
 """
 
 from __future__ import annotations
@@ -58,20 +71,49 @@ def _document_fields(names: list[str], under: str) -> dict[str, Any]:
     return mapped
 
 
+def merged(base: Any, extra: Any) -> Any:
+    """``extra`` merged into ``base``: objects key by key at any depth, a ``None`` value
+    deleting its key; anything else in ``extra`` replaces what was there (a list whole).
+    Neither is changed."""
+    if not isinstance(base, dict) or not isinstance(extra, dict):
+        return extra
+    out = dict(base)
+    for key, value in extra.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merged(out.get(key), value)
+    return out
+
+
 class PresetSpec(HttpFields):
-    """What a preset shares: the defaults it computes, replaced by what the user set."""
+    """What a preset shares: the defaults it computes, replaced by what the user set,
+    and the extras merged into them."""
+
+    body_extra: dict[str, Any] | None = Field(
+        default=None,
+        description="merged into the body: objects deeply, lists replaced, null deletes a key",
+    )
+    params_extra: dict[str, Any] | None = Field(
+        default=None,
+        description="merged into params: a value replaces, null deletes a default parameter",
+    )
 
     def defaults(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def to_http(self) -> HttpSpec:
-        """The ``http`` spec this preset stands for (a user's option replaces a default)."""
+        """The ``http`` spec this preset stands for (a user's option replaces a default;
+        an extra is merged into it)."""
         given = {
             name: getattr(self, name)
             for name in self.model_fields_set
             if name in HttpFields.model_fields and name not in ("type", "url")
         }  # a preset's url is the server's base URL, which its defaults build on
         document = {**self.defaults(), **given, "id": self.id, "type": "http"}
+        for option, extra in (("body", self.body_extra), ("params", self.params_extra)):
+            if extra is not None:
+                document[option] = merged(document.get(option) or {}, extra)
         for key in ("timeout_s", "ranked"):
             document.setdefault(key, getattr(self, key))
         try:
@@ -178,6 +220,10 @@ class TypesenseSpec(PresetSpec):
                 "query_by": ",".join(self.query_by),
                 "per_page": "{{size}}",
                 "page": "{{page}}",
+                # a question, not search-as-you-type (see the module's docstring)
+                "drop_tokens_threshold": "{{size}}",
+                "typo_tokens_threshold": "{{size}}",
+                "prefix": "false",
             },
             "response": ResponseSpec(
                 hits="hits",

@@ -5,10 +5,19 @@ Every header value is a secret (an ``Authorization`` or ``X-API-Key`` header is 
 usual place for one, and a masked harmless header costs nothing). In a URL, the
 ``user:password@`` part and every query parameter named like a key, a token, a secret, a
 password or a signature (``?x-typesense-api-key=``, ``&sig=``) are masked too.
+
+An engine that refuses a credential may quote it back in its error, and not as it was
+sent: the bare token of ``Bearer X``, the key of ``ApiKey K`` (and, when ``K`` is
+base64 of ``id:key``, as Elasticsearch's are, the pair and each half), the password of
+a basic pair and the base64 pair itself. :func:`credential_forms` lists each of these,
+and :class:`Masker` masks them all, before a message is cut to its length (a cut
+through a secret would leave its start showing).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import re
 from collections.abc import Iterable
@@ -81,6 +90,52 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
         if decoded != secret and len(decoded) >= MIN_SCRUBBED:
             text = text.replace(decoded, MASK)
     return text
+
+
+def credential_forms(value: str) -> list[str]:
+    """``value`` (a header's or a URL's secret) and the forms an engine may quote of it:
+    the part after a scheme word, and what a base64 ``user:password`` pair holds."""
+    forms = [value]
+    scheme, space, bare = value.strip().partition(" ")
+    bare = bare.strip() if space else scheme
+    if bare != value:
+        forms.append(bare)
+    try:
+        pair = base64.b64decode(bare, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        return forms
+    name, colon, secret = pair.partition(":")
+    if colon and pair.isprintable():
+        forms += [pair, secret]
+        if scheme.lower() != "basic":  # an API key's id:key pair: both halves are its own
+            forms.append(name)
+    return forms
+
+
+class Masker:
+    """Masks one source's secrets in free text, every form of each (built once)."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms = {form for secret in secrets for form in credential_forms(secret)}
+        forms |= {unquote(form) for form in forms}
+        self.forms = sorted((f for f in forms if len(f) >= MIN_SCRUBBED), key=len, reverse=True)
+        self.longest = len(self.forms[0]) if self.forms else 0
+
+    def __call__(self, text: str) -> str:
+        for form in self.forms:
+            if form in text:
+                text = text.replace(form, MASK)
+        return text
+
+    def cut(self, text: str, length: int) -> str:
+        """``text`` masked, then cut to at most ``length`` characters: what is masked is
+        a window ``longest`` characters past the cut, so a secret straddling the cut is
+        masked whole, and the window's own last ``longest`` characters (where a secret
+        cut by the window may start) are never shown."""
+        if len(text) <= length + self.longest:
+            return self(text)[:length]
+        masked = self(text[: length + self.longest])
+        return masked[: min(length, len(masked) - self.longest)]
 
 
 _URL = re.compile(r"https?://[^\s\"'<>]+")

@@ -2,11 +2,14 @@
 
 What a search may change is the query text, the number of rows, the page and the query
 vector, each a whole value (``template.py``); the URL, the method and the headers are
-the sources file's. A page after the first that fails keeps the rows before it (a
-warning says so); a hit that cannot be mapped is dropped (a warning names it); an answer
-of the wrong shape fails the source. A row whose id an earlier page already gave is
-skipped: an index refreshed between two pages, or a cursor compared at another
-precision than the engine's own scores, may hand a hit over twice.
+the sources file's. A page after the first that fails, for whatever reason (its own
+deadline included), keeps the rows before it; hits that cannot be mapped are dropped
+alone and counted, one warning a page (an engine answering a million bad hits is one
+line, not a million); an answer of the wrong shape fails the source. Each of these is
+in the response's ``sources_warned`` too (:class:`~nautilus_ranking.records.WarnedRows`),
+as is a mapped path null in every hit (``watch.py``). A row whose id an earlier page
+already gave is skipped: an index refreshed between two pages, or a cursor compared at
+another precision than the engine's own scores, may hand a hit over twice.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from typing import Any
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.fanout.workers import in_worker
 from nautilus_ranking.log import get_logger
+from nautilus_ranking.records import SourceWarning, WarnedRows
 from nautilus_ranking.sources.base import Row, SourceBase
 from nautilus_ranking.sources.http.client import Client, Endpoint, HttpSourceError, http_loop
-from nautilus_ranking.sources.http.mapping import ResponseMapping, ShapeError
+from nautilus_ranking.sources.http.mapping import MappedPage, ResponseMapping, ShapeError
 from nautilus_ranking.sources.http.paging import Paging
-from nautilus_ranking.sources.http.secrets import mask_url
+from nautilus_ranking.sources.http.quoted import text_of
 from nautilus_ranking.sources.http.template import RequestTemplate
+from nautilus_ranking.sources.http.watch import MappingWatch
 
 logger = get_logger("nautilus_ranking.sources.http")
 
@@ -65,6 +70,7 @@ class HttpSource(SourceBase):
         self.health_url = health_url
         self.client = Client(endpoint)
         self.uses_vector = "vector" in template.uses
+        self.watch = MappingWatch(source_id)
 
     def __repr__(self) -> str:
         return f"HttpSource(id={self.id!r}, {self.endpoint.shown!r})"
@@ -95,47 +101,86 @@ class HttpSource(SourceBase):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._budget()
         walk = self.paging.walk(wanted)
-        rows: list[Row] = []
+        rows = WarnedRows()
         seen: set[object] = set()
+        pages: list[MappedPage] = []
         while True:
             values = {**walk.values(query), **extra}
-            body, params = self.template.render(values)
             try:
+                body, params = self.template.render(values)
                 answer = await self.client.call(deadline, params, body)
-                page, hits, problems = self.mapping.rows(answer.value)
-            except (HttpSourceError, ShapeError) as exc:
-                message = (
-                    str(exc)
-                    if isinstance(exc, HttpSourceError)
-                    else f"{self.id}: {self.endpoint.shown}: answered 200 but {exc}"
-                )
+                page = self.mapping.page(answer.value, int(values["size"]))
+            except Exception as exc:  # the source's failure, or this page's
+                message = self._message(exc)
                 if walk.asked == 0:
                     if isinstance(exc, HttpSourceError):
-                        raise
+                        raise  # its own kind (unavailable, say) and message
                     raise HttpSourceError(message) from None
-                logger.warning(
-                    "http_source_page_failed",
-                    source_id=self.id,
-                    page=walk.asked + 1,
-                    kept_rows=len(rows),
-                    error=message,
-                )
+                self._page_failed(rows, walk.asked + 1, message)
                 break
-            for problem in problems:
-                logger.warning(
-                    "http_source_hit_dropped",
-                    source_id=self.id,
-                    url=mask_url(self.endpoint.url),
-                    page=walk.asked + 1,
-                    problem=problem,
-                )
-            for row in page:
+            pages.append(page)
+            if page.dropped or page.extra:
+                self._hits_dropped(page, walk.asked + 1)
+            for row in page.rows:
                 if row["id"] not in seen:
                     seen.add(row["id"])
                     rows.append(row)
-            if not walk.advance(hits, len(rows), int(values["size"])):
+            if not walk.advance(page.hits, len(rows), int(values["size"])):
                 break
-        return rows[:wanted]
+        dropped = sum(p.dropped for p in pages)
+        if dropped:
+            first = self.endpoint.masker(next(p.problems[0] for p in pages if p.problems))
+            rows.warnings.append(
+                SourceWarning(
+                    self.id,
+                    "hits_dropped",
+                    f"{dropped} hit(s) of the engine's answer dropped: {first}",
+                    dropped,
+                )
+            )
+        self.watch.check(pages, rows)
+        del rows[wanted:]
+        return rows
+
+    def _message(self, exc: Exception) -> str:
+        """The error of a failed page, naming the source and the call, masked."""
+        if isinstance(exc, HttpSourceError):
+            return str(exc)
+        e = self.endpoint
+        said = "answered 200 but " if isinstance(exc, ShapeError) else f"{type(exc).__name__}: "
+        return e.masker(f"{self.id}: {e.shown}: {said}{text_of(exc)}"[:500])
+
+    def _page_failed(self, rows: WarnedRows, number: int, message: str) -> None:
+        logger.warning(
+            "http_source_page_failed",
+            source_id=self.id,
+            page=number,
+            kept_rows=len(rows),
+            error=message,
+        )
+        rows.warnings.append(
+            SourceWarning(
+                self.id,
+                "page_failed",
+                f"page {number} failed; the {len(rows)} row(s) of the pages before it are "
+                f"kept: {message}",
+            )
+        )
+
+    def _hits_dropped(self, page: MappedPage, number: int) -> None:
+        """One warning for a page's dropped hits: how many, and the first problem."""
+        mask = self.endpoint.masker
+        logger.warning(
+            "http_source_hits_dropped",
+            source_id=self.id,
+            url=self.endpoint.shown,
+            page=number,
+            count=page.dropped,
+            first_problem=mask(page.problems[0]) if page.problems else "",
+            not_read=page.extra,
+            action="dropped; the page's other hits are used"
+            + ("; hits past the size asked are not read" if page.extra else ""),
+        )
 
     async def probe(self) -> None:
         """Readiness: a GET of ``health_url`` when the source names one (a paid or

@@ -33,7 +33,12 @@ from nautilus_ranking.sources.http.client import (
     DEFAULT_MAX_DEPTH,
     MAX_MAX_BYTES,
 )
-from nautilus_ranking.sources.http.mapping import MappingError, compile_path
+from nautilus_ranking.sources.http.mapping import (
+    DISTANCE,
+    ENGINE_SCORE,
+    MappingError,
+    compile_path,
+)
 from nautilus_ranking.sources.http.paging import NEEDS
 from nautilus_ranking.sources.http.secrets import mask_url
 from nautilus_ranking.sources.http.template import TemplateError, placeholders_in
@@ -46,7 +51,9 @@ from nautilus_ranking.sources.schema import (
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 #: Headers the client sets itself (a sources file setting them would confuse the call).
-_CLIENT_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+_CLIENT_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
+)
 
 
 class _Strict(BaseModel):
@@ -286,7 +293,7 @@ class HttpSpec(HttpFields):
                 score=r.score,
                 metadata=r.metadata,
                 fields=r.fields,
-                score_key="distance" if self.score_order == "asc" else "score",
+                score_key=DISTANCE if self.score_order == "asc" else ENGINE_SCORE,
             )
             paging = Paging(
                 by=self.paging.by,

@@ -66,7 +66,7 @@ CASES = [
         "gzip-bomb",
         {"timeout_s": 20},
         r"bad: POST .*/gzip-bomb: answered 200: the body is larger "
-        r"than 8,388,608 bytes \(more streamed\)",
+        r"than 8,388,608 bytes \(inflated\)",
     ),
     (
         "retry/429/30/5",
@@ -147,7 +147,7 @@ def test_a_429_with_retry_after_inside_the_deadline_is_retried(tmp_path: Path) -
         with capture_logs() as logs:
             rows = search(source, "disk")
         assert hostile.paths == ["/retry/429/1/1"] * 2
-    assert rows == [{"id": "h1", "title": "one hit", "score": 1.0}]
+    assert rows == [{"id": "h1", "title": "one hit", "engine_score": 1.0}]
     [retry] = [e for e in logs if e["event"] == "http_source_retry"]
     assert retry["status"] == 429 and retry["wait_s"] == 1
 
@@ -193,9 +193,11 @@ def test_a_bad_hit_is_dropped_with_a_warning_naming_it(tmp_path: Path) -> None:
     ):
         rows = search(source, "disk")
     assert [r["id"] for r in rows] == ["a", "b"]
-    [dropped] = [e for e in logs if e["event"] == "http_source_hit_dropped"]
-    assert dropped["source_id"] == "bad"
-    assert dropped["problem"] == "hit 1: id is null (no such path), expected a string or a number"
+    [dropped] = [e for e in logs if e["event"] == "http_source_hits_dropped"]
+    assert dropped["source_id"] == "bad" and dropped["count"] == 1
+    assert dropped["first_problem"] == (
+        "hit 1: id is null (no such path), expected a string or a number"
+    )
 
 
 def test_a_redirect_is_not_followed(tmp_path: Path) -> None:

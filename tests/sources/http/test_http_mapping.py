@@ -36,8 +36,8 @@ def test_a_list_of_hits_maps_id_title_fields_and_score_and_drops_a_bad_hit() -> 
     )
     rows, hits, problems = mapping.rows(ES_ANSWER)
     assert rows == [
-        {"id": "a", "title": "Disk full", "service": "db", "score": 2.5},
-        {"id": 7, "title": "Replica lag", "score": 1.0},  # an unmapped value is left out
+        {"id": "a", "title": "Disk full", "service": "db", "engine_score": 2.5},
+        {"id": 7, "title": "Replica lag", "engine_score": 1.0},  # an unmapped value is left out
     ]
     assert len(hits) == 3  # the raw hits, for a cursor
     assert problems == ["hit 1: id is an object, expected a string or a number"]
@@ -60,8 +60,8 @@ def test_groonga_arrays_under_a_header_row_map_by_column_name() -> None:
     )
     rows, _, problems = mapping.rows(answer)
     assert rows == [
-        {"id": "rb-1", "title": "Disk full runbook", "score": 3},
-        {"id": "rb-2", "title": "Lag runbook", "score": 1},
+        {"id": "rb-1", "title": "Disk full runbook", "engine_score": 3},
+        {"id": "rb-2", "title": "Lag runbook", "engine_score": 1},
     ]
     assert problems == []
 

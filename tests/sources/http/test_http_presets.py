@@ -81,6 +81,11 @@ def test_typesense_defaults() -> None:
             "query_by": "title,steps",
             "per_page": "{{size}}",
             "page": "{{page}}",
+            # a natural-language question: words dropped until a page fills, typos
+            # tried until it fills, every word whole (no search-as-you-type prefix)
+            "drop_tokens_threshold": "{{size}}",
+            "typo_tokens_threshold": "{{size}}",
+            "prefix": "false",
         },
         "response": {
             "hits": "hits",
@@ -217,3 +222,81 @@ def test_without_the_extra_the_error_names_it(tmp_path: Path) -> None:
         "ImportError: HTTP sources need the http extra: pip install 'nautilus-ranking[http]' "
         "(jmespath is not installed)"
     )
+
+
+def test_extra_options_merge_into_a_presets_defaults() -> None:
+    spec = TypesenseSpec.model_validate(
+        {
+            "id": "kb",
+            "type": "typesense",
+            "collection": "runbooks",
+            "query_by": ["title"],
+            "params_extra": {"drop_tokens_threshold": "5", "prefix": None, "num_typos": "1"},
+        }
+    )
+    assert http_of(spec)["params"] == {
+        "q": "{{query}}",
+        "query_by": "title",
+        "per_page": "{{size}}",
+        "page": "{{page}}",
+        "drop_tokens_threshold": "5",  # changed
+        "typo_tokens_threshold": "{{size}}",  # kept
+        "num_typos": "1",  # added; prefix: null deleted the default
+    }
+
+
+def test_objects_merge_deeply_lists_are_replaced_and_null_deletes() -> None:
+    spec = ElasticsearchSpec.model_validate(
+        {
+            "id": "kb",
+            "type": "elasticsearch",
+            "index": "kb",
+            "fields": ["title^2", "body"],
+            "body_extra": {
+                "query": {"multi_match": {"fields": ["title"], "fuzziness": "AUTO"}},
+                "from": None,
+                "track_total_hits": False,
+            },
+            "paging": {"by": "none"},
+        }
+    )
+    assert http_of(spec)["body"] == {
+        "query": {"multi_match": {"query": "{{query}}", "fields": ["title"], "fuzziness": "AUTO"}},
+        "size": "{{size}}",
+        "track_total_hits": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"params_extra": {"q": {"nested": 1}}}, "params.q: a parameter is a value or a list"),
+        ({"body_extra": {"size": "{{sise}}"}}, "unknown placeholder"),
+        ({"params_extra": ["q"]}, "params_extra"),
+    ],
+)
+def test_a_bad_extra_is_refused_when_the_file_is_read(
+    tmp_path: Path, extra: dict[str, Any], message: str
+) -> None:
+    entry = {"id": "kb", "type": "elasticsearch", "index": "kb", "fields": ["title"], **extra}
+    path = tmp_path / "nautilus.yaml"
+    path.write_text(yaml.safe_dump({"sources": [entry]}), "utf-8")
+    with pytest.raises(Exception, match=re.escape(message)):
+        build_sources(path, tmp_path / "data", "hashing")
+
+
+def test_the_elasticsearch_preset_asks_for_any_word_of_a_question(tmp_path: Path) -> None:
+    from http_support import DOCS, built, es_entry, search
+
+    from tools.json_engine import json_engine
+
+    question = "how do I clean up a full disk on the orders database"
+    with json_engine(DOCS) as engine, built(tmp_path, es_entry(engine.url)) as [source]:
+        rows = search(source, question, 10)
+        [sent] = [r["body"] for r in engine.requests]
+    assert sent == {  # a disjunctive multi_match: no operator, no minimum_should_match
+        "query": {"multi_match": {"query": question, "fields": ["title", "body"]}},
+        "size": 10,
+        "from": 0,
+    }
+    assert len(rows) >= 5  # any word matches (a conjunction would find none)

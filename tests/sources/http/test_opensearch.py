@@ -83,12 +83,12 @@ def test_the_preset_maps_id_score_and_source_in_the_engine_order(
         rows = search(source, "disk", 10)
     expected = engine_order(opensearch, "disk", 10)
     assert len(expected) == 7  # every title with "disk"
-    assert [(r["id"], r["score"]) for r in rows] == expected
+    assert [(r["id"], r["engine_score"]) for r in rows] == expected
     assert (
         rows[0]["title"]
         == dict(zip([f"rb-{i}" for i in range(8)], TITLES, strict=True))[rows[0]["id"]]
     )
-    assert set(rows[0]) == {"id", "title", "score"}  # only the mapped fields
+    assert set(rows[0]) == {"id", "title", "engine_score"}  # only the mapped fields
 
 
 def test_paging_by_offset_and_by_search_after_give_the_one_page_order(
