@@ -18,7 +18,7 @@ from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.request_scope import current_scope, request_scope
 from nautilus_ranking.upstream.row_views import row_view
 from nautilus_ranking.upstream.source_kinds import UNKNOWN, kind_of, kinds_of
-from nautilus_ranking.upstream.store import RankingStore
+from nautilus_ranking.upstream.store import RankingStore, kept_size
 from nautilus_ranking.upstream.synthesizer import BrokerSynthesizer
 from nautilus_ranking.upstream.version import check_broker_version
 
@@ -62,8 +62,39 @@ def test_the_store_keeps_the_latest_only() -> None:
     for i in range(3):
         store.put(RequestRanking(f"r{i}", "q", ()))
     assert [store.get(f"r{i}") is not None for i in range(3)] == [False, True, True]
-    with pytest.raises(ValueError, match="keep must be an integer >= 1"):
-        RankingStore(keep=0)
+    with pytest.raises(ValueError, match="keep must be an integer >= 0"):
+        RankingStore(keep=-1)
+    nothing = RankingStore(keep=0)  # a served broker's: its ranked route needs none
+    nothing.put(RequestRanking("r", "q", ()))
+    assert nothing.get("r") is None and len(nothing) == 0
+
+
+def sized(request_id: str, body: str) -> RequestRanking:
+    return RequestRanking(request_id, "q", (), source_rows={"s": [{"id": 1, "body": body}]})
+
+
+def test_the_store_is_bounded_in_bytes_of_compact_json() -> None:
+    one = kept_size(sized("r0", "x" * 1000))
+    # the row's compact JSON ({"id":1,"body":" + 1,000 x + "}: 16 + 1000 + 2) and the
+    # ranking's own
+    assert one == 16 + 1000 + 2 + len(json.dumps(sized("r0", "").to_dict(), separators=(",", ":")))
+    store = RankingStore(keep=100, max_bytes=3 * one)
+    for i in range(5):
+        store.put(sized(f"r{i}", "x" * 1000))
+    assert [store.get(f"r{i}") is not None for i in range(5)] == [False, False, True, True, True]
+    assert store.bytes == 3 * one
+
+
+def test_an_answer_larger_than_the_bound_is_not_kept_with_one_warning() -> None:
+    store = RankingStore(keep=100, max_bytes=500)
+    with capture_logs() as logs:
+        store.put(sized("small", "x"))
+        store.put(sized("big", "x" * 1000))
+        store.put(sized("bigger", "x" * 2000))
+    assert store.get("small") is not None and store.get("big") is None
+    assert store.get("bigger") is None
+    assert [e["event"] for e in logs] == ["upstream_ranking_not_kept"]
+    assert logs[0]["max_bytes"] == 500 and logs[0]["request_id"] == "big"
 
 
 class Passthrough:
