@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -35,7 +36,7 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def _inside(requests: int, max_mb: int, folder: Path) -> dict[str, Any]:
+def _inside(requests: int, max_mb: int, folder: Path, stock: bool = False) -> dict[str, Any]:
     import asyncio
     import gc
 
@@ -85,7 +86,7 @@ def _inside(requests: int, max_mb: int, folder: Path) -> dict[str, Any]:
     StaticAdapter.execute = fresh  # type: ignore[method-assign]
     broker = Broker.from_config(config)
     settings = NautilusSettings(ranking_top_k=10, upstream_rankings_max_bytes=max_mb * 1024 * 1024)
-    attached = attach_ranking(broker, settings)
+    attached = None if stock else attach_ranking(broker, settings)
     samples: list[tuple[int, float]] = []
 
     async def run() -> None:
@@ -93,7 +94,7 @@ def _inside(requests: int, max_mb: int, folder: Path) -> dict[str, Any]:
             await broker.arequest(
                 "agent-alpha",
                 "ops disk full on the replica",
-                {"purpose": "support", "session_id": f"s{i}"},
+                {"purpose": "support", "session_id": "memory"},
                 caller={"peer": "10.0.0.1"},
             )
             if i % 500 == 0:
@@ -103,7 +104,7 @@ def _inside(requests: int, max_mb: int, folder: Path) -> dict[str, Any]:
     started = time.perf_counter()
     asyncio.run(run())
     seconds = time.perf_counter() - started
-    kept = len(attached.store), attached.store.bytes
+    kept = (len(attached.store), attached.store.bytes) if attached is not None else (0, 0)
     broker.close()
     return {"samples": samples, "seconds": seconds, "kept": kept, "max_mb": max_mb}
 
@@ -139,7 +140,8 @@ def main() -> int:
     parser.add_argument("--inside", type=Path, help=argparse.SUPPRESS)  # in the broker's venv
     args = parser.parse_args()
     if args.inside is not None:
-        print(json.dumps(_inside(args.requests, args.max_mb, args.inside)))
+        stock = bool(os.environ.get("MEMORY_STOCK"))
+        print(json.dumps(_inside(args.requests, args.max_mb, args.inside, stock)))
         return 0
     import tempfile
 

@@ -66,9 +66,9 @@ def test_the_budget_leaves_the_lowest_ranked_rows_out_across_sources(tmp_path: P
     assert sum(count_tokens([compact(r) for rows in response.data.values() for r in rows])) == (
         budget
     )
-    assert compute_response_hash(response.data) == claims(response.attestation_token)[
-        "response_hash"
-    ]
+    assert (
+        compute_response_hash(response.data) == claims(response.attestation_token)["response_hash"]
+    )
 
 
 def test_a_budget_alone_cuts_the_brokers_own_order(tmp_path: Path) -> None:
