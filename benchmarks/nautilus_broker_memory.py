@@ -5,10 +5,13 @@ The accessor (``AttachedRanking.ranking(request_id)``) keeps recent rankings, ea
 holding every row its sources returned. It is bounded in requests (the last 1,024)
 and in bytes of compact JSON (``NAUTILUS_UPSTREAM_RANKINGS_MAX_BYTES``); this checks
 that the process's resident memory then stays within the start plus the bound plus
-50 MB, and flat over the last 5,000 requests. One broker (nautilus-rkm 0.3.0, audit
-and attestation on) over one ``static`` source of 20 rows of about 0.6 kB whose
-adapter hands back a deep copy each request (``json.loads(json.dumps(rows))``),
-ranked with ``NAUTILUS_RANKING_TOP_K=10``, requests awaited one after another.
+50 MB, and what it adds to the stock broker's stays flat over the last 5,000 requests
+(the stock broker's own memory grows by about 2 MB a thousand requests, attached or
+not: it is run beside, the same requests, for reference). One broker (nautilus-rkm
+0.3.0, audit and attestation on, one session) over one ``static`` source of 20 rows of
+about 0.6 kB whose adapter hands back a deep copy each request
+(``json.loads(json.dumps(rows))``), ranked with ``NAUTILUS_RANKING_TOP_K=10``,
+requests awaited one after another.
 
     python -m benchmarks.nautilus_broker_memory [--requests 10000] [--max-mb 4]
 
@@ -110,23 +113,32 @@ def _inside(requests: int, max_mb: int, folder: Path, stock: bool = False) -> di
 
 
 def report(result: dict[str, Any], command: str) -> str:
-    samples = result["samples"]
-    start = samples[1][1]  # after the first 500: imports, the model, caches warmed
-    half = next(mb for i, mb in samples if i >= samples[-1][0] // 2)
-    peak = max(mb for _, mb in samples)
-    count, size = result["kept"]
+    ranked, stock = result["ranked"], result["stock"]
+    by_i = dict(stock["samples"])
+    rows = [(i, mb, by_i[i]) for i, mb in ranked["samples"] if i in by_i]
+    start = rows[1]  # after the first 500: imports, caches, the store filling
+    last = rows[-1]
+    half = next(r for r in rows if r[0] >= last[0] // 2)
+    peak = max(mb - start[1] for _, mb, _ in rows)
+    count, size = ranked["kept"]
     lines = [
         "<!-- nautilus-broker-memory:begin -->",
-        "| after request | RSS MB |",
-        "|---|---|",
-        *(f"| {i:,} | {mb:.1f} |" for i, mb in samples if i and i % 1000 == 0),
+        "| after request | ranked RSS MB | stock RSS MB | ranked − stock MB |",
+        "|---|---|---|---|",
+        *(
+            f"| {i:,} | {mb:.1f} | {base:.1f} | {mb - base:.1f} |"
+            for i, mb, base in rows
+            if i and i % 1000 == 0
+        ),
         "",
-        f"Start (after 500 requests) {start:.1f} MB; peak {peak:.1f} MB = start + "
-        f"{peak - start:.1f} MB (allowed: the bound, {result['max_mb']} MB, + 50 MB); "
-        f"over the last half {half:.1f} → {samples[-1][1]:.1f} MB "
-        f"({samples[-1][1] - half:+.1f} MB). Kept at the end: {count} rankings, "
-        f"{size / 1048576:.1f} MB of compact JSON. {samples[-1][0]:,} requests in "
-        f"{result['seconds']:.0f} s. `{command}`",
+        f"Ranked: start (after 500 requests) {start[1]:.1f} MB, at most start + {peak:.1f} MB "
+        f"(allowed: the bound, {ranked['max_mb']} MB, + 50 MB). Over the last half, ranked "
+        f"{half[1]:.1f} → {last[1]:.1f} MB and the stock broker alike "
+        f"{half[2]:.1f} → {last[2]:.1f} MB: ranked − stock {half[1] - half[2]:.1f} → "
+        f"{last[1] - last[2]:.1f} MB. Kept at the end: {count} rankings, "
+        f"{size / 1048576:.1f} MB of compact JSON. {last[0]:,} requests, "
+        f"{ranked['seconds']:.0f} s ranked and {stock['seconds']:.0f} s stock, run side by "
+        f"side. `{command}`",
         "<!-- nautilus-broker-memory:end -->",
     ]
     return "\n".join(lines) + "\n"
@@ -151,27 +163,33 @@ def main() -> int:
     venv = broker_venv()
     # the audit log and the attestation sink fsync each entry: on tmpfs where there is one
     shm = Path("/dev/shm")
+    result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(dir=shm if shm.is_dir() else None) as folder:
-        done = subprocess.run(
-            [
-                venv.python,
-                Path(__file__).resolve(),
-                "--inside",
-                folder,
-                "--requests",
-                str(args.requests),
-                "--max-mb",
-                str(args.max_mb),
-            ],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    if done.returncode != 0:
-        print(done.stderr[-4000:], file=sys.stderr)
-        return 1
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+        running = {}
+        for name in ("ranked", "stock"):
+            where = Path(folder) / name
+            where.mkdir()
+            env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+            env["NAUTILUS_LOG_LEVEL"] = "warning"
+            if name == "stock":
+                env["MEMORY_STOCK"] = "1"
+            running[name] = subprocess.Popen(
+                [
+                    *(venv.python, Path(__file__).resolve(), "--inside", where),
+                    *("--requests", str(args.requests), "--max-mb", str(args.max_mb)),
+                ],
+                cwd=where,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        for name, process in running.items():
+            out, err = process.communicate()
+            if process.returncode != 0:
+                print(err[-4000:], file=sys.stderr)
+                return 1
+            result[name] = json.loads(out.strip().splitlines()[-1])
     command = (
         f"python -m benchmarks.nautilus_broker_memory --requests {args.requests} "
         f"--max-mb {args.max_mb}"
