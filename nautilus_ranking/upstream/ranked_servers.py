@@ -106,9 +106,6 @@ def add_ranked_route(app: Any) -> bool:
 def add_ranked_tool(mcp: Any) -> bool:
     """Add the ``nautilus_request_ranked`` tool to the broker's FastMCP server (the
     broker's SDK, ``mcp<2``); False (one warning) when the stock tool is not there."""
-    # the broker's SDK (mcp<2), not ours: its Context marks the argument it fills
-    context_class = importlib.import_module("mcp.server.fastmcp").Context
-
     manager = getattr(mcp, "_tool_manager", None)
     get_tool = getattr(manager, "get_tool", None)
     stock = get_tool(STOCK_TOOL) if callable(get_tool) else None
@@ -119,6 +116,9 @@ def add_ranked_tool(mcp: Any) -> bool:
             f"the {RANKED_TOOL} tool is not added; {STOCK_TOOL} answers as the broker does",
         )
         return False
+
+    # the broker's SDK (mcp<2), not ours: its Context marks the argument it fills
+    context_class = importlib.import_module("mcp.server.fastmcp").Context
 
     async def nautilus_request_ranked(
         agent_id: str,

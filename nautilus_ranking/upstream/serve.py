@@ -69,7 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``nautilus`` with ``argv`` (default: this command's arguments); a broker it
     builds to serve is ranked, and its servers get the ranked route and tool."""
     cli = broker_cli()
-    build = cli.broker_for_serve
+    build = getattr(cli, "broker_for_serve", None)
+    if not callable(build):
+        seam_missing(
+            "nautilus.cli.broker_for_serve",
+            "served as the broker serves, unranked: nothing to attach to",
+        )
+        return int(cli.main(sys.argv[1:] if argv is None else argv) or 0)
 
     def broker_for_serve(config_path: Path, *, air_gapped: bool) -> Any:
         broker = build(config_path, air_gapped=air_gapped)

@@ -211,3 +211,39 @@ class Unprintable:
 def test_an_object_that_is_no_broker_is_refused() -> None:
     with pytest.raises(IncompatibleBrokerError, match="has no _synthesizer"):
         attach_ranking(SimpleNamespace(sources=[]))
+
+
+def test_a_missing_seam_leaves_the_ranked_route_and_tool_out_with_one_warning() -> None:
+    from fastapi import FastAPI
+
+    from nautilus_ranking.upstream import version
+    from nautilus_ranking.upstream.ranked_servers import add_ranked_route, add_ranked_tool
+
+    version._missing_said.clear()
+    app = FastAPI()  # no POST /v1/request to go through
+    with capture_logs() as logs:
+        assert add_ranked_route(app) is False
+        assert add_ranked_route(app) is False
+        assert add_ranked_tool(SimpleNamespace()) is False
+    assert [r.path for r in app.routes if getattr(r, "path", "") == "/v1/request/ranked"] == []
+    assert [(e["event"], e["seam"]) for e in logs] == [
+        (
+            "upstream_seam_missing",
+            "APIRoute POST /v1/request: endpoint(body, request) and its dependencies",
+        ),
+        ("upstream_seam_missing", "FastMCP._tool_manager.get_tool('nautilus_request').fn"),
+    ]
+    with pytest.raises(KeyError, match="not a declared seam"):
+        version.seam_missing("Broker._something_else", "nothing")
+
+
+def test_routing_words_leave_the_query_when_it_has_other_words() -> None:
+    from nautilus_ranking.upstream.routing_words import RoutingWords
+
+    words = RoutingWords({"scan_result", "scan result", "support"}, {"support", "help desk"})
+    assert words.query("Support: my browser is not supported") == "my browser is not supported"
+    assert words.query("scan result for host a") == "for host a"  # a phrase, whole
+    assert words.query("help desk: hours") == "hours"  # a curated prefix, always
+    assert words.query("help desk hours") == "help desk hours"  # curated kept as content
+    assert words.query("supportive staff") == "supportive staff"  # whole words only
+    assert words.query("support:") == "support:"  # nothing else: ranked by itself
