@@ -161,3 +161,44 @@ def test_over_mcp_the_agent_reads_the_ranking_in_its_order(
     assert "data" in stock and "rows" not in stock  # the stock tool keeps its shape
     assert {q: read_order(a) for q, a in answers.items()} == ranking_order
     assert all(not a["truncated_sources"] for a in answers.values())  # the bound did not bind
+
+
+def test_over_mcp_below_the_byte_bound_the_budget_decides(
+    config: Path, ranking_order: dict[str, list[tuple[str, str]]]
+) -> None:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    from nautilus_ranking.selection.tokens import count_tokens
+
+    env = {
+        "NAUTILUS_RANKING_TOP_K": str(TOP_K),
+        "NAUTILUS_RANKING_MAX_TOKENS": "120",
+        "NAUTILUS_DATA_DIR": str(config.parent),
+    }
+    question = "refund for a duplicate charge"
+
+    async def call(port: int) -> dict[str, Any]:
+        async with (
+            streamablehttp_client(
+                f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}
+            ) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("nautilus_request_ranked", ask(question))
+            assert not result.isError, result
+            answer: dict[str, Any] = json.loads(result.content[0].text)
+            return answer
+
+    with serving(config, env, config.parent / "serve-budget.log") as (port, _):
+        answer = asyncio.run(call(port))
+    budget = answer["ranking"]["budget"]
+    rows = [e["row"] for e in answer["rows"]]
+    compact = [json.dumps(r, separators=(",", ":"), ensure_ascii=False) for r in rows]
+    assert not answer["truncated_sources"]  # the MCP byte bound did not bind
+    assert budget["rows_left_out"] > 0 and sum(count_tokens(compact)) == budget["tokens_used"]
+    assert budget["tokens_used"] <= 120
+    read = read_order(answer)
+    assert read == [r for r in ranking_order[question] if r in read]  # the ranking's order
+    assert read[0] == ranking_order[question][0]
