@@ -27,6 +27,12 @@ server's ``POST /v1/request`` and its ``POST /v1/request/ranked``.
 
     python -m benchmarks.nautilus_broker [--rounds 60] [--out docs/nautilus-broker.md]
 
+``--merge-ab`` measures ``merge`` alone instead, in one thread with nothing else in
+flight: the attachment ranking as before (the whole intent) and as today (routing words
+left out), on the same 78 rows, alternating call by call (``--rounds`` × 10 calls each).
+
+    python -m benchmarks.nautilus_broker --merge-ab [--out docs/nautilus-broker.md]
+
 It builds (or reuses) the Python 3.13 venv of tools/broker_venv.py with this project's
 ``embed`` extra and runs the measurement there. Not a test: timings on a shared machine
 are noisy; read the ratios to ``stock`` measured in the same run.
@@ -247,6 +253,61 @@ def _over_rest(rounds: int, config: Path) -> dict[str, list[float]]:
     return latencies
 
 
+def _merge_ab(rounds: int) -> dict[str, Any]:
+    """Run in the broker's venv: merge's time (ms), as before and as today, alternating."""
+    import importlib.resources
+    from types import SimpleNamespace
+
+    from nautilus_ranking import NautilusSettings, RankingSynthesizer
+    from nautilus_ranking.upstream.request_scope import request_scope
+    from nautilus_ranking.upstream.routing_words import RoutingWords
+    from nautilus_ranking.upstream.source_kinds import SourceKind
+    from nautilus_ranking.upstream.synthesizer import BrokerSynthesizer
+
+    demo = importlib.resources.files("nautilus_ranking.demo")
+    results = []
+    for name in ("tickets", "runbooks", "postmortems", "services"):
+        lines = demo.joinpath(f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(line) for line in lines if line.strip()]
+        results.append(SimpleNamespace(source_id=name, rows=rows, error=None))
+
+    class Passthrough:
+        def merge(self, given: list[Any]) -> dict[str, list[dict[str, Any]]]:
+            return {r.source_id: list(r.rows) for r in given}
+
+    ranker = RankingSynthesizer.from_settings(NautilusSettings(ranking_top_k=8))
+    kinds = {r.source_id: SourceKind("static", False) for r in results}
+    words = RoutingWords({"ops"}, {"ops"})  # the demo's data type
+    synthesizers = {
+        "as before": BrokerSynthesizer(ranker, Passthrough(), lambda: kinds),
+        "as today": BrokerSynthesizer(ranker, Passthrough(), lambda: kinds, words.query),
+    }
+    times: dict[str, list[float]] = {name: [] for name in synthesizers}
+    order = list(synthesizers)
+    for i in range(rounds * 10 + 50):
+        for name in order if i % 2 else order[::-1]:
+            with request_scope(QUERIES[i % len(QUERIES)]):
+                started = time.perf_counter()
+                synthesizers[name].merge(results)
+                if i >= 50:  # warm-up
+                    times[name].append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def report_ab(times: dict[str, list[float]], command: str) -> str:
+    before, today = percentile(times["as before"], 50), percentile(times["as today"], 50)
+    return (
+        "<!-- nautilus-broker-merge:begin -->\n"
+        "| merge alone (78 rows, top 8, hashing) | p50 ms | p99 ms |\n|---|---|---|\n"
+        + "".join(
+            f"| {name} | {percentile(v, 50):.2f} | {percentile(v, 99):.2f} |\n"
+            for name, v in times.items()
+        )
+        + f"\nAs today / as before, p50: {today / before:.3f}× ({len(times['as today'])} calls "
+        f"each, alternating). `{command}`\n<!-- nautilus-broker-merge:end -->\n"
+    )
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
@@ -305,10 +366,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--out", type=Path, help="write the table into this markdown page")
+    parser.add_argument("--merge-ab", action="store_true", help="merge alone, before/today")
     parser.add_argument("--inside", type=Path, help=argparse.SUPPRESS)  # in the broker's venv
     args = parser.parse_args()
     if args.inside is not None:
-        print(json.dumps(_inside(args.rounds, args.inside)))
+        found = _merge_ab(args.rounds) if args.merge_ab else _inside(args.rounds, args.inside)
+        print(json.dumps(found))
         return 0
     import tempfile
 
@@ -325,6 +388,7 @@ def main() -> int:
                 folder,
                 "--rounds",
                 str(args.rounds),
+                *(["--merge-ab"] if args.merge_ab else []),
             ],
             cwd=folder,
             capture_output=True,
@@ -336,10 +400,14 @@ def main() -> int:
         return 1
     result = json.loads(done.stdout.strip().splitlines()[-1])
     command = f"python -m benchmarks.nautilus_broker --rounds {args.rounds}"
-    section = report(result, args.rounds, command)
+    if args.merge_ab:
+        section = report_ab(result, command + " --merge-ab")
+    else:
+        section = report(result, args.rounds, command)
     print(section)
     if args.out is not None:
-        write_section(args.out, section, "nautilus-broker")
+        name = "nautilus-broker-merge" if args.merge_ab else "nautilus-broker"
+        write_section(args.out, section, name)
     return 0
 
 

@@ -76,8 +76,8 @@ def routing_words(
     sources = list(sources)
     built: Mapping[str, list[str]] = build_keyword_map(sources, dict(keyword_map))  # type: ignore[operator]
     generated: set[str] = set()
-    for source in sources:
-        for data_type in getattr(source, "data_types", ()) or ():
+    for config in sources:  # the broker's SourceConfigs
+        for data_type in getattr(config, "data_types", ()) or ():
             generated |= {str(data_type).lower(), str(data_type).replace("_", " ").lower()}
     generated |= {str(data_type).lower() for data_type in built}
     everything = set(generated)
