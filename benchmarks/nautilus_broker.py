@@ -280,7 +280,7 @@ def _merge_ab(rounds: int) -> dict[str, Any]:
     words = RoutingWords({"ops"}, {"ops"})  # the demo's data type
     synthesizers = {
         "as before": BrokerSynthesizer(ranker, Passthrough(), lambda: kinds),
-        "as today": BrokerSynthesizer(ranker, Passthrough(), lambda: kinds, words.query),
+        "as today": BrokerSynthesizer(ranker, Passthrough(), lambda: kinds, query_of=words.query),
     }
     times: dict[str, list[float]] = {name: [] for name in synthesizers}
     order = list(synthesizers)

@@ -169,9 +169,10 @@ KNOBS: tuple[Knob, ...] = (
     Knob(
         "ranking_curated_keywords",
         "ranking",
-        # Which query words rank; it changes nothing until something ranks.
+        # Which query words rank; it changes nothing until something ranks. Per process:
+        # the routing vocabulary is built once for the broker (and on each reload).
         turns_ranking_on=False,
-        per_profile=True,
+        per_profile=False,
         summary="inside the Nautilus broker only: whether analysis.keyword_map's curated "
         "keywords are content (content) or routing words (routing, the default)",
         in_broker="routing words leave the ranked query: a leading `type:`, the sources' "
