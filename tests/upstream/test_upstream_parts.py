@@ -247,3 +247,16 @@ def test_routing_words_leave_the_query_when_it_has_other_words() -> None:
     assert words.query("help desk hours") == "help desk hours"  # curated kept as content
     assert words.query("supportive staff") == "supportive staff"  # whole words only
     assert words.query("support:") == "support:"  # nothing else: ranked by itself
+
+
+def test_a_profiles_budget_applies_to_its_agents_requests_only() -> None:
+    from nautilus_ranking.upstream.agent_profiles import AgentRankers
+
+    rows = [{"id": i, "body": "word " * 20} for i in range(6)]
+    agents = AgentRankers({"agent-b": "lean"}, {"lean": None}, {"lean": 40})
+    synthesizer = BrokerSynthesizer(None, Passthrough(), lambda: {}, agents)
+    with request_scope("q", "agent-a"):
+        assert synthesizer.merge([result("s", rows)]) == {"s": rows}  # no budget: as is
+    with request_scope("q", "agent-b"):
+        cut = synthesizer.merge([result("s", rows)])["s"]
+    assert 0 < len(cut) < len(rows) and cut == rows[: len(cut)]
