@@ -30,6 +30,7 @@ from nautilus_ranking.errors import NautilusError, Problem, cut
 from nautilus_ranking.knobs import RANKING_SWITCHES, ranking_on
 from nautilus_ranking.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSettings, get_logger
 from nautilus_ranking.settings_parsing import (
+    CURATED_KEYWORDS,
     LEXICAL_SCORERS,
     parse_bool,
     parse_choice,
@@ -99,6 +100,7 @@ class NautilusSettings(LogSettings):
     ranking_max_per_source: int | None = None
     ranking_canonical_sources: Annotated[list[str], NoDecode] = Field(default_factory=list)
     ranking_lexical: str = "bm25"
+    ranking_curated_keywords: str = "routing"
     embedder: str = "hashing"
     embedder_cache_size: int = 10_000
     config_strict: bool = False
@@ -121,6 +123,8 @@ class NautilusSettings(LogSettings):
     # Ranking profiles (nautilus_ranking/profiles/): the YAML file of many; each one's
     # knobs are NAUTILUS_PROFILES__<NAME>__<KNOB>, read beside these settings.
     profiles_file: str | None = None
+    # Inside the Nautilus broker (nautilus_ranking/upstream/): the accessor's memory.
+    upstream_rankings_max_bytes: int = 64 * 1024 * 1024
     _problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @classmethod
@@ -200,6 +204,25 @@ class NautilusSettings(LogSettings):
                 data.get("ranking_lexical"),
                 LEXICAL_SCORERS,
                 default("ranking_lexical"),
+            ),
+        )
+        take(
+            "ranking_curated_keywords",
+            parse_choice(
+                var("ranking_curated_keywords"),
+                data.get("ranking_curated_keywords"),
+                CURATED_KEYWORDS,
+                default("ranking_curated_keywords"),
+            ),
+        )
+        take(
+            "upstream_rankings_max_bytes",
+            parse_int(
+                var("upstream_rankings_max_bytes"),
+                data.get("upstream_rankings_max_bytes"),
+                minimum=0,
+                default=default("upstream_rankings_max_bytes"),
+                valid="an integer >= 0 (bytes of compact JSON; 0: keep none)",
             ),
         )
         strict, strict_problem = parse_bool(

@@ -152,7 +152,8 @@ KNOBS: tuple[Knob, ...] = (
         turns_ranking_on=False,
         per_profile=True,
         summary="hand over only the best rows that fit in N tokens",
-        in_broker=None,
+        in_broker="in merge: the lowest-ranked rows leave first, across sources, each row "
+        "counted as its compact JSON (so the attestation covers the budgeted rows)",
         flag="--max-tokens",
         request_field="max_tokens",
     ),
@@ -164,6 +165,19 @@ KNOBS: tuple[Knob, ...] = (
         per_profile=True,
         summary="the lexical content score: bm25 (default) or cosine",
         in_broker="the lexical content score",
+    ),
+    Knob(
+        "ranking_curated_keywords",
+        "ranking",
+        # Which query words rank; it changes nothing until something ranks. Per process:
+        # the routing vocabulary is built once for the broker (and on each reload).
+        turns_ranking_on=False,
+        per_profile=False,
+        summary="inside the Nautilus broker only: whether analysis.keyword_map's curated "
+        "keywords are content (content) or routing words (routing, the default)",
+        in_broker="routing words leave the ranked query: a leading `type:`, the sources' "
+        "data_types and their normalised forms, and (routing, the default) "
+        "analysis.keyword_map's keywords; `content` ranks by the curated keywords",
     ),
     Knob(
         "embedder",
@@ -205,6 +219,7 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "serve_api_keys_file",
         "serve_cors_origins",
         "profiles_file",
+        "upstream_rankings_max_bytes",
     }
 )
 

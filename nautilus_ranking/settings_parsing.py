@@ -133,6 +133,10 @@ def parse_choice(
 #: (the default; nautilus_ranking/synthesis/lexical.py), or the hashing embedder's
 #: IDF-weighted cosine (the default before; docs/tuning.md has the pooled evidence).
 LEXICAL_SCORERS = ("bm25", "cosine")
+#: NAUTILUS_RANKING_CURATED_KEYWORDS: inside the broker, analysis.keyword_map's curated
+#: keywords only route a request ("routing", left out of the ranked query) or are also
+#: content ("content", ranked by).
+CURATED_KEYWORDS = ("routing", "content")
 
 
 def parse_field_name(var: str, raw: object) -> tuple[str | None, Problem | None]:

@@ -31,6 +31,7 @@ SET_VALUES: dict[str, Any] = {
     "ranking_canonical_sources": "helpcenter,wiki",
     "ranking_max_tokens": 500,
     "ranking_lexical": "bm25" if NautilusSettings().ranking_lexical == "cosine" else "cosine",
+    "ranking_curated_keywords": "content",
     "embedder": "noop",
     "embedder_cache_size": 7,
 }

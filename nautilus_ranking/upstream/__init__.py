@@ -11,8 +11,9 @@ One call, on a broker the broker's own ``Broker.from_config`` built::
     ranking.ranking(response.request_id)      # scores, components, the rows left out
 
 ``python -m nautilus_ranking.upstream serve --config nautilus.yaml`` is
-``nautilus serve`` with the ranking attached (HTTP, MCP or both). See
-docs/nautilus-broker.md.
+``nautilus serve`` with the ranking attached (HTTP, MCP or both), plus
+``POST /v1/request/ranked`` and the MCP tool ``nautilus_request_ranked``: the rows in
+global rank order (:mod:`.ranked_servers`). See docs/nautilus-broker.md.
 """
 
 from __future__ import annotations

@@ -28,10 +28,16 @@ class AgentRankers:
 
     by_agent: Mapping[str, str] = field(default_factory=dict)
     rankers: Mapping[str, RankingSynthesizer | None] = field(default_factory=dict)
+    #: Each profile's ``NAUTILUS_RANKING_MAX_TOKENS`` (its own, else the global one).
+    budgets: Mapping[str, int | None] = field(default_factory=dict)
 
     def profile_of(self, agent_id: object) -> str | None:
         """The profile that ranks ``agent_id``'s requests (None: the global knobs)."""
         return self.by_agent.get(agent_id) if isinstance(agent_id, str) else None
+
+    def budget_of(self, profile: str | None, default: int | None) -> int | None:
+        """The token budget of ``profile``'s requests (None profile: ``default``)."""
+        return self.budgets.get(profile, default) if profile is not None else default
 
 
 def agent_rankers(
@@ -44,8 +50,10 @@ def agent_rankers(
         return AgentRankers()
     found: list[Problem] = []
     rankers: dict[str, RankingSynthesizer | None] = {}
+    budgets: dict[str, int | None] = {}
     for name, profile in profiles.by_name.items():
         own = profile.settings(settings)
+        budgets[name] = own.ranking_max_tokens
         if "source_boosts" in profile.values:
             where = profile.origins["source_boosts"]
             found.extend(
@@ -61,4 +69,4 @@ def agent_rankers(
         raise ConfigError(tuple(found))
     for problem in found:
         log_problem(problem)
-    return AgentRankers(profiles.by_agent, rankers)
+    return AgentRankers(profiles.by_agent, rankers, budgets)

@@ -13,8 +13,14 @@ selected one:
    :class:`~nautilus_ranking.upstream.synthesizer.BrokerSynthesizer` that keeps the
    broker's own one as its passthrough;
 3. wraps the instance's ``arequest`` (``request`` and the broker's HTTP and MCP
-   servers all go through it) to hand ``merge`` the request's intent in a context
-   variable, and to file each ranking under the response's ``request_id``.
+   servers all go through it) to hand ``merge`` the request's intent and agent in a
+   context variable (:mod:`.request_scope`), to file each ranking under the
+   response's ``request_id`` (and hand it to a ranked route's call), and to log one
+   ``upstream_request_ranked`` line naming the settings that ranked it;
+4. registers a reload listener (the broker's public ``on_reload``): after a SIGHUP
+   reload the boosts are checked again against the new sources and the routing
+   vocabulary (:mod:`.routing_words`) is built again. The ``NAUTILUS_*`` variables
+   are not read again: they are the process's.
 
 Both are internals of the broker: the versions this was tested on are
 ``TESTED_BROKER_VERSIONS``, and another version gets one warning.
@@ -23,22 +29,29 @@ Both are internals of the broker: the versions this was tested on are
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
 from nautilus_ranking.broker import applied_settings, boost_problems
 from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
-from nautilus_ranking.embedders import Embedder
+from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.knobs import KNOBS, knob_is_set
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.upstream.agent_profiles import agent_rankers
 from nautilus_ranking.upstream.outcome import RequestRanking
-from nautilus_ranking.upstream.request_scope import request_scope
+from nautilus_ranking.upstream.request_scope import current_call, request_scope
+from nautilus_ranking.upstream.routing_words import NO_ROUTING_WORDS, RoutingWords, routing_words
 from nautilus_ranking.upstream.source_kinds import SourceKind, kinds_of
 from nautilus_ranking.upstream.store import DEFAULT_KEEP, RankingStore
 from nautilus_ranking.upstream.synthesizer import BrokerSynthesizer
-from nautilus_ranking.upstream.version import check_broker_version, installed_broker_version
+from nautilus_ranking.upstream.version import (
+    check_broker_version,
+    installed_broker_version,
+    seam_missing,
+)
 
 logger = get_logger("nautilus_ranking.upstream")
 
@@ -55,7 +68,8 @@ class AttachedRanking:
 
     ``ranking(request_id)`` is the accessor: the full ranking (scores, components)
     and the rows left out of one response, by the response's ``request_id``; None
-    when ranking is off, or the request is older than the last ``keep``.
+    when ranking is off, or the request is older than what the store keeps (the last
+    ``keep`` requests within ``NAUTILUS_UPSTREAM_RANKINGS_MAX_BYTES``).
     """
 
     def __init__(
@@ -69,6 +83,10 @@ class AttachedRanking:
         self.synthesizer = synthesizer
         self.settings = settings
         self.store = store
+        #: The words left out of the ranked query (rebuilt on every reload).
+        self.routing_words: RoutingWords = NO_ROUTING_WORDS
+        #: The ranking knobs set, by variable (what the per-request log line names).
+        self.ranked_with: dict[str, Any] = settings_named(settings)
 
     @property
     def enabled(self) -> bool:
@@ -94,7 +112,8 @@ def attach_ranking(
     ``broker``: a ``nautilus.Broker`` (nautilus-rkm), as ``Broker.from_config`` built
     it. ``settings``: default, the ``NAUTILUS_*`` environment and ``.env``.
     ``embedder``: default, the one ``NAUTILUS_EMBEDDER`` names. ``keep``: how many
-    requests' rankings the accessor keeps. Attaching twice returns the first
+    requests' rankings the accessor keeps (0: none; the bytes they may take are
+    ``NAUTILUS_UPSTREAM_RANKINGS_MAX_BYTES``). Attaching twice returns the first
     attachment. Raises :class:`IncompatibleBrokerError` when ``broker`` has no
     synthesizer or ``arequest`` to attach to, and
     :class:`~nautilus_ranking.config.ConfigError` in strict mode when a boost names
@@ -114,33 +133,26 @@ def attach_ranking(
         raise IncompatibleBrokerError(f"{type(broker).__name__} has no arequest() to wrap")
     check_broker_version()
     settings = settings if settings is not None else NautilusSettings()
-    ids = [str(s.id) for s in broker.sources]
-    problems = boost_problems(settings, ids)
-    if problems:
-        if settings.config_strict:
-            raise ConfigError(problems)
-        for problem in problems:
-            log_problem(problem)
-        settings = applied_settings(settings, ids)
-    if settings.ranking_max_tokens is not None:
-        logger.warning(
-            "upstream_setting_not_applied",
-            variable="NAUTILUS_RANKING_MAX_TOKENS",
-            reason="the broker's response has no token budget; data keeps the top K",
-        )
-    ranker = (
-        RankingSynthesizer.from_settings(settings, embedder=embedder)
-        if settings.ranking_enabled
-        else None
-    )
+    problems = boost_problems(settings, _source_ids(broker))
+    if problems and settings.config_strict:
+        raise ConfigError(problems)
+    if embedder is None and settings.ranking_enabled:
+        embedder = embedder_from_name(settings.embedder, cache_size=settings.embedder_cache_size)
 
     def source_kinds() -> Mapping[str, SourceKind]:
         return kinds_of(broker.sources)  # read per request: a reload may change them
 
-    agents = agent_rankers(settings, ids, embedder)  # ranking profiles, by agent id
-    synthesizer = BrokerSynthesizer(ranker, existing, source_kinds, agents)
-    store = RankingStore(keep)
+    synthesizer = BrokerSynthesizer(
+        None,
+        existing,
+        source_kinds,
+        agent_rankers(settings, _source_ids(broker), embedder),  # ranking profiles, by agent
+        max_tokens=settings.ranking_max_tokens,
+    )
+    store = RankingStore(keep, settings.upstream_rankings_max_bytes)
     attached = AttachedRanking(broker, synthesizer, settings, store)
+    synthesizer.query_of = lambda intent: attached.routing_words.query(intent)
+    _adopt_sources(attached, embedder, problems)
     inner = broker.arequest
 
     @functools.wraps(inner)
@@ -150,28 +162,110 @@ def attach_ranking(
         with request_scope(intent, agent_id) as scope:
             response = await inner(agent_id, intent, context, **kwargs)
         if scope.outcome is not None:
-            try:
-                store.put(scope.outcome.with_request_id(str(response.request_id)))
-            except Exception as exc:  # the answer is the broker's: never fail it here
-                logger.warning(
-                    "upstream_ranking_not_filed",
-                    error_type=type(exc).__name__,
-                    error=str(exc)[:200],
-                    action="the response is returned; its ranking is not kept",
-                )
+            _file(attached, scope.outcome, response)
         return response
 
     setattr(broker, SYNTHESIZER_ATTRIBUTE, synthesizer)
     broker.arequest = arequest
     broker.__dict__["_nautilus_ranking"] = attached
+    on_reload = getattr(broker, "on_reload", None)
+    if callable(on_reload):
+        on_reload(lambda: _adopt_sources(attached, embedder, None))
     logger.info(
         "upstream_ranking_attached",
         broker_version=installed_broker_version(),
-        ranking_enabled=ranker is not None,
-        **({"profiles": dict(agents.by_agent)} if agents.by_agent else {}),
+        ranking_enabled=synthesizer.ranker is not None,
+        **({"profiles": dict(synthesizer.agents.by_agent)} if synthesizer.agents.by_agent else {}),
         sources={sid: kind.source_type for sid, kind in source_kinds().items()},
     )
     return attached
+
+
+def settings_named(settings: NautilusSettings) -> dict[str, Any]:
+    """The ranking knobs ``settings`` sets, by variable, and the embedder."""
+    named: dict[str, Any] = {}
+    for knob in KNOBS:
+        value = getattr(settings, knob.field)
+        default = NautilusSettings.model_fields[knob.field].get_default(call_default_factory=True)
+        if knob.kind == "embedder" and knob.field != "embedder":
+            continue
+        if knob_is_set(value, default) or knob.field == "embedder":
+            named[knob.variable] = value
+    return named
+
+
+def _source_ids(broker: Any) -> list[str]:
+    return [str(s.id) for s in broker.sources]
+
+
+def _adopt_sources(
+    attached: AttachedRanking, embedder: Embedder | None, problems: tuple[Any, ...] | None
+) -> None:
+    """What depends on the broker's sources, made (again, after a reload): the boosts
+    checked against them (warned and dropped), the ranker, the routing vocabulary."""
+    broker, settings = attached.broker, attached.settings
+    ids = _source_ids(broker)
+    found = boost_problems(settings, ids) if problems is None else problems
+    for problem in found:
+        log_problem(problem)
+    applied = applied_settings(settings, ids) if found else settings
+    attached.synthesizer.ranker = (
+        RankingSynthesizer.from_settings(applied, embedder=embedder)
+        if applied.ranking_enabled
+        else None
+    )
+    if problems is None:  # a reload: the profiles' boosts against the new sources too
+        lenient = settings.model_copy(update={"config_strict": False})
+        attached.synthesizer.agents = agent_rankers(lenient, ids, embedder)
+    attached.routing_words = _vocabulary(broker, settings)
+
+
+def _vocabulary(broker: Any, settings: NautilusSettings) -> RoutingWords:
+    """The broker's routing vocabulary, built with its own ``build_keyword_map``."""
+    try:
+        build = importlib.import_module("nautilus.analysis.pattern_matching").build_keyword_map
+        keyword_map = broker.config.analysis.keyword_map or {}
+        return routing_words(
+            broker.sources,
+            keyword_map,
+            build,
+            curated_as_content=settings.ranking_curated_keywords == "content",
+        )
+    except Exception as exc:
+        seam_missing(
+            "nautilus.analysis.pattern_matching.build_keyword_map",
+            f"routing words are ranked as query text ({type(exc).__name__}: {str(exc)[:120]})",
+        )
+        return NO_ROUTING_WORDS
+
+
+def _file(attached: AttachedRanking, outcome: RequestRanking, response: Any) -> None:
+    """File one request's ranking under ``response``'s id: to the ranked call waiting
+    for it, to the store, and in one log line. Never fails the broker's answer."""
+    try:
+        outcome = outcome.with_request_id(str(response.request_id))
+        call = current_call()
+        if call is not None and call.outcome is None:
+            call.outcome = outcome
+        attached.store.put(outcome)
+        logger.info(
+            "upstream_request_ranked",
+            request_id=outcome.request_id,
+            settings=attached.ranked_with,
+            profile=outcome.profile,
+            ranked=outcome.fallback is None and bool(outcome.ranking),
+            rows=len(outcome.ranking),
+            routing_words_left_out=outcome.query != outcome.ranked_by,
+            budget=outcome.budget,
+            fallback=outcome.fallback,
+        )
+    except Exception as exc:  # the answer is the broker's: never fail it here
+        logger.warning(
+            "upstream_ranking_not_filed",
+            error_type=type(exc).__name__,
+            error=str(exc)[:200],
+            action="the response is returned; its ranking is not kept",
+        )
 
 
 def attached_ranking(broker: Any) -> AttachedRanking | None:

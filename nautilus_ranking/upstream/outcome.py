@@ -28,6 +28,9 @@ class RequestRanking:
     recompute it for a source ``data`` delivers trimmed. ``fallback``: None when the
     rows were ranked; else why ``data`` is the passthrough answer (the error's type).
     ``profile``: the ranking profile of the request's agent (None: the global knobs).
+    ``ranked_by``: the query the rows were ranked by (``query``, the intent, without
+    its routing words: :mod:`.routing_words`). ``budget``: what
+    ``NAUTILUS_RANKING_MAX_TOKENS`` did (None: no budget).
     """
 
     request_id: str
@@ -37,6 +40,8 @@ class RequestRanking:
     fallback: str | None = None
     source_rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     profile: str | None = None
+    ranked_by: str = ""
+    budget: dict[str, Any] | None = None
 
     def with_request_id(self, request_id: str) -> RequestRanking:
         return replace(self, request_id=request_id)
@@ -47,6 +52,8 @@ class RequestRanking:
         out = {
             "request_id": self.request_id,
             "query": self.query,
+            "ranked_by": self.ranked_by,
+            "budget": self.budget,
             "fallback": self.fallback,
             "ranking": [{"id": r.row.get("id"), **r.explain()} for r in self.ranking],
             "dropped": {sid: len(rows) for sid, rows in self.dropped.items()},

@@ -1,4 +1,4 @@
-"""How the query reaches the synthesizer: a context variable set around ``arequest``.
+"""Everything one broker request carries to the ranking, in one place: ``RequestScope``.
 
 The broker (0.3) calls ``Synthesizer.merge(results)`` with no query and no context.
 ``merge`` runs in the task that awaits ``arequest`` (the broker's own server calls
@@ -6,6 +6,13 @@ The broker (0.3) calls ``Synthesizer.merge(results)`` with no query and no conte
 the wrapper sets at the start of ``arequest`` is what ``merge`` sees, and concurrent
 requests each see their own. ``merge`` leaves what it ranked on the scope; the wrapper
 files it under the response's ``request_id``, which ``merge`` never sees.
+
+Per-request inputs the ranking may read live on :class:`RequestScope` (the intent,
+the calling ``agent_id``); add a new one there, not in a second context variable.
+
+A ranked route or tool (:mod:`.ranked_answer`) opens a :func:`ranked_call` around the
+broker's own handler: the wrapper hands that call the request's ranking directly, so a
+served broker needs no store to answer in rank order.
 """
 
 from __future__ import annotations
@@ -30,12 +37,26 @@ class RequestScope:
     outcome: RequestRanking | None = None
 
 
+@dataclass
+class RankedCall:
+    """A ranked route's or tool's call: the ranking of the request it made (None until
+    the broker answered, or when nothing was ranked)."""
+
+    outcome: RequestRanking | None = None
+
+
 _SCOPE: ContextVar[RequestScope | None] = ContextVar("nautilus_ranking_request", default=None)
+_CALL: ContextVar[RankedCall | None] = ContextVar("nautilus_ranking_call", default=None)
 
 
 def current_scope() -> RequestScope | None:
     """The request being answered in this context; None outside a wrapped ``arequest``."""
     return _SCOPE.get()
+
+
+def current_call() -> RankedCall | None:
+    """The ranked call waiting for this request's ranking; None outside one."""
+    return _CALL.get()
 
 
 @contextlib.contextmanager
@@ -47,3 +68,15 @@ def request_scope(intent: str, agent_id: str | None = None) -> Iterator[RequestS
         yield scope
     finally:
         _SCOPE.reset(token)
+
+
+@contextlib.contextmanager
+def ranked_call() -> Iterator[RankedCall]:
+    """A ranked call for the duration of the block: the broker request made inside it
+    leaves its ranking on the call."""
+    call = RankedCall()
+    token = _CALL.set(call)
+    try:
+        yield call
+    finally:
+        _CALL.reset(token)

@@ -12,19 +12,26 @@ answers it with :class:`~nautilus_ranking.synthesis.ranking.RankingSynthesizer`:
   K, each source's rows in global rank order, sources in the order of their best
   row, then the sources none of whose rows survived (an empty list: the key stays,
   as the stock broker keeps it);
+- the query is the intent without the words that only routed it (:mod:`.routing_words`);
+- ``NAUTILUS_RANKING_MAX_TOKENS`` keeps the best rows that fit, counted as each row's
+  compact JSON (what ``data`` carries, so the attestation covers the budgeted rows):
+  the lowest-ranked rows leave first, across sources;
 - a failure anywhere in that hands back the broker's own answer with one
   ``upstream_ranking_failed`` warning: ranking never fails a request.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import get_logger
-from nautilus_ranking.records import AdapterResult
+from nautilus_ranking.records import AdapterResult, RankedRow
+from nautilus_ranking.selection.budget import fit_counts
+from nautilus_ranking.selection.tokens import count_tokens, tokenizer_name
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.upstream.agent_profiles import AgentRankers
 from nautilus_ranking.upstream.outcome import RequestRanking
@@ -59,6 +66,9 @@ class BrokerSynthesizer:
         passthrough: BrokerMerge,
         source_kinds: Callable[[], Mapping[str, SourceKind]],
         agents: AgentRankers | None = None,
+        *,
+        query_of: Callable[[str], str] = str,
+        max_tokens: int | None = None,
     ) -> None:
         #: Our ranker; None when every ranking knob is unset (the broker's answer as is).
         self.ranker = ranker
@@ -67,20 +77,27 @@ class BrokerSynthesizer:
         self._source_kinds = source_kinds
         #: Each listed agent's ranking profile (``agent_profiles.py``); none: the knobs.
         self.agents = agents or AgentRankers()
+        #: The ranking's query for an intent (its routing words left out).
+        self.query_of = query_of
+        #: ``NAUTILUS_RANKING_MAX_TOKENS``: the rows handed over fit in it (None: no budget).
+        self.max_tokens = max_tokens
 
     def merge(self, results: list[Any]) -> Merged:
         """``{source_id: rows}`` for the broker's response; never raises."""
         scope = current_scope()
         profile = self.agents.profile_of(scope.agent_id) if scope is not None else None
         ranker = self.agents.rankers[profile] if profile is not None else self.ranker
-        if ranker is None:
+        max_tokens = self.agents.budget_of(profile, self.max_tokens)
+        if ranker is None and max_tokens is None:
             return self.passthrough.merge(results)
         try:
+            if ranker is None:
+                return self._budgeted_passthrough(results, max_tokens or 0)
             if scope is None:
                 raise NoRequestScopeError(
                     "merge ran outside the wrapped arequest (attach_ranking wraps it)"
                 )
-            merged, outcome = self._ranked(ranker, results, scope)
+            merged, outcome = self._ranked(ranker, results, scope, max_tokens)
         except Exception as exc:
             logger.warning(
                 "upstream_ranking_failed",
@@ -95,7 +112,11 @@ class BrokerSynthesizer:
         return merged
 
     def _ranked(
-        self, ranker: RankingSynthesizer, results: list[Any], scope: RequestScope
+        self,
+        ranker: RankingSynthesizer,
+        results: list[Any],
+        scope: RequestScope,
+        max_tokens: int | None,
     ) -> tuple[Merged, RequestRanking]:
         kinds = self._source_kinds()
         answered = [r for r in results if getattr(r, "error", None) is None]
@@ -108,8 +129,12 @@ class BrokerSynthesizer:
             for view, row in zip(views, rows, strict=True):
                 originals[id(view)] = row
             ours.append(AdapterResult(result.source_id, views, ranked=kind.ranked))
-        _, ranked_views = ranker.merge_ranked(ours, {"query": scope.intent})
+        query = self.query_of(scope.intent)
+        _, ranked_views = ranker.merge_ranked(ours, {"query": query})
         ranking = tuple(replace(r, row=originals[id(r.row)]) for r in ranked_views)
+        budget = None
+        if max_tokens is not None:
+            ranking, budget = self._budgeted(ranking, max_tokens)
         merged: Merged = {}
         for ranked_row in ranking:  # a source first appears at its best row
             merged.setdefault(ranked_row.source_id, []).append(ranked_row.row)
@@ -121,4 +146,42 @@ class BrokerSynthesizer:
             if lost:
                 dropped[result.source_id] = lost
         source_rows = {result.source_id: list(result.rows) for result in answered}
-        return merged, RequestRanking("", scope.intent, ranking, dropped, None, source_rows)
+        outcome = RequestRanking(
+            "",
+            scope.intent,
+            ranking,
+            dropped,
+            None,
+            source_rows,
+            ranked_by=query,
+            budget=budget,
+        )
+        return merged, outcome
+
+    @staticmethod
+    def _budgeted(
+        ranking: tuple[RankedRow, ...], max_tokens: int
+    ) -> tuple[tuple[RankedRow, ...], dict[str, Any]]:
+        """The ranked rows that fit in ``max_tokens``, each counted as its compact JSON
+        (the lowest-ranked leave first; a row without relevance never takes the place of
+        a relevant one that did not fit), and what the budget did."""
+        counts = count_tokens([compact_json(r.row) for r in ranking])
+        fitted = fit_counts(counts, max_tokens, [r.relevance > 0 for r in ranking])
+        budget = replace(fitted, tokenizer=tokenizer_name()).as_dict()
+        return tuple(ranking[i] for i in fitted.kept), budget
+
+    def _budgeted_passthrough(self, results: list[Any], max_tokens: int) -> Merged:
+        """The broker's own answer cut to what fits in the budget, in its own order
+        (source by source): with no ranking knob set there is no rank to cut by."""
+        merged = self.passthrough.merge(results)
+        rows = [(sid, row) for sid, source_rows in merged.items() for row in source_rows]
+        fitted = fit_counts(count_tokens([compact_json(row) for _, row in rows]), max_tokens)
+        out: Merged = {sid: [] for sid in merged}
+        for i in fitted.kept:
+            out[rows[i][0]].append(rows[i][1])
+        return out
+
+
+def compact_json(row: Any) -> str:
+    """A row as the broker's JSON answer carries it, compact: what a budget counts."""
+    return json.dumps(row, separators=(",", ":"), ensure_ascii=False, default=str)

@@ -18,7 +18,7 @@ from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.request_scope import current_scope, request_scope
 from nautilus_ranking.upstream.row_views import row_view
 from nautilus_ranking.upstream.source_kinds import UNKNOWN, kind_of, kinds_of
-from nautilus_ranking.upstream.store import RankingStore
+from nautilus_ranking.upstream.store import RankingStore, kept_size
 from nautilus_ranking.upstream.synthesizer import BrokerSynthesizer
 from nautilus_ranking.upstream.version import check_broker_version
 
@@ -62,8 +62,39 @@ def test_the_store_keeps_the_latest_only() -> None:
     for i in range(3):
         store.put(RequestRanking(f"r{i}", "q", ()))
     assert [store.get(f"r{i}") is not None for i in range(3)] == [False, True, True]
-    with pytest.raises(ValueError, match="keep must be an integer >= 1"):
-        RankingStore(keep=0)
+    with pytest.raises(ValueError, match="keep must be an integer >= 0"):
+        RankingStore(keep=-1)
+    nothing = RankingStore(keep=0)  # a served broker's: its ranked route needs none
+    nothing.put(RequestRanking("r", "q", ()))
+    assert nothing.get("r") is None and len(nothing) == 0
+
+
+def sized(request_id: str, body: str) -> RequestRanking:
+    return RequestRanking(request_id, "q", (), source_rows={"s": [{"id": 1, "body": body}]})
+
+
+def test_the_store_is_bounded_in_bytes_of_compact_json() -> None:
+    one = kept_size(sized("r0", "x" * 1000))
+    # the row's compact JSON ({"id":1,"body":" + 1,000 x + "}: 16 + 1000 + 2) and the
+    # ranking's own
+    assert one == 16 + 1000 + 2 + len(json.dumps(sized("r0", "").to_dict(), separators=(",", ":")))
+    store = RankingStore(keep=100, max_bytes=3 * one)
+    for i in range(5):
+        store.put(sized(f"r{i}", "x" * 1000))
+    assert [store.get(f"r{i}") is not None for i in range(5)] == [False, False, True, True, True]
+    assert store.bytes == 3 * one
+
+
+def test_an_answer_larger_than_the_bound_is_not_kept_with_one_warning() -> None:
+    store = RankingStore(keep=100, max_bytes=500)
+    with capture_logs() as logs:
+        store.put(sized("small", "x"))
+        store.put(sized("big", "x" * 1000))
+        store.put(sized("bigger", "x" * 2000))
+    assert store.get("small") is not None and store.get("big") is None
+    assert store.get("bigger") is None
+    assert [e["event"] for e in logs] == ["upstream_ranking_not_kept"]
+    assert logs[0]["max_bytes"] == 500 and logs[0]["request_id"] == "big"
 
 
 class Passthrough:
@@ -180,3 +211,52 @@ class Unprintable:
 def test_an_object_that_is_no_broker_is_refused() -> None:
     with pytest.raises(IncompatibleBrokerError, match="has no _synthesizer"):
         attach_ranking(SimpleNamespace(sources=[]))
+
+
+def test_a_missing_seam_leaves_the_ranked_route_and_tool_out_with_one_warning() -> None:
+    from fastapi import FastAPI
+
+    from nautilus_ranking.upstream import version
+    from nautilus_ranking.upstream.ranked_servers import add_ranked_route, add_ranked_tool
+
+    version._missing_said.clear()
+    app = FastAPI()  # no POST /v1/request to go through
+    with capture_logs() as logs:
+        assert add_ranked_route(app) is False
+        assert add_ranked_route(app) is False
+        assert add_ranked_tool(SimpleNamespace()) is False
+    assert [r.path for r in app.routes if getattr(r, "path", "") == "/v1/request/ranked"] == []
+    assert [(e["event"], e["seam"]) for e in logs] == [
+        (
+            "upstream_seam_missing",
+            "APIRoute POST /v1/request: endpoint(body, request) and its dependencies",
+        ),
+        ("upstream_seam_missing", "FastMCP._tool_manager.get_tool('nautilus_request').fn"),
+    ]
+    with pytest.raises(KeyError, match="not a declared seam"):
+        version.seam_missing("Broker._something_else", "nothing")
+
+
+def test_routing_words_leave_the_query_when_it_has_other_words() -> None:
+    from nautilus_ranking.upstream.routing_words import RoutingWords
+
+    words = RoutingWords({"scan_result", "scan result", "support"}, {"support", "help desk"})
+    assert words.query("Support: my browser is not supported") == "my browser is not supported"
+    assert words.query("scan result for host a") == "for host a"  # a phrase, whole
+    assert words.query("help desk: hours") == "hours"  # a curated prefix, always
+    assert words.query("help desk hours") == "help desk hours"  # curated kept as content
+    assert words.query("supportive staff") == "supportive staff"  # whole words only
+    assert words.query("support:") == "support:"  # nothing else: ranked by itself
+
+
+def test_a_profiles_budget_applies_to_its_agents_requests_only() -> None:
+    from nautilus_ranking.upstream.agent_profiles import AgentRankers
+
+    rows = [{"id": i, "body": "word " * 20} for i in range(6)]
+    agents = AgentRankers({"agent-b": "lean"}, {"lean": None}, {"lean": 40})
+    synthesizer = BrokerSynthesizer(None, Passthrough(), lambda: {}, agents)
+    with request_scope("q", "agent-a"):
+        assert synthesizer.merge([result("s", rows)]) == {"s": rows}  # no budget: as is
+    with request_scope("q", "agent-b"):
+        cut = synthesizer.merge([result("s", rows)])["s"]
+    assert 0 < len(cut) < len(rows) and cut == rows[: len(cut)]

@@ -1,0 +1,142 @@
+"""The ranked route and tool, beside the broker's own: ``POST /v1/request/ranked`` and
+the MCP tool ``nautilus_request_ranked``.
+
+The broker's request model forbids unknown fields and its response model strips added
+ones, so the ranked form is a route and a tool of its own, added by
+``python -m nautilus_ranking.upstream serve`` to the apps the broker builds. Neither
+re-implements anything the broker decides: each calls the stock handler itself
+
+- REST: the stock ``POST /v1/request`` route's endpoint, under the stock route's own
+  dependencies (``X-API-Key`` or proxy trust, the ``query`` capability, the session
+  token), so auth, the agent binding, the audit entry and the attestation are the
+  broker's;
+- MCP: the stock ``nautilus_request`` tool's function, so the caller, capability,
+  impersonation and session checks and ``mcp.max_response_bytes`` are the broker's
+  (the bound trims each source's rows from its end, which are that source's
+  lowest-ranked; ``NAUTILUS_RANKING_MAX_TOKENS`` is the budget that drops the
+  lowest-ranked rows across sources). Its answer is one text block of compact JSON
+  (the SDK would indent a dict, and send it twice);
+
+inside a :func:`~.request_scope.ranked_call`, and answers with
+:func:`~.ranked_answer.ranked_answer` of the response: rows in global rank order.
+``explain`` (default false) adds each score's components. The stock route and tool
+are untouched. A seam that is not where the tested broker has it (version.py) leaves
+the ranked route or tool out, with one warning.
+
+No ``from __future__ import annotations`` here: FastAPI and FastMCP read the
+handlers' annotations as objects (``Request``, ``Context``).
+"""
+
+import importlib
+import json
+from typing import Any
+
+from nautilus_ranking.upstream.ranked_answer import ranked_answer
+from nautilus_ranking.upstream.request_scope import ranked_call
+from nautilus_ranking.upstream.version import seam_missing
+
+STOCK_PATH = "/v1/request"
+RANKED_PATH = "/v1/request/ranked"
+STOCK_TOOL = "nautilus_request"
+RANKED_TOOL = "nautilus_request_ranked"
+
+RANKED_TOOL_DESCRIPTION = (
+    "Ask Nautilus for data, best rows first. The same request as nautilus_request "
+    "(same policy, audit and signed attestation), answered with 'rows': one list in "
+    "rank order across sources, each {source, rank, score, also_from, row}; read "
+    "from the top. 'also_from' names other sources holding the same row. "
+    "explain=true adds each score's components. 'truncated_sources' names sources "
+    "cut short to fit this reply's size bound."
+)
+
+
+def add_ranked_route(app: Any) -> bool:
+    """Add ``POST /v1/request/ranked`` to the broker's FastAPI ``app``; False (one
+    warning) when the stock route is not there to go through."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
+    from fastapi.routing import APIRoute
+    from pydantic import create_model
+
+    stock = next(
+        (
+            r
+            for r in app.router.routes
+            if isinstance(r, APIRoute) and r.path == STOCK_PATH and "POST" in (r.methods or ())
+        ),
+        None,
+    )
+    body_model = getattr(stock, "body_field", None) if stock is not None else None
+    stock_request = getattr(getattr(body_model, "field_info", None), "annotation", None)
+    if stock is None or stock_request is None:
+        seam_missing(
+            "APIRoute POST /v1/request: endpoint(body, request) and its dependencies",
+            f"{RANKED_PATH} is not added; {STOCK_PATH} answers as the broker does",
+        )
+        return False
+    ranked_request = create_model(
+        "RankedBrokerRequest",
+        __base__=stock_request,
+        explain=(bool, False),
+    )
+
+    async def post_request_ranked(body: Any, request: Request) -> JSONResponse:
+        stock_body = stock_request.model_validate(body.model_dump(exclude={"explain"}))
+        with ranked_call() as call:
+            response = await stock.endpoint(stock_body, request)
+        return JSONResponse(ranked_answer(response, call.outcome, bool(body.explain)))
+
+    post_request_ranked.__annotations__["body"] = ranked_request
+    app.add_api_route(
+        RANKED_PATH,
+        post_request_ranked,
+        methods=["POST"],
+        dependencies=list(stock.dependencies),
+        tags=list(stock.tags) or ["broker"],
+        summary="The broker's request, its rows in global rank order",
+        description=(
+            f"{STOCK_PATH}'s request (plus `explain`), through the same auth, audit and "
+            "attestation; `rows` replaces `data`: one list, best first, each with its "
+            "source, rank, score and also_from."
+        ),
+    )
+    return True
+
+
+def add_ranked_tool(mcp: Any) -> bool:
+    """Add the ``nautilus_request_ranked`` tool to the broker's FastMCP server (the
+    broker's SDK, ``mcp<2``); False (one warning) when the stock tool is not there."""
+    manager = getattr(mcp, "_tool_manager", None)
+    get_tool = getattr(manager, "get_tool", None)
+    stock = get_tool(STOCK_TOOL) if callable(get_tool) else None
+    stock_fn = getattr(stock, "fn", None)
+    if not callable(stock_fn):
+        seam_missing(
+            "FastMCP._tool_manager.get_tool('nautilus_request').fn",
+            f"the {RANKED_TOOL} tool is not added; {STOCK_TOOL} answers as the broker does",
+        )
+        return False
+
+    # the broker's SDK (mcp<2), not ours: its Context marks the argument it fills
+    context_class = importlib.import_module("mcp.server.fastmcp").Context
+
+    async def nautilus_request_ranked(
+        agent_id: str,
+        intent: str,
+        context: dict[str, Any] | None = None,
+        explain: bool = False,
+        ctx: Any = None,
+    ) -> str:
+        with ranked_call() as call:
+            response = await stock_fn(agent_id=agent_id, intent=intent, context=context, ctx=ctx)
+        answer = ranked_answer(response, call.outcome, bool(explain))
+        return json.dumps(answer, separators=(",", ":"), ensure_ascii=False, default=str)
+
+    nautilus_request_ranked.__annotations__["ctx"] = context_class
+    mcp.add_tool(
+        nautilus_request_ranked,
+        name=RANKED_TOOL,
+        description=RANKED_TOOL_DESCRIPTION,
+        structured_output=False,
+    )
+    return True

@@ -1,0 +1,204 @@
+"""The ranked order reaches the agent over the broker's own servers: ``POST
+/v1/request/ranked`` and the MCP tool ``nautilus_request_ranked`` of a real served
+broker on loopback, on a judged set of our own (judged.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from conftest import AGENT, CONTEXT, claims, static_source, write_config
+from judged import ARTICLES, QUESTIONS, TICKETS, WIKI, mean, ndcg_at_10
+from serving import KEY, serving
+
+from nautilus_ranking import NautilusSettings
+from nautilus_ranking.upstream import attach_ranking
+
+TOP_K = 10
+PREFIX = "kb: "
+
+
+def judged_config(folder: Path) -> Path:
+    config = write_config(
+        folder,
+        [
+            static_source("articles", ARTICLES, "kb"),
+            static_source("tickets", TICKETS, "kb"),
+            static_source("wiki", WIKI, "kb"),
+        ],
+    )
+    document = yaml.safe_load(config.read_text())
+    document["api"] = {"keys": [KEY]}
+    config.write_text(yaml.safe_dump(document))
+    return config
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return judged_config(tmp_path_factory.mktemp("judged"))
+
+
+@pytest.fixture(scope="module")
+def served(config: Path) -> Iterator[int]:
+    env = {"NAUTILUS_RANKING_TOP_K": str(TOP_K), "NAUTILUS_DATA_DIR": str(config.parent)}
+    with serving(config, env, config.parent / "serve.log") as (port, _):
+        yield port
+
+
+@pytest.fixture(scope="module")
+def ranking_order(config: Path) -> dict[str, list[tuple[str, str]]]:
+    """Each question's ranking, in-process, with the same settings: (source, id)."""
+    from nautilus import Broker
+
+    broker = Broker.from_config(config)
+    try:
+        attached = attach_ranking(broker, NautilusSettings(ranking_top_k=TOP_K))
+        order = {}
+        for question in QUESTIONS:
+            response = broker.request(AGENT, PREFIX + question, dict(CONTEXT))
+            ranking = attached.ranking(response.request_id)
+            assert ranking is not None and ranking.fallback is None
+            order[question] = [(r.source_id, r.row["id"]) for r in ranking.ranking]
+    finally:
+        broker.close()
+    return order
+
+
+def post(port: int, path: str, body: dict[str, Any], key: str | None = KEY) -> httpx.Response:
+    headers = {"X-API-Key": key} if key else {}
+    return httpx.post(f"http://127.0.0.1:{port}{path}", headers=headers, json=body, timeout=30)
+
+
+def ask(question: str, **extra: Any) -> dict[str, Any]:
+    return {"agent_id": AGENT, "intent": PREFIX + question, "context": CONTEXT, **extra}
+
+
+def read_order(answer: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(e["source"], e["row"]["id"]) for e in answer["rows"]]
+
+
+def score(order: dict[str, list[tuple[str, str]]]) -> float:
+    return mean(ndcg_at_10([i for _, i in order[q]], g) for q, g in QUESTIONS.items())
+
+
+def test_over_rest_the_agent_reads_the_ranking_in_its_order(
+    served: int, ranking_order: dict[str, list[tuple[str, str]]]
+) -> None:
+    ranked, stock = {}, {}
+    for question in QUESTIONS:
+        answer = post(served, "/v1/request/ranked", ask(question))
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        ranked[question] = read_order(body)
+        assert [e["rank"] for e in body["rows"]] == sorted(e["rank"] for e in body["rows"])
+        assert all(isinstance(e["score"], float) and "also_from" in e for e in body["rows"])
+        assert "data" not in body and "explain" not in body["rows"][0]
+        plain = post(served, "/v1/request", ask(question))
+        assert plain.status_code == 200 and "rows" not in plain.json()
+        data = plain.json()["data"]
+        stock[question] = [(s, row["id"]) for s, rows in data.items() for row in rows]
+    assert ranked == ranking_order
+    assert score(ranked) == score(ranking_order)
+    # what the stock route's data gives an agent that reads it from the top
+    assert score(stock) < score(ranked)
+    assert sum(stock[q] != ranked[q] for q in QUESTIONS) >= len(QUESTIONS) // 2
+
+
+def test_the_ranked_route_is_the_brokers_auth_audit_and_attestation(
+    served: int, config: Path
+) -> None:
+    from nautilus.core.attestation_payload import compute_response_hash
+
+    question = "how do I reset my password"
+    assert post(served, "/v1/request/ranked", ask(question), key=None).status_code in (401, 403)
+    assert post(served, "/v1/request/ranked", ask(question), key="wrong").status_code == 401
+    assert post(served, "/v1/request/ranked", ask(question, extra=1)).status_code == 422
+    body = post(served, "/v1/request/ranked", ask(question)).json()
+    data = {s: [e["row"] for e in body["rows"] if e["source"] == s] for s in body["sources"]}
+    token = claims(body["attestation_token"])
+    assert compute_response_hash(data) == token["response_hash"]
+    audit = (config.parent / "audit.jsonl").read_text()
+    assert body["request_id"] in audit
+
+
+def test_explain_is_opt_in(served: int) -> None:
+    body = post(served, "/v1/request/ranked", ask("webhook deliveries failing", explain=True))
+    assert body.status_code == 200, body.text
+    first = body.json()["rows"][0]
+    assert first["explain"]["similarity"] > 0 and "source_rank" in first["explain"]
+
+
+def test_over_mcp_the_agent_reads_the_ranking_in_its_order(
+    served: int, ranking_order: dict[str, list[tuple[str, str]]]
+) -> None:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async def calls() -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+        url = f"http://127.0.0.1:{served + 1}/mcp"
+        async with (
+            streamablehttp_client(url, headers={"X-API-Key": KEY}) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            tools = [t.name for t in (await session.list_tools()).tools]
+            answers = {}
+            for question in QUESTIONS:
+                result = await session.call_tool("nautilus_request_ranked", ask(question))
+                assert not result.isError, result
+                answers[question] = json.loads(result.content[0].text)
+            stock = await session.call_tool("nautilus_request", ask("webhook deliveries failing"))
+            return tools, answers, json.loads(stock.content[0].text)
+
+    tools, answers, stock = asyncio.run(calls())
+    assert {"nautilus_request", "nautilus_request_ranked"} <= set(tools)
+    assert "data" in stock and "rows" not in stock  # the stock tool keeps its shape
+    assert {q: read_order(a) for q, a in answers.items()} == ranking_order
+    assert all(not a["truncated_sources"] for a in answers.values())  # the bound did not bind
+
+
+def test_over_mcp_below_the_byte_bound_the_budget_decides(
+    config: Path, ranking_order: dict[str, list[tuple[str, str]]]
+) -> None:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    from nautilus_ranking.selection.tokens import count_tokens
+
+    env = {
+        "NAUTILUS_RANKING_TOP_K": str(TOP_K),
+        "NAUTILUS_RANKING_MAX_TOKENS": "120",
+        "NAUTILUS_DATA_DIR": str(config.parent),
+    }
+    question = "refund for a duplicate charge"
+
+    async def call(port: int) -> dict[str, Any]:
+        async with (
+            streamablehttp_client(
+                f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}
+            ) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("nautilus_request_ranked", ask(question))
+            assert not result.isError, result
+            answer: dict[str, Any] = json.loads(result.content[0].text)
+            return answer
+
+    with serving(config, env, config.parent / "serve-budget.log") as (port, _):
+        answer = asyncio.run(call(port))
+    budget = answer["ranking"]["budget"]
+    rows = [e["row"] for e in answer["rows"]]
+    compact = [json.dumps(r, separators=(",", ":"), ensure_ascii=False) for r in rows]
+    assert not answer["truncated_sources"]  # the MCP byte bound did not bind
+    assert budget["rows_left_out"] > 0 and sum(count_tokens(compact)) == budget["tokens_used"]
+    assert budget["tokens_used"] <= 120
+    read = read_order(answer)
+    assert read == [r for r in ranking_order[question] if r in read]  # the ranking's order
+    assert read[0] == ranking_order[question][0]
