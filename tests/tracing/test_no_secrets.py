@@ -5,6 +5,7 @@ as its ``traceparent`` unless ``NAUTILUS_TRACE_PROPAGATE=false``."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from tracing_support import P, by_name, exported_text, recorded
@@ -55,7 +56,7 @@ def write_sources(folder: Path, url: str) -> Path:
     return path
 
 
-def traced_request(tmp_path: Path, **settings: object) -> tuple[str, dict[str, object], str]:
+def traced_request(tmp_path: Path, **settings: Any) -> tuple[str, dict[str, object], str]:
     """(every exported span as text, the kb span's ids, the engine's traceparent header)."""
     with json_engine(DOCS) as engine:
         config = write_sources(tmp_path, engine.url)

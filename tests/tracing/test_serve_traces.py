@@ -76,7 +76,9 @@ def exported_spans(text: str) -> list[dict[str, Any]]:
     return spans
 
 
-def wait_for_spans(server: Server, trace_ids: set[str], timeout: float = 20.0) -> list[dict[str, Any]]:
+def wait_for_spans(
+    server: Server, trace_ids: set[str], timeout: float = 20.0
+) -> list[dict[str, Any]]:
     """Every exported span, once each of ``trace_ids`` has its request span exported."""
     deadline = time.monotonic() + timeout
     while True:
@@ -110,7 +112,7 @@ def test_a_traced_request_through_serve_is_one_trace_under_the_callers(tmp_path:
     with json_engine([{"id": "x", "title": "disk"}]) as engine:
         engine.delay_s = 2.0
         env = {"NAUTILUS_CONFIG": str(write_sources(tmp_path, engine.url)), **SDK_ENV}
-        ranked_id, plain_id, unsampled_id = ("%032x" % n for n in (0xA1, 0xB2, 0xC3))
+        ranked_id, plain_id, unsampled_id = (f"{n:032x}" for n in (0xA1, 0xB2, 0xC3))
         with running(tmp_path, env) as server:
             ranked = ask(
                 server,
@@ -146,7 +148,9 @@ def test_a_traced_request_through_serve_is_one_trace_under_the_callers(tmp_path:
     # the rows: the answer's rows are the budget's rows out, the request span's count
     ranking = named[f"{P}ranking"]["attributes"]
     rows = sum(len(v) for v in ranked["data"].values())
-    assert ranking[f"{P}ranking.budget.rows_out"] == rows == request["attributes"][f"{P}response.rows"]
+    assert (
+        ranking[f"{P}ranking.budget.rows_out"] == rows == request["attributes"][f"{P}response.rows"]
+    )
     assert ranking[f"{P}ranking.budget.tokens_used"] == ranked["budget"]["tokens_used"]
     assert ranking[f"{P}ranking.fusion.boosted_sources"] == ["runbooks:high"]
     assert request["attributes"][f"{P}request.id"] == ranked["request_id"]
@@ -164,7 +168,9 @@ def test_a_traced_request_through_serve_is_one_trace_under_the_callers(tmp_path:
     ]
     assert {e["source_id"] for e in failed} == {"slow", "down"}
     for event in failed:
-        assert event["span_id"] == named[f"{P}source {event['source_id']}"]["context"]["span_id"][2:]
+        assert (
+            event["span_id"] == named[f"{P}source {event['source_id']}"]["context"]["span_id"][2:]
+        )
     assert QUERY not in "\n".join(json.dumps(s) for s in spans)
 
 

@@ -27,7 +27,7 @@ from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 QUERY = "orders-db disk full"
 
 
-def demo_engine(**env: str) -> Engine:
+def demo_engine(**env: Any) -> Engine:
     return Engine.assemble(NautilusSettings(_env_file=None, **env))  # type: ignore[call-arg]
 
 
@@ -186,10 +186,12 @@ def test_the_trace_context_crosses_to_a_background_loop() -> None:
 
     loop = BackgroundLoop("nautilus-test-trace")
     try:
-        with recorded():
-            with trace.get_tracer("caller").start_as_current_span("caller") as caller:
-                seen = asyncio.run(loop.run(current()))
-                submitted = loop.submit(current()).result(timeout=5)
+        with (
+            recorded(),
+            trace.get_tracer("caller").start_as_current_span("caller") as caller,
+        ):
+            seen = asyncio.run(loop.run(current()))
+            submitted = loop.submit(current()).result(timeout=5)
         assert seen == submitted == caller.get_span_context().span_id
         assert asyncio.run(loop.run(current())) == 0  # off: nothing carried
     finally:
