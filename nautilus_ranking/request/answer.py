@@ -28,12 +28,12 @@ from nautilus_ranking.request.plan import (
 )
 from nautilus_ranking.response_hash import compute_response_hash
 from nautilus_ranking.selection.budget import apply_budget, entry_text
-from nautilus_ranking.tracing import RequestTrace, request_trace
+from nautilus_ranking.tracing import RequestTrace
 from nautilus_ranking.tracing.request import (
     budget_stage,
     finish_request,
     page_stage,
-    request_attributes,
+    trace_request,
 )
 
 #: How a server runs a request's broker call: on its own loop, under its deadline and
@@ -153,7 +153,7 @@ async def answer(
     for and ``grant`` is what the caller's key allows (None: no keys, any profile): the
     global knobs, then the profile's, then the request's overrides the profile allows
     (``nautilus_ranking.profiles.choose``); a profile's rule replaces ``allow_overrides``."""
-    traced = request_trace(request_attributes(request, request_id), request.query)
+    traced = trace_request(request, request_id)  # None unless an SDK records spans
     try:
         result = await _answer(
             engine,

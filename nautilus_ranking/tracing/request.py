@@ -8,13 +8,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nautilus_ranking.tracing.spans import PREFIX, RequestTrace
+from nautilus_ranking.tracing.spans import PREFIX, RequestTrace, request_trace, tracer
 
 if TYPE_CHECKING:
     from nautilus_ranking.records import BrokerResponse
     from nautilus_ranking.request.answer import Answer
     from nautilus_ranking.request.model import QueryRequest
     from nautilus_ranking.selection.budget import BudgetResult
+
+
+def trace_request(request: QueryRequest, request_id: str | None) -> RequestTrace | None:
+    """The request's span, current until :meth:`RequestTrace.close`; None (and nothing
+    built) when tracing is off."""
+    if tracer() is None:
+        return None
+    return request_trace(request_attributes(request, request_id), request.query)
 
 
 def request_attributes(request: QueryRequest, request_id: str | None) -> dict[str, Any]:
