@@ -40,7 +40,7 @@ def traced(query: str) -> list[ReadableSpan]:
     engine = Engine.assemble()
     answer_sync(engine, parse_request({"query": query}))  # builds the databases
     exporter.clear()
-    with trace.get_tracer("caller").start_as_current_span("POST /v1/query"):
+    with trace.get_tracer("caller").start_as_current_span("caller"):
         answer_sync(engine, parse_request({"query": query}))
     engine.broker.close()
     return list(exporter.get_finished_spans())
