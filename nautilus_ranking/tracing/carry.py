@@ -14,7 +14,13 @@ from collections.abc import Coroutine, MutableMapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from nautilus_ranking.tracing.spans import _REQUEST, OPTIONS, RequestTrace, tracer
+from nautilus_ranking.tracing.spans import (
+    OPTIONS,
+    RequestTrace,
+    current_request,
+    resume_request,
+    tracer,
+)
 
 T = TypeVar("T")
 
@@ -31,7 +37,7 @@ class Carried:
 
         # The task running this has a context of its own: nothing to restore after.
         context.attach(self.context)
-        _REQUEST.set(self.request)
+        resume_request(self.request)
         return await coro
 
     def into(self, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
@@ -44,7 +50,7 @@ def carry() -> Carried | None:
         return None
     from opentelemetry import context
 
-    return Carried(context.get_current(), _REQUEST.get())
+    return Carried(context.get_current(), current_request())
 
 
 def outgoing_headers(headers: dict[str, str] | None) -> dict[str, str] | None:

@@ -6,15 +6,27 @@ unless ``NAUTILUS_TRACE_QUERY_TEXT=true``), a row, a cursor or a boost a caller 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nautilus_ranking.tracing.spans import PREFIX, RequestTrace, request_trace, tracer
 
 if TYPE_CHECKING:
     from nautilus_ranking.records import BrokerResponse
-    from nautilus_ranking.request.answer import Answer
     from nautilus_ranking.request.model import QueryRequest
     from nautilus_ranking.selection.budget import BudgetResult
+
+
+class Answered(Protocol):
+    """What the request span reads of an answer (``request.answer.Answer``)."""
+
+    @property
+    def ranked(self) -> bool: ...
+    @property
+    def synthesizer(self) -> str: ...
+
+    response: BrokerResponse
+    broker_request_id: str
+    next_cursor: str | None
 
 
 def trace_request(request: QueryRequest, request_id: str | None) -> RequestTrace | None:
@@ -66,7 +78,7 @@ def budget_stage(traced: RequestTrace, fitted: BudgetResult, rows_in: int) -> No
     )
 
 
-def finish_request(traced: RequestTrace, result: Answer) -> None:
+def finish_request(traced: RequestTrace, result: Answered) -> None:
     """Write the ranking span (its last stage is done) and the request's outcome."""
     traced.ranking_done(result.ranked)
     response = result.response

@@ -77,10 +77,19 @@ def tracer() -> Any | None:
     kind = type(provider)
     if (kind.__module__, kind.__name__) in _DEFERRED:
         return None
-    from nautilus_ranking import __version__
-
-    _tracer = (provider, provider.get_tracer("nautilus_ranking", __version__))
+    _tracer = (provider, provider.get_tracer("nautilus_ranking", _version()))
     return _tracer[1]
+
+
+def _version() -> str | None:
+    """The installed distribution's version (the package's ``__version__``), read from
+    its metadata: importing the package from here would make an import cycle."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nautilus-ranking")
+    except PackageNotFoundError:
+        return None
 
 
 def bounded(value: Any) -> Any:
@@ -133,6 +142,11 @@ def stages() -> Stages | None:
 
 def current_request() -> RequestTrace | None:
     return _REQUEST.get()
+
+
+def resume_request(request: RequestTrace | None) -> None:
+    """Make ``request`` the traced request of this context (a task on another loop)."""
+    _REQUEST.set(request)
 
 
 def _status_error(span: Any, error_type: str) -> None:
