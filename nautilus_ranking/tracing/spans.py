@@ -31,6 +31,8 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
+from nautilus_ranking.sources.base import type_of
+
 #: Our own attributes' prefix (the semantic conventions' names are used where one fits).
 PREFIX = "nautilus_ranking."
 #: The longest string value an attribute carries, and the most items in a list value.
@@ -244,18 +246,6 @@ def ranking_end(scope: RankingScope | None, ranked: bool) -> None:
 _DB_SYSTEMS = {"sqlite": "sqlite", "postgres": "postgresql", "pgvector": "postgresql"}
 
 
-def source_type(source: object) -> str:
-    """A source's type as the sources file names it, else its class's name."""
-    while True:
-        declared = getattr(source, "source_type", None)
-        if isinstance(declared, str):
-            return declared
-        inner = getattr(source, "inner", None)  # a ForwardingSource (the service's timer)
-        if inner is None or inner is source:
-            return type(source).__name__
-        source = inner
-
-
 class SourceSpan:
     """One source call's span, current in the calling task until :meth:`done`."""
 
@@ -263,7 +253,7 @@ class SourceSpan:
         from opentelemetry import context, trace
         from opentelemetry.trace import SpanKind
 
-        kind = source_type(source)
+        kind = type_of(source)
         db = _DB_SYSTEMS.get(kind.split("_")[0])
         remote = db == "postgresql" or kind in ("http", "elasticsearch", "typesense")
         attributes: dict[str, Any] = {
