@@ -47,7 +47,7 @@ from nautilus_ranking.synthesis.base import Synthesizer
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.tracing import ranking_begin, ranking_end, source_span, tracer
-from nautilus_ranking.tracing.stages import budget_stage, cut_stage, source_done
+from nautilus_ranking.tracing.facts import budget_stage, cut_stage, source_done
 
 logger = get_logger("nautilus_ranking.broker")
 

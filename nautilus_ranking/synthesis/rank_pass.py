@@ -47,8 +47,8 @@ from nautilus_ranking.text.tokens import (
     query_token_weights,
     tokenize,
 )
+from nautilus_ranking.tracing.facts import fusion_stage
 from nautilus_ranking.tracing.spans import stages
-from nautilus_ranking.tracing.stages import fusion_stage
 
 
 class RankSettings(Protocol):

@@ -22,8 +22,8 @@ from nautilus_ranking.synthesis import diversity, fusion, near_duplicates
 from nautilus_ranking.synthesis.candidates import Candidates
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.tokens import TokenBatch
+from nautilus_ranking.tracing.facts import copies_stage
 from nautilus_ranking.tracing.spans import stages
-from nautilus_ranking.tracing.stages import copies_stage
 
 
 @dataclass
