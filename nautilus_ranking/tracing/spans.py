@@ -190,7 +190,13 @@ class RequestTrace:
         from opentelemetry import context
 
         if error is not None and self.span.is_recording():
-            _status_error(self.span, type(error).__name__)
+            status = getattr(error, "status", None)
+            slug = getattr(error, "slug", None)
+            if isinstance(status, int) and isinstance(slug, str) and status < 500:
+                # refused (a bad field, a stale cursor): the caller's error, not ours
+                self.span.set_attribute(f"{PREFIX}problem", bounded(slug))
+            else:  # a deadline (504, "deadline"), an overload, a failure
+                _status_error(self.span, slug if isinstance(slug, str) else type(error).__name__)
         self.span.end()
         _REQUEST.reset(self._token)
         context.detach(self._context)

@@ -196,3 +196,36 @@ def test_the_trace_context_crosses_to_a_background_loop() -> None:
         assert asyncio.run(loop.run(current())) == 0  # off: nothing carried
     finally:
         loop.stop()
+
+
+def test_a_refused_request_is_not_an_error_span_and_a_failed_one_is() -> None:
+    import pytest
+
+    from nautilus_ranking.request.errors import ProblemError
+
+    engine = demo_engine(ranking_top_k=3)
+    with recorded() as exporter:
+        with pytest.raises(ProblemError) as refused:
+            answer_sync(engine, parse_request({"query": QUERY, "sources": ["nope"]}))
+        request = by_name(exporter.get_finished_spans())[f"{P}request"]
+    engine.broker.close()
+    assert refused.value.status == 422
+    assert request.status.status_code == StatusCode.UNSET
+    assert (request.attributes or {})[f"{P}problem"] == refused.value.slug
+
+    async def past_the_deadline(call: Any) -> Any:  # as the service's runner says it
+        call.close()
+        raise ProblemError(504, "deadline", "Deadline exceeded", "no answer within 10 s")
+
+    broker = Broker([FakeSource("a", [{"id": "1", "text": "disk"}])], RankingSynthesizer(top_k=3))
+    with recorded() as exporter:
+        with pytest.raises(ProblemError):
+            asyncio.run(
+                answer(Engine.of(broker), parse_request({"query": QUERY}), run=past_the_deadline)
+            )
+        request = by_name(exporter.get_finished_spans())[f"{P}request"]
+    assert (request.status.status_code, request.status.description) == (
+        StatusCode.ERROR,
+        "deadline",
+    )
+    assert (request.attributes or {})["error.type"] == "deadline"
