@@ -11,6 +11,7 @@ lists every span and attribute.
 from nautilus_ranking.tracing.carry import Carried, add_trace_ids, carry, outgoing_headers
 from nautilus_ranking.tracing.spans import (
     PREFIX,
+    RankingScope,
     RequestTrace,
     Stages,
     configure,
@@ -26,6 +27,7 @@ from nautilus_ranking.tracing.spans import (
 __all__ = [
     "PREFIX",
     "Carried",
+    "RankingScope",
     "RequestTrace",
     "Stages",
     "add_trace_ids",

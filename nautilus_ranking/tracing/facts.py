@@ -7,13 +7,28 @@ are counted only then: the ranking's hot path pays one ``ContextVar.get`` per st
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from nautilus_ranking.tracing.spans import SourceSpan, Stages
+from nautilus_ranking.tracing.spans import SourceSpan, Stages, source_span
+
+#: A source call's answer (the broker's tuple: its result first, its warning third).
+A = TypeVar("A", bound=Sequence[Any])
 
 if TYPE_CHECKING:
     from nautilus_ranking.selection.budget import BudgetResult
+
+
+async def in_source_span(source: object, source_id: str, timeout_s: float, call: Awaitable[A]) -> A:
+    """``call`` (one source's call in the broker) inside that source's span."""
+    span = source_span(source, source_id, timeout_s)
+    answer: A | None = None
+    try:
+        answer = await call
+        return answer
+    finally:
+        if span is not None:
+            source_done(span, answer)
 
 
 def source_done(span: SourceSpan, answer: Sequence[Any] | None) -> None:
