@@ -310,7 +310,7 @@ def main() -> int:
     if args.tracing:
         from benchmarks.trace_overhead import report as tracing_report
 
-        text = tracing_report(args.baseline, 5, args.calls)
+        text = tracing_report(args.baseline, 7, args.calls)
         print(text + "\n", flush=True)
         sections += [text, ""]
     if args.out:
