@@ -51,10 +51,11 @@ def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None 
     import uvicorn
 
     from nautilus_ranking.service.server import listen_problem
+    from nautilus_ranking.tracing.sdk import sdk_problem
 
     host = host or settings.serve_host
     port = port if port is not None else DEFAULT_PORT
-    problem = listen_problem(host, port)
+    problem = listen_problem(host, port) or sdk_problem()
     if problem is not None:  # before anything starts, as nautilus-ranking serve checks it
         print(f"nautilus-ranking: {problem}", file=sys.stderr)
         return 1

@@ -60,16 +60,36 @@ def start_sdk(environ: Mapping[str, str] | None = None) -> Any | None:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
-        raise ImportError(
-            f"tracing ({', '.join(n for n in SDK_VARIABLES if env.get(n))} set) needs the "
-            f"OpenTelemetry SDK: {_EXTRA}"
-        ) from exc
+        raise ImportError(_no_sdk(env)) from exc
     attributes = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": "nautilus-ranking"}
     provider = TracerProvider(resource=Resource.create(attributes))
     for name in _exporter_names(env):
         provider.add_span_processor(BatchSpanProcessor(_exporter(name)()))
     trace.set_tracer_provider(provider)
     return provider
+
+
+def sdk_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why :func:`start_sdk` would fail here (no SDK, an exporter not installed), checked
+    before a server starts its workers; None when it would not (or is not asked for)."""
+    env = os.environ if environ is None else environ
+    if not wanted(env):
+        return None
+    try:
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError:
+        return _no_sdk(env)
+    try:
+        for name in _exporter_names(env):
+            _exporter(name)
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
+def _no_sdk(env: Mapping[str, str]) -> str:
+    named = ", ".join(n for n in SDK_VARIABLES if env.get(n, "").strip())
+    return f"tracing ({named} set) needs the OpenTelemetry SDK: {_EXTRA}"
 
 
 def _exporter_names(env: Mapping[str, str]) -> list[str]:
