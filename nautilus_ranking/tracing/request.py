@@ -27,6 +27,7 @@ class Answered(Protocol):
     response: BrokerResponse
     broker_request_id: str
     next_cursor: str | None
+    profile: str | None
 
 
 def trace_request(request: QueryRequest, request_id: str | None) -> RequestTrace | None:
@@ -47,9 +48,6 @@ def request_attributes(request: QueryRequest, request_id: str | None) -> dict[st
         f"{PREFIX}request.cursor": request.cursor is not None or None,
         f"{PREFIX}request.max_tokens": request.max_tokens,
         f"{PREFIX}request.explain": request.explain,
-        # A named set of settings the request asks for, when requests carry one: an
-        # operator's name, from a bounded list (never free text).
-        f"{PREFIX}request.profile": getattr(request, "profile", None),
     }
 
 
@@ -86,6 +84,9 @@ def finish_request(traced: RequestTrace, result: Answered) -> None:
         {
             f"{PREFIX}broker_request_id": result.broker_request_id,
             f"{PREFIX}synthesizer": result.synthesizer,
+            # the ranking profile that ranked it: an operator's name, never a caller's text
+            # (a name no profile has is refused before anything runs)
+            f"{PREFIX}profile": result.profile,
             f"{PREFIX}ranked": result.ranked,
             f"{PREFIX}sources.queried": len(response.sources_queried),
             f"{PREFIX}sources.errored": sorted(e.source_id for e in response.sources_errored),

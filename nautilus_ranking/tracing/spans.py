@@ -184,7 +184,9 @@ class RequestTrace:
 
     def finish(self, attributes: dict[str, Any]) -> None:
         if self.span.is_recording():
-            self.span.set_attributes({k: bounded(v) for k, v in attributes.items()})
+            self.span.set_attributes(
+                {k: bounded(v) for k, v in attributes.items() if v is not None}
+            )
 
     def close(self, error: BaseException | None) -> None:
         from opentelemetry import context

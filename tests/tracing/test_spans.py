@@ -229,3 +229,20 @@ def test_a_refused_request_is_not_an_error_span_and_a_failed_one_is() -> None:
         "deadline",
     )
     assert (request.attributes or {})["error.type"] == "deadline"
+
+
+def test_the_profile_that_ranked_a_request_is_on_its_span(
+    monkeypatch: Any,
+) -> None:
+    monkeypatch.setenv("NAUTILUS_PROFILES__SUPPORT__RANKING_TOP_K", "2")
+    monkeypatch.setenv("NAUTILUS_PROFILES__SUPPORT__SOURCE_BOOSTS", "runbooks:high")
+    engine = Engine.assemble()
+    with recorded() as exporter:
+        result = answer_sync(engine, parse_request({"query": QUERY}), profile="support")
+        named = by_name(exporter.get_finished_spans())
+    engine.broker.close()
+    assert result.profile == "support"
+    assert (named[f"{P}request"].attributes or {})[f"{P}profile"] == "support"
+    ranking = named[f"{P}ranking"].attributes or {}
+    assert list(ranking[f"{P}ranking.fusion.boosted_sources"]) == ["runbooks:high"]
+    assert ranking[f"{P}ranking.top_k.rows_out"] == 3  # page 1 of 2: K + 1
