@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nautilus_ranking.tracing.spans import SourceSpan, Stages, source_span
 
-#: A source call's answer (the broker's tuple: its result first, its warning third).
+#: A source call's answer (the broker's tuple: its result first, its warnings third).
 A = TypeVar("A", bound=Sequence[Any])
 
 if TYPE_CHECKING:
@@ -38,13 +38,10 @@ def source_done(span: SourceSpan, answer: Sequence[Any] | None) -> None:
     if answer is None:
         span.done(0, "cancelled")
         return
-    result, warning = answer[0], answer[2]
+    result, warned = answer[0], answer[2]
     error = result.error
-    span.done(
-        len(result.rows),
-        error.error_type if error is not None else None,
-        warning.count if warning is not None else 0,
-    )
+    dropped = sum(w.count for w in warned if w.warning_type == "rows_dropped")
+    span.done(len(result.rows), error.error_type if error is not None else None, dropped)
 
 
 def budget_stage(stages: Stages, fitted: BudgetResult) -> None:

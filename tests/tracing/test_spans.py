@@ -75,7 +75,7 @@ def test_a_request_is_a_request_span_with_each_source_and_the_ranking_under_it()
 def test_a_timed_out_and_a_raising_source_are_spans_with_their_error_type() -> None:
     broker = Broker(
         [
-            FakeSource("ok", [{"id": "a", "text": "orders-db disk full"}]),
+            FakeSource("ok", [{"id": "a", "text": "orders-db disk full"}, "not a row"]),
             FakeSource("stuck", hang=True, timeout_s=0.05),
             FakeSource("broken", raises=ConnectionResetError("peer hung up on secret-host")),
         ],
@@ -92,7 +92,10 @@ def test_a_timed_out_and_a_raising_source_are_spans_with_their_error_type() -> N
     assert broken.status.status_code == StatusCode.ERROR
     assert (broken.attributes or {})["error.type"] == "ConnectionResetError"
     assert (broken.attributes or {})[f"{P}source.rows"] == 0
-    assert named[f"{P}source ok"].status.status_code == StatusCode.UNSET
+    ok = named[f"{P}source ok"]
+    assert ok.status.status_code == StatusCode.UNSET
+    assert (ok.attributes or {})[f"{P}source.rows"] == 1
+    assert (ok.attributes or {})[f"{P}source.rows_dropped"] == 1
     assert (named[f"{P}request"].attributes or {})[f"{P}sources.errored"] == ("broken", "stuck")
     # the error's message (a host name, a row, a query) is the log's, never the span's
     assert "secret-host" not in exported_text(spans)
