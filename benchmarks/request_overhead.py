@@ -9,15 +9,18 @@ after the other in this thread: no worker, no loop), timed interleaved with them
 the machine's load hits all alike). The broker's **overhead** is what is left:
 request p50 − rank p50 − searches p50, sync and in a running loop.
 
-    python -m benchmarks.request_overhead [--calls 300] [--busy] [--out docs/benchmarks.md]
+    python -m benchmarks.request_overhead [--calls 300] [--busy] [--tracing [--baseline main]]
+        [--out docs/benchmarks.md]
     python -m benchmarks.request_overhead --profiles [--calls 2000]
 
 ``--profiles`` measures what resolving a ranking profile costs instead: a request through
 the request core (``answer_sync``) as today, no profile configured, against the same
 request ranked by a named profile that sets the same knobs (so the ranking work is
 equal), interleaved, as a ratio of p50s and of CPU time. ``--busy`` runs the same with
-one busy-looping process started here (the other core taken), and stops it after. Not a
-test: timings on a shared machine are noisy; compare ratios within a run.
+one busy-looping process started here (the other core taken), and stops it after.
+``--tracing`` adds what tracing costs, off against ``--baseline``'s package and on
+against off through serve (``trace_overhead.py``). Not a test: timings on a shared
+machine are noisy; compare ratios within a run.
 """
 
 from __future__ import annotations
@@ -263,6 +266,13 @@ def main() -> int:
     parser.add_argument(
         "--profiles", action="store_true", help="the cost of resolving a ranking profile"
     )
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="also what tracing costs: off against --baseline's package, on against off "
+        "through serve (benchmarks/trace_overhead.py)",
+    )
+    parser.add_argument("--baseline", default="main", help="the revision --tracing compares with")
     args = parser.parse_args()
     configure_logging("warning", "console")
     import nautilus_ranking
@@ -297,6 +307,12 @@ def main() -> int:
                     text = report(label, out, (before, threading.active_count()))
                     print(text + "\n", flush=True)
                     sections += [text, ""]
+    if args.tracing:
+        from benchmarks.trace_overhead import report as tracing_report
+
+        text = tracing_report(args.baseline, 7, args.calls)
+        print(text + "\n", flush=True)
+        sections += [text, ""]
     if args.out:
         write_section(args.out, "\n".join([*sections[:-1], END]) + "\n", "overhead", before="load")
         print(f"wrote the overhead section of {args.out}", file=sys.stderr)

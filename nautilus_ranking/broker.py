@@ -20,7 +20,7 @@ import copy
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ from nautilus_ranking.sources.factory import DEFAULT_LIMIT, build_sources, bundl
 from nautilus_ranking.synthesis.base import Synthesizer
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
+from nautilus_ranking.tracing import RankingScope, ranking_begin, ranking_end, tracer
+from nautilus_ranking.tracing.facts import budget_stage, cut_stage, in_source_span
 
 logger = get_logger("nautilus_ranking.broker")
 
@@ -176,19 +178,11 @@ class Broker:
         }
         errors = [r.error for r in results if r.error is not None]
         warnings = [warning for _, _, warned, _ in raw for warning in warned]
-        cut = None
-        merge_cut = getattr(self.synthesizer, "merge_ranked_cut", None)
-        if merge_cut is not None:  # the ranking, and what its relevance cut left out
-            data, ranking, cut = merge_cut(results, ctx)
-        else:
-            data, ranking = self.synthesizer.merge_ranked(results, ctx)
-        budget = None
-        if self.max_tokens is not None:  # the rows that fit, in rank order
-            scored = bool(self.synthesizer.ranking_enabled)  # a passthrough's are null
-            data, ranking, fitted = apply_budget(
-                data, ranking, self.max_tokens, lambda r: entry_text(r, scored=scored)
-            )
-            budget = fitted.as_dict()
+        traced = ranking_begin()  # None unless an SDK records spans
+        try:
+            data, ranking, cut, budget = self._synthesize(results, ctx, traced)
+        finally:
+            ranking_end(traced, bool(self.synthesizer.ranking_enabled))
         # The built-in synthesizers keep the sources' row objects as they are: the
         # response hash is made of the texts each row was hashed with already.
         texts = (
@@ -220,6 +214,29 @@ class Broker:
         )
         return response
 
+    def _synthesize(
+        self, results: list[AdapterResult], ctx: Mapping[str, Any], traced: RankingScope | None
+    ) -> tuple[dict[str, list[Any]], list[Any], dict[str, Any] | None, dict[str, Any] | None]:
+        """(data, ranking, what the relevance cut left out, the budget) of ``results``."""
+        cut = None
+        merge_cut = getattr(self.synthesizer, "merge_ranked_cut", None)
+        if merge_cut is not None:  # the ranking, and what its relevance cut left out
+            data, ranking, cut = merge_cut(results, ctx)
+        else:
+            data, ranking = self.synthesizer.merge_ranked(results, ctx)
+        if traced is not None and cut is not None:
+            cut_stage(traced.stages, len(ranking), cut)
+        budget = None
+        if self.max_tokens is not None:  # the rows that fit, in rank order
+            scored = bool(self.synthesizer.ranking_enabled)  # a passthrough's are null
+            data, ranking, fitted = apply_budget(
+                data, ranking, self.max_tokens, lambda r: entry_text(r, scored=scored)
+            )
+            budget = fitted.as_dict()
+            if traced is not None:
+                budget_stage(traced.stages, fitted)
+        return data, ranking, cut, budget
+
     async def fetch(
         self, query: str, context: Mapping[str, Any] | None = None
     ) -> list[AdapterResult]:
@@ -239,8 +256,17 @@ class Broker:
     async def _fan_out(self, query: str, ctx: Mapping[str, Any]) -> list[_Answer]:
         barrier = _Barrier(len(self.sources))
         return list(
-            await asyncio.gather(*(self._call(s, query, ctx, barrier) for s in self.sources))
+            await asyncio.gather(*(self._traced(s, query, ctx, barrier) for s in self.sources))
         )
+
+    def _traced(
+        self, source: Source, query: str, ctx: Mapping[str, Any], barrier: _Barrier
+    ) -> Coroutine[Any, Any, _Answer]:
+        """The source's call, in a span of its own when an SDK records spans."""
+        call = self._call(source, query, ctx, barrier)
+        if tracer() is None:
+            return call
+        return in_source_span(source, _id_text(id_of(source)), timeout_of(source), call)
 
     async def _call(
         self, source: Source, query: str, ctx: Mapping[str, Any], barrier: _Barrier

@@ -125,6 +125,9 @@ class NautilusSettings(LogSettings):
     profiles_file: str | None = None
     # Inside the Nautilus broker (nautilus_ranking/upstream/): the accessor's memory.
     upstream_rankings_max_bytes: int = 64 * 1024 * 1024
+    # Traces (nautilus_ranking/tracing/): on only when an OpenTelemetry SDK is set up.
+    trace_query_text: bool = False
+    trace_propagate: bool = True
     _problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @classmethod
@@ -262,6 +265,8 @@ class NautilusSettings(LogSettings):
             ),
         )
         _take_serve_settings(data, take, default)
+        for field in ("trace_query_text", "trace_propagate"):
+            take(field, parse_bool(var(field), data.get(field), default(field)))
         raw_boosts = data.get("source_boosts")
         if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):
             raw_boosts = str(raw_boosts)

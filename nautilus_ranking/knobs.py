@@ -217,6 +217,8 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "serve_body_timeout_s",
         "serve_probe_interval_s",
         "serve_api_keys_file",
+        "trace_query_text",
+        "trace_propagate",
         "serve_cors_origins",
         "profiles_file",
         "upstream_rankings_max_bytes",

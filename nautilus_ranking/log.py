@@ -127,12 +127,16 @@ def merge_request_context(
     event's own (kept as ``broker_request_id``): one id per request on every line."""
     import structlog
 
+    from nautilus_ranking.tracing.carry import add_trace_ids
+
     context = structlog.contextvars.get_contextvars()
     bound, own = context.get("request_id"), event_dict.get("request_id")
     if bound is not None and own is not None and own != bound:
         event_dict["broker_request_id"] = own
         event_dict["request_id"] = bound
-    return {**context, **event_dict}
+    merged = {**context, **event_dict}
+    add_trace_ids(merged)  # inside a recorded span: its trace_id and span_id
+    return merged
 
 
 def configure_logging(

@@ -1,7 +1,8 @@
 """What a command loads before it does anything: ``import nautilus_ranking.cli`` and the parser
 (``--version``, ``--help``) load neither numpy nor pydantic nor any optional extra, and a
-query over SQLite sources loads neither the service, the MCP SDK nor PostgreSQL's
-modules. Each check runs in a fresh interpreter and reads its ``sys.modules``."""
+query over SQLite sources loads neither the service, the MCP SDK, PostgreSQL's modules
+nor OpenTelemetry; nor does answering an MCP handshake. Each check runs in a fresh
+interpreter and reads its ``sys.modules``."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ EXTRAS = (
     "mcp",
     "mcp_types",
     "onnxruntime",
+    "opentelemetry",  # tracing is on only where an SDK is set up (nautilus_ranking/tracing/)
 )
 #: Never loaded by ``--version`` / ``--help`` either: the heavy core.
 HEAVY = (
@@ -172,3 +174,18 @@ def test_logging_set_up_waits_for_the_first_event_at_its_level(tmp_path: Path) -
     )
     assert theirs.returncode == 0, theirs.stderr
     assert theirs.stdout.strip() == "n=3 event='theirs'"  # their renderer, not JSON
+
+
+def test_answering_an_mcp_handshake_loads_no_opentelemetry(tmp_path: Path) -> None:
+    """The stdio server answers ``initialize`` before the MCP SDK (which imports the
+    OpenTelemetry API itself) is loaded: nothing of nautilus' loads OpenTelemetry."""
+    loaded = loaded_after(
+        "from nautilus_ranking.mcp.stdio import early_answer\n"
+        "answer = early_answer({'jsonrpc': '2.0', 'id': 1, 'method': 'initialize', 'params': "
+        "{'protocolVersion': '2025-06-18', 'capabilities': {}, "
+        "'clientInfo': {'name': 't', 'version': '1'}}})\n"
+        "assert answer['protocolVersion'] == '2025-06-18', answer",
+        tmp_path,
+    )
+    assert "nautilus_ranking.mcp.stdio" in loaded
+    assert _prefixed(loaded, ("opentelemetry", "mcp")) == []

@@ -1,5 +1,5 @@
 """A Python 3.13 venv with the Nautilus broker and this project, installed as a user
-would: ``pip install 'nautilus-rkm[postgres,pgvector]==0.3.0'``, then this project's
+would: ``pip install 'nautilus-rkm[postgres,pgvector,otel]==0.3.0'``, then this project's
 wheel (never editable), into one venv.
 
 Shared by tests/upstream/ and benchmarks/nautilus_broker.py. The venv is cached under
@@ -28,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BROKER = "nautilus-rkm"
 BROKER_VERSION = "0.3.0"
-BROKER_EXTRAS = "postgres,pgvector"
+# otel: its spans (broker.request, synthesis…), the SDK and exporters (tests/upstream/inside)
+BROKER_EXTRAS = "postgres,pgvector,otel"
 #: What the venv needs besides the two: the checks run under pytest there.
 TOOLING = ("pytest>=8.0", "setuptools>=68", "wheel")
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nautilus-ranking"

@@ -20,6 +20,7 @@ import structlog
 
 from nautilus_ranking.fanout.abandon import abandon, watch
 from nautilus_ranking.fanout.thread_loop import new_loop
+from nautilus_ranking.tracing.carry import carry
 
 T = TypeVar("T")
 
@@ -33,14 +34,18 @@ class BackgroundLoop:
         self.thread.start()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
-        """Schedule ``coro`` on the loop, from any thread."""
+        """Schedule ``coro`` on the loop, from any thread, in the caller's trace context
+        (when tracing is on: its spans are the caller's children)."""
+        carried = carry()
+        if carried is not None:
+            coro = carried.into(coro)
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """The coroutine's result, computed on this loop, awaited from another; cancelling
         the caller (a deadline) cancels it here too, and stops its CPU work at the next
         checkpoint (:mod:`nautilus_ranking.fanout.abandon`). The caller's log context goes
-        along."""
+        along, and its trace context (:meth:`submit`)."""
         context = structlog.contextvars.get_contextvars()
         flag = threading.Event()
 

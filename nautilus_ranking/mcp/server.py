@@ -51,10 +51,11 @@ def run_mcp(transport: str = "stdio", host: str | None = None, port: int | None 
     import uvicorn
 
     from nautilus_ranking.service.server import listen_problem
+    from nautilus_ranking.tracing.sdk import sdk_problem
 
     host = host or settings.serve_host
     port = port if port is not None else DEFAULT_PORT
-    problem = listen_problem(host, port)
+    problem = listen_problem(host, port) or sdk_problem()
     if problem is not None:  # before anything starts, as nautilus-ranking serve checks it
         print(f"nautilus-ranking: {problem}", file=sys.stderr)
         return 1
@@ -175,6 +176,8 @@ def http_app(engine: Tools, host: str) -> Any:
     from starlette.routing import Mount, Route
 
     from nautilus_ranking.service import metrics
+    from nautilus_ranking.tracing import tracer
+    from nautilus_ranking.tracing.sdk import start_sdk, wanted
 
     inner = _server(engine).streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -193,14 +196,26 @@ def http_app(engine: Tools, host: str) -> Any:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        async with engine.state.running("mcp"), inner.router.lifespan_context(inner):
-            yield
+        provider = start_sdk()  # tracing, when the operator set the SDK's variables
+        try:
+            async with engine.state.running("mcp"), inner.router.lifespan_context(inner):
+                yield
+        finally:
+            if provider is not None:
+                provider.shutdown()
 
     app = Starlette(
         routes=[Route("/healthz", healthz), Route("/metrics", prometheus), Mount("/", app=inner)],
         lifespan=lifespan,
     )
-    return _Guard(app, engine.settings, engine.state.api_keys)
+    guarded: Any = _Guard(app, engine.settings, engine.state.api_keys)
+    if tracer() is not None or wanted():
+        # Traced: an HTTP server span continuing the caller's traceparent, around all of
+        # it (the MCP SDK's tool-call span, and ours, are its children; a _meta wins).
+        from starlette.middleware.opentelemetry import OpenTelemetryMiddleware
+
+        guarded = OpenTelemetryMiddleware(guarded)
+    return guarded
 
 
 class _Guard:

@@ -28,6 +28,13 @@ from nautilus_ranking.request.plan import (
 )
 from nautilus_ranking.response_hash import compute_response_hash
 from nautilus_ranking.selection.budget import apply_budget, entry_text
+from nautilus_ranking.tracing import RequestTrace
+from nautilus_ranking.tracing.request import (
+    budget_stage,
+    finish_request,
+    page_stage,
+    trace_request,
+)
 
 #: How a server runs a request's broker call: on its own loop, under its deadline and
 #: concurrency limit (``nautilus_ranking.service.state``). Without one it is awaited here.
@@ -146,6 +153,44 @@ async def answer(
     for and ``grant`` is what the caller's key allows (None: no keys, any profile): the
     global knobs, then the profile's, then the request's overrides the profile allows
     (``nautilus_ranking.profiles.choose``); a profile's rule replaces ``allow_overrides``."""
+    traced = trace_request(request, request_id)  # None unless an SDK records spans
+    try:
+        result = await _answer(
+            engine,
+            request,
+            allow_overrides,
+            max_query_chars,
+            max_ranked_rows,
+            run,
+            request_id,
+            row_text,
+            profile,
+            grant,
+            traced,
+        )
+    except BaseException as exc:
+        if traced is not None:
+            traced.close(exc)
+        raise
+    if traced is not None:
+        finish_request(traced, result)
+        traced.close(None)
+    return result
+
+
+async def _answer(
+    engine: Engine,
+    request: QueryRequest,
+    allow_overrides: bool,
+    max_query_chars: int | None,
+    max_ranked_rows: int | None,
+    run: Runner | None,
+    request_id: str | None,
+    row_text: RowText,
+    profile: str | None,
+    grant: Grant | None,
+    traced: RequestTrace | None,
+) -> Answer:
     profiled = bool(engine.profiles)
     chosen = choose(engine.profiles, profile, grant) if profiled or profile else None
     if chosen is not None:
@@ -166,7 +211,10 @@ async def answer(
     )
     call = run_plan.broker.arequest(request.query)
     response = await (run(call) if run is not None else call)
+    whole = response
     response, page = cut_page(run_plan, response)
+    if traced is not None and page is not None:
+        page_stage(traced, page, whole, response)
     next_cursor = page["next_cursor"] if page is not None else None
     if run_plan.paging is not None and not run_plan.paging.asked:
         page = None  # page 1 of a top K: only its next cursor is shown
@@ -183,6 +231,8 @@ async def answer(
             budget=fitted.as_dict(),
             response_hash=compute_response_hash(data),
         )
+        if traced is not None:
+            budget_stage(traced, fitted, len(fitted.kept) + fitted.left_out)
     broker_request_id = response.request_id
     if request_id is not None:
         response.request_id = request_id

@@ -26,6 +26,7 @@ from nautilus_ranking.errors import Problem
 from nautilus_ranking.profiles.build import Profile, Profiles, load_profiles
 from nautilus_ranking.profiles.read import profiles_in_environment
 from nautilus_ranking.sources.base import Source
+from nautilus_ranking.tracing import configure as configure_tracing
 
 #: What a sources file must list (said when it lists nothing).
 NO_SOURCES = "at least one source; docs/sources.md has an example of each type"
@@ -67,6 +68,7 @@ class Engine:
         demo's) under ``settings``; :class:`ConfigError` when the file lists no source,
         or in strict mode for a boost that names none."""
         settings = settings if settings is not None else NautilusSettings()
+        configure_tracing(query_text=settings.trace_query_text, propagate=settings.trace_propagate)
         path = config_path(settings, config)
         broker = Broker.from_config(path, settings)
         if not broker.sources:

@@ -47,6 +47,7 @@ from nautilus_ranking.service.limits import (
 )
 from nautilus_ranking.service.problems import problem_response, strict_json
 from nautilus_ranking.service.state import ServerState
+from nautilus_ranking.tracing.sdk import start_sdk
 
 logger = get_logger("nautilus_ranking.service")
 
@@ -65,10 +66,16 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state = ServerState.build(settings)
-        app.state.service = state
-        async with state.running("serve"):
-            yield
+        # This worker's tracing, when the operator set the SDK's variables (OTEL_*)
+        provider = start_sdk()
+        try:
+            state = ServerState.build(settings)
+            app.state.service = state
+            async with state.running("serve"):
+                yield
+        finally:
+            if provider is not None:  # the last spans exported before the worker exits
+                provider.shutdown()
 
     # No /docs or /redoc: FastAPI's pages load their scripts from a CDN, so offline (or
     # behind a strict egress policy) they are blank; any OpenAPI viewer reads the schema.

@@ -24,6 +24,7 @@ from typing import Any
 from nautilus_ranking.config import ConfigError, NautilusSettings
 from nautilus_ranking.errors import Problem
 from nautilus_ranking.log import get_logger
+from nautilus_ranking.tracing.sdk import sdk_problem
 
 logger = get_logger("nautilus_ranking.service")
 
@@ -168,7 +169,7 @@ def serve(
     host = host or settings.serve_host
     port = port if port is not None else settings.serve_port
     workers = workers or settings.serve_workers
-    problem = listen_problem(host, port)
+    problem = listen_problem(host, port) or sdk_problem()
     if problem is not None:
         print(f"nautilus-ranking: {problem}", file=sys.stderr)
         return 1

@@ -108,3 +108,17 @@ def timeout_of(source: object, default: float = 5.0) -> float:
     """The source's ``timeout_s`` (``default`` when it has none)."""
     timeout: float = getattr(source, "timeout_s", default)
     return timeout
+
+
+def type_of(source: object) -> str:
+    """The source's type as its sources file names it (``source_type``, set when it was
+    built from one; a ForwardingSource answers for the source it wraps), else its
+    class's name: what a trace calls it."""
+    while True:
+        declared = getattr(source, "source_type", None)
+        if isinstance(declared, str):
+            return declared
+        inner = getattr(source, "inner", None)
+        if inner is None or inner is source:
+            return type(source).__name__
+        source = inner

@@ -20,6 +20,7 @@ imported when a sources file first names it (:class:`~nautilus.sources.schema.So
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from pathlib import Path
@@ -128,6 +129,8 @@ def build_sources(
                 ) from None
             if spec.ranked is not None:
                 source.ranked = spec.ranked
+            with contextlib.suppress(AttributeError):  # what a trace calls its type
+                source.source_type = spec.type  # type: ignore[attr-defined]
             sources.append(source)
     except BaseException:
         for source in sources:

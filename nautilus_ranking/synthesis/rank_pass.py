@@ -47,6 +47,8 @@ from nautilus_ranking.text.tokens import (
     query_token_weights,
     tokenize,
 )
+from nautilus_ranking.tracing.facts import fusion_stage
+from nautilus_ranking.tracing.spans import stages
 
 
 class RankSettings(Protocol):
@@ -114,6 +116,10 @@ def rank_pass(
         scored = np.union1d(kept, reference)  # sorted positions into the whole union
         sub = cands.take(scored)
         where_ref = np.searchsorted(scored, reference)
+        if (recording := stages()) is not None:
+            recording.add(
+                "candidate_cap", len(cands.rows), len(kept), max_candidates=ranker.max_candidates
+            )
     n = len(scored)
 
     factors = np.ones(n, dtype=np.float64)
@@ -280,6 +286,10 @@ def rank_pass(
             ranker.page_size,
             texts_of,
             batch if reusable and batch is not None and batch.n_texts == n else None,
+        )
+    if (recording := stages()) is not None:
+        fusion_stage(
+            recording, n, cands.source_ids, ranker.source_boosts, int(np.count_nonzero(bump))
         )
     checkpoint("fusion")
     return select(sub, scores, limit, spread, ranker.canonical_sources)

@@ -22,6 +22,8 @@ from nautilus_ranking.synthesis import diversity, fusion, near_duplicates
 from nautilus_ranking.synthesis.candidates import Candidates
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.tokens import TokenBatch
+from nautilus_ranking.tracing.facts import copies_stage
+from nautilus_ranking.tracing.spans import stages
 
 
 @dataclass
@@ -102,17 +104,26 @@ def select(
         # No copies to collapse: only the rows scoring at least the top_k-th best score
         # (ties included) can be placed; sort those (a partition, not a 10k-row lexsort)
         at = np.flatnonzero(score >= np.partition(score, len(score) - top_k)[-top_k])
+    recording = stages()
+    available = len(score)  # the rows the top K is cut from
     if at is None or len(at) < (top_k or 0):  # (fewer only if a score were NaN)
         order = np.lexsort((cands.source_rank, cands.source_index, -score))
         order, also_from, members = _collapse_copies(cands, order, scores.doc)
+        if recording is not None:
+            copies_stage(recording, "copies", len(score), len(order))
         if spread is not None and spreading:  # near copies, diversity, the cap
             order = _spread(cands, score, order, also_from, members, spread, top_k, canonical)
             shown = members.shown
         elif canonical and members:
             shown = _canonical(cands, also_from, members, canonical)
+        available = len(order)
     else:
         order = at[np.lexsort((cands.source_rank[at], cands.source_index[at], -score[at]))]
         also_from = {}
+        if recording is not None:  # every row is its own document: nothing to collapse
+            copies_stage(recording, "copies", len(score), len(score))
+    if recording is not None:
+        recording.add("top_k", available, min(available, top_k or available), k=top_k)
     if top_k is not None:
         order = order[:top_k]
     # Column by column (one ``tolist`` each, the same Python floats as ``float(x)``):
@@ -274,12 +285,16 @@ def _spread(
             renumber[pairs.a[both]], renumber[pairs.b[both]], pairs.value[both]
         )
         head = head[positions]
+        if (recording := stages()) is not None:
+            copies_stage(recording, "near_duplicates", len(order), len(order) - int((~kept).sum()))
     shown = _canonical(cands, also_from, members, canonical) if canonical and members else {}
     if spread.diversity is not None:
         # MMR picks only the rows kept (the rest follow in order), unless a cap re-orders
         # what follows them: then every row, so a deeper page never changes a shallower one
         picks = top_k if spread.max_per_source is None else None
         head = head[diversity.mmr_order(score[head], pairs, spread.diversity, picks)]
+        if (recording := stages()) is not None:
+            recording.add("diversity", len(head), len(head), weight=spread.diversity)
     checkpoint("diversity")
     if spread.max_per_source is not None:
         block = spread.page if spread.page is not None else top_k
@@ -289,4 +304,8 @@ def _spread(
                 cands.source_index[shown_head].tolist(), spread.max_per_source, block, top_k
             )
         ]
+        if (recording := stages()) is not None:
+            recording.add(
+                "per_source_cap", len(head), len(head), max_per_source=spread.max_per_source
+            )
     return np.concatenate((head, order[length:]))

@@ -33,6 +33,7 @@ from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.selection.budget import fit_counts
 from nautilus_ranking.selection.tokens import count_tokens, tokenizer_name
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
+from nautilus_ranking.tracing import ranking_begin, ranking_end
 from nautilus_ranking.upstream.agent_profiles import AgentRankers
 from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.request_scope import RequestScope, current_scope
@@ -130,7 +131,11 @@ class BrokerSynthesizer:
                 originals[id(view)] = row
             ours.append(AdapterResult(result.source_id, views, ranked=kind.ranked))
         query = self.query_of(scope.intent)
-        _, ranked_views = ranker.merge_ranked(ours, {"query": query})
+        traced = ranking_begin()  # the ranking span, under the broker's synthesis span
+        try:
+            _, ranked_views = ranker.merge_ranked(ours, {"query": query})
+        finally:
+            ranking_end(traced, True)
         ranking = tuple(replace(r, row=originals[id(r.row)]) for r in ranked_views)
         budget = None
         if max_tokens is not None:

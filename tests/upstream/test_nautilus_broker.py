@@ -1,5 +1,5 @@
 """Beside and inside the Nautilus broker, for real: a Python 3.13 venv with
-``nautilus-rkm[postgres,pgvector]==0.3.0`` and this project's wheel
+``nautilus-rkm[postgres,pgvector,otel]==0.3.0`` and this project's wheel
 (tools/broker_venv.py, cached by source), and the checks in tests/upstream/inside/ run
 there under pytest, against this suite's PostgreSQL.
 

@@ -57,6 +57,7 @@ from nautilus_ranking.sources.http.quoted import (
     text_of,
 )
 from nautilus_ranking.sources.http.secrets import Masker, mask_library_logs, mask_url
+from nautilus_ranking.tracing.carry import outgoing_headers
 
 if TYPE_CHECKING:
     import httpx
@@ -208,6 +209,7 @@ class Client:
         e = self.endpoint
         content = None if body is None else json.dumps(body, separators=(",", ":")).encode("utf-8")
         headers = {"content-type": "application/json"} if content is not None else None
+        headers = outgoing_headers(headers)  # the source's span as the engine's parent
         target, params = with_params(url or e.url, params)
         attempt = 0
         while True:

@@ -1,0 +1,79 @@
+"""The trace context across nautilus' own loops, onward to an HTTP engine, into log lines.
+
+A request's spans are children of the caller's only if the context reaches where they
+are opened: the broker runs on a loop of its own in the service
+(``fanout/background_loop.py``), an HTTP source's calls on the HTTP loop, a PostgreSQL
+query on the pool loop. :func:`carry` takes the caller's context (OpenTelemetry's and
+the request being traced) and :meth:`Carried.into` runs a coroutine inside it on the
+other loop. Everything here is a function call that returns at once when tracing is off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, MutableMapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from nautilus_ranking.tracing.spans import (
+    OPTIONS,
+    RequestTrace,
+    current_request,
+    resume_request,
+    tracer,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Carried:
+    """A caller's trace context, to run a coroutine in on another loop."""
+
+    context: Any
+    request: RequestTrace | None
+
+    async def _within(self, coro: Coroutine[Any, Any, T]) -> T:
+        from opentelemetry import context
+
+        # The task running this has a context of its own: nothing to restore after.
+        context.attach(self.context)
+        resume_request(self.request)
+        return await coro
+
+    def into(self, coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
+        return self._within(coro)
+
+
+def carry() -> Carried | None:
+    """The current trace context, to hand to another loop; None when tracing is off."""
+    if tracer() is None:
+        return None
+    from opentelemetry import context
+
+    return Carried(context.get_current(), current_request())
+
+
+def outgoing_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
+    """``headers`` with the current span's ``traceparent`` (and ``tracestate``) added, as
+    the operator's propagators write them; unchanged when tracing is off or
+    ``NAUTILUS_TRACE_PROPAGATE=false``."""
+    if not OPTIONS.propagate or tracer() is None:
+        return headers
+    from opentelemetry.propagate import inject
+
+    out = dict(headers or {})
+    inject(out)
+    return out or headers
+
+
+def add_trace_ids(event: MutableMapping[str, Any]) -> None:
+    """A log event gains ``trace_id`` and ``span_id`` (hex, as OTLP writes them) when it is
+    logged inside a recorded span."""
+    if tracer() is None:
+        return
+    from opentelemetry.trace import get_current_span
+
+    span_context = get_current_span().get_span_context()
+    if span_context.is_valid:
+        event.setdefault("trace_id", format(span_context.trace_id, "032x"))
+        event.setdefault("span_id", format(span_context.span_id, "016x"))

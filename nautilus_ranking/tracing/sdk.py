@@ -1,0 +1,111 @@
+"""Who starts the OpenTelemetry SDK: the operator, through the SDK's own variables.
+
+nautilus the library never configures the SDK (an application, ``opentelemetry-instrument``
+or the host that embeds it does). The servers nautilus owns — ``nautilus-ranking serve``
+and ``nautilus-ranking mcp --transport http`` — start it in each worker process when the
+operator sets one of the SDK's own variables (:data:`SDK_VARIABLES`; never one of ours),
+unless a tracer provider is already set (``opentelemetry-instrument`` ran first) or
+``OTEL_SDK_DISABLED=true``. ``OTEL_TRACES_EXPORTER`` names the exporters as the SDK's
+entry points do (``otlp`` by default, ``console``, ``none``); the sampler is the SDK's
+(``OTEL_TRACES_SAMPLER``; by default it follows the caller's sampled flag).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+#: Any of these set turns tracing on in a server nautilus owns.
+SDK_VARIABLES = (
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_SERVICE_NAME",
+)
+_EXTRA = "pip install 'nautilus-ranking[otel]' opentelemetry-sdk"
+#: The package that provides each usual exporter name (said when it is missing).
+_PROVIDED_BY = {
+    "otlp": "opentelemetry-exporter-otlp-proto-http",
+    "otlp_proto_http": "opentelemetry-exporter-otlp-proto-http",
+    "otlp_proto_grpc": "opentelemetry-exporter-otlp-proto-grpc",
+    "zipkin": "opentelemetry-exporter-zipkin",
+}
+
+
+def wanted(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the operator asked for traces (an SDK variable set, the SDK not disabled)."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return any(env.get(name, "").strip() for name in SDK_VARIABLES)
+
+
+def start_sdk(environ: Mapping[str, str] | None = None) -> Any | None:
+    """Set up the SDK's tracer provider from the environment and return it (to shut down
+    when the server stops); None when not asked for or a provider is already set.
+
+    A missing SDK or exporter is an ``ImportError`` naming what to install."""
+    env = os.environ if environ is None else environ
+    if not wanted(env):
+        return None
+    from opentelemetry import trace
+
+    from nautilus_ranking.tracing.spans import tracer
+
+    if tracer() is not None:  # the operator's own set-up (opentelemetry-instrument) wins
+        return None
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError as exc:
+        raise ImportError(_no_sdk(env)) from exc
+    attributes = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": "nautilus-ranking"}
+    provider = TracerProvider(resource=Resource.create(attributes))
+    for name in _exporter_names(env):
+        provider.add_span_processor(BatchSpanProcessor(_exporter(name)()))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def sdk_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why :func:`start_sdk` would fail here (no SDK, an exporter not installed), checked
+    before a server starts its workers; None when it would not (or is not asked for)."""
+    env = os.environ if environ is None else environ
+    if not wanted(env):
+        return None
+    try:
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError:
+        return _no_sdk(env)
+    try:
+        for name in _exporter_names(env):
+            _exporter(name)
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
+def _no_sdk(env: Mapping[str, str]) -> str:
+    named = ", ".join(n for n in SDK_VARIABLES if env.get(n, "").strip())
+    return f"tracing ({named} set) needs the OpenTelemetry SDK: {_EXTRA}"
+
+
+def _exporter_names(env: Mapping[str, str]) -> list[str]:
+    names = [n.strip() for n in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if n.strip()]
+    return [] if names == ["none"] else names or ["otlp"]
+
+
+def _exporter(name: str) -> Any:
+    """The exporter class the SDK's entry point ``name`` names."""
+    from importlib.metadata import entry_points
+
+    found = list(entry_points(group="opentelemetry_traces_exporter", name=name))
+    if not found:
+        package = _PROVIDED_BY.get(name, "the package that provides it")
+        raise ImportError(
+            f"OTEL_TRACES_EXPORTER: no exporter {name!r} is installed (pip install {package}; "
+            "console needs nothing more than the SDK)"
+        )
+    return found[0].load()
