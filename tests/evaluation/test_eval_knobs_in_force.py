@@ -40,8 +40,10 @@ def cli(folder: Path, *args: str, **variables: str) -> subprocess.CompletedProce
 def notes(folder: Path) -> list[str]:
     """Two tables in id order; query i's one relevant row is notes' row i, and the other
     table holds a copy of every note under another id."""
-    rows = [{"id": f"n{i:02d}", "title": f"disk note {w} on the orders host"} for i, w in
-            enumerate(WORDS)]
+    rows = [
+        {"id": f"n{i:02d}", "title": f"disk note {w} on the orders host"}
+        for i, w in enumerate(WORDS)
+    ]
     write_jsonl(folder / "notes.jsonl", rows)
     write_jsonl(folder / "copies.jsonl", [{**r, "id": "c" + r["id"]} for r in rows])
     (folder / "q.tsv").write_text("".join(f"q{i}\tdisk {w}\n" for i, w in enumerate(WORDS)))
@@ -101,10 +103,10 @@ def test_passthrough_and_the_reference_print_whatever_turned_ranking_on(
     assert rows["passthrough"]["ndcg"] == passthrough["ndcg"]  # really every knob unset
     assert rows["passthrough"]["env"] == dict.fromkeys(variables, "")
     reference = [r for r in report["results"] if r["kind"] == "reference"]
-    assert [r["name"] for r in reference] == ["reference (ranked, knobs at defaults)"]
+    assert [r["name"] for r in reference] == ["reference (ranked, defaults)"]
     text = cli(tmp_path, *notes(tmp_path), "--sweep", **variables).stdout
     table = [line.split("  ")[0].strip() for line in text.splitlines()]
-    assert "passthrough" in table and "reference (ranked, knobs at defaults)" in table
+    assert "passthrough" in table and "reference (ranked, defaults)" in table
 
 
 def test_the_json_names_every_knob_with_its_value_and_origin(tmp_path: Path) -> None:
