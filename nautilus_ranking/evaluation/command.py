@@ -10,9 +10,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nautilus_ranking.evaluation.metrics import DEFAULT_K
+
+if TYPE_CHECKING:
+    from nautilus_ranking.evaluation.knob_settings import RunSettings
 
 
 def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
@@ -86,13 +89,12 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Here, not at the top: `nautilus-ranking --help` builds this parser without loading them.
-    from nautilus_ranking.config import NautilusSettings
     from nautilus_ranking.evaluation.evaluate import run_eval
+    from nautilus_ranking.evaluation.json_answer import json_report
     from nautilus_ranking.evaluation.judgments import EvalInputError
     from nautilus_ranking.evaluation.recommend import recommendation_lines
     from nautilus_ranking.evaluation.report import (
         coverage_lines,
-        json_report,
         markdown_report,
         plot,
         text_report,
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             args.queries,
             args.judgments,
             args.config,
-            NautilusSettings(),
+            settings_for_run(args),
             id_field=args.id_field,
             k=args.k,
             sweep=sweep,
@@ -120,15 +122,29 @@ def run(args: argparse.Namespace) -> int:
         text = json.dumps(json_report(result), indent=2, sort_keys=True)
     elif args.markdown:
         text = markdown_report(result)
-    elif args.recommend:  # stdout is a .env fragment; what it rests on goes to stderr
-        for line in coverage_lines(result)[1:]:
-            print(f"nautilus-ranking: {line}", file=sys.stderr)
-        text = "\n".join(recommendation_lines(result))
+    elif args.recommend:
+        # stdout is a .env fragment: a warning that changes what to do is a comment in it;
+        # the other notes it rests on go to stderr
+        notes = coverage_lines(result)[1:]
+        for line in notes:
+            if not line.startswith("warning:"):
+                print(f"nautilus-ranking: {line}", file=sys.stderr)
+        warnings = [f"# {line}" for line in notes if line.startswith("warning:")]
+        text = "\n".join([*warnings, *recommendation_lines(result)])
     else:
         text = text_report(result, wide=args.wide)
     if args.plot is not None:
         print(f"plot written to {args.plot}", file=sys.stderr)
     return _emit(text)
+
+
+def settings_for_run(args: argparse.Namespace) -> RunSettings:
+    """The settings the run ranks with, and each knob's origin: the environment and
+    ``.env``, as the service reads them (the one place a run's settings are built)."""
+    from nautilus_ranking.evaluation.knob_settings import run_settings
+
+    del args  # no flag chooses settings yet
+    return run_settings()
 
 
 def _emit(text: str) -> int:

@@ -2,8 +2,10 @@
 
 A judgment whose id no returned row carries is reported, never silently dropped:
 either the sources did not return that document for its query (the ranking
-could not have placed it), or no row for any query carried the id — as far as a
-run can observe, no source holds it (often a wrong ``--id-field``).
+could not have placed it), or no source returned the id for any query ("never
+seen"). A run cannot tell whether a source holds such an id and never returned it
+(its search, its limit) or holds none (a stale judgment, often a wrong
+``--id-field``), and the report says no more than that.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class Coverage:
     relevant_returned: int  # ... returned by at least one source for their query
     ceiling_recall: float  # mean per-query recall of the union of every source
     not_returned: int  # relevant pairs no source returned for their query
-    never_seen: list[str]  # relevant ids no row of any query carried
+    never_seen: list[str]  # relevant ids no source returned for any query
     rows_total: int
     rows_without_id: int
     fields_seen: list[str]  # row fields, for a wrong --id-field

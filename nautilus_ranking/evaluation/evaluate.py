@@ -9,6 +9,8 @@ with a sweep, each alternative — ranks the same fetched rows.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import importlib.util
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,24 +20,27 @@ from typing import Any
 from nautilus_ranking.broker import Broker, applied_settings
 from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import Embedder, embedder_from_name
+from nautilus_ranking.evaluation.alternatives import (
+    Alternative,
+    alternatives,
+    reference,
+    signature,
+    unboosted,
+)
 from nautilus_ranking.evaluation.coverage import Coverage, coverage
 from nautilus_ranking.evaluation.cuts import CutScored, score_cuts
+from nautilus_ranking.evaluation.familywise import Recommendation, recommend
 from nautilus_ranking.evaluation.judgments import EvalInputError, read_judgments, read_queries
+from nautilus_ranking.evaluation.knob_settings import (
+    KnobValue,
+    RunSettings,
+    knobs_line,
+    run_settings,
+)
 from nautilus_ranking.evaluation.metrics import DEFAULT_K, relevant
 from nautilus_ranking.evaluation.progress import Progress
-from nautilus_ranking.evaluation.sweep import (
-    Alternative,
-    Fetched,
-    Recommendation,
-    Scored,
-    alternatives,
-    bootstrap_ci,
-    compare,
-    recommend,
-    score,
-    unboosted_reference,
-)
-from nautilus_ranking.synthesis.ranking import RankingSynthesizer
+from nautilus_ranking.evaluation.sweep import Fetched, Scored, compare, paired_test, score
+from nautilus_ranking.sources.base import embeds_query
 
 #: Queries in flight at once: enough to overlap the sources' I/O, few enough to be polite.
 CONCURRENT_QUERIES = 4
@@ -48,7 +53,7 @@ class EvalResult:
     k: int
     id_field: str
     sources: list[str]
-    settings: dict[str, Any]  # the current ranking settings, as NAUTILUS_* values
+    knobs: list[KnobValue]  # every declared knob: value, origin, whether set
     ranking_enabled: bool
     queries_format: str
     judgments_format: str
@@ -59,9 +64,16 @@ class EvalResult:
     fetch_seconds: float
     rank_seconds: float
     cuts: list[CutScored] = field(default_factory=list)  # the sweep's relevance-cut table
-    #: From passthrough: ranking turned on with no knob's own effect (every knob's gain
-    #: includes this one's; a report names which part is the knob's).
-    ranking_on: Scored | None = None
+    #: A sweep's reference: ranking on, every ranking knob at its default. From
+    #: passthrough every knob's gain includes this one's (a report names the knob's part).
+    reference: Scored | None = None
+    notes: list[str] = field(default_factory=list)  # what a row's figures rest on
+    settings_line: str = ""  # the knobs in force, as the header shows them
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Every knob's value, keyed by its variable."""
+        return {k.knob.variable: k.value for k in self.knobs}
 
 
 async def fetch_all(
@@ -83,16 +95,18 @@ def run_eval(
     queries_path: Path,
     judgments_path: Path,
     config: str | None,
-    settings: NautilusSettings,
+    settings: NautilusSettings | RunSettings,
     id_field: str = "id",
     k: int = DEFAULT_K,
     sweep: bool = False,
     progress: bool | None = None,
 ) -> EvalResult:
     """Read the inputs, fetch once per judged query, score the current settings
-    (and every alternative with ``sweep``)."""
+    (and every alternative with ``sweep``). ``settings``: the run's (with each knob's
+    origin), or plain settings whose knobs are the caller's arguments."""
     if k < 1:
         raise EvalInputError(f"--k must be an integer >= 1, got {k}")
+    run = settings if isinstance(settings, RunSettings) else run_settings(settings)
     queries = read_queries(queries_path)
     judgments = read_judgments(judgments_path)
     judged = [
@@ -107,63 +121,64 @@ def run_eval(
             f"{_some(list(judgments.grades))})"
         )
 
-    broker = Broker.from_config(config, settings)
+    broker = Broker.from_config(config, run.settings)
     with broker:
         source_ids = [s.id for s in broker.sources]
-        current = applied_settings(settings, source_ids)
+        current = applied_settings(run.settings, source_ids)
         embedder = _embedder(broker, current)
+        by_embedder = [s.id for s in broker.sources if embeds_query(s)]
         started = time.perf_counter()
         with Progress(len(judged), "fetching", enabled=progress) as bar:
             runs = asyncio.run(fetch_all(broker, judged, bar))
         fetch_seconds = time.perf_counter() - started
 
     started = time.perf_counter()
-    alts = alternatives(current, source_ids, embedder, sweep)
+    alts = alternatives(current, source_ids, embedder, sweep, k, embed=sweep and _can_embed())
     boosted = sorted({a.source for a in alts if a.kind == "boost" and a.source})
-    steps = len(runs) * (len(alts) + len(boosted) + (1 if sweep else 0))
+    steps = len(runs) * (len(alts) + len(boosted) + (2 if sweep else 0))
+    cache: dict[tuple[Any, ...], Scored] = {}
     with Progress(steps, "ranking", enabled=progress) as bar:
-        scored = [score(a, runs, source_ids, id_field, k, bar.step) for a in alts]
-        references = _references(
-            current, boosted, embedder, scored[0], runs, source_ids, id_field, k, bar
-        )
+
+        def scored_as(alt: Alternative) -> Scored:
+            """Ranked once per distinct ranking; a row that ranks as another shares its
+            figures under its own name."""
+            key = signature(alt.settings or current, ranked=alt.ranker is not None)
+            if key in cache:
+                bar.step(len(runs))
+                return dataclasses.replace(cache[key], alternative=alt)
+            bar.trying(alt.name)
+            cache[key] = score(alt, runs, source_ids, id_field, k, bar.step)
+            return cache[key]
+
+        scored = [scored_as(a) for a in alts]
+        references = {sid: scored_as(unboosted(current, sid, embedder)) for sid in boosted}
+        ref = scored_as(reference(current, embedder)) if sweep else None
+        if sweep:
+            bar.trying("relevance cuts")
         cuts = score_cuts(current, embedder, runs, id_field, k, bar.step) if sweep else []
-    compare(scored, references)
-    ranking_on = None
-    if sweep and not current.ranking_enabled:
-        ranking_on = score(
-            Alternative(
-                "ranking on, no knob",
-                "reference",
-                RankingSynthesizer.from_settings(current, embedder),
-            ),
-            runs,
-            source_ids,
-            id_field,
-            k,
-        )
-        ranking_on.delta = bootstrap_ci(ranking_on.ndcg - scored[0].ndcg)
+    compare(scored, {**references, **({"": ref} if ref is not None else {})})
     cov = coverage(runs, queries.texts, judgments.grades, id_field)
-    recommendation = recommend(scored, k) if sweep else None
+    recommendation = None
+    if sweep:
+        cut_p = [paired_test(c.ndcg - scored[0].ndcg)[1] for c in cuts if not c.current]
+        recommendation = recommend(scored, k, [*cut_p, *([ref.p_value] if ref else [])])
     if recommendation is not None and cov.mostly_unseen:
         recommendation = Recommendation(
             None,
             [],
             (
-                f"{len(cov.never_seen)} of {cov.relevant_ids} judged-relevant ids are carried by "
-                f"no row any source returned, so these judgments do not describe these sources "
+                f"{len(cov.never_seen)} of {cov.relevant_ids} judged-relevant ids are in no "
+                f"row any source returned, so these judgments do not describe these sources "
                 f"(is --config the sources file they were made for? is --id-field right?)"
             ),
+            recommendation.family,
         )
     rank_seconds = time.perf_counter() - started
     return EvalResult(
         k=k,
         id_field=id_field,
         sources=source_ids,
-        settings={
-            name: value
-            for name, value in current.effective().items()
-            if name.removeprefix("NAUTILUS_").lower() in _RANKING_FIELDS
-        },
+        knobs=run.knobs(),
         ranking_enabled=current.ranking_enabled,
         queries_format=queries.format,
         judgments_format=judgments.format,
@@ -174,19 +189,10 @@ def run_eval(
         fetch_seconds=fetch_seconds,
         rank_seconds=rank_seconds,
         cuts=cuts,
-        ranking_on=ranking_on,
+        reference=ref,
+        notes=_embedder_notes(scored, current.embedder, by_embedder),
+        settings_line=knobs_line(run, current.ranking_enabled),
     )
-
-
-_RANKING_FIELDS = (
-    "ranking_top_k",
-    "ranking_idf",
-    "source_boosts",
-    "ranking_max_candidates",
-    "ranking_dedup_key",
-    "ranking_cut",
-    "embedder",
-)
 
 
 def _embedder(broker: Broker, settings: NautilusSettings) -> Embedder:
@@ -196,44 +202,30 @@ def _embedder(broker: Broker, settings: NautilusSettings) -> Embedder:
     return embedder_from_name(settings.embedder, cache_size=settings.embedder_cache_size)
 
 
-def _references(
-    settings: NautilusSettings,
-    boosted: list[str],
-    embedder: Embedder,
-    current: Scored,
-    runs: list[Fetched],
-    source_ids: list[str],
-    id_field: str,
-    k: int,
-    bar: Progress,
-) -> dict[str, Scored]:
-    """Per boosted source, the same ranking without its boost (computed once per distinct
-    settings; the current scores are reused when they are that ranking)."""
-    out: dict[str, Scored] = {}
-    cache: dict[tuple[Any, ...], Scored] = {}
-    for sid in boosted:
-        reference: Alternative = unboosted_reference(settings, sid, embedder)
-        ranker = reference.ranker
-        key = (
-            (
-                ranker.top_k,
-                ranker.idf,
-                tuple(sorted(ranker.source_boosts.items())),
-                ranker.max_candidates,
-                ranker.dedup_key,
-                ranker.cut,
-            )
-            if ranker
-            else ("passthrough",)
+def _can_embed() -> bool:
+    """Whether the ``embed`` extra is installed (then the sweep tries the model)."""
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+def _embedder_notes(scored: list[Scored], current: str, by_embedder: list[str]) -> list[str]:
+    """Per embedder row: what re-embedding cost, and which sources' retrieval it did not
+    re-run."""
+    base = scored[0].seconds
+    notes = []
+    for entry in scored:
+        if entry.alternative.kind != "embedder" or entry.alternative.settings is None:
+            continue
+        name = entry.alternative.settings.embedder
+        notes.append(
+            f"{entry.alternative.name}: the rows re-embedded, {entry.seconds:.1f} s ranking "
+            f"({current}: {base:.1f} s)"
         )
-        if settings.ranking_enabled and sid.lower() not in settings.source_boosts:
-            cache.setdefault(key, current)
-        if key not in cache:
-            cache[key] = score(reference, runs, source_ids, id_field, k, bar.step)
-        else:
-            bar.step(len(runs))
-        out[sid] = cache[key]
-    return out
+        notes += [
+            f"  {sid} retrieves by the embedder itself: only the ranking was re-run with "
+            f"{name}, not its retrieval"
+            for sid in by_embedder
+        ]
+    return notes
 
 
 def _some(ids: list[str], count: int = 5) -> str:

@@ -1,4 +1,5 @@
-"""A tiny progress bar on stderr, drawn only on a terminal (never in a pipe or a log)."""
+"""A tiny progress bar on stderr, drawn only on a terminal (never in a pipe or a log),
+naming what is being tried."""
 
 from __future__ import annotations
 
@@ -20,19 +21,29 @@ class Progress:
         self.enabled = (self.stream.isatty() if enabled is None else enabled) and total > 0
         self.total = total
         self.label = label
+        self.what = ""  # what is being tried, shown after the label
         self.done = 0
         self._started = time.monotonic()
         self._drawn = 0.0
 
+    def trying(self, what: str) -> None:
+        """Name what the next steps work on ("ranking: near duplicates on")."""
+        self.what = what
+        self._draw(force=True)
+
     def step(self, count: int = 1) -> None:
         self.done = min(self.total, self.done + count)
+        self._draw(force=self.done == self.total)
+
+    def _draw(self, force: bool) -> None:
         now = time.monotonic()
-        if self.enabled and (now - self._drawn >= _REDRAW_S or self.done == self.total):
+        if self.enabled and (force or now - self._drawn >= _REDRAW_S):
             self._drawn = now
             filled = round(_WIDTH * self.done / self.total)
             elapsed = now - self._started
+            label = f"{self.label}: {self.what[:40]}" if self.what else self.label
             self.stream.write(
-                f"\r{self.label} [{'#' * filled}{'.' * (_WIDTH - filled)}] "
+                f"\r\033[K{label} [{'#' * filled}{'.' * (_WIDTH - filled)}] "
                 f"{self.done}/{self.total} {elapsed:5.1f}s"
             )
             self.stream.flush()

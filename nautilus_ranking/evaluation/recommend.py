@@ -1,6 +1,11 @@
 """The recommendation of ``eval --recommend``: comment lines and ``NAUTILUS_*=value``
 lines that a ``.env`` file can take, with the part of a gain that is turning ranking on.
 
+Which alternative is recommended, and why, is :mod:`.familywise`'s. With fewer judged
+queries than it asks for (:data:`~.familywise.ENOUGH_QUERIES`), the ``NAUTILUS_*`` lines
+are printed commented out, with the reason and how many more queries the gain seen needs,
+so a script piping the output into a manifest never takes them blindly.
+
 From passthrough, every knob turns ranking on, so a knob's gain includes ranking on's.
 When the knob's own part (its nDCG against ranking on with no knob) has a 95% interval
 that reaches 0, the knob is unproven and the lines recommend turning ranking on instead,
@@ -10,19 +15,71 @@ measured "ranking on" did for nDCG@k (a top K trims, it does not reorder).
 
 from __future__ import annotations
 
+import numpy as np
+
 from nautilus_ranking.evaluation.evaluate import EvalResult
+from nautilus_ranking.evaluation.familywise import ENOUGH_QUERIES, queries_needed
 from nautilus_ranking.evaluation.sweep import Scored, bootstrap_ci
 
 
 def recommendation_lines(result: EvalResult) -> list[str]:
-    """Comment lines and ``NAUTILUS_*=value`` lines: a fragment a ``.env`` file can take."""
+    """Comment lines and ``NAUTILUS_*=value`` lines: a fragment a ``.env`` file can take
+    (every line a comment below the documented minimum of judged queries)."""
+    lines = _lines(result)
+    rec = result.recommendation
+    evaluated = result.coverage.evaluated
+    if rec is None or rec.best is None or evaluated >= ENOUGH_QUERIES:
+        return lines
+    gain = _line_gain(result, rec.best)
+    needed = max(ENOUGH_QUERIES, queries_needed(gain, rec.family) or 0)
+    out = [line if line.startswith("#") else f"# {line}" for line in lines]
+    out.insert(
+        1,
+        f"# not for pasting yet: {evaluated} judged queries, fewer than the "
+        f"{ENOUGH_QUERIES} docs/eval.md asks for; about {needed - evaluated} more judged "
+        f"queries ({needed} in all) for a gain like this one (+{gain.mean():.3f}) to "
+        f"clear the correction for {rec.family} alternatives with 80% power "
+        f"(docs/eval.md).",
+    )
+    return out
+
+
+def _line_gain(result: EvalResult, best: Scored) -> np.ndarray:
+    """The per-query gain over the current settings of what the lines deploy: turning
+    ranking on when the knob is unproven, else the knob."""
+    current = result.scored[0]
+    if _unproven(result, best) and result.reference is not None:
+        return result.reference.ndcg - current.ndcg
+    return best.ndcg - current.ndcg
+
+
+def _unseen_gain(result: EvalResult) -> list[str]:
+    """With nothing recommended: how many judged queries the largest gain seen would need."""
+    rec = result.recommendation
+    seen = rec.best_seen if rec is not None else None
+    if rec is None or seen is None or seen.delta is None:
+        return []
+    needed = queries_needed(seen.ndcg - result.scored[0].ndcg, rec.family)
+    if needed is None or needed <= result.coverage.evaluated:
+        return []
+    return [
+        f"# the largest gain seen, {seen.alternative.name} ({seen.delta[0]:+.3f}), would "
+        f"need about {needed} judged queries to clear the correction for {rec.family} "
+        f"alternatives with 80% power (docs/eval.md)."
+    ]
+
+
+def _lines(result: EvalResult) -> list[str]:
     rec = result.recommendation
     if rec is None:
         return []
     k = result.k
     best = rec.best
     if best is None or best.delta is None:
-        return [f"# recommendation: keep the current settings — {rec.reason}."]
+        return [
+            f"# recommendation: keep the current settings — {rec.reason}.",
+            *_unseen_gain(result),
+        ]
     worst = best.worst_kept
     if best.alternative.kind != "boost":
         kept = "not a boost, so no hijack check"
@@ -35,7 +92,8 @@ def recommendation_lines(result: EvalResult) -> list[str]:
     mean, low, high = best.delta
     measured = (
         f"{best.alternative.name}: nDCG@{k} {mean:+.3f} "
-        f"(95% CI {low:+.3f} to {high:+.3f}) over the current settings"
+        f"(95% CI {low:+.3f} to {high:+.3f}) over the current settings, p {best.p_value:.4f}: "
+        f"survives Holm's correction for {rec.family} alternatives"
     )
     others = [s for s in rec.qualifying if s is not best]
     if _unproven(result, best):
@@ -67,16 +125,26 @@ def recommendation_lines(result: EvalResult) -> list[str]:
 
 
 def _knob(best: Scored) -> str:
-    return ", ".join(name for name, _ in best.alternative.env) or best.alternative.name
+    """The variables the alternative changes (a scorer's or an embedder's own, not the
+    top K added to turn ranking on from passthrough)."""
+    env = best.alternative.env
+    if best.alternative.kind in ("lexical", "embedder"):
+        env = env[:1]
+    return ", ".join(name for name, _ in env) or best.alternative.name
 
 
 def _own(result: EvalResult, entry: Scored) -> tuple[float, float, float] | None:
     """The knob's own part: its nDCG against ranking on with no knob (None when the
     current settings rank already, or the entry is passthrough)."""
-    on = result.ranking_on
+    on = _ranking_on(result)
     if on is None or on.delta is None or entry.alternative.kind == "passthrough":
         return None
     return bootstrap_ci(entry.ndcg - on.ndcg)
+
+
+def _ranking_on(result: EvalResult) -> Scored | None:
+    """From passthrough, the reference: what turning ranking on alone gives."""
+    return None if result.ranking_enabled else result.reference
 
 
 def _unproven(result: EvalResult, entry: Scored) -> bool:
@@ -88,7 +156,7 @@ def _unproven(result: EvalResult, entry: Scored) -> bool:
 def _attribution(result: EvalResult, best: Scored) -> list[str]:
     """From passthrough, any knob turns ranking on: the part of a knob's gain that ranking
     on alone gives, and the knob's own (its nDCG against ranking on with no knob)."""
-    on = result.ranking_on
+    on = _ranking_on(result)
     own = _own(result, best)
     if on is None or on.delta is None or own is None:
         return []

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import importlib
-import math
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from nautilus_ranking.evaluation.cuts import CutScored
 from nautilus_ranking.evaluation.evaluate import EvalResult
+from nautilus_ranking.evaluation.familywise import ENOUGH_QUERIES
 from nautilus_ranking.evaluation.recommend import recommendation_lines
-from nautilus_ranking.evaluation.sweep import HIJACK_FLOOR, Recommendation, Scored
+from nautilus_ranking.evaluation.sweep import HIJACK_FLOOR, Scored
 
 
 def _setting(entry: Scored) -> str:
@@ -19,40 +18,25 @@ def _setting(entry: Scored) -> str:
     return alt.name + (" (= current)" if alt.same_as_current else "")
 
 
-def _current_line(result: EvalResult) -> str:
-    if not result.ranking_enabled:
-        return "passthrough (no ranking knob set)"
-    shown = []
-    for name, value in result.settings.items():
-        if value in (None, False, {}):
-            continue
-        if isinstance(value, dict):
-            value = ",".join(f"{k}:{v}" for k, v in value.items())
-        elif isinstance(value, bool):
-            value = str(value).lower()
-        shown.append(f"{name}={value}")
-    return " ".join(shown)
-
-
-def _listed(result: EvalResult) -> list[Scored]:
-    """The current settings, then — when they are passthrough — the unboosted ranking the
-    boosts are checked against (not deployable alone: no knob selects it), then the sweep."""
-    shown = result.scored[:1]
-    if not result.ranking_enabled:
-        refs = {id(r): r for r in result.references.values() if r is not result.scored[0]}
-        shown += list(refs.values())
-    return shown + result.scored[1:]
+def listed(result: EvalResult) -> list[Scored]:
+    """The current settings, passthrough, the reference (ranking on, every knob at its
+    default: not deployable alone, no knob selects it), then the rest of the sweep."""
+    shown = list(result.scored)
+    if result.reference is not None:
+        at = 2 if len(shown) > 1 and shown[1].alternative.kind == "passthrough" else 1
+        shown.insert(at, result.reference)
+    return shown
 
 
 def _rows(result: EvalResult, wide: bool = True) -> tuple[list[str], list[list[str]]]:
     """The sweep's table; ``wide`` heads each column in full (the compact heads of the
     terminal table are explained by its note)."""
     k = result.k
-    head = ["setting", f"nDCG@{k}", f"recall@{k}", "MRR", f"Δ nDCG@{k} [95% CI]"]
+    head = ["setting", f"nDCG@{k}", f"recall@{k}", "MRR", "repeats", f"Δ nDCG@{k} [95% CI]"]
     head += [f"{sid} share" if wide else sid for sid in result.sources]
     head += [f"others' recall@{k} kept (worst)" if wide else "kept (worst)"]
     rows = []
-    for entry in _listed(result):
+    for entry in listed(result):
         delta = (
             "—"
             if entry.delta is None
@@ -63,6 +47,7 @@ def _rows(result: EvalResult, wide: bool = True) -> tuple[list[str], list[list[s
             f"{entry.ndcg.mean():.3f}",
             f"{entry.recall.mean():.3f}",
             f"{entry.rr.mean():.3f}",
+            "—" if entry.repeats is None else f"{entry.repeats.mean():.2f}",
             delta,
         ]
         row += [f"{entry.share.get(sid, 0.0):.2f}" for sid in result.sources]
@@ -70,7 +55,7 @@ def _rows(result: EvalResult, wide: bool = True) -> tuple[list[str], list[list[s
         if entry.alternative.kind != "boost":
             row.append("—")
         elif worst is None:
-            row.append("n/a (none had relevant rows)")
+            row.append("n/a (none had relevant rows)" if wide else "n/a")
         else:
             flag = "" if worst[1] >= HIJACK_FLOOR else f"  < {HIJACK_FLOOR:g}"
             row.append(f"{worst[1]:.2f} ({worst[0]}){flag}")
@@ -107,8 +92,8 @@ _CUT_NOTE = (
 )
 
 
-#: How many judged queries docs/eval.md asks for, at least (30–50).
-ENOUGH_QUERIES = 30
+#: The sweep table's columns before the shares: setting, nDCG, recall, MRR, repeats, Δ.
+_METRICS = 6
 
 
 def _coverage_lines(result: EvalResult) -> list[str]:
@@ -132,8 +117,8 @@ def _coverage_lines(result: EvalResult) -> list[str]:
     if cov.never_seen:
         lines.append(
             f"never seen: {len(cov.never_seen)} of {cov.relevant_ids} judged-relevant "
-            f"ids are carried by no row of any query (as far as this run shows, no "
-            f"source holds them): {cov.examples(cov.never_seen)}"
+            f"ids no source returned for any query (whether a source holds them, this "
+            f"run cannot tell): {cov.examples(cov.never_seen)}"
         )
     if cov.id_field_suspect and cov.judged_fields:
         lines.append(
@@ -202,10 +187,10 @@ def _sweep_table(result: EvalResult, wide: bool) -> list[str]:
     table = _table(head, rows)
     if wide or max(map(len, table)) <= WIDTH:
         return table
-    n = len(result.sources)
-    metrics = _table(head[:5] + head[5 + n :], [r[:5] + r[5 + n :] for r in rows])
+    n, m = len(result.sources), _METRICS
+    metrics = _table(head[:m] + head[m + n :], [r[:m] + r[m + n :] for r in rows])
     shares = _table(
-        ["setting", *head[5 : 5 + n]], [[r[0], *r[5 : 5 + n]] for r in rows], last_left=False
+        ["setting", *head[m : m + n]], [[r[0], *r[m : m + n]] for r in rows], last_left=False
     )
     return [*metrics, "", f"share of the top {result.k}, per source:", *shares]
 
@@ -217,7 +202,7 @@ def text_report(result: EvalResult, wide: bool = False) -> str:
     lines = [
         f"nautilus-ranking eval: {cov.evaluated} judged queries (queries: {result.queries_format}, "
         f"judgments: {result.judgments_format}; id field {result.id_field!r})",
-        f"sources: {', '.join(result.sources)}; current settings: {_current_line(result)}",
+        f"sources: {', '.join(result.sources)}; current settings: {result.settings_line}",
         *_coverage_lines(result),
         "",
     ]
@@ -228,14 +213,18 @@ def text_report(result: EvalResult, wide: bool = False) -> str:
         + f" of the top {result.k}; Δ is paired against the current settings "
         f"(bootstrap 95% CI, fixed seed); 'kept' = the other sources' recall@{result.k} "
         f"relative to the same ranking without the boost (a recommendation keeps "
-        f">= {HIJACK_FLOOR:g})"
+        f">= {HIJACK_FLOOR:g}; n/a: no other source had relevant rows in the top)"
+        + "; repeats = top-"
+        + f"{result.k} rows per query resembling a row above them (the near-copy collapse's "
+        + "'on' threshold)"
         + (
-            "; 'ranked, no boost' is that ranking (ranking on, every knob at its default)"
-            if not result.ranking_enabled
+            "; the reference is ranking on, every ranking knob at its default"
+            if result.reference is not None
             else ""
         )
     )
     lines += [note] if wide else textwrap.wrap(note, WIDTH, break_on_hyphens=False)
+    lines += result.notes
     if result.cuts:
         head, rows = _cut_rows(result)
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
@@ -259,7 +248,7 @@ def markdown_report(result: EvalResult) -> str:
     head, rows = _rows(result)
     lines = [
         f"**nautilus-ranking eval**: {cov.evaluated} judged queries; sources "
-        f"{', '.join(result.sources)}; current settings: `{_current_line(result)}`",
+        f"{', '.join(result.sources)}; current settings: `{result.settings_line}`",
         "",
     ]
     lines += [f"- {line}" for line in _coverage_lines(result)]
@@ -273,86 +262,6 @@ def markdown_report(result: EvalResult) -> str:
     if rec:
         lines += ["", "```sh", *rec, "```"]
     return "\n".join(lines)
-
-
-def _scored_dict(entry: Scored) -> dict[str, Any]:
-    alt = entry.alternative
-    return {
-        "name": alt.name,
-        "kind": alt.kind,
-        "source": alt.source,
-        "level": alt.level,
-        "same_as_current": alt.same_as_current,
-        "env": dict(alt.env),
-        "ndcg": _num(entry.ndcg.mean()),
-        "recall": _num(entry.recall.mean()),
-        "mrr": _num(entry.rr.mean()),
-        "delta_ndcg": None
-        if entry.delta is None
-        else {"mean": entry.delta[0], "ci_low": entry.delta[1], "ci_high": entry.delta[2]},
-        "share": entry.share,
-        "source_recall": entry.source_recall,
-        "recall_kept": entry.kept,
-        "recall_kept_reference": entry.reference,
-        "safe": entry.safe,
-    }
-
-
-def _num(value: float) -> float:
-    return float(value) if math.isfinite(value) else 0.0
-
-
-def json_report(result: EvalResult) -> dict[str, Any]:
-    cov = result.coverage
-    rec: Recommendation | None = result.recommendation
-    return {
-        "k": result.k,
-        "id_field": result.id_field,
-        "sources": result.sources,
-        "current_settings": result.settings,
-        "ranking_enabled": result.ranking_enabled,
-        "formats": {"queries": result.queries_format, "judgments": result.judgments_format},
-        "coverage": {
-            "queries_in_file": cov.queries_in_file,
-            "evaluated": cov.evaluated,
-            "relevant_total": cov.relevant_total,
-            "relevant_returned": cov.relevant_returned,
-            "ceiling_recall": cov.ceiling_recall,
-            "not_returned": cov.not_returned,
-            "never_seen": cov.never_seen,
-            "rows_total": cov.rows_total,
-            "rows_without_id": cov.rows_without_id,
-            "id_field_suspect": cov.id_field_suspect,
-            "unjudged_queries": cov.unjudged,
-            "no_relevant_queries": cov.no_relevant,
-            "judged_unknown_queries": cov.judged_unknown_query,
-            "source_errors": cov.errors,
-        },
-        "results": [_scored_dict(s) for s in result.scored],
-        "hijack_references": {sid: _scored_dict(r) for sid, r in result.references.items()},
-        "recall_floor": HIJACK_FLOOR,
-        "recommendation": None
-        if rec is None
-        else {
-            "env": dict(rec.best.alternative.env) if rec.best else None,
-            "name": rec.best.alternative.name if rec.best else None,
-            "qualifying": [s.alternative.name for s in rec.qualifying],
-            "reason": rec.reason,
-        },
-        "seconds": {"fetch": result.fetch_seconds, "rank": result.rank_seconds},
-        "relevance_cut": [_cut_dict(c) for c in result.cuts],
-    }
-
-
-def _cut_dict(entry: CutScored) -> dict[str, Any]:
-    return {
-        "setting": entry.setting,
-        "current": entry.current,
-        "rows_handed_over": _num(entry.handed.mean()),
-        "irrelevant_rows": _num(entry.irrelevant.mean()),
-        "recall": _num(entry.recall.mean()),
-        "ndcg": _num(entry.ndcg.mean()),
-    }
 
 
 def plot(result: EvalResult, path: Path) -> None:

@@ -1,10 +1,12 @@
 """Score the current settings and their alternatives on rows fetched once per query.
 
-Every alternative is a set of ``NAUTILUS_*`` values an operator could deploy, and
-its synthesizer is the one the broker would build from them (all ranking knobs
-unset: passthrough). The sources are asked once per query; every alternative
-re-ranks the same fetched rows, so a sweep costs one fan-out per query and the
-comparison between alternatives is paired, query by query.
+The alternatives (:mod:`.alternatives`) are deployable settings. The sources are asked
+once per query; every alternative re-ranks the same fetched rows, so a sweep costs one
+fan-out per query and the comparison between alternatives is paired, query by query:
+per query, nDCG@k, recall@k, the reciprocal rank and the repeats in the top k
+(:mod:`.repeats`); against the current settings, the mean difference with its paired
+bootstrap interval and its one-sided sign-flip p-value (what :mod:`.familywise`
+corrects).
 
 The hijack check, for each boost: every *other* source's recall@k relative to
 the same ranking without that boost. ``HIJACK_FLOOR`` (0.8) is the line a
@@ -16,6 +18,7 @@ reported.)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,9 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus_ranking.boost_entries import VALID_LEVELS
-from nautilus_ranking.config import NautilusSettings
-from nautilus_ranking.embedders import Embedder
+from nautilus_ranking.evaluation.alternatives import Alternative
 from nautilus_ranking.evaluation.metrics import (
     DEFAULT_K,
     ndcg_at,
@@ -33,9 +34,9 @@ from nautilus_ranking.evaluation.metrics import (
     reciprocal_rank,
     relevant,
 )
+from nautilus_ranking.evaluation.repeats import repeats_in_top
 from nautilus_ranking.records import AdapterResult
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
-from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -43,15 +44,6 @@ FloatArray = npt.NDArray[np.float64]
 HIJACK_FLOOR = 0.8
 BOOTSTRAP_RESAMPLES = 10_000
 BOOTSTRAP_SEED = 0
-#: The settings that turn ranking on; passthrough unsets every one of them.
-RANKING_KNOBS = (
-    "ranking_top_k",
-    "ranking_idf",
-    "source_boosts",
-    "ranking_max_candidates",
-    "ranking_dedup_key",
-    "ranking_cut",
-)
 
 
 @dataclass(frozen=True)
@@ -64,19 +56,6 @@ class Fetched:
     results: list[AdapterResult]
 
 
-@dataclass(frozen=True)
-class Alternative:
-    """Deployable settings: the ``NAUTILUS_*`` lines that select them, and their synthesizer."""
-
-    name: str
-    kind: str  # current | passthrough | idf | boost
-    ranker: RankingSynthesizer | None  # None: passthrough (what the broker does)
-    env: tuple[tuple[str, str], ...] = ()  # changes against the current settings
-    source: str | None = None  # boost rows: the boosted source
-    level: str | None = None  # boost rows: low | medium | high | none
-    same_as_current: bool = False
-
-
 @dataclass
 class Scored:
     """One alternative's per-query metrics and its comparison with the current settings."""
@@ -87,7 +66,10 @@ class Scored:
     rr: FloatArray
     share: dict[str, float]  # mean share of the top k, per source
     source_recall: dict[str, float]  # mean recall@k of the relevant rows each source placed
+    repeats: FloatArray | None = None  # per query: top-k rows resembling a row above
+    seconds: float = 0.0  # ranking every query under this alternative
     delta: tuple[float, float, float] | None = None  # mean nDCG diff vs current, 95% CI
+    p_value: float = 1.0  # one-sided paired bootstrap p-value of a gain over current
     kept: dict[str, float | None] = field(default_factory=dict)  # boosts: others' recall
     reference: str = ""  # what ``kept`` is relative to
 
@@ -105,15 +87,6 @@ class Scored:
     @property
     def improves(self) -> bool:
         return self.delta is not None and self.delta[1] > 0.0
-
-
-@dataclass
-class Recommendation:
-    """The best alternative that improves nDCG@k with a CI above zero and is safe, or None."""
-
-    best: Scored | None
-    qualifying: list[Scored]
-    reason: str
 
 
 def row_id(row: Mapping[str, Any], id_field: str) -> str | None:
@@ -137,10 +110,12 @@ def score(
     id_field: str,
     k: int = DEFAULT_K,
     step: Callable[[], None] | None = None,
+    count_repeats: bool = True,
 ) -> Scored:
     """Per-query nDCG@k, recall@k and RR, and each source's share and recall of the top k."""
+    started = time.perf_counter()
     n = len(runs)
-    ndcg, recall, rr = np.zeros(n), np.zeros(n), np.zeros(n)
+    ndcg, recall, rr, repeats = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
     share_sum = dict.fromkeys(source_ids, 0.0)
     recall_sum = dict.fromkeys(source_ids, 0.0)
     shared = 0
@@ -150,6 +125,8 @@ def score(
         ndcg[i] = ndcg_at(ids, run.grades, k)
         recall[i] = recall_at(ids, run.grades, k)
         rr[i] = reciprocal_rank(ids, run.grades)
+        if count_repeats:  # False: what the sweep did before it counted them (a benchmark's)
+            repeats[i] = repeats_in_top([row for _, row in pairs], id_field, k)
         top = _first_copies(pairs, ids)[:k]
         if top:
             shared += 1
@@ -168,6 +145,8 @@ def score(
         rr,
         {sid: v / shared if shared else 0.0 for sid, v in share_sum.items()},
         {sid: v / n if n else 0.0 for sid, v in recall_sum.items()},
+        repeats=repeats if count_repeats else None,
+        seconds=time.perf_counter() - started,
     )
 
 
@@ -186,6 +165,14 @@ def _first_copies(
     return out
 
 
+def _resampled_means(values: FloatArray, resamples: int, seed: int) -> FloatArray:
+    rng = np.random.default_rng(seed)
+    means: FloatArray = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(
+        axis=1
+    )
+    return means
+
+
 def bootstrap_ci(
     diffs: Sequence[float] | FloatArray,
     resamples: int = BOOTSTRAP_RESAMPLES,
@@ -195,149 +182,57 @@ def bootstrap_ci(
 
     A fixed seed: the same inputs give the same interval on every run and machine.
     """
+    return paired_test(diffs, resamples, seed)[0]
+
+
+def sign_flip_p_value(
+    diffs: Sequence[float] | FloatArray,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> float:
+    """One-sided p-value of a mean gain by random sign flips (a paired randomization
+    test): ``(1 + #{flipped means >= the mean}) / (1 + resamples)``, each per-query
+    difference's sign flipped at random, as it would be if the alternative and the
+    current settings were exchangeable."""
+    return paired_test(diffs, resamples, seed)[1]
+
+
+def paired_test(
+    diffs: Sequence[float] | FloatArray,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> tuple[tuple[float, float, float], float]:
+    """:func:`bootstrap_ci` and :func:`sign_flip_p_value` of one set of differences.
+
+    Why sign flips for the p-value and not the share of bootstrap means at or below
+    zero: a knob that changed a few queries for the better and none for the worse has
+    no bootstrap resample below zero, whatever the number of queries, so its bootstrap
+    p-value is as small as the resamples allow; the sign flips ask how often chance
+    alone would give such a mean. Measured (``benchmarks/recommend_rule.py``,
+    docs/eval.md): under Holm, the bootstrap p-values' picks were worse on the other
+    half of the queries in most of the splits where they recommended anything.
+    """
     values = np.asarray(diffs, dtype=np.float64)
     if len(values) == 0:
-        return 0.0, 0.0, 0.0
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, len(values), size=(resamples, len(values)))].mean(axis=1)
+        return (0.0, 0.0, 0.0), 1.0
+    means = _resampled_means(values, resamples, seed)
     low, high = np.percentile(means, [2.5, 97.5])
-    return float(values.mean()), float(low), float(high)
-
-
-# --- the alternatives -------------------------------------------------------------------
-
-
-def _synthesizer(settings: NautilusSettings, embedder: Embedder) -> RankingSynthesizer | None:
-    """What ``Broker.from_config`` builds from these settings (None: passthrough)."""
-    if not settings.ranking_enabled:
-        return None
-    return RankingSynthesizer.from_settings(settings, embedder=embedder)
-
-
-def _signature(settings: NautilusSettings) -> tuple[Any, ...]:
-    if not settings.ranking_enabled:
-        return ("passthrough",)
-    return (
-        settings.ranking_top_k,
-        settings.ranking_idf,
-        tuple(sorted(settings.source_boosts.items())),
-        settings.ranking_max_candidates,
-        settings.ranking_dedup_key,
-        settings.ranking_cut,
-    )
-
-
-def boosts_value(boosts: Mapping[str, str], order: Sequence[str]) -> str:
-    """``NAUTILUS_SOURCE_BOOSTS`` as written, in the sources' order."""
-    rank = {sid.lower(): i for i, sid in enumerate(order)}
-    return ",".join(
-        f"{sid}:{level}"
-        for sid, level in sorted(boosts.items(), key=lambda item: rank.get(item[0], len(rank)))
-    )
-
-
-def alternatives(
-    settings: NautilusSettings, source_ids: Sequence[str], embedder: Embedder, sweep: bool
-) -> list[Alternative]:
-    """The current settings first; with ``sweep``: passthrough, IDF off/on, and every
-    source at every boost level (and unboosted, where it is boosted today)."""
-    current = Alternative(
-        "current" if settings.ranking_enabled else "current (passthrough)",
-        "current",
-        _synthesizer(settings, embedder),
-    )
-    if not sweep:
-        return [current]
-    seen = {_signature(settings): "current"}
-    out = [current]
-
-    def add(
-        name: str,
-        kind: str,
-        changed: NautilusSettings,
-        env: list[tuple[str, str]],
-        source: str | None = None,
-        level: str | None = None,
-    ) -> None:
-        signature = _signature(changed)
-        same = seen.get(signature) == "current"
-        if signature in seen and kind != "boost":
-            return  # the same deployable settings as a row already listed
-        seen.setdefault(signature, name)
-        out.append(
-            Alternative(
-                name, kind, _synthesizer(changed, embedder), tuple(env), source, level, same
-            )
-        )
-
-    unset = [
-        ("NAUTILUS_" + knob.upper(), "")
-        for knob in RANKING_KNOBS
-        if getattr(settings, knob) not in (None, False, {})
-    ]
-    add(
-        "passthrough",
-        "passthrough",
-        settings.model_copy(
-            update={
-                "ranking_top_k": None,
-                "ranking_idf": False,
-                "source_boosts": {},
-                "ranking_max_candidates": None,
-                "ranking_dedup_key": None,
-                "ranking_cut": None,
-            }
-        ),
-        unset,
-    )
-    for on in (False, True):
-        add(
-            f"IDF {'on' if on else 'off'}",
-            "idf",
-            settings.model_copy(update={"ranking_idf": on}),
-            [("NAUTILUS_RANKING_IDF", "true" if on else "false")],
-        )
-    for sid in source_ids:
-        key = sid.lower()
-        levels: list[str] = list(VALID_LEVELS)
-        if key in settings.source_boosts:
-            levels.insert(0, "none")
-        for level in levels:
-            boosts = {k: v for k, v in settings.source_boosts.items() if k != key}
-            if level != "none":
-                boosts[key] = level
-            add(
-                f"{sid}:{level}",
-                "boost",
-                settings.model_copy(update={"source_boosts": boosts}),
-                [("NAUTILUS_SOURCE_BOOSTS", boosts_value(boosts, source_ids))],
-                sid,
-                level,
-            )
-    return out
-
-
-def unboosted_reference(settings: NautilusSettings, source: str, embedder: Embedder) -> Alternative:
-    """The same ranking without ``source``'s boost (ranking kept on): the hijack baseline."""
-    boosts = {k: v for k, v in settings.source_boosts.items() if k != source.lower()}
-    changed = settings.model_copy(update={"source_boosts": boosts})
-    name = (
-        f"{source}:none (ranked)"
-        if boosts != settings.source_boosts
-        else "ranked, no boost (reference)"
-    )
-    return Alternative(
-        name, "reference", RankingSynthesizer.from_settings(changed, embedder=embedder)
-    )
+    signs = np.random.default_rng(seed).choice(np.array([-1.0, 1.0]), size=(resamples, len(values)))
+    flipped = signs @ values / len(values)
+    mean = float(values.mean())
+    # a flipped mean equal to the observed one up to float rounding counts against it
+    p = (1 + np.count_nonzero(flipped >= mean - 1e-12)) / (1 + resamples)
+    return (mean, float(low), float(high)), float(p)
 
 
 def compare(scored: list[Scored], references: Mapping[str, Scored]) -> None:
-    """Fill each alternative's paired nDCG difference and its hijack check, in place."""
+    """Fill each alternative's paired nDCG difference, its p-value and its hijack check,
+    in place."""
     current = scored[0]
-    for reference in {id(r): r for r in references.values() if r is not current}.values():
-        reference.delta = bootstrap_ci(reference.ndcg - current.ndcg)
+    others = {id(r): r for r in [*references.values(), *scored[1:]] if r is not current}
+    for entry in others.values():
+        entry.delta, entry.p_value = paired_test(entry.ndcg - current.ndcg)
     for entry in scored[1:]:
-        entry.delta = bootstrap_ci(entry.ndcg - current.ndcg)
         alt = entry.alternative
         if alt.kind == "boost" and alt.source is not None:
             base = references[alt.source]
@@ -351,23 +246,3 @@ def compare(scored: list[Scored], references: Mapping[str, Scored]) -> None:
 
 def _ratio(value: float, base: float) -> float | None:
     return value / base if base > 0 else None
-
-
-def recommend(scored: list[Scored], k: int = DEFAULT_K) -> Recommendation:
-    """The single measured alternative with the largest nDCG@k gain whose CI is above zero
-    and under which every other source keeps ``HIJACK_FLOOR`` of its recall@k."""
-    candidates = [s for s in scored[1:] if not s.alternative.same_as_current]
-    qualifying = [s for s in candidates if s.improves and s.safe]
-    if qualifying:
-        best = max(qualifying, key=lambda s: s.delta[0] if s.delta else 0.0)
-        return Recommendation(best, qualifying, "")
-    improving = [s for s in candidates if s.improves]
-    if improving:
-        reason = (
-            f"{len(improving)} alternative(s) improve nDCG@{k} but take another source "
-            f"below {HIJACK_FLOOR:g} of its recall@{k}: "
-            + ", ".join(s.alternative.name for s in improving)
-        )
-    else:
-        reason = f"no alternative improves nDCG@{k} with a 95% CI above zero"
-    return Recommendation(None, [], reason)

@@ -122,3 +122,10 @@ def type_of(source: object) -> str:
         if inner is None or inner is source:
             return type(source).__name__
         source = inner
+
+
+def embeds_query(source: object) -> bool:
+    """Whether a source's own retrieval embeds the query (a vector table, pgvector): another
+    embedder would change which rows it returns, not only how they are ranked."""
+    inner = getattr(source, "inner", source)
+    return callable(getattr(getattr(inner, "embedder", None), "embed", None))

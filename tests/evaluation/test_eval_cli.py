@@ -87,7 +87,7 @@ def test_sweep_prints_the_table_and_a_recommendation(adi: dict[str, Path]) -> No
     assert "35 judged queries" in out and "sources: fts, sql, vector" in out
     assert "returned 154 of 170 judged-relevant" in out  # the ceiling
     header = next(line for line in out.splitlines() if line.startswith("setting"))
-    for column in ("nDCG@10", "recall@10", "MRR", "Δ nDCG@10 [95% CI]", "kept (worst)"):
+    for column in ("nDCG@10", "recall@10", "MRR", "repeats", "Δ nDCG@10 [95% CI]", "kept (worst)"):
         assert column in header
     shares = out.splitlines()[out.splitlines().index("share of the top 10, per source:") + 1]
     assert shares.split() == ["setting", "fts", "sql", "vector"]
@@ -98,8 +98,9 @@ def test_sweep_prints_the_table_and_a_recommendation(adi: dict[str, Path]) -> No
     ]
     for name in (
         "current (passthrough)",
-        "ranked, no boost (reference)",
+        "reference (ranked, defaults)",
         "IDF on",
+        "near duplicates on",
         "fts:low",
         "sql:medium",
         "vector:high",
@@ -170,7 +171,8 @@ def test_recommend_prints_only_env_file_lines(
     result = run(*args, *flags)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("# recommendation:")
+    assert lines[0].startswith("# warning: 12 judged queries, fewer than docs/eval.md asks for")
+    assert lines[1].startswith("# recommendation:")
     assert all(line.startswith(("#", "NAUTILUS_")) for line in lines)  # a .env fragment
     assert "recall@10  " not in result.stdout  # no table
 

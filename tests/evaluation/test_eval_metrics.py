@@ -21,6 +21,7 @@ from eval_support import corpus_ids, dataset, qrels, queries
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import HashingEmbedder
+from nautilus_ranking.evaluation.alternatives import Alternative
 from nautilus_ranking.evaluation.collection import write_sources
 from nautilus_ranking.evaluation.metrics import (
     first_occurrences,
@@ -28,7 +29,7 @@ from nautilus_ranking.evaluation.metrics import (
     recall_at,
     reciprocal_rank,
 )
-from nautilus_ranking.evaluation.sweep import Alternative, Fetched, ranked_rows, row_id, score
+from nautilus_ranking.evaluation.sweep import Fetched, ranked_rows, row_id, score
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
 MEASURES = {"ndcg_cut.10", "recall.10", "recip_rank"}

@@ -14,18 +14,13 @@ import pytest
 from nautilus_ranking.broker import Broker, applied_settings
 from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import HashingEmbedder
+from nautilus_ranking.evaluation.alternatives import Alternative, alternatives
 from nautilus_ranking.evaluation.evaluate import run_eval
+from nautilus_ranking.evaluation.familywise import recommend
 from nautilus_ranking.evaluation.progress import Progress
 from nautilus_ranking.evaluation.report import text_report
-from nautilus_ranking.evaluation.sweep import (
-    HIJACK_FLOOR,
-    Alternative,
-    Scored,
-    alternatives,
-    bootstrap_ci,
-    compare,
-    recommend,
-)
+from nautilus_ranking.evaluation.sweep import HIJACK_FLOOR, Scored, bootstrap_ci, compare
+from nautilus_ranking.settings_parsing import LEXICAL_SCORERS
 
 SOURCES = ["fts", "sql", "vector"]
 
@@ -51,6 +46,10 @@ def test_from_passthrough_the_sweep_tries_idf_on_and_every_source_at_every_level
     assert [name for name, _ in rows] == [
         "current (passthrough)",
         "IDF on",  # IDF off is passthrough itself: not listed twice
+        "near duplicates on",  # and so are near duplicates off, diversity off, no cap
+        "diversity 0.3",
+        "at most 4 per source",
+        *(f"lexical {s}" for s in LEXICAL_SCORERS if s != NautilusSettings().ranking_lexical),
         *(
             f"{source}:{level}"
             for source in ("fts", "sql", "vector")

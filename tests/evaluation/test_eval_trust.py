@@ -58,7 +58,16 @@ def test_a_knob_is_not_credited_with_turning_ranking_on(tmp_path: Path) -> None:
     # of it turning ranking on. The line to copy turns ranking on; IDF is unproven.
     run = cli(tmp_path, *notes(tmp_path), "--recommend")
     assert run.returncode == 0, run.stderr
-    lines = run.stdout.splitlines()
+    # 20 judged queries: fewer than docs/eval.md asks for, said where the line to copy is,
+    # and that line is commented out (docs/eval.md: how many more queries it needs)
+    assert run.stdout.startswith(
+        "# warning: 20 judged queries, fewer than docs/eval.md asks for (30–50"
+    )
+    lines = [
+        line
+        for line in run.stdout.splitlines()
+        if not line.startswith(("# warning:", "# not for pasting yet:"))
+    ]
     assert lines[0].startswith(
         "# recommendation: turn ranking on, with NAUTILUS_RANKING_TOP_K=10 (any "
     )
@@ -69,28 +78,24 @@ def test_a_knob_is_not_credited_with_turning_ranking_on(tmp_path: Path) -> None:
     )
     assert "NAUTILUS_RANKING_IDF itself +0.000" in lines[2]
     assert lines[2].endswith("the gain is turning ranking on, not this knob.")
-    assert [line for line in lines if not line.startswith("#")] == ["NAUTILUS_RANKING_TOP_K=10"]
-    # 20 judged queries: fewer than docs/eval.md asks for, said on stderr
-    assert (
-        "nautilus-ranking: warning: 20 judged queries, fewer than docs/eval.md asks for "
-        "(30–50" in run.stderr
-    )
+    assert lines[-1] == "# NAUTILUS_RANKING_TOP_K=10"
+    assert [line for line in lines if not line.startswith("#")] == []
 
 
 def test_recommend_warns_on_stderr_when_judged_ids_are_unseen(tmp_path: Path) -> None:
     run = cli(tmp_path, *notes(tmp_path, ghosts=1), "--recommend")
     assert run.returncode == 0, run.stderr
     assert "nautilus-ranking: never seen: 20 of 40 judged-relevant ids" in run.stderr, run.stderr
-    assert run.stdout.startswith("# recommendation: turn ranking on")  # half seen: measured
+    assert "\n# recommendation: turn ranking on" in run.stdout  # half seen: measured
 
 
 def test_recommend_refuses_when_most_judged_ids_are_unseen(tmp_path: Path) -> None:
     run = cli(tmp_path, *notes(tmp_path, ghosts=2), "--recommend")
     assert run.returncode == 0, run.stderr
     assert "nautilus-ranking: never seen: 40 of 60 judged-relevant ids" in run.stderr
-    assert run.stdout.strip() == (
+    assert run.stdout.strip().splitlines()[-1] == (
         "# recommendation: keep the current settings — 40 of 60 judged-relevant ids are "
-        "carried by no row any source returned, so these judgments do not describe these "
+        "in no row any source returned, so these judgments do not describe these "
         "sources (is --config the sources file they were made for? is --id-field right?)."
     )
     report = json.loads(cli(tmp_path, *notes(tmp_path, ghosts=2), "--sweep", "--json").stdout)
@@ -144,19 +149,19 @@ def test_a_wrong_id_field_is_named_with_the_field_that_holds_the_ids(tmp_path: P
     ), run.stdout
 
 
-def test_the_readme_example_recommends_ranking_on_not_an_unproven_boost(tmp_path: Path) -> None:
-    # faqs:medium gains +0.094 over passthrough, but its own part (against ranking on
-    # with no knob) has a CI from +0.000: the line to copy turns ranking on, and the
-    # boosts that gain only by turning ranking on are not listed as "also better".
+def test_the_readme_example_gives_no_line_to_paste(tmp_path: Path) -> None:
+    # faqs:medium gains +0.094 over passthrough with its own 95% CI above zero, but it is
+    # the best of some 30 alternatives on 8 queries: nothing survives the correction, and
+    # the report says how many judged queries such a gain would need.
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     run = cli(tmp_path / "examples", *readme_eval_line(), "--recommend")
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[0].startswith("# recommendation: turn ranking on, with NAUTILUS_RANKING_TOP_K=10")
-    assert lines[1].startswith("# faqs:medium (NAUTILUS_SOURCE_BOOSTS) is unproven")
-    assert [line for line in lines if not line.startswith("#")] == ["NAUTILUS_RANKING_TOP_K=10"]
-    assert not any("also measured better" in line for line in lines)
-    assert "warning: 8 judged queries, fewer than docs/eval.md asks for" in run.stderr
+    assert lines[0].startswith("# warning: 8 judged queries, fewer than docs/eval.md asks for")
+    assert lines[1].startswith("# recommendation: keep the current settings — ")
+    assert "none survives the correction for" in lines[1]
+    assert lines[2].startswith("# the largest gain seen, ")
+    assert all(line.startswith("#") for line in lines)  # nothing to paste
 
 
 def test_the_sweep_tables_fit_in_120_columns_unless_wide(tmp_path: Path) -> None:
