@@ -10,6 +10,9 @@ embeddings, which are computed in batches with the configured embedder, and a
 row in ``nautilus_vector_models`` saying which model made them. A table holding
 another model's vectors is refused unless ``--replace`` rebuilds it.
 
+With ``layout: nautilus-broker`` a pgvector table is written as the Nautilus broker's
+``pgvector`` adapter reads it instead (``broker_layout.py``).
+
 One concept, a load from seed to table, in the order it runs: read and check the
 seeds, type and create the table, write the rows, prune, index. What a seed's values
 become as columns is ``columns.py``; the index each type gets is ``indexes.py``.
@@ -201,6 +204,10 @@ def _load_one(
     if isinstance(spec, PgvectorSpec):
         embedder = vector_embedder(embedder_name, spec.dim, cache_size)
 
+    if embedder is not None and isinstance(spec, PgvectorSpec) and spec.layout != "columns":
+        from nautilus_ranking.sources.postgres.broker_layout import load_broker_layout
+
+        return load_broker_layout(spec, seed, embedder, replace, progress, prune)
     with _connect(spec) as conn:
         if replace:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
@@ -225,7 +232,7 @@ def _load_one(
         vectors_column = None
         if isinstance(spec, PgvectorSpec) and embedder is not None:
             vectors_column = spec.embedding_column
-            _prepare_vectors(conn, spec, model_id(embedder), embedder, replace)
+            prepare_vectors(conn, spec, model_id(embedder), embedder, replace)
         _upsert(conn, spec, table, names, types, docs, embedder, vectors_column, progress)
         seen = _seed_ids(conn, spec, table, types[spec.id_field], ids)
         pruned = _prune(conn, spec, table, seen) if prune else 0
@@ -321,7 +328,7 @@ def _connect(spec: PostgresSpec) -> Connection[Any]:
         ) from None
 
 
-def _prepare_vectors(
+def prepare_vectors(
     conn: Connection[Any], spec: PgvectorSpec, model: str, embedder: Embedder, replace: bool
 ) -> None:
     from pgvector.psycopg import register_vector
