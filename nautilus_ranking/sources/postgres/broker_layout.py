@@ -32,18 +32,18 @@ from nautilus_ranking.embedders import Embedder, embed_texts
 from nautilus_ranking.sources.postgres.base import table_identifier
 from nautilus_ranking.sources.postgres.columns import id_column_type, id_key, id_param, stored_type
 from nautilus_ranking.sources.postgres.indexes import build_index
-from nautilus_ranking.sources.postgres.load import (
+from nautilus_ranking.sources.postgres.load_steps import (
     EMBED_BATCH,
     LoadError,
     LoadReport,
-    _check_ids,
-    _connect,
-    _Progress,
-    _prune,
-    _seed_id_match,
-    _seed_ids,
+    Progress,
+    check_ids,
+    connect,
     prepare_vectors,
+    prune_rows,
     read_seed,
+    seed_id_match,
+    seed_ids,
 )
 from nautilus_ranking.sources.postgres.vector import PgvectorSpec, model_id
 
@@ -73,7 +73,7 @@ def load_broker_layout(
     ids = [doc[spec.id_field] for doc in docs]
     table = table_identifier(spec.table)
     keyed = spec.model_copy(update={"id_field": ID_COLUMN})  # the table's id column
-    with _connect(spec) as conn:
+    with connect(spec) as conn:
         if replace:
             conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
         conn.execute(
@@ -86,14 +86,14 @@ def load_broker_layout(
         )
         _check_layout(conn, spec, table)
         id_type = stored_type(conn, table, ID_COLUMN)
-        _check_ids(keyed, id_type, ids)
+        check_ids(keyed, id_type, ids)
         prepare_vectors(conn, spec, model_id(embedder), embedder, replace)
         _upsert(conn, spec, table, id_type, docs, embedder, progress)
-        seen = _seed_ids(conn, keyed, table, id_type, ids)
-        pruned = _prune(conn, keyed, table, seen) if prune else 0
+        seen = seed_ids(conn, keyed, table, id_type, ids)
+        pruned = prune_rows(conn, keyed, table, seen) if prune else 0
         (in_table_ids,) = conn.execute(
             sql.SQL("SELECT count(*) FROM {} AS t WHERE EXISTS ({})").format(
-                table, _seed_id_match(keyed, seen)
+                table, seed_id_match(keyed, seen)
             )
         ).fetchone() or (0,)
         build_index(conn, spec, table)
@@ -152,7 +152,7 @@ def _upsert(
         *(sql.Identifier(targets[1]),) * 2,
         *(sql.Identifier(targets[2]),) * 2,
     )
-    bar = _Progress(spec.id, len(docs), progress)
+    bar = Progress(spec.id, len(docs), progress)
     with conn.cursor() as cursor:
         for start in range(0, len(docs), EMBED_BATCH):
             chunk = docs[start : start + EMBED_BATCH]

@@ -15,7 +15,8 @@ from postgres_fixtures import execute
 
 from nautilus_ranking.embedders import embedder_from_name
 from nautilus_ranking.sources.factory import load_sources
-from nautilus_ranking.sources.postgres.load import LoadError, load_postgres, postgres_specs
+from nautilus_ranking.sources.postgres.load import load_postgres, postgres_specs
+from nautilus_ranking.sources.postgres.load_steps import LoadError
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
