@@ -172,3 +172,24 @@ def test_dim_zero_leaves_the_brokers_refusal(config: Path, monkeypatch: pytest.M
     response, attached = ask(config, NautilusSettings(), dict(CONTEXT))
     assert attached.vector_sources == []
     assert errored(response) == ["articles"]
+
+
+def test_a_source_a_reload_adds_gets_the_query_vectors_too(config: Path) -> None:
+    import yaml
+    from nautilus import Broker
+
+    broker = Broker.from_config(config)
+    try:
+        attached = attach_ranking(broker, NautilusSettings())
+        assert attached.vector_sources == ["articles"]
+        file = yaml.safe_load(config.read_text(encoding="utf-8"))
+        file["sources"].append({**file["sources"][0], "id": "articles_copy"})
+        config.write_text(yaml.safe_dump(file, sort_keys=False), encoding="utf-8")
+        candidate = Broker.from_config(config)
+        broker._run_sync(broker.reload(candidate))  # what a SIGHUP runs
+        assert attached.vector_sources == ["articles", "articles_copy"]
+        response = broker.request(AGENT, "kb: I forgot my password", dict(CONTEXT))
+        assert errored(response) == []
+        assert ids(response.data["articles_copy"])[0] == "KB-1"
+    finally:
+        broker.close()
