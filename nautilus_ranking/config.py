@@ -125,6 +125,8 @@ class NautilusSettings(LogSettings):
     profiles_file: str | None = None
     # Inside the Nautilus broker (nautilus_ranking/upstream/): the accessor's memory.
     upstream_rankings_max_bytes: int = 64 * 1024 * 1024
+    # Inside the Nautilus broker: the query vectors its pgvector adapters get (0: none).
+    upstream_vector_dim: int = 1024
     # Traces (nautilus_ranking/tracing/): on only when an OpenTelemetry SDK is set up.
     trace_query_text: bool = False
     trace_propagate: bool = True
@@ -226,6 +228,19 @@ class NautilusSettings(LogSettings):
                 minimum=0,
                 default=default("upstream_rankings_max_bytes"),
                 valid="an integer >= 0 (bytes of compact JSON; 0: keep none)",
+            ),
+        )
+        take(
+            "upstream_vector_dim",
+            parse_int(
+                var("upstream_vector_dim"),
+                data.get("upstream_vector_dim"),
+                minimum=0,
+                maximum=2000,
+                default=default("upstream_vector_dim"),
+                valid="an integer from 0 to 2000 (the vectors' dimension, as "
+                "nautilus-ranking load wrote them; HNSW indexes at most 2000; 0: no query "
+                "vectors)",
             ),
         )
         strict, strict_problem = parse_bool(

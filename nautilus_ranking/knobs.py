@@ -222,6 +222,7 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "serve_cors_origins",
         "profiles_file",
         "upstream_rankings_max_bytes",
+        "upstream_vector_dim",
     }
 )
 

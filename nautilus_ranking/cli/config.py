@@ -192,7 +192,8 @@ def check_sources(
     for source in sources:
         source.close()
     specs = load_sources(path).specs
-    from nautilus_ranking.sources.postgres.load import LoadError, check_seeds, postgres_specs
+    from nautilus_ranking.sources.postgres.load import check_seeds, postgres_specs
+    from nautilus_ranking.sources.postgres.load_steps import LoadError
 
     try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
         check_seeds(postgres_specs(specs), path.parent)

@@ -35,11 +35,11 @@ def run(args: argparse.Namespace) -> int:
     from nautilus_ranking.config import NautilusSettings
     from nautilus_ranking.sources.factory import load_sources
     from nautilus_ranking.sources.postgres.load import (
-        LoadError,
         default_progress,
         load_postgres,
         postgres_specs,
     )
+    from nautilus_ranking.sources.postgres.load_steps import LoadError
 
     settings = NautilusSettings()
     if not (args.config or settings.config):

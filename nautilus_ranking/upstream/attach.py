@@ -17,9 +17,13 @@ selected one:
    context variable (:mod:`.request_scope`), to file each ranking under the
    response's ``request_id`` (and hand it to a ranked route's call), and to log one
    ``upstream_request_ranked`` line naming the settings that ranked it;
-4. registers a reload listener (the broker's public ``on_reload``): after a SIGHUP
-   reload the boosts are checked again against the new sources and the routing
-   vocabulary (:mod:`.routing_words`) is built again. The ``NAUTILUS_*`` variables
+4. gives the broker's ``pgvector`` adapters our embedder as their default
+   (:mod:`.query_vectors`), so a request without ``context["embedding"]`` gets a query
+   vector;
+5. registers a reload listener (the broker's public ``on_reload``): after a SIGHUP
+   reload the boosts are checked again against the new sources, the routing
+   vocabulary (:mod:`.routing_words`) is built again and new pgvector adapters get
+   the query vectors. The ``NAUTILUS_*`` variables
    are not read again: they are the process's.
 
 Both are internals of the broker: the versions this was tested on are
@@ -42,6 +46,7 @@ from nautilus_ranking.log import get_logger
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.upstream.agent_profiles import agent_rankers
 from nautilus_ranking.upstream.outcome import RequestRanking
+from nautilus_ranking.upstream.query_vectors import QueryVectors, give_query_vectors
 from nautilus_ranking.upstream.request_scope import current_call, request_scope
 from nautilus_ranking.upstream.routing_words import NO_ROUTING_WORDS, RoutingWords, routing_words
 from nautilus_ranking.upstream.source_kinds import SourceKind, kinds_of
@@ -87,6 +92,10 @@ class AttachedRanking:
         self.routing_words: RoutingWords = NO_ROUTING_WORDS
         #: The ranking knobs set, by variable (what the per-request log line names).
         self.ranked_with: dict[str, Any] = settings_named(settings)
+        #: The pgvector adapters' default embedder (None: NAUTILUS_UPSTREAM_VECTOR_DIM=0),
+        #: and the sources given it (again after every reload).
+        self.query_vectors: QueryVectors | None = None
+        self.vector_sources: list[str] = []
 
     @property
     def enabled(self) -> bool:
@@ -152,6 +161,13 @@ def attach_ranking(
     store = RankingStore(keep, settings.upstream_rankings_max_bytes)
     attached = AttachedRanking(broker, synthesizer, settings, store)
     synthesizer.query_of = lambda intent: attached.routing_words.query(intent)
+    if settings.upstream_vector_dim:
+        attached.query_vectors = QueryVectors.from_settings(
+            settings.embedder,
+            settings.upstream_vector_dim,
+            settings.embedder_cache_size,
+            synthesizer.query_of,
+        )
     _adopt_sources(attached, embedder, problems)
     inner = broker.arequest
 
@@ -177,6 +193,7 @@ def attach_ranking(
         ranking_enabled=synthesizer.ranker is not None,
         **({"profiles": dict(synthesizer.agents.by_agent)} if synthesizer.agents.by_agent else {}),
         sources={sid: kind.source_type for sid, kind in source_kinds().items()},
+        query_vectors=attached.vector_sources,
     )
     return attached
 
@@ -218,6 +235,8 @@ def _adopt_sources(
         lenient = settings.model_copy(update={"config_strict": False})
         attached.synthesizer.agents = agent_rankers(lenient, ids, embedder)
     attached.routing_words = _vocabulary(broker, settings)
+    if attached.query_vectors is not None:
+        attached.vector_sources = give_query_vectors(broker, attached.query_vectors)
 
 
 def _vocabulary(broker: Any, settings: NautilusSettings) -> RoutingWords:

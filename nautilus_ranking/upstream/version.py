@@ -35,6 +35,9 @@ SEAMS: dict[str, str] = {
     "FastMCP._tool_manager.get_tool('nautilus_request').fn": "the ranked tool calls the "
     "stock tool (auth, session, byte bound)",
     "nautilus.analysis.pattern_matching.build_keyword_map": "the routing vocabulary",
+    "Broker._adapters": "the pgvector adapters given our embedder as their default",
+    "PgVectorAdapter._broker_default_embedder": "replaced (while it is the broker's "
+    "refusing NoopEmbedder) by our query vectors",
 }
 
 _missing_said: set[str] = set()

@@ -24,7 +24,7 @@ INSIDE = Path(__file__).parent / "inside"
 @pytest.fixture(scope="module")
 def venv() -> BrokerVenv:
     try:
-        return broker_venv()
+        return broker_venv(extras=("postgres",))  # `nautilus-ranking load` runs there
     except BrokerVenvUnavailable as exc:
         message = f"the Nautilus broker's venv cannot be built here: {exc}"
         if os.environ.get("CI"):

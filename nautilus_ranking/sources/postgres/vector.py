@@ -157,6 +157,12 @@ class PgvectorSpec(PostgresSpec):
     type: Literal["pgvector"]
     embedding_column: str = Field(default="embedding", min_length=1)
     dim: int = Field(default=1024, ge=16, le=2000)  # the hashing embedder's size (HNSW: ≤ 2000)
+    layout: Literal["columns", "nautilus-broker"] = Field(
+        default="columns",
+        description="columns: a column per seed field (this source's own); "
+        "nautilus-broker: id, metadata (jsonb) and the vectors, as the Nautilus broker's "
+        "pgvector adapter reads them (written by nautilus-ranking load)",
+    )
 
     def build(self, ctx: BuildContext) -> Source:
         return finish(

@@ -17,7 +17,8 @@ from nautilus_ranking.sources.factory import build_sources, load_source_specs
 from nautilus_ranking.sources.postgres.base import PostgresSourceError
 from nautilus_ranking.sources.postgres.dsn import mask_dsn
 from nautilus_ranking.sources.postgres.fts import PostgresFtsSource
-from nautilus_ranking.sources.postgres.load import LoadError, load_postgres, postgres_specs
+from nautilus_ranking.sources.postgres.load import load_postgres, postgres_specs
+from nautilus_ranking.sources.postgres.load_steps import LoadError
 from nautilus_ranking.sources.postgres.table import PostgresTableSource
 from nautilus_ranking.sources.postgres.vector import PgvectorSource, VectorModelMismatchError
 
