@@ -30,8 +30,7 @@ import numpy as np
 
 from nautilus_ranking.embedders import Embedder, embed_texts
 from nautilus_ranking.sources.postgres.base import table_identifier
-from nautilus_ranking.sources.postgres.columns import id_column_type, id_key, id_param, stored_type
-from nautilus_ranking.sources.postgres.indexes import build_index
+from nautilus_ranking.sources.postgres.columns import id_column_type, id_param, stored_type
 from nautilus_ranking.sources.postgres.load_steps import (
     EMBED_BATCH,
     LoadError,
@@ -39,11 +38,9 @@ from nautilus_ranking.sources.postgres.load_steps import (
     Progress,
     check_ids,
     connect,
+    finish_load,
     prepare_vectors,
-    prune_rows,
     read_seed,
-    seed_id_match,
-    seed_ids,
 )
 from nautilus_ranking.sources.postgres.vector import PgvectorSpec, model_id
 
@@ -89,28 +86,7 @@ def load_broker_layout(
         check_ids(keyed, id_type, ids)
         prepare_vectors(conn, spec, model_id(embedder), embedder, replace)
         _upsert(conn, spec, table, id_type, docs, embedder, progress)
-        seen = seed_ids(conn, keyed, table, id_type, ids)
-        pruned = prune_rows(conn, keyed, table, seen) if prune else 0
-        (in_table_ids,) = conn.execute(
-            sql.SQL("SELECT count(*) FROM {} AS t WHERE EXISTS ({})").format(
-                table, seed_id_match(keyed, seen)
-            )
-        ).fetchone() or (0,)
-        build_index(conn, spec, table)
-        conn.commit()
-        (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() or (0,)
-    return LoadReport(
-        spec.id,
-        spec.type,
-        spec.table,
-        len(docs),
-        int(count),
-        pruned,
-        distinct_ids=len({id_key(i) for i in ids}),
-        ids_in_table=int(in_table_ids),
-        id_type=id_type,
-        id_field=ID_COLUMN,
-    )
+        return finish_load(conn, spec, keyed, table, id_type, ids, len(docs), prune)
 
 
 def _check_layout(conn: Connection[Any], spec: PgvectorSpec, table: Composable) -> None:

@@ -35,13 +35,11 @@ from nautilus_ranking.sources.postgres.broker_layout import load_broker_layout
 from nautilus_ranking.sources.postgres.columns import (
     column_type,
     id_column_type,
-    id_key,
     id_param,
     stored_type,
     stored_types,
 )
 from nautilus_ranking.sources.postgres.dsn import mask_dsn, scrub
-from nautilus_ranking.sources.postgres.indexes import build_index
 from nautilus_ranking.sources.postgres.load_steps import (
     EMBED_BATCH,
     LoadError,
@@ -49,11 +47,9 @@ from nautilus_ranking.sources.postgres.load_steps import (
     Progress,
     check_ids,
     connect,
+    finish_load,
     prepare_vectors,
-    prune_rows,
     read_seed,
-    seed_id_match,
-    seed_ids,
 )
 from nautilus_ranking.sources.postgres.vector import (
     PgvectorSpec,
@@ -179,28 +175,7 @@ def _load_one(
             vectors_column = spec.embedding_column
             prepare_vectors(conn, spec, model_id(embedder), embedder, replace)
         _upsert(conn, spec, table, names, types, docs, embedder, vectors_column, progress)
-        seen = seed_ids(conn, spec, table, types[spec.id_field], ids)
-        pruned = prune_rows(conn, spec, table, seen) if prune else 0
-        (in_table_ids,) = conn.execute(
-            sql.SQL("SELECT count(*) FROM {} AS t WHERE EXISTS ({})").format(
-                table, seed_id_match(spec, seen)
-            )
-        ).fetchone() or (0,)
-        build_index(conn, spec, table)
-        conn.commit()
-        (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() or (0,)
-    return LoadReport(
-        spec.id,
-        spec.type,
-        spec.table,
-        len(docs),
-        int(count),
-        pruned,
-        distinct_ids=len({id_key(i) for i in ids}),
-        ids_in_table=int(in_table_ids),
-        id_type=types[spec.id_field],
-        id_field=spec.id_field,
-    )
+        return finish_load(conn, spec, spec, table, types[spec.id_field], ids, len(docs), prune)
 
 
 def _upsert(

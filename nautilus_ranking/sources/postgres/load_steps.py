@@ -18,12 +18,14 @@ from nautilus_ranking.sources.base import Row
 from nautilus_ranking.sources.postgres.base import PostgresSpec, table_identifier
 from nautilus_ranking.sources.postgres.columns import (
     column_type,
+    id_key,
     id_param,
     id_problem,
     ids_refused,
     unstorable,
 )
 from nautilus_ranking.sources.postgres.dsn import mask_dsn, scrub
+from nautilus_ranking.sources.postgres.indexes import build_index
 from nautilus_ranking.sources.postgres.vector import MODELS_TABLE, PgvectorSpec
 from nautilus_ranking.sources.seeds import read_jsonl
 
@@ -150,6 +152,45 @@ def prune_rows(
         )
     ).rowcount
     return max(deleted, 0)
+
+
+def finish_load(
+    conn: Connection[Any],
+    spec: PostgresSpec,
+    keyed: PostgresSpec,
+    table: Composable,
+    id_type: str,
+    ids: list[Any],
+    rows_read: int,
+    prune: bool,
+) -> LoadReport:
+    """The end every layout shares: the seed's ids found in the table, ``--prune``, the
+    index, the commit, and the report (``keyed``: ``spec`` with the table's id column as
+    its ``id_field``)."""
+    from psycopg import sql
+
+    seen = seed_ids(conn, keyed, table, id_type, ids)
+    pruned = prune_rows(conn, keyed, table, seen) if prune else 0
+    (in_table_ids,) = conn.execute(
+        sql.SQL("SELECT count(*) FROM {} AS t WHERE EXISTS ({})").format(
+            table, seed_id_match(keyed, seen)
+        )
+    ).fetchone() or (0,)
+    build_index(conn, spec, table)
+    conn.commit()
+    (count,) = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table)).fetchone() or (0,)
+    return LoadReport(
+        spec.id,
+        spec.type,
+        spec.table,
+        rows_read,
+        int(count),
+        pruned,
+        distinct_ids=len({id_key(i) for i in ids}),
+        ids_in_table=int(in_table_ids),
+        id_type=id_type,
+        id_field=keyed.id_field,
+    )
 
 
 def connect(spec: PostgresSpec) -> Connection[Any]:

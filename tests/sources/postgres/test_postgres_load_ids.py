@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from postgres_fixtures import execute
 
 from nautilus_ranking.sources.factory import load_sources
+from nautilus_ranking.sources.postgres.columns import id_key
 from nautilus_ranking.sources.postgres.load import (
     LoadError,
-    id_key,
     load_postgres,
     postgres_specs,
 )
