@@ -45,6 +45,7 @@ _RAISED_BY = {
     "ProblemError": "nautilus_ranking.request.errors",
     "EvalInputError": "nautilus_ranking.evaluation.judgments",
     "CollectionError": "nautilus_ranking.evaluation.collection",
+    "UnknownProfileError": "nautilus_ranking.evaluation.command",
     "ServiceError": "nautilus_ranking.retrievers.source",
     "IncompatibleBrokerError": "nautilus_ranking.upstream.attach",
     "NoRequestScopeError": "nautilus_ranking.upstream.synthesizer",

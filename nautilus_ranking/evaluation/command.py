@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.evaluation.metrics import DEFAULT_K
 
 if TYPE_CHECKING:
@@ -74,6 +75,13 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         help="one table with every column headed in full, lines as long as they need "
         "(by default the tables fit in 120 columns)",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="measure this ranking profile: the global knobs with its own over them, as "
+        "the servers resolve them; --recommend then writes its NAUTILUS_PROFILES__NAME__* "
+        "lines",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="one JSON object on stdout")
     output.add_argument("--markdown", action="store_true", help="a markdown table on stdout")
@@ -104,11 +112,16 @@ def run(args: argparse.Namespace) -> int:
         _check_matplotlib()
     sweep = bool(args.sweep or args.recommend or args.plot is not None)
     try:
+        settings = settings_for_run(args)
+    except UnknownProfileError as exc:
+        print(f"nautilus-ranking: --profile: {exc}", file=sys.stderr)
+        return 2
+    try:
         result = run_eval(
             args.queries,
             args.judgments,
             args.config,
-            settings_for_run(args),
+            settings,
             id_field=args.id_field,
             k=args.k,
             sweep=sweep,
@@ -138,13 +151,38 @@ def run(args: argparse.Namespace) -> int:
     return _emit(text)
 
 
+class UnknownProfileError(NautilusError):
+    """``--profile`` names no configured profile (a usage error: exit 2)."""
+
+
 def settings_for_run(args: argparse.Namespace) -> RunSettings:
     """The settings the run ranks with, and each knob's origin: the environment and
-    ``.env``, as the service reads them (the one place a run's settings are built)."""
-    from nautilus_ranking.evaluation.knob_settings import run_settings
+    ``.env``, as the service reads them, and with ``--profile`` that profile's knobs
+    over them, loaded and chosen as a server does (the one place a run's settings are
+    built)."""
+    from nautilus_ranking.evaluation.knob_settings import run_settings, with_profile
 
-    del args  # no flag chooses settings yet
-    return run_settings()
+    run = run_settings()
+    if args.profile is None:
+        return run
+    from nautilus_ranking.profiles.build import load_profiles
+    from nautilus_ranking.profiles.choose import choose
+    from nautilus_ranking.request.errors import ProblemError
+
+    profiles = load_profiles(run.settings)
+    try:
+        profile = choose(profiles, args.profile, None)  # no key: any profile may be named
+    except ProblemError:
+        profile = None
+    if profile is None:
+        configured = (
+            f"configured: {', '.join(profiles.names)}"
+            if profiles
+            else "no profile is configured: NAUTILUS_PROFILES__<NAME>__<KNOB> or "
+            "NAUTILUS_PROFILES_FILE (docs/configuration.md#profiles)"
+        )
+        raise UnknownProfileError(f"{args.profile!r}: no such profile ({configured})")
+    return with_profile(run, profile)
 
 
 def _emit(text: str) -> int:

@@ -69,6 +69,7 @@ class EvalResult:
     reference: Scored | None = None
     notes: list[str] = field(default_factory=list)  # what a row's figures rest on
     settings_line: str = ""  # the knobs in force, as the header shows them
+    profile: str | None = None  # the ranking profile resolved into the knobs (--profile)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -192,6 +193,7 @@ def run_eval(
         reference=ref,
         notes=_embedder_notes(scored, current.embedder, by_embedder),
         settings_line=knobs_line(run, current.ranking_enabled),
+        profile=run.profile,
     )
 
 

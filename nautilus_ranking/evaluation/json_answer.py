@@ -4,7 +4,8 @@
 declared knob in ``current_settings`` as ``{value, origin, set}``; ``results`` lists the
 rows of the text report (passthrough and the reference included) with ``repeats`` and
 ``p_value``; ``recommendation`` says the size of the family it was corrected for, whether
-its lines are commented out, and the lines themselves; ``notes``.
+its lines are commented out, and the lines themselves; ``notes``. ``profile``, only
+with ``--profile``: the ranking profile the knobs were resolved with.
 """
 
 from __future__ import annotations
@@ -59,11 +60,13 @@ def _num(value: float) -> float:
 def json_report(result: EvalResult) -> dict[str, Any]:
     cov = result.coverage
     rec: Recommendation | None = result.recommendation
+    lines = recommendation_lines(result)
     return {
         "version": JSON_VERSION,
         "k": result.k,
         "id_field": result.id_field,
         "sources": result.sources,
+        **({"profile": result.profile} if result.profile is not None else {}),
         "current_settings": {
             k.knob.variable: {"value": k.value, "origin": k.origin, "set": k.set}
             for k in result.knobs
@@ -100,13 +103,20 @@ def json_report(result: EvalResult) -> dict[str, Any]:
             "correction": (
                 f"holm over sign-flip p-values, familywise {FAMILYWISE_ALPHA:g} one-sided"
             ),
-            "commented_out": rec.best is not None and cov.evaluated < ENOUGH_QUERIES,
-            "lines": recommendation_lines(result),
+            # below the minimum, or (with --profile) a change no profile can make
+            "commented_out": rec.best is not None
+            and (cov.evaluated < ENOUGH_QUERIES or not any(_assigns(x) for x in lines)),
+            "lines": lines,
         },
         "notes": result.notes,
         "seconds": {"fetch": result.fetch_seconds, "rank": result.rank_seconds},
         "relevance_cut": [_cut_dict(c) for c in result.cuts],
     }
+
+
+def _assigns(line: str) -> bool:
+    """Whether a recommendation line sets a variable (is not a comment)."""
+    return line.startswith("NAUTILUS_")
 
 
 def _cut_dict(entry: CutScored) -> dict[str, Any]:

@@ -7,8 +7,9 @@ passthrough row and reset for the reference row with no edit here.
 
 Where a value came from, in the precedence pydantic-settings applies: an argument of
 the caller, the environment, the ``.env`` file, else the default. :class:`RunSettings`
-is what a run is handed; a new source of settings (a ranking profile) adds its values
-and its own origin there, and the reports show it as they show the others.
+is what a run is handed; a ranking profile (``eval --profile``) adds its knobs there,
+each one's origin the variable or file line that wrote it, and the global ones' origins
+read ``global environment``, ``global .env``.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dotenv import dotenv_values
 
 from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.knobs import KNOBS, RANKING_KNOBS, Knob, knob_is_set
+
+if TYPE_CHECKING:
+    from nautilus_ranking.profiles.build import Profile
 
 ENVIRONMENT = "environment"
 DOTENV = ".env"
@@ -37,7 +41,7 @@ class KnobValue:
 
     knob: Knob
     value: Any  # JSON-able, as ``NautilusSettings.effective`` gives it
-    origin: str  # environment | .env | argument | default (a profile, once there are some)
+    origin: str  # environment | .env | argument | default, or a profile's variable or file
     set: bool  # differs from the default
 
     @property
@@ -52,6 +56,7 @@ class RunSettings:
 
     settings: NautilusSettings
     origins: Mapping[str, str] = field(default_factory=dict)  # field -> origin
+    profile: str | None = None  # the ranking profile resolved into ``settings``
 
     def knobs(self) -> list[KnobValue]:
         """Every declared knob, in declaration order."""
@@ -79,6 +84,15 @@ def run_settings(settings: NautilusSettings | None = None) -> RunSettings:
         elif name in dotenv:
             origins[knob.field] = DOTENV
     return RunSettings(settings, origins)
+
+
+def with_profile(run: RunSettings, profile: Profile) -> RunSettings:
+    """``run``'s global knobs with ``profile``'s over them, as a server resolves them
+    (:meth:`Profile.settings`); each knob the profile sets has its origin, the others
+    are named global."""
+    origins = {name: f"global {origin}" for name, origin in run.origins.items()}
+    origins.update({name: profile.origins[name] for name in profile.values})
+    return RunSettings(profile.settings(run.settings), origins, profile.name)
 
 
 def _dotenv_names(settings: NautilusSettings) -> set[str]:
@@ -137,4 +151,6 @@ def knobs_line(run: RunSettings, ranking_enabled: bool) -> str:
     head = " ".join(shown) if ranking_enabled else "passthrough (no ranking knob set)"
     if not ranking_enabled and shown:
         head += "; " + " ".join(shown)
+    if run.profile is not None:
+        head = f"profile {run.profile}: {head}"
     return head + (" " + " ".join(named) if named else "")

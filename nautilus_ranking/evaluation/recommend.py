@@ -11,21 +11,34 @@ When the knob's own part (its nDCG against ranking on with no knob) has a 95% in
 that reaches 0, the knob is unproven and the lines recommend turning ranking on instead,
 with ``NAUTILUS_RANKING_TOP_K`` at the evaluated depth: it ranks exactly as the
 measured "ranking on" did for nDCG@k (a top K trims, it does not reorder).
+
+With ``--profile NAME`` the lines are that profile's variables
+(``NAUTILUS_PROFILES__NAME__…``): a change measured against the profile's knobs is
+deployed in the profile. A knob that is one per process (the embedder) cannot be: then
+every line is a comment, after one that says why.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
 from nautilus_ranking.evaluation.evaluate import EvalResult
 from nautilus_ranking.evaluation.familywise import ENOUGH_QUERIES, queries_needed
 from nautilus_ranking.evaluation.sweep import Scored, bootstrap_ci
+from nautilus_ranking.knobs import KNOBS
+from nautilus_ranking.profiles.read import PREFIX
+
+_ASSIGNMENT = re.compile(r"^(# )?NAUTILUS_\w+=")
 
 
 def recommendation_lines(result: EvalResult) -> list[str]:
     """Comment lines and ``NAUTILUS_*=value`` lines: a fragment a ``.env`` file can take
     (every line a comment below the documented minimum of judged queries)."""
     lines = _lines(result)
+    if result.profile is not None:
+        lines = as_profile_lines(lines, result.profile)
     rec = result.recommendation
     evaluated = result.coverage.evaluated
     if rec is None or rec.best is None or evaluated >= ENOUGH_QUERIES:
@@ -42,6 +55,36 @@ def recommendation_lines(result: EvalResult) -> list[str]:
         f"(docs/eval.md).",
     )
     return out
+
+
+def as_profile_lines(lines: list[str], profile: str) -> list[str]:
+    """``lines`` with each ``NAUTILUS_*=value`` line (commented out or not) written as
+    ``profile``'s variable. When one of them is a knob no profile may set (the
+    embedder), the measured change cannot be deployed in the profile: every line is
+    then a comment, after one saying why."""
+    per_profile = {k.variable for k in KNOBS if k.per_profile}
+    out: list[str] = []
+    blocked: list[str] = []
+    for line in lines:
+        comment = "# " if line.startswith("# NAUTILUS_") else ""
+        name, sep, value = line.removeprefix(comment).partition("=")
+        if not sep or not name.startswith("NAUTILUS_") or " " in name:
+            out.append(line)
+        elif name in per_profile:
+            knob = name.removeprefix("NAUTILUS_")
+            out.append(f"{comment}{PREFIX}{profile.upper()}__{knob}={value}")
+        else:
+            blocked.append(name)
+            out.append(f"# {name}={value}")
+    if not blocked:
+        return out
+    first = next(i for i, line in enumerate(out) if _ASSIGNMENT.match(line))
+    why = (
+        f"# not for profile {profile}: {', '.join(blocked)} is one per process, not per "
+        "profile (it would change every profile's ranking), and the lines below measured "
+        "only together"
+    )
+    return [*out[:first], why, *(f"# {x}" if x.startswith("NAUTILUS_") else x for x in out[first:])]
 
 
 def _line_gain(result: EvalResult, best: Scored) -> np.ndarray:
