@@ -13,7 +13,8 @@ import httpx
 import pytest
 import yaml
 from conftest import AGENT, CONTEXT, RUNBOOKS, TICKETS, static_source, write_config
-from test_serving import KEY, rows, serving
+from serving import KEY, serving
+from test_serving import rows
 
 QUERY = "ops: orders-db disk full"
 OTHER = "agent-beta"
@@ -36,7 +37,8 @@ def served(tmp_path: Path) -> Iterator[int]:
         "NAUTILUS_PROFILES__AUDIT__AGENTS": OTHER,
         "NAUTILUS_PROFILES__AUDIT__RANKING_TOP_K": "5",
     }
-    with serving(tmp_path, config, settings) as port:
+    settings["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
+    with serving(config, settings, tmp_path / "serve.log") as (port, _):
         yield port
 
 
