@@ -70,9 +70,14 @@ def tracer() -> Any | None:
     Got once per provider (``trace.get_tracer("nautilus_ranking", __version__)``)."""
     global _tracer
     trace = sys.modules.get("opentelemetry.trace")
-    if trace is None:
+    if trace is None or getattr(getattr(trace, "__spec__", None), "_initializing", False):
+        # Not imported, or still being imported by another thread (the MCP SDK loads
+        # beside the first requests): no provider can have been set yet.
         return None
-    provider = trace.get_tracer_provider()
+    try:
+        provider = trace.get_tracer_provider()
+    except (AttributeError, NameError):  # a module another thread has half imported
+        return None
     cached = _tracer
     if cached is not None and cached[0] is provider:
         return cached[1]

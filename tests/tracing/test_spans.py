@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fakes import FakeSource
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
@@ -249,3 +250,22 @@ def test_the_profile_that_ranked_a_request_is_on_its_span(
     ranking = named[f"{P}ranking"].attributes or {}
     assert list(ranking[f"{P}ranking.fusion.boosted_sources"]) == ["runbooks:high"]
     assert ranking[f"{P}ranking.top_k.rows_out"] == 3  # page 1 of 2: K + 1
+
+
+def test_a_half_imported_opentelemetry_module_means_no_tracer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The MCP SDK imports OpenTelemetry in a thread while the first requests are served:
+    a request that meets the module half imported is answered untraced, never failed."""
+    import importlib.machinery
+    import types
+
+    from nautilus_ranking.tracing import spans
+
+    half = types.ModuleType("opentelemetry.trace")
+    half.__spec__ = importlib.machinery.ModuleSpec("opentelemetry.trace", None)
+    half.__spec__._initializing = True  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", half)
+    assert spans.tracer() is None
+    half.__spec__._initializing = False  # type: ignore[attr-defined]
+    assert spans.tracer() is None  # no get_tracer_provider yet: still no tracer
