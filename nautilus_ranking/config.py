@@ -8,6 +8,12 @@ structured warning (variable, bad value, reason, valid choices) and skipped —
 that knob falls back to unset. ``NAUTILUS_CONFIG_STRICT=true`` turns the same
 problems into one :class:`ConfigError` raised while the settings are built, so
 a bad manifest never starts serving.
+
+One concept, the one settings model: every field and the validator that parses each
+one are kept together, so that a knob's field, its parser and its default read in one
+place. What could stand apart has moved out (boost entries: ``boost_entries.py``; the
+typo check: ``unknown_variables.py``; which knob is what: ``knobs.py``; profiles:
+``profiles/``).
 """
 
 from __future__ import annotations
