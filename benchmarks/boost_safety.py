@@ -37,9 +37,9 @@ from typing import Any
 from benchmarks import partitioned
 from benchmarks.ir_collections import DATASETS, NAMES, Collection, load, ndcg_at
 from nautilus_ranking import AdapterResult, RankingSynthesizer
-from nautilus_ranking.boost_entries import VALID_LEVELS
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.log import configure_logging
+from nautilus_ranking.settings.boost_entries import VALID_LEVELS
 
 Fetched = dict[str, list[AdapterResult]]
 #: The stage-1 cap of the capped cells: half of the 90-row union.

@@ -29,7 +29,6 @@ import numpy as np
 from benchmarks.ir_collections import DATASETS
 from benchmarks.recommend_rule import fetched
 from nautilus_ranking.broker import applied_settings
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.evaluation.alternatives import alternatives
 from nautilus_ranking.evaluation.sweep import (
@@ -39,6 +38,7 @@ from nautilus_ranking.evaluation.sweep import (
     score,
 )
 from nautilus_ranking.log import configure_logging
+from nautilus_ranking.settings.model import NautilusSettings
 
 COLLECTIONS = ("adi", "cisi")
 K = 10

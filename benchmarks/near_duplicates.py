@@ -63,7 +63,7 @@ from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.selection.budget import entry_text
 from nautilus_ranking.selection.tokens import count_tokens, tokenizer_name
-from nautilus_ranking.settings_parsing import NEAR_DUPLICATES_ON
+from nautilus_ranking.settings.parsing import NEAR_DUPLICATES_ON
 from nautilus_ranking.synthesis.candidates import resemblance_texts
 from nautilus_ranking.synthesis.near_duplicates import resemblance, shingles
 from nautilus_ranking.text.tokens import TokenBatch

@@ -44,7 +44,6 @@ import numpy as np
 from benchmarks.ir_collections import DATASETS, NAMES
 from benchmarks.sections import markers, write_section
 from nautilus_ranking.broker import Broker, applied_settings
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.evaluation.alternatives import alternatives
 from nautilus_ranking.evaluation.collection import write_sources
@@ -63,6 +62,7 @@ from nautilus_ranking.evaluation.sweep import (
     score,
 )
 from nautilus_ranking.log import configure_logging
+from nautilus_ranking.settings.model import NautilusSettings
 
 SIZES = (10, 20, 50)
 SPLITS = 200

@@ -149,7 +149,7 @@ def on_against_off(calls: int, block: int) -> list[str]:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from nautilus_ranking.config import NautilusSettings
+    from nautilus_ranking.settings.model import NautilusSettings
 
     saved = dict(os.environ)
     tmp = tempfile.mkdtemp(prefix="nautilus-trace-on-")

@@ -13,7 +13,6 @@ from nautilus_ranking.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from nautilus_ranking.broker import Broker
-    from nautilus_ranking.config import ConfigError, NautilusSettings, parse_source_boosts
     from nautilus_ranking.embedders import (
         Embedder,
         EmbeddingUnavailableError,
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
         SourceWarning,
     )
     from nautilus_ranking.response_hash import compute_response_hash
+    from nautilus_ranking.settings.model import ConfigError, NautilusSettings, parse_source_boosts
     from nautilus_ranking.synthesis.base import Synthesizer
     from nautilus_ranking.synthesis.basic import BasicSynthesizer
     from nautilus_ranking.synthesis.ranking import RankingSynthesizer
@@ -63,9 +63,9 @@ __all__ = [
 #: Where each public name lives (imported by :func:`__getattr__` on first use).
 _HOMES = {
     "Broker": "nautilus_ranking.broker",
-    "ConfigError": "nautilus_ranking.config",
-    "NautilusSettings": "nautilus_ranking.config",
-    "parse_source_boosts": "nautilus_ranking.config",
+    "ConfigError": "nautilus_ranking.settings.model",
+    "NautilusSettings": "nautilus_ranking.settings.model",
+    "parse_source_boosts": "nautilus_ranking.settings.model",
     "Embedder": "nautilus_ranking.embedders",
     "EmbeddingUnavailableError": "nautilus_ranking.embedders",
     "HashingEmbedder": "nautilus_ranking.embedders",

@@ -24,7 +24,6 @@ from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import Problem
 from nautilus_ranking.fanout.contain import contained, error_type
@@ -41,6 +40,7 @@ from nautilus_ranking.records import (
 from nautilus_ranking.response_hash import response_hash_of
 from nautilus_ranking.rows import screen_rows
 from nautilus_ranking.selection.budget import apply_budget, entry_text
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.sources.base import Source, declared_order, id_of, preparer, timeout_of
 from nautilus_ranking.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
 from nautilus_ranking.synthesis.base import Synthesizer

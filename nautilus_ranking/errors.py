@@ -25,7 +25,7 @@ _MAX_SHOWN = 60
 #: importable from here (``from nautilus_ranking.errors import SeedError``), loaded on first use
 #: so that this module stays free of what they need (a database driver, the model).
 _RAISED_BY = {
-    "ConfigError": "nautilus_ranking.config",
+    "ConfigError": "nautilus_ranking.settings.model",
     "SourceConfigError": "nautilus_ranking.sources.yaml_file",
     "SeedError": "nautilus_ranking.sources.seeds",
     "FileRefusedError": "nautilus_ranking.sources.seeds",

@@ -54,7 +54,7 @@ _HANDLER_NAME = "nautilus-configure-logging"
 class LogSettings(BaseSettings):
     """Just the logging knobs, read leniently so logging can be set up first.
 
-    They live here, below :mod:`nautilus_ranking.config` (whose ``NautilusSettings`` extends
+    They live here, below :mod:`nautilus_ranking.settings.model` (whose ``NautilusSettings`` extends
     this class and checks the two values), so that the settings may log and logging
     may read its settings without the two modules importing each other.
     """

@@ -37,6 +37,7 @@ HEAVY = (
     "rich",
     "nautilus_ranking.broker",
     "nautilus_ranking.config",
+    "nautilus_ranking.settings.model",
     "nautilus_ranking.sources.postgres",
 )
 

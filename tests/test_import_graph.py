@@ -78,8 +78,8 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_the_package() -> None:
     graph = import_graph()
-    assert "nautilus_ranking.log" in graph["nautilus_ranking.config"]
-    assert "nautilus_ranking.config" in graph["nautilus_ranking.cli.query"]
+    assert "nautilus_ranking.log" in graph["nautilus_ranking.settings.model"]
+    assert "nautilus_ranking.settings.model" in graph["nautilus_ranking.cli.query"]
 
 
 def test_no_module_imports_itself_back() -> None:
@@ -92,7 +92,7 @@ def test_a_cycle_would_be_found() -> None:
 
 def test_no_module_imports_a_private_name_of_another() -> None:
     """What one module takes from another is public: named without ``_`` and documented
-    (the settings' parsers live in ``nautilus_ranking.settings_parsing`` for that reason)."""
+    (the settings' parsers live in ``nautilus_ranking.settings.parsing`` for that reason)."""
     private = []
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -108,11 +108,11 @@ def test_no_module_imports_a_private_name_of_another() -> None:
 
 
 def test_the_settings_parsers_are_public_and_say_what_they_accept() -> None:
-    from nautilus_ranking import settings_parsing
+    from nautilus_ranking.settings import parsing as settings_parsing
 
     parsers = [
         getattr(settings_parsing, n) for n in dir(settings_parsing) if n.startswith("parse_")
     ]
     assert len(parsers) == 10
-    assert all(p.__doc__ and p.__module__ == "nautilus_ranking.settings_parsing" for p in parsers)
+    assert all(p.__doc__ and p.__module__ == "nautilus_ranking.settings.parsing" for p in parsers)
     assert settings_parsing.parse_int("top_k", "0")[1] is not None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import (
     MAX_CUT_CHARS,
@@ -23,6 +22,7 @@ from nautilus_ranking.request.model import (
 )
 from nautilus_ranking.request.pages import MAX_CURSOR_CHARS
 from nautilus_ranking.selection.cut import parse_cut
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.sources.postgres.dsn import mask_dsn
 from nautilus_ranking.sources.yaml_file import expand_variables
 

@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from nautilus_ranking.broker import Broker
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.records import LEAN_FIELDS
 from nautilus_ranking.response_hash import canonical_json
+from nautilus_ranking.settings.model import NautilusSettings
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
 QUERY = "orders-db disk full"

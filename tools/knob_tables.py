@@ -1,7 +1,7 @@
-"""Rewrite the docs' knob tables from the one declaration (``nautilus_ranking/knobs.py``).
+"""Rewrite the docs' knob tables from the one declaration (``nautilus_ranking/settings/knobs.py``).
 
 Each table sits between ``<!-- knobs:NAME -->`` and ``<!-- /knobs -->`` in a doc;
-``tests/test_knobs.py`` fails while one differs from what the declaration makes.
+``tests/settings/test_knobs.py`` fails while one differs from what the declaration makes.
 
     python -m tools.knob_tables          # rewrite them in place
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nautilus_ranking.knobs import markdown_table
+from nautilus_ranking.settings.knobs import markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 #: doc → the table it holds

@@ -32,8 +32,8 @@ def measure(names: list[str]) -> dict[str, float]:
 
     from benchmarks import speed
     from nautilus_ranking import RankingSynthesizer
-    from nautilus_ranking.config import NautilusSettings
     from nautilus_ranking.log import configure_logging
+    from nautilus_ranking.settings.model import NautilusSettings
 
     configure_logging("error", "console")
     query_vector = np.random.default_rng(0).normal(size=speed.DIM)

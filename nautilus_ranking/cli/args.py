@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nautilus_ranking.settings_parsing import parse_int
+from nautilus_ranking.settings.parsing import parse_int
 
 #: ``--config``'s help, the same for every command that reads a sources file.
 CONFIG_HELP = "sources file (default: NAUTILUS_CONFIG, else the demo)"
@@ -28,7 +28,7 @@ def port(text: str) -> int:
 
 def boost_entry(text: str) -> str:
     """``--boost``: one ``id:level`` entry, checked like NAUTILUS_SOURCE_BOOSTS."""
-    from nautilus_ranking.boost_entries import collect_source_boosts
+    from nautilus_ranking.settings.boost_entries import collect_source_boosts
 
     boosts, problems = collect_source_boosts(text)
     if problems:

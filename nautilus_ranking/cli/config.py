@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from nautilus_ranking.cli.args import CONFIG_HELP
 
 if TYPE_CHECKING:  # loaded when the command runs (``nautilus-ranking --help`` needs none of it)
-    from nautilus_ranking.config import NautilusSettings
     from nautilus_ranking.errors import Problem
     from nautilus_ranking.profiles.build import Profiles
+    from nautilus_ranking.settings.model import NautilusSettings
 
 
 def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
@@ -60,14 +60,14 @@ def run(args: argparse.Namespace) -> int:
 def run_config(args: argparse.Namespace) -> int:
     """``nautilus-ranking config``: print the effective settings and sources, or gate them."""
     from nautilus_ranking.broker import boost_problems, config_path
-    from nautilus_ranking.config import NautilusSettings
     from nautilus_ranking.request.engine import NO_SOURCES
+    from nautilus_ranking.settings.model import NautilusSettings
     from nautilus_ranking.sources.factory import sources_json_schema
 
     if args.schema:
         print(json.dumps(sources_json_schema(), indent=2, sort_keys=True))
         return 0
-    with _quiet("nautilus_ranking.config") if args.strict else contextlib.nullcontext():
+    with _quiet("nautilus_ranking.settings.model") if args.strict else contextlib.nullcontext():
         settings = NautilusSettings()  # --strict reports each problem itself, once
     path = config_path(settings, args.config)
     # a Nautilus broker's nautilus.yaml: boosts name its sources (nautilus_ranking.upstream)
@@ -214,7 +214,7 @@ def keys_problems(settings: NautilusSettings, profiles: Profiles) -> list[Proble
     """The API keys file as ``serve`` and ``mcp`` read it at start-up (missing, not a
     regular file, empty; a profile grant naming no profile): a gate must fail on what
     would stop the service."""
-    from nautilus_ranking.config import ConfigError
+    from nautilus_ranking.settings.model import ConfigError
 
     try:
         from nautilus_ranking.service.limits import load_api_keys

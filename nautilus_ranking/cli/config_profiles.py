@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.errors import Problem
-from nautilus_ranking.knobs import PER_PROFILE
 from nautilus_ranking.profiles.build import AGENTS, Profiles, build_profiles
 from nautilus_ranking.profiles.read import gather
+from nautilus_ranking.settings.knobs import PER_PROFILE
+from nautilus_ranking.settings.model import NautilusSettings
 
 
 def read_profiles(

@@ -41,7 +41,7 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nautilus_ranking.broker import Broker
-    from nautilus_ranking.config import NautilusSettings
+    from nautilus_ranking.settings.model import NautilusSettings
 
     settings = NautilusSettings()
     if args.postgres:

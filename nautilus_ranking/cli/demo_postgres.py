@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from nautilus_ranking.broker import Broker
-from nautilus_ranking.config import ConfigError, NautilusSettings
 from nautilus_ranking.errors import Problem
 from nautilus_ranking.log import get_logger
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 from nautilus_ranking.sources.factory import load_sources
 from nautilus_ranking.sources.postgres.base import EXTRA_HINT, require_postgres
 from nautilus_ranking.sources.postgres.dsn import mask_dsn

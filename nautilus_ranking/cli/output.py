@@ -8,8 +8,8 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from nautilus_ranking.knobs import switches_sentence
 from nautilus_ranking.records import SCORE_COMPONENTS, RankedRow
+from nautilus_ranking.settings.knobs import switches_sentence
 
 if TYPE_CHECKING:
     from nautilus_ranking.request.answer import Answer

@@ -113,11 +113,11 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from nautilus_ranking.cli.output import answer_text
-    from nautilus_ranking.config import NautilusSettings
     from nautilus_ranking.request.answer import answer_sync
     from nautilus_ranking.request.engine import Engine
     from nautilus_ranking.request.errors import ProblemError
     from nautilus_ranking.response_hash import json_default
+    from nautilus_ranking.settings.model import NautilusSettings
 
     try:
         request = request_of(args)

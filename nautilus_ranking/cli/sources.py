@@ -49,7 +49,7 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from nautilus_ranking.broker import config_path
-    from nautilus_ranking.config import NautilusSettings
+    from nautilus_ranking.settings.model import NautilusSettings
     from nautilus_ranking.sources.factory import build_sources
     from nautilus_ranking.sources.sqlite.base import SqliteSource
 
@@ -81,7 +81,7 @@ def run_probe(args: argparse.Namespace) -> int:
     import asyncio
 
     from nautilus_ranking.broker import config_path
-    from nautilus_ranking.config import NautilusSettings
+    from nautilus_ranking.settings.model import NautilusSettings
     from nautilus_ranking.sources.factory import build_sources
 
     settings = NautilusSettings()

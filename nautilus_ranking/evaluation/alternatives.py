@@ -2,7 +2,7 @@
 
 Every alternative is a set of ``NAUTILUS_*`` values an operator could deploy, and its
 synthesizer is the one the broker would build from them (every ranking knob unset:
-passthrough). The knobs come from :mod:`nautilus_ranking.knobs`: passthrough unsets every
+passthrough). The knobs come from :mod:`nautilus_ranking.settings.knobs`: passthrough unsets every
 ranking knob declared there, and the reference resets every one to its default with
 ranking on, so a knob declared later is covered by both with no edit here.
 
@@ -21,12 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nautilus_ranking.boost_entries import VALID_LEVELS
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.evaluation.knob_settings import default_of, unset
-from nautilus_ranking.knobs import KNOBS, RANKING_KNOBS
-from nautilus_ranking.settings_parsing import LEXICAL_SCORERS, NEAR_DUPLICATES_ON
+from nautilus_ranking.settings.boost_entries import VALID_LEVELS
+from nautilus_ranking.settings.knobs import KNOBS, RANKING_KNOBS
+from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.settings.parsing import LEXICAL_SCORERS, NEAR_DUPLICATES_ON
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
 #: The documented diversity setting (docs/configuration.md, NAUTILUS_RANKING_DIVERSITY).

@@ -19,9 +19,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import LogSettings, configure_logging
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.sources.factory import SourceConfigError, build_sources
 from nautilus_ranking.sources.seeds import read_jsonl
 from nautilus_ranking.sources.sqlite.base import SqliteSource

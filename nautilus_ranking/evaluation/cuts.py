@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.evaluation.metrics import DEFAULT_K, ndcg_at, recall_at, relevant
 from nautilus_ranking.evaluation.sweep import Fetched, FloatArray, row_id
 from nautilus_ranking.selection.cut import CUT_SETTINGS, RelevanceCut, parse_cut, relevance_cut
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
 

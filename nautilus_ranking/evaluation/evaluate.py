@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from nautilus_ranking.broker import Broker, applied_settings
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.evaluation.alternatives import (
     Alternative,
@@ -40,6 +39,7 @@ from nautilus_ranking.evaluation.knob_settings import (
 from nautilus_ranking.evaluation.metrics import DEFAULT_K, relevant
 from nautilus_ranking.evaluation.progress import Progress
 from nautilus_ranking.evaluation.sweep import Fetched, Scored, compare, paired_test, score
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.sources.base import embeds_query
 
 #: Queries in flight at once: enough to overlap the sources' I/O, few enough to be polite.

@@ -2,7 +2,7 @@
 
 A report that names some knobs and not others misleads: a header that leaves out the
 knob that turned ranking on reads as passthrough. Everything here reads
-:mod:`nautilus_ranking.knobs`, so a knob declared there is named, unset for the
+:mod:`nautilus_ranking.settings.knobs`, so a knob declared there is named, unset for the
 passthrough row and reset for the reference row with no edit here.
 
 Where a value came from, in the precedence pydantic-settings applies: an argument of
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from dotenv import dotenv_values
 
-from nautilus_ranking.config import NautilusSettings
-from nautilus_ranking.knobs import KNOBS, RANKING_KNOBS, Knob, knob_is_set
+from nautilus_ranking.settings.knobs import KNOBS, RANKING_KNOBS, Knob, knob_is_set
+from nautilus_ranking.settings.model import NautilusSettings
 
 if TYPE_CHECKING:
     from nautilus_ranking.profiles.build import Profile

@@ -27,8 +27,8 @@ import numpy as np
 from nautilus_ranking.evaluation.evaluate import EvalResult
 from nautilus_ranking.evaluation.familywise import ENOUGH_QUERIES, queries_needed
 from nautilus_ranking.evaluation.sweep import Scored, bootstrap_ci
-from nautilus_ranking.knobs import KNOBS
 from nautilus_ranking.profiles.read import PREFIX
+from nautilus_ranking.settings.knobs import KNOBS
 
 _ASSIGNMENT = re.compile(r"^(# )?NAUTILUS_\w+=")
 

@@ -4,7 +4,7 @@ Judgments that credit every copy of a document make a ranking that hands an agen
 same text twice look better, never worse, so nDCG alone reads the near-copy collapse
 as a loss. The repeats figure is what the collapse is for: a row is a repeat when its
 text resembles a row above it in the top k by at least the collapse's ``on``
-threshold (:data:`~nautilus_ranking.settings_parsing.NEAR_DUPLICATES_ON`), by the
+threshold (:data:`~nautilus_ranking.settings.parsing.NEAR_DUPLICATES_ON`), by the
 collapse's own measure (word 3-shingles' Jaccard, :mod:`nautilus_ranking.synthesis.
 near_duplicates`). A row's text is the collapse's (``candidates.resemblance_texts``:
 its string values without ``id`` and its vector's fields), without the judged id field
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from nautilus_ranking.settings_parsing import NEAR_DUPLICATES_ON
+from nautilus_ranking.settings.parsing import NEAR_DUPLICATES_ON
 from nautilus_ranking.synthesis.candidates import MAX_TEXT_CHARS, NOT_RESEMBLANCE
 from nautilus_ranking.synthesis.near_duplicates import resemblance, shingles
 from nautilus_ranking.text.tokens import TokenBatch

@@ -20,9 +20,9 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from nautilus_ranking import __version__
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.mcp.stdio import INSTRUCTIONS, SERVER_NAME
+from nautilus_ranking.settings.model import NautilusSettings
 
 if TYPE_CHECKING:
     from nautilus_ranking.mcp.tools import Tools

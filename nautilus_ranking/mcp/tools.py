@@ -16,7 +16,6 @@ from typing import Any
 
 import mcp_types as types
 
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.errors import cut
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.mcp.definitions import LIST_SOURCES, SEARCH, definitions
@@ -26,6 +25,7 @@ from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import parse_request
 from nautilus_ranking.service import metrics
 from nautilus_ranking.service.state import ServerState
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.sources.base import declared_order
 
 logger = get_logger("nautilus_ranking.mcp")

@@ -1,7 +1,7 @@
 """Ranking profiles: named sets of ranking knobs, built once at start-up.
 
 A profile sets only knobs the declaration lets vary per profile
-(:data:`nautilus_ranking.knobs.PER_PROFILE`), parsed by the settings' own parsers, so a
+(:data:`nautilus_ranking.settings.knobs.PER_PROFILE`), parsed by the settings' own parsers, so a
 value means in a profile what it means in ``NAUTILUS_*``; a knob it does not set keeps
 the global value. Besides its knobs a profile lists the Nautilus broker ``agents`` it
 ranks for and the request fields its callers may still ``overrides`` (``none`` — the
@@ -17,11 +17,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nautilus_ranking.config import PROFILE_VALUES, ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.errors import Problem, cut
-from nautilus_ranking.knobs import BY_FIELD, PER_PROFILE
 from nautilus_ranking.profiles.read import Entry, gather
 from nautilus_ranking.request.plan import OVERRIDES
+from nautilus_ranking.settings.knobs import BY_FIELD, PER_PROFILE
+from nautilus_ranking.settings.model import (
+    PROFILE_VALUES,
+    ConfigError,
+    NautilusSettings,
+    log_problem,
+)
 
 #: What a profile's name may be: it is a metric label and part of a variable's name.
 NAME = re.compile(r"[a-z0-9_]{1,64}")

@@ -20,11 +20,11 @@ from nautilus_ranking.broker import (
     config_path,
     synthesizer_for,
 )
-from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.errors import Problem
 from nautilus_ranking.profiles.build import Profile, Profiles, load_profiles
 from nautilus_ranking.profiles.read import profiles_in_environment
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.tracing import configure as configure_tracing
 

@@ -33,11 +33,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import NautilusError, Problem, cut
 from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.response_hash import compute_response_hash
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
 _VERSION = 1

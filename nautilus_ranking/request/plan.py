@@ -14,16 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nautilus_ranking.boost_entries import collect_source_boosts
 from nautilus_ranking.broker import Broker, synthesizer_for
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.request.errors import ProblemError, invalid
 from nautilus_ranking.request.model import QueryRequest, arg_of
 from nautilus_ranking.request.pages import PageError, Paging, first_page, paging
-from nautilus_ranking.settings_parsing import (
+from nautilus_ranking.settings.boost_entries import collect_source_boosts
+from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.settings.parsing import (
     parse_bool,
     parse_diversity,
     parse_int,

@@ -27,7 +27,6 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nautilus_ranking import __version__
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.fanout.contain import raised_in
 from nautilus_ranking.log import configure_logging, get_logger
@@ -47,6 +46,7 @@ from nautilus_ranking.service.limits import (
 )
 from nautilus_ranking.service.problems import problem_response, strict_json
 from nautilus_ranking.service.state import ServerState
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.tracing.sdk import start_sdk
 
 logger = get_logger("nautilus_ranking.service")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from starlette.requests import ClientDisconnect, Request
 
-from nautilus_ranking.config import ConfigError
 from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.request.errors import ProblemError, invalid
+from nautilus_ranking.settings.model import ConfigError
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 

@@ -35,10 +35,10 @@ from typing import Any
 import yaml
 from dotenv import dotenv_values
 
-from nautilus_ranking.config import ConfigError, NautilusSettings
 from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.service.container_checks import container_problems
-from nautilus_ranking.unknown_variables import is_setting_or_typo
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings
+from nautilus_ranking.settings.unknown_variables import is_setting_or_typo
 
 _WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "Pod")
 _PREFIX = "NAUTILUS_"

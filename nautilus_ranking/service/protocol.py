@@ -15,9 +15,9 @@ import os
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.service import metrics
-from nautilus_ranking.settings_parsing import parse_seconds
+from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.settings.parsing import parse_seconds
 
 #: Read once a worker: ``nautilus-ranking serve`` exports the effective setting to its workers.
 _VARIABLE = "NAUTILUS_SERVE_BODY_TIMEOUT_S"

@@ -21,9 +21,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from nautilus_ranking.config import ConfigError, NautilusSettings
 from nautilus_ranking.errors import Problem
 from nautilus_ranking.log import get_logger
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 from nautilus_ranking.tracing.sdk import sdk_problem
 
 logger = get_logger("nautilus_ranking.service")

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from nautilus_ranking.broker import config_path
-from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.fanout.blas import limit_blas_threads
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.profiles.choose import PLAIN, Grant
@@ -31,6 +30,7 @@ from nautilus_ranking.service.key_grants import key_grants
 from nautilus_ranking.service.limits import ConcurrencyLimit, load_api_keys, read_key_lines
 from nautilus_ranking.service.readiness import Readiness
 from nautilus_ranking.service.runner import BrokerLoop
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.sources.factory import load_sources
 

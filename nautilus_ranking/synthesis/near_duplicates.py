@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nautilus_ranking.settings_parsing import NEAR_DUPLICATES_ON
+from nautilus_ranking.settings.parsing import NEAR_DUPLICATES_ON
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.tokens import TokenBatch
 

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from nautilus_ranking.embedders import Embedder, HashingEmbedder, embedder_from_name
 from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.selection.cut import RelevanceCut, parse_cut, relevance_cut
-from nautilus_ranking.settings_parsing import (
+from nautilus_ranking.settings.parsing import (
     LEXICAL_SCORERS,
     parse_diversity,
     parse_near_duplicates,
@@ -56,7 +56,7 @@ from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.ranking_boost import BOOST_LEVELS
 
 if TYPE_CHECKING:
-    from nautilus_ranking.config import NautilusSettings
+    from nautilus_ranking.settings.model import NautilusSettings
 
 
 class RankingSynthesizer:

@@ -5,7 +5,7 @@ nautilus-rkm 0.3.0 takes its synthesizer as a constructor argument, and
 So the attachment does, on the built instance, what ``from_config`` would do if it
 selected one:
 
-1. reads the ``NAUTILUS_*`` settings (:class:`~nautilus_ranking.config.NautilusSettings`)
+1. reads the ``NAUTILUS_*`` settings (:class:`~nautilus_ranking.settings.model.NautilusSettings`)
    and checks the boosts against the broker's sources (warn and drop, or refuse in
    strict mode, as our own broker does);
 2. replaces the instance's ``_synthesizer`` (the attribute ``from_config`` set; the
@@ -38,11 +38,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from nautilus_ranking.broker import applied_settings, boost_problems
-from nautilus_ranking.config import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.errors import NautilusError
-from nautilus_ranking.knobs import KNOBS, knob_is_set
 from nautilus_ranking.log import get_logger
+from nautilus_ranking.settings.knobs import KNOBS, knob_is_set
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.upstream.agent_profiles import agent_rankers
 from nautilus_ranking.upstream.outcome import RequestRanking
@@ -125,7 +125,7 @@ def attach_ranking(
     ``NAUTILUS_UPSTREAM_RANKINGS_MAX_BYTES``). Attaching twice returns the first
     attachment. Raises :class:`IncompatibleBrokerError` when ``broker`` has no
     synthesizer or ``arequest`` to attach to, and
-    :class:`~nautilus_ranking.config.ConfigError` in strict mode when a boost names
+    :class:`~nautilus_ranking.settings.model.ConfigError` in strict mode when a boost names
     no source of the broker.
     """
     existing = getattr(broker, SYNTHESIZER_ATTRIBUTE, None)

@@ -16,10 +16,10 @@ import pytest
 from fakes import write_jsonl
 
 from nautilus_ranking.broker import applied_settings
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.evaluation.alternatives import alternatives
-from nautilus_ranking.knobs import KNOBS, RANKING_KNOBS, knob_is_set
+from nautilus_ranking.settings.knobs import KNOBS, RANKING_KNOBS, knob_is_set
+from nautilus_ranking.settings.model import NautilusSettings
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 WORDS = (

@@ -19,7 +19,6 @@ import pytrec_eval
 from eval_support import corpus_ids, dataset, qrels, queries
 
 from nautilus_ranking.broker import Broker
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.evaluation.alternatives import Alternative
 from nautilus_ranking.evaluation.collection import write_sources
@@ -30,6 +29,7 @@ from nautilus_ranking.evaluation.metrics import (
     reciprocal_rank,
 )
 from nautilus_ranking.evaluation.sweep import Fetched, ranked_rows, row_id, score
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
 MEASURES = {"ndcg_cut.10", "recall.10", "recip_rank"}

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from nautilus_ranking.broker import Broker, applied_settings
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.evaluation.alternatives import Alternative, alternatives
 from nautilus_ranking.evaluation.evaluate import run_eval
@@ -20,7 +19,8 @@ from nautilus_ranking.evaluation.familywise import recommend
 from nautilus_ranking.evaluation.progress import Progress
 from nautilus_ranking.evaluation.report import text_report
 from nautilus_ranking.evaluation.sweep import HIJACK_FLOOR, Scored, bootstrap_ci, compare
-from nautilus_ranking.settings_parsing import LEXICAL_SCORERS
+from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.settings.parsing import LEXICAL_SCORERS
 
 SOURCES = ["fts", "sql", "vector"]
 

@@ -19,7 +19,7 @@ import pytest
 import toktok
 
 from nautilus_ranking.broker import Broker
-from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.settings.model import NautilusSettings
 from tools.servers import NAUTILUS, running
 
 pytest.importorskip("mcp")

@@ -19,9 +19,9 @@ import pytest
 
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.cli import add_request_flags
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.mcp.definitions import search_schema
 from nautilus_ranking.request.model import QueryRequest, arg_of
+from nautilus_ranking.settings.model import NautilusSettings
 from tools.servers import NAUTILUS, running
 
 pytest.importorskip("mcp")

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.cli import DEMO_QUERIES
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.records import AdapterResult, BrokerResponse
 from nautilus_ranking.request.pages import PageError, paging
 from nautilus_ranking.response_hash import compute_response_hash
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from tools.servers import NAUTILUS, Server, running, wait_ready
 

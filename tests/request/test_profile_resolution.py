@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nautilus_ranking.broker import Broker
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.profiles.build import OVERRIDABLE, build_profiles
 from nautilus_ranking.profiles.read import Entry
 from nautilus_ranking.request.answer import answer_sync
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest
+from nautilus_ranking.settings.model import NautilusSettings
 
 SOURCES = ("a", "b", "c")
 ROWS = {

@@ -15,7 +15,7 @@ from nautilus_ranking import ConfigError, NautilusSettings
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import parse_request
 from nautilus_ranking.request.pages import ranking_key
-from nautilus_ranking.settings_parsing import NEAR_DUPLICATES_ON
+from nautilus_ranking.settings.parsing import NEAR_DUPLICATES_ON
 from tools.servers import NAUTILUS
 
 VARIABLES = {

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from nautilus_ranking.broker import Broker
-from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.settings.model import NautilusSettings
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
 pytest.importorskip("langchain_core")
@@ -172,7 +172,7 @@ def guarded(self, address):
     return real(self, address)
 socket.socket.connect = guarded
 from nautilus_ranking.broker import Broker
-from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.retrievers.llamaindex import NautilusRetriever
 from nautilus_ranking.retrievers.langchain import NautilusRetriever as LC
 broker = Broker.from_config(None, NautilusSettings(ranking_top_k=3))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from nautilus_ranking.config import ConfigError, NautilusSettings
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))

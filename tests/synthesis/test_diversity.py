@@ -10,8 +10,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from nautilus_ranking import AdapterResult, RankingSynthesizer
-from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.request.pages import Paging, ranking_key
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.synthesis.diversity import cap_per_source, mmr_order
 from nautilus_ranking.synthesis.near_duplicates import Resemblance, resemblance, shingles
 from nautilus_ranking.text.tokens import TokenBatch

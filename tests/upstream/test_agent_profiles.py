@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 from test_upstream_parts import FakeBroker
 
-from nautilus_ranking.config import ConfigError, NautilusSettings
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 from nautilus_ranking.upstream import attach_ranking
 
 QUERY = "disk full on orders-db"

@@ -13,7 +13,7 @@ from test_import_graph import import_graph
 
 from nautilus_ranking import NautilusSettings
 from nautilus_ranking.service import metrics
-from nautilus_ranking.unknown_variables import BROKER_VARIABLES, closest_setting
+from nautilus_ranking.settings.unknown_variables import BROKER_VARIABLES, closest_setting
 from nautilus_ranking.upstream.broker_config import broker_sources
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))

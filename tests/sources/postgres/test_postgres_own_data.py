@@ -13,7 +13,7 @@ from typing import Any
 
 from fakes import write_jsonl
 
-from nautilus_ranking.config import NautilusSettings
+from nautilus_ranking.settings.model import NautilusSettings
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 ROWS = [

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from nautilus_ranking import BOOST_LEVELS, ConfigError, NautilusSettings, parse_source_boosts
-from nautilus_ranking.boost_entries import VALID_LEVELS, collect_source_boosts
+from nautilus_ranking.settings.boost_entries import VALID_LEVELS, collect_source_boosts
 
 
 def warnings_of(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -286,7 +286,7 @@ def test_every_setting_is_documented_and_in_the_example_env() -> None:
     """A new NAUTILUS_* setting is named in docs/configuration.md and .env.example."""
     from pathlib import Path
 
-    root = Path(__file__).parents[1]
+    root = Path(__file__).parents[2]
     docs = (root / "docs" / "configuration.md").read_text(encoding="utf-8")
     example = (root / ".env.example").read_text(encoding="utf-8")
     names = ["NAUTILUS_" + name.upper() for name in NautilusSettings.model_fields]

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from nautilus_ranking.config import NautilusSettings
-from nautilus_ranking.knobs import (
+from nautilus_ranking.settings.knobs import (
     BY_FIELD,
     KNOBS,
     PER_PROFILE,
     PROCESS_SETTINGS,
     RANKING_SWITCHES,
 )
+from nautilus_ranking.settings.model import NautilusSettings
 from tools.knob_tables import TABLES, rendered
 
 #: A value that sets each knob (not its default).
@@ -43,7 +43,7 @@ def test_every_setting_is_a_knob_or_a_process_setting_exactly_once() -> None:
     assert len(knobs) == len(set(knobs))
     assert not set(knobs) & PROCESS_SETTINGS
     unclassified = fields - set(knobs) - PROCESS_SETTINGS
-    assert not unclassified, f"classify these in nautilus_ranking/knobs.py: {unclassified}"
+    assert not unclassified, f"classify these in nautilus_ranking/settings/knobs.py: {unclassified}"
     assert not (set(knobs) | PROCESS_SETTINGS) - fields, "declared fields that do not exist"
 
 

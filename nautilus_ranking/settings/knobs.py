@@ -12,7 +12,7 @@ copies that drifted apart:
   where it does not apply there (docs/nautilus-broker.md's table is made from it).
 
 Every field of ``NautilusSettings`` is a ranking knob, the embedder, or a process
-setting (:data:`PROCESS_SETTINGS`); ``tests/test_knobs.py`` fails on a field that is
+setting (:data:`PROCESS_SETTINGS`); ``tests/settings/test_knobs.py`` fails on a field that is
 none of them, so a new knob cannot be forgotten. A knob is "set" when its value
 differs from its default (:func:`knob_is_set`).
 """
