@@ -67,7 +67,7 @@ source (`AdapterResult.embeddings`); the query vector comes from the caller.
 Baselines in the same run: passthrough (`BasicSynthesizer.merge`), the naive
 pure-Python tf-idf ranker and the plain-Python reference implementation of
 `tools/reference.py`. Before/after numbers of the speed work are in
-[tuning.md](tuning.md#speed).
+[tuning-speed.md](tuning-speed.md#speed).
 
 ![rank() scaling](speed-scaling.png)
 

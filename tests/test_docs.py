@@ -1,4 +1,5 @@
-"""The shell examples of README.md and docs/*.md do what they show.
+"""The shell examples of README.md and docs/*.md do what they show, and their links lead
+somewhere.
 
 A fenced block right after a ``<!-- runnable -->`` line is run, as a new user would run
 it, with a fresh ``NAUTILUS_DATA_DIR`` and ``HOME`` (temporary folders), no other
@@ -301,6 +302,66 @@ def test_the_readme_files_to_copy_exist() -> None:
         if not (ROOT / "examples" / name).is_file() and not (ROOT / name).is_file()
     ]
     assert not missing, missing
+
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LINK = re.compile(r"\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(\S+)(?:\s+\"[^\"]*\")?\s*$")
+
+
+def _prose(path: Path, *, code: bool = False) -> list[str]:
+    """The file's lines with fenced blocks blanked, and inline code taken out unless
+    ``code`` (a heading's anchor is made from its code too)."""
+    out, fenced = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            out.append("")
+        else:
+            out.append("" if fenced else line if code else re.sub(r"`[^`]*`", "", line))
+    return out
+
+
+def _anchors(path: Path) -> set[str]:
+    """The fragments GitHub makes for the page's headings (lower case, punctuation
+    dropped, spaces as ``-``, ``-1``, ``-2`` … on repeats), and its explicit anchors."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for line in _prose(path, code=True):
+        found.update(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", line))
+        match = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not match:
+            continue
+        text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", match.group(1))
+        text = re.sub(r"<[^>]+>|[*`]", "", text)
+        slug = re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+        found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
+def test_every_relative_link_of_the_docs_resolves() -> None:
+    """A link from README.md or docs/*.md to a file of the repository finds the file, and
+    a ``#fragment`` into a page finds a heading there: pages get split and headings
+    renamed, and a reader who follows a dead link lands on nothing."""
+    anchors: dict[Path, set[str]] = {}
+    dead = []
+    for page in DOCS:
+        for number, line in enumerate(_prose(page), 1):
+            for target in _LINK.findall(line) + _REFERENCE.findall(line):
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:
+                    continue
+                file, _, fragment = target.partition("#")
+                dest = (page.parent / file).resolve() if file else page
+                where = f"{page.relative_to(ROOT)}:{number}: {target}"
+                if not dest.exists():
+                    dead.append(f"{where}: no such file")
+                elif fragment and dest.suffix == ".md":
+                    if dest not in anchors:
+                        anchors[dest] = _anchors(dest)
+                    if fragment not in anchors[dest]:
+                        dead.append(f"{where}: no such heading")
+    assert dead == []
 
 
 def update() -> int:

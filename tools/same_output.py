@@ -124,7 +124,7 @@ def vector_batches(
     The copies batch stays below 2**20 vector entries: above it, main multiplied
     float64 vectors with BLAS ``gemv``, which rounds the same vector differently at
     different rows (copies 1e-16 apart, one ranked below its own document); the
-    code after ties them exactly (docs/tuning.md, the fourth speed pass)."""
+    code after ties them exactly (docs/tuning-speed-vectors-words.md, the fourth speed pass)."""
     import numpy as np
 
     from benchmarks import speed

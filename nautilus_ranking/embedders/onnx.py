@@ -15,7 +15,7 @@ each one's input quantized to uint8 per text; the attention scores, layer norms,
 GELU and pooling stay float32. The integer products are exact on every CPU (see
 :func:`fast_int8_products_exact`), so the vectors are the same everywhere; they move
 a little from the shipped graph's (cosine >= 0.98; nDCG@10 unchanged on the shared
-collections, docs/tuning.md), hence a model id of their own. ``int8=False`` gives
+collections, docs/tuning-embedders.md), hence a model id of their own. ``int8=False`` gives
 the shipped graph's vectors, fused.
 
 Embedding costs milliseconds a row, so row vectors are kept in an LRU cache
@@ -60,7 +60,7 @@ BATCH = 16
 #: with one scale per run, so a text batched with others (and their padding) would get
 #: a vector that depends on its companions (cosine down to 0.985 to its vector alone);
 #: alone, a text's vector depends on the text only, as the cache assumes. On 2 cores
-#: it costs about what batches of 16 do (docs/tuning.md). And so texts run side by side,
+#: it costs about what batches of 16 do (docs/tuning-embedders.md). And so texts run side by side,
 #: one onnxruntime thread each: a one-text run is too small to split across threads
 #: (they meet at every node of the graph). 60 demo texts on 2 cores, median of 6:
 #: 230 ms side by side against 339 ms for one at a time on two intra-op threads (337

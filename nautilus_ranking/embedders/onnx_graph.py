@@ -15,7 +15,7 @@ optimizer fuses. Two rewrites, both on onnxruntime's own contrib operators:
   ``DynamicQuantizeMatMul`` on the shipped int8 weights and per-column scales as
   they are (nothing re-quantized); only each product's input is quantized, to
   uint8 with one scale per batch. That is a small, deliberate change of the
-  vectors (docs/tuning.md measures it).
+  vectors (docs/tuning-embedders.md measures it).
 
 Nothing is written to disk: bytes in, bytes out, in ~0.1 s. The rewrite checks it
 found every block it expects and raises :class:`GraphRewriteError` otherwise.
@@ -41,7 +41,7 @@ ALL_KINDS = frozenset({"qkv", "attn_out", "ffn_up", "ffn_down"})
 #: attention output projections, feed-forward up and down). Leaving the down
 #: projection in float32 (its input, the GELU output, has the outliers BERT-family
 #: models are known for) halves the cosine loss but costs ~25% more time, and neither
-#: changed nDCG@10 on the shared collections (docs/tuning.md).
+#: changed nDCG@10 on the shared collections (docs/tuning-embedders.md).
 INT8_KINDS = ALL_KINDS
 CONTRIB = "com.microsoft"
 

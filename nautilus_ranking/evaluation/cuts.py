@@ -6,7 +6,7 @@ the current settings pass rows through: a cut turns ranking on); each setting is
 applied to it as the ranker applies it, to the top K. Per setting, the mean per query
 of the rows handed over, of the irrelevant ones among them (no judgment of grade >= 1,
 or no id), recall@k and nDCG@k. The off row is the baseline every setting is read
-against; docs/tuning.md has what the shared collections showed.
+against; docs/tuning-selection.md has what the shared collections showed.
 """
 
 from __future__ import annotations

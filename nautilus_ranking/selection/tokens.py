@@ -5,7 +5,7 @@ is exact: the number of tokens of ``o200k_base``, the BPE vocabulary of OpenAI's
 GPT-4o, GPT-4.1, GPT-5 and o-series models, counted by ``toktok`` (Rust; the
 vocabulary is compiled into the package, so nothing is downloaded at run time, and
 its counts match tiktoken's token for token — checked on the shared corpora's rows
-and 3,000 random Unicode strings, docs/tuning.md).
+and 3,000 random Unicode strings, docs/tuning-selection.md).
 
 Without the extra a text's count is :func:`estimate_counts`, an estimate built to
 count *more* than ``o200k_base`` on the texts rows hold, so a budget counted with it

@@ -131,7 +131,7 @@ def parse_choice(
 
 #: The lexical content scores (NAUTILUS_RANKING_LEXICAL): BM25 over the batch's rows
 #: (the default; nautilus_ranking/synthesis/lexical.py), or the hashing embedder's
-#: IDF-weighted cosine (the default before; docs/tuning.md has the pooled evidence).
+#: IDF-weighted cosine (the default before; docs/tuning-lexical.md has the pooled evidence).
 LEXICAL_SCORERS = ("bm25", "cosine")
 #: NAUTILUS_RANKING_CURATED_KEYWORDS: inside the broker, analysis.keyword_map's curated
 #: keywords only route a request ("routing", left out of the ranked query) or are also

@@ -169,7 +169,7 @@ def orders_from_fields(
     The ranker asks for ``scores`` when content is lexical: its tests then judge an
     order by the words it matches, which a semantic index's order need not follow.
     A model's content has a semantic test and a words test beside it, which judge
-    both kinds of index (docs/tuning.md measured the score order there too)."""
+    both kinds of index (docs/tuning-sources.md measured the score order there too)."""
     out = list(declared)
     if all(said is not None for said in out):
         return out

@@ -40,7 +40,7 @@ that more than one voting source (weight > 0) returned, to ``CONTENT_FLOOR`` at
 order what the sources' votes leave tied.
 
 Ranks, not the sources' scores, are fused: those are on scales nobody
-calibrated, and most sources return none (docs/tuning.md records what was measured).
+calibrated, and most sources return none (docs/tuning-fusion.md records what was measured).
 
 **Which sources are ranked** (the weight ``w_j`` of a source's votes) is decided in
 :mod:`nautilus_ranking.synthesis.detection`.
@@ -68,20 +68,21 @@ CONTENT_WEIGHT = 1.0
 #: The share of voting sources' documents returned by more than one of them at which the
 #: content weight reaches its floor. Disjoint shards share none (a duplicate here and
 #: there stays well below it); two indexes over one corpus share 15-40% of their top 30
-#: in the benchmark's collections (docs/tuning.md).
+#: in the benchmark's collections (docs/tuning-fusion.md).
 SHARED_FOR_CONTENT_FLOOR = 0.1
-#: The content weight where ranked sources overlap (docs/tuning.md: 0 let content only
+#: The content weight where ranked sources overlap (docs/tuning-fusion.md: 0 let content only
 #: tie with the sources' agreement, 0.25 and more cost the smallest collection).
 CONTENT_FLOOR = 0.1
 #: Content from a model's vectors: the semantic score's share of the convex combination
-#: with the lexical one (docs/tuning.md: 0.5-0.8 all beat RRF over the ranked sources where
-#: they overlap; the semantic score carries some lexical evidence already, the IDF factor).
+#: with the lexical one (docs/tuning-embedders.md: 0.5-0.8 all beat RRF over the ranked
+#: sources where they overlap; the semantic score carries some lexical evidence already, the
+#: IDF factor).
 SEMANTIC_SHARE = 0.7
 #: Distribution-based normalisation: mean ± this many standard deviations map to 0 and 1.
 DBSF_SPREAD = 3.0
 #: Lexical content: how far a ranked source's row that content rates below its rank's
 #: place is lifted towards that place — halfway, the source's judgement and content's
-#: counted equally (docs/tuning.md: 0.3 and 0.5 both gain on every shard cell, 1 loses).
+#: counted equally (docs/tuning-sources.md: 0.3 and 0.5 both gain on every shard cell, 1 loses).
 RANK_FLOOR_SHARE = 0.5
 
 

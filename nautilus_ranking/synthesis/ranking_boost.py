@@ -62,7 +62,7 @@ RRF_K = 60.0
 #: ``SPREAD_DEPTH`` down (the 5th) minus the ``SPREAD_DEPTH``-th (with fewer, a third of
 #: them down minus the last) — how far apart the rows competing for a top 10 are in this
 #: batch. A window around the top (not from the best row) is the same documents with or
-#: without a candidate cap (docs/tuning.md, "Boost levels that are felt").
+#: without a candidate cap (docs/tuning-boosts.md, "Boost levels that are felt").
 SPREAD_DEPTH = 15
 #: Stage 2's decay by place in the source: the row at place ``p`` among its source's
 #: rows (by unboosted relevance) gets ``1 / (1 + (p - 1) / RANK_DECAY)`` of the bump.
@@ -85,7 +85,7 @@ class BoostWeights:
 _NO_BOOST = BoostWeights(multiplier=1.0, bump=0.0)
 
 #: The one table of levels, lowest first (docs/configuration.md, "Boost levels", and
-#: docs/tuning.md hold what each measured; ``benchmarks/boost_safety.py`` measures it).
+#: docs/tuning-boosts.md hold what each measured; ``benchmarks/boost_safety.py`` measures it).
 BOOST_LEVELS: Mapping[str, BoostWeights] = MappingProxyType(
     {
         "-high": BoostWeights(multiplier=1 / 1.5, bump=-1.0),

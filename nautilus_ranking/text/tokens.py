@@ -6,7 +6,7 @@ digits, English stop words dropped, plural/verb ``s`` endings folded
 (``incidents`` → ``incident``, ``queries`` → ``query``), then the Snowball
 English stemmer (PyStemmer: ``replication`` and ``replicated`` → ``replic``).
 The stemmer raised content-only nDCG@10 by 0.01-0.03 on every shared
-collection (docs/tuning.md). Sources that stem themselves (FTS5's porter) get
+collection (docs/tuning-fusion.md). Sources that stem themselves (FTS5's porter) get
 the unstemmed words (:func:`plain_tokens`).
 """
 

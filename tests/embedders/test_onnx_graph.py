@@ -41,7 +41,7 @@ from nautilus_ranking.embedders.onnx_graph import (  # noqa: E402
 )
 
 #: The fidelity bound the int8 graph is held to (measured on 540 texts: min 0.982,
-#: mean 0.995; docs/tuning.md).
+#: mean 0.995; docs/tuning-embedders.md).
 MIN_COSINE = 0.98
 TEXTS = [
     "disk full on the database host",

@@ -434,7 +434,7 @@ def test_an_exact_match_stays_ahead_of_a_boosted_source_sharing_one_word() -> No
         # the boost is not inert: graph's matching rows gain, in their own order. Under
         # the cosine: BM25 gives these rows of one length that share one query word
         # exactly one score, and with the cap's 19 of them the batch has no spread for a
-        # bump to be a share of (docs/tuning.md, "What the tests had to learn").
+        # bump to be a share of (docs/tuning-lexical.md, "What the tests had to learn").
         boosted = RankingSynthesizer(
             top_k=10, max_candidates=cap, source_boosts={"graph": "high"}, lexical="cosine"
         ).rank(results, {"query": query})

@@ -986,7 +986,7 @@ def test_bad_row_beside_a_good_one(bad_row: Any, event: str, lexical: str) -> No
     assert ranked[0].row is not bad_row
     if lexical == "cosine":
         # BM25 in a three-row batch: length normalisation may put the one-word "disk"
-        # above the six-word row matching both words (docs/tuning.md).
+        # above the six-word row matching both words (docs/tuning-lexical.md).
         assert ranked[0].row is GOOD
     assert {r.row.get("id") for r in ranked} >= {"good"}
     assert all(math.isfinite(r.score) for r in ranked)
