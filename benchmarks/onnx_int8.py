@@ -10,7 +10,7 @@ products), ``int8`` (fused, every weight product in int8: the default) and
   median and min;
 * fidelity: cosine of each variant's vectors to the shipped graph's, on the demo
   texts and on documents and queries of the shared collections;
-* quality (``--quality``): nDCG@10 of ``nautilus (onnx)`` as benchmarks/quality.py
+* quality (``--quality``): nDCG@10 of ``nautilus (onnx)`` as benchmarks/quality/quality.py
   runs it (its sources, its vector source built with the same variant), per query,
   and the paired 95% bootstrap interval of each variant minus ``fused``.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.ir_collections import DATASETS, NAMES, bootstrap_ci, load, ndcg_at
+from benchmarks.quality.ir_collections import DATASETS, NAMES, bootstrap_ci, load, ndcg_at
 from nautilus_ranking.embedders.onnx import OnnxEmbedder
 from nautilus_ranking.embedders.onnx_graph import ALL_KINDS
 
@@ -117,7 +117,7 @@ def fidelity(variants: list[str], datasets: Path) -> dict[str, dict[str, np.ndar
 
 def quality(variants: list[str], datasets: Path) -> dict[str, dict[str, list[float]]]:
     """Per variant, per collection/scenario: nDCG@10 of nautilus (onnx) per query."""
-    from benchmarks import quality as bench
+    from benchmarks.quality import quality as bench
 
     out: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory() as scratch:

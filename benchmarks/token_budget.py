@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ir_collections import DATASETS, NAMES, load
+from benchmarks.quality.ir_collections import DATASETS, NAMES, load
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.selection import tokens
 from nautilus_ranking.selection.budget import entry_text, fit_counts

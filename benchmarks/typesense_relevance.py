@@ -1,4 +1,4 @@
-"""Relevance with a real engine: the partitioned set-up of ``benchmarks/quality.py``, its
+"""Relevance with a real engine: the partitioned set-up of ``benchmarks/quality/quality.py``, its
 full-text third served by a real Typesense (0.24.1) through the ``typesense`` preset
 instead of SQLite FTS5, the other two (an unranked table, a vector source) unchanged.
 
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.ir_collections import DATASETS, Collection, load, ndcg_at
-from benchmarks.partitioned import build_broker, fetch
-from benchmarks.quality import NAUTILUS, SIMPLE, mean, paired, strategies
+from benchmarks.quality.ir_collections import DATASETS, Collection, load, ndcg_at
+from benchmarks.quality.partitioned import build_broker, fetch
+from benchmarks.quality.quality import NAUTILUS, SIMPLE, mean, paired, strategies
 from benchmarks.sections import markers, write_section
 from nautilus_ranking import AdapterResult, Broker
 from nautilus_ranking.log import configure_logging

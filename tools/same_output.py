@@ -27,7 +27,7 @@ from typing import Any
 from tools.revisions import checkout, run_module
 
 #: The rankings speed work must reproduce: the last deliberate ranking change (boosts a
-#: share of the batch's relevance spread, measured in benchmarks/boost_safety.py; before
+#: share of the batch's relevance spread, measured in benchmarks/quality/boost_safety.py; before
 #: it, 9c570c5, whose unboosted batches it still reproduces); move it forward with the
 #: next such change.
 DEFAULT_REV = "35fe6a1"

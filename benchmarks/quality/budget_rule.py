@@ -1,6 +1,6 @@
 """The token budget's rule: skip a row that does not fit and try the next, or stop there?
 
-The sources and collections are ``benchmarks/partitioned.py``'s (fts, sql and vector over
+The sources and collections are ``benchmarks/quality/partitioned.py``'s (fts, sql and vector over
 each shared collection, partitioned and hybrid, declared, the hashing embedder); every
 query's top 20 (IDF on) is counted as a JSON answer hands it over
 (``selection.budget.entry_text``, o200k_base with the ``tokens`` extra, else the
@@ -18,7 +18,7 @@ over (in rank order) the tiebreak. Per budget and rule: rows handed over, judged
 rows, rows with no relevance, and nDCG@10 (means per query over every collection and
 scenario, each query counted once).
 
-    python -m benchmarks.budget_rule [--datasets DIR] [--work-dir DIR] [--budgets 250,500]
+    python -m benchmarks.quality.budget_rule [--datasets DIR] [--work-dir DIR] [--budgets 250,500]
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.ir_collections import DATASETS, NAMES, load, ndcg_at
-from benchmarks.relevance_cut import fetched_for
+from benchmarks.quality.ir_collections import DATASETS, NAMES, load, ndcg_at
+from benchmarks.quality.relevance_cut import fetched_for
 from nautilus_ranking import RankingSynthesizer
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.selection.budget import entry_text, fit_counts

@@ -1,9 +1,9 @@
 """What each boost level does, on the four shared collections: share gained, the other
 sources' recall kept, nDCG change — every level, demotions included.
 
-    python -m benchmarks.boost_safety [--only NAME] [--embedders hashing onnx]
-                                      [--modes declared undeclared] [--work-dir DIR]
-                                      [--queries N] [--no-hybrid] [--out FILE.md]
+    python -m benchmarks.quality.boost_safety [--only NAME] [--embedders hashing onnx]
+                                              [--modes declared undeclared] [--work-dir DIR]
+                                              [--queries N] [--no-hybrid] [--out FILE.md]
 
 Three sources as in ``partitioned.py`` (fts, sql, vector; MiniLM vectors when
 ``nautilus-ranking[embed]`` is installed), fetched once per collection and scenario
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import partitioned
-from benchmarks.ir_collections import DATASETS, NAMES, Collection, load, ndcg_at
+from benchmarks.quality import partitioned
+from benchmarks.quality.ir_collections import DATASETS, NAMES, Collection, load, ndcg_at
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.boost_entries import VALID_LEVELS
 from nautilus_ranking.embedders import HashingEmbedder

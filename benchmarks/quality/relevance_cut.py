@@ -1,7 +1,7 @@
 """Relevance cut: how many irrelevant rows does each cut setting keep out of the top 10,
 and what does it cost in recall@10 and nDCG@10?
 
-The sources, scenarios and collections are ``benchmarks/quality.py``'s (fts, sql and
+The sources, scenarios and collections are ``benchmarks/quality/quality.py``'s (fts, sql and
 vector over each shared collection, partitioned and hybrid, declared), and every
 collection is ranked twice: with the default hashing embedder and with MiniLM (onnx),
 IDF on, top 10. Each cut setting (``nautilus_ranking/selection/cut.py``) is applied to the same
@@ -12,8 +12,8 @@ Per cell and setting: rows handed over (mean per query), irrelevant rows handed 
 a cell when it hands over >= 30 % fewer irrelevant rows than "off" at <= 5 % relative
 loss of recall@10; the summary says which settings qualify in every cell.
 
-    python -m benchmarks.relevance_cut [--datasets DIR] [--only NAME] [--out FILE.md]
-                                       [--work-dir DIR] [--settings a,b,...]
+    python -m benchmarks.quality.relevance_cut [--datasets DIR] [--only NAME] [--out FILE.md]
+                                               [--work-dir DIR] [--settings a,b,...]
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ir_collections import DATASETS, NAMES, Collection, load, ndcg_at, recall_at
-from benchmarks.partitioned import build_broker, fetch, onnx_embedder
+from benchmarks.quality.ir_collections import DATASETS, NAMES, Collection, load, ndcg_at, recall_at
+from benchmarks.quality.partitioned import build_broker, fetch, onnx_embedder
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.records import RankedRow

@@ -1,6 +1,6 @@
 """Which lexical scorer should be the default: the cosine or BM25, on pooled evidence.
 
-The text-mode cells of ``benchmarks.quality`` (each shared collection served by three
+The text-mode cells of ``benchmarks.quality.quality`` (each shared collection served by three
 real sources, partitioned and hybrid) ranked by nautilus with the default hashing
 embedder, the sources *undeclared* (``ranked=None`` on every result: what an operator
 whose sources declare nothing hands the ranker), under both scorers with IDF off (the
@@ -17,8 +17,8 @@ interval can lose only by its point Δ, and the six external cells are all above
 With ``--declared`` the same cells run declared too (the sources' own ``ranked`` flags),
 beside RRF over the ranked sources: what the undeclared detection gives up.
 
-    python -m benchmarks.lexical_default [--datasets DIR] [--work-dir DIR] [--declared]
-                                         [--only NAME] [--out FILE.md]
+    python -m benchmarks.quality.lexical_default [--datasets DIR] [--work-dir DIR] [--declared]
+                                                 [--only NAME] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -30,10 +30,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.central_rerank import CentralRerank
-from benchmarks.ir_collections import DATASETS, NAMES, Collection, bootstrap_ci, load, ndcg_at
-from benchmarks.partitioned import build_broker, fetch, onnx_embedder, undeclare, unique_ids
-from benchmarks.quality import passthrough, rrf_ranked
+from benchmarks.quality.central_rerank import CentralRerank
+from benchmarks.quality.ir_collections import (
+    DATASETS,
+    NAMES,
+    Collection,
+    bootstrap_ci,
+    load,
+    ndcg_at,
+)
+from benchmarks.quality.partitioned import build_broker, fetch, onnx_embedder, undeclare, unique_ids
+from benchmarks.quality.quality import passthrough, rrf_ranked
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.log import configure_logging
 
@@ -57,7 +64,7 @@ class External:
     rrf_ranked: float
 
 
-#: Three collections not held here, split across three sources as ``benchmarks.quality``
+#: Three collections not held here, split across three sources as ``benchmarks.quality.quality``
 #: splits them, sources undeclared, text mode, hashing embedder, 120-query samples.
 EXTERNAL = (
     External("A partitioned", 0.631, 0.659, 0.651, 0.654, 0.677, 0.435),

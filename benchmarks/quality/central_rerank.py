@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.ir_collections import Collection
+from benchmarks.quality.ir_collections import Collection
 from nautilus_ranking.embedders import HashingEmbedder, embed_texts
 from nautilus_ranking.sources.sqlite.fts import fts_match_expression
 

@@ -1,7 +1,7 @@
 """What the undeclared detection gives up: the same answers declared, undeclared, and
 undeclared with less for the detection to read.
 
-``benchmarks.quality``'s three sources (fts, sql, vector) over each shared collection,
+``benchmarks.quality.quality``'s three sources (fts, sql, vector) over each shared collection,
 partitioned and hybrid, ranked by nautilus with the default settings (hashing embedder,
 IDF off, the default lexical scorer) in four forms of the same answers:
 
@@ -19,8 +19,8 @@ Per cell: nDCG@10 of each form beside RRF over the ranked sources (fts + vector,
 needs no declaration), the paired 95% interval of each undeclared form against
 ``declared``, and the mean weight the ranker gave each source's votes (1 ranked, 0 not).
 
-    python -m benchmarks.undeclared [--datasets DIR] [--work-dir DIR] [--only NAME]
-                                    [--lexical bm25|cosine] [--out FILE.md]
+    python -m benchmarks.quality.undeclared [--datasets DIR] [--work-dir DIR] [--only NAME]
+                                            [--lexical bm25|cosine] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ir_collections import DATASETS, NAMES, bootstrap_ci, load, ndcg_at
-from benchmarks.partitioned import SOURCES, build_broker, fetch, onnx_embedder, unique_ids
-from benchmarks.quality import rrf_ranked
+from benchmarks.quality.ir_collections import DATASETS, NAMES, bootstrap_ci, load, ndcg_at
+from benchmarks.quality.partitioned import SOURCES, build_broker, fetch, onnx_embedder, unique_ids
+from benchmarks.quality.quality import rrf_ranked
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.log import configure_logging
 

@@ -1,7 +1,7 @@
 """Does ``eval --recommend`` recommend what holds up on queries it has not seen?
 
-    python -m benchmarks.recommend_rule [--datasets DIR] [--work-dir DIR] [--splits 200]
-                                        [--out FILE.md]
+    python -m benchmarks.quality.recommend_rule [--datasets DIR] [--work-dir DIR] [--splits 200]
+                                                [--out FILE.md]
 
 Each shared collection is served as ``nautilus-ranking eval`` serves it
 (``python -m nautilus_ranking.evaluation.collection``: fts, sql and vector, partitioned,
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.ir_collections import DATASETS, NAMES
+from benchmarks.quality.ir_collections import DATASETS, NAMES
 from benchmarks.sections import markers, write_section
 from nautilus_ranking.broker import Broker, applied_settings
 from nautilus_ranking.config import NautilusSettings

@@ -13,7 +13,7 @@ from nautilus_ranking.evaluation.sweep import bootstrap_ci
 #: One implementation: `nautilus-ranking eval`'s metrics, checked against trec_eval in the tests.
 __all__ = ["DATASETS", "NAMES", "Collection", "bootstrap_ci", "load", "ndcg_at", "recall_at"]
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+DATASETS = Path(__file__).resolve().parents[3] / "shared" / "datasets"
 NAMES = ("cranfield", "cisi", "cacm", "adi")
 
 

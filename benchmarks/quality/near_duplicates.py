@@ -1,8 +1,8 @@
 """Near copies and diversity on the shared collections with perturbed copies injected.
 
-    python -m benchmarks.near_duplicates [--only NAME] [--embedders hashing onnx]
-                                         [--modes declared undeclared] [--work-dir DIR]
-                                         [--queries N] [--speed-only] [--out FILE.md]
+    python -m benchmarks.quality.near_duplicates [--only NAME] [--embedders hashing onnx]
+                                                 [--modes declared undeclared] [--work-dir DIR]
+                                                 [--queries N] [--speed-only] [--out FILE.md]
 
 Set-up: the three partitioned sources of ``partitioned.py`` (fts, sql, vector; MiniLM
 vectors when ``nautilus-ranking[embed]`` is installed). A fixed-seed sample of
@@ -54,9 +54,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks import partitioned
-from benchmarks.boost_safety import Fetched, fetched_for
-from benchmarks.ir_collections import NAMES, Collection, load, ndcg_at
+from benchmarks.quality import partitioned
+from benchmarks.quality.boost_safety import Fetched, fetched_for
+from benchmarks.quality.ir_collections import NAMES, Collection, load, ndcg_at
 from benchmarks.sections import markers, write_section
 from nautilus_ranking import RankingSynthesizer
 from nautilus_ranking.embedders import HashingEmbedder
@@ -415,7 +415,7 @@ def section(body: str, command: str) -> str:
         "\n\n".join(
             [
                 begin,
-                "## Near copies and diversity (`benchmarks/near_duplicates.py`)",
+                "## Near copies and diversity (`benchmarks/quality/near_duplicates.py`)",
                 when,
                 setup,
                 body,
@@ -452,7 +452,7 @@ def main() -> int:
     text = "\n\n".join(parts)
     print(text)
     if args.out:
-        command = "python -m benchmarks.near_duplicates " + " ".join(sys.argv[1:])
+        command = "python -m benchmarks.quality.near_duplicates " + " ".join(sys.argv[1:])
         write_section(args.out, section(text, command.strip()), SECTION, before="overhead")
     return 0
 

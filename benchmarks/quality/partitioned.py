@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ir_collections import Collection
+from benchmarks.quality.ir_collections import Collection
 from nautilus_ranking import AdapterResult, Broker
 from nautilus_ranking.sources.sqlite.fts import SqliteFtsSource
 from nautilus_ranking.sources.sqlite.table import SqliteTableSource

@@ -34,10 +34,10 @@ as nautilus's own sources do) and *undeclared* (``ranked=None`` on every result,
 as a library caller or an upstream broker whose adapters return rows only hands
 them over; ``--declared`` / ``--undeclared`` run one of them).
 
-    python -m benchmarks.quality [--datasets DIR] [--only NAME] [--out FILE.md]
-                                 [--onnx-queries N] [--no-safety] [--work-dir DIR]
-                                 [--declared | --undeclared]
-    python -m benchmarks.quality --backend postgres   # SQLite beside PostgreSQL (backends.py)
+    python -m benchmarks.quality.quality [--datasets DIR] [--only NAME] [--out FILE.md]
+                                         [--onnx-queries N] [--no-safety] [--work-dir DIR]
+                                         [--declared | --undeclared]
+    python -m benchmarks.quality.quality --backend postgres  # SQLite and PostgreSQL (backends.py)
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.central_rerank import CentralRerank
-from benchmarks.ir_collections import (
+from benchmarks.quality.central_rerank import CentralRerank
+from benchmarks.quality.ir_collections import (
     DATASETS,
     NAMES,
     Collection,
@@ -60,7 +60,7 @@ from benchmarks.ir_collections import (
     ndcg_at,
     recall_at,
 )
-from benchmarks.partitioned import (
+from benchmarks.quality.partitioned import (
     MODES,
     build_broker,
     fetch,
@@ -378,9 +378,9 @@ def run(
     """Every collection, both scenarios, in each of ``modes``: ``declared`` (the sources
     say whether their order is relevance, as nautilus's own do) and ``undeclared``
     (``ranked=None`` on every result: the ranker detects it). With ``safety``, what each
-    boost level does (``benchmarks/boost_safety.py``: share gained, the others' recall
+    boost level does (``benchmarks/quality/boost_safety.py``: share gained, the others' recall
     kept, Δ nDCG, every level and demotion, both embedders, with and without a cap)."""
-    from benchmarks import boost_safety  # it builds on this module
+    from benchmarks.quality import boost_safety  # it builds on this module
 
     sections: dict[str, list[str]] = {mode: [] for mode in modes}
     cells: dict[str, dict[str, dict[str, dict[str, list[float]]]]] = {m: {} for m in modes}
@@ -473,7 +473,7 @@ def main() -> int:
     args = parser.parse_args()
     configure_logging("warning", "console")
     if args.backend == "postgres":
-        from backends import run as run_backends
+        from benchmarks.backends import run as run_backends
 
         text = run_backends(args.datasets, args.only, args.dsn)
     else:
