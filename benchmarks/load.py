@@ -44,8 +44,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from benchmarks.request_overhead import QUERIES
 from benchmarks.sections import markers, write_section
+from benchmarks.speed.request_overhead import QUERIES
 from nautilus_ranking import Broker, NautilusSettings
 from nautilus_ranking.log import configure_logging
 from tools import servers

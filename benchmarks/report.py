@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import speed, spread_cost
 from benchmarks.quality import quality
+from benchmarks.speed import speed, spread_cost
 from nautilus_ranking.log import configure_logging
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ has its summary; then what each boost level does (`benchmarks/quality/boost_safe
 
 SPEED = """
 
-## Speed (`benchmarks/speed.py`)
+## Speed (`benchmarks/speed/speed.py`)
 
 *Small requests*: one `rank()` call over four sources, 40 / 120 / 400 text rows
 in all, the default hashing embedder, IDF on, `top_k=10`; p50 and p99 over many
@@ -93,7 +93,7 @@ SPREAD_COST = """
 
 ### The per-source cap's cost
 
-`python -m benchmarks.spread_cost`: `rank()` of the text rows above over four sources
+`python -m benchmarks.speed.spread_cost`: `rank()` of the text rows above over four sources
 with `max_per_source=1` against the same ranking without it, in the same run (best of
 several repeats; the machine is shared, so ratios below 1 are noise). The first cap
 column is the request that found the cap quadratic, `{"max_per_source": 1, "top_k":

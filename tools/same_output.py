@@ -38,7 +38,7 @@ def batches() -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
     """(name, results, ranker keywords, context) — the speed benchmark's rows and more."""
     import numpy as np
 
-    from benchmarks import speed
+    from benchmarks.speed import speed
     from nautilus_ranking import AdapterResult
 
     out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
@@ -127,7 +127,7 @@ def vector_batches(
     code after ties them exactly (docs/tuning.md, the fourth speed pass)."""
     import numpy as np
 
-    from benchmarks import speed
+    from benchmarks.speed import speed
     from nautilus_ranking import AdapterResult
 
     out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
@@ -181,7 +181,7 @@ def copies_batch(n: int, rng: Any) -> list[Any]:
     """Text rows without ids, a third of them repeated by another source as a copy: the
     same fields in another order, other case, other inner whitespace (a no-break space too),
     a blank or non-text field more or less; some near-copies that differ in a word."""
-    from benchmarks import speed
+    from benchmarks.speed import speed
     from nautilus_ranking import AdapterResult
 
     rows = [{k: v for k, v in row.items() if k != "id"} for row in speed.text_rows(n, rng)]

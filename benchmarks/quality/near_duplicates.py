@@ -30,7 +30,7 @@ holds a slot and gains nothing.
 
 It also reports the resemblance of the injected pairs and of the distinct documents
 that meet in one query's union (what the ``on`` threshold was chosen from), and the
-time the stages add to a 40-row and a 400-row request (``benchmarks.speed``'s batches,
+time the stages add to a 40-row and a 400-row request (``benchmarks.speed.speed``'s batches,
 the minimum CPU time over many calls, against the same request without them, in one
 run).
 """
@@ -360,7 +360,7 @@ def _verdicts(rows: list[dict[str, Any]]) -> str:
 
 def speed(rounds: int = 5) -> str:
     """CPU milliseconds the stages add to one rank() call, minimum over many calls."""
-    from benchmarks import speed as batches
+    from benchmarks.speed import speed as batches
 
     lines = [
         "| rows | plain (ms) | + collapse on, diversity 0.3 (ms) | added (ms) | budget |",

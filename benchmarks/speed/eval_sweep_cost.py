@@ -1,7 +1,7 @@
 """What one alternative of ``eval --sweep`` costs, before and after the sweep counted repeats
 and p-values.
 
-    python -m benchmarks.eval_sweep_cost [--datasets DIR] [--work-dir DIR] [--rounds 5]
+    python -m benchmarks.speed.eval_sweep_cost [--datasets DIR] [--work-dir DIR] [--rounds 5]
 
 Each collection named is served as ``nautilus-ranking eval`` serves it (fts, sql and vector,
 partitioned, the hashing embedder) and fetched once; the current settings are IDF on.

@@ -6,7 +6,7 @@ takes, ``Broker.request()`` wall time, ``arequest()`` wall time, and a whole
 ``nautilus-ranking query`` process (start-up included, so compare it with the same command on
 a small table). Before the fix ``request()`` and the CLI waited for the scan.
 
-    python -m benchmarks.sync_timeout [--rows 300000] [--timeout 0.2]
+    python -m benchmarks.speed.sync_timeout [--rows 300000] [--timeout 0.2]
 """
 
 from __future__ import annotations

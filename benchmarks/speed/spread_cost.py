@@ -1,5 +1,5 @@
 """What the per-source cap costs: ``rank()`` with ``max_per_source`` against the same
-ranking without it, in the same run (a sibling of :mod:`benchmarks.speed`, whose text
+ranking without it, in the same run (a sibling of :mod:`benchmarks.speed.speed`, whose text
 rows and sources it uses).
 
 The request that found the cap quadratic: ``{"max_per_source": 1, "top_k": N}`` over N
@@ -7,7 +7,7 @@ rows (one block of all of them, one row of each source a round), and the same ca
 paging by 10 (``page_size``: a block a page). Each cell is the best of several
 repeats; the ratio is cap / no cap, the bar at 20,000 rows being 2.0.
 
-    python -m benchmarks.spread_cost [--sizes 1000 10000 20000] [--out FILE.md]
+    python -m benchmarks.speed.spread_cost [--sizes 1000 10000 20000] [--out FILE.md]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.speed import QUERY, best_time, split, text_rows
+from benchmarks.speed.speed import QUERY, best_time, split, text_rows
 from nautilus_ranking import RankingSynthesizer
 from nautilus_ranking.log import configure_logging
 

@@ -9,7 +9,7 @@
   the time from spawning the process to the handshake's answer (``initialize`` /
   ``server/discover``; target ≤ 0.5 s), to the tools' listing and to a first search.
 
-    python -m benchmarks.cold_start [--runs 5] [--work-dir DIR] [--out docs/benchmarks.md]
+    python -m benchmarks.speed.cold_start [--runs 5] [--work-dir DIR] [--out docs/benchmarks.md]
 
 The demo's databases are built once before timing (a first query builds them; that is
 not a start-up cost). Not a test: compare within a run.
@@ -153,9 +153,9 @@ def report(
     targets = {"`nautilus-ranking --version`": 1.5}
     lines = [
         BEGIN,
-        "## Cold start (`benchmarks/cold_start.py`)",
+        "## Cold start (`benchmarks/speed/cold_start.py`)",
         "",
-        f"`python -m benchmarks.cold_start --runs {runs}` on {time.strftime('%Y-%m-%d')}: "
+        f"`python -m benchmarks.speed.cold_start --runs {runs}` on {time.strftime('%Y-%m-%d')}: "
         f"{platform.machine()}, {os.cpu_count()} cores shared with other work, Python "
         f"{platform.python_version()}, load average {load:.1f} at the start. Whole "
         "processes, each command in turn with `python -c 'import numpy'`; best of "

@@ -12,7 +12,7 @@ Then the estimate against o200k_base on every shared corpus's rows (serialised a
 ``{"id", "title", "text"}``): its ratio's minimum, median and maximum, and how many rows
 it counts under.
 
-    python -m benchmarks.token_budget [--datasets DIR] [--queries N] [--rounds N]
+    python -m benchmarks.speed.token_budget [--datasets DIR] [--queries N] [--rounds N]
 """
 
 from __future__ import annotations

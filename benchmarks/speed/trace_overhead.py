@@ -1,4 +1,4 @@
-"""What tracing costs a request, off and on (``python -m benchmarks.request_overhead --tracing``).
+"""What tracing costs a request, off and on (what ``request_overhead --tracing`` adds).
 
 - **Off, against before tracing existed**: the p50 and the CPU time of ``broker.request``
   on the bundled demo (``top_k=8``, IDF on), in child processes, alternately with a
@@ -51,7 +51,7 @@ def _demo_env(data_dir: Path) -> dict[str, str]:
 
 def child_request(calls: int, out: Path) -> None:
     """In a child: ``broker.request`` p50 and CPU per call, tracing off, as JSON."""
-    from benchmarks.request_overhead import demo_broker
+    from benchmarks.speed.request_overhead import demo_broker
     from nautilus_ranking.log import configure_logging
 
     configure_logging("warning", "console")
@@ -85,7 +85,7 @@ def off_against(rev: str, rounds: int, calls: int) -> list[str]:
             for side, runs, where in (("before", before, src), ("after", after, None)):
                 out = Path(tmp) / f"{side}{i}.json"
                 args = ["--child-request", str(calls), "--json", str(out)]
-                run_module("benchmarks.trace_overhead", args, where, check=True)
+                run_module("benchmarks.speed.trace_overhead", args, where, check=True)
                 runs.append(json.loads(out.read_text("utf-8")))
     seams_us = off_seams_us()
     p50_b = statistics.median(r["p50"] for r in before)
@@ -214,7 +214,7 @@ def report(rev: str, rounds: int, calls: int) -> str:
     from nautilus_ranking.log import configure_logging
 
     configure_logging("warning", "console")
-    lines = ["### Tracing (`benchmarks/trace_overhead.py`)", ""]
+    lines = ["### Tracing (`benchmarks/speed/trace_overhead.py`)", ""]
     lines += off_against(rev, rounds, calls)
     lines += [""]
     lines += on_against_off(calls, 20)

@@ -6,7 +6,7 @@ products), ``int8`` (fused, every weight product in int8: the default) and
 ``int8-ffn-down-float32`` (the feed-forward down projections left in float32).
 
 * speed: embedding N distinct real English texts with an empty cache (the demo's
-  rows, as benchmarks/speed.py's cold rank()), rounds interleaved across variants,
+  rows, as benchmarks/speed/speed.py's cold rank()), rounds interleaved across variants,
   median and min;
 * fidelity: cosine of each variant's vectors to the shipped graph's, on the demo
   texts and on documents and queries of the shared collections;
@@ -14,8 +14,8 @@ products), ``int8`` (fused, every weight product in int8: the default) and
   runs it (its sources, its vector source built with the same variant), per query,
   and the paired 95% bootstrap interval of each variant minus ``fused``.
 
-    python -m benchmarks.onnx_int8 [--counts 30 60] [--rounds 7] [--quality]
-                                   [--variants shipped fused int8 ...] [--batch N]
+    python -m benchmarks.speed.onnx_int8 [--counts 30 60] [--rounds 7] [--quality]
+                                         [--variants shipped fused int8 ...] [--batch N]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from benchmarks.quality.ir_collections import DATASETS, NAMES, bootstrap_ci, loa
 from nautilus_ranking.embedders.onnx import OnnxEmbedder
 from nautilus_ranking.embedders.onnx_graph import ALL_KINDS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ("shipped", "fused", "int8", "int8-ffn-down-float32")
 BATCH: int | None = None  # --batch
 

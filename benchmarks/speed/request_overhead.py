@@ -9,9 +9,9 @@ after the other in this thread: no worker, no loop), timed interleaved with them
 the machine's load hits all alike). The broker's **overhead** is what is left:
 request p50 − rank p50 − searches p50, sync and in a running loop.
 
-    python -m benchmarks.request_overhead [--calls 300] [--busy] [--tracing [--baseline main]]
+    python -m benchmarks.speed.request_overhead [--calls 300] [--busy] [--tracing [--baseline main]]
         [--out docs/benchmarks.md]
-    python -m benchmarks.request_overhead --profiles [--calls 2000]
+    python -m benchmarks.speed.request_overhead --profiles [--calls 2000]
 
 ``--profiles`` measures what resolving a ranking profile costs instead: a request through
 the request core (``answer_sync``) as today, no profile configured, against the same
@@ -270,7 +270,7 @@ def main() -> int:
         "--tracing",
         action="store_true",
         help="also what tracing costs: off against --baseline's package, on against off "
-        "through serve (benchmarks/trace_overhead.py)",
+        "through serve (benchmarks/speed/trace_overhead.py)",
     )
     parser.add_argument("--baseline", default="main", help="the revision --tracing compares with")
     args = parser.parse_args()
@@ -286,7 +286,7 @@ def main() -> int:
         return 0
 
     head = (
-        f"`python -m benchmarks.request_overhead --calls {args.calls}"
+        f"`python -m benchmarks.speed.request_overhead --calls {args.calls}"
         f"{' --busy' if args.busy else ''}` on {time.strftime('%Y-%m-%d')}: "
         f"{platform.machine()}, {os.cpu_count()} cores shared with other work, Python "
         f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the "
@@ -294,7 +294,7 @@ def main() -> int:
         "sources), `top_k=8`, IDF on."
     )
     print(f"nautilus from {Path(nautilus_ranking.__file__).parent}\n\n{head}\n")
-    sections = [BEGIN, "## Request overhead (`benchmarks/request_overhead.py`)", "", head, ""]
+    sections = [BEGIN, "## Request overhead (`benchmarks/speed/request_overhead.py`)", "", head, ""]
     with tempfile.TemporaryDirectory(prefix="nautilus-overhead-") as tmp:
         broker = demo_broker(Path(tmp) / "data")
         with broker:
@@ -308,7 +308,7 @@ def main() -> int:
                     print(text + "\n", flush=True)
                     sections += [text, ""]
     if args.tracing:
-        from benchmarks.trace_overhead import report as tracing_report
+        from benchmarks.speed.trace_overhead import report as tracing_report
 
         text = tracing_report(args.baseline, 7, args.calls)
         print(text + "\n", flush=True)

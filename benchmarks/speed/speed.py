@@ -12,8 +12,8 @@ pure-Python ``Counter`` tf-idf ranker, and the plain-Python reference
 implementation (``tools/reference.py``). Throughput timings are the best of several
 repeats.
 
-    python -m benchmarks.speed [--out FILE.md] [--plot FILE.png] [--sizes 1000 10000 100000]
-    python -m benchmarks.speed --compare 739186b [--rounds 2]   # before/after, one machine
+    python -m benchmarks.speed.speed [--out FILE.md] [--plot FILE.png] [--sizes 1000 10000 100000]
+    python -m benchmarks.speed.speed --compare 739186b [--rounds 2]   # before/after, one machine
 
 ``--compare REV`` runs this same script twice per round in subprocesses: once
 against a ``git archive`` copy of REV's ``nautilus`` package ("before") and once
@@ -50,7 +50,7 @@ from nautilus_ranking.log import configure_logging
 from tools.reference import reference_rank
 from tools.revisions import checkout, run_module
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 DIM = 384
 SOURCES = ("sql", "graph", "fts", "vector")
@@ -431,7 +431,7 @@ def run_all(sizes: list[int], model_counts: tuple[int, ...]) -> dict[str, Any]:
 
 
 def _run(pythonpath: Path | None, args: list[str], out: Path) -> dict[str, Any]:
-    run_module("benchmarks.speed", ["--json", str(out), *args], pythonpath, check=True)
+    run_module("benchmarks.speed.speed", ["--json", str(out), *args], pythonpath, check=True)
     data: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return data
 
