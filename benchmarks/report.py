@@ -138,7 +138,7 @@ def main() -> int:
         + "\n"
     )
     previous = args.out.read_text(encoding="utf-8") if args.out.exists() else ""
-    if "<!-- load:begin -->" in previous:  # benchmarks/load.py's section is kept as it is
+    if "<!-- load:begin -->" in previous:  # benchmarks/service/load.py's section is kept as it is
         text += "\n" + previous[previous.index("<!-- load:begin -->") :]
     args.out.write_text(text, encoding="utf-8")
     print(f"wrote {args.out} and {args.plot}", file=sys.stderr)

@@ -9,7 +9,8 @@ http`` (a ``search`` tool call), each over the demo's sources on loopback: first
 client sends real queries. Reported: ``/healthz`` p50, p95 and max latency, the hostile
 requests answered (by status) and the real queries answered and refused.
 
-    python -m benchmarks.hostile_requests [--seconds 8] [--command .venv/bin/nautilus-ranking]
+    python -m benchmarks.service.hostile_requests [--seconds 8]
+                                                  [--command .venv/bin/nautilus-ranking]
 
 ``--command`` runs another checkout's command (an older commit's, to compare). Bounded
 in time (``--seconds`` a phase) and on loopback only; the clients and the servers share
