@@ -37,7 +37,8 @@ them over; ``--declared`` / ``--undeclared`` run one of them).
     python -m benchmarks.quality.quality [--datasets DIR] [--only NAME] [--out FILE.md]
                                          [--onnx-queries N] [--no-safety] [--work-dir DIR]
                                          [--declared | --undeclared]
-    python -m benchmarks.quality.quality --backend postgres  # SQLite and PostgreSQL (backends.py)
+    python -m benchmarks.quality.quality --backend postgres
+        # SQLite beside PostgreSQL (benchmarks/sources/backends.py)
 """
 
 from __future__ import annotations
@@ -467,13 +468,13 @@ def main() -> int:
         "--backend",
         choices=("sqlite", "postgres"),
         default="sqlite",
-        help="postgres: SQLite and PostgreSQL side by side (backends.py)",
+        help="postgres: SQLite and PostgreSQL side by side (benchmarks/sources/backends.py)",
     )
     parser.add_argument("--dsn", help="with --backend postgres: this server, not an embedded one")
     args = parser.parse_args()
     configure_logging("warning", "console")
     if args.backend == "postgres":
-        from benchmarks.backends import run as run_backends
+        from benchmarks.sources.backends import run as run_backends
 
         text = run_backends(args.datasets, args.only, args.dsn)
     else:

@@ -9,7 +9,7 @@ orders-db disk full". The stock tool's answer is what its SDK sends: the respons
 indented JSON text and again as structured content; the ranked tool's is one text block
 of compact JSON.
 
-    python -m benchmarks.nautilus_broker_tokens [--out docs/nautilus-broker.md]
+    python -m benchmarks.broker.nautilus_broker_tokens [--out docs/nautilus-broker.md]
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def main() -> int:
         print(done.stderr[-4000:], file=sys.stderr)
         return 1
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    section = report(result, "python -m benchmarks.nautilus_broker_tokens")
+    section = report(result, "python -m benchmarks.broker.nautilus_broker_tokens")
     print(section)
     if args.out is not None:
         write_section(args.out, section, "nautilus-broker-tokens")

