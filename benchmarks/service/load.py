@@ -27,17 +27,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import platform
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +43,7 @@ import httpx
 import numpy as np
 
 from benchmarks.sections import markers, write_section
-from benchmarks.speed.request_overhead import QUERIES
+from benchmarks.speed.demo_timing import QUERIES, busy
 from nautilus_ranking import Broker, NautilusSettings
 from nautilus_ranking.log import configure_logging
 from tools import servers
@@ -249,7 +247,7 @@ def main() -> int:
             servers.NAUTILUS = args.baseline
         with (
             tempfile.TemporaryDirectory(prefix="nautilus-load-") as tmp_name,
-            busy(args.busy),
+            busy(args.busy, settle_s=0),
             running(Path(tmp_name), SETTINGS, workers=1) as server,
         ):
             wait_ready(server)
@@ -261,7 +259,10 @@ def main() -> int:
         )
         return 0
     runs: list[Run] = []
-    with tempfile.TemporaryDirectory(prefix="nautilus-load-") as tmp_name, busy(args.busy):
+    with (
+        tempfile.TemporaryDirectory(prefix="nautilus-load-") as tmp_name,
+        busy(args.busy, settle_s=0),
+    ):
         tmp = Path(tmp_name)
         older: list[Run] = []
         if args.baseline:
@@ -340,20 +341,6 @@ def server_side(server: Server) -> tuple[float, float]:
     ]
     brokered = [e["duration_ms"] for e in events if e["event"] == "request_served"]
     return float(np.percentile(handled, 50)), float(np.percentile(brokered, 50))
-
-
-@contextlib.contextmanager
-def busy(on: bool) -> Iterator[None]:
-    """One busy-looping process for the block (nothing when ``on`` is false)."""
-    if not on:
-        yield
-        return
-    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield
-    finally:
-        burner.kill()
-        burner.wait()
 
 
 def report(

@@ -27,72 +27,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from benchmarks.sections import markers, write_section
-from nautilus_ranking import Broker, NautilusSettings
+from benchmarks.speed.demo_timing import QUERIES, busy, demo_broker, p
+from benchmarks.speed.trace_overhead import report as tracing_report
+from nautilus_ranking import Broker
 from nautilus_ranking.log import configure_logging
 
 BEGIN, END = markers("overhead")
-QUERIES = (
-    "orders-db disk full",
-    "orders database replication lag",
-    "users logged out of sessions",
-    "card payments failing with timeouts at checkout",
-    "checkout 502 errors",
-    "redis memory eviction",
-    "certificate expired on the edge proxy",
-    "kafka consumer lag",
-    "search index stale after deploy",
-    "payments-service latency spike",
-)
-
-
-def demo_broker(data_dir: Path) -> Broker:
-    """The bundled demo with top-K 8 and IDF on, whatever this shell's NAUTILUS_* say."""
-    saved = dict(os.environ)
-    for key in [k for k in os.environ if k.startswith("NAUTILUS_")]:
-        del os.environ[key]
-    os.environ.update(
-        NAUTILUS_DATA_DIR=str(data_dir), NAUTILUS_RANKING_TOP_K="8", NAUTILUS_RANKING_IDF="true"
-    )
-    try:
-        return Broker.from_config(None, NautilusSettings(_env_file=None))  # type: ignore[call-arg]
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def p(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q))
-
-
-@contextlib.contextmanager
-def busy(on: bool) -> Iterator[None]:
-    """One busy-looping process for the block (nothing when ``on`` is false)."""
-    if not on:
-        yield
-        return
-    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        time.sleep(0.5)
-        yield
-    finally:
-        burner.kill()
-        burner.wait()
 
 
 CPU_MS: dict[str, float] = {}
@@ -308,8 +260,6 @@ def main() -> int:
                     print(text + "\n", flush=True)
                     sections += [text, ""]
     if args.tracing:
-        from benchmarks.speed.trace_overhead import report as tracing_report
-
         text = tracing_report(args.baseline, 7, args.calls)
         print(text + "\n", flush=True)
         sections += [text, ""]

@@ -29,29 +29,15 @@ from typing import Any
 
 import numpy as np
 
-QUERIES = (
-    "orders-db disk full",
-    "orders database replication lag",
-    "users logged out of sessions",
-    "card payments failing with timeouts at checkout",
-    "checkout 502 errors",
-    "redis memory eviction",
-    "certificate expired on the edge proxy",
-    "kafka consumer lag",
-)
+from benchmarks.speed.demo_timing import QUERIES as DEMO_QUERIES
+from benchmarks.speed.demo_timing import demo_broker, demo_env
 
-
-def _demo_env(data_dir: Path) -> dict[str, str]:
-    return {
-        "NAUTILUS_DATA_DIR": str(data_dir),
-        "NAUTILUS_RANKING_TOP_K": "8",
-        "NAUTILUS_RANKING_IDF": "true",
-    }
+#: The first eight of the demo's queries: a round of calls cycles through these.
+QUERIES = DEMO_QUERIES[:8]
 
 
 def child_request(calls: int, out: Path) -> None:
     """In a child: ``broker.request`` p50 and CPU per call, tracing off, as JSON."""
-    from benchmarks.speed.request_overhead import demo_broker
     from nautilus_ranking.log import configure_logging
 
     configure_logging("warning", "console")
@@ -153,7 +139,7 @@ def on_against_off(calls: int, block: int) -> list[str]:
 
     saved = dict(os.environ)
     tmp = tempfile.mkdtemp(prefix="nautilus-trace-on-")
-    os.environ.update(_demo_env(Path(tmp) / "data"), NAUTILUS_LOG_LEVEL="warning")
+    os.environ.update(demo_env(Path(tmp) / "data"), NAUTILUS_LOG_LEVEL="warning")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(dir=tmp)
     from nautilus_ranking.service.app import create_app
 
