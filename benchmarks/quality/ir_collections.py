@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +12,18 @@ from nautilus_ranking.evaluation.metrics import ndcg_at, recall_at
 from nautilus_ranking.evaluation.sweep import bootstrap_ci
 
 #: One implementation: `nautilus-ranking eval`'s metrics, checked against trec_eval in the tests.
-__all__ = ["DATASETS", "NAMES", "Collection", "bootstrap_ci", "load", "ndcg_at", "recall_at"]
+__all__ = [
+    "DATASETS",
+    "NAMES",
+    "Collection",
+    "bootstrap_ci",
+    "ci_text",
+    "each_collection",
+    "load",
+    "ndcg_at",
+    "paired_ci",
+    "recall_at",
+]
 
 DATASETS = Path(__file__).resolve().parents[3] / "shared" / "datasets"
 NAMES = ("cranfield", "cisi", "cacm", "adi")
@@ -54,3 +66,21 @@ def load(name: str, root: Path = DATASETS) -> Collection:
             if str(q["_id"]) in qrels:
                 queries[str(q["_id"])] = q["text"]
     return Collection(name, docs, queries, qrels)
+
+
+def each_collection(root: Path = DATASETS, only: str | None = None) -> Iterator[Collection]:
+    """Every shared collection in turn, loaded as it is reached (only ``only``, if named)."""
+    for name in NAMES:
+        if only and name != only:
+            continue
+        yield load(name, root)
+
+
+def paired_ci(ours: Sequence[float], theirs: Sequence[float]) -> tuple[float, float, float]:
+    """Mean of ours − theirs, query by query, and its 95% bootstrap interval."""
+    return bootstrap_ci([a - b for a, b in zip(ours, theirs, strict=True)])
+
+
+def ci_text(ci: tuple[float, float, float]) -> str:
+    """A difference and its interval as the tables show them: ``+0.012 [-0.003, +0.027]``."""
+    return f"{ci[0]:+.3f} [{ci[1]:+.3f}, {ci[2]:+.3f}]"

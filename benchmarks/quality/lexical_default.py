@@ -35,9 +35,10 @@ from benchmarks.quality.ir_collections import (
     DATASETS,
     NAMES,
     Collection,
-    bootstrap_ci,
-    load,
+    ci_text,
+    each_collection,
     ndcg_at,
+    paired_ci,
 )
 from benchmarks.quality.partitioned import build_broker, fetch, onnx_embedder, undeclare, unique_ids
 from benchmarks.quality.quality import passthrough, rrf_ranked
@@ -108,14 +109,6 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def delta(ours: list[float], theirs: list[float]) -> tuple[float, float, float]:
-    return bootstrap_ci([a - b for a, b in zip(ours, theirs, strict=True)])
-
-
-def shown(d: tuple[float, float, float]) -> str:
-    return f"{d[0]:+.3f} [{d[1]:+.3f}, {d[2]:+.3f}]"
-
-
 def loses(d: tuple[float, float, float]) -> bool:
     return d[0] < LOSS and d[2] < 0
 
@@ -134,9 +127,10 @@ def cell_table(cells: dict[str, Scores], mode: str) -> str:
         co, bo = s[column("cosine", False)], s[column("bm25", False)]
         cn, bn = s[column("cosine", True)], s[column("bm25", True)]
         lines.append(
-            f"| {cell} | {len(co)} | {mean(co):.3f} | {mean(bo):.3f} | {shown(delta(bo, co))} "
-            f"| {mean(cn):.3f} | {mean(bn):.3f} | {shown(delta(cn, co))} "
-            f"| {shown(delta(bn, bo))} | {mean(s['central_rerank_bm25']):.3f} "
+            f"| {cell} | {len(co)} | {mean(co):.3f} | {mean(bo):.3f} "
+            f"| {ci_text(paired_ci(bo, co))} "
+            f"| {mean(cn):.3f} | {mean(bn):.3f} | {ci_text(paired_ci(cn, co))} "
+            f"| {ci_text(paired_ci(bn, bo))} | {mean(s['central_rerank_bm25']):.3f} "
             f"| {mean(s['RRF ranked only']):.3f} |"
         )
     return "\n".join(lines)
@@ -148,8 +142,8 @@ def pooled_table(cells: dict[str, Scores]) -> str:
     for cell, s in cells.items():
         co, bo = s[column("cosine", False)], s[column("bm25", False)]
         cn, bn = s[column("cosine", True)], s[column("bm25", True)]
-        d = delta(bo, co)
-        rows.append((cell, mean(co), mean(bo), mean(cn), mean(bn), shown(d), loses(d)))
+        d = paired_ci(bo, co)
+        rows.append((cell, mean(co), mean(bo), mean(cn), mean(bn), ci_text(d), loses(d)))
     for e in EXTERNAL:
         point = e.bm25_off - e.cosine_off
         rows.append(
@@ -205,10 +199,8 @@ def run(datasets: Path, work_dir: Path | None, declared: bool, only: str | None 
     vector_embedder = onnx_embedder()
     with tempfile.TemporaryDirectory() as scratch:
         folder = work_dir if work_dir is not None else Path(scratch)
-        for name in NAMES:
-            if only and name != only:
-                continue
-            collection = load(name, datasets)
+        for collection in each_collection(datasets, only):
+            name = collection.name
             rerank = CentralRerank(collection)
             for scenario in SCENARIOS:
                 started = time.perf_counter()

@@ -56,9 +56,10 @@ from benchmarks.quality.ir_collections import (
     DATASETS,
     NAMES,
     Collection,
-    bootstrap_ci,
-    load,
+    ci_text,
+    each_collection,
     ndcg_at,
+    paired_ci,
     recall_at,
 )
 from benchmarks.quality.partitioned import (
@@ -258,8 +259,7 @@ def paired(ours: list[float], theirs: list[float]) -> str:
     n = min(len(ours), len(theirs))
     if n == 0:
         return "—"
-    delta, low, high = bootstrap_ci([a - b for a, b in zip(ours[:n], theirs[:n], strict=True)])
-    return f"{delta:+.3f} [{low:+.3f}, {high:+.3f}]"
+    return ci_text(paired_ci(ours[:n], theirs[:n]))
 
 
 def quality_table(name: str, scenario: str, scores: dict[str, dict[str, list[float]]]) -> str:
@@ -391,10 +391,8 @@ def run(
     vector_embedder = onnx_embedder()
     with tempfile.TemporaryDirectory() as scratch:
         tmp = str(work_dir) if work_dir is not None else scratch
-        for name in NAMES:
-            if only and name != only:
-                continue
-            collection = load(name, datasets)
+        for collection in each_collection(datasets, only):
+            name = collection.name
             rerank = CentralRerank(collection, vector_embedder)
             fetched_by = {}
             for scenario in ("hybrid", "partitioned"):

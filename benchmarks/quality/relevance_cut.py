@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.quality.ir_collections import DATASETS, NAMES, Collection, load, ndcg_at, recall_at
+from benchmarks.quality.ir_collections import (
+    DATASETS,
+    NAMES,
+    Collection,
+    each_collection,
+    ndcg_at,
+    recall_at,
+)
 from benchmarks.quality.partitioned import build_broker, fetch, onnx_embedder
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.log import configure_logging
@@ -205,10 +212,9 @@ def run(datasets: Path, only: str | None, work_dir: Path | None, settings: Seque
     embedders = {"hashing": None, "onnx": vector_embedder}
     with tempfile.TemporaryDirectory() as scratch:
         root = work_dir if work_dir is not None else Path(scratch)
-        for name in NAMES:
-            if only and name != only:
-                continue
-            collection = collections[name] = load(name, datasets)
+        for collection in each_collection(datasets, only):
+            name = collection.name
+            collections[name] = collection
             for scenario in SCENARIOS:
                 fetched = fetched_for(collection, scenario, root / name, vector_embedder)
                 for label, embedder in embedders.items():

@@ -33,7 +33,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.quality.ir_collections import DATASETS, NAMES, bootstrap_ci, load, ndcg_at
+from benchmarks.quality.ir_collections import (
+    DATASETS,
+    NAMES,
+    ci_text,
+    each_collection,
+    ndcg_at,
+    paired_ci,
+)
 from benchmarks.quality.partitioned import SOURCES, build_broker, fetch, onnx_embedder, unique_ids
 from benchmarks.quality.quality import rrf_ranked
 from nautilus_ranking import AdapterResult, RankingSynthesizer
@@ -106,10 +113,8 @@ def run(datasets: Path, work_dir: Path | None, only: str | None, lexical: str) -
     vector_embedder = onnx_embedder()
     with tempfile.TemporaryDirectory() as scratch:
         folder = work_dir if work_dir is not None else Path(scratch)
-        for name in NAMES:
-            if only and name != only:
-                continue
-            collection = load(name, datasets)
+        for collection in each_collection(datasets, only):
+            name = collection.name
             for scenario in ("partitioned", "hybrid"):
                 broker = build_broker(collection, scenario, folder / name, vector_embedder)
                 fetched = fetch(broker, collection)
@@ -129,10 +134,7 @@ def run(datasets: Path, work_dir: Path | None, only: str | None, lexical: str) -
                 ]
                 for f in FORMS[1:]:
                     ours = per[f][0]
-                    d, low, high = bootstrap_ci(
-                        [a - b for a, b in zip(ours, declared, strict=True)]
-                    )
-                    row += [f"{sum(ours) / len(ours):.3f}", f"{d:+.3f} [{low:+.3f}, {high:+.3f}]"]
+                    row += [f"{sum(ours) / len(ours):.3f}", ci_text(paired_ci(ours, declared))]
                 row += [" / ".join(f"{per[f][1][s]:.2f}" for s in SOURCES) for f in FORMS[1:]]
                 lines.append("| " + " | ".join(row) + " |")
                 print(f"{name}/{scenario} done", file=sys.stderr, flush=True)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.quality.ir_collections import NAMES, Collection, load, ndcg_at, recall_at
+from benchmarks.quality.ir_collections import Collection, each_collection, ndcg_at, recall_at
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.sources.base import Source
@@ -239,10 +239,8 @@ def run(
 ) -> str:
     sections = []
     with postgres_dsn(dsn) as server_dsn, tempfile.TemporaryDirectory() as tmp:
-        for name in NAMES:
-            if only and name != only:
-                continue
-            collection = load(name, datasets)
+        for collection in each_collection(datasets, only):
+            name = collection.name
             for scenario in scenarios:
                 started = time.perf_counter()
                 folder = Path(tmp) / name

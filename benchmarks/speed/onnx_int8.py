@@ -29,7 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.quality.ir_collections import DATASETS, NAMES, bootstrap_ci, load, ndcg_at
+from benchmarks.quality.ir_collections import (
+    DATASETS,
+    NAMES,
+    ci_text,
+    load,
+    ndcg_at,
+    paired_ci,
+)
 from nautilus_ranking.embedders.onnx import OnnxEmbedder
 from nautilus_ranking.embedders.onnx_graph import ALL_KINDS
 
@@ -206,8 +213,7 @@ def main() -> int:
                 ours = (
                     scores[v][cell] if cell != "all" else [x for c in scores[v].values() for x in c]
                 )
-                delta, low, high = bootstrap_ci([a - b for a, b in zip(ours, ref, strict=True)])
-                row += [f"{np.mean(ours):.3f}", f"{delta:+.3f} [{low:+.3f}, {high:+.3f}]"]
+                row += [f"{np.mean(ours):.3f}", ci_text(paired_ci(ours, ref))]
             print("| " + " | ".join(row) + " |", flush=True)
     return 0
 
