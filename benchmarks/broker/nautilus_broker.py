@@ -48,6 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.broker.inside import demo_rows, demo_sources, run_inside, write_config
+
 CONCURRENCY = 8
 QUERIES = [
     "ops orders-db disk full",
@@ -73,9 +75,7 @@ KEY = "benchmark-key-0123456789abcdef"
 def _inside(rounds: int, folder: Path) -> dict[str, Any]:
     """Run in the broker's venv: each configuration's latencies (ms)."""
     import asyncio
-    import importlib.resources
 
-    import yaml
     from nautilus import Broker
 
     from nautilus_ranking import NautilusSettings
@@ -84,35 +84,7 @@ def _inside(rounds: int, folder: Path) -> dict[str, Any]:
     from nautilus_ranking.upstream.routing_words import NO_ROUTING_WORDS
     from nautilus_ranking.upstream.store import DEFAULT_KEEP, RankingStore
 
-    demo = importlib.resources.files("nautilus_ranking.demo")
-    sources = []
-    for name in ("tickets", "runbooks", "postmortems", "services"):
-        lines = demo.joinpath(f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
-        rows = [json.loads(line) for line in lines if line.strip()]
-        sources.append(
-            {
-                "id": name,
-                "type": "static",
-                "classification": "unclassified",
-                "data_types": ["ops"],
-                "allowed_purposes": ["support"],
-                "rows": rows,
-            }
-        )
-    agent = {"id": "agent-alpha", "clearance": "confidential", "allowed_purposes": ["support"]}
-    config = folder / "nautilus.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "sources": sources,
-                "agents": {"agent-alpha": agent},
-                "attestation": {"enabled": True},
-                "audit": {"path": "./audit.jsonl"},
-                "api": {"keys": [KEY]},
-            }
-        ),
-        encoding="utf-8",
-    )
+    config = write_config(folder, demo_sources(), api={"keys": [KEY]})
     brokers = {name: Broker.from_config(config) for name in CONFIGS}
     attach_ranking(brokers["attached, knobs unset"], NautilusSettings())
     before = attach_ranking(brokers["ranked, as before"], NautilusSettings(ranking_top_k=8))
@@ -255,7 +227,6 @@ def _over_rest(rounds: int, config: Path) -> dict[str, list[float]]:
 
 def _merge_ab(rounds: int) -> dict[str, Any]:
     """Run in the broker's venv: merge's time (ms), as before and as today, alternating."""
-    import importlib.resources
     from types import SimpleNamespace
 
     from nautilus_ranking import NautilusSettings, RankingSynthesizer
@@ -264,12 +235,9 @@ def _merge_ab(rounds: int) -> dict[str, Any]:
     from nautilus_ranking.upstream.source_kinds import SourceKind
     from nautilus_ranking.upstream.synthesizer import BrokerSynthesizer
 
-    demo = importlib.resources.files("nautilus_ranking.demo")
-    results = []
-    for name in ("tickets", "runbooks", "postmortems", "services"):
-        lines = demo.joinpath(f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
-        rows = [json.loads(line) for line in lines if line.strip()]
-        results.append(SimpleNamespace(source_id=name, rows=rows, error=None))
+    results = [
+        SimpleNamespace(source_id=name, rows=rows, error=None) for name, rows in demo_rows().items()
+    ]
 
     class Passthrough:
         def merge(self, given: list[Any]) -> dict[str, list[dict[str, Any]]]:
@@ -380,25 +348,15 @@ def main() -> int:
 
     venv = broker_venv(extras=("embed",))
     with tempfile.TemporaryDirectory() as folder:
-        done = subprocess.run(
-            [
-                venv.python,
-                Path(__file__).resolve(),
-                "--inside",
-                folder,
-                "--rounds",
-                str(args.rounds),
-                *(["--merge-ab"] if args.merge_ab else []),
-            ],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            check=False,
+        result = run_inside(
+            venv.python,
+            "benchmarks.broker.nautilus_broker",
+            folder,
+            *("--rounds", str(args.rounds)),
+            *(["--merge-ab"] if args.merge_ab else []),
         )
-    if done.returncode != 0:
-        print(done.stderr[-4000:], file=sys.stderr)
+    if result is None:
         return 1
-    result = json.loads(done.stdout.strip().splitlines()[-1])
     command = f"python -m benchmarks.broker.nautilus_broker --rounds {args.rounds}"
     if args.merge_ab:
         section = report_ab(result, command + " --merge-ab")

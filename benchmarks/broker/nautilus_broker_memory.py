@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.broker.inside import inside_command, last_json, static_source, write_config
+
 ROWS = 20
 
 
@@ -43,7 +45,6 @@ def _inside(requests: int, max_mb: int, folder: Path, stock: bool = False) -> di
     import asyncio
     import gc
 
-    import yaml
     from nautilus import Broker
     from nautilus.adapters.static import StaticAdapter
 
@@ -59,27 +60,7 @@ def _inside(requests: int, max_mb: int, folder: Path, stock: bool = False) -> di
         }
         for i in range(ROWS)
     ]
-    source = {
-        "id": "incidents",
-        "type": "static",
-        "classification": "unclassified",
-        "data_types": ["ops"],
-        "allowed_purposes": ["support"],
-        "rows": rows,
-    }
-    agent = {"id": "agent-alpha", "clearance": "confidential", "allowed_purposes": ["support"]}
-    config = folder / "nautilus.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "sources": [source],
-                "agents": {"agent-alpha": agent},
-                "attestation": {"enabled": True},
-                "audit": {"path": "./audit.jsonl"},
-            }
-        ),
-        encoding="utf-8",
-    )
+    config = write_config(folder, [static_source("incidents", rows)])
     execute = StaticAdapter.execute
 
     async def fresh(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -174,10 +155,12 @@ def main() -> int:
             if name == "stock":
                 env["MEMORY_STOCK"] = "1"
             running[name] = subprocess.Popen(
-                [
-                    *(venv.python, Path(__file__).resolve(), "--inside", where),
-                    *("--requests", str(args.requests), "--max-mb", str(args.max_mb)),
-                ],
+                inside_command(
+                    venv.python,
+                    "benchmarks.broker.nautilus_broker_memory",
+                    *("--inside", where, "--requests", str(args.requests)),
+                    *("--max-mb", str(args.max_mb)),
+                ),
                 cwd=where,
                 env=env,
                 stdout=subprocess.PIPE,
@@ -189,7 +172,7 @@ def main() -> int:
             if process.returncode != 0:
                 print(err[-4000:], file=sys.stderr)
                 return 1
-            result[name] = json.loads(out.strip().splitlines()[-1])
+            result[name] = last_json(out)
     command = (
         f"python -m benchmarks.broker.nautilus_broker_memory --requests {args.requests} "
         f"--max-mb {args.max_mb}"

@@ -16,19 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from benchmarks.broker.inside import demo_sources, run_inside, write_config
 
 QUESTION = "ops: orders-db disk full"
 
 
 def _inside(folder: Path) -> dict[str, Any]:
     import asyncio
-    import importlib.resources
 
-    import yaml
     from nautilus import Broker
     from nautilus.transport.mcp_server import create_server
 
@@ -37,33 +36,7 @@ def _inside(folder: Path) -> dict[str, Any]:
     from nautilus_ranking.upstream import attach_ranking
     from nautilus_ranking.upstream.ranked_servers import RANKED_TOOL, STOCK_TOOL, add_ranked_tool
 
-    demo = importlib.resources.files("nautilus_ranking.demo")
-    sources = []
-    for name in ("tickets", "runbooks", "postmortems", "services"):
-        lines = demo.joinpath(f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
-        sources.append(
-            {
-                "id": name,
-                "type": "static",
-                "classification": "unclassified",
-                "data_types": ["ops"],
-                "allowed_purposes": ["support"],
-                "rows": [json.loads(line) for line in lines if line.strip()],
-            }
-        )
-    agent = {"id": "agent-alpha", "clearance": "confidential", "allowed_purposes": ["support"]}
-    config = folder / "nautilus.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "sources": sources,
-                "agents": {"agent-alpha": agent},
-                "attestation": {"enabled": True},
-                "audit": {"path": "./audit.jsonl"},
-            }
-        ),
-        encoding="utf-8",
-    )
+    config = write_config(folder, demo_sources())
     broker = Broker.from_config(config)
     attach_ranking(broker, NautilusSettings(ranking_top_k=10), keep=0)
     mcp = create_server(None, existing_broker=broker)
@@ -128,17 +101,9 @@ def main() -> int:
 
     venv = broker_venv(extras=("tokens",))
     with tempfile.TemporaryDirectory() as folder:
-        done = subprocess.run(
-            [venv.python, Path(__file__).resolve(), "--inside", folder],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    if done.returncode != 0:
-        print(done.stderr[-4000:], file=sys.stderr)
+        result = run_inside(venv.python, "benchmarks.broker.nautilus_broker_tokens", folder)
+    if result is None:
         return 1
-    result = json.loads(done.stdout.strip().splitlines()[-1])
     section = report(result, "python -m benchmarks.broker.nautilus_broker_tokens")
     print(section)
     if args.out is not None:
