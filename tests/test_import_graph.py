@@ -1,4 +1,5 @@
-"""No import cycle in the package, not even through a deferred import.
+"""No import cycle in the package, the benchmarks or the tools, not even through a
+deferred import.
 
 The graph has an edge ``a -> b`` for every import of ``b`` written in ``a``: at the
 top, under ``if TYPE_CHECKING:``, or inside a function. The package defers an
@@ -6,7 +7,9 @@ import into a function for one of two reasons only: an optional extra (psycopg,
 onnxruntime, uvicorn, mcp, langchain, llama-index) that a plain install lacks, or a
 command's machinery that ``nautilus`` loads only when that command runs, so
 ``nautilus-ranking query`` starts fast. Never to break a cycle: a deferred import that did
-would hide a dependency going both ways, so those count too.
+would hide a dependency going both ways, so those count too. The benchmarks and the
+tools defer imports for the same reasons (and to keep a child process light); the
+graph spans them and the package together, so a cycle through any of them shows.
 """
 
 from __future__ import annotations
@@ -17,16 +20,19 @@ from pathlib import Path
 import nautilus_ranking
 
 ROOT = Path(nautilus_ranking.__file__).parent
+#: Every folder of modules that imports by package name: the package, the benchmarks, the tools.
+ROOTS = (ROOT, ROOT.parent / "benchmarks", ROOT.parent / "tools")
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Each package module to the package modules it imports, wherever the import is."""
-    modules = {_module_name(p): p for p in ROOT.rglob("*.py")}
+def import_graph(roots: tuple[Path, ...] = (ROOT,)) -> dict[str, set[str]]:
+    """Each module under ``roots`` to the modules under them it imports, wherever the
+    import is (each root a package beside the others, named by its folder)."""
+    modules = {_module_name(p, root): p for root in roots for p in root.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -84,6 +90,41 @@ def test_the_graph_sees_the_package() -> None:
 
 def test_no_module_imports_itself_back() -> None:
     assert _cycle(import_graph()) is None
+
+
+def test_the_graph_sees_the_benchmarks_and_the_tools() -> None:
+    graph = import_graph(ROOTS)
+    assert "benchmarks.speed.demo_timing" in graph["benchmarks.speed.request_overhead"]
+    assert "benchmarks.speed.demo_timing" in graph["benchmarks.speed.trace_overhead"]
+    # `from benchmarks.quality import partitioned`, deferred into a function or not
+    assert "benchmarks.quality.partitioned" in graph["benchmarks.quality.boost_safety"]
+    assert "benchmarks.quality.boost_safety" in graph["benchmarks.quality.quality"]
+    assert "tools.revisions" in graph["benchmarks.speed.speed"]
+    assert "nautilus_ranking" in graph["benchmarks.speed.demo_timing"]
+    assert {"benchmarks.broker.inside", "tools.hostile_http"} <= set(graph)
+
+
+def test_no_benchmark_or_tool_imports_itself_back() -> None:
+    assert _cycle(import_graph(ROOTS)) is None
+
+
+def test_a_deferred_cycle_between_two_benchmarks_would_be_found(tmp_path: Path) -> None:
+    """The circle the benchmarks once had: each side's import inside a function."""
+    room = tmp_path / "benchmarks" / "speed"
+    room.mkdir(parents=True)
+    for folder in (room.parent, room):
+        (folder / "__init__.py").write_text("")
+    (room / "request_overhead.py").write_text(
+        "def main():\n    from benchmarks.speed.trace_overhead import report\n"
+    )
+    (room / "trace_overhead.py").write_text(
+        "def report():\n    from benchmarks.speed import request_overhead\n"
+    )
+    assert _cycle(import_graph((tmp_path / "benchmarks",))) == [
+        "benchmarks.speed.request_overhead",
+        "benchmarks.speed.trace_overhead",
+        "benchmarks.speed.request_overhead",
+    ]
 
 
 def test_a_cycle_would_be_found() -> None:

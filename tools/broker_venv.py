@@ -2,7 +2,7 @@
 would: ``pip install 'nautilus-rkm[postgres,pgvector,otel]==0.3.0'``, then this project's
 wheel (never editable), into one venv.
 
-Shared by tests/upstream/ and benchmarks/nautilus_broker.py. The venv is cached under
+Shared by tests/upstream/ and benchmarks/broker/nautilus_broker.py. The venv is cached under
 ``~/.cache/nautilus-ranking/broker-venvs/`` keyed by the broker's version, the
 interpreter, ``pyproject.toml`` and every file of the package, so a run reuses the
 venv of the same source and a changed source gets its own (built under a lock; one

@@ -26,6 +26,7 @@ the test and the bytes).
 ``/then-trickle/<n>`` — two hits to the path's first ``n`` requests, then ``/trickle``.
 Every connection's bytes sent are counted in ``Hostile.sent``, every request's path in
 ``Hostile.paths`` and its head (request line and headers) in ``Hostile.heads``.
+:func:`hostile_entry` is a sources-file entry of an ``http`` source that asks one of them.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 TRICKLE_S = 0.3
@@ -215,6 +217,21 @@ class Hostile:
     sent: list[int] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     heads: list[bytes] = field(default_factory=list)
+
+
+def hostile_entry(url: str, path: str, *, timeout_s: float, **options: Any) -> dict[str, Any]:
+    """A sources-file entry of an ``http`` source, ``bad``, that asks the server at ``url``
+    for ``path`` (an Elasticsearch-shaped body and mapping) within ``timeout_s``; ``options``
+    add keys or replace them."""
+    return {
+        "id": "bad",
+        "type": "http",
+        "url": f"{url}/{path}",
+        "body": {"q": "{{query}}", "size": "{{size}}"},
+        "response": {"hits": "hits.hits", "id": "_id", "title": "_source.title", "score": "_score"},
+        "timeout_s": timeout_s,
+        **options,
+    }
 
 
 @contextmanager

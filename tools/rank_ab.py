@@ -30,7 +30,7 @@ def measure(names: list[str]) -> dict[str, float]:
     """Minimum CPU milliseconds of one rank() call per case (run in a subprocess)."""
     import numpy as np
 
-    from benchmarks import speed
+    from benchmarks.speed import speed
     from nautilus_ranking import RankingSynthesizer
     from nautilus_ranking.log import configure_logging
     from nautilus_ranking.settings.model import NautilusSettings

@@ -1,6 +1,6 @@
 """Another revision's package beside the working tree's: extract it, run a module on it.
 
-The before/after tools (``tools.same_output``, ``tools.rank_ab``, ``benchmarks.speed
+The before/after tools (``tools.same_output``, ``tools.rank_ab``, ``benchmarks.speed.speed
 --compare``) run the same module twice in child processes, once with REV's package.
 """
 

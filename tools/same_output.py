@@ -27,7 +27,7 @@ from typing import Any
 from tools.revisions import checkout, run_module
 
 #: The rankings speed work must reproduce: the last deliberate ranking change (boosts a
-#: share of the batch's relevance spread, measured in benchmarks/boost_safety.py; before
+#: share of the batch's relevance spread, measured in benchmarks/quality/boost_safety.py; before
 #: it, 9c570c5, whose unboosted batches it still reproduces); move it forward with the
 #: next such change.
 DEFAULT_REV = "35fe6a1"
@@ -38,7 +38,7 @@ def batches() -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
     """(name, results, ranker keywords, context) — the speed benchmark's rows and more."""
     import numpy as np
 
-    from benchmarks import speed
+    from benchmarks.speed import speed
     from nautilus_ranking import AdapterResult
 
     out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
@@ -127,7 +127,7 @@ def vector_batches(
     code after ties them exactly (docs/tuning-speed-vectors-words.md, the fourth speed pass)."""
     import numpy as np
 
-    from benchmarks import speed
+    from benchmarks.speed import speed
     from nautilus_ranking import AdapterResult
 
     out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
@@ -181,7 +181,7 @@ def copies_batch(n: int, rng: Any) -> list[Any]:
     """Text rows without ids, a third of them repeated by another source as a copy: the
     same fields in another order, other case, other inner whitespace (a no-break space too),
     a blank or non-text field more or less; some near-copies that differ in a word."""
-    from benchmarks import speed
+    from benchmarks.speed import speed
     from nautilus_ranking import AdapterResult
 
     rows = [{k: v for k, v in row.items() if k != "id"} for row in speed.text_rows(n, rng)]

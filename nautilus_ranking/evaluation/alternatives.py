@@ -9,7 +9,7 @@ ranking on, so a knob declared later is covered by both with no edit here.
 Tried, each where it differs from the current settings: passthrough; IDF off and on;
 near copies off and ``on``; diversity off and at the documented 0.3; no per-source cap
 and the documented 4 (docs/configuration.md: both measured in
-``benchmarks/near_duplicates.py``); every other lexical scorer; with ``embed``, every
+``benchmarks/quality/near_duplicates.py``); every other lexical scorer; with ``embed``, every
 other embedder (the rows re-embedded); and each source at every boost level. A scorer
 or an embedder does not turn ranking on: from passthrough it is tried ranked, with a
 top K of the evaluated depth, which changes nothing else nDCG@k sees.

@@ -5,7 +5,7 @@ data.
 
 writes three seed files and a ``nautilus.yaml`` beside them — ``fts`` (FTS5, BM25
 order), ``sql`` (a plain table, rows in table order) and ``vector`` (stored
-vectors, cosine order), as ``benchmarks/quality.py`` splits a collection — and
+vectors, cosine order), as ``benchmarks/quality/quality.py`` splits a collection — and
 builds the databases. ``partitioned`` gives each source every third document;
 ``hybrid`` gives each all of them. BEIR's ``_id`` becomes the rows' ``id``, so
 ``nautilus-ranking eval`` needs no ``--id-field``.

@@ -208,7 +208,7 @@ def paired_test(
     zero: a knob that changed a few queries for the better and none for the worse has
     no bootstrap resample below zero, whatever the number of queries, so its bootstrap
     p-value is as small as the resamples allow; the sign flips ask how often chance
-    alone would give such a mean. Measured (``benchmarks/recommend_rule.py``,
+    alone would give such a mean. Measured (``benchmarks/quality/recommend_rule.py``,
     docs/eval.md): under Holm, the bootstrap p-values' picks were worse on the other
     half of the queries in most of the splits where they recommended anything.
     """

@@ -10,7 +10,7 @@ than nothing). What frames the rows (brackets, separators, the response's other
 fields) is not counted.
 
 Skip-and-continue was measured against stopping at the first row that does not fit on
-the shared collections (``python -m benchmarks.budget_rule``): it hands over at least
+the shared collections (``python -m benchmarks.quality.budget_rule``): it hands over at least
 as many relevant rows at every budget, and the same or a better nDCG@10 (its list is
 the other's with rows after it). But a row with no relevance (no content match and no
 source vote: ``relevance`` 0) never takes the place of a relevant row the budget

@@ -19,11 +19,11 @@ boosted ``score``: a boost changes where a row sits, not whether it is relevant.
 strong-match guarantee holds: the row with the best relevance passes ``relative`` and
 ``gap`` by construction, so it and every row above it are kept.
 
-Measured on the shared collections (benchmarks/relevance_cut.py, docs/tuning-selection.md): no
-setting reaches 30 % fewer irrelevant rows in the top 10 at <= 5 % relative loss of
-recall@10 in every collection, so the cut is off by default; ``nautilus-ranking eval`` reports
-each setting's rows handed over, irrelevant rows, recall@k and nDCG@k so an operator
-can choose on their own judgments.
+Measured on the shared collections (benchmarks/quality/relevance_cut.py, docs/tuning-
+selection.md): no setting reaches 30 % fewer irrelevant rows in the top 10 at <= 5 %
+relative loss of recall@10 in every collection, so the cut is off by default;
+``nautilus-ranking eval`` reports each setting's rows handed over, irrelevant rows,
+recall@k and nDCG@k so an operator can choose on their own judgments.
 """
 
 from __future__ import annotations

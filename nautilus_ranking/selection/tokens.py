@@ -15,7 +15,7 @@ run of digits) ``(n + 2) / 3`` (o200k_base never joins more than 3 digits), the 
 sums each rounded down; plus one per other byte (ASCII punctuation and symbols, and
 every byte of a non-ASCII character), per line break, per run of 2+ whitespace
 characters and per whitespace character before a digit.
-Measured against ``o200k_base`` (benchmarks/token_budget.py): never under on the
+Measured against ``o200k_base`` (benchmarks/speed/token_budget.py): never under on the
 shared corpora's rows (median 1.6× over), the demo's rows, JSON with numbers, hex ids,
 Python source and CJK/Cyrillic/emoji text; it does count *less* on random letter
 strings (base64, opaque keys), where BPE finds no merges — install the extra where

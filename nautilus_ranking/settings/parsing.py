@@ -161,7 +161,7 @@ def parse_ranking_cut(var: str, raw: object) -> tuple[str | None, Problem | None
 
 #: ``NAUTILUS_RANKING_NEAR_DUPLICATES=on``: the resemblance (Jaccard of word 3-shingles,
 #: nautilus_ranking/synthesis/near_duplicates.py) at which two rows are one. Measured
-#: by benchmarks/near_duplicates.py (docs/benchmarks.md) over 0.3 to 0.7: at 0.4, 96 %
+#: by benchmarks/quality/near_duplicates.py (docs/benchmarks.md) over 0.3 to 0.7: at 0.4, 96 %
 #: of the injected repeats left the top 10 and nDCG@10 on the collections as they are
 #: moved by 0.0007 at most, except CACM (-0.0024: short, templated documents; 0.3 cost
 #: it -0.0051, and only 0.7 kept it, catching no copy).

@@ -85,7 +85,8 @@ class BoostWeights:
 _NO_BOOST = BoostWeights(multiplier=1.0, bump=0.0)
 
 #: The one table of levels, lowest first (docs/configuration.md, "Boost levels", and
-#: docs/tuning-boosts.md hold what each measured; ``benchmarks/boost_safety.py`` measures it).
+#: docs/tuning-boosts.md hold what each measured;
+#: ``benchmarks/quality/boost_safety.py`` measures it).
 BOOST_LEVELS: Mapping[str, BoostWeights] = MappingProxyType(
     {
         "-high": BoostWeights(multiplier=1 / 1.5, bump=-1.0),

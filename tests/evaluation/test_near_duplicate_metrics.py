@@ -1,4 +1,4 @@
-"""The near-copy benchmark's metrics (benchmarks/near_duplicates.py): α-nDCG@k against a
+"""The near-copy benchmark's metrics (benchmarks/quality/near_duplicates.py): α-nDCG@k against a
 brute-force reference (the ideal found by trying every order), and the folded lists."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from benchmarks.near_duplicates import COPY, alpha_ndcg, folded, repeats
+from benchmarks.quality.near_duplicates import COPY, alpha_ndcg, folded, repeats
 
 
 def reference_alpha_ndcg(

@@ -17,7 +17,7 @@ question found one unrelated document. The preset asks Typesense to drop words
 (``drop_tokens_threshold``) and try typos (``typo_tokens_threshold``) until the page
 asked for would fill, and to match every word whole (``prefix: false``); documents
 with more of the words still rank first (``text_match``). Measured in
-docs/benchmarks.md (``benchmarks/typesense_relevance.py``); they suit Typesense 0.24.1,
+docs/benchmarks.md (``benchmarks/sources/typesense_relevance.py``); they suit Typesense 0.24.1,
 the oldest version they were run against, and later.
 """
 

@@ -5,6 +5,7 @@ status and what failed; the other source's rows still arrive; no traceback."""
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +15,12 @@ from structlog.testing import capture_logs
 
 from nautilus_ranking import Broker
 from nautilus_ranking.sources.http.client import HttpSourceError
+from tools import hostile_http
 from tools.hostile_http import hostile_server
 from tools.json_engine import json_engine
 
-
-def hostile_entry(url: str, path: str, **options: Any) -> dict[str, Any]:
-    return {
-        "id": "bad",
-        "type": "http",
-        "url": f"{url}/{path}",
-        "body": {"q": "{{query}}", "size": "{{size}}"},
-        "response": {"hits": "hits.hits", "id": "_id", "title": "_source.title", "score": "_score"},
-        "timeout_s": 1.5,
-        **options,
-    }
+#: The bad source's entry, with this file's deadline (1.5 s) unless a test names another.
+hostile_entry = partial(hostile_http.hostile_entry, timeout_s=1.5)
 
 
 CASES = [

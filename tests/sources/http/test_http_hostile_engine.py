@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from nautilus_ranking import Broker
 from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.service.readiness import Readiness
 from nautilus_ranking.sources.http.client import HttpSourceError
+from tools import hostile_http
 from tools.hostile_http import hostile_server
 from tools.json_engine import json_engine
 
@@ -33,16 +35,8 @@ NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 MB = 1 << 20
 
 
-def hostile_entry(url: str, path: str, **options: Any) -> dict[str, Any]:
-    return {
-        "id": "bad",
-        "type": "http",
-        "url": f"{url}/{path}",
-        "body": {"q": "{{query}}", "size": "{{size}}"},
-        "response": {"hits": "hits.hits", "id": "_id", "title": "_source.title", "score": "_score"},
-        "timeout_s": 3,
-        **options,
-    }
+#: The bad source's entry, with this file's deadline (3 s) unless a test names another.
+hostile_entry = partial(hostile_http.hostile_entry, timeout_s=3)
 
 
 def _rss() -> int:
