@@ -13,7 +13,9 @@ memory (:mod:`nautilus_ranking.embedders.onnx_graph`): attention and GELU fused,
 default, ``int8=True``) all 36 weight products run in int8 on those int8 weights,
 each one's input quantized to uint8 per text; the attention scores, layer norms,
 GELU and pooling stay float32. The integer products are exact on every CPU (see
-:func:`fast_int8_products_exact`), so the vectors are the same everywhere; they move
+:func:`fast_int8_products_exact`); the float32 parts run onnxruntime's kernels for the
+CPU's instruction set, so vectors are bit-identical on one machine (any thread count,
+any companions) but not across instruction sets (docs/tuning.md). They move
 a little from the shipped graph's (cosine >= 0.98; nDCG@10 unchanged on the shared
 collections, docs/tuning-embedders.md), hence a model id of their own. ``int8=False`` gives
 the shipped graph's vectors, fused.
