@@ -199,6 +199,8 @@ async def _answer(
     elif not allow_overrides:
         forbid_overrides(request)
     name = chosen.name if chosen is not None else None
+    # a cursor's page size is an override of top_k: held to the top K where that is fixed
+    size_fixed = "top_k" not in chosen.overrides if chosen is not None else not allow_overrides
     chars = max_query_chars if max_query_chars is not None else len(request.query)
     run_plan = plan(
         request,
@@ -208,6 +210,7 @@ async def _answer(
         chars,
         name,
         max_ranked_rows=max_ranked_rows,
+        size_fixed=size_fixed,
     )
     call = run_plan.broker.arequest(request.query)
     response = await (run(call) if run is not None else call)

@@ -7,9 +7,15 @@ cut at ``top_k`` only at the end, and the batch does not depend on ``top_k`` —
 the top ``n·K`` is a prefix of the top ``(n+1)·K`` and consecutive pages neither
 overlap nor skip a row; the extra row says whether a next page exists.
 
-A cursor is opaque to the caller (URL-safe base64 of a small JSON object): the page
-it points to, a key of the query and every setting that shapes the ranking, and a
-key of the sources' raw answers. A cursor is refused when the key differs (another
+A cursor is opaque to the caller (URL-safe base64 of a small JSON object and its
+HMAC-SHA256 tag): the page it points to, its page size, a key of the query and every
+setting that shapes the ranking, and a key of the sources' raw answers. A caller hands
+it back, so no field of it is read before its tag checks out under the cursor key
+(:mod:`nautilus_ranking.request.cursor_keys`): an altered or forged cursor is "not a
+cursor nautilus made", and one made before cursors were signed is refused as such.
+Its page size is an override of ``top_k``: where the caller may not override
+``top_k`` (``NAUTILUS_SERVE_ALLOW_OVERRIDES=false``, or a profile that fixes it) a
+cursor of another size is refused. A cursor is refused when the key differs (another
 query, page size, boosts, idf, sources, embedder: its pages would belong to another
 ranking) and when the sources' answers changed since its page was made (a row
 added, a source failed or came back: the next page could repeat or skip rows).
@@ -30,23 +36,27 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import NautilusError, Problem, cut
 from nautilus_ranking.records import BrokerResponse
+from nautilus_ranking.request.cursor_keys import TAG_BYTES, CursorKeys, cursor_keys
 from nautilus_ranking.response_hash import compute_response_hash
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
-_VERSION = 1
+#: 2: signed (version 1 cursors carried no tag and are refused as made before).
+_VERSION = 2
 #: The characters a cursor is made of (URL-safe base64, unpadded).
 _CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]+")
 #: The longest cursor read (a cursor nautilus makes is under 200 characters).
 MAX_CURSOR_CHARS = 512
 #: The deepest page a request may ask for: page n ranks n·K + 1 rows.
 MAX_PAGE = 1000
+#: The largest page size a cursor may carry: the largest ``top_k`` a request may ask.
+MAX_PAGE_SIZE = 10**18 - 1
 _FIELDS = (
     "query, top_k, boosts, idf, sources, cut, near_duplicates, diversity, max_per_source, "
     "canonical_sources"
@@ -78,6 +88,8 @@ class Paging:
     key: str
     data_key: str | None = None  # from the cursor: the answers its page was cut from
     asked: bool = True  # False: page 1 of a top K no page was asked for (first_page)
+    #: The keys that sign the next page's cursor (None: this page makes none).
+    keys: CursorKeys | None = field(default=None, repr=False, compare=False)
 
     @property
     def rank_top_k(self) -> int:
@@ -125,7 +137,7 @@ class Paging:
             response_hash=compute_response_hash(data),
             cut=cut_info,
         )
-        following = Paging(self.number + 1, self.size, self.key, data_key)
+        following = Paging(self.number + 1, self.size, self.key, data_key, keys=self.keys)
         info = {
             "number": self.number,
             "size": self.size,
@@ -136,10 +148,13 @@ class Paging:
         return page, info
 
     def cursor(self) -> str:
-        """This page's cursor (the data key is that of the page before it)."""
+        """This page's cursor, signed (the data key is that of the page before it)."""
+        if self.keys is None:
+            raise ValueError("a cursor needs the keys that sign it (Paging.keys)")
         body = {"v": _VERSION, "n": self.number, "k": self.key, "d": self.data_key, "s": self.size}
         raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        signed = self.keys.sign(raw) + raw
+        return base64.urlsafe_b64encode(signed).decode().rstrip("=")
 
 
 def ranking_key(
@@ -186,7 +201,8 @@ def first_page(
     size = settings.ranking_top_k
     if size is None:
         return None
-    return Paging(1, size, ranking_key(query, settings, source_ids, profile), asked=False)
+    key = ranking_key(query, settings, source_ids, profile)
+    return Paging(1, size, key, asked=False, keys=cursor_keys(settings))
 
 
 def _data_key(source_hashes: Mapping[str, str]) -> str:
@@ -201,11 +217,13 @@ def paging(
     page: int | None = None,
     cursor: str | None = None,
     profile: str | None = None,
+    size_fixed: bool = False,
 ) -> Paging | None:
     """The page asked for (``page`` or ``cursor``, not both), None when neither is given.
 
     ``settings`` are the request's effective settings (its overrides applied); the
-    page size is their ``ranking_top_k``.
+    page size is their ``ranking_top_k`` (unset: a cursor's own). ``size_fixed``: the
+    caller may not override ``top_k``, so a cursor's size must be it.
     """
     if page is None and cursor is None:
         return None
@@ -216,9 +234,10 @@ def paging(
             "both page and cursor given",
             "one of them: page for a page by number, cursor to continue",
         )
+    keys = cursor_keys(settings)
     size = settings.ranking_top_k
-    decoded = _decode(cursor) if cursor is not None else None
-    if size is None and decoded is not None and decoded[3] is not None:
+    decoded = _decode(cursor, keys) if cursor is not None else None
+    if size is None and decoded is not None and not size_fixed:
         size = decoded[3]  # the cursor's own page size: it runs without top_k
         settings = settings.model_copy(update={"ranking_top_k": size})
     if size is None:
@@ -234,9 +253,19 @@ def paging(
             raise PageError(
                 "page", cut(page), "not a page number", f"an integer from 1 to {MAX_PAGE}"
             )
-        return Paging(page, size, key)
-    number, made_for, data_key, made_size = decoded if decoded is not None else _decode(cursor)
-    if made_size is not None and made_size != size:
+        return Paging(page, size, key, keys=keys)
+    number, made_for, data_key, made_size = (
+        decoded if decoded is not None else _decode(cursor, keys)
+    )
+    if made_size != size and size_fixed:
+        raise PageError(
+            "cursor",
+            cut(cursor),
+            f"made for pages of {made_size} rows, not {size}: this caller's page size "
+            "is fixed (top_k may not be overridden)",
+            f"a cursor made for pages of {size} rows",
+        )
+    if made_size != size:
         raise PageError(
             "cursor",
             cut(cursor),
@@ -251,16 +280,16 @@ def paging(
             f"(one of {_FIELDS}, the profile, or the service's ranking settings, differs)",
             "the next_cursor of a response to this same query and settings",
         )
-    return Paging(number, size, key, data_key)
+    return Paging(number, size, key, data_key, keys=keys)
 
 
-def _decode(cursor: object) -> tuple[int, str, str | None, int | None]:
-    """A cursor's page number, ranking key, data key and page size (None in a cursor
-    made before cursors carried it)."""
+def _decode(cursor: object, keys: CursorKeys) -> tuple[int, str, str, int]:
+    """A cursor's page number, ranking key, data key and page size, once its tag checks
+    out under ``keys``."""
     bad = PageError(
         "cursor",
         cut(cursor),
-        "not a cursor nautilus made",
+        "not a cursor nautilus made (altered, or signed with another key)",
         "the next_cursor of an earlier response, unchanged",
     )
     if (
@@ -272,8 +301,21 @@ def _decode(cursor: object) -> tuple[int, str, str | None, int | None]:
         raise bad
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        body = json.loads(raw)
     except (binascii.Error, ValueError):
+        raise bad from None
+    if _unsigned(raw):
+        raise PageError(
+            "cursor",
+            cut(cursor),
+            "made by an earlier version of nautilus-ranking, whose cursors were not signed",
+            "no cursor: ask for the first page again",
+        )
+    tag, signed = raw[:TAG_BYTES], raw[TAG_BYTES:]
+    if len(tag) < TAG_BYTES or not keys.verify(tag, signed):
+        raise bad
+    try:
+        body = json.loads(signed)
+    except ValueError:
         raise bad from None
     if not isinstance(body, dict) or body.get("v") != _VERSION:
         raise bad
@@ -284,8 +326,19 @@ def _decode(cursor: object) -> tuple[int, str, str | None, int | None]:
         or not 2 <= number <= MAX_PAGE
         or not isinstance(key, str)
         or not isinstance(data_key, str)
-        or (size is not None and (isinstance(size, bool) or not isinstance(size, int)))
-        or (size is not None and not 1 <= size <= 10**18)
+        or isinstance(size, bool)
+        or not isinstance(size, int)
+        or not 1 <= size <= MAX_PAGE_SIZE
     ):
         raise bad
     return number, key, data_key, size
+
+
+def _unsigned(raw: bytes) -> bool:
+    """Whether ``raw`` is a cursor of version 1 (JSON alone, no tag: made before cursors
+    were signed). A signed cursor starts with its tag, which is never JSON with it."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("v") == 1

@@ -99,10 +99,12 @@ def plan(
     max_query_chars: int,
     profile: str | None = None,
     max_ranked_rows: int | None = None,
+    size_fixed: bool = False,
 ) -> Plan:
     """Validate the overrides against the settings' parsers and the broker's sources;
     a server's ``max_ranked_rows`` bounds the rows the request ranks
-    (:func:`within_ceiling`)."""
+    (:func:`within_ceiling`). ``size_fixed``: the caller may not override ``top_k``, so
+    a cursor's page size is held to the settings' (a cursor's size is an override)."""
     problems: list[Problem] = []
     if len(request.query) > max_query_chars:
         problems.append(
@@ -155,7 +157,7 @@ def plan(
         try:
             # A cursor without a top_k in the request pages by its own size, whatever
             # NAUTILUS_RANKING_TOP_K says: the next page of the answer it came from.
-            by_cursor = request.cursor is not None and request.top_k is None
+            by_cursor = request.cursor is not None and request.top_k is None and not size_fixed
             pages = paging(
                 request.query,
                 effective.model_copy(update={"ranking_top_k": None}) if by_cursor else effective,
@@ -163,6 +165,7 @@ def plan(
                 page=request.page,
                 cursor=request.cursor,
                 profile=profile,
+                size_fixed=size_fixed,
             )
         except PageError as exc:
             problems.append(exc.problem)

@@ -203,6 +203,8 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "config_strict",
         "config",
         "data_dir",
+        "cursor_key",
+        "cursor_previous_keys",
         "log_level",
         "log_format",
         "serve_host",

@@ -40,6 +40,7 @@ from nautilus_ranking.settings.parsing import (
     LEXICAL_SCORERS,
     parse_bool,
     parse_choice,
+    parse_cursor_keys,
     parse_diversity,
     parse_field_name,
     parse_int,
@@ -116,6 +117,10 @@ class NautilusSettings(LogSettings):
     config_strict: bool = False
     config: str | None = None
     data_dir: Path = Path("~/.cache/nautilus")
+    # The key that signs cursors (nautilus_ranking/request/cursor_keys.py): unset, a key
+    # file in data_dir; replicas share one here, with the keys it replaces beside it.
+    cursor_key: str | None = None
+    cursor_previous_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # `nautilus-ranking serve` (nautilus_ranking/service/): read once at start-up by each worker.
     serve_host: str = "127.0.0.1"
     serve_port: int = 8000
@@ -290,6 +295,22 @@ class NautilusSettings(LogSettings):
             ),
         )
         _take_serve_settings(data, take, default)
+        keys, problem = parse_cursor_keys(var("cursor_key"), data.get("cursor_key"))
+        if len(keys) > 1:  # one key signs; the ones it replaces are the other setting's
+            keys, problem = (
+                [],
+                Problem(
+                    var("cursor_key"),
+                    f"({len(keys)} keys)",
+                    "one key signs cursors",
+                    "one key; the keys it replaces in NAUTILUS_CURSOR_PREVIOUS_KEYS",
+                ),
+            )
+        take("cursor_key", (keys[0] if keys else None, problem))
+        take(
+            "cursor_previous_keys",
+            parse_cursor_keys(var("cursor_previous_keys"), data.get("cursor_previous_keys")),
+        )
         for field in ("trace_query_text", "trace_propagate"):
             take(field, parse_bool(var(field), data.get(field), default(field)))
         raw_boosts = data.get("source_boosts")
@@ -335,6 +356,9 @@ class NautilusSettings(LogSettings):
     def effective(self) -> dict[str, Any]:
         """The settings as plain JSON-able values, keyed by environment variable."""
         values = self.model_dump(mode="json")
+        for secret in ("cursor_key", "cursor_previous_keys"):  # shown set, never shown
+            if values[secret]:
+                values[secret] = "***" if isinstance(values[secret], str) else ["***"]
         return {"NAUTILUS_" + name.upper(): value for name, value in values.items()}
 
 
