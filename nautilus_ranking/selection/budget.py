@@ -97,7 +97,13 @@ def fit_budget(
     """The rows (each as the text the caller receives) that fit in ``max_tokens``, in
     rank order; see the module docstring. ``exact`` as in :func:`count_tokens`."""
     fitted = fit_counts(count_tokens(rows_as_text, exact), max_tokens)
-    return replace(fitted, tokenizer=ESTIMATE if exact is False else tokenizer_name())
+    return replace(fitted, tokenizer=counted_by(exact))
+
+
+def counted_by(exact: bool | None) -> str:
+    """What :func:`count_tokens` with ``exact`` counts with: the label a budget carries
+    (:func:`fit_counts` knows only the counts, so its callers set it)."""
+    return ESTIMATE if exact is False else tokenizer_name()
 
 
 def ranking_entry(
@@ -147,7 +153,10 @@ def apply_budget(
     row was skipped (and the text counted is the text handed over).
     """
     counts = count_tokens([text(r) for r in ranking], exact)
-    result = fit_counts(counts, max_tokens, [r.relevance > 0 for r in ranking])
+    result = replace(
+        fit_counts(counts, max_tokens, [r.relevance > 0 for r in ranking]),
+        tokenizer=counted_by(exact),
+    )
     kept = [ranking[i] for i in result.kept]
     out: dict[str, list[dict[str, Any]]] = {sid: [] for sid in data}
     for ranked in kept:
