@@ -17,6 +17,7 @@ from nautilus_ranking.records import VECTOR_FIELDS, RankedRow
 from nautilus_ranking.request.answer import Answer, cap_relaxed
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest
+from nautilus_ranking.selection.budget_pages import too_large_note
 from nautilus_ranking.service.problems import strict_json
 
 
@@ -99,6 +100,7 @@ def search_text(out: dict[str, Any]) -> str:
                 if budget["first_row_over_budget"]
                 else ""
             )
+            + too_large_note(budget)
         )
     cut = out.get("cut")
     if cut is not None:

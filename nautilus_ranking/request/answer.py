@@ -215,18 +215,22 @@ async def _answer(
     call = run_plan.broker.arequest(request.query)
     response = await (run(call) if run is not None else call)
     whole = response
-    response, page = cut_page(run_plan, response)
+    ranked = run_plan.broker.synthesizer.ranking_enabled
+
+    def text(row: RankedRow) -> str:
+        return row_text(row, request, ranked)
+
+    # a page under a budget starts at the first row the budget left out: the page and
+    # the budget are cut together
+    response, page, fitted = cut_page(run_plan, response, text)
     if traced is not None and page is not None:
         page_stage(traced, page, whole, response)
     next_cursor = page["next_cursor"] if page is not None else None
     if run_plan.paging is not None and not run_plan.paging.asked:
         page = None  # page 1 of a top K: only its next cursor is shown
     max_tokens = run_plan.effective.ranking_max_tokens
-    if max_tokens is not None:  # a page is cut first; the budget keeps what fits of it
-        ranked = run_plan.broker.synthesizer.ranking_enabled
-        data, ranking, fitted = apply_budget(
-            response.data, response.ranking, max_tokens, lambda r: row_text(r, request, ranked)
-        )
+    if max_tokens is not None and fitted is None:  # no pages: what fits of the ranking
+        data, ranking, fitted = apply_budget(response.data, response.ranking, max_tokens, text)
         response = replace(
             response,
             data=data,
@@ -234,8 +238,8 @@ async def _answer(
             budget=fitted.as_dict(),
             response_hash=compute_response_hash(data),
         )
-        if traced is not None:
-            budget_stage(traced, fitted, len(fitted.kept) + fitted.left_out)
+    if traced is not None and fitted is not None:
+        budget_stage(traced, fitted, len(fitted.kept) + fitted.left_out)
     broker_request_id = response.request_id
     if request_id is not None:
         response.request_id = request_id

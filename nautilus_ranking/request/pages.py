@@ -23,6 +23,15 @@ The HTTP API, the MCP tool and ``nautilus-ranking query`` share this module, so 
 made by one is honoured by the others. A cursor also carries its page size, so a
 request that gives the cursor without ``top_k`` pages on by the same size.
 
+**Under a token budget** a page is not a fixed slice: the budget keeps what fits of the
+page's K rows and the next page starts at the first row it left out
+(:mod:`nautilus_ranking.selection.budget_pages`), so paging for more never loses the
+rows a tight budget dropped. The cursor stays stateless: page ``n`` recomputes what
+pages ``1 … n-1`` delivered from the same ranking and budget (the ranking is the top
+``n·K + 1`` as without a budget), and carries a digest of that delivery, so a cursor
+used under another budget or way of counting rows (MCP counts a text line, JSON an
+entry) is refused (422) rather than repeat or skip rows.
+
 A ranked request with a top K and no page asked is answered as page 1
 (:func:`first_page`): the broker ranks K + 1 rows, so the answer can say whether more
 exist and carry the next page's cursor.
@@ -35,15 +44,18 @@ import binascii
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import NautilusError, Problem, cut
-from nautilus_ranking.records import BrokerResponse
+from nautilus_ranking.records import BrokerResponse, RankedRow
 from nautilus_ranking.request.cursor_keys import TAG_BYTES, CursorKeys, cursor_keys
 from nautilus_ranking.response_hash import compute_response_hash
+from nautilus_ranking.selection.budget import BudgetResult, counted_by, entry_text
+from nautilus_ranking.selection.budget_pages import budget_page
+from nautilus_ranking.selection.tokens import count_tokens
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
@@ -88,6 +100,9 @@ class Paging:
     key: str
     data_key: str | None = None  # from the cursor: the answers its page was cut from
     asked: bool = True  # False: page 1 of a top K no page was asked for (first_page)
+    #: From a cursor made under a token budget: a digest of the rows the pages before
+    #: it handed over (or reported too large), checked against their recomputation.
+    delivered: str | None = None
     #: The keys that sign the next page's cursor (None: this page makes none).
     keys: CursorKeys | None = field(default=None, repr=False, compare=False)
 
@@ -104,9 +119,17 @@ class Paging:
         # a per-source cap counts in each page, not in the deeper ranking as a whole
         return RankingSynthesizer.from_settings(deeper, embedder=embedder, page_size=self.size)
 
-    def cut(self, response: BrokerResponse) -> tuple[BrokerResponse, dict[str, Any]]:
+    def cut(
+        self,
+        response: BrokerResponse,
+        max_tokens: int | None = None,
+        text: Callable[[RankedRow], str] | None = None,
+    ) -> tuple[BrokerResponse, dict[str, Any], BudgetResult | None]:
         """The page's rows out of the deeper response (``data`` and its hash follow),
-        and the ``page`` object: number, size, ranks shown, the next page's cursor."""
+        the ``page`` object (number, size, ranks shown, the next page's cursor) and,
+        under ``max_tokens``, what the budget did, each row counted as ``text(row)``:
+        the page then starts at the first row the budget left out
+        (:mod:`nautilus_ranking.selection.budget_pages`)."""
         data_key = _data_key(response.source_response_hashes)
         if self.data_key is not None and data_key != self.data_key:
             raise PageError(
@@ -121,6 +144,26 @@ class Paging:
         start = (self.number - 1) * self.size
         rows = response.ranking[start : start + self.size]
         more = len(response.ranking) > start + self.size
+        budget: dict[str, Any] | None = response.budget
+        fitted = None
+        delivered = None
+        if max_tokens is None and self.delivered is not None:
+            raise _other_budget(self)
+        if max_tokens is not None:
+            ranking = response.ranking
+            counts = count_tokens([(text or entry_text)(r) for r in ranking])
+            chosen = budget_page(
+                counts, [r.relevance > 0 for r in ranking], self.size, max_tokens, self.number
+            )
+            if self.data_key is not None and self.delivered != _digest(chosen.earlier):
+                raise _other_budget(self)  # its earlier pages were not these
+            delivered = _digest((*chosen.earlier, *chosen.kept, *chosen.too_large))
+            fitted = replace(chosen.fitted, tokenizer=counted_by(None))
+            rows, more = [ranking[i] for i in chosen.kept], chosen.more
+            budget = {
+                **fitted.as_dict(),
+                "too_large_ranks": [ranking[i].rank for i in chosen.too_large],
+            }
         data: dict[str, list[dict[str, Any]]] = {sid: [] for sid in response.data}
         for ranked in rows:
             data.setdefault(ranked.source_id, []).append(ranked.row)
@@ -136,22 +179,27 @@ class Paging:
             data=data,
             response_hash=compute_response_hash(data),
             cut=cut_info,
+            budget=budget,
         )
-        following = Paging(self.number + 1, self.size, self.key, data_key, keys=self.keys)
+        following = Paging(
+            self.number + 1, self.size, self.key, data_key, delivered=delivered, keys=self.keys
+        )
         info = {
             "number": self.number,
             "size": self.size,
-            "first_rank": start + 1 if rows else None,
-            "last_rank": start + len(rows) if rows else None,
+            "first_rank": rows[0].rank if rows else None,
+            "last_rank": rows[-1].rank if rows else None,
             "next_cursor": following.cursor() if more else None,
         }
-        return page, info
+        return page, info, fitted
 
     def cursor(self) -> str:
         """This page's cursor, signed (the data key is that of the page before it)."""
         if self.keys is None:
             raise ValueError("a cursor needs the keys that sign it (Paging.keys)")
         body = {"v": _VERSION, "n": self.number, "k": self.key, "d": self.data_key, "s": self.size}
+        if self.delivered is not None:
+            body["b"] = self.delivered
         raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
         signed = self.keys.sign(raw) + raw
         return base64.urlsafe_b64encode(signed).decode().rstrip("=")
@@ -205,6 +253,22 @@ def first_page(
     return Paging(1, size, key, asked=False, keys=cursor_keys(settings))
 
 
+def _digest(rows: Sequence[int]) -> str:
+    """A short digest of the rows (indices into the ranking) earlier pages delivered."""
+    return hashlib.sha256(json.dumps(list(rows)).encode()).hexdigest()[:16]
+
+
+def _other_budget(paging: Paging) -> PageError:
+    return PageError(
+        "cursor",
+        f"page {paging.number}",
+        "made under another token budget or way of counting rows (max_tokens, explain, "
+        "vectors, or another way in: MCP counts a result's text line, JSON its entry), so "
+        "this page could repeat or skip rows",
+        "the same max_tokens, explain and vectors, through the way in that made it",
+    )
+
+
 def _data_key(source_hashes: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(sorted(source_hashes.items())).encode()).hexdigest()[:24]
 
@@ -254,7 +318,7 @@ def paging(
                 "page", cut(page), "not a page number", f"an integer from 1 to {MAX_PAGE}"
             )
         return Paging(page, size, key, keys=keys)
-    number, made_for, data_key, made_size = (
+    number, made_for, data_key, made_size, delivered = (
         decoded if decoded is not None else _decode(cursor, keys)
     )
     if made_size != size and size_fixed:
@@ -280,12 +344,12 @@ def paging(
             f"(one of {_FIELDS}, the profile, or the service's ranking settings, differs)",
             "the next_cursor of a response to this same query and settings",
         )
-    return Paging(number, size, key, data_key, keys=keys)
+    return Paging(number, size, key, data_key, delivered=delivered, keys=keys)
 
 
-def _decode(cursor: object, keys: CursorKeys) -> tuple[int, str, str, int]:
-    """A cursor's page number, ranking key, data key and page size, once its tag checks
-    out under ``keys``."""
+def _decode(cursor: object, keys: CursorKeys) -> tuple[int, str, str, int, str | None]:
+    """A cursor's page number, ranking key, data key, page size and digest of what its
+    earlier pages delivered under a budget, once its tag checks out under ``keys``."""
     bad = PageError(
         "cursor",
         cut(cursor),
@@ -320,6 +384,7 @@ def _decode(cursor: object, keys: CursorKeys) -> tuple[int, str, str, int]:
     if not isinstance(body, dict) or body.get("v") != _VERSION:
         raise bad
     number, key, data_key, size = body.get("n"), body.get("k"), body.get("d"), body.get("s")
+    delivered = body.get("b")
     if (
         isinstance(number, bool)
         or not isinstance(number, int)
@@ -329,9 +394,10 @@ def _decode(cursor: object, keys: CursorKeys) -> tuple[int, str, str, int]:
         or isinstance(size, bool)
         or not isinstance(size, int)
         or not 1 <= size <= MAX_PAGE_SIZE
+        or (delivered is not None and not isinstance(delivered, str))
     ):
         raise bad
-    return number, key, data_key, size
+    return number, key, data_key, size, delivered
 
 
 def _unsigned(raw: bytes) -> bool:

@@ -17,10 +17,11 @@ from typing import Any
 from nautilus_ranking.broker import Broker, synthesizer_for
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import Problem, cut
-from nautilus_ranking.records import BrokerResponse
+from nautilus_ranking.records import BrokerResponse, RankedRow
 from nautilus_ranking.request.errors import ProblemError, invalid
 from nautilus_ranking.request.model import QueryRequest, arg_of
 from nautilus_ranking.request.pages import PageError, Paging, first_page, paging
+from nautilus_ranking.selection.budget import BudgetResult
 from nautilus_ranking.settings.boost_entries import collect_source_boosts
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.settings.parsing import (
@@ -217,14 +218,18 @@ def plan(
 def cut_page(
     run: Plan,
     response: BrokerResponse,
-) -> tuple[BrokerResponse, dict[str, Any] | None]:
-    """The asked page of ``response`` and its ``page`` object (the response as it is
-    when no page was asked); 409 when the sources' answers moved under the cursor."""
+    text: Callable[[RankedRow], str] | None = None,
+) -> tuple[BrokerResponse, dict[str, Any] | None, BudgetResult | None]:
+    """The asked page of ``response``, its ``page`` object and, under the plan's token
+    budget, what the budget did (each row counted as ``text(row)``); the response as it
+    is when no page was asked. 409 when the sources' answers moved under the cursor."""
     if run.paging is None:
-        return response, None
+        return response, None, None
     try:
-        return run.paging.cut(response)
+        return run.paging.cut(response, run.effective.ranking_max_tokens, text)
     except PageError as exc:
+        if not exc.stale:  # made for another budget: the caller's to fix
+            raise invalid([exc.problem]) from None
         raise ProblemError(
             409,
             "cursor-stale",

@@ -50,7 +50,7 @@ def test_in_process_pages_are_slices_of_one_ranking(query: str, size: int) -> No
         for number in (1, 2, 3):
             assert pages is not None and pages.number == number
             broker.synthesizer = pages.synthesizer(settings, None)
-            response, page = pages.cut(broker.request(query))
+            response, page, _ = pages.cut(broker.request(query))
             assert [r.rank for r in response.ranking] == list(
                 range((number - 1) * size + 1, number * size + 1)
             )
@@ -95,7 +95,7 @@ def test_pages_of_any_batch_concatenate_to_its_top_3k(
         assert pages is not None
         ranker = pages.synthesizer(settings_, None)
         data, ranking = ranker.merge_ranked(results, context)
-        page, info = pages.cut(BrokerResponse("r", data, ranking))
+        page, info, _ = pages.cut(BrokerResponse("r", data, ranking))
         seen += [(r.source_id, r.row["id"], r.score, r.rank) for r in page.ranking]
         if info["next_cursor"] is None:
             break
