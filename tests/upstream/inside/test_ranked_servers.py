@@ -202,3 +202,52 @@ def test_over_mcp_below_the_byte_bound_the_budget_decides(
     read = read_order(answer)
     assert read == [r for r in ranking_order[question] if r in read]  # the ranking's order
     assert read[0] == ranking_order[question][0]
+
+
+def test_explain_over_mcp_stays_within_the_byte_bound_cutting_explanation_first(
+    tmp_path: Path,
+) -> None:
+    """With the bound between the lean answer and the explained one, every row is
+    answered and only the lowest-ranked rows lose their explanation."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    question = "refund for a duplicate charge"
+    env = {"NAUTILUS_RANKING_TOP_K": str(TOP_K), "NAUTILUS_DATA_DIR": str(tmp_path)}
+
+    async def call(port: int, explain: bool) -> tuple[dict[str, Any], int]:
+        async with (
+            streamablehttp_client(
+                f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}
+            ) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool(
+                "nautilus_request_ranked", ask(question, explain=explain)
+            )
+            assert not result.isError, result
+            text = result.content[0].text
+            answer: dict[str, Any] = json.loads(text)
+            return answer, len(text.encode())
+
+    (tmp_path / "unbounded").mkdir()
+    (tmp_path / "bounded").mkdir()
+    unbounded = judged_config(tmp_path / "unbounded")
+    with serving(unbounded, env, tmp_path / "serve-unbounded.log") as (port, _):
+        lean, lean_bytes = asyncio.run(call(port, False))
+        explained, explained_bytes = asyncio.run(call(port, True))
+    assert explained["ranking"]["explained_rows"] == len(explained["rows"]) == TOP_K
+    bound = (lean_bytes + explained_bytes) // 2
+    bounded = judged_config(tmp_path / "bounded")
+    document = yaml.safe_load(bounded.read_text())
+    document["mcp"] = {"max_response_bytes": bound}
+    bounded.write_text(yaml.safe_dump(document))
+    with serving(bounded, env, tmp_path / "serve-bounded.log") as (port, _):
+        held, held_bytes = asyncio.run(call(port, True))
+    assert held_bytes <= bound < explained_bytes
+    assert read_order(held) == read_order(lean)  # every row: explanation went first
+    kept = ["explain" in e for e in held["rows"]]
+    assert 0 < sum(kept) < TOP_K and kept == sorted(kept, reverse=True)
+    assert held["ranking"]["explained_rows"] == sum(kept)
+    assert held["attestation_token"].count(".") == 2  # the attestation is never cut
