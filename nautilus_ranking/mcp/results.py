@@ -138,6 +138,9 @@ def row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
     return _result_line(_result(row, bool(request.explain), ranked, bool(request.vectors)))
 
 
+row_text.counted_as = "mcp_line"  # type: ignore[attr-defined]  # what its budget reports
+
+
 #: Fields a row's line leaves out: its id (shown first) and the name of the model that
 #: made its vector (a vector source's rows carry it; it says nothing about the row).
 _NOT_TEXT = frozenset({"id", "embedding_model"})

@@ -118,6 +118,15 @@ def cap_relaxed(cap: dict[str, Any]) -> str:
 
 #: How one way in hands a ranked row over, as text: what a token budget counts.
 RowText = Callable[[RankedRow, QueryRequest, bool], str]
+#: What a budget says it counted (its ``counted_as``): a way in's ``RowText`` may name
+#: itself with a ``counted_as`` attribute; the JSON answer's is the default.
+JSON_ENTRY = "json_entry"
+
+
+def counted_as(row_text: RowText) -> str:
+    """What ``row_text`` hands over, as a budget reports it."""
+    name = getattr(row_text, "counted_as", JSON_ENTRY)
+    return name if isinstance(name, str) else JSON_ENTRY
 
 
 def response_row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
@@ -238,6 +247,8 @@ async def _answer(
             budget=fitted.as_dict(),
             response_hash=compute_response_hash(data),
         )
+    if response.budget is not None and max_tokens is not None:  # what its tokens are of
+        response = replace(response, budget={**response.budget, "counted_as": counted_as(row_text)})
     if traced is not None and fitted is not None:
         budget_stage(traced, fitted, len(fitted.kept) + fitted.left_out)
     broker_request_id = response.request_id

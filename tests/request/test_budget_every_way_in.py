@@ -84,6 +84,7 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
         body = cli("--max-tokens", str(n))
         check(count(json_entries(body)), body["budget"], n, full)
         assert body["budget"]["tokenizer"] == "o200k_base"  # the counts are exact: said so
+        assert body["budget"]["counted_as"] == "json_entry"  # and what they count
     assert cli("--max-tokens", "60")["budget"]["first_row_over_budget"] is True
 
     over_http: dict[int, list[str | None]] = {}
@@ -113,6 +114,7 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
                     check(count(lines), out["budget"], n, full)
                     assert f"budget: {out['budget']['tokens_used']} of {n} tokens (exact)" in text
                     assert out["budget"]["tokenizer"] == "o200k_base"
+                    assert out["budget"]["counted_as"] == "mcp_line"
 
     asyncio.run(over_mcp())
 
