@@ -321,7 +321,12 @@ def paging(
     number, made_for, data_key, made_size, delivered = (
         decoded if decoded is not None else _decode(cursor, keys)
     )
-    if made_size != size and size_fixed:
+    # a cursor of another size made for this same query and settings: its size is what
+    # differs (else: another query, profile or settings, said as such below)
+    resized = made_size != size and made_for == ranking_key(
+        query, settings.model_copy(update={"ranking_top_k": made_size}), source_ids, profile
+    )
+    if resized and size_fixed:
         raise PageError(
             "cursor",
             cut(cursor),
@@ -329,14 +334,14 @@ def paging(
             "is fixed (top_k may not be overridden)",
             f"a cursor made for pages of {size} rows",
         )
-    if made_size != size:
+    if resized:
         raise PageError(
             "cursor",
             cut(cursor),
             f"made for pages of {made_size} rows, not {size} (top_k)",
             f"top_k {made_size}, or none in the request (the cursor's own size)",
         )
-    if made_for != key:
+    if made_for != key or made_size != size:
         raise PageError(
             "cursor",
             cut(cursor),
