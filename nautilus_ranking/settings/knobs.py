@@ -225,6 +225,7 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "profiles_file",
         "upstream_rankings_max_bytes",
         "upstream_vector_dim",
+        "upstream_attestation_in_meta",
     }
 )
 

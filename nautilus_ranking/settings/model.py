@@ -142,6 +142,8 @@ class NautilusSettings(LogSettings):
     upstream_rankings_max_bytes: int = 64 * 1024 * 1024
     # Inside the Nautilus broker: the query vectors its pgvector adapters get (0: none).
     upstream_vector_dim: int = 1024
+    # Inside the Nautilus broker: the ranked MCP tool's attestation in _meta, not its text.
+    upstream_attestation_in_meta: bool = False
     # Traces (nautilus_ranking/tracing/): on only when an OpenTelemetry SDK is set up.
     trace_query_text: bool = False
     trace_propagate: bool = True
@@ -311,7 +313,7 @@ class NautilusSettings(LogSettings):
             "cursor_previous_keys",
             parse_cursor_keys(var("cursor_previous_keys"), data.get("cursor_previous_keys")),
         )
-        for field in ("trace_query_text", "trace_propagate"):
+        for field in ("trace_query_text", "trace_propagate", "upstream_attestation_in_meta"):
             take(field, parse_bool(var(field), data.get(field), default(field)))
         raw_boosts = data.get("source_boosts")
         if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):

@@ -25,10 +25,12 @@ from the end, their sources named in ``truncated_sources``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 from nautilus_ranking.records import RankedRow
+from nautilus_ranking.selection.tokens import count_tokens
 from nautilus_ranking.upstream.outcome import RequestRanking
 
 #: The components ``explain`` adds to an entry (the lean fields are the entry's own).
@@ -61,7 +63,28 @@ def ranked_answer(
     return {**head, **body}
 
 
-def answer_text(answer: dict[str, Any]) -> str:
+#: Where the ranked MCP tool puts the attestation token with
+#: ``NAUTILUS_UPSTREAM_ATTESTATION_IN_META``: the result's ``_meta``, which a client
+#: keeps for its code and does not hand the model.
+ATTESTATION_META = "nautilus_ranking/attestation_token"
+
+
+def attestation_out_of_text(answer: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The answer's attestation token, and the answer without it: in its place
+    ``attestation_token_sha256`` (so a verifier can tie the token it holds to the rows
+    it read) and ``ranking.answer_tokens``, the tokens of the rows and of the rest."""
+    token = answer.get("attestation_token")
+    rest = {k: v for k, v in answer.items() if k != "attestation_token"}
+    if isinstance(token, str):
+        rest["attestation_token_sha256"] = hashlib.sha256(token.encode()).hexdigest()
+    rows, whole = count_tokens([answer_text(rest.get("rows", [])), answer_text(rest)])
+    ranking = rest.get("ranking")
+    if isinstance(ranking, dict):
+        rest["ranking"] = {**ranking, "answer_tokens": {"rows": rows, "envelope": whole - rows}}
+    return (token if isinstance(token, str) else None), rest
+
+
+def answer_text(answer: Any) -> str:
     """The answer as the ranked tool sends it: compact JSON."""
     return json.dumps(answer, separators=(",", ":"), ensure_ascii=False, default=str)
 

@@ -30,7 +30,14 @@ handlers' annotations as objects (``Request``, ``Context``).
 import importlib
 from typing import Any
 
-from nautilus_ranking.upstream.ranked_answer import answer_text, ranked_answer, within_bytes
+from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.upstream.ranked_answer import (
+    ATTESTATION_META,
+    answer_text,
+    attestation_out_of_text,
+    ranked_answer,
+    within_bytes,
+)
 from nautilus_ranking.upstream.request_scope import ranked_call
 from nautilus_ranking.upstream.version import seam_missing
 
@@ -122,17 +129,28 @@ def add_ranked_tool(mcp: Any, broker: Any = None) -> bool:
     context_class = importlib.import_module("mcp.server.fastmcp").Context
     max_bytes = max_response_bytes(broker)
 
+    in_meta = NautilusSettings().upstream_attestation_in_meta  # read once, at start-up
+    result_class = importlib.import_module("mcp.types").CallToolResult
+    text_class = importlib.import_module("mcp.types").TextContent
+
     async def nautilus_request_ranked(
         agent_id: str,
         intent: str,
         context: dict[str, Any] | None = None,
         explain: bool = False,
         ctx: Any = None,
-    ) -> str:
+    ) -> Any:
         with ranked_call() as call:
             response = await stock_fn(agent_id=agent_id, intent=intent, context=context, ctx=ctx)
         answer = ranked_answer(response, call.outcome, bool(explain))
-        return answer_text(within_bytes(answer, max_bytes))
+        if not in_meta:
+            return answer_text(within_bytes(answer, max_bytes))
+        token, text = attestation_out_of_text(answer)
+        meta = {ATTESTATION_META: token} if token is not None else None
+        return result_class(
+            content=[text_class(type="text", text=answer_text(within_bytes(text, max_bytes)))],
+            _meta=meta,
+        )
 
     nautilus_request_ranked.__annotations__["ctx"] = context_class
     mcp.add_tool(

@@ -83,3 +83,22 @@ def test_the_bound_is_the_brokers_mcp_setting() -> None:
     assert max_response_bytes(broker(None)) is None  # the broker's own: unbounded
     assert max_response_bytes(None) == DEFAULT_MAX_RESPONSE_BYTES
     assert max_response_bytes(broker("5000")) == DEFAULT_MAX_RESPONSE_BYTES
+
+
+def test_the_attestation_can_leave_the_text_the_agent_reads() -> None:
+    import hashlib
+
+    from nautilus_ranking.selection.tokens import count_tokens
+    from nautilus_ranking.upstream.ranked_answer import attestation_out_of_text
+
+    answer = ranked_answer(Response(), outcome(None))
+    token, text = attestation_out_of_text(answer)
+    assert token == "x" * 1000 and "attestation_token" not in text
+    assert text["attestation_token_sha256"] == hashlib.sha256(token.encode()).hexdigest()
+    parts = text["ranking"]["answer_tokens"]
+    assert parts["rows"] == count_tokens([answer_text(answer["rows"])])[0]
+    assert parts["envelope"] > 0
+    assert {k: v for k, v in text.items() if k != "attestation_token_sha256"} == {
+        **{k: v for k, v in answer.items() if k != "attestation_token"},
+        "ranking": {**answer["ranking"], "answer_tokens": parts},
+    }
