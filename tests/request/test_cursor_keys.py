@@ -10,6 +10,7 @@ to the caller's top K where the caller may not override it, through a real ``ser
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -23,6 +24,8 @@ from typing import Any
 import httpx
 import pytest
 from fakes import sources_file
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from structlog.testing import capture_logs
 
 from nautilus_ranking.request.cursor_keys import (
@@ -242,3 +245,30 @@ def test_the_command_line_and_serve_honour_each_others_cursors(
     assert third.returncode == 0, third.stderr
     page = json.loads(third.stdout)["page"]
     assert (page["number"], page["first_rank"]) == (3, 7)
+
+
+@pytest.mark.slow
+def test_mcp_honours_a_cursor_serve_made_through_the_key_file(
+    served: tuple[Server, dict[str, str]], tmp_path: Path
+) -> None:
+    server, env = served
+    cursor = ask(server, {"query": QUERY})
+    assert cursor.status_code == 200, cursor.text
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    # stdio has no caller key to grant a profile: without a keys file it may name any
+    own = {k: v for k, v in env.items() if k != "NAUTILUS_SERVE_API_KEYS_FILE"}
+    params = StdioServerParameters(command=NAUTILUS, args=["mcp"], env={**base, **own})
+
+    async def follow() -> dict[str, Any]:
+        with (tmp_path / "mcp.log").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                arguments = {"query": QUERY, "profile": "support"}
+                result = await client.call_tool(
+                    "search", {**arguments, "cursor": cursor.json()["next_cursor"]}
+                )
+                assert not result.is_error, result.content
+                out: dict[str, Any] = result.structured_content
+                return out
+
+    page = asyncio.run(follow())["page"]
+    assert (page["number"], page["first_rank"]) == (2, 4)
