@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nautilus_ranking.records import SCORE_COMPONENTS, RankedRow
+from nautilus_ranking.selection.budget_pages import too_large_note
 from nautilus_ranking.settings.knobs import switches_sentence
 
 if TYPE_CHECKING:
@@ -228,6 +229,7 @@ def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = 
             f"budget: {budget['tokens_used']} of {budget['max_tokens']} tokens "
             f"({counted(budget)}), {budget['rows_left_out']} ranked row(s) left out"
             + ("; the first row alone is over it" if budget["first_row_over_budget"] else "")
+            + too_large_note(budget)
         )
     cap = result.per_source_cap
     if cap is not None and cap["relaxed"]:

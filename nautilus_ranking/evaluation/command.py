@@ -82,6 +82,21 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         "the servers resolve them; --recommend then writes its NAUTILUS_PROFILES__NAME__* "
         "lines",
     )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="score what a token budget of N hands over (default: "
+        "NAUTILUS_RANKING_MAX_TOKENS, or the profile's; none: the top K whole)",
+    )
+    parser.add_argument(
+        "--budget-counts",
+        choices=("json", "mcp"),
+        default="json",
+        help="under a budget, count each row as this way in hands it over: json (a "
+        "ranking entry: POST /v1/query, query --json, the retrievers; the default) or "
+        "mcp (the search tool's text line, shorter: more rows fit)",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="one JSON object on stdout")
     output.add_argument("--markdown", action="store_true", help="a markdown table on stdout")
@@ -111,6 +126,12 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         _check_matplotlib()
     sweep = bool(args.sweep or args.recommend or args.plot is not None)
+    if args.max_tokens is not None and args.max_tokens < 1:
+        print(
+            f"nautilus-ranking: --max-tokens must be an integer >= 1, got {args.max_tokens}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         settings = settings_for_run(args)
     except UnknownProfileError as exc:
@@ -125,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
             id_field=args.id_field,
             k=args.k,
             sweep=sweep,
+            max_tokens=args.max_tokens,
+            counting=args.budget_counts,
         )
         if args.plot is not None:
             plot(result, args.plot)

@@ -28,6 +28,7 @@ from nautilus_ranking.evaluation.alternatives import (
 )
 from nautilus_ranking.evaluation.coverage import Coverage, coverage
 from nautilus_ranking.evaluation.cuts import CutScored, score_cuts
+from nautilus_ranking.evaluation.delivered import Delivery
 from nautilus_ranking.evaluation.familywise import Recommendation, recommend
 from nautilus_ranking.evaluation.judgments import EvalInputError, read_judgments, read_queries
 from nautilus_ranking.evaluation.knob_settings import (
@@ -70,6 +71,7 @@ class EvalResult:
     notes: list[str] = field(default_factory=list)  # what a row's figures rest on
     settings_line: str = ""  # the knobs in force, as the header shows them
     profile: str | None = None  # the ranking profile resolved into the knobs (--profile)
+    delivery: Delivery | None = None  # the budget every row was scored under
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -101,10 +103,14 @@ def run_eval(
     k: int = DEFAULT_K,
     sweep: bool = False,
     progress: bool | None = None,
+    max_tokens: int | None = None,
+    counting: str = "json",
 ) -> EvalResult:
     """Read the inputs, fetch once per judged query, score the current settings
     (and every alternative with ``sweep``). ``settings``: the run's (with each knob's
-    origin), or plain settings whose knobs are the caller's arguments."""
+    origin), or plain settings whose knobs are the caller's arguments. Under a budget
+    (``max_tokens``, else the settings'), every row is scored on the rows that fit,
+    each counted as ``counting`` says (:mod:`.delivered`)."""
     if k < 1:
         raise EvalInputError(f"--k must be an integer >= 1, got {k}")
     run = settings if isinstance(settings, RunSettings) else run_settings(settings)
@@ -133,6 +139,8 @@ def run_eval(
             runs = asyncio.run(fetch_all(broker, judged, bar))
         fetch_seconds = time.perf_counter() - started
 
+    budget = max_tokens if max_tokens is not None else current.ranking_max_tokens
+    delivery = Delivery(budget, counting) if budget is not None else None
     started = time.perf_counter()
     alts = alternatives(current, source_ids, embedder, sweep, k, embed=sweep and _can_embed())
     boosted = sorted({a.source for a in alts if a.kind == "boost" and a.source})
@@ -148,7 +156,7 @@ def run_eval(
                 bar.step(len(runs))
                 return dataclasses.replace(cache[key], alternative=alt)
             bar.trying(alt.name)
-            cache[key] = score(alt, runs, source_ids, id_field, k, bar.step)
+            cache[key] = score(alt, runs, source_ids, id_field, k, bar.step, delivery=delivery)
             return cache[key]
 
         scored = [scored_as(a) for a in alts]
@@ -194,6 +202,7 @@ def run_eval(
         notes=_embedder_notes(scored, current.embedder, by_embedder),
         settings_line=knobs_line(run, current.ranking_enabled),
         profile=run.profile,
+        delivery=delivery,
     )
 
 

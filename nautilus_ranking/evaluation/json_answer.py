@@ -67,6 +67,14 @@ def json_report(result: EvalResult) -> dict[str, Any]:
         "id_field": result.id_field,
         "sources": result.sources,
         **({"profile": result.profile} if result.profile is not None else {}),
+        "budget": (
+            {
+                "max_tokens": result.delivery.max_tokens,
+                "counted_as": result.delivery.counting,
+            }
+            if result.delivery is not None
+            else None
+        ),
         "current_settings": {
             k.knob.variable: {"value": k.value, "origin": k.origin, "set": k.set}
             for k in result.knobs

@@ -203,6 +203,7 @@ def text_report(result: EvalResult, wide: bool = False) -> str:
         f"nautilus-ranking eval: {cov.evaluated} judged queries (queries: {result.queries_format}, "
         f"judgments: {result.judgments_format}; id field {result.id_field!r})",
         f"sources: {', '.join(result.sources)}; current settings: {result.settings_line}",
+        *_budget_lines(result),
         *_coverage_lines(result),
         "",
     ]
@@ -243,6 +244,13 @@ def text_report(result: EvalResult, wide: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _budget_lines(result: EvalResult) -> list[str]:
+    """The header's budget line: what every row of the table was scored on."""
+    if result.delivery is None:
+        return []
+    return [f"budget: {result.delivery.described}"]
+
+
 def markdown_report(result: EvalResult) -> str:
     cov = result.coverage
     head, rows = _rows(result)
@@ -251,7 +259,7 @@ def markdown_report(result: EvalResult) -> str:
         f"{', '.join(result.sources)}; current settings: `{result.settings_line}`",
         "",
     ]
-    lines += [f"- {line}" for line in _coverage_lines(result)]
+    lines += [f"- {line}" for line in [*_budget_lines(result), *_coverage_lines(result)]]
     lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
     if result.cuts:

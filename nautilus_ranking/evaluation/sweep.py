@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from nautilus_ranking.evaluation.alternatives import Alternative
+from nautilus_ranking.evaluation.delivered import Delivery
 from nautilus_ranking.evaluation.metrics import (
     DEFAULT_K,
     ndcg_at,
@@ -35,7 +36,7 @@ from nautilus_ranking.evaluation.metrics import (
     relevant,
 )
 from nautilus_ranking.evaluation.repeats import repeats_in_top
-from nautilus_ranking.records import AdapterResult
+from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
 
 FloatArray = npt.NDArray[np.float64]
@@ -94,12 +95,21 @@ def row_id(row: Mapping[str, Any], id_field: str) -> str | None:
     return None if value is None else str(value)
 
 
-def ranked_rows(alternative: Alternative, fetched: Fetched) -> list[tuple[str, dict[str, Any]]]:
-    """``(source_id, row)`` best first, as the broker would return them."""
+def ranked_rows(
+    alternative: Alternative, fetched: Fetched, delivery: Delivery | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(source_id, row)`` best first, as the broker would return them; under
+    ``delivery``'s budget, only the rows that fit (what the agent is handed)."""
     if alternative.ranker is None:
         merged = BasicSynthesizer().merge(fetched.results)
-        return [(sid, row) for sid, rows in merged.items() for row in rows]
+        pairs = [(sid, row) for sid, rows in merged.items() for row in rows]
+        if delivery is None:
+            return pairs
+        unscored = [RankedRow(sid, row, 0.0, i + 1, i + 1) for i, (sid, row) in enumerate(pairs)]
+        return [(r.source_id, r.row) for r in delivery.deliver(unscored, fetched.text, False)]
     ranked = alternative.ranker.rank(fetched.results, {"query": fetched.text})
+    if delivery is not None:
+        ranked = delivery.deliver(ranked, fetched.text, True)
     return [(r.source_id, r.row) for r in ranked]
 
 
@@ -111,8 +121,10 @@ def score(
     k: int = DEFAULT_K,
     step: Callable[[], None] | None = None,
     count_repeats: bool = True,
+    delivery: Delivery | None = None,
 ) -> Scored:
-    """Per-query nDCG@k, recall@k and RR, and each source's share and recall of the top k."""
+    """Per-query nDCG@k, recall@k and RR, and each source's share and recall of the top
+    k; under ``delivery``'s budget, of the rows that fit."""
     started = time.perf_counter()
     n = len(runs)
     ndcg, recall, rr, repeats = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
@@ -120,7 +132,7 @@ def score(
     recall_sum = dict.fromkeys(source_ids, 0.0)
     shared = 0
     for i, run in enumerate(runs):
-        pairs = ranked_rows(alternative, run)
+        pairs = ranked_rows(alternative, run, delivery)
         ids = [row_id(row, id_field) for _, row in pairs]
         ndcg[i] = ndcg_at(ids, run.grades, k)
         recall[i] = recall_at(ids, run.grades, k)

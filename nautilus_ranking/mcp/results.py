@@ -17,6 +17,7 @@ from nautilus_ranking.records import VECTOR_FIELDS, RankedRow
 from nautilus_ranking.request.answer import Answer, cap_relaxed
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest
+from nautilus_ranking.selection.budget_pages import too_large_note
 from nautilus_ranking.service.problems import strict_json
 
 
@@ -99,6 +100,7 @@ def search_text(out: dict[str, Any]) -> str:
                 if budget["first_row_over_budget"]
                 else ""
             )
+            + too_large_note(budget)
         )
     cut = out.get("cut")
     if cut is not None:
@@ -134,6 +136,9 @@ def row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
     """A row as the tool's text hands it to a model: its result line (what a token
     budget counts)."""
     return _result_line(_result(row, bool(request.explain), ranked, bool(request.vectors)))
+
+
+row_text.counted_as = "mcp_line"  # type: ignore[attr-defined]  # what its budget reports
 
 
 #: Fields a row's line leaves out: its id (shown first) and the name of the model that

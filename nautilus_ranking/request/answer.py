@@ -118,6 +118,15 @@ def cap_relaxed(cap: dict[str, Any]) -> str:
 
 #: How one way in hands a ranked row over, as text: what a token budget counts.
 RowText = Callable[[RankedRow, QueryRequest, bool], str]
+#: What a budget says it counted (its ``counted_as``): a way in's ``RowText`` may name
+#: itself with a ``counted_as`` attribute; the JSON answer's is the default.
+JSON_ENTRY = "json_entry"
+
+
+def counted_as(row_text: RowText) -> str:
+    """What ``row_text`` hands over, as a budget reports it."""
+    name = getattr(row_text, "counted_as", JSON_ENTRY)
+    return name if isinstance(name, str) else JSON_ENTRY
 
 
 def response_row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
@@ -199,6 +208,8 @@ async def _answer(
     elif not allow_overrides:
         forbid_overrides(request)
     name = chosen.name if chosen is not None else None
+    # a cursor's page size is an override of top_k: held to the top K where that is fixed
+    size_fixed = "top_k" not in chosen.overrides if chosen is not None else not allow_overrides
     chars = max_query_chars if max_query_chars is not None else len(request.query)
     run_plan = plan(
         request,
@@ -208,22 +219,27 @@ async def _answer(
         chars,
         name,
         max_ranked_rows=max_ranked_rows,
+        size_fixed=size_fixed,
     )
     call = run_plan.broker.arequest(request.query)
     response = await (run(call) if run is not None else call)
     whole = response
-    response, page = cut_page(run_plan, response)
+    ranked = run_plan.broker.synthesizer.ranking_enabled
+
+    def text(row: RankedRow) -> str:
+        return row_text(row, request, ranked)
+
+    # a page under a budget starts at the first row the budget left out: the page and
+    # the budget are cut together
+    response, page, fitted = cut_page(run_plan, response, text)
     if traced is not None and page is not None:
         page_stage(traced, page, whole, response)
     next_cursor = page["next_cursor"] if page is not None else None
     if run_plan.paging is not None and not run_plan.paging.asked:
         page = None  # page 1 of a top K: only its next cursor is shown
     max_tokens = run_plan.effective.ranking_max_tokens
-    if max_tokens is not None:  # a page is cut first; the budget keeps what fits of it
-        ranked = run_plan.broker.synthesizer.ranking_enabled
-        data, ranking, fitted = apply_budget(
-            response.data, response.ranking, max_tokens, lambda r: row_text(r, request, ranked)
-        )
+    if max_tokens is not None and fitted is None:  # no pages: what fits of the ranking
+        data, ranking, fitted = apply_budget(response.data, response.ranking, max_tokens, text)
         response = replace(
             response,
             data=data,
@@ -231,8 +247,10 @@ async def _answer(
             budget=fitted.as_dict(),
             response_hash=compute_response_hash(data),
         )
-        if traced is not None:
-            budget_stage(traced, fitted, len(fitted.kept) + fitted.left_out)
+    if response.budget is not None and max_tokens is not None:  # what its tokens are of
+        response = replace(response, budget={**response.budget, "counted_as": counted_as(row_text)})
+    if traced is not None and fitted is not None:
+        budget_stage(traced, fitted, len(fitted.kept) + fitted.left_out)
     broker_request_id = response.request_id
     if request_id is not None:
         response.request_id = request_id

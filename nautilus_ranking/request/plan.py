@@ -17,10 +17,11 @@ from typing import Any
 from nautilus_ranking.broker import Broker, synthesizer_for
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import Problem, cut
-from nautilus_ranking.records import BrokerResponse
+from nautilus_ranking.records import BrokerResponse, RankedRow
 from nautilus_ranking.request.errors import ProblemError, invalid
 from nautilus_ranking.request.model import QueryRequest, arg_of
 from nautilus_ranking.request.pages import PageError, Paging, first_page, paging
+from nautilus_ranking.selection.budget import BudgetResult
 from nautilus_ranking.settings.boost_entries import collect_source_boosts
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.settings.parsing import (
@@ -99,10 +100,12 @@ def plan(
     max_query_chars: int,
     profile: str | None = None,
     max_ranked_rows: int | None = None,
+    size_fixed: bool = False,
 ) -> Plan:
     """Validate the overrides against the settings' parsers and the broker's sources;
     a server's ``max_ranked_rows`` bounds the rows the request ranks
-    (:func:`within_ceiling`)."""
+    (:func:`within_ceiling`). ``size_fixed``: the caller may not override ``top_k``, so
+    a cursor's page size is held to the settings' (a cursor's size is an override)."""
     problems: list[Problem] = []
     if len(request.query) > max_query_chars:
         problems.append(
@@ -155,7 +158,7 @@ def plan(
         try:
             # A cursor without a top_k in the request pages by its own size, whatever
             # NAUTILUS_RANKING_TOP_K says: the next page of the answer it came from.
-            by_cursor = request.cursor is not None and request.top_k is None
+            by_cursor = request.cursor is not None and request.top_k is None and not size_fixed
             pages = paging(
                 request.query,
                 effective.model_copy(update={"ranking_top_k": None}) if by_cursor else effective,
@@ -163,6 +166,7 @@ def plan(
                 page=request.page,
                 cursor=request.cursor,
                 profile=profile,
+                size_fixed=size_fixed,
             )
         except PageError as exc:
             problems.append(exc.problem)
@@ -214,14 +218,18 @@ def plan(
 def cut_page(
     run: Plan,
     response: BrokerResponse,
-) -> tuple[BrokerResponse, dict[str, Any] | None]:
-    """The asked page of ``response`` and its ``page`` object (the response as it is
-    when no page was asked); 409 when the sources' answers moved under the cursor."""
+    text: Callable[[RankedRow], str] | None = None,
+) -> tuple[BrokerResponse, dict[str, Any] | None, BudgetResult | None]:
+    """The asked page of ``response``, its ``page`` object and, under the plan's token
+    budget, what the budget did (each row counted as ``text(row)``); the response as it
+    is when no page was asked. 409 when the sources' answers moved under the cursor."""
     if run.paging is None:
-        return response, None
+        return response, None, None
     try:
-        return run.paging.cut(response)
+        return run.paging.cut(response, run.effective.ranking_max_tokens, text)
     except PageError as exc:
+        if not exc.stale:  # made for another budget: the caller's to fix
+            raise invalid([exc.problem]) from None
         raise ProblemError(
             409,
             "cursor-stale",

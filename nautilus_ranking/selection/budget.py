@@ -65,23 +65,27 @@ class BudgetResult:
 
 
 def fit_counts(
-    counts: Sequence[int], max_tokens: int, relevant: Sequence[bool] | None = None
+    counts: Sequence[int],
+    max_tokens: int,
+    relevant: Sequence[bool] | None = None,
+    hand_first: bool = True,
 ) -> BudgetResult:
     """:func:`fit_budget` on the rows' token counts. ``relevant`` says which rows have
     any relevance (None: all of them); after a relevant row is skipped, a row without
-    relevance is never handed over in its place."""
+    relevance is never handed over in its place. ``hand_first``: the first row is
+    handed over whatever it costs (False: a later page's, skipped like any other row
+    that does not fit)."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
     if not counts:
         return BudgetResult(max_tokens, (), 0, 0, False)
     first = counts[0]
-    if first > max_tokens:
+    if hand_first and first > max_tokens:
         return BudgetResult(max_tokens, (0,), first, len(counts) - 1, True)
-    kept = [0]
-    used = first
+    kept: list[int] = []
+    used = 0
     skipped_relevant = False
-    for i in range(1, len(counts)):
-        cost = counts[i]
+    for i, cost in enumerate(counts):
         has_relevance = relevant is None or relevant[i]
         if used + cost <= max_tokens and (has_relevance or not skipped_relevant):
             kept.append(i)
@@ -97,7 +101,13 @@ def fit_budget(
     """The rows (each as the text the caller receives) that fit in ``max_tokens``, in
     rank order; see the module docstring. ``exact`` as in :func:`count_tokens`."""
     fitted = fit_counts(count_tokens(rows_as_text, exact), max_tokens)
-    return replace(fitted, tokenizer=ESTIMATE if exact is False else tokenizer_name())
+    return replace(fitted, tokenizer=counted_by(exact))
+
+
+def counted_by(exact: bool | None) -> str:
+    """What :func:`count_tokens` with ``exact`` counts with: the label a budget carries
+    (:func:`fit_counts` knows only the counts, so its callers set it)."""
+    return ESTIMATE if exact is False else tokenizer_name()
 
 
 def ranking_entry(
@@ -147,7 +157,10 @@ def apply_budget(
     row was skipped (and the text counted is the text handed over).
     """
     counts = count_tokens([text(r) for r in ranking], exact)
-    result = fit_counts(counts, max_tokens, [r.relevance > 0 for r in ranking])
+    result = replace(
+        fit_counts(counts, max_tokens, [r.relevance > 0 for r in ranking]),
+        tokenizer=counted_by(exact),
+    )
     kept = [ranking[i] for i in result.kept]
     out: dict[str, list[dict[str, Any]]] = {sid: [] for sid in data}
     for ranked in kept:

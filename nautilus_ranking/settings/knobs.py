@@ -203,6 +203,8 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "config_strict",
         "config",
         "data_dir",
+        "cursor_key",
+        "cursor_previous_keys",
         "log_level",
         "log_format",
         "serve_host",
@@ -223,6 +225,7 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "profiles_file",
         "upstream_rankings_max_bytes",
         "upstream_vector_dim",
+        "upstream_attestation_in_meta",
     }
 )
 

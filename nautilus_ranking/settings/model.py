@@ -40,6 +40,7 @@ from nautilus_ranking.settings.parsing import (
     LEXICAL_SCORERS,
     parse_bool,
     parse_choice,
+    parse_cursor_keys,
     parse_diversity,
     parse_field_name,
     parse_int,
@@ -116,6 +117,10 @@ class NautilusSettings(LogSettings):
     config_strict: bool = False
     config: str | None = None
     data_dir: Path = Path("~/.cache/nautilus")
+    # The key that signs cursors (nautilus_ranking/request/cursor_keys.py): unset, a key
+    # file in data_dir; replicas share one here, with the keys it replaces beside it.
+    cursor_key: str | None = None
+    cursor_previous_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # `nautilus-ranking serve` (nautilus_ranking/service/): read once at start-up by each worker.
     serve_host: str = "127.0.0.1"
     serve_port: int = 8000
@@ -137,6 +142,8 @@ class NautilusSettings(LogSettings):
     upstream_rankings_max_bytes: int = 64 * 1024 * 1024
     # Inside the Nautilus broker: the query vectors its pgvector adapters get (0: none).
     upstream_vector_dim: int = 1024
+    # Inside the Nautilus broker: the ranked MCP tool's attestation in _meta, not its text.
+    upstream_attestation_in_meta: bool = False
     # Traces (nautilus_ranking/tracing/): on only when an OpenTelemetry SDK is set up.
     trace_query_text: bool = False
     trace_propagate: bool = True
@@ -290,7 +297,23 @@ class NautilusSettings(LogSettings):
             ),
         )
         _take_serve_settings(data, take, default)
-        for field in ("trace_query_text", "trace_propagate"):
+        keys, problem = parse_cursor_keys(var("cursor_key"), data.get("cursor_key"))
+        if len(keys) > 1:  # one key signs; the ones it replaces are the other setting's
+            keys, problem = (
+                [],
+                Problem(
+                    var("cursor_key"),
+                    f"({len(keys)} keys)",
+                    "one key signs cursors",
+                    "one key; the keys it replaces in NAUTILUS_CURSOR_PREVIOUS_KEYS",
+                ),
+            )
+        take("cursor_key", (keys[0] if keys else None, problem))
+        take(
+            "cursor_previous_keys",
+            parse_cursor_keys(var("cursor_previous_keys"), data.get("cursor_previous_keys")),
+        )
+        for field in ("trace_query_text", "trace_propagate", "upstream_attestation_in_meta"):
             take(field, parse_bool(var(field), data.get(field), default(field)))
         raw_boosts = data.get("source_boosts")
         if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):
@@ -335,6 +358,9 @@ class NautilusSettings(LogSettings):
     def effective(self) -> dict[str, Any]:
         """The settings as plain JSON-able values, keyed by environment variable."""
         values = self.model_dump(mode="json")
+        for secret in ("cursor_key", "cursor_previous_keys"):  # shown set, never shown
+            if values[secret]:
+                values[secret] = "***" if isinstance(values[secret], str) else ["***"]
         return {"NAUTILUS_" + name.upper(): value for name, value in values.items()}
 
 

@@ -79,6 +79,31 @@ def parse_origins(var: str, raw: object) -> tuple[list[str], Problem | None]:
     return origins, None
 
 
+#: The fewest characters a cursor key may have (a random 32-character text holds 128 bits
+#: or more; ``openssl rand -hex 32`` makes one of 64).
+MIN_CURSOR_KEY_CHARS = 32
+
+
+def parse_cursor_keys(var: str, raw: object) -> tuple[list[str], Problem | None]:
+    """Comma-separated cursor keys (a list is taken as its items), each of at least
+    :data:`MIN_CURSOR_KEY_CHARS` characters; blank or unset: none. A key is a secret:
+    a problem says its length, never its text."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return [], None
+    items = raw if isinstance(raw, list) else str(raw).split(",")
+    keys = [str(k).strip() for k in items if str(k).strip()]
+    short = [k for k in keys if len(k) < MIN_CURSOR_KEY_CHARS]
+    if short:
+        return [], Problem(
+            var,
+            f"(a key of {len(short[0])} characters)",
+            "too short to sign cursors",
+            f"keys of at least {MIN_CURSOR_KEY_CHARS} characters, comma-separated "
+            "(openssl rand -hex 32 makes one)",
+        )
+    return keys, None
+
+
 #: The longest source id a list of them may hold (as a request's ``sources``).
 MAX_SOURCE_ID_CHARS = 256
 

@@ -12,14 +12,25 @@ so ``data`` is rebuilt exactly (what the attestation's ``response_hash`` covers)
             for s in answer["sources"]}
 
 ``rank`` and ``score`` are ours: the attestation covers the rows, not their order,
-rank or score (docs/nautilus-broker.md, "What the attestation covers").
+rank or score (docs/nautilus-broker.md, "What the attestation covers"). ``ranking``
+says how the rows were ranked, ``profile`` among it: the ranking profile of the
+request's agent (null: the global knobs).
+
+Over MCP the answer is held to the broker's ``mcp.max_response_bytes``
+(:func:`within_bytes`): the stock tool bounds the broker's answer, and ``explain``
+and the entries' fields add to it, so the explanation is cut first (from the
+lowest-ranked row up; ``ranking.explained_rows`` says how many kept theirs), then rows
+from the end, their sources named in ``truncated_sources``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from nautilus_ranking.records import RankedRow
+from nautilus_ranking.selection.tokens import count_tokens
 from nautilus_ranking.upstream.outcome import RequestRanking
 
 #: The components ``explain`` adds to an entry (the lean fields are the entry's own).
@@ -42,11 +53,74 @@ def ranked_answer(
         "ranking": {
             "ranked": ranked,
             "ranked_by": outcome.ranked_by if outcome is not None else None,
+            "profile": outcome.profile if outcome is not None else None,
             "budget": outcome.budget if outcome is not None else None,
             "fallback": outcome.fallback if outcome is not None else None,
         },
     }
+    if explain and ranked:
+        head["ranking"]["explained_rows"] = len(rows)
     return {**head, **body}
+
+
+#: Where the ranked MCP tool puts the attestation token with
+#: ``NAUTILUS_UPSTREAM_ATTESTATION_IN_META``: the result's ``_meta``, which a client
+#: keeps for its code and does not hand the model.
+ATTESTATION_META = "nautilus_ranking/attestation_token"
+
+
+def attestation_out_of_text(answer: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The answer's attestation token, and the answer without it: in its place
+    ``attestation_token_sha256`` (so a verifier can tie the token it holds to the rows
+    it read) and ``ranking.answer_tokens``, the tokens of the rows and of the rest."""
+    token = answer.get("attestation_token")
+    rest = {k: v for k, v in answer.items() if k != "attestation_token"}
+    if isinstance(token, str):
+        rest["attestation_token_sha256"] = hashlib.sha256(token.encode()).hexdigest()
+    rows, whole = count_tokens([answer_text(rest.get("rows", [])), answer_text(rest)])
+    ranking = rest.get("ranking")
+    if isinstance(ranking, dict):
+        rest["ranking"] = {**ranking, "answer_tokens": {"rows": rows, "envelope": whole - rows}}
+    return (token if isinstance(token, str) else None), rest
+
+
+def answer_text(answer: Any) -> str:
+    """The answer as the ranked tool sends it: compact JSON."""
+    return json.dumps(answer, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def within_bytes(answer: dict[str, Any], max_bytes: int | None) -> dict[str, Any]:
+    """``answer`` cut to ``max_bytes`` bytes of :func:`answer_text` (None: unbounded):
+    the rows' explanations first, from the lowest-ranked row up, then rows from the
+    end, each source that loses one named in ``truncated_sources``. The answer's other
+    fields (the attestation among them) are never cut."""
+    if max_bytes is None:
+        return answer
+    over = _size(answer) - max_bytes
+    if over <= 0:
+        return answer
+    rows = [dict(e) for e in answer["rows"]]
+    explained = [i for i, e in enumerate(rows) if "explain" in e]
+    while explained and over > 0:
+        i = explained.pop()
+        over -= _size({"explain": rows[i].pop("explain")}) - 1  # its key, value and comma
+    truncated = set(answer.get("truncated_sources") or ())
+    while True:
+        while rows and over > 0:
+            dropped = rows.pop()
+            truncated.add(dropped["source"])
+            over -= _size(dropped) + 1  # the entry and its comma
+        out = {**answer, "rows": rows, "truncated_sources": sorted(truncated)}
+        if "explained_rows" in answer.get("ranking", {}):
+            explained_rows = sum("explain" in e for e in rows)
+            out["ranking"] = {**answer["ranking"], "explained_rows": explained_rows}
+        over = _size(out) - max_bytes  # exact: a source newly named costs its bytes
+        if over <= 0 or not rows:
+            return out
+
+
+def _size(value: Any) -> int:
+    return len(answer_text(value).encode())
 
 
 def _entry(source: str, ranked: RankedRow, row: Any, explain: bool) -> dict[str, Any]:

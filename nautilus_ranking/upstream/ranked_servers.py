@@ -28,10 +28,16 @@ handlers' annotations as objects (``Request``, ``Context``).
 """
 
 import importlib
-import json
 from typing import Any
 
-from nautilus_ranking.upstream.ranked_answer import ranked_answer
+from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.upstream.ranked_answer import (
+    ATTESTATION_META,
+    answer_text,
+    attestation_out_of_text,
+    ranked_answer,
+    within_bytes,
+)
 from nautilus_ranking.upstream.request_scope import ranked_call
 from nautilus_ranking.upstream.version import seam_missing
 
@@ -50,7 +56,7 @@ RANKED_TOOL_DESCRIPTION = (
 )
 
 
-def add_ranked_route(app: Any) -> bool:
+def add_ranked_route(app: Any, broker: Any = None) -> bool:
     """Add ``POST /v1/request/ranked`` to the broker's FastAPI ``app``; False (one
     warning) when the stock route is not there to go through."""
     from fastapi import Request
@@ -103,9 +109,11 @@ def add_ranked_route(app: Any) -> bool:
     return True
 
 
-def add_ranked_tool(mcp: Any) -> bool:
+def add_ranked_tool(mcp: Any, broker: Any = None) -> bool:
     """Add the ``nautilus_request_ranked`` tool to the broker's FastMCP server (the
-    broker's SDK, ``mcp<2``); False (one warning) when the stock tool is not there."""
+    broker's SDK, ``mcp<2``); False (one warning) when the stock tool is not there.
+    Its answers are held to ``broker``'s ``mcp.max_response_bytes`` (the broker's
+    default when it does not say: :func:`max_response_bytes`)."""
     manager = getattr(mcp, "_tool_manager", None)
     get_tool = getattr(manager, "get_tool", None)
     stock = get_tool(STOCK_TOOL) if callable(get_tool) else None
@@ -119,6 +127,11 @@ def add_ranked_tool(mcp: Any) -> bool:
 
     # the broker's SDK (mcp<2), not ours: its Context marks the argument it fills
     context_class = importlib.import_module("mcp.server.fastmcp").Context
+    max_bytes = max_response_bytes(broker)
+
+    in_meta = NautilusSettings().upstream_attestation_in_meta  # read once, at start-up
+    result_class = importlib.import_module("mcp.types").CallToolResult
+    text_class = importlib.import_module("mcp.types").TextContent
 
     async def nautilus_request_ranked(
         agent_id: str,
@@ -126,11 +139,18 @@ def add_ranked_tool(mcp: Any) -> bool:
         context: dict[str, Any] | None = None,
         explain: bool = False,
         ctx: Any = None,
-    ) -> str:
+    ) -> Any:
         with ranked_call() as call:
             response = await stock_fn(agent_id=agent_id, intent=intent, context=context, ctx=ctx)
         answer = ranked_answer(response, call.outcome, bool(explain))
-        return json.dumps(answer, separators=(",", ":"), ensure_ascii=False, default=str)
+        if not in_meta:
+            return answer_text(within_bytes(answer, max_bytes))
+        token, text = attestation_out_of_text(answer)
+        meta = {ATTESTATION_META: token} if token is not None else None
+        return result_class(
+            content=[text_class(type="text", text=answer_text(within_bytes(text, max_bytes)))],
+            _meta=meta,
+        )
 
     nautilus_request_ranked.__annotations__["ctx"] = context_class
     mcp.add_tool(
@@ -140,3 +160,17 @@ def add_ranked_tool(mcp: Any) -> bool:
         structured_output=False,
     )
     return True
+
+
+#: The broker's own default ``mcp.max_response_bytes`` (``MCPConfig``, 0.3.0).
+DEFAULT_MAX_RESPONSE_BYTES = 262_144
+
+
+def max_response_bytes(broker: Any) -> int | None:
+    """``broker.config.mcp.max_response_bytes`` (None: unbounded, as the broker's own
+    tool then is); the broker's default when there is no broker or no such setting."""
+    mcp_config = getattr(getattr(broker, "config", None), "mcp", None)
+    value = getattr(mcp_config, "max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    return DEFAULT_MAX_RESPONSE_BYTES

@@ -46,9 +46,10 @@ def broker_cli() -> Any:
         raise ImportError(INSTALL_HINT) from exc
 
 
-def _wrap_factory(module_name: str, name: str, seam: str, add: Callable[[Any], bool]) -> None:
+def _wrap_factory(module_name: str, name: str, seam: str, add: Callable[[Any, Any], bool]) -> None:
     """Wrap ``module_name.name`` (an app or server factory) so that what it builds gets
-    ``add`` applied; one warning and nothing wrapped when it is not there."""
+    ``add`` applied (with the broker it serves, its ``existing_broker``); one warning
+    and nothing wrapped when it is not there."""
     try:
         module = importlib.import_module(module_name)
         factory = getattr(module, name)
@@ -59,7 +60,7 @@ def _wrap_factory(module_name: str, name: str, seam: str, add: Callable[[Any], b
     @functools.wraps(factory)
     def built(*args: Any, **kwargs: Any) -> Any:
         made = factory(*args, **kwargs)
-        add(made)
+        add(made, kwargs.get("existing_broker"))
         return made
 
     setattr(module, name, built)

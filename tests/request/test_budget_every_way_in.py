@@ -83,6 +83,8 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
     for n in BUDGETS:
         body = cli("--max-tokens", str(n))
         check(count(json_entries(body)), body["budget"], n, full)
+        assert body["budget"]["tokenizer"] == "o200k_base"  # the counts are exact: said so
+        assert body["budget"]["counted_as"] == "json_entry"  # and what they count
     assert cli("--max-tokens", "60")["budget"]["first_row_over_budget"] is True
 
     over_http: dict[int, list[str | None]] = {}
@@ -92,6 +94,7 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
                 server.url + "/v1/query", timeout=30, json={"query": QUERY, "max_tokens": n}
             ).json()
             check(count(json_entries(body)), body["budget"], n, full)
+            assert body["budget"]["tokenizer"] == "o200k_base"
             retriever = langchain.NautilusRetriever(url=server.url, max_tokens=n)
             over_http[n] = [d.id for d in retriever.invoke(QUERY)]
 
@@ -109,7 +112,9 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
                         str(r["rank"]) for r in out["results"]
                     ]
                     check(count(lines), out["budget"], n, full)
-                    assert f"budget: {out['budget']['tokens_used']} of {n} tokens" in text
+                    assert f"budget: {out['budget']['tokens_used']} of {n} tokens (exact)" in text
+                    assert out["budget"]["tokenizer"] == "o200k_base"
+                    assert out["budget"]["counted_as"] == "mcp_line"
 
     asyncio.run(over_mcp())
 
@@ -123,3 +128,18 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
                 # one rule: the rows a JSON answer's budget keeps, whichever way the
                 # retriever reaches the ranking
                 assert [d.id for d in documents] == over_http[n]
+
+
+def test_exact_counts_are_labelled_exact_in_the_text_too(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env.update(SETTINGS, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
+    shown = subprocess.run(
+        [NAUTILUS, "query", QUERY, "--max-tokens", "1500"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    line = next(x for x in shown.stdout.splitlines() if x.startswith("budget: "))
+    assert "tokens (exact, o200k_base)" in line and "estimated" not in line

@@ -28,6 +28,8 @@ from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
 QUERY = "orders-db disk full"
+#: The cursor key the server and a CLI run share, as replicas would.
+SHARED_KEY = "k" * 40
 
 
 @pytest.mark.parametrize("query", DEMO_QUERIES)
@@ -48,7 +50,7 @@ def test_in_process_pages_are_slices_of_one_ranking(query: str, size: int) -> No
         for number in (1, 2, 3):
             assert pages is not None and pages.number == number
             broker.synthesizer = pages.synthesizer(settings, None)
-            response, page = pages.cut(broker.request(query))
+            response, page, _ = pages.cut(broker.request(query))
             assert [r.rank for r in response.ranking] == list(
                 range((number - 1) * size + 1, number * size + 1)
             )
@@ -93,7 +95,7 @@ def test_pages_of_any_batch_concatenate_to_its_top_3k(
         assert pages is not None
         ranker = pages.synthesizer(settings_, None)
         data, ranking = ranker.merge_ranked(results, context)
-        page, info = pages.cut(BrokerResponse("r", data, ranking))
+        page, info, _ = pages.cut(BrokerResponse("r", data, ranking))
         seen += [(r.source_id, r.row["id"], r.score, r.rank) for r in page.ranking]
         if info["next_cursor"] is None:
             break
@@ -107,7 +109,7 @@ def test_a_cursor_is_refused_for_other_settings_and_when_malformed() -> None:
     settings = NautilusSettings(ranking_top_k=3)
     first = paging(QUERY, settings, ["a", "b"], page=1)
     assert first is not None
-    cursor = type(first)(2, 3, first.key, "data").cursor()
+    cursor = type(first)(2, 3, first.key, "data", keys=first.keys).cursor()
     assert paging(QUERY, settings, ["a", "b"], cursor=cursor) is not None
     with pytest.raises(PageError, match="made for pages of 3 rows, not 4") as refused:
         paging(QUERY, settings.model_copy(update={"ranking_top_k": 4}), ["a", "b"], cursor=cursor)
@@ -124,7 +126,7 @@ def test_a_cursor_is_refused_for_other_settings_and_when_malformed() -> None:
         with pytest.raises(PageError, match="another query or other settings") as refused:
             paging(query, settings.model_copy(update=changed), ids, cursor=cursor)
         assert refused.value.field == "cursor" and not refused.value.stale
-    for garbage in ("", "not-a-cursor", "e30", cursor[:-3]):
+    for garbage in ("", "not-a-cursor", "e30", cursor[:-3], cursor[:-2] + "AA"):
         with pytest.raises(PageError, match="not a cursor nautilus made"):
             paging(QUERY, settings, ["a", "b"], cursor=garbage)
     with pytest.raises(PageError, match="paging needs a page size"):
@@ -180,6 +182,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "NAUTILUS_RANKING_TOP_K": "3",
         "NAUTILUS_RANKING_IDF": "true",
         "NAUTILUS_CONFIG": str(sources_file(tmp, "orders-db disk full", timeout_s=None)),
+        "NAUTILUS_CURSOR_KEY": SHARED_KEY,
     }
     with running(tmp, env) as srv:
         assert wait_ready(srv).status_code == 200, srv.logs()
@@ -235,10 +238,11 @@ def test_http_pages_concatenate_and_bad_cursors_are_422(server: Server) -> None:
 def test_http_honours_a_cli_cursor_and_refuses_one_whose_data_moved(
     server: Server, tmp_path: Path
 ) -> None:
-    env = {
+    env = {  # another data directory: the key is the one the server was given
         "NAUTILUS_RANKING_TOP_K": "3",
         "NAUTILUS_CONFIG": str(sources_file(tmp_path, "orders-db disk full", timeout_s=None)),
         "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+        "NAUTILUS_CURSOR_KEY": SHARED_KEY,
     }
     cli = json.loads(run("--page", "1", "--json", env=env).stdout)
     over_http = post(server, {"query": QUERY, "cursor": cli["page"]["next_cursor"]})

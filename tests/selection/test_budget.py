@@ -184,3 +184,14 @@ def test_texts_under_a_budget_fit_as_o200k_base_counts_them(
     assert result.over_budget_first or all(
         result.tokens_used + own[i] > max_tokens for i in skipped
     )
+
+
+def test_the_budget_of_a_ranking_says_what_counted_its_rows() -> None:
+    """Exact counts (the ``tokens`` extra, installed here) are labelled ``o200k_base``;
+    the estimate, asked for, ``estimate``: the label is what counted the rows."""
+    ranking = [_ranked(i, "disk full on the orders database") for i in range(3)]
+    data = {"docs": [r.row for r in ranking]}
+    assert apply_budget(data, ranking, 1000)[2].tokenizer == "o200k_base"
+    assert apply_budget(data, ranking, 1000, exact=True)[2].tokenizer == "o200k_base"
+    assert apply_budget(data, ranking, 1000, exact=False)[2].tokenizer == "estimate"
+    assert apply_budget(data, ranking, 1000)[2].as_dict()["tokenizer"] == "o200k_base"

@@ -62,3 +62,15 @@ def test_two_agents_at_once_each_ranked_by_its_profile(served: int) -> None:
     assert rows(beta)[0] == "INC-2" and len(rows(beta)) == 5  # unboosted, its top 5
     assert all(rows(a) == rows(alpha) for a in answers[0::2])
     assert all(rows(b) == rows(beta) for b in answers[1::2])
+
+
+def test_the_ranked_answer_names_the_profile_that_ranked_it(served: int) -> None:
+    for agent, profile in ((AGENT, "oncall"), (OTHER, "audit")):
+        answer = httpx.post(
+            f"http://127.0.0.1:{served}/v1/request/ranked",
+            headers={"X-API-Key": KEY},
+            json={"agent_id": agent, "intent": QUERY, "context": CONTEXT},
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["ranking"]["profile"] == profile

@@ -202,3 +202,124 @@ def test_over_mcp_below_the_byte_bound_the_budget_decides(
     read = read_order(answer)
     assert read == [r for r in ranking_order[question] if r in read]  # the ranking's order
     assert read[0] == ranking_order[question][0]
+
+
+def test_explain_over_mcp_stays_within_the_byte_bound_cutting_explanation_first(
+    tmp_path: Path,
+) -> None:
+    """With the bound between the lean answer and the explained one, every row is
+    answered and only the lowest-ranked rows lose their explanation."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    question = "refund for a duplicate charge"
+    env = {"NAUTILUS_RANKING_TOP_K": str(TOP_K), "NAUTILUS_DATA_DIR": str(tmp_path)}
+
+    async def call(port: int, explain: bool) -> tuple[dict[str, Any], int]:
+        async with (
+            streamablehttp_client(
+                f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}
+            ) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool(
+                "nautilus_request_ranked", ask(question, explain=explain)
+            )
+            assert not result.isError, result
+            text = result.content[0].text
+            answer: dict[str, Any] = json.loads(text)
+            return answer, len(text.encode())
+
+    (tmp_path / "unbounded").mkdir()
+    (tmp_path / "bounded").mkdir()
+    unbounded = judged_config(tmp_path / "unbounded")
+    with serving(unbounded, env, tmp_path / "serve-unbounded.log") as (port, _):
+        lean, lean_bytes = asyncio.run(call(port, False))
+        explained, explained_bytes = asyncio.run(call(port, True))
+    assert explained["ranking"]["explained_rows"] == len(explained["rows"]) == TOP_K
+    bound = (lean_bytes + explained_bytes) // 2
+    bounded = judged_config(tmp_path / "bounded")
+    document = yaml.safe_load(bounded.read_text())
+    document["mcp"] = {"max_response_bytes": bound}
+    bounded.write_text(yaml.safe_dump(document))
+    with serving(bounded, env, tmp_path / "serve-bounded.log") as (port, _):
+        held, held_bytes = asyncio.run(call(port, True))
+    assert held_bytes <= bound < explained_bytes
+    assert read_order(held) == read_order(lean)  # every row: explanation went first
+    kept = ["explain" in e for e in held["rows"]]
+    assert 0 < sum(kept) < TOP_K and kept == sorted(kept, reverse=True)
+    assert held["ranking"]["explained_rows"] == sum(kept)
+    assert held["attestation_token"].count(".") == 2  # the attestation is never cut
+
+
+def test_the_attestation_kept_out_of_the_text_is_still_verifiable(tmp_path: Path) -> None:
+    """``NAUTILUS_UPSTREAM_ATTESTATION_IN_META``: the token leaves the text the agent reads
+    for the result's ``_meta``, whole; its signature checks out against the public half
+    of the broker's attestation key (``attestation.private_key_path``) and the docs'
+    recipe recomputes its ``response_hash`` from the rows. (The broker's
+    ``/v1/keys/jwks.json`` publishes its session-token keys, not this one.)"""
+    import hashlib
+
+    import jwt
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+    from nautilus.core.attestation_payload import compute_response_hash
+
+    from nautilus_ranking.selection.tokens import count_tokens
+    from nautilus_ranking.upstream.ranked_answer import ATTESTATION_META
+
+    question = "refund for a duplicate charge"
+    folder = tmp_path / "broker"
+    folder.mkdir()
+    config = judged_config(folder)
+    signing = Ed25519PrivateKey.generate()
+    (folder / "attestation.pem").write_bytes(
+        signing.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    document = yaml.safe_load(config.read_text())
+    document["attestation"] = {"enabled": True, "private_key_path": "attestation.pem"}
+    config.write_text(yaml.safe_dump(document))
+
+    async def call(port: int) -> tuple[str, dict[str, Any] | None]:
+        async with (
+            streamablehttp_client(
+                f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}
+            ) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("nautilus_request_ranked", ask(question))
+            assert not result.isError, result
+            return result.content[0].text, result.meta
+
+    base = {"NAUTILUS_RANKING_TOP_K": str(TOP_K), "NAUTILUS_DATA_DIR": str(tmp_path)}
+    with serving(config, base, tmp_path / "serve-text.log") as (port, _):
+        before, _ = asyncio.run(call(port))
+    meta_env = {**base, "NAUTILUS_UPSTREAM_ATTESTATION_IN_META": "true"}
+    with serving(config, meta_env, tmp_path / "serve-meta.log") as (port, _):
+        after, meta = asyncio.run(call(port))
+    answer = json.loads(after)
+    assert "attestation_token" in json.loads(before) and "attestation_token" not in answer
+    assert meta is not None
+    token = meta[ATTESTATION_META]
+    assert answer["attestation_token_sha256"] == hashlib.sha256(token.encode()).hexdigest()
+    # the signature, against the attestation key's public half
+    public = signing.public_key()
+    claims = jwt.decode(token, public, algorithms=["EdDSA"], options={"verify_aud": False})
+    # the docs' recipe: response_hash recomputed from the rows the agent read
+    data = {s: [e["row"] for e in answer["rows"] if e["source"] == s] for s in answer["sources"]}
+    assert compute_response_hash(data) == claims["response_hash"]
+    parts = answer["ranking"]["answer_tokens"]
+    tokens_before, tokens_after = count_tokens([before, after])
+    assert tokens_after < tokens_before and parts["rows"] + parts["envelope"] <= tokens_after
+    print(
+        f"ranked answer: {tokens_before} tokens with the attestation in the text, "
+        f"{tokens_after} without (rows {parts['rows']}, envelope {parts['envelope']})"
+    )

@@ -1,0 +1,126 @@
+"""The key that signs cursors, so a caller cannot forge or alter one.
+
+A cursor is handed back by a caller; every field of it (its page, its page size, the
+ranking it belongs to) is trusted only once its HMAC-SHA256 tag checks out
+(``hmac.compare_digest``). The key is:
+
+- ``NAUTILUS_CURSOR_KEY`` when set: what replicas behind one load balancer share, so
+  any of them honours a cursor another made. To rotate it, set the new key there and
+  the old one in ``NAUTILUS_CURSOR_PREVIOUS_KEYS`` on every replica, and drop the old
+  one once the last cursor signed with it is of no use (a cursor is refused anyway when
+  its sources' answers change);
+- else a key file, ``cursor.key`` in ``NAUTILUS_DATA_DIR``, made once (32 random bytes,
+  owner-only, written whole under another name and linked into place, so processes
+  that start together agree on one key): ``nautilus-ranking query``, ``serve`` and
+  ``mcp`` on one machine honour each other's cursors;
+- else, when the data directory cannot hold the file, a key of this process alone
+  (warned once: its cursors work only in this process).
+
+Keys are read once per process and setting (:func:`cursor_keys` is cached).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+import secrets
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from nautilus_ranking.log import get_logger
+from nautilus_ranking.settings.model import NautilusSettings
+
+logger = get_logger("nautilus_ranking.request")
+
+#: The key file's name in ``NAUTILUS_DATA_DIR``.
+KEY_FILE = "cursor.key"
+#: Bytes of a tag a cursor carries (128 bits of HMAC-SHA256: forging one is a 2^-128 guess).
+TAG_BYTES = 16
+_KEY_BYTES = 32
+#: What a tag is computed over besides the cursor's body: a key used for something
+#: else one day can never sign a cursor.
+_PURPOSE = b"nautilus-ranking cursor\x00"
+
+
+@dataclass(frozen=True)
+class CursorKeys:
+    """The key that signs new cursors and the previous ones still accepted."""
+
+    current: bytes
+    previous: tuple[bytes, ...] = ()
+
+    def sign(self, body: bytes) -> bytes:
+        """The tag of ``body`` under the current key."""
+        return _tag(self.current, body)
+
+    def verify(self, tag: bytes, body: bytes) -> bool:
+        """Whether ``tag`` is ``body``'s under the current key or a previous one."""
+        return any(
+            hmac.compare_digest(tag, _tag(key, body)) for key in (self.current, *self.previous)
+        )
+
+
+def _tag(key: bytes, body: bytes) -> bytes:
+    return hmac.new(key, _PURPOSE + body, hashlib.sha256).digest()[:TAG_BYTES]
+
+
+def cursor_keys(settings: NautilusSettings) -> CursorKeys:
+    """The keys of ``settings``: the key setting, else the data directory's key file."""
+    previous = tuple(k.encode() for k in settings.cursor_previous_keys)
+    if settings.cursor_key is not None:
+        return _configured(settings.cursor_key, previous)
+    return _from_file(str(settings.data_dir.expanduser() / KEY_FILE), previous)
+
+
+@lru_cache(maxsize=8)
+def _configured(key: str, previous: tuple[bytes, ...]) -> CursorKeys:
+    return CursorKeys(key.encode(), previous)
+
+
+@lru_cache(maxsize=8)
+def _from_file(path: str, previous: tuple[bytes, ...]) -> CursorKeys:
+    try:
+        return CursorKeys(read_or_create_key_file(Path(path)), previous)
+    except OSError as exc:
+        logger.warning(
+            "cursor_key_ephemeral",
+            path=path,
+            reason=f"{type(exc).__name__}: {exc.strerror or exc}",
+            valid="a writable NAUTILUS_DATA_DIR, or NAUTILUS_CURSOR_KEY",
+            effect="cursors are honoured by this process only",
+        )
+        return CursorKeys(secrets.token_bytes(_KEY_BYTES), previous)
+
+
+def read_or_create_key_file(path: Path) -> bytes:
+    """The key in ``path``, made first when there is none: written whole to a file of
+    this process's own (mode 0600) and hard-linked into place, so a reader never sees
+    half a key and two processes racing agree on the one that was linked first."""
+    try:
+        return _read(path)
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    own = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(secrets.token_hex(_KEY_BYTES).encode() + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+        with contextlib.suppress(FileExistsError):  # another process linked its key first
+            os.link(own, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(own)
+    return _read(path)
+
+
+def _read(path: Path) -> bytes:
+    key = path.read_bytes().strip()
+    if len(key) < _KEY_BYTES:  # a truncated or emptied file: never a weak key
+        raise OSError(f"{path}: holds {len(key)} bytes, not a key nautilus made")
+    return key
