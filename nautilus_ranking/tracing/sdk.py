@@ -17,6 +17,7 @@ the SDK's (``OTEL_TRACES_SAMPLER``; by default it follows the caller's sampled f
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,10 @@ SDK_VARIABLES = (
     "OTEL_SERVICE_NAME",
 )
 _EXTRA = "pip install 'nautilus-ranking[otel]' opentelemetry-sdk"
+#: How long a stopping worker waits for its last spans to be exported. The SDK's own
+#: bound is 30 s a processor (10 s an export, each batch in turn): a collector that is
+#: down or hung would hold the worker past the documented drain.
+FLUSH_S = 3.0
 #: The package that provides each usual exporter name (said when it is missing).
 _PROVIDED_BY = {
     "otlp": "opentelemetry-exporter-otlp-proto-http",
@@ -66,11 +71,29 @@ def start_sdk(environ: Mapping[str, str] | None = None) -> Any | None:
     except ImportError as exc:
         raise ImportError(_no_sdk(env)) from exc
     attributes = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": "nautilus-ranking"}
-    provider = TracerProvider(resource=Resource.create(attributes))
+    # stop_sdk shuts it down, within FLUSH_S; the SDK's own exit hook would wait again
+    provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
     for name in _exporter_names(env):
         provider.add_span_processor(BatchSpanProcessor(_exporter(name)()))
     trace.set_tracer_provider(provider)
     return provider
+
+
+def stop_sdk(provider: Any, within_s: float = FLUSH_S) -> None:
+    """Export the last spans and shut :func:`start_sdk`'s provider down, waiting at most
+    ``within_s``: spans a collector has not taken by then are dropped (one
+    ``trace_flush_abandoned`` warning), and the worker stops on time."""
+    flush = threading.Thread(target=provider.shutdown, name="nautilus-trace-flush", daemon=True)
+    flush.start()
+    flush.join(within_s)
+    if flush.is_alive():
+        from nautilus_ranking.log import get_logger
+
+        get_logger("nautilus_ranking.tracing").warning(
+            "trace_flush_abandoned",
+            waited_s=within_s,
+            reason="the trace exporter did not finish: the spans not yet exported are dropped",
+        )
 
 
 def sdk_problem(environ: Mapping[str, str] | None = None) -> str | None:

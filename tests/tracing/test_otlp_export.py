@@ -6,6 +6,7 @@ on loopback in the collector's place. The request's spans arrive there, in proto
 from __future__ import annotations
 
 import re
+import socket
 import time
 from pathlib import Path
 
@@ -74,3 +75,32 @@ def test_the_documented_otlp_set_up_exports_to_a_collector(tmp_path: Path) -> No
         at = by_id[at.parent_id]
     assert at.parent_id == CALLER[1]
 
+
+def test_a_collector_that_never_answers_delays_shutdown_at_most_the_documented_15_s(
+    tmp_path: Path,
+) -> None:
+    """A collector that accepts connections and never answers (a hung one, or a
+    firewall that drops): the last spans are given up on, the worker still stops
+    within the documented drain (15 s with the default deadlines). Small batches: the
+    SDK waits for each export in turn (10 s each here), up to 30 s a processor."""
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(64)  # connections complete in the kernel; nothing ever reads them
+        env = {
+            "OTEL_SERVICE_NAME": "nautilus-ranking",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{hung.getsockname()[1]}",
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "2",
+        }
+        with running(tmp_path, env) as server:
+            answer = httpx.post(
+                server.url + "/v1/query",
+                json={"query": "orders-db disk full"},
+                headers={"traceparent": f"00-{CALLER[0]}-{CALLER[1]}-01"},
+                timeout=60,
+            )
+            assert answer.status_code == 200, answer.text
+            started = time.monotonic()
+            assert server.stop(timeout=60) == 0, server.logs()
+            took = time.monotonic() - started
+    assert took < 15, f"{took:.1f} s to stop:\n{server.logs()}"
+    assert "trace_flush_abandoned" in server.logs()
