@@ -318,11 +318,15 @@ class Broker:
                         raise
                     return failed(error_type(exc), _message(exc))
         await barrier.passed
+        scope = asyncio.timeout(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with scope:
                 rows = await source.search(query, _own_copy(ctx), self.limit)
-        except TimeoutError:
-            return failed("timeout", f"no answer within {timeout:g} s")
+        except TimeoutError as exc:
+            # One type whichever deadline fired: ours, or the source's own (an HTTP
+            # source's ends just before ours and says what the call was doing).
+            own = not scope.expired() and str(exc)
+            return failed("timeout", _message(exc) if own else f"no answer within {timeout:g} s")
         except BaseException as exc:  # a source is someone else's code: isolate every failure
             if not contained(exc, me):  # the request (or the process) is being stopped
                 raise
