@@ -47,6 +47,7 @@ from nautilus_ranking.synthesis.base import Synthesizer
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.tracing import RankingScope, ranking_begin, ranking_end, tracer
+from nautilus_ranking.tracing.carry import current_trace_id
 from nautilus_ranking.tracing.facts import budget_stage, cut_stage, in_source_span
 
 logger = get_logger("nautilus_ranking.broker")
@@ -295,7 +296,7 @@ class Broker:
                 message=message,
                 duration_ms=elapsed,
             )
-            error = ErrorRecord(source_id, error_type, message)
+            error = ErrorRecord(source_id, error_type, message, current_trace_id())
             return AdapterResult(source_id, [], elapsed, error), "", [], []
 
         with barrier:

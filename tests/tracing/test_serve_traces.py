@@ -142,6 +142,7 @@ def test_a_traced_request_through_serve_is_one_trace_under_the_callers(tmp_path:
     slow, down = named[f"{P}source slow"], named[f"{P}source down"]
     assert slow["status"]["status_code"] == down["status"]["status_code"] == "ERROR"
     errored = {e["source_id"]: e["error_type"] for e in ranked["sources_errored"]}
+    assert {e["trace_id"] for e in ranked["sources_errored"]} == {ranked_id}
     assert slow["attributes"]["error.type"] == errored["slow"]
     assert down["attributes"]["error.type"] == errored["down"] == "HttpUnavailableError"
     assert errored["slow"] == "timeout"  # whichever deadline fired: the source's or the broker's
