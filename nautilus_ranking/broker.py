@@ -47,6 +47,7 @@ from nautilus_ranking.synthesis.base import Synthesizer
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.tracing import RankingScope, ranking_begin, ranking_end, tracer
+from nautilus_ranking.tracing.carry import current_trace_id
 from nautilus_ranking.tracing.facts import budget_stage, cut_stage, in_source_span
 
 logger = get_logger("nautilus_ranking.broker")
@@ -295,7 +296,7 @@ class Broker:
                 message=message,
                 duration_ms=elapsed,
             )
-            error = ErrorRecord(source_id, error_type, message)
+            error = ErrorRecord(source_id, error_type, message, current_trace_id())
             return AdapterResult(source_id, [], elapsed, error), "", [], []
 
         with barrier:
@@ -318,11 +319,15 @@ class Broker:
                         raise
                     return failed(error_type(exc), _message(exc))
         await barrier.passed
+        scope = asyncio.timeout(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with scope:
                 rows = await source.search(query, _own_copy(ctx), self.limit)
-        except TimeoutError:
-            return failed("timeout", f"no answer within {timeout:g} s")
+        except TimeoutError as exc:
+            # One type whichever deadline fired: ours, or the source's own (an HTTP
+            # source's ends just before ours and says what the call was doing).
+            own = not scope.expired() and str(exc)
+            return failed("timeout", _message(exc) if own else f"no answer within {timeout:g} s")
         except BaseException as exc:  # a source is someone else's code: isolate every failure
             if not contained(exc, me):  # the request (or the process) is being stopped
                 raise

@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ErrorRecord:
-    """Why one source gave no rows for a request."""
+    """Why one source gave no rows for a request; ``trace_id``: the request's trace (hex)
+    when it is traced, to find the source's span, else ``""``."""
 
     source_id: str
     error_type: str

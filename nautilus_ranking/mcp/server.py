@@ -177,7 +177,7 @@ def http_app(engine: Tools, host: str) -> Any:
 
     from nautilus_ranking.service import metrics
     from nautilus_ranking.tracing import tracer
-    from nautilus_ranking.tracing.sdk import start_sdk, wanted
+    from nautilus_ranking.tracing.sdk import start_sdk, stop_sdk, wanted
 
     inner = _server(engine).streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -202,7 +202,7 @@ def http_app(engine: Tools, host: str) -> Any:
                 yield
         finally:
             if provider is not None:
-                provider.shutdown()
+                stop_sdk(provider)  # within FLUSH_S
 
     app = Starlette(
         routes=[Route("/healthz", healthz), Route("/metrics", prometheus), Mount("/", app=inner)],

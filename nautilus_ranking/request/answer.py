@@ -233,7 +233,9 @@ async def _answer(
     # the budget are cut together
     response, page, fitted = cut_page(run_plan, response, text)
     if traced is not None and page is not None:
-        page_stage(traced, page, whole, response)
+        # the page's window of K rows; what of it fits is the budget stage's to say
+        window = len(fitted.kept) + fitted.left_out if fitted is not None else None
+        page_stage(traced, page, whole, response, window)
     next_cursor = page["next_cursor"] if page is not None else None
     if run_plan.paging is not None and not run_plan.paging.asked:
         page = None  # page 1 of a top K: only its next cursor is shown

@@ -47,7 +47,7 @@ from nautilus_ranking.service.limits import (
 from nautilus_ranking.service.problems import problem_response, strict_json
 from nautilus_ranking.service.state import ServerState
 from nautilus_ranking.settings.model import NautilusSettings
-from nautilus_ranking.tracing.sdk import start_sdk
+from nautilus_ranking.tracing.sdk import start_sdk, stop_sdk
 
 logger = get_logger("nautilus_ranking.service")
 
@@ -75,7 +75,7 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
                 yield
         finally:
             if provider is not None:  # the last spans exported before the worker exits
-                provider.shutdown()
+                stop_sdk(provider)  # within FLUSH_S
 
     # No /docs or /redoc: FastAPI's pages load their scripts from a CDN, so offline (or
     # behind a strict egress policy) they are blank; any OpenAPI viewer reads the schema.

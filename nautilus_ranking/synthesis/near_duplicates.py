@@ -7,7 +7,10 @@ dropped, plurals folded — so case, whitespace and punctuation never tell two c
 apart). It is a property of the two texts alone: the same threshold means the same
 thing whichever embedder scores the rows, and 1 means the same words in the same
 order. A text of fewer than three tokens is one shingle of all of them; a text without
-tokens has none and is near nothing.
+tokens has none and is near nothing. Two texts whose facts conflict — each states a
+number, a date or an amount the other does not (``synthesis/facts.py``) — resemble each
+other by 0 however many shingles they share: "within 24 hours" and "within 48 hours"
+are two obligations, never near copies.
 
 Only pairs that share a shingle can resemble each other, so the pairs are found from
 the shingles themselves — sorted, grouped, and each group's members paired in numpy
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nautilus_ranking.settings.parsing import NEAR_DUPLICATES_ON
+from nautilus_ranking.synthesis.facts import Facts, conflicting, facts
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.tokens import TokenBatch
 
@@ -57,20 +61,23 @@ _DENSE_PAIRS = 1 << 22
 @dataclass(frozen=True)
 class Shingles:
     """Each text's distinct shingles as flat arrays: ``keys[i]`` belongs to text
-    ``rows[i]`` (sorted by text, then key); ``sizes[t]``: how many text ``t`` has."""
+    ``rows[i]`` (sorted by text, then key); ``sizes[t]``: how many text ``t`` has;
+    ``facts``: the texts' facts (None: not read, no pair conflicts)."""
 
     rows: IntArray
     keys: IntArray
     sizes: IntArray
+    facts: Facts | None = None
 
 
 def shingles(batch: TokenBatch) -> Shingles:
     """The distinct word shingles of every text of ``batch``, in numpy."""
     n = batch.n_texts
     rows, terms = batch.rows, batch.terms
+    stated = facts(batch)
     base = len(batch.vocab) + 1  # one more than any term: the pad of a short text
     if base**SHINGLE >= 2**62:  # never in practice: a batch with two million words
-        return _hashed_shingles(batch)
+        return _hashed_shingles(batch, stated)
     lengths = np.bincount(rows, minlength=n)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     key_parts, row_parts = [], []
@@ -95,6 +102,7 @@ def shingles(batch: TokenBatch) -> Shingles:
         np.concatenate(row_parts) if row_parts else np.zeros(0, dtype=np.int64),
         np.concatenate(key_parts) if key_parts else np.zeros(0, dtype=np.int64),
         n,
+        stated,
     )
 
 
@@ -106,32 +114,37 @@ def subset(found: Shingles, at: IntArray, n: int) -> Shingles:
     rows = where[found.rows]
     keep = rows >= 0
     rows = rows[keep]
-    return Shingles(rows, found.keys[keep], np.bincount(rows, minlength=len(at)).astype(np.int64))
+    return Shingles(
+        rows,
+        found.keys[keep],
+        np.bincount(rows, minlength=len(at)).astype(np.int64),
+        None if found.facts is None else found.facts.subset(at, n),
+    )
 
 
-def _hashed_shingles(batch: TokenBatch) -> Shingles:
+def _hashed_shingles(batch: TokenBatch, stated: Facts) -> Shingles:
     """:func:`shingles` with 64-bit mixed keys (for a vocabulary too large to pack)."""
     rows, terms = batch.rows, batch.terms.astype(np.uint64)
     n = batch.n_texts
     mix = np.uint64(0x9E3779B97F4A7C15)
     same = rows[: -SHINGLE + 1] == rows[SHINGLE - 1 :] if len(terms) >= SHINGLE else None
     if same is None:
-        return _distinct(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), n)
+        return _distinct(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), n, stated)
     at = np.flatnonzero(same)
     key = terms[at].copy()
     with np.errstate(over="ignore"):
         for k in range(1, SHINGLE):
             key = (key * mix) ^ terms[at + k]
-    return _distinct(rows[at], key.view(np.int64), n)
+    return _distinct(rows[at], key.view(np.int64), n, stated)
 
 
-def _distinct(rows: IntArray, keys: IntArray, n: int) -> Shingles:
+def _distinct(rows: IntArray, keys: IntArray, n: int, stated: Facts | None) -> Shingles:
     order = _sorted_by(rows, keys, n, rows_first=True)
     rows, keys = rows[order], keys[order]
     keep = np.ones(len(rows), dtype=bool)
     keep[1:] = (rows[1:] != rows[:-1]) | (keys[1:] != keys[:-1])
     rows, keys = rows[keep], keys[keep]
-    return Shingles(rows, keys, np.bincount(rows, minlength=n).astype(np.int64))
+    return Shingles(rows, keys, np.bincount(rows, minlength=n).astype(np.int64), stated)
 
 
 def _sorted_by(rows: IntArray, keys: IntArray, n: int, rows_first: bool) -> IntArray:
@@ -255,7 +268,7 @@ def resemblance(found: Shingles) -> Resemblance:
 
 def _pairs(found: Shingles) -> Resemblance:
     """Every pair of texts sharing a shingle that at most :data:`COMMON_SHINGLE` texts
-    share, and how alike the two are."""
+    share and whose facts do not conflict, and how alike the two are."""
     rows, keys = found.rows, found.keys
     empty = _empty()
     if len(keys) < 2:
@@ -287,6 +300,9 @@ def _pairs(found: Shingles) -> Resemblance:
     else:
         pair, shared = np.unique(ids, return_counts=True)
     a, b = pair // n, pair % n
+    if found.facts is not None:
+        agree = ~conflicting(found.facts, a, b)
+        a, b, shared = a[agree], b[agree], shared[agree]
     union = found.sizes[a] + found.sizes[b] - shared
     return Resemblance(a, b, shared / union)
 

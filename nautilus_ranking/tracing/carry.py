@@ -66,6 +66,17 @@ def outgoing_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
     return out or headers
 
 
+def current_trace_id() -> str:
+    """The current recorded span's trace id (hex, as OTLP writes it); ``""`` when tracing
+    is off or nothing records here."""
+    if tracer() is None:
+        return ""
+    from opentelemetry.trace import get_current_span
+
+    span_context = get_current_span().get_span_context()
+    return format(span_context.trace_id, "032x") if span_context.is_valid else ""
+
+
 def add_trace_ids(event: MutableMapping[str, Any]) -> None:
     """A log event gains ``trace_id`` and ``span_id`` (hex, as OTLP writes them) when it is
     logged inside a recorded span."""

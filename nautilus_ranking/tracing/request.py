@@ -56,10 +56,17 @@ def rows_of(response: BrokerResponse) -> int:
 
 
 def page_stage(
-    traced: RequestTrace, page: dict[str, Any], whole: BrokerResponse, cut: BrokerResponse
+    traced: RequestTrace,
+    page: dict[str, Any],
+    whole: BrokerResponse,
+    cut: BrokerResponse,
+    window: int | None = None,
 ) -> None:
+    """The page's stage: the rows of its window (``window`` under a budget, which cuts the
+    page and its fit together; the budget stage says what of it fits)."""
+    rows_out = rows_of(cut) if window is None else window
     traced.stages.add(
-        "page", rows_of(whole), rows_of(cut), number=page.get("number"), size=page.get("size")
+        "page", rows_of(whole), rows_out, number=page.get("number"), size=page.get("size")
     )
 
 

@@ -5,14 +5,19 @@ or the host that embeds it does). The servers nautilus owns — ``nautilus-ranki
 and ``nautilus-ranking mcp --transport http`` — start it in each worker process when the
 operator sets one of the SDK's own variables (:data:`SDK_VARIABLES`; never one of ours),
 unless a tracer provider is already set (``opentelemetry-instrument`` ran first) or
-``OTEL_SDK_DISABLED=true``. ``OTEL_TRACES_EXPORTER`` names the exporters as the SDK's
-entry points do (``otlp`` by default, ``console``, ``none``); the sampler is the SDK's
-(``OTEL_TRACES_SAMPLER``; by default it follows the caller's sampled flag).
+``OTEL_SDK_DISABLED=true``. ``OTEL_TRACES_EXPORTER`` names the exporters (``otlp`` by
+default, ``console``, ``none``, or an entry point's own name such as ``otlp_proto_http``);
+``otlp`` is the exporter of ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` or
+``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` (the specification's default, and the
+package the docs install) or ``grpc``. The SDK's own auto-configuration picks gRPC when
+no protocol is set; a server nautilus owns follows the specification. The sampler is
+the SDK's (``OTEL_TRACES_SAMPLER``; by default it follows the caller's sampled flag).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +29,10 @@ SDK_VARIABLES = (
     "OTEL_SERVICE_NAME",
 )
 _EXTRA = "pip install 'nautilus-ranking[otel]' opentelemetry-sdk"
+#: How long a stopping worker waits for its last spans to be exported. The SDK's own
+#: bound is 30 s a processor (10 s an export, each batch in turn): a collector that is
+#: down or hung would hold the worker past the documented drain.
+FLUSH_S = 3.0
 #: The package that provides each usual exporter name (said when it is missing).
 _PROVIDED_BY = {
     "otlp": "opentelemetry-exporter-otlp-proto-http",
@@ -62,11 +71,29 @@ def start_sdk(environ: Mapping[str, str] | None = None) -> Any | None:
     except ImportError as exc:
         raise ImportError(_no_sdk(env)) from exc
     attributes = {} if env.get("OTEL_SERVICE_NAME") else {"service.name": "nautilus-ranking"}
-    provider = TracerProvider(resource=Resource.create(attributes))
+    # stop_sdk shuts it down, within FLUSH_S; the SDK's own exit hook would wait again
+    provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
     for name in _exporter_names(env):
         provider.add_span_processor(BatchSpanProcessor(_exporter(name)()))
     trace.set_tracer_provider(provider)
     return provider
+
+
+def stop_sdk(provider: Any, within_s: float = FLUSH_S) -> None:
+    """Export the last spans and shut :func:`start_sdk`'s provider down, waiting at most
+    ``within_s``: spans a collector has not taken by then are dropped (one
+    ``trace_flush_abandoned`` warning), and the worker stops on time."""
+    flush = threading.Thread(target=provider.shutdown, name="nautilus-trace-flush", daemon=True)
+    flush.start()
+    flush.join(within_s)
+    if flush.is_alive():
+        from nautilus_ranking.log import get_logger
+
+        get_logger("nautilus_ranking.tracing").warning(
+            "trace_flush_abandoned",
+            waited_s=within_s,
+            reason="the trace exporter did not finish: the spans not yet exported are dropped",
+        )
 
 
 def sdk_problem(environ: Mapping[str, str] | None = None) -> str | None:
@@ -82,7 +109,7 @@ def sdk_problem(environ: Mapping[str, str] | None = None) -> str | None:
     try:
         for name in _exporter_names(env):
             _exporter(name)
-    except ImportError as exc:
+    except ImportError as exc:  # an exporter not installed, a protocol no exporter speaks
         return str(exc)
     return None
 
@@ -92,9 +119,32 @@ def _no_sdk(env: Mapping[str, str]) -> str:
     return f"tracing ({named} set) needs the OpenTelemetry SDK: {_EXTRA}"
 
 
+#: ``OTEL_EXPORTER_OTLP_PROTOCOL``'s values and the entry point each names.
+_OTLP_PROTOCOLS = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
+
+
 def _exporter_names(env: Mapping[str, str]) -> list[str]:
+    """The exporters' entry-point names (``otlp`` resolved to its protocol's)."""
     names = [n.strip() for n in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if n.strip()]
-    return [] if names == ["none"] else names or ["otlp"]
+    if names == ["none"]:
+        return []
+    return [_otlp_exporter(env) if n == "otlp" else n for n in names or ["otlp"]]
+
+
+def _otlp_exporter(env: Mapping[str, str]) -> str:
+    """The entry point ``otlp`` means here: the OTLP protocol's, http/protobuf unless set."""
+    for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        protocol = env.get(variable, "").strip()
+        if protocol:
+            break
+    else:
+        return _OTLP_PROTOCOLS["http/protobuf"]
+    if protocol not in _OTLP_PROTOCOLS:
+        raise ImportError(
+            f"{variable}: no OTLP exporter speaks {protocol!r} here "
+            f"(valid: {', '.join(_OTLP_PROTOCOLS)})"
+        )
+    return _OTLP_PROTOCOLS[protocol]
 
 
 def _exporter(name: str) -> Any:
@@ -106,6 +156,7 @@ def _exporter(name: str) -> Any:
         package = _PROVIDED_BY.get(name, "the package that provides it")
         raise ImportError(
             f"OTEL_TRACES_EXPORTER: no exporter {name!r} is installed (pip install {package}; "
-            "console needs nothing more than the SDK)"
+            "console needs nothing more than the SDK; otlp is otlp_proto_http unless "
+            "OTEL_EXPORTER_OTLP_PROTOCOL says grpc)"
         )
     return found[0].load()

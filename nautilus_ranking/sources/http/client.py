@@ -83,6 +83,11 @@ class HttpSourceError(NautilusError, RuntimeError):
     masked), the status and what failed."""
 
 
+class HttpTimeoutError(HttpSourceError, TimeoutError):
+    """No complete answer within the source's deadline: typed ``timeout`` by the broker,
+    as when the broker's own deadline fires first (one failure, one type)."""
+
+
 class HttpUnavailableError(HttpSourceError, ConnectionError):
     """The engine cannot be reached (connection refused, DNS, TLS)."""
 
@@ -225,9 +230,11 @@ class Client:
                 raise
             except TimeoutError:
                 where = stage[0] + (f", {progress[0]:,} bytes so far" if progress[0] else "")
-                raise self._fail(
-                    f"no complete answer within the deadline (timeout_s; attempt {attempt}; "
-                    f"{where})"
+                raise HttpTimeoutError(
+                    e.masker(
+                        f"{e.source_id}: {e.shown}: no complete answer within the deadline "
+                        f"(timeout_s; attempt {attempt}; {where})"
+                    )
                 ) from None
             except TooLargeError as exc:
                 raise self._fail(
