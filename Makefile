@@ -30,18 +30,26 @@ demo: $(STAMP)
 	@echo "nautilus-ranking is installed in $(VENV), which is not on your PATH: run $(BIN)/nautilus-ranking ..."
 	@echo "or put it there for this shell first: . $(BIN)/activate"
 
-lint: $(STAMP)
-	$(BIN)/ruff check nautilus_ranking tests benchmarks tools
-	$(BIN)/ruff format --check nautilus_ranking tests benchmarks tools
-	$(BIN)/mypy nautilus_ranking
+CODE := nautilus_ranking tests benchmarks tools
+LINT := $(BIN)/ruff check $(CODE) && $(BIN)/ruff format --check $(CODE) && $(BIN)/mypy nautilus_ranking
 
-test: lint
-	$(BIN)/pytest
+lint: $(STAMP)
+	$(LINT)
+
+# The suite runs on every core (pytest-xdist; WORKERS=0: in this process), a test file to a
+# worker (--dist loadfile: a module's server or eval run is made once); `make test` runs
+# the lint beside it and fails if either does.
+WORKERS ?= auto
+PYTEST  := $(BIN)/pytest -n $(WORKERS) --dist loadfile
+
+test: $(STAMP)
+	$(PYTEST) & tests=$$!; $(LINT); lint=$$?; wait $$tests; tests=$$?; \
+	  test $$lint -eq 0 && test $$tests -eq 0
 
 # While working: every module exercised, without the real servers, PostgreSQL and the
 # docs' examples (tests/conftest.py, SLOW_PATHS); `make test` and CI run everything.
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow"
+	$(PYTEST) -q -m "not slow"
 
 $(ESTAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet $(TYPESENSE)

@@ -1,19 +1,18 @@
 """``eval`` names every ranking knob in force, with its value and where it came from;
 its passthrough row unsets every ranking knob (``knobs.RANKING_KNOBS``), and whenever
 ranking is on, whatever turned it on, the sweep prints both the passthrough row and the
-reference (ranking on, every knob at its default). Real seeds, real subprocesses."""
+reference (ranking on, every knob at its default). Real seeds, the command run in-process."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes import write_jsonl
+from inprocess import run_cli
 
 from nautilus_ranking.broker import applied_settings
 from nautilus_ranking.embedders import HashingEmbedder
@@ -21,7 +20,6 @@ from nautilus_ranking.evaluation.alternatives import alternatives
 from nautilus_ranking.settings.knobs import KNOBS, RANKING_KNOBS, knob_is_set
 from nautilus_ranking.settings.model import NautilusSettings
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 WORDS = (
     "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
     "november oscar papa quebec romeo sierra tango"
@@ -29,12 +27,9 @@ WORDS = (
 
 
 def cli(folder: Path, *args: str, **variables: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    env["NAUTILUS_DATA_DIR"] = str(folder / "data")
-    env.update(variables)
-    return subprocess.run(
-        [NAUTILUS, *args], capture_output=True, text=True, timeout=300, env=env, cwd=folder
-    )
+    """The command in ``folder`` with only ``variables`` set (in-process: what is tested
+    is what it prints, and a process a run would cost its imports and model load)."""
+    return run_cli(args, folder, {"NAUTILUS_DATA_DIR": str(folder / "data"), **variables})
 
 
 def notes(folder: Path) -> list[str]:
@@ -82,6 +77,13 @@ def test_the_header_names_every_knob_set_with_its_origin(tmp_path: Path) -> None
     assert "NAUTILUS_EMBEDDER=hashing (default)" in header, header
 
 
+@pytest.fixture(scope="module")
+def passthrough(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The sweep's current row with no knob set: one run, shared by the cases below."""
+    row: dict[str, Any] = sweep_json(tmp_path_factory.mktemp("passthrough"))["results"][0]
+    return row
+
+
 @pytest.mark.parametrize(
     "variables",
     [
@@ -93,9 +95,8 @@ def test_the_header_names_every_knob_set_with_its_origin(tmp_path: Path) -> None
     ids=["near-duplicates", "diversity", "cap", "near-duplicates+top-k"],
 )
 def test_passthrough_and_the_reference_print_whatever_turned_ranking_on(
-    tmp_path: Path, variables: dict[str, str]
+    tmp_path: Path, variables: dict[str, str], passthrough: dict[str, Any]
 ) -> None:
-    passthrough = sweep_json(tmp_path)["results"][0]
     assert passthrough["kind"] == "current" and passthrough["name"] == "current (passthrough)"
     report = sweep_json(tmp_path, **variables)
     assert report["ranking_enabled"] is True

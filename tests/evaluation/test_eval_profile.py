@@ -1,7 +1,7 @@
 """``eval --profile NAME`` measures a ranking profile: the global knobs resolved with the
 profile as the servers resolve them, each knob's origin named (a profile variable, the
 profiles file, global), and ``--recommend`` writing its lines as that profile's
-variables. Real subprocesses on the two-table notes of ``test_eval_knobs_in_force``."""
+variables. The command run in-process on the two-table notes of ``test_eval_knobs_in_force``."""
 
 from __future__ import annotations
 

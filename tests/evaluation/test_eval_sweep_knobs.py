@@ -2,7 +2,7 @@
 diversity and the per-source cap at their documented settings, the other lexical scorer
 and, with the ``embed`` extra, the other embedder (rows re-embedded, the cost printed, and
 a word on sources whose own retrieval depends on the embedder). A progress line names
-what is being tried. Real seeds, real subprocesses."""
+what is being tried. Real seeds, the command run in-process."""
 
 from __future__ import annotations
 

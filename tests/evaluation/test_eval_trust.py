@@ -2,21 +2,19 @@
 stderr under ``--recommend``, judgments that mostly name ids no source returned get no
 recommendation, a knob is not credited with the gain of turning ranking on, and the
 README's eval line (run from examples/) evaluates the shop it describes. Real seeds,
-real subprocesses."""
+the command run in-process (what is tested is what it prints)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from fakes import write_jsonl
+from inprocess import run_cli
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = (
     "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
@@ -25,11 +23,7 @@ WORDS = (
 
 
 def cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    env["NAUTILUS_DATA_DIR"] = str(folder / "data")
-    return subprocess.run(
-        [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env=env, cwd=folder
-    )
+    return run_cli(args, folder, {"NAUTILUS_DATA_DIR": str(folder / "data")})
 
 
 def notes(folder: Path, ghosts: int = 0) -> list[str]:

@@ -1,24 +1,22 @@
 """Where a row's id comes from: every source type takes ``id_field`` and answers that
 field's value as the row's ``id``; ``nautilus-ranking config --strict`` says when a seed's rows
 have none; the retrievers name a row without one by its content, never by its rank.
-Real seeds, real built SQLite files, real CLI subprocesses."""
+Real seeds, real built SQLite files, the CLI run in-process (what it prints is tested)."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from fakes import write_jsonl
+from inprocess import run_cli
 
 from nautilus_ranking import Broker
 from nautilus_ranking.retrievers.source import HitSource, row_key
 from nautilus_ranking.sources.factory import build_sources
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 INCIDENTS = [
     {"key": "INC-7", "title": "disk full on the orders database", "team": "db"},
     {"key": "INC-9", "title": "orders replica lag after the disk alarm", "team": "db"},
@@ -31,11 +29,7 @@ TYPES = {
 
 
 def cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
-    env["NAUTILUS_DATA_DIR"] = str(folder / "data")
-    return subprocess.run(
-        [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env=env, cwd=folder
-    )
+    return run_cli(args, folder, {"NAUTILUS_DATA_DIR": str(folder / "data")})
 
 
 def sources(folder: Path, kind: str, id_field: str | None) -> Path:
