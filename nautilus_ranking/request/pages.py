@@ -63,6 +63,9 @@ from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 _VERSION = 2
 #: The characters a cursor is made of (URL-safe base64, unpadded).
 _CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]+")
+#: A signed cursor's first character: its tag comes first and base64 of a tag may start
+#: with '-', which a command line would read as a flag (``--cursor -x…``).
+CURSOR_PREFIX = "n"
 #: The longest cursor read (a cursor nautilus makes is under 200 characters).
 MAX_CURSOR_CHARS = 512
 #: The deepest page a request may ask for: page n ranks n·K + 1 rows.
@@ -202,7 +205,7 @@ class Paging:
             body["b"] = self.delivered
         raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
         signed = self.keys.sign(raw) + raw
-        return base64.urlsafe_b64encode(signed).decode().rstrip("=")
+        return CURSOR_PREFIX + base64.urlsafe_b64encode(signed).decode().rstrip("=")
 
 
 def ranking_key(
@@ -368,11 +371,13 @@ def _decode(cursor: object, keys: CursorKeys) -> tuple[int, str, str, int, str |
         or not _CURSOR_TEXT.fullmatch(cursor)
     ):  # base64 would skip other characters
         raise bad
+    signed_form = cursor.startswith(CURSOR_PREFIX)  # version 1 was base64 of its JSON alone
+    text = cursor.removeprefix(CURSOR_PREFIX)
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
     except (binascii.Error, ValueError):
         raise bad from None
-    if _unsigned(raw):
+    if not signed_form and _unsigned(raw):
         raise PageError(
             "cursor",
             cut(cursor),
@@ -380,7 +385,7 @@ def _decode(cursor: object, keys: CursorKeys) -> tuple[int, str, str, int, str |
             "no cursor: ask for the first page again",
         )
     tag, signed = raw[:TAG_BYTES], raw[TAG_BYTES:]
-    if len(tag) < TAG_BYTES or not keys.verify(tag, signed):
+    if not signed_form or len(tag) < TAG_BYTES or not keys.verify(tag, signed):
         raise bad
     try:
         body = json.loads(signed)

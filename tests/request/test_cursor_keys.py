@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import stat
@@ -36,7 +37,7 @@ from nautilus_ranking.request.cursor_keys import (
     cursor_keys,
     read_or_create_key_file,
 )
-from nautilus_ranking.request.pages import PageError, Paging, paging
+from nautilus_ranking.request.pages import CURSOR_PREFIX, PageError, Paging, paging
 from nautilus_ranking.settings.model import NautilusSettings
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
@@ -51,12 +52,14 @@ def signed_cursor(settings: NautilusSettings, size: int = 3) -> str:
 
 
 def body_of(cursor: str) -> tuple[bytes, dict[str, Any]]:
+    assert cursor.startswith(CURSOR_PREFIX)
+    cursor = cursor.removeprefix(CURSOR_PREFIX)
     raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
     return raw[:TAG_BYTES], json.loads(raw[TAG_BYTES:])
 
 
-def encode(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+def encode(raw: bytes, prefix: str = CURSOR_PREFIX) -> str:
+    return prefix + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def test_the_key_file_is_made_once_owner_only_and_read_back(tmp_path: Path) -> None:
@@ -104,7 +107,8 @@ def test_an_altered_or_forged_cursor_is_refused(tmp_path: Path) -> None:
 def test_a_cursor_made_before_cursors_were_signed_is_refused_as_such(tmp_path: Path) -> None:
     settings = NautilusSettings(ranking_top_k=3, data_dir=tmp_path / "data")
     _, body = body_of(signed_cursor(settings))
-    unsigned = encode(json.dumps({**body, "v": 1}, separators=(",", ":")).encode())
+    # version 1 was the JSON alone, base64 with no prefix and no tag
+    unsigned = encode(json.dumps({**body, "v": 1}, separators=(",", ":")).encode(), prefix="")
     with pytest.raises(PageError, match="earlier version of nautilus-ranking") as refused:
         paging(QUERY, settings, IDS, cursor=unsigned)
     assert refused.value.valid == "no cursor: ask for the first page again"
@@ -119,9 +123,9 @@ def test_replicas_share_the_key_setting_and_a_rotation_keeps_old_cursors(
     assert paging(QUERY, elsewhere, IDS, cursor=made) is not None
     rotated = NautilusSettings(ranking_top_k=3, cursor_key=new, cursor_previous_keys=old)
     assert paging(QUERY, rotated, IDS, cursor=made) is not None
-    assert body_of(signed_cursor(rotated))[0] == CursorKeys(new.encode()).sign(
-        base64.urlsafe_b64decode(signed_cursor(rotated) + "==")[TAG_BYTES:]
-    )
+    tag, body = body_of(signed_cursor(rotated))
+    raw = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+    assert tag == CursorKeys(new.encode()).sign(raw)
     with pytest.raises(PageError, match="not a cursor nautilus made"):
         paging(QUERY, NautilusSettings(ranking_top_k=3, cursor_key=new), IDS, cursor=made)
     assert not (tmp_path / "other").exists()  # a key set: no key file made
@@ -218,7 +222,7 @@ def test_a_forged_page_size_is_refused_under_a_profile_fixed_at_top_k_3(
     key = (Path(env["NAUTILUS_DATA_DIR"]) / KEY_FILE).read_bytes().strip()
     for forged, reason in (
         (encode(tag + bigger), "not a cursor nautilus made"),  # the attack: s edited
-        (encode(json.dumps({**body, "v": 1, "s": 10}).encode()), "earlier version"),
+        (encode(json.dumps({**body, "v": 1, "s": 10}).encode(), prefix=""), "earlier version"),
         # signed with the server's own key, its ranking key left as made for 3 rows
         (encode(CursorKeys(key).sign(bigger) + bigger), "another query or other settings"),
     ):
@@ -272,3 +276,12 @@ def test_mcp_honours_a_cursor_serve_made_through_the_key_file(
 
     page = asyncio.run(follow())["page"]
     assert (page["number"], page["first_rank"]) == (2, 4)
+
+
+def test_a_cursor_never_reads_as_a_command_line_flag_whatever_its_key(tmp_path: Path) -> None:
+    # a cursor is pasted after --cursor: one starting with '-' would be read as a flag
+    first = paging(QUERY, NautilusSettings(ranking_top_k=3, data_dir=tmp_path), IDS, page=1)
+    assert first is not None
+    keys = [CursorKeys(hashlib.sha256(str(i).encode()).digest()) for i in range(300)]
+    cursors = [Paging(2, 3, first.key, "data", keys=k).cursor() for k in keys]
+    assert [c for c in cursors if c.startswith("-")] == []
