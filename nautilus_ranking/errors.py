@@ -50,6 +50,7 @@ _RAISED_BY = {
     "IncompatibleBrokerError": "nautilus_ranking.upstream.attach",
     "NoRequestScopeError": "nautilus_ranking.upstream.synthesizer",
     "HttpSourceError": "nautilus_ranking.sources.http.client",
+    "HttpTimeoutError": "nautilus_ranking.sources.http.client",
     "HttpUnavailableError": "nautilus_ranking.sources.http.client",
     "BodyError": "nautilus_ranking.sources.http.bounded",
     "TooLargeError": "nautilus_ranking.sources.http.bounded",
