@@ -202,7 +202,7 @@ def http_app(engine: Tools, host: str) -> Any:
                 yield
         finally:
             if provider is not None:
-                stop_sdk(provider)  # within FLUSH_S
+                stop_sdk(provider, logger.warning)  # within FLUSH_S
 
     app = Starlette(
         routes=[Route("/healthz", healthz), Route("/metrics", prometheus), Mount("/", app=inner)],

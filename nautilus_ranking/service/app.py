@@ -75,7 +75,7 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
                 yield
         finally:
             if provider is not None:  # the last spans exported before the worker exits
-                stop_sdk(provider)  # within FLUSH_S
+                stop_sdk(provider, logger.warning)  # within FLUSH_S
 
     # No /docs or /redoc: FastAPI's pages load their scripts from a CDN, so offline (or
     # behind a strict egress policy) they are blank; any OpenAPI viewer reads the schema.

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 #: Any of these set turns tracing on in a server nautilus owns.
@@ -79,17 +79,16 @@ def start_sdk(environ: Mapping[str, str] | None = None) -> Any | None:
     return provider
 
 
-def stop_sdk(provider: Any, within_s: float = FLUSH_S) -> None:
+def stop_sdk(provider: Any, warn: Callable[..., Any], within_s: float = FLUSH_S) -> None:
     """Export the last spans and shut :func:`start_sdk`'s provider down, waiting at most
     ``within_s``: spans a collector has not taken by then are dropped (one
-    ``trace_flush_abandoned`` warning), and the worker stops on time."""
+    ``trace_flush_abandoned`` warning through ``warn``, the server's logger), and the
+    worker stops on time."""
     flush = threading.Thread(target=provider.shutdown, name="nautilus-trace-flush", daemon=True)
     flush.start()
     flush.join(within_s)
     if flush.is_alive():
-        from nautilus_ranking.log import get_logger
-
-        get_logger("nautilus_ranking.tracing").warning(
+        warn(
             "trace_flush_abandoned",
             waited_s=within_s,
             reason="the trace exporter did not finish: the spans not yet exported are dropped",
