@@ -68,7 +68,11 @@ class Engine:
         demo's) under ``settings``; :class:`ConfigError` when the file lists no source,
         or in strict mode for a boost that names none."""
         settings = settings if settings is not None else NautilusSettings()
-        configure_tracing(query_text=settings.trace_query_text, propagate=settings.trace_propagate)
+        configure_tracing(
+            query_text=settings.trace_query_text,
+            propagate=settings.trace_propagate,
+            baggage=settings.trace_baggage,
+        )
         path = config_path(settings, config)
         broker = Broker.from_config(path, settings)
         if not broker.sources:

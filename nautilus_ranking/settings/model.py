@@ -140,6 +140,7 @@ class NautilusSettings(LogSettings):
     # Traces (nautilus_ranking/tracing/): on only when an OpenTelemetry SDK is set up.
     trace_query_text: bool = False
     trace_propagate: bool = True
+    trace_baggage: bool = False
     _problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @classmethod
@@ -290,7 +291,7 @@ class NautilusSettings(LogSettings):
             ),
         )
         _take_serve_settings(data, take, default)
-        for field in ("trace_query_text", "trace_propagate"):
+        for field in ("trace_query_text", "trace_propagate", "trace_baggage"):
             take(field, parse_bool(var(field), data.get(field), default(field)))
         raw_boosts = data.get("source_boosts")
         if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):
