@@ -81,7 +81,7 @@ def log_problem(problem: Problem) -> None:
     logger.warning(
         event,
         variable=problem.variable,
-        value=problem.value,
+        value=problem.shown_value,
         reason=problem.reason,
         valid=problem.valid,
     )
