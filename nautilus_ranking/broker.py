@@ -92,8 +92,8 @@ class Broker:
         """Sources from ``path``, else ``NAUTILUS_CONFIG``, else the bundled demo config.
 
         Ranking comes from the settings: every ranking knob unset gives
-        ``BasicSynthesizer`` (an exact passthrough). A boost naming no source is
-        warned about and dropped (a :class:`ConfigError` in strict mode).
+        ``BasicSynthesizer`` (an exact passthrough). A boost or a canonical source
+        naming no source is warned about (a :class:`ConfigError` in strict mode).
         """
         settings = settings if settings is not None else NautilusSettings()
         sources, limit = build_sources(
@@ -103,7 +103,7 @@ class Broker:
             settings.embedder_cache_size,
         )
         ids = [s.id for s in sources]
-        problems = boost_problems(settings, ids)
+        problems = boost_problems(settings, ids) + canonical_problems(settings, ids)
         if problems:
             if settings.config_strict:  # the error lists them: no warning each as well
                 raise ConfigError(problems)
@@ -413,6 +413,24 @@ def boost_problems(settings: NautilusSettings, source_ids: Sequence[str]) -> tup
         Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}", ", ".join(source_ids))
         for sid in settings.source_boosts
         if sid not in known
+    )
+
+
+def canonical_problems(
+    settings: NautilusSettings, source_ids: Sequence[str]
+) -> tuple[Problem, ...]:
+    """One problem for each ``NAUTILUS_RANKING_CANONICAL_SOURCES`` id that no source has:
+    a misspelt id silently keeps no copy where the operator meant one kept."""
+    known = {sid.lower() for sid in source_ids}
+    return tuple(
+        Problem(
+            "NAUTILUS_RANKING_CANONICAL_SOURCES",
+            sid,
+            f"no source has id {sid!r}",
+            ", ".join(source_ids),
+        )
+        for sid in settings.ranking_canonical_sources
+        if sid.lower() not in known
     )
 
 

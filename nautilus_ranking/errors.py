@@ -15,7 +15,8 @@ in a problem+json body; the command line prints it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 from nautilus_ranking.lazy import lazy_getattr
 
@@ -71,14 +72,22 @@ class NautilusError(Exception):
     """The base of nautilus' own exceptions; the message names what to fix."""
 
 
+#: A :attr:`Problem.profile` for a problem of the profiles not tied to one (a profile
+#: variable misnamed, a name that is not a profile's): shown to no caller with a key.
+ANY_PROFILE = "*"
+
+
 @dataclass(frozen=True)
 class Problem:
-    """One refused value: ``name`` is the variable, flag or request field it was given in."""
+    """One refused value: ``name`` is the variable, flag or request field it was given in;
+    ``profile``: the ranking profile it belongs to (:data:`ANY_PROFILE`: to the profiles
+    but to no one of them), so a server shows it only to a caller whose key may name it."""
 
     name: str
     value: str
     reason: str
     valid: str
+    profile: str | None = field(default=None, compare=False)
 
     @property
     def variable(self) -> str:
@@ -86,8 +95,13 @@ class Problem:
         return self.name
 
     @property
+    def shown_value(self) -> str:
+        """The value as a log line, a message or an answer may show it (:func:`masked`)."""
+        return str(masked(self.name, self.value))
+
+    @property
     def message(self) -> str:
-        return f"{self.name}: {self.value!r}: {self.reason} (valid: {self.valid})"
+        return f"{self.name}: {self.shown_value!r}: {self.reason} (valid: {self.valid})"
 
 
 def cut(value: object) -> str:
@@ -99,3 +113,25 @@ def cut(value: object) -> str:
 def shown(value: object) -> str:
     """A value quoted for a reason string."""
     return repr(cut(value))
+
+
+#: A variable whose whole value is a secret: a word of its name says so (``…_API_KEY``;
+#: not ``…_MAX_TOKENS`` or ``…_KEYWORDS``; a ``…_FILE`` names a path).
+_SECRET_WORDS = frozenset({"KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "DSN"})
+_VARIABLE = re.compile(r"[A-Za-z0-9_]+")
+#: A URL's ``user:password@`` — or its start, when the value was cut before the ``@``.
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+(@|…$)")
+
+
+def masked(name: str, value: object) -> object:
+    """``value`` with no secret in it, wherever it is shown (a log line, ``config``,
+    ``/v1/config``): a secret-named variable's value hidden, a URL's credentials cut."""
+    if value is None:
+        return None
+    variable = name.split(" (", 1)[0].upper()  # "NAUTILUS_…_FILE (path:3)": a file's line
+    secret = _VARIABLE.fullmatch(variable) and _SECRET_WORDS & set(variable.split("_"))
+    if secret and not variable.endswith("_FILE"):
+        return "***"
+    if isinstance(value, str):
+        return _URL_CREDENTIALS.sub(r"***\1", value)
+    return value

@@ -220,7 +220,7 @@ def test_a_keys_file_line_grants_a_default_and_allowed_profiles(
     assert "given twice" in problems[0].reason
 
 
-def test_choosing_a_profile_unknown_422_disallowed_403_neither_lists_the_others(
+def test_choosing_a_profile_unknown_or_disallowed_is_one_403_to_a_key_listing_no_other(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for name in ("support", "audit", "secret_team"):
@@ -231,14 +231,19 @@ def test_choosing_a_profile_unknown_422_disallowed_403_neither_lists_the_others(
     assert choose(profiles, "audit", grant) is profiles.by_name["audit"]
     assert choose(profiles, None, Grant()) is None  # a plain key: the global knobs
     assert choose(profiles, "secret_team", None) is profiles.by_name["secret_team"]  # no keys
-    for asked, status in (("nope", 422), ("secret_team", 403)):
+    answers = []
+    for asked in ("nope", "secret_team"):  # unknown, forbidden: a key cannot tell which
         with pytest.raises(ProblemError) as refused:
             choose(profiles, asked, grant)
         error = refused.value
-        assert error.status == status
         shown = f"{error.detail} {error.extra}"
         others = {"support", "audit", "secret_team"} - {asked}
         assert not any(name in shown for name in others), shown
+        answers.append((error.status, error.slug, shown.replace(asked, "X")))
+    assert answers[0] == answers[1] and answers[0][:2] == (403, "profile-forbidden")
+    with pytest.raises(ProblemError) as unknown:  # without keys: nothing to hide
+        choose(profiles, "nope", None)
+    assert unknown.value.status == 422
     assert allowed(profiles, grant) == {"default": "support", "allowed": ["audit", "support"]}
     assert allowed(profiles, Grant()) == {"default": None, "allowed": []}
 

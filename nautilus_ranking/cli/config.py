@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_config(args: argparse.Namespace) -> int:
     """``nautilus-ranking config``: print the effective settings and sources, or gate them."""
-    from nautilus_ranking.broker import boost_problems, config_path
+    from nautilus_ranking.broker import boost_problems, canonical_problems, config_path
     from nautilus_ranking.request.engine import NO_SOURCES
     from nautilus_ranking.settings.model import NautilusSettings
     from nautilus_ranking.sources.factory import sources_json_schema
@@ -101,6 +101,7 @@ def run_config(args: argparse.Namespace) -> int:
     problems = (
         list(settings.problems)
         + list(boost_problems(settings, source_ids) if source_ids is not None else ())
+        + list(canonical_problems(settings, source_ids) if source_ids is not None else ())
         + profile_problems
         + keys_problems(settings, profiles)
     )
@@ -116,7 +117,7 @@ def run_config(args: argparse.Namespace) -> int:
                     "skipped": [
                         {
                             "variable": p.variable,
-                            "value": p.value,
+                            "value": p.shown_value,
                             "reason": p.reason,
                             "valid": p.valid,
                             "message": p.message,
@@ -212,8 +213,8 @@ def check_sources(
 
 def keys_problems(settings: NautilusSettings, profiles: Profiles) -> list[Problem]:
     """The API keys file as ``serve`` and ``mcp`` read it at start-up (missing, not a
-    regular file, empty; a profile grant naming no profile): a gate must fail on what
-    would stop the service."""
+    regular file, empty, a key listed twice; a grant that cannot be honoured): a gate
+    must fail on what would stop the service."""
     from nautilus_ranking.settings.model import ConfigError
 
     try:
@@ -224,13 +225,13 @@ def keys_problems(settings: NautilusSettings, profiles: Profiles) -> list[Proble
         load_api_keys(settings.serve_api_keys_file)
     except ConfigError as exc:
         return list(exc.problems)
-    if settings.serve_api_keys_file is None or not profiles:
+    if settings.serve_api_keys_file is None:
         return []
-    from nautilus_ranking.service.key_grants import key_grants
+    from nautilus_ranking.service.key_grants import refusals
     from nautilus_ranking.service.limits import read_key_lines
 
     path = settings.serve_api_keys_file
-    return key_grants(read_key_lines(path), profiles, path)[1]
+    return refusals(read_key_lines(path), profiles, path)
 
 
 def _log_levels() -> dict[str, str] | None:

@@ -109,9 +109,11 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 _EXTRA = "pip install 'nautilus-ranking[mcp]'"
 
 
-def _prepare() -> tuple[NautilusSettings, Tools]:
+def _prepare(keys: bool = True) -> tuple[NautilusSettings, Tools]:
     """The settings and the tools over a server's state; a bad sources file, a strict-mode
-    problem or no sources at all raise here, before anything is served."""
+    problem or no sources at all raise here, before anything is served. ``keys=False``
+    (stdio: the client started this process, no key travels) leaves the API keys file
+    unread, so any profile may be named as the docs say."""
     try:
         import anyio  # noqa: F401
         import mcp.server  # noqa: F401  (the SDK itself, before the broker is built)
@@ -123,6 +125,8 @@ def _prepare() -> tuple[NautilusSettings, Tools]:
     except ImportError as exc:
         raise ImportError(f"nautilus-ranking mcp needs the 'mcp' extra: {_EXTRA} ({exc})") from exc
     settings = NautilusSettings()  # strict mode raises ConfigError here
+    if not keys:
+        settings = settings.model_copy(update={"serve_api_keys_file": None})
     return settings, Tools(
         ServerState.build(settings)
     )  # as nautilus-ranking serve checks everything
@@ -131,7 +135,7 @@ def _prepare() -> tuple[NautilusSettings, Tools]:
 def _stdio_server() -> Callable[[Any, Any], Awaitable[None]]:
     """Built in :func:`nautilus_ranking.mcp.stdio.serve_stdio`'s loading thread: the SDK's stdio
     server over the two streams it is given."""
-    _, engine = _prepare()
+    _, engine = _prepare(keys=False)
     return functools.partial(_serve_stdio, engine)
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nautilus_ranking.errors import Problem, cut
+from nautilus_ranking.errors import ANY_PROFILE, Problem, cut
 from nautilus_ranking.profiles.read import Entry, gather
 from nautilus_ranking.request.plan import OVERRIDES
 from nautilus_ranking.settings.knobs import BY_FIELD, PER_PROFILE
@@ -91,8 +91,8 @@ def configured(settings: NautilusSettings) -> bool:
 
 
 def build_profiles(entries: list[Entry], problems: list[Problem] | None = None) -> Profiles:
-    """Entries into profiles, each bad one a problem."""
-    found = list(problems or ())
+    """Entries into profiles, each bad one a problem (tagged with its profile's name)."""
+    found = [replace(p, profile=ANY_PROFILE) for p in problems or ()]
     grouped: dict[str, list[Entry]] = {}
     for entry in entries:
         grouped.setdefault(entry.profile, []).append(entry)
@@ -106,9 +106,11 @@ def build_profiles(entries: list[Entry], problems: list[Problem] | None = None) 
                     cut(name),
                     "not a profile name; the profile is skipped",
                     "lower-case letters, digits and _ (up to 64); agent ids go in agents",
+                    profile=ANY_PROFILE,
                 )
             )
             continue
+        before = len(found)
         profile = _profile(name, grouped[name], found)
         for agent in profile.agents:
             if agent in by_agent:
@@ -124,6 +126,7 @@ def build_profiles(entries: list[Entry], problems: list[Problem] | None = None) 
                 continue
             by_agent[agent] = name
         by_name[name] = profile
+        found[before:] = [replace(p, profile=name) for p in found[before:]]
     return Profiles(by_name, by_agent, tuple(found))
 
 

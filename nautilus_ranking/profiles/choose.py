@@ -1,9 +1,11 @@
 """Which profile ranks a request, and what its caller may still override.
 
 A caller's key (``NAUTILUS_SERVE_API_KEYS_FILE``) grants a default profile and a set it
-may name; a request may name one of those. An unknown name is a 422 and a name the key
-does not allow a 403; neither answer lists the other profiles, so a caller learns only
-what its own key allows (:func:`allowed`). Without a keys file any profile may be named.
+may name; a request may name one of those. To a caller with a key, a name its key does
+not allow is a 403 whether or not such a profile exists (two answers would let a caller
+enumerate the names by trying them), and no answer lists the other profiles: a caller
+learns only what its own key allows (:func:`allowed`). Without a keys file any profile
+may be named, and an unknown name is a 422.
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ def choose(profiles: Profiles, asked: str | None, grant: Grant | None) -> Profil
     if asked is None:
         default = grant.default if grant is not None else None
         return profiles.by_name.get(default) if default is not None else None
+    if grant is not None and not (isinstance(asked, str) and grant.allows(asked)):
+        raise ProblemError(
+            403,
+            "profile-forbidden",
+            "Profile not allowed",
+            f"this key may not use profile {cut(asked)!r}",
+            extra={"field": "profile", "value": cut(asked), "valid": _valid(grant)},
+        )
     if not isinstance(asked, str) or asked not in profiles.by_name:
         raise ProblemError(
             422,
@@ -45,14 +55,6 @@ def choose(profiles: Profiles, asked: str | None, grant: Grant | None) -> Profil
             "Unknown profile",
             f"no profile named {cut(asked)!r} is configured",
             extra={"field": "profile", "value": cut(asked), "valid": _valid(grant)},
-        )
-    if grant is not None and not grant.allows(asked):
-        raise ProblemError(
-            403,
-            "profile-forbidden",
-            "Profile not allowed",
-            f"this key may not use profile {asked!r}",
-            extra={"field": "profile", "value": asked, "valid": _valid(grant)},
         )
     return profiles.by_name[asked]
 

@@ -17,6 +17,7 @@ from nautilus_ranking.broker import (
     Broker,
     applied_settings,
     boost_problems,
+    canonical_problems,
     config_path,
     synthesizer_for,
 )
@@ -68,7 +69,11 @@ class Engine:
         demo's) under ``settings``; :class:`ConfigError` when the file lists no source,
         or in strict mode for a boost that names none."""
         settings = settings if settings is not None else NautilusSettings()
-        configure_tracing(query_text=settings.trace_query_text, propagate=settings.trace_propagate)
+        configure_tracing(
+            query_text=settings.trace_query_text,
+            propagate=settings.trace_propagate,
+            baggage=settings.trace_baggage,
+        )
         path = config_path(settings, config)
         broker = Broker.from_config(path, settings)
         if not broker.sources:
@@ -93,7 +98,10 @@ class Engine:
             applied_settings(settings, ids),
             broker,
             _embedder_of(broker, settings),
-            settings.problems + boost_problems(settings, ids) + profiles.problems,
+            settings.problems
+            + boost_problems(settings, ids)
+            + canonical_problems(settings, ids)
+            + profiles.problems,
             profiles,
         )
         try:
@@ -115,7 +123,7 @@ class Engine:
             own = profile.settings(self.settings)
             where = profile.origins.get("source_boosts", "")
             found.extend(
-                Problem(where, p.value, p.reason, p.valid)
+                Problem(where, p.value, p.reason, p.valid, profile=name)
                 for p in boost_problems(own, ids)
                 if "source_boosts" in profile.values
             )

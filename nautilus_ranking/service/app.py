@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -27,7 +26,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nautilus_ranking import __version__
-from nautilus_ranking.errors import Problem, cut
+from nautilus_ranking.errors import Problem, cut, masked
 from nautilus_ranking.fanout.contain import raised_in
 from nautilus_ranking.log import configure_logging, get_logger
 from nautilus_ranking.profiles.build import configured
@@ -54,8 +53,6 @@ logger = get_logger("nautilus_ranking.service")
 _ROUTES = frozenset(
     {"/v1/query", "/v1/config", "/v1/profiles", "/healthz", "/readyz", "/metrics", "/openapi.json"}
 )
-_SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|DSN", re.IGNORECASE)
-_URL_CREDENTIALS = re.compile(r"(?<=://)[^/@\s]+@")
 
 
 def create_app(settings: NautilusSettings | None = None) -> FastAPI:
@@ -188,19 +185,21 @@ def _add_routes(app: FastAPI, profiled: bool = False) -> None:
     async def config(request: Request) -> dict[str, Any]:
         state = _state(request)
         check_api_key(request, state.api_keys)
+        grant = state.grant(matched_key(request, state.api_keys))
         return {
-            "settings": {k: _mask(k, v) for k, v in state.settings.effective().items()},
+            "settings": {k: masked(k, v) for k, v in state.settings.effective().items()},
             "ranking_enabled": state.settings.ranking_enabled,
             "synthesizer": type(state.engine.broker.synthesizer).__name__,
             "sources": state.engine.source_ids,
             "skipped": [
                 {
                     "variable": p.variable,
-                    "value": _mask(p.variable, p.value),
+                    "value": p.shown_value,
                     "reason": p.reason,
                     "valid": p.valid,
                 }
                 for p in state.engine.problems
+                if p.profile is None or grant is None or grant.allows(p.profile)
             ],
         }
 
@@ -240,17 +239,6 @@ def _add_routes(app: FastAPI, profiled: bool = False) -> None:
     async def prometheus() -> Response:
         payload, content_type = metrics.render()
         return Response(payload, media_type=content_type)
-
-
-def _mask(name: str, value: Any) -> Any:
-    """Never a secret in a response: named secrets hidden, URL credentials cut."""
-    if value is None:
-        return None
-    if _SECRET_NAME.search(name) and not name.endswith("_FILE"):
-        return "***"
-    if isinstance(value, str):
-        return _URL_CREDENTIALS.sub("***@", value)
-    return value
 
 
 def _add_error_handlers(app: FastAPI) -> None:

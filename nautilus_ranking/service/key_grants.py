@@ -9,9 +9,13 @@ and ``allow=NAME,NAME`` (profiles its callers may name besides), separated by sp
 
 A plain line keeps working: the key gets the global knobs and may name no profile.
 A line whose words after the key are not all ``profile=``/``allow=`` is a plain key, as
-every line was before grants existed (a key with a space in it still works). A grant
-naming a profile that is not configured, or a default given twice, is warned about and
-skipped, or refused in strict mode.
+every line was before grants existed (a key with a space in it still works).
+
+A grant that cannot be honoured stops ``serve`` and ``mcp`` at start, strict mode or
+not, as an unreadable keys file does: a name that matches no configured profile (``Support``
+for ``support``), a default given twice, or any grant while ``NAUTILUS_PROFILES_FILE``
+cannot be read. Skipping it would hand that key the global knobs and every override — a
+broader grant than the one written (:func:`refusals`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import re
 from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.profiles.build import Profiles
 from nautilus_ranking.profiles.choose import PLAIN, Grant
+from nautilus_ranking.profiles.read import FILE_VAR
 
 VAR = "NAUTILUS_SERVE_API_KEYS_FILE"
 _ATTRIBUTE = re.compile(r"(profile|allow)=(\S*)")
@@ -54,7 +59,7 @@ def key_grants(
                     Problem(
                         where,
                         f"profile={cut(value)}",
-                        "a key's default profile given twice; skipped",
+                        "a key's default profile given twice; the server refuses to start",
                         VALID,
                     )
                 )
@@ -65,7 +70,7 @@ def key_grants(
                         Problem(
                             where,
                             f"{attribute}={cut(name)}",
-                            "no profile of that name is configured; skipped",
+                            "no profile of that name is configured; the server refuses to start",
                             VALID,
                         )
                     )
@@ -75,3 +80,21 @@ def key_grants(
                     allowed.add(name)
         grants[key.encode()] = Grant(default, frozenset(allowed)) if pairs else PLAIN
     return grants, problems
+
+
+def refusals(lines: list[str], profiles: Profiles, path: str) -> list[Problem]:
+    """Why the keys file's grants cannot all be honoured (empty: they can); any one stops
+    the server: a grant is never widened to the global knobs."""
+    unread = [p for p in profiles.problems if p.variable == FILE_VAR]
+    if unread and any(split_line(line)[1] for line in lines):  # the cause, not its echoes
+        return [
+            Problem(
+                VAR,
+                cut(path),
+                f"grants profiles, but {FILE_VAR} cannot be read ({p.reason}); "
+                "the server refuses to start",
+                "a readable profiles file, or no profile= / allow= in the keys file",
+            )
+            for p in unread
+        ]
+    return key_grants(lines, profiles, path)[1]

@@ -138,7 +138,8 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
     """Keys from the file, one a line (blank lines and ``#`` comments ignored).
 
     A set but unreadable or empty file is an error: an operator who asked for
-    authentication never gets an open service by mistake.
+    authentication never gets an open service by mistake; so is a key listed twice
+    (two lines, two grants: neither is surely the one meant).
     """
     if path is None:
         return ()
@@ -171,7 +172,24 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
     keys = tuple(split_line(line)[0].encode() for line in key_lines(text))
     if not keys:
         raise problem("holds no key")
+    twice = _listed_twice(text)
+    if twice:  # which line's grant would win is a guess: refuse rather than pick one
+        raise problem(f"a key is listed twice (lines {twice[0]} and {twice[1]})")
     return keys
+
+
+def _listed_twice(text: str) -> tuple[int, int] | None:
+    """The line numbers of the first key listed twice (the key itself is never shown)."""
+    from nautilus_ranking.service.key_grants import split_line
+
+    first: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip() and not line.strip().startswith("#"):
+            key = split_line(line.strip())[0]
+            if key in first:
+                return first[key], number
+            first[key] = number
+    return None
 
 
 def key_lines(text: str) -> list[str]:

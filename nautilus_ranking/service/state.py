@@ -26,11 +26,11 @@ from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest
 from nautilus_ranking.request.plan import cap_ranked_rows
 from nautilus_ranking.service import metrics
-from nautilus_ranking.service.key_grants import key_grants
+from nautilus_ranking.service.key_grants import key_grants, refusals
 from nautilus_ranking.service.limits import ConcurrencyLimit, load_api_keys, read_key_lines
 from nautilus_ranking.service.readiness import Readiness
 from nautilus_ranking.service.runner import BrokerLoop
-from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.sources.factory import load_sources
 
@@ -58,9 +58,9 @@ class ServerState:
 
     @classmethod
     def build(cls, settings: NautilusSettings) -> ServerState:
-        """Everything from the settings; a bad sources file, API keys file or a
-        strict-mode problem raises :class:`~nautilus.config.ConfigError` here, before
-        anything is served."""
+        """Everything from the settings; a bad sources file, API keys file (a grant that
+        cannot be honoured among them) or a strict-mode problem raises
+        :class:`~nautilus.config.ConfigError` here, before anything is served."""
         api_keys = load_api_keys(settings.serve_api_keys_file)
         engine = Engine.assemble(settings)
         # the shared rankings, too (the server's and each profile's), rank at most the
@@ -70,18 +70,14 @@ class ServerState:
         raw = list(engine.broker.sources)
         engine.use_sources([metrics.TimedSource(s) for s in raw])
         grants: dict[bytes, Grant] = {}
-        if settings.serve_api_keys_file is not None and engine.profiles:
-            grants, problems = key_grants(
-                read_key_lines(settings.serve_api_keys_file),
-                engine.profiles,
-                settings.serve_api_keys_file,
-            )
-            if problems and settings.config_strict:
+        if settings.serve_api_keys_file is not None:  # a grant never fails open
+            lines = read_key_lines(settings.serve_api_keys_file)
+            refused = refusals(lines, engine.profiles, settings.serve_api_keys_file)
+            if refused:
                 engine.broker.close()
-                raise ConfigError(tuple(problems))
-            for problem in problems:
-                log_problem(problem)
-            engine.problems += tuple(problems)
+                raise ConfigError(tuple(refused))
+            if engine.profiles:
+                grants = key_grants(lines, engine.profiles, settings.serve_api_keys_file)[0]
         return cls(
             engine,
             raw,

@@ -221,6 +221,7 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "serve_api_keys_file",
         "trace_query_text",
         "trace_propagate",
+        "trace_baggage",
         "serve_cors_origins",
         "profiles_file",
         "upstream_rankings_max_bytes",

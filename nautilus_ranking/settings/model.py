@@ -82,7 +82,7 @@ def log_problem(problem: Problem) -> None:
     logger.warning(
         event,
         variable=problem.variable,
-        value=problem.value,
+        value=problem.shown_value,
         reason=problem.reason,
         valid=problem.valid,
     )
@@ -147,6 +147,7 @@ class NautilusSettings(LogSettings):
     # Traces (nautilus_ranking/tracing/): on only when an OpenTelemetry SDK is set up.
     trace_query_text: bool = False
     trace_propagate: bool = True
+    trace_baggage: bool = False
     _problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @classmethod
@@ -313,7 +314,12 @@ class NautilusSettings(LogSettings):
             "cursor_previous_keys",
             parse_cursor_keys(var("cursor_previous_keys"), data.get("cursor_previous_keys")),
         )
-        for field in ("trace_query_text", "trace_propagate", "upstream_attestation_in_meta"):
+        for field in (
+            "trace_query_text",
+            "trace_propagate",
+            "upstream_attestation_in_meta",
+            "trace_baggage",
+        ):
             take(field, parse_bool(var(field), data.get(field), default(field)))
         raw_boosts = data.get("source_boosts")
         if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):

@@ -1,7 +1,8 @@
 """Reading a sources file: bounded YAML, then ``${VAR}`` expansion.
 
 The file is configuration, so it is read bounded (size, nesting, duplicate keys, and
-aliases that would expand past :data:`MAX_VALUES` values) and strict UTF-8; every
+aliases that would expand past :data:`MAX_VALUES` values or
+:data:`MAX_EXPANDED_CHARS` characters) and strict UTF-8; every
 message names the file and the line. :mod:`nautilus_ranking.sources.schema` validates
 what this returns.
 """
@@ -23,6 +24,13 @@ MAX_FILE_BYTES = 1 << 20  # a sources file is configuration, not data
 
 
 MAX_VALUES = 100_000  # values after expanding YAML aliases
+
+
+#: Characters of the strings after expanding aliases and ``${VAR:-default}``: an alias
+#: shares its string, but each expanded ``${…}`` is a fresh copy (nine aliases of a 1 MB
+#: default are 9 MB), so counting values alone let a 100 KB file grow to gigabytes.
+#: Eight times the largest file leaves room for variables' values.
+MAX_EXPANDED_CHARS = 8 * MAX_FILE_BYTES
 
 
 MAX_DEPTH = 64  # nesting of mappings and lists
@@ -128,9 +136,10 @@ def expand_variables(value: Any, where: str = "") -> Any:
     """``${VAR}`` / ``${VAR:-default}`` in every string of a parsed YAML document.
 
     The result is a fresh tree; a document whose YAML aliases would expand to
-    more than :data:`MAX_VALUES` values (a "billion laughs") is refused.
+    more than :data:`MAX_VALUES` values (a "billion laughs") or whose strings would
+    then hold more than :data:`MAX_EXPANDED_CHARS` characters is refused.
     """
-    budget = [MAX_VALUES]
+    budget = [MAX_VALUES, MAX_EXPANDED_CHARS]
     return _expand(value, where, budget, 0)
 
 
@@ -150,16 +159,25 @@ def _expand(value: Any, where: str, budget: list[int], depth: int) -> Any:
     if not isinstance(value, str):
         return value
 
-    def substitute(name: str, default: str | None) -> str:
-        if name in os.environ:
-            return os.environ[name]
-        if default is not None:
-            return default
-        raise SourceConfigError(
-            f"{where}: environment variable {name} is not set "
-            f"(use ${{{name}:-default}} for a fallback)"
-        )
+    def spend(chars: int) -> None:
+        budget[1] -= chars
+        if budget[1] < 0:
+            raise SourceConfigError(
+                f"{where}: more than {MAX_EXPANDED_CHARS} characters once YAML aliases and "
+                "${VAR:-default} are expanded; write the values out instead"
+            )
 
+    def substitute(name: str, default: str | None) -> str:
+        found = os.environ.get(name, default)
+        if found is None:
+            raise SourceConfigError(
+                f"{where}: environment variable {name} is not set "
+                f"(use ${{{name}:-default}} for a fallback)"
+            )
+        spend(len(found))  # before it is copied into the string
+        return found
+
+    spend(len(value))  # the text as written: every copy counts, an alias's too
     return _substitute(value, substitute)
 
 

@@ -10,6 +10,7 @@ other loop. Everything here is a function call that returns at once when tracing
 
 from __future__ import annotations
 
+import re
 from collections.abc import Coroutine, MutableMapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -53,16 +54,25 @@ def carry() -> Carried | None:
     return Carried(context.get_current(), current_request())
 
 
+#: What a propagator writes that carries the caller's baggage (W3C, Jaeger, OpenTracing):
+#: whatever a caller put there would reach every engine, so only on the operator's say.
+_BAGGAGE = re.compile(r"baggage|uberctx-.*|ot-baggage-.*", re.IGNORECASE)
+
+
 def outgoing_headers(headers: dict[str, str] | None) -> dict[str, str] | None:
     """``headers`` with the current span's ``traceparent`` (and ``tracestate``) added, as
     the operator's propagators write them; unchanged when tracing is off or
-    ``NAUTILUS_TRACE_PROPAGATE=false``."""
+    ``NAUTILUS_TRACE_PROPAGATE=false``. The caller's ``baggage`` goes onward only with
+    ``NAUTILUS_TRACE_BAGGAGE=true``."""
     if not OPTIONS.propagate or tracer() is None:
         return headers
     from opentelemetry.propagate import inject
 
-    out = dict(headers or {})
-    inject(out)
+    injected: dict[str, str] = {}
+    inject(injected)
+    if not OPTIONS.baggage:
+        injected = {k: v for k, v in injected.items() if not _BAGGAGE.fullmatch(k)}
+    out = {**(headers or {}), **injected}
     return out or headers
 
 

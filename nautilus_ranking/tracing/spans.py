@@ -52,16 +52,18 @@ class Options:
 
     query_text: bool = False
     propagate: bool = True
+    baggage: bool = False
 
 
 OPTIONS = Options()
 _tracer: tuple[object, Any] | None = None  # (the provider, its tracer for nautilus_ranking)
 
 
-def configure(*, query_text: bool = False, propagate: bool = True) -> None:
+def configure(*, query_text: bool = False, propagate: bool = True, baggage: bool = False) -> None:
     """The process's tracing options (read from the settings where a broker is assembled)."""
     OPTIONS.query_text = query_text
     OPTIONS.propagate = propagate
+    OPTIONS.baggage = baggage
 
 
 def tracer() -> Any | None:

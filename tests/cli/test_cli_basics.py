@@ -197,3 +197,31 @@ def test_make_demo_ends_with_commands_that_run_as_printed() -> None:
         timeout=60,
     )
     assert activated.stdout.startswith("nautilus-ranking "), activated.stderr
+
+
+def test_a_url_password_in_a_skipped_value_is_never_printed() -> None:
+    """``/v1/config`` masked it; the warning and ``config`` (text and JSON) printed it."""
+    secret = "pw-7d1e0c"
+    url = f"https://admin:{secret}@app.example.com/a/path"
+    env = {"NAUTILUS_SERVE_CORS_ORIGINS": url, "NAUTILUS_LOG_FORMAT": "json"}
+    text = run("config", env=env)
+    as_json = run("config", "--json", env=env)
+    warned = run("config", env={**env, "NAUTILUS_LOG_LEVEL": "warning"})
+    assert '"event": "config_value_skipped"' in warned.stderr, warned.stderr
+    for result in (text, as_json, warned):
+        output = result.stdout + result.stderr
+        assert "NAUTILUS_SERVE_CORS_ORIGINS" in output
+        assert secret not in output and "https://***@app.example.com" in output, output
+    skipped = json.loads(as_json.stdout)["skipped"]
+    assert [p["value"] for p in skipped] == ["https://***@app.example.com/a/path"]
+
+
+def test_a_canonical_source_no_source_has_fails_the_gate() -> None:
+    """A misspelt id kept no copy where one was meant kept, and passed ``--strict``."""
+    gate = run("config", "--strict", env={"NAUTILUS_RANKING_CANONICAL_SOURCES": "runbook"})
+    assert gate.returncode == 1, gate.stdout
+    assert "NAUTILUS_RANKING_CANONICAL_SOURCES: 'runbook': no source has id 'runbook'" in (
+        gate.stderr
+    )
+    good = run("config", "--strict", env={"NAUTILUS_RANKING_CANONICAL_SOURCES": "runbooks"})
+    assert good.returncode == 0, good.stderr

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -275,6 +277,52 @@ def test_a_billion_laughs_document_is_refused_quickly(tmp_path: Path) -> None:
     assert path.stat().st_size < 700
     with pytest.raises(SourceConfigError, match="more than 100000 values once YAML aliases"):
         Broker.from_config(path)
+
+
+def _variable_bomb(path: Path, default_chars: int = 12 * 1024, levels: int = 8) -> Path:
+    """3**levels aliased copies of one ``${VAR:-default}``: each expands to a fresh copy."""
+    lines = [f'a0: &a0 "${{NAUTILUS_TEST_UNSET:-{"x" * default_chars}}}"']
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}]" for i in range(1, levels + 1)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_aliased_variable_defaults_are_bounded_in_characters_not_only_values(
+    tmp_path: Path,
+) -> None:
+    """6,561 values (far under the values' bound) of 12 KB each: 80 MB once expanded
+    (a 100 KB file of these took 2.1 GB in ``config --strict``)."""
+    import tracemalloc
+
+    from nautilus_ranking.sources.yaml_file import expand_variables, read_yaml
+
+    path = _variable_bomb(tmp_path / "bomb.yaml")
+    assert path.stat().st_size < 16 * 1024
+    document = read_yaml(path)
+    tracemalloc.start()
+    try:
+        with pytest.raises(SourceConfigError, match="characters once YAML aliases and"):
+            expand_variables(document, str(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 24 * 2**20, peak  # the bound (8 Mi characters) plus one value, not 80 MB
+
+
+def test_config_strict_names_the_profiles_file_of_a_variable_bomb(tmp_path: Path) -> None:
+    path = _variable_bomb(tmp_path / "profiles.yaml")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    run = subprocess.run(
+        [str(Path(sys.executable).with_name("nautilus-ranking")), "config", "--strict"],
+        env={**base, "NAUTILUS_PROFILES_FILE": str(path), "NAUTILUS_DATA_DIR": str(tmp_path)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stderr
+    assert "NAUTILUS_PROFILES_FILE" in run.stderr and "characters once YAML" in run.stderr
+    assert "Traceback" not in run.stderr
 
 
 # --- the schema -------------------------------------------------------------------------

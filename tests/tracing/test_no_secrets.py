@@ -1,6 +1,7 @@
 """With the defaults, no exported span holds a DSN's password, a header's value, a URL
 with the query in it, or the query; an HTTP engine's request carries the source's span
-as its ``traceparent`` unless ``NAUTILUS_TRACE_PROPAGATE=false``."""
+as its ``traceparent`` unless ``NAUTILUS_TRACE_PROPAGATE=false``, and a caller's
+``baggage`` only with ``NAUTILUS_TRACE_BAGGAGE=true``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from opentelemetry import baggage as baggage_api
+from opentelemetry import context
 from tracing_support import P, by_name, exported_text, recorded
 
 from nautilus_ranking import NautilusSettings
@@ -56,8 +59,11 @@ def write_sources(folder: Path, url: str) -> Path:
     return path
 
 
-def traced_request(tmp_path: Path, **settings: Any) -> tuple[str, dict[str, object], str]:
-    """(every exported span as text, the kb span's ids, the engine's traceparent header)."""
+def traced_request(
+    tmp_path: Path, baggage: dict[str, str] | None = None, **settings: Any
+) -> tuple[str, dict[str, object], str]:
+    """(every exported span as text, the kb span's ids, the engine's traceparent header),
+    the request made inside a context holding the caller's ``baggage``."""
     with json_engine(DOCS) as engine:
         config = write_sources(tmp_path, engine.url)
         engine_ = Engine.assemble(
@@ -65,7 +71,11 @@ def traced_request(tmp_path: Path, **settings: Any) -> tuple[str, dict[str, obje
         )
         try:
             with recorded() as exporter:
-                result = answer_sync(engine_, parse_request({"query": QUERY}))
+                token = context.attach(_with_baggage(baggage or {}))
+                try:
+                    result = answer_sync(engine_, parse_request({"query": QUERY}))
+                finally:
+                    context.detach(token)
                 spans = exporter.get_finished_spans()
         finally:
             engine_.broker.close()
@@ -77,7 +87,20 @@ def traced_request(tmp_path: Path, **settings: Any) -> tuple[str, dict[str, obje
     ids = {"trace": kb.context.trace_id, "span": kb.context.span_id}
     headers = {k.lower(): v for k, v in request["headers"].items()}
     assert headers["x-api-key"] == HEADER_SECRET  # the engine did get it
+    ENGINE_HEADERS.clear()
+    ENGINE_HEADERS.update(headers)
     return exported_text(spans), ids, headers.get("traceparent", "")
+
+
+#: The last engine request's headers (lower-cased), as :func:`traced_request` saw them.
+ENGINE_HEADERS: dict[str, str] = {}
+
+
+def _with_baggage(entries: dict[str, str]) -> Any:
+    current = context.get_current()
+    for name, value in entries.items():
+        current = baggage_api.set_baggage(name, value, current)
+    return current
 
 
 def test_no_credential_url_or_query_in_any_span_with_the_defaults(tmp_path: Path) -> None:
@@ -96,3 +119,15 @@ def test_the_traceparent_is_not_sent_onward_when_turned_off(tmp_path: Path) -> N
     text, _, traceparent = traced_request(tmp_path, trace_propagate=False)
     assert traceparent == ""
     assert f"{P}source kb" in text  # still traced here
+
+
+def test_a_caller_s_baggage_goes_onward_only_when_the_operator_allows_it(
+    tmp_path: Path,
+) -> None:
+    """A caller's baggage is whatever it wrote: by default only the trace context (the
+    ``traceparent``) reaches an engine."""
+    caller = {"tenant": "acme", "session": "s-77e1"}
+    _, _, traceparent = traced_request(tmp_path, baggage=caller)
+    assert traceparent and "baggage" not in ENGINE_HEADERS, ENGINE_HEADERS
+    _, _, traceparent = traced_request(tmp_path, baggage=caller, trace_baggage=True)
+    assert traceparent and ENGINE_HEADERS["baggage"] == "tenant=acme,session=s-77e1"
