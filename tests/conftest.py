@@ -36,6 +36,11 @@ if settings.default.derandomize:
     _providers._get_local_constants = lambda: _providers._local_constants
 
 
+#: The suite ranks by words (see clean_nautilus_env), module- and session-scoped fixtures
+#: (servers started once for many tests) included: they start before any test's own.
+os.environ["NAUTILUS_EMBEDDER"] = "hashing"
+
+
 @pytest.fixture(autouse=True)
 def fresh_log_config() -> Iterator[None]:
     """A test that runs the CLI in-process configures structlog (the CLI logs warnings
@@ -53,6 +58,9 @@ def clean_nautilus_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("NAUTILUS_DATA_DIR", str(tmp_path / "data"))
+    # The dev venv has the embed extra, so unset would load the model in every test
+    # that ranks: the suite ranks by words; tests/embedders/test_embedder_default.py tests unset.
+    monkeypatch.setenv("NAUTILUS_EMBEDDER", "hashing")
 
 
 #: What `make test-fast` leaves out (marked ``slow``): the suites that start real servers,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import structlog
+from plain_environment import PINNED
 
 from nautilus_ranking.cli import main
 
@@ -33,7 +34,7 @@ def run_cli(
         for name in list(os.environ):
             if name.upper().startswith("NAUTILUS_"):
                 patch.delenv(name)
-        for name, value in (env or {}).items():
+        for name, value in {**PINNED, **(env or {})}.items():  # the suite's embedder, too
             patch.setenv(name, value)
         patch.chdir(cwd)
         try:

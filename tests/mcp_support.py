@@ -3,18 +3,18 @@ environment a server runs in, and the SDK client over streamable HTTP."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from plain_environment import plain_environment
 
 SOURCES = ["tickets", "graph", "runbooks", "postmortems", "broken"]
 
 
 def environment(tmp: Path, **extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base.pop("PROMETHEUS_MULTIPROC_DIR", None)
     return {
         **base,

@@ -56,12 +56,15 @@ def running(
     subcommand: Sequence[str] = ("serve",),
     program: str = NAUTILUS,
 ) -> Iterator[Server]:
-    """A server with only ``env``'s NAUTILUS_* settings (plus a private data dir),
-    ready (``/healthz`` answers) when entered, stopped when left. ``subcommand`` may be
+    """A server with only ``env``'s NAUTILUS_* settings (plus a private data dir and
+    the caller's ``NAUTILUS_EMBEDDER``, which the test suite pins), ready (``/healthz``
+    answers) when entered, stopped when left. ``subcommand`` may be
     ``("mcp", "--transport", "http")``; ``program`` another checkout's command."""
     port = free_port()
     base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
     base.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    if "NAUTILUS_EMBEDDER" in os.environ:
+        base["NAUTILUS_EMBEDDER"] = os.environ["NAUTILUS_EMBEDDER"]
     full_env = {
         **base,
         "NAUTILUS_DATA_DIR": str(tmp / "data"),
