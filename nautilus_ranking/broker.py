@@ -43,6 +43,7 @@ from nautilus_ranking.selection.budget import apply_budget, entry_text
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.sources.base import Source, declared_order, id_of, preparer, timeout_of
 from nautilus_ranking.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
+from nautilus_ranking.synthesis import embedding_deadline
 from nautilus_ranking.synthesis.base import Synthesizer
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
@@ -99,8 +100,9 @@ class Broker:
         sources, limit = build_sources(
             config_path(settings, path),
             settings.data_dir,
-            settings.embedder,
+            settings.vector_embedder,
             settings.embedder_cache_size,
+            settings.embedder_disk_cache_mb,
         )
         ids = [s.id for s in sources]
         problems = boost_problems(settings, ids) + canonical_problems(settings, ids)
@@ -180,10 +182,12 @@ class Broker:
         errors = [r.error for r in results if r.error is not None]
         warnings = [warning for _, _, warned, _ in raw for warning in warned]
         traced = ranking_begin()  # None unless an SDK records spans
+        embedding_deadline.taken()  # (what an earlier ranking in this context left)
         try:
             data, ranking, cut, budget = self._synthesize(results, ctx, traced)
         finally:
             ranking_end(traced, bool(self.synthesizer.ranking_enabled))
+        embedding = embedding_deadline.taken()
         # The built-in synthesizers keep the sources' row objects as they are: the
         # response hash is made of the texts each row was hashed with already.
         texts = (
@@ -203,6 +207,7 @@ class Broker:
             sources_warned=warnings,
             budget=budget,
             cut=cut,
+            embedding=embedding,
         )
         logger.info(
             "request_served",

@@ -284,6 +284,9 @@ class BrokerResponse:
     #: With a relevance cut: its ``setting`` and ``rows_left_out``, the rows of the top K
     #: it left out (nautilus_ranking/selection/cut.py); None without one.
     cut: dict[str, Any] | None = None
+    #: Past the embedding deadline: ``deadline_ms``, ``rows_lexical`` (the rows scored by
+    #: words) and ``rows_embedded`` (synthesis/embedding_deadline.py); None otherwise.
+    embedding: dict[str, Any] | None = None
 
     def to_dict(
         self,
@@ -322,6 +325,8 @@ class BrokerResponse:
             out["budget"] = dict(self.budget)
         if self.cut is not None:  # only under a cut: no key otherwise
             out["cut"] = dict(self.cut)
+        if self.embedding is not None:  # only past the embedding deadline
+            out["embedding"] = dict(self.embedding)
         if vectors is not None:
             out["vectors_included"] = vectors
         if ranking_enabled is not None:

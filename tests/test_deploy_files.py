@@ -9,12 +9,12 @@ The manifest gate's own checks run as the real ``nautilus-ranking config`` subpr
 from __future__ import annotations
 
 import fnmatch
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from plain_environment import plain_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
@@ -23,7 +23,7 @@ DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 
 
 def gate(manifest: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     return subprocess.run(
         [NAUTILUS, "config", "--strict", "--manifest", str(manifest)],
         capture_output=True,

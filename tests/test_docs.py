@@ -2,15 +2,16 @@
 somewhere.
 
 A fenced block right after a ``<!-- runnable -->`` line is run, as a new user would run
-it, with a fresh ``NAUTILUS_DATA_DIR`` and ``HOME`` (temporary folders), no other
-``NAUTILUS_*`` variable, and ``nautilus`` on PATH. Its lines starting with ``$ `` are
-commands (a line ending in ``\\`` continues on the next); the lines after a command,
-up to the next, are what it prints (stdout and stderr as a terminal shows them, log
-lines left out: logs are not output). In the shown output, ``...`` in a line matches
-any text and a line that is only ``...`` matches any number of lines. Every command
-must exit 0 (a block that shows a failure ends the command with ``; echo $?``). The
-commands of a block share one shell (``cd`` carries over), in a folder holding copies
-of ``examples/`` and ``deploy/`` and, as ``../shared``, the shared IR collections.
+it, with a fresh ``NAUTILUS_DATA_DIR`` and ``HOME`` (temporary folders),
+``NAUTILUS_EMBEDDER=hashing`` (as the whole suite), no other ``NAUTILUS_*`` variable,
+and ``nautilus`` on PATH. Its lines starting with ``$ `` are commands (a line ending in
+``\\`` continues on the next); the lines after a command, up to the next, are what it
+prints (stdout and stderr as a terminal shows them, log lines left out: logs are not
+output). In the shown output, ``...`` in a line matches any text and a line that is only
+``...`` matches any number of lines. Every command must exit 0 (a block that shows a
+failure ends the command with ``; echo $?``). The commands of a block share one shell
+(``cd`` carries over), in a folder holding copies of ``examples/`` and ``deploy/`` and,
+as ``../shared``, the shared IR collections.
 
 ``<!-- runnable: OPTIONS -->``:
 
@@ -136,6 +137,9 @@ def run_block(block: Block, work: Path, home: Path) -> list[tuple[list[str], int
         NAUTILUS_DATA_DIR=str(home / "data"),
         HOME=str(home),
         NAUTILUS_LOG_FORMAT="json",
+        # the outputs shown rank by words, as the suite does (tests/conftest.py); the
+        # model's own examples are tests/test_showcase.py's
+        NAUTILUS_EMBEDDER="hashing",
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
         COLUMNS="200",
         # stdout and stderr share one pipe here: unbuffered, their lines come in the

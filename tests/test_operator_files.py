@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from fakes import write_jsonl
+from plain_environment import plain_environment
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
@@ -22,7 +23,7 @@ NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 def cli(
     folder: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base.update(NAUTILUS_DATA_DIR=str(folder / "data"), **(env or {}))
     return subprocess.run(
         [NAUTILUS, *args], capture_output=True, text=True, timeout=timeout, env=base, cwd=folder

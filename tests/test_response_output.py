@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from plain_environment import plain_environment
 
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.records import LEAN_FIELDS
@@ -25,7 +26,7 @@ QUERY = "orders-db disk full"
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     return subprocess.run(
         [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env={**base, **(env or {})}

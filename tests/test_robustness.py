@@ -20,6 +20,7 @@ import httpx
 import numpy as np
 import pytest
 from fakes import FakeSource
+from plain_environment import plain_environment
 from structlog.testing import capture_logs
 
 from nautilus_ranking import (
@@ -266,7 +267,7 @@ def test_a_query_of_two_cancelling_words_is_ranked(query: str) -> None:
 
 
 def test_cli_query_of_two_colliding_words_is_ranked(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
     done = subprocess.run(
         [

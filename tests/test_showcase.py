@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plain_environment import plain_environment
 
 from nautilus_ranking.cli import DEMO_QUERIES
 from nautilus_ranking.evaluation.judgments import read_judgments, read_queries
@@ -39,7 +40,7 @@ DEMO_COLUMN_FLOOR = 0.928
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> str:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     result = subprocess.run(
         [NAUTILUS, *args], capture_output=True, text=True, timeout=300, env={**base, **(env or {})}

@@ -186,7 +186,7 @@ def check_sources(
 
     try:
         sources, _ = build_sources(
-            path, settings.data_dir, settings.embedder, settings.embedder_cache_size
+            path, settings.data_dir, settings.vector_embedder, settings.embedder_cache_size
         )
     except (SourceConfigError, ImportError) as exc:
         return None, str(exc)
@@ -265,10 +265,14 @@ def _id_problems(path: Path) -> list[str]:
 
 
 def _settings_table(settings: NautilusSettings) -> str:
+    from nautilus_ranking.embedders.default import AUTO, resolution_reason
+
     rows = []
     applied = _log_levels()
     for name, value in settings.effective().items():
-        if name == "NAUTILUS_LOG_LEVEL" and applied is not None:
+        if name == "NAUTILUS_EMBEDDER" and settings.embedder == AUTO:
+            shown = f"{value} ({resolution_reason(AUTO)})"
+        elif name == "NAUTILUS_LOG_LEVEL" and applied is not None:
             shown = f"{applied['cli']} (serve, mcp: {applied['serve']}; unset: by command)"
         elif isinstance(value, dict):
             shown = ",".join(f"{k}:{v}" for k, v in value.items()) or "(unset)"

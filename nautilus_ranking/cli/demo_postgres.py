@@ -160,7 +160,7 @@ def _run(server: Any, settings: NautilusSettings, show: Callable[[Broker], None]
         load_postgres(
             postgres_specs(load_sources(config).specs),
             config.parent,
-            settings.embedder,
+            settings.vector_embedder,
             cache_size=settings.embedder_cache_size,
             progress=default_progress(),
         )

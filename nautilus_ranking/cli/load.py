@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         reports = load_postgres(
             specs,
             path.parent,
-            settings.embedder,
+            settings.vector_embedder,
             args.replace,
             settings.embedder_cache_size,
             default_progress(),

@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from nautilus_ranking.embedders.default import embedder_line
 from nautilus_ranking.records import SCORE_COMPONENTS, RankedRow
 from nautilus_ranking.selection.budget_pages import too_large_note
 from nautilus_ranking.settings.knobs import switches_sentence
@@ -214,6 +215,9 @@ def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = 
     ]
     if result.profiled:
         lines.append(f"profile: {result.profile or '(none: the global knobs)'}")
+    said = embedder_line(result.plan.effective.embedder) if ranked else None
+    if said is not None:
+        lines.append(said)
     if not ranked:
         lines.append(RANKING_OFF)
     explain = bool(result.request.explain) and ranked
@@ -240,6 +244,13 @@ def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = 
         lines.append(
             f"cut: {response.cut['setting']} left out {response.cut['rows_left_out']} "
             "ranked row(s) (off is the recommendation: docs/configuration.md)"
+        )
+    embedding = response.embedding
+    if embedding is not None:
+        lines.append(
+            f"embedding: past its {embedding['deadline_ms']} ms deadline, "
+            f"{embedding['rows_lexical']} row(s) scored by words "
+            f"({embedding['rows_embedded']} by the model; NAUTILUS_EMBEDDER_DEADLINE_MS)"
         )
     cursor = result.next_cursor
     follow = (

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     settings = NautilusSettings()
     path = config_path(settings, args.config)
     sources, _ = build_sources(
-        path, settings.data_dir, settings.embedder, settings.embedder_cache_size
+        path, settings.data_dir, settings.vector_embedder, settings.embedder_cache_size
     )
     failed = 0
     for source in sources:
@@ -87,7 +87,7 @@ def run_probe(args: argparse.Namespace) -> int:
     settings = NautilusSettings()
     path = config_path(settings, args.config)
     sources, _ = build_sources(
-        path, settings.data_dir, settings.embedder, settings.embedder_cache_size
+        path, settings.data_dir, settings.vector_embedder, settings.embedder_cache_size
     )
     try:
         results = asyncio.run(_probe_all(sources, args.query))

@@ -20,17 +20,24 @@ a little from the shipped graph's (cosine >= 0.98; nDCG@10 unchanged on the shar
 collections, docs/tuning-embedders.md), hence a model id of their own. ``int8=False`` gives
 the shipped graph's vectors, fused.
 
-Embedding costs milliseconds a row, so row vectors are kept in an LRU cache
-keyed by a hash of the text (``NAUTILUS_EMBEDDER_CACHE_SIZE`` entries): a row
-seen again is not embedded again.
+Embedding costs milliseconds a row, so text vectors are kept in an LRU cache
+keyed by a hash of the text (``NAUTILUS_EMBEDDER_CACHE_SIZE`` entries) and, given a
+:class:`~nautilus_ranking.embedders.vector_cache.VectorCache`, on disk, where they
+outlive the process: a text seen before is not embedded again. The model (onnxruntime,
+tokenizers, and onnx for the graph rewrite) is imported and loaded only when a vector
+is missing from both, so a CLI run whose vectors are all stored loads none of it; the
+rewritten graph is kept on disk beside the vectors, so a later load skips ``onnx``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
 import platform
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,7 +46,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus_ranking.embedders.onnx_graph import INT8_KINDS, GraphRewriteError, rewrite
+from nautilus_ranking.embedders.onnx_graph import (
+    INT8_KINDS,
+    REWRITE_VERSION,
+    GraphRewriteError,
+    rewrite,
+)
+from nautilus_ranking.embedders.vector_cache import VectorCache, namespace
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import get_logger
 
@@ -74,6 +87,14 @@ TOKENIZER_PATH = (
     Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"
 )
 EXTRA_HINT = "pip install 'nautilus-ranking[embed]'"
+#: The packages the model runs on: looked up at construction, imported at the first
+#: missing vector (importing onnxruntime alone costs about half a second).
+RUNTIME_MODULES = ("onnxruntime", "onnx", "tokenizers")
+#: Under a deadline, texts are embedded this many rounds of one text a worker at a time
+#: (a round is ~5-15 ms on 2 cores): the deadline is checked between such chunks.
+DEADLINE_ROUNDS = 4
+#: The text a warm-up embeds (its vector is thrown away).
+WARM_UP_TEXT = "warm up"
 
 
 #: x86 CPU flags with which onnxruntime's fast u8×s8 products add in 32 bits (VNNI's
@@ -110,6 +131,14 @@ def _available_cores() -> int:
     """The CPUs this process may run on (its affinity where the OS says, else all)."""
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def _runtime_version() -> str:
+    """onnxruntime's version, from its installed metadata (no import)."""
+    try:
+        return importlib.metadata.version("onnxruntime")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class ModelFileError(NautilusError, RuntimeError):
@@ -149,17 +178,26 @@ class OnnxEmbedder:
     """
 
     dim = DIM
+    #: ``embed_batch(texts, deadline)`` stops at the deadline (rows then scored by words).
+    keeps_deadline = True
     #: The weight products ``int8=True`` runs in int8.
     int8_kinds: frozenset[str] = INT8_KINDS
 
     def __init__(
-        self, cache_size: int = 10_000, threads: int | None = None, int8: bool = True
+        self,
+        cache_size: int = 10_000,
+        threads: int | None = None,
+        int8: bool = True,
+        disk_cache: VectorCache | None = None,
+        graph_dir: Path | None = None,
     ) -> None:
         """``threads``: how many CPU threads embedding uses (None or 0, as onnxruntime's
         0: one per core this process may run on): with int8 products, texts embedded side
         by side; else onnxruntime's intra-op threads. ``int8``: run the weight products in
         int8 (see :mod:`nautilus_ranking.embedders.onnx_graph`); False gives the shipped graph's
-        vectors (slower)."""
+        vectors (slower). ``disk_cache``: vectors kept on disk across processes.
+        ``graph_dir``: where the rewritten graph is kept, so a later load need not
+        import ``onnx`` to rewrite it again (None: rewritten at every load)."""
         if threads is not None and (
             isinstance(threads, bool) or not isinstance(threads, int) or threads < 0
         ):
@@ -168,14 +206,16 @@ class OnnxEmbedder:
                 f"core), got {threads!r}"
             )
         setting = "onnx" if int8 else "onnx-float32"  # the NAUTILUS_EMBEDDER value
-        try:
-            import onnx  # noqa: F401
-            import onnxruntime  # noqa: F401
-            import tokenizers  # noqa: F401
-        except ImportError as exc:
-            raise ImportError(
-                f"NAUTILUS_EMBEDDER={setting} needs onnxruntime, onnx and tokenizers: {EXTRA_HINT}"
-            ) from exc
+        for name in RUNTIME_MODULES:  # looked up, not imported: see _load
+            try:
+                found = importlib.util.find_spec(name) is not None
+            except (ImportError, ValueError):  # a broken or half-removed package
+                found = False
+            if not found:
+                raise ImportError(
+                    f"NAUTILUS_EMBEDDER={setting} needs onnxruntime, onnx and tokenizers: "
+                    f"{EXTRA_HINT} ({name} is missing)"
+                )
         self.model_path = _model_file(setting)
         self.cache_size = max(0, cache_size)
         self.threads = threads
@@ -190,6 +230,17 @@ class OnnxEmbedder:
         self._pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool)
         self.cache_hits = 0
         self.cache_misses = 0
+        self.disk_hits = 0  # of cache_hits, those read from the disk cache
+        self.disk_cache = disk_cache
+        self.graph_dir = graph_dir
+        kinds = ",".join(sorted(self.int8_kinds)) if int8 else "float32"
+        #: what keys this embedder's vectors on disk besides the text (the runtime's
+        #: version read from its metadata: importing it is what the cache avoids)
+        self.space = namespace(self.model_id, REWRITE_VERSION, kinds, _runtime_version())
+        self._graph_name = (
+            f"minilm-{MODEL_SHA256[:16]}-{self.model_id}-rewrite{REWRITE_VERSION}-"
+            f"{hashlib.blake2b(kinds.encode(), digest_size=4).hexdigest()}.onnx"
+        )
 
     def _load(self) -> None:
         with self._lock:
@@ -229,16 +280,52 @@ class OnnxEmbedder:
                     "flags unreadable): the fast int8 kernels would saturate",
                     action="exact u8×u8 int8 products, slower; same vectors",
                 )
-            try:
-                graph = self._graph(_checked_bytes(self.model_path, MODEL_SHA256))
-            except GraphRewriteError as exc:
-                raise ModelFileError(f"{self.model_path}: {exc}") from exc
+            graph = self._stored_graph()
+            if graph is None:
+                try:
+                    graph = self._graph(_checked_bytes(self.model_path, MODEL_SHA256))
+                except GraphRewriteError as exc:
+                    raise ModelFileError(f"{self.model_path}: {exc}") from exc
+                self._store_graph(graph)
             session = ort.InferenceSession(
                 graph, sess_options=options, providers=["CPUExecutionProvider"]
             )
             self._input_names = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session
+
+    def _stored_graph(self) -> bytes | None:
+        """The rewritten graph kept on disk, if there is one whose digest checks (a file
+        written by another process is replaced whole, never read half-written)."""
+        if self.graph_dir is None:
+            return None
+        path = self.graph_dir / self._graph_name
+        try:
+            graph = path.read_bytes()
+            expected = path.with_name(path.name + ".sha256").read_text(encoding="ascii")
+        except OSError:
+            return None
+        if hashlib.sha256(graph).hexdigest() != expected.strip():
+            return None  # rewritten again, and replaced
+        return graph
+
+    def _store_graph(self, graph: bytes) -> None:
+        """Keep the rewritten graph for the next load: written aside, then renamed into
+        place (atomic), its digest last. A folder that cannot be written is one debug
+        line: the next load rewrites again."""
+        if self.graph_dir is None:
+            return
+        path = self.graph_dir / self._graph_name
+        digest = path.with_name(path.name + ".sha256")
+        try:
+            self.graph_dir.mkdir(parents=True, exist_ok=True)
+            for target, content in ((path, graph), (digest, hashlib.sha256(graph).hexdigest())):
+                aside = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+                data = content if isinstance(content, bytes) else content.encode("ascii")
+                aside.write_bytes(data)
+                aside.replace(target)
+        except OSError as exc:
+            logger.debug("onnx_graph_not_stored", path=str(path), reason=str(exc))
 
     def _graph(self, model: bytes) -> bytes:
         """The graph to run: the shipped one rewritten (fused; int8 products if asked)."""
@@ -288,8 +375,17 @@ class OnnxEmbedder:
         unit: npt.NDArray[np.float32] = pooled / norms
         return unit
 
-    def embed_batch(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        """Vectors for many texts; cached texts are not embedded again."""
+    def warm_up(self) -> None:
+        """Load the model and run it once on one text (not cached): a server pays the
+        load and the first run's allocations at start, not at its first request."""
+        self._encode([WARM_UP_TEXT])
+
+    def embed_batch(
+        self, texts: list[str], deadline: float | None = None
+    ) -> npt.NDArray[np.float32]:
+        """Vectors for many texts; cached texts are not embedded again. ``deadline`` (a
+        :func:`time.perf_counter` time): texts are embedded a few at a time until then,
+        and the vectors of those not reached are NaN (and not cached)."""
         # "replace": a lone surrogate (which JSON allows) becomes "?" rather than an error;
         # a text is embedded as its key reads it (the tokenizer refuses surrogates).
         encoded = [t.encode("utf-8", "replace") for t in texts]
@@ -304,20 +400,63 @@ class OnnxEmbedder:
                 else:
                     self._cache.move_to_end(key)
                     out[i] = vector
-            self.cache_hits += len(texts) - sum(len(v) for v in missing.values())
-            self.cache_misses += sum(len(v) for v in missing.values())
-        if missing:
-            firsts = [positions[0] for positions in missing.values()]
-            vectors = self._encode([encoded[i].decode("utf-8") for i in firsts])
-            with self._lock:
-                for (key, positions), vector in zip(missing.items(), vectors, strict=True):
-                    out[positions] = vector
-                    if self.cache_size:  # a copy: a view would keep the whole batch alive
-                        self._cache[key] = vector.copy()
-                        self._cache.move_to_end(key)
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+        stored = (
+            self.disk_cache.get(self.space, list(missing))
+            if missing and self.disk_cache is not None
+            else {}
+        )
+        computed: dict[bytes, npt.NDArray[np.float32]] = {}
+        unreached = 0
+        to_embed = [key for key in missing if key not in stored]
+        if to_embed:
+            computed = self._encode_until(
+                to_embed, [encoded[missing[key][0]].decode("utf-8") for key in to_embed], deadline
+            )
+            for key in [key for key in to_embed if key not in computed]:
+                late = missing.pop(key)  # not embedded in time: NaN, neither hit nor miss
+                out[late] = np.nan
+                unreached += len(late)
+            to_embed = [key for key in to_embed if key in computed]
+            if self.disk_cache is not None:
+                self.disk_cache.put(self.space, computed)
+        with self._lock:
+            misses = sum(len(missing[key]) for key in to_embed)
+            self.cache_hits += len(texts) - unreached - misses
+            self.cache_misses += misses
+            self.disk_hits += sum(len(missing[key]) for key in stored)
+            for key, positions in missing.items():
+                vector = stored[key] if key in stored else computed[key]
+                out[positions] = vector
+                if self.cache_size:
+                    self._cache[key] = vector
+                    self._cache.move_to_end(key)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
         return out
+
+    def _encode_until(
+        self, keys: list[bytes], texts: list[str], deadline: float | None
+    ) -> dict[bytes, npt.NDArray[np.float32]]:
+        """The vectors of ``texts`` by key: all of them without a deadline; else a few
+        at a time (one per worker, four rounds) until the deadline passes. The model is
+        loaded first: its load is not embedding time."""
+        if deadline is None:
+            chunk = len(texts)
+        else:
+            if self._session is None:
+                started = time.perf_counter()
+                self._load()
+                deadline += time.perf_counter() - started
+            chunk = max(1, self._workers) * DEADLINE_ROUNDS * self.batch
+        computed: dict[bytes, npt.NDArray[np.float32]] = {}
+        for start in range(0, len(texts), chunk):
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+            vectors = self._encode(texts[start : start + chunk])
+            # copies: a view would keep the whole batch alive
+            for key, vector in zip(keys[start : start + chunk], vectors, strict=True):
+                computed[key] = vector.copy()
+        return computed
 
     def embed(self, text: str) -> list[float]:
         return [float(x) for x in self.embed_batch([text])[0]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 from nautilus_ranking.embedders.base import Embedder, NoopEmbedder
 from nautilus_ranking.embedders.hashing import DEFAULT_DIM, MODEL_ID_PREFIX, HashingEmbedder
@@ -13,17 +14,27 @@ from nautilus_ranking.embedders.hashing import DEFAULT_DIM, MODEL_ID_PREFIX, Has
 ONNX_INT8 = {"onnx": True, "onnx-float32": False}
 
 
-def embedder_from_name(name: str, dim: int | None = None, cache_size: int = 10_000) -> Embedder:
+def embedder_from_name(
+    name: str,
+    dim: int | None = None,
+    cache_size: int = 10_000,
+    data_dir: Path | None = None,
+    disk_cache_mb: int = 0,
+) -> Embedder:
     """The embedder ``NAUTILUS_EMBEDDER`` names (validated by the settings);
     ``dim`` sizes the hashing embedder (sources that store vectors want it small).
+    ``data_dir`` and ``disk_cache_mb`` (``NAUTILUS_DATA_DIR``,
+    ``NAUTILUS_EMBEDDER_DISK_CACHE_MB``): the model's vectors and rewritten graph kept
+    on disk there (0 or no folder: not kept).
 
     ``onnx`` raises ``ImportError`` naming the extra when it is not installed.
-    One ``onnx`` embedder is shared per cache size, so the model loads once a process.
+    One ``onnx`` embedder is shared per cache setting, so the model loads once a process.
     """
     if name == "noop":
         return NoopEmbedder(strict=True)
     if name in ONNX_INT8:
-        return _shared_onnx(cache_size, ONNX_INT8[name])
+        folder = data_dir.expanduser() if data_dir is not None and disk_cache_mb > 0 else None
+        return _shared_onnx(cache_size, ONNX_INT8[name], folder, disk_cache_mb)
     return HashingEmbedder(dim=dim or DEFAULT_DIM)
 
 
@@ -39,7 +50,15 @@ def embedder_name_of(model_id: str) -> str | None:
 
 
 @lru_cache(maxsize=4)
-def _shared_onnx(cache_size: int, int8: bool) -> Embedder:
-    from nautilus_ranking.embedders.onnx import OnnxEmbedder
+def _shared_onnx(cache_size: int, int8: bool, folder: Path | None, disk_cache_mb: int) -> Embedder:
+    from nautilus_ranking.embedders.onnx import DIM, OnnxEmbedder
+    from nautilus_ranking.embedders.vector_cache import FILE_NAME, VectorCache
 
-    return OnnxEmbedder(cache_size=cache_size, int8=int8)
+    if folder is None:
+        return OnnxEmbedder(cache_size=cache_size, int8=int8)
+    return OnnxEmbedder(
+        cache_size=cache_size,
+        int8=int8,
+        disk_cache=VectorCache(folder / FILE_NAME, disk_cache_mb * 1_000_000, DIM),
+        graph_dir=folder / "models",
+    )

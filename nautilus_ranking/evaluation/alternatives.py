@@ -65,7 +65,15 @@ def synthesizer(settings: NautilusSettings, embedder: Embedder) -> RankingSynthe
     """What ``Broker.from_config`` builds from these settings (None: passthrough)."""
     if not settings.ranking_enabled:
         return None
-    return RankingSynthesizer.from_settings(settings, embedder=embedder)
+    return measured(settings, embedder)
+
+
+def measured(settings: NautilusSettings, embedder: Embedder) -> RankingSynthesizer:
+    """The ranker of ``settings`` without the embedding deadline: eval measures the
+    ranking, every row embedded, not how busy the machine was while it ran."""
+    return RankingSynthesizer.from_settings(
+        settings.model_copy(update={"embedder_deadline_ms": 0}), embedder=embedder
+    )
 
 
 def boosts_value(boosts: Mapping[str, str], order: Sequence[str]) -> str:
@@ -161,14 +169,17 @@ def alternatives(
         add(name, kind, settings.model_copy(update=update), [(variable, line)])
     if embed:
         for other in EMBEDDERS:
-            if other != settings.embedder:
+            if other != settings.resolved_embedder:
                 add(
                     f"embedder {other}",
                     "embedder",
                     settings.model_copy(update={"embedder": other}),
                     [("NAUTILUS_EMBEDDER", other)],
                     with_embedder=embedder_from_name(
-                        other, cache_size=settings.embedder_cache_size
+                        other,
+                        cache_size=settings.embedder_cache_size,
+                        data_dir=settings.data_dir,
+                        disk_cache_mb=settings.embedder_disk_cache_mb,
                     ),
                 )
     for sid in source_ids:
@@ -199,7 +210,7 @@ def reference(settings: NautilusSettings, embedder: Embedder) -> Alternative:
     return Alternative(
         REFERENCE,
         "reference",
-        RankingSynthesizer.from_settings(changed, embedder=embedder),
+        measured(changed, embedder),
         settings=changed,
     )
 
@@ -213,6 +224,6 @@ def unboosted(settings: NautilusSettings, source: str, embedder: Embedder) -> Al
     return Alternative(
         f"{source}:none (ranked)",
         "reference",
-        RankingSynthesizer.from_settings(changed, embedder=embedder),
+        measured(changed, embedder),
         settings=changed,
     )

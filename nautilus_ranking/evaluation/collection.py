@@ -110,7 +110,7 @@ def write_sources(
     )
     settings = settings if settings is not None else NautilusSettings()
     sources, _ = build_sources(
-        config, settings.data_dir, settings.embedder, settings.embedder_cache_size
+        config, settings.data_dir, settings.vector_embedder, settings.embedder_cache_size
     )
     for source in sources:
         if isinstance(source, SqliteSource):

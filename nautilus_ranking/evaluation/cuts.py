@@ -56,7 +56,9 @@ def score_cuts(
 ) -> list[CutScored]:
     """Every setting of :func:`cut_settings` on one ranking per query (see the module)."""
     ranker = RankingSynthesizer.from_settings(
-        settings.model_copy(update={"ranking_cut": None}), embedder=embedder
+        # (no embedding deadline: eval measures the ranking, every row embedded)
+        settings.model_copy(update={"ranking_cut": None, "embedder_deadline_ms": 0}),
+        embedder=embedder,
     )
     cuts = cut_settings(settings.ranking_cut)
     shape = (len(cuts), len(runs))

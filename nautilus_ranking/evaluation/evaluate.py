@@ -199,7 +199,7 @@ def run_eval(
         rank_seconds=rank_seconds,
         cuts=cuts,
         reference=ref,
-        notes=_embedder_notes(scored, current.embedder, by_embedder),
+        notes=_embedder_notes(scored, current.resolved_embedder, by_embedder),
         settings_line=knobs_line(run, current.ranking_enabled),
         profile=run.profile,
         delivery=delivery,
@@ -210,7 +210,12 @@ def _embedder(broker: Broker, settings: NautilusSettings) -> Embedder:
     """The broker's own embedder when it ranks, so every alternative scores the same way."""
     if broker.synthesizer.embedder is not None:
         return broker.synthesizer.embedder
-    return embedder_from_name(settings.embedder, cache_size=settings.embedder_cache_size)
+    return embedder_from_name(
+        settings.resolved_embedder,
+        cache_size=settings.embedder_cache_size,
+        data_dir=settings.data_dir,
+        disk_cache_mb=settings.embedder_disk_cache_mb,
+    )
 
 
 def _can_embed() -> bool:

@@ -61,6 +61,7 @@ class RunSettings:
     def knobs(self) -> list[KnobValue]:
         """Every declared knob, in declaration order."""
         values = self.settings.model_dump(mode="json")
+        values["embedder"] = self.settings.resolved_embedder  # the model, never "auto"
         out = []
         for knob in KNOBS:
             is_set = knob_is_set(getattr(self.settings, knob.field), default_of(knob.field))

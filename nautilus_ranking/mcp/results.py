@@ -42,6 +42,8 @@ def search_content(result: Answer) -> dict[str, Any]:
         out["budget"] = response.budget
     if response.cut is not None:
         out["cut"] = response.cut
+    if response.embedding is not None:
+        out["embedding"] = response.embedding
     cap = result.per_source_cap
     if cap is not None:
         out["per_source_cap"] = cap

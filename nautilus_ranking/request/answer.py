@@ -84,6 +84,8 @@ class Answer:
         shown = {**self.plan.explain, "broker_request_id": self.broker_request_id}
         if self.profiled:
             shown["profile"] = self.profile
+        if self.response.embedding is not None:  # rows scored by words past the deadline
+            shown["embedding"] = dict(self.response.embedding)
         return shown
 
     def to_json(self) -> dict[str, Any]:

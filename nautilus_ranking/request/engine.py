@@ -130,7 +130,10 @@ class Engine:
             own = applied_settings(own, ids)
             if own.ranking_enabled and self.embedder is None:  # one model for every profile
                 self.embedder = embedder_from_name(
-                    settings.embedder, cache_size=settings.embedder_cache_size
+                    settings.resolved_embedder,
+                    cache_size=settings.embedder_cache_size,
+                    data_dir=settings.data_dir,
+                    disk_cache_mb=settings.embedder_disk_cache_mb,
                 )
             broker = Broker(
                 self.broker.sources,
@@ -176,7 +179,7 @@ def _embedder_of(broker: Broker, settings: NautilusSettings) -> Embedder | None:
     settings' when it is the cheap default; None defers loading a model to the first
     request that ranks."""
     embedder = broker.synthesizer.embedder
-    if embedder is None and settings.embedder == "hashing":
+    if embedder is None and settings.resolved_embedder == "hashing":
         embedder = embedder_from_name("hashing")
     return embedder
 

@@ -223,7 +223,7 @@ def ranking_key(
         "boosts": sorted(settings.source_boosts.items()),
         "max_candidates": settings.ranking_max_candidates,
         "dedup_key": settings.ranking_dedup_key,
-        "embedder": settings.embedder,
+        "embedder": settings.resolved_embedder,
         "sources": list(source_ids),
     }
     if settings.ranking_cut is not None:  # a cut ends the ranking sooner: other pages

@@ -189,6 +189,7 @@ def plan(
         "synthesizer": type(broker.synthesizer).__name__,
         "top_k": effective.ranking_top_k,
         "idf": effective.ranking_idf,
+        "embedder": effective.resolved_embedder,
         "boosts": effective.source_boosts,
         "sources": [s.id for s in chosen],
         "max_tokens": effective.ranking_max_tokens,

@@ -207,12 +207,24 @@ def _add_routes(app: FastAPI, profiled: bool = False) -> None:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Every source answered a probe recently", responses={503: _PROBLEM})
+    @app.get(
+        "/readyz",
+        summary="The model is loaded and every source answered a probe recently",
+        responses={503: _PROBLEM},
+    )
     async def readyz(request: Request) -> Response:
         """With API keys configured, only a caller with a key sees the sources and why
         they fail (driver errors name hosts); a probe gets the status alone."""
         state = _state(request)
         detailed = not state.api_keys or key_matches(request, state.api_keys)
+        if state.readiness.loading is not None:  # the first request would pay the load
+            raise ProblemError(
+                503,
+                "not-ready",
+                "Not ready",
+                f"loading {state.readiness.loading}",
+                headers={"Retry-After": "2"},
+            )
         failing = state.readiness.failing()
         if failing:
             detail = (

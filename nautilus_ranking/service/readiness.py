@@ -37,6 +37,8 @@ class Readiness:
     sources: Sequence[Source]
     interval_s: float
     health: dict[str, SourceHealth] = field(default_factory=dict)
+    #: What the server still loads before it is ready (the embedding model), or None.
+    loading: str | None = None
 
     def __post_init__(self) -> None:
         self.health = {s.id: SourceHealth() for s in self.sources}

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nautilus_ranking.broker import config_path
+from nautilus_ranking.embedders.warm_up import needs_warm_up, warm_up
 from nautilus_ranking.fanout.blas import limit_blas_threads
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.profiles.choose import PLAIN, Grant
@@ -100,6 +101,7 @@ class ServerState:
             [s.id for s in self.raw_sources], len(self.engine.problems), self.engine.profiles.names
         )
         prober = asyncio.create_task(self.readiness.run())
+        loader = self._load_model()
         logger.info(
             f"{kind}_ready",
             sources=self.engine.source_ids,
@@ -110,12 +112,30 @@ class ServerState:
         try:
             yield self
         finally:
-            prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await prober
+            for task in (prober, loader):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             self.runner.stop()  # the server has drained the in-flight requests by now
             self.engine.broker.close()
             logger.info(f"{kind}_stopped")
+
+    def _load_model(self) -> asyncio.Task[bool] | None:
+        """Load the embedding model in a thread while the server starts (``/readyz``
+        says not ready until it is); None when the engine has no model to load."""
+        embedder = self.engine.embedder
+        if not needs_warm_up(embedder):
+            return None
+        self.readiness.loading = f"the embedding model {getattr(embedder, 'model_id', '')}"
+
+        async def load() -> bool:
+            try:
+                return await asyncio.to_thread(warm_up, embedder)
+            finally:
+                self.readiness.loading = None
+
+        return asyncio.create_task(load())
 
     async def answer(
         self,

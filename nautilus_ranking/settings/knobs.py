@@ -195,6 +195,22 @@ KNOBS: tuple[Knob, ...] = (
         summary="the embedder's cache of row vectors",
         in_broker="the embedder's cache",
     ),
+    Knob(
+        "embedder_disk_cache_mb",
+        "embedder",
+        turns_ranking_on=False,
+        per_profile=False,
+        summary="the model's text vectors kept on disk, in MB (0: off)",
+        in_broker="the model's vectors on disk, shared with other processes",
+    ),
+    Knob(
+        "embedder_deadline_ms",
+        "embedder",
+        turns_ranking_on=False,
+        per_profile=False,
+        summary="the time a request may spend embedding rows; later rows by words (0: none)",
+        in_broker="the time a request may spend embedding rows",
+    ),
 )
 
 #: Settings of the process, not of a ranking: where the sources are, logging, serving.

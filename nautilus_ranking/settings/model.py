@@ -31,6 +31,12 @@ from pydantic_settings import (
     PydanticBaseSettingsSource,
 )
 
+from nautilus_ranking.embedders.default import (
+    AUTO,
+    installed_embedder,
+    resolve_embedder,
+    vector_embedder_name,
+)
 from nautilus_ranking.errors import NautilusError, Problem, cut
 from nautilus_ranking.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSettings, get_logger
 from nautilus_ranking.settings.boost_entries import BOOSTS_VAR, collect_source_boosts
@@ -62,7 +68,9 @@ logger = get_logger("nautilus_ranking.config")
 #: parsed as the variables are, and the environment is not read for typos again.
 PROFILE_VALUES = "__nautilus_profile_values__"
 
-VALID_EMBEDDERS: tuple[str, ...] = ("hashing", "onnx", "onnx-float32", "noop")
+#: ``auto`` (the default): the model where the ``embed`` extra is installed, else hashing
+#: (nautilus_ranking/embedders/default.py).
+VALID_EMBEDDERS: tuple[str, ...] = ("auto", "hashing", "onnx", "onnx-float32", "noop")
 
 
 class ConfigError(NautilusError):
@@ -112,8 +120,10 @@ class NautilusSettings(LogSettings):
     ranking_canonical_sources: Annotated[list[str], NoDecode] = Field(default_factory=list)
     ranking_lexical: str = "bm25"
     ranking_curated_keywords: str = "routing"
-    embedder: str = "hashing"
+    embedder: str = AUTO
     embedder_cache_size: int = 10_000
+    embedder_disk_cache_mb: int = 256
+    embedder_deadline_ms: int = 1500
     config_strict: bool = False
     config: str | None = None
     data_dir: Path = Path("~/.cache/nautilus")
@@ -275,6 +285,7 @@ class NautilusSettings(LogSettings):
                 var("embedder"), data.get("embedder"), VALID_EMBEDDERS, default("embedder")
             ),
         )
+        take("embedder", installed_embedder(var("embedder"), data["embedder"], default("embedder")))
         take(
             "embedder_cache_size",
             parse_int(
@@ -283,6 +294,26 @@ class NautilusSettings(LogSettings):
                 minimum=0,
                 default=default("embedder_cache_size"),
                 valid="an integer >= 0 (0: no cache)",
+            ),
+        )
+        take(
+            "embedder_disk_cache_mb",
+            parse_int(
+                var("embedder_disk_cache_mb"),
+                data.get("embedder_disk_cache_mb"),
+                minimum=0,
+                default=default("embedder_disk_cache_mb"),
+                valid="an integer >= 0 (MB; 0: no cache on disk)",
+            ),
+        )
+        take(
+            "embedder_deadline_ms",
+            parse_int(
+                var("embedder_deadline_ms"),
+                data.get("embedder_deadline_ms"),
+                minimum=0,
+                default=default("embedder_deadline_ms"),
+                valid="an integer >= 0 (milliseconds; 0: no deadline)",
             ),
         )
         take(
@@ -361,9 +392,24 @@ class NautilusSettings(LogSettings):
             {k.field: getattr(self, k.field) for k in RANKING_SWITCHES}, _switch_defaults()
         )
 
+    @property
+    def resolved_embedder(self) -> str:
+        """The embedder content is scored with: ``embedder``, or for ``auto`` the model
+        where it is installed, else ``hashing``. What everything keyed on the embedder
+        uses (a cursor, ``explain``, ``/v1/config``, eval), never the word ``auto``."""
+        return resolve_embedder(self.embedder)
+
+    @property
+    def vector_embedder(self) -> str:
+        """The embedder that sources storing or querying vectors use: ``embedder`` when
+        set, else ``hashing`` (the default is for content scoring only)."""
+        return vector_embedder_name(self.embedder)
+
     def effective(self) -> dict[str, Any]:
-        """The settings as plain JSON-able values, keyed by environment variable."""
+        """The settings as plain JSON-able values, keyed by environment variable (the
+        embedder as resolved)."""
         values = self.model_dump(mode="json")
+        values["embedder"] = self.resolved_embedder
         for secret in ("cursor_key", "cursor_previous_keys"):  # shown set, never shown
             if values[secret]:
                 values[secret] = "***" if isinstance(values[secret], str) else ["***"]

@@ -105,7 +105,11 @@ def project_dir(path: Path, data_dir: Path) -> Path | None:
 
 
 def build_sources(
-    path: Path, data_dir: Path, embedder_name: str, cache_size: int = 10_000
+    path: Path,
+    data_dir: Path,
+    embedder_name: str,
+    cache_size: int = 10_000,
+    disk_cache_mb: int = 0,
 ) -> tuple[list[Source], int]:
     """Validate a sources file and build its sources (seeds checked, paths resolved —
     see :func:`project_dir`; databases are built on first use). A
@@ -117,6 +121,7 @@ def build_sources(
         embedder_name=embedder_name,
         cache_size=cache_size,
         relative_dir=project_dir(path, data_dir),
+        disk_cache_mb=disk_cache_mb,
     )
     sources: list[Source] = []
     try:

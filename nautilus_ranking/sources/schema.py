@@ -60,6 +60,8 @@ class BuildContext:
     embedder_name: str
     cache_size: int = 10_000
     relative_dir: Path | None = None  # where relative paths go (None: data_dir itself)
+    #: NAUTILUS_EMBEDDER_DISK_CACHE_MB: a model's query vectors kept on disk (0: not kept)
+    disk_cache_mb: int = 0
 
 
 class SourceSpec(BaseModel):

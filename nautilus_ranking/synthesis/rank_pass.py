@@ -29,6 +29,7 @@ from nautilus_ranking.synthesis.candidates import (
     resemblance_texts,
     row_texts,
 )
+from nautilus_ranking.synthesis.embedding_deadline import say_scored_by_words, scored_by_words
 from nautilus_ranking.synthesis.query import TokensToWeight, query_vector, weighted_query
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.ranking_boost import (
@@ -66,6 +67,8 @@ class RankSettings(Protocol):
     max_per_source: int | None
     page_size: int | None
     canonical_sources: tuple[str, ...]
+    #: The time rows may take to embed with a model (ms; 0: no deadline).
+    embedding_deadline_ms: int
 
 
 def rank_pass(
@@ -158,6 +161,7 @@ def rank_pass(
                 return None
         else:
             factors = idf_factors(batch, weights, IDF_FLOOR)
+    late: IntArray = np.zeros(0, dtype=np.intp)  # rows past the embedding deadline
     if use_bm25:  # BM25 needs no query vector: the query's tokens are scored directly
         if texts is None:
             texts = row_texts(sub.rows, warnings)
@@ -171,12 +175,18 @@ def rank_pass(
     else:
         # Only an IDF pass defers the query's embedding, and the pass above resolved it.
         assert not isinstance(query, TokensToWeight)
-        similarity, texts, batch = similarities(
-            sub, ranker.embedder, query, query_in_embedder_space, texts, batch, warnings
+        similarity, texts, batch, late = similarities(
+            sub,
+            ranker.embedder,
+            query,
+            query_in_embedder_space,
+            texts,
+            batch,
+            warnings,
+            ranker.embedding_deadline_ms,
         )
         doc = _documents(ranker, cands, texts if n == len(cands.rows) else None, batch)
     checkpoint("similarity")
-    content_similarity = similarity * factors
     # Beside a model's semantic similarity, a lexical one for every row (a lexical
     # embedder's similarity is that already): content then combines both.
     lexical_score: FloatArray | None = None
@@ -187,6 +197,10 @@ def rank_pass(
             )
         # (BM25 here measured 0.0008 below it on the mean of the onnx cells: not taken)
         lexical_score = lexical_similarities(batch, query_tokens, weights)
+    if len(late):  # past the embedding deadline: those rows by words
+        similarity = scored_by_words(similarity, late, lexical_score)
+        say_scored_by_words(ranker.embedding_deadline_ms, len(late), n - len(late))
+    content_similarity = similarity * factors
 
     # Fusion: which sources are ranked (declared, else detected on the reference rows),
     # their votes for each document over the whole union, how much content counts in

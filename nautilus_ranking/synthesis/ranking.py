@@ -79,6 +79,7 @@ class RankingSynthesizer:
         page_size: int | None = None,
         lexical: str = "bm25",
         canonical_sources: Sequence[str] = (),
+        embedding_deadline_ms: int = 0,
     ) -> None:
         for name, value in (
             ("top_k", top_k),
@@ -133,6 +134,9 @@ class RankingSynthesizer:
         #: The sources whose copy of a document is kept when copies collapse, first
         #: preferred (lower-cased, as boosts' ids); empty: the best-ranked copy.
         self.canonical_sources = tuple(str(s).strip().lower() for s in canonical_sources)
+        #: The time a request's rows may take to embed with a model, in ms (0: no
+        #: deadline); rows not reached are scored by words (synthesis/embedding_deadline.py).
+        self.embedding_deadline_ms = max(0, int(embedding_deadline_ms))
 
     @classmethod
     def from_settings(
@@ -146,7 +150,12 @@ class RankingSynthesizer:
             idf=settings.ranking_idf,
             source_boosts=settings.source_boosts,
             embedder=embedder
-            or embedder_from_name(settings.embedder, cache_size=settings.embedder_cache_size),
+            or embedder_from_name(
+                settings.resolved_embedder,
+                cache_size=settings.embedder_cache_size,
+                data_dir=settings.data_dir,
+                disk_cache_mb=settings.embedder_disk_cache_mb,
+            ),
             max_candidates=settings.ranking_max_candidates,
             dedup_key=settings.ranking_dedup_key,
             cut=settings.ranking_cut,
@@ -156,6 +165,7 @@ class RankingSynthesizer:
             page_size=page_size,
             lexical=settings.ranking_lexical,
             canonical_sources=settings.ranking_canonical_sources,
+            embedding_deadline_ms=settings.embedder_deadline_ms,
         )
 
     # --- public API ------------------------------------------------------------------

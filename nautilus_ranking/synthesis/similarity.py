@@ -8,6 +8,7 @@ that is unusable falls back to the text; an embedder that fails scores its rows 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from itertools import repeat
 from operator import is_not, methodcaller
@@ -47,9 +48,11 @@ def similarities(
     texts: list[str] | None,
     batch: TokenBatch | None,
     warnings: RankWarnings,
-) -> tuple[FloatArray, list[str] | None, TokenBatch | None]:
-    """Cosine similarity of each candidate to the query; and every candidate's text
-    and tokens, when they were given or built here (else None).
+    deadline_ms: int = 0,
+) -> tuple[FloatArray, list[str] | None, TokenBatch | None, IntArray]:
+    """Cosine similarity of each candidate to the query; every candidate's text and
+    tokens, when they were given or built here (else None); and the positions of the
+    rows the embedder did not reach within ``deadline_ms`` (scored 0 here).
 
     ``texts``/``batch``: every candidate's text and tokens when already built."""
     n = len(cands.rows)
@@ -70,12 +73,13 @@ def similarities(
     has_vector = np.zeros(n, dtype=bool)
     has_vector[with_vector] = True
     to_embed = np.flatnonzero(~has_vector)
+    late: IntArray = np.zeros(0, dtype=np.intp)
     if len(to_embed):
         covers_all = texts is not None
         if texts is None:
             texts = row_texts([cands.rows[i] for i in to_embed.tolist()], warnings)
             batch = TokenBatch.from_texts(texts) if is_token_embedder(embedder) else None
-        similarity[to_embed] = _embed_rows(
+        embedded = _embed_rows(
             embedder,
             texts,
             batch,
@@ -84,12 +88,16 @@ def similarities(
             query_unit,
             query_in_embedder_space,
             warnings,
+            deadline_ms,
         )
+        unreached = np.isnan(embedded)
+        late = to_embed[unreached]
+        similarity[to_embed] = np.where(unreached, 0.0, embedded)
         if not covers_all and len(to_embed) < n:  # texts of some candidates only
             texts, batch = None, None
     if not np.isfinite(similarity).all():  # (nan_to_num alone costs ~10 µs a request)
         similarity = np.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0)
-    return similarity, texts, batch
+    return similarity, texts, batch, late
 
 
 #: The lexical similarity beside a model's: the default embedder's IDF-weighted cosine.
@@ -122,8 +130,11 @@ def _embed_rows(
     query_unit: QueryVector,
     query_in_embedder_space: bool,
     warnings: RankWarnings,
+    deadline_ms: int = 0,
 ) -> FloatArray:
-    """Similarity of the rows in ``to_embed`` through the embedder; zeros where it fails."""
+    """Similarity of the rows in ``to_embed`` through the embedder; zeros where it fails,
+    NaN where an embedder that keeps a deadline (``embed_batch(texts, deadline)``) did
+    not reach the row within ``deadline_ms`` (0: no deadline)."""
     dim = query_unit.shape[0]
     zeros = np.zeros(len(to_embed), dtype=np.float64)
     embedder_dim = getattr(embedder, "dim", None)
@@ -145,7 +156,11 @@ def _embed_rows(
             )
             return sims[to_embed] if texts_cover_all else sims
         picked = [texts[i] for i in to_embed] if texts_cover_all else texts
-        matrix = embed_texts(embedder, picked)
+        if deadline_ms > 0 and getattr(embedder, "keeps_deadline", False):
+            deadline = time.perf_counter() + deadline_ms / 1000
+            matrix = np.asarray(embedder.embed_batch(picked, deadline), dtype=np.float64)  # type: ignore[attr-defined]
+        else:
+            matrix = embed_texts(embedder, picked)
         if matrix.shape != (len(picked), dim):
             raise ValueError(
                 f"embedder returned shape {matrix.shape}, expected {(len(picked), dim)}"
@@ -153,9 +168,12 @@ def _embed_rows(
     except Exception as exc:
         warnings.embedder_failed("rows", exc, action="those rows scored 0", count=len(to_embed))
         return zeros
+    unreached = np.isnan(matrix).all(axis=1) if deadline_ms > 0 else None
     norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
     finite = np.isfinite(norms) & (norms > 0)
     similarity: FloatArray = np.divide(matvec(matrix, query_unit), norms, out=zeros, where=finite)
+    if unreached is not None and unreached.any():
+        similarity[unreached] = np.nan
     return similarity
 
 

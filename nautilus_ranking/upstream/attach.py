@@ -39,6 +39,7 @@ from typing import Any
 
 from nautilus_ranking.broker import applied_settings, boost_problems
 from nautilus_ranking.embedders import Embedder, embedder_from_name
+from nautilus_ranking.embedders.warm_up import warm_up
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.settings.knobs import KNOBS, knob_is_set
@@ -146,7 +147,12 @@ def attach_ranking(
     if problems and settings.config_strict:
         raise ConfigError(problems)
     if embedder is None and settings.ranking_enabled:
-        embedder = embedder_from_name(settings.embedder, cache_size=settings.embedder_cache_size)
+        embedder = embedder_from_name(
+            settings.resolved_embedder,
+            cache_size=settings.embedder_cache_size,
+            data_dir=settings.data_dir,
+            disk_cache_mb=settings.embedder_disk_cache_mb,
+        )
 
     def source_kinds() -> Mapping[str, SourceKind]:
         return kinds_of(broker.sources)  # read per request: a reload may change them
@@ -163,7 +169,7 @@ def attach_ranking(
     synthesizer.query_of = lambda intent: attached.routing_words.query(intent)
     if settings.upstream_vector_dim:
         attached.query_vectors = QueryVectors.from_settings(
-            settings.embedder,
+            settings.vector_embedder,
             settings.upstream_vector_dim,
             settings.embedder_cache_size,
             synthesizer.query_of,
@@ -187,6 +193,7 @@ def attach_ranking(
     on_reload = getattr(broker, "on_reload", None)
     if callable(on_reload):
         on_reload(lambda: _adopt_sources(attached, embedder, None))
+    warm_up(embedder)  # the model loads at attach, not at the first ranked request
     logger.info(
         "upstream_ranking_attached",
         broker_version=installed_broker_version(),
@@ -202,7 +209,11 @@ def settings_named(settings: NautilusSettings) -> dict[str, Any]:
     """The ranking knobs ``settings`` sets, by variable, and the embedder."""
     named: dict[str, Any] = {}
     for knob in KNOBS:
-        value = getattr(settings, knob.field)
+        value = (
+            settings.resolved_embedder
+            if knob.field == "embedder"
+            else getattr(settings, knob.field)
+        )
         default = NautilusSettings.model_fields[knob.field].get_default(call_default_factory=True)
         if knob.kind == "embedder" and knob.field != "embedder":
             continue

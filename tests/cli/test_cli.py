@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plain_environment import plain_environment
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 QUERY = "orders database disk full"
@@ -17,7 +18,7 @@ QUERY = "orders database disk full"
 def run(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]  # the test's own folder
     return subprocess.run(
         [NAUTILUS, *args],

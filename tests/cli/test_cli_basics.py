@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plain_environment import plain_environment
 
 import nautilus_ranking
 
@@ -22,7 +23,7 @@ NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 def run(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, command: str = NAUTILUS
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     return subprocess.run(
         [command, *args],

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import structlog
+from plain_environment import plain_environment
 
 from nautilus_ranking.cli import main
 
@@ -30,7 +31,7 @@ GOOD = (
 def run(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     return subprocess.run(
         [NAUTILUS, *args],
@@ -244,7 +245,7 @@ def test_the_library_writes_nothing_to_stdout_and_only_warnings_to_stderr(folder
     data.mkdir(parents=True)
     (data / "faqs.db").write_text("mine\n", encoding="utf-8")  # makes the source fail: a warning
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env = plain_environment()
     env.update(
         {"NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"], "NAUTILUS_LOG_LEVEL": "debug"}
     )
@@ -286,7 +287,7 @@ def test_three_processes_on_a_fresh_data_dir_all_answer(folder: Path) -> None:
     """Across processes: the file lock lets one build while the others
     wait, and every process then reads the same database."""
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     processes = [
         subprocess.Popen(

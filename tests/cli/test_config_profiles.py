@@ -6,9 +6,10 @@ example of docs/configuration.md#profiles."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
+
+from plain_environment import plain_environment
 
 from tools.servers import NAUTILUS
 
@@ -46,7 +47,7 @@ spec:
 
 
 def config(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     return subprocess.run(
         [NAUTILUS, "config", *args],
         cwd=folder,

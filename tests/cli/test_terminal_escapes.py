@@ -5,7 +5,6 @@ screen, set the window title, move the cursor back over a line or reorder it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from plain_environment import plain_environment
 
 from nautilus_ranking.cli.output import printable
 
@@ -104,7 +104,7 @@ def test_probe_and_query_print_no_control_character_of_an_engine(
     with hostile_engine() as url:
         sources = {"sources": [_entry("ok", url), _entry("bad", url)]}
         (tmp_path / "nautilus.yaml").write_text(yaml.safe_dump(sources), "utf-8")
-        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+        env = plain_environment()
         env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
         out = subprocess.run(
             [NAUTILUS, *command, "--config", "nautilus.yaml"],

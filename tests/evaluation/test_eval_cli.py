@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from eval_support import dataset, qrels
+from plain_environment import plain_environment
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
@@ -23,7 +23,7 @@ DATA_DIR: list[Path] = []
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     """No NAUTILUS_* from the caller: the current settings are passthrough; the databases
     live in this module's data folder."""
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     return subprocess.run(
         list(args),
         capture_output=True,

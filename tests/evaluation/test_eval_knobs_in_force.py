@@ -74,7 +74,7 @@ def test_the_header_names_every_knob_set_with_its_origin(tmp_path: Path) -> None
     assert "NAUTILUS_RANKING_TOP_K=10 (.env)" in header, header
     assert "NAUTILUS_RANKING_NEAR_DUPLICATES=0.4 (environment)" in header, header
     assert "NAUTILUS_RANKING_DIVERSITY=0.3 (environment)" in header, header
-    assert "NAUTILUS_EMBEDDER=hashing (default)" in header, header
+    assert "NAUTILUS_EMBEDDER=hashing (environment)" in header, header  # the suite pins it
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,13 @@ from tools.servers import NAUTILUS
 pytest.importorskip("mcp")
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from plain_environment import plain_environment
 
 from nautilus_ranking.mcp.stdio import early_answer
 
 
 def environment(tmp: Path) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     return {**base, "NAUTILUS_DATA_DIR": str(tmp / "data"), "NAUTILUS_LOG_FORMAT": "json"}
 
 

@@ -5,7 +5,6 @@ an argument typed as what it accepts."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,8 @@ from tools.servers import NAUTILUS
 
 pytest.importorskip("mcp")
 pytest.importorskip("toktok")
+
+from plain_environment import plain_environment
 
 from nautilus_ranking.selection.tokens import count_tokens
 
@@ -29,7 +30,7 @@ ROOM_FOR_ONE_MORE_ARGUMENT = 40
 
 def tools_list(tmp: Path) -> dict[str, Any]:
     """The result of ``tools/list`` from ``nautilus-ranking mcp`` over stdio on the demo."""
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = str(tmp / "data")
     messages = [
         {

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from tools.servers import NAUTILUS, running
 pytest.importorskip("mcp")
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from plain_environment import plain_environment
 
 from nautilus_ranking.retrievers import langchain
 
@@ -62,7 +62,7 @@ def json_entries(body: dict[str, Any]) -> list[str]:
 
 
 def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env.update(SETTINGS, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
 
@@ -131,7 +131,7 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
 
 
 def test_exact_counts_are_labelled_exact_in_the_text_too(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env.update(SETTINGS, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
     shown = subprocess.run(
         [NAUTILUS, "query", QUERY, "--max-tokens", "1500"],

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tools.servers import NAUTILUS, running
 pytest.importorskip("mcp")
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from plain_environment import plain_environment
 
 from nautilus_ranking.retrievers import langchain
 
@@ -72,7 +72,7 @@ def test_every_request_field_is_a_flag_and_in_the_mcp_schema() -> None:
 
 
 def test_the_same_request_gives_the_same_rows_every_way_in(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env.update(SETTINGS, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
 

@@ -17,6 +17,7 @@ import pytest
 from fakes import sources_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plain_environment import plain_environment
 
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.cli import DEMO_QUERIES
@@ -139,7 +140,7 @@ def test_a_cursor_is_refused_for_other_settings_and_when_malformed() -> None:
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     return subprocess.run(
         [NAUTILUS, "query", QUERY, *args],
@@ -265,7 +266,7 @@ def test_a_top_k_says_more_rows_exist_and_the_hint_runs_as_printed() -> None:
     assert last.startswith("more rows past these 3; next: nautilus-ranking query ")
     command = shlex.split(last.split("next: ", 1)[1])
     assert command[:2] == ["nautilus-ranking", "query"] and "--cursor" in command
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     base["NAUTILUS_RANKING_IDF"] = "true"
     for env in ({}, {"NAUTILUS_RANKING_TOP_K": "7"}):  # as printed, whatever the shell's K

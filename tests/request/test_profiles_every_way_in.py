@@ -28,6 +28,7 @@ from fakes import sources_file
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_support import connect
+from plain_environment import plain_environment
 
 from tools.servers import NAUTILUS, Server, running
 
@@ -211,7 +212,7 @@ def test_mcp_stdio_two_calls_at_once_naming_different_profiles(tmp_path: Path) -
     env = environment(tmp_path)
     # stdio has no keys: any profile may be named, a keys file in the environment or not
     assert env["NAUTILUS_SERVE_API_KEYS_FILE"]
-    base = {k: v for k, v in __import__("os").environ.items() if not k.startswith("NAUTILUS_")}
+    base = plain_environment()
     params = StdioServerParameters(
         command=NAUTILUS,
         args=["mcp"],
@@ -242,7 +243,7 @@ def test_mcp_stdio_two_calls_at_once_naming_different_profiles(tmp_path: Path) -
 
 def test_cli_two_invocations_with_different_profiles(tmp_path: Path) -> None:
     env = environment(tmp_path)
-    base = {k: v for k, v in __import__("os").environ.items() if not k.startswith("NAUTILUS_")}
+    base = plain_environment()
     full = {**base, **env, "NAUTILUS_DATA_DIR": str(tmp_path / "data")}
 
     def query(*args: str) -> subprocess.CompletedProcess[str]:
@@ -299,7 +300,7 @@ def test_serve_in_strict_mode_refuses_a_bad_profile_or_grant_before_serving(
 ) -> None:
     env = environment(tmp_path)
     (tmp_path / "keys").write_text(KEYS + "k-typo profile=suport\n")
-    base = {k: v for k, v in __import__("os").environ.items() if not k.startswith("NAUTILUS_")}
+    base = plain_environment()
     done = subprocess.run(
         [NAUTILUS, "serve", "--port", "1"],  # never reached: refused before listening
         env={

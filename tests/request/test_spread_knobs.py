@@ -9,6 +9,7 @@ import subprocess
 from typing import Any
 
 import pytest
+from plain_environment import plain_environment
 from structlog.testing import capture_logs
 
 from nautilus_ranking import ConfigError, NautilusSettings
@@ -122,7 +123,7 @@ def test_the_cursor_key_changes_with_each_knob_and_not_when_unset() -> None:
 
 
 def test_the_cli_refuses_a_bad_value_with_exit_2() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = os.environ.get("NAUTILUS_DATA_DIR", "/tmp/nautilus-test")
     done = subprocess.run(
         [NAUTILUS, "query", "disk full", "--diversity", "2"],

@@ -5,13 +5,13 @@ row that absorbed copies, within 120 columns."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fakes import FakeSource, write_jsonl
+from plain_environment import plain_environment
 
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.request.answer import Answer, answer_sync
@@ -64,7 +64,7 @@ def test_a_page_within_the_cap_says_it_held_and_no_cap_says_nothing() -> None:
 
 
 def run(config: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = str(config.parent / "data")
     env["NAUTILUS_CONFIG"] = str(config)
     done = subprocess.run(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plain_environment import plain_environment
 
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.settings.model import NautilusSettings
@@ -34,7 +35,7 @@ Row = tuple[str, Any, float]
 
 
 def cli(*args: str) -> list[Row]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env = plain_environment()
     env.update(SETTINGS, NAUTILUS_DATA_DIR=os.environ["NAUTILUS_DATA_DIR"])
     out = subprocess.run(
         [NAUTILUS, "query", QUERY, "--json", *args],
@@ -87,7 +88,7 @@ def test_in_process_retrievers_give_the_cli_rows_in_order(broker: Broker) -> Non
 
 def test_with_ranking_off_the_rows_pass_through_unscored() -> None:
     """No ranking knob: the sources' rows in their order, with no score (not a 0)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     out = subprocess.run(
         [NAUTILUS, "query", QUERY, "--json"],
@@ -180,7 +181,7 @@ nodes = NautilusRetriever(broker=broker).retrieve("orders-db disk full")
 docs = LC(broker=broker).invoke("orders-db disk full")
 print(len(nodes), len(docs), nodes[0].node.get_content(metadata_mode="all")[:40])
 """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
     out = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import toktok
 from fakes import FakeSource
+from plain_environment import plain_environment
 
 from nautilus_ranking import AdapterResult, Broker, NautilusSettings, RankingSynthesizer
 from nautilus_ranking.selection import RelevanceCut, apply_budget, entry_text, relevance_cut
@@ -23,7 +24,7 @@ QUERY = "users keep getting logged out of their sessions"
 
 
 def query_json(env: dict[str, str]) -> dict[str, Any]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     done = subprocess.run(
         [NAUTILUS, "query", QUERY, "--json"],
@@ -207,7 +208,7 @@ def test_the_cli_says_what_the_cut_left_out_in_text_and_json() -> None:
         "rows_left_out": len(full["ranking"]) - len(out["ranking"]),
     }
     assert out["cut"]["rows_left_out"] > 0
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     text = subprocess.run(
         [NAUTILUS, "query", QUERY, "--top-k", "10", "--cut", "relative:0.9"],

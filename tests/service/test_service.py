@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from plain_environment import plain_environment
 
 from nautilus_ranking.request.model import QueryRequest
 from tools.servers import NAUTILUS, Server, running, wait_ready
@@ -55,7 +56,7 @@ def test_query_answers_the_same_object_as_nautilus_query_json(server: Server) ->
     response = post(server, {"query": QUERY})
     assert response.status_code == 200, response.text
     body = response.json()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env = plain_environment()
     env.update(SETTINGS, NAUTILUS_DATA_DIR=os.environ["NAUTILUS_DATA_DIR"])
     cli = subprocess.run(
         [NAUTILUS, "query", QUERY, "--json"],

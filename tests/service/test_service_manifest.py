@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import structlog
+from plain_environment import plain_environment
 
 from nautilus_ranking import cli
 
@@ -25,7 +26,7 @@ HGIH = (
 
 
 def config(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     return subprocess.run(
         [NAUTILUS, "config", *args],
         capture_output=True,

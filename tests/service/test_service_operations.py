@@ -5,7 +5,6 @@ on loopback."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fakes import sources_file
+from plain_environment import plain_environment
 
 from tools.servers import NAUTILUS, Server, free_port, running, wait_ready
 
@@ -72,7 +72,7 @@ def _serve(
     *args: str,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base.pop("PROMETHEUS_MULTIPROC_DIR", None)
     return subprocess.run(
         [NAUTILUS, "serve", *args],
@@ -126,7 +126,7 @@ def test_serve_takes_config_like_every_other_command(tmp_path: Path) -> None:
     )
     port = free_port()
     log = tmp_path / "serve.log"
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     with log.open("w") as sink:
         process = subprocess.Popen(
             [NAUTILUS, "serve", "--config", str(config), "--port", str(port)],

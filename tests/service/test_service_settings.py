@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from plain_environment import plain_environment
 from structlog.testing import capture_logs
 
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings
@@ -111,7 +111,7 @@ def test_every_serve_variable_is_documented() -> None:
 
 
 def _serve(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     return subprocess.run(
         [NAUTILUS, "serve", "--port", "1"],
         capture_output=True,

@@ -5,16 +5,17 @@ settings' own default, ``info``, is what neither uses unasked)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from plain_environment import plain_environment
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 def config(tmp_path: Path, *args: str, **env: str) -> str:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     run = subprocess.run(
         [NAUTILUS, "config", *args],
         capture_output=True,

@@ -34,6 +34,8 @@ SET_VALUES: dict[str, Any] = {
     "ranking_curated_keywords": "content",
     "embedder": "noop",
     "embedder_cache_size": 7,
+    "embedder_disk_cache_mb": 0,
+    "embedder_deadline_ms": 5,
 }
 
 

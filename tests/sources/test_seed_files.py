@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plain_environment import plain_environment
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 MEMORY_CAP = 3 << 30  # a seed read whole into memory fails the test instead of the machine
@@ -27,7 +28,7 @@ def run(folder: Path, seed: str, *args: str) -> subprocess.CompletedProcess[str]
         f"seed: '{seed}', columns: [title]}}\n",
         encoding="utf-8",
     )
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env.update(NAUTILUS_DATA_DIR=str(folder / "data"), NAUTILUS_CONFIG=str(config))
     return subprocess.run(
         [NAUTILUS, *args],

@@ -6,7 +6,6 @@ namespace of the test's own, ``unshare``)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from plain_environment import plain_environment
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
@@ -47,7 +47,7 @@ def sources_file(folder: Path, seed: Path) -> Path:
 
 
 def env_for(data: Path) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     return {
         **base,
         "NAUTILUS_DATA_DIR": str(data),

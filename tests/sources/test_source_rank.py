@@ -16,6 +16,7 @@ import httpx
 import numpy as np
 import pytest
 from fakes import FakeSource
+from plain_environment import plain_environment
 from structlog.testing import capture_logs
 
 from nautilus_ranking import AdapterResult, Broker, HashingEmbedder, RankingSynthesizer
@@ -148,7 +149,7 @@ def check_runbooks(out: dict[str, Any]) -> None:
     "env", [{}, {"NAUTILUS_RANKING_TOP_K": "1000"}], ids=["passthrough", "ranking"]
 )
 def test_query_json_reports_source_ranks_in_the_sources_own_order(env: dict[str, str]) -> None:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     done = subprocess.run(
         [
             sys.executable,

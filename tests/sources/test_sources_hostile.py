@@ -6,13 +6,13 @@ CLI runs, real SQLite files and the real embedded PostgreSQL."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from fakes import write_jsonl
+from plain_environment import plain_environment
 from postgres_fixtures import execute
 
 from nautilus_ranking import Broker
@@ -30,7 +30,7 @@ def cli(
     *args: str | bytes,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base.update(NAUTILUS_DATA_DIR=str(folder / "data"), **(env or {}))
     return subprocess.run(
         [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env=base, cwd=folder

@@ -38,6 +38,7 @@ def test_the_wheel_installs_our_name_only(venv: BrokerVenv) -> None:
 
 def test_beside_and_inside_the_broker(venv: BrokerVenv, pg_dsn: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env["NAUTILUS_EMBEDDER"] = "hashing"  # as the suite (tests/conftest.py)
     env["UPSTREAM_PG_DSN"] = pg_dsn
     env.pop("PYTHONPATH", None)  # the installed wheel, never this source tree
     done = subprocess.run(

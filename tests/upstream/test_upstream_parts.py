@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from nautilus_ranking import NautilusSettings, RankingSynthesizer
+from nautilus_ranking.embedders.default import model_installed
 from nautilus_ranking.upstream import IncompatibleBrokerError, attach_ranking
 from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.request_scope import current_scope, request_scope
@@ -260,3 +262,17 @@ def test_a_profiles_budget_applies_to_its_agents_requests_only() -> None:
     with request_scope("q", "agent-b"):
         cut = synthesizer.merge([result("s", rows)])["s"]
     assert 0 < len(cut) < len(rows) and cut == rows[: len(cut)]
+
+
+@pytest.mark.skipif(not model_installed(), reason="needs the embed extra")
+def test_the_attachment_loads_the_model_at_attach(tmp_path: Path) -> None:
+    """The broker's first ranked request does not pay the model's load: attaching does."""
+    settings = NautilusSettings(ranking_top_k=1, embedder="onnx", data_dir=tmp_path)
+    with capture_logs() as logs:
+        attached = attach_ranking(FakeBroker(["r1"]), settings)
+    assert attached.synthesizer.ranker is not None
+    embedder = attached.synthesizer.ranker.embedder
+    assert embedder._session is not None
+    assert [e["model_id"] for e in logs if e["event"] == "embedder_loaded"] == [
+        "all-MiniLM-L6-v2-onnx-int8-matmul"
+    ]

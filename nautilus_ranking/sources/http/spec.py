@@ -337,7 +337,9 @@ class HttpSpec(HttpFields):
         if self.dim is None:
             raise ValueError("{{vector}} needs dim: the size of the engine's vectors")
         name = self.embedder or ("hashing" if ctx.embedder_name == "noop" else ctx.embedder_name)
-        embedder = embedder_from_name(name, self.dim, ctx.cache_size)
+        embedder = embedder_from_name(
+            name, self.dim, ctx.cache_size, data_dir=ctx.data_dir, disk_cache_mb=ctx.disk_cache_mb
+        )
         size = getattr(embedder, "dim", self.dim)
         if size != self.dim:
             raise ValueError(

@@ -190,6 +190,8 @@ class SqliteVectorSpec(SeededSqliteSpec):
             "hashing" if ctx.embedder_name == "noop" else ctx.embedder_name,
             self.dim,
             ctx.cache_size,
+            data_dir=ctx.data_dir,
+            disk_cache_mb=ctx.disk_cache_mb,
         )
         return SqliteVectorSource(
             self.id,

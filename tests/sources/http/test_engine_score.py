@@ -6,7 +6,6 @@ and the score-order detection take it as the number it is; ``--explain`` shows i
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from http_support import DOCS, built, es_entry, search, write_sources
+from plain_environment import plain_environment
 
 from nautilus_ranking import Broker
 from nautilus_ranking.sources.http.mapping import ResponseMapping
@@ -101,7 +101,7 @@ def test_score_order_detection_takes_an_engine_score_of_any_size() -> None:
 def test_explain_shows_the_engines_score(tmp_path: Path) -> None:
     with json_engine(DOCS) as engine:
         write_sources(tmp_path, es_entry(engine.url))
-        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+        env = plain_environment()
         env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
         out = subprocess.run(
             [NAUTILUS, "query", "orders-db disk", "--explain", "--top-k", "3"],

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from http_support import DOCS, built, es_entry, search, write_sources
+from plain_environment import plain_environment
 from structlog.testing import capture_logs
 
 from nautilus_ranking import Broker
@@ -364,7 +365,7 @@ def test_a_path_nested_without_end_is_refused_when_the_file_is_read(
     entry = hostile_entry("http://127.0.0.1:9", "s")
     entry["response"] = {"hits": "hits.hits", "id": "_id", "title": path}
     write_sources(tmp_path, entry)
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
     out = subprocess.run(
         [NAUTILUS, "config", "--strict", "--config", "nautilus.yaml"],

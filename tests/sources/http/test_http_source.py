@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 import socket
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from http_support import DOCS, built, es_entry, search, write_sources
+from plain_environment import plain_environment
 
 from nautilus_ranking import Broker
 from nautilus_ranking.service.readiness import Readiness
@@ -29,7 +29,7 @@ HOSTILE_QUERIES = ['disk "}, "size": 10000, "x": {"', "disk&size=10000", "disk\n
 def cli(
     folder: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base.update(NAUTILUS_DATA_DIR=str(folder / "data"), **(env or {}))
     return subprocess.run(
         [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env=base, cwd=folder

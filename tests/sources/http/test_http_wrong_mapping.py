@@ -7,7 +7,6 @@ counts every such answer."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from http_support import DOCS, write_sources
+from plain_environment import plain_environment
 from structlog.testing import capture_logs
 
 from nautilus_ranking.records import WarnedRows
@@ -40,7 +40,7 @@ def mapped(engine_url: str, source_id: str = "kb", **response: Any) -> dict[str,
 
 
 def cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = str(folder / "data")
     return subprocess.run(
         [NAUTILUS, *args, "--config", "nautilus.yaml"],

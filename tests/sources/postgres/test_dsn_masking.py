@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import pytest
 from fakes import write_jsonl
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
+from plain_environment import plain_environment
 from psycopg.conninfo import conninfo_to_dict
 
 from nautilus_ranking import Broker
@@ -227,7 +227,7 @@ def test_error_records_and_the_sources_check_hide_every_password(
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     return subprocess.run(
         [NAUTILUS, *args],
         capture_output=True,
@@ -295,7 +295,7 @@ def mcp_outputs(tmp_path: Path, config: str) -> list[str]:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     env = {
         **base,
         "NAUTILUS_CONFIG": config,

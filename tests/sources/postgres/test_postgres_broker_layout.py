@@ -5,12 +5,12 @@ against the real embedded PostgreSQL and through the CLI."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+from plain_environment import plain_environment
 from postgres_fixtures import execute
 
 from nautilus_ranking.embedders import embedder_from_name
@@ -120,7 +120,7 @@ def test_an_unknown_layout_is_a_clear_error(pg_dsn: str, tmp_path: Path) -> None
         [NAUTILUS, "load", "--config", str(path)],
         capture_output=True,
         text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")},
+        env=plain_environment(),
         timeout=120,
     )
     assert done.returncode != 0
@@ -134,7 +134,7 @@ def test_the_cli_loads_the_broker_layout(pg_dsn: str, tmp_path: Path) -> None:
         [NAUTILUS, "load", "--config", str(path), "--replace"],
         capture_output=True,
         text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")},
+        env=plain_environment(),
         timeout=120,
     )
     assert done.returncode == 0, done.stderr

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from fakes import write_jsonl
+from plain_environment import plain_environment
 from postgres_fixtures import execute
 
 NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
@@ -23,7 +24,7 @@ DOCS = [
 def run(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     return subprocess.run(
         [NAUTILUS, *args],
@@ -101,7 +102,7 @@ def test_a_postgres_source_without_the_extra_names_it(tmp_path: Path) -> None:
         "import sys; sys.modules['psycopg'] = None; from nautilus_ranking.cli import main; "
         f"sys.exit(main(['query', 'disk', '--config', {str(path)!r}]))"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env = plain_environment()
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -128,7 +129,7 @@ def test_demo_postgres_answers_from_a_real_postgres(pg_dsn: str) -> None:
     export, load, query = (line.strip() for line in lines[start + 1 :])
     assert export.startswith('export DEMO_DSN="$(') and "cleanup_mode=None" in export
     assert "nautilus-postgres.yaml" in load and "nautilus-postgres.yaml" in query
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env |= {"NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"], "DEMO_DSN": pg_dsn}
     outputs = []
     for command in (load, query):

@@ -8,7 +8,6 @@ why."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from plain_environment import plain_environment
 from postgres_fixtures import execute
 
 from nautilus_ranking.sources.factory import load_sources
@@ -129,7 +129,7 @@ def test_a_text_table_given_numbers_is_refused_and_prune_keeps_its_rows(
         capture_output=True,
         text=True,
         timeout=120,
-        env={k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")},
+        env=plain_environment(),
     )
     assert run.returncode == 1 and "1 (a number)" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
@@ -139,7 +139,7 @@ def test_a_text_table_given_numbers_is_refused_and_prune_keeps_its_rows(
 def test_the_report_says_why_the_table_has_fewer_rows(pg_dsn: str, tmp_path: Path) -> None:
     """Repeated ids are one row; ids the table's own column holds as one (a uuid column
     reads upper and lower case alike) are said, and the load exits 1."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env = plain_environment()
     config = str(sources(tmp_path, pg_dsn, "ids_report"))
 
     def cli() -> subprocess.CompletedProcess[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fakes import write_jsonl
+from plain_environment import plain_environment
 
 from nautilus_ranking.settings.model import NautilusSettings
 
@@ -25,7 +26,7 @@ ROWS = [
 def run(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, data_dir: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     if data_dir:
         base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     return subprocess.run(

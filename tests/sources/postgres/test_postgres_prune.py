@@ -5,7 +5,6 @@ id sets (ints, integral and other floats, strings, booleans, mixed) and through 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from plain_environment import plain_environment
 from postgres_fixtures import execute
 
 from nautilus_ranking.sources.factory import load_sources
@@ -79,7 +79,7 @@ def test_the_cli_prunes_nothing_on_a_mixed_id_seed_it_just_loaded(
 ) -> None:
     path = sources(tmp_path, pg_dsn, "prune_mixed")
     write_seed(tmp_path, [1, "A-7", 2.0])
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     for _ in range(2):
         run = subprocess.run(
             [NAUTILUS, "load", "--config", str(path), "--prune"],

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fakes import write_jsonl
+from plain_environment import plain_environment
 from postgres_fixtures import PgServer
 from psycopg.conninfo import conninfo_to_dict
 
@@ -67,7 +68,7 @@ sources:
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     return subprocess.run(
         [NAUTILUS, *args],
         capture_output=True,

@@ -41,6 +41,7 @@ def serving(
     variables; yields its REST port and the process."""
     port = free_port()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    environment["NAUTILUS_EMBEDDER"] = "hashing"  # as the suite (tests/conftest.py)
     environment |= dict(env)
     with log.open("w") as out:
         process = subprocess.Popen(

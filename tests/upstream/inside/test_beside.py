@@ -25,6 +25,7 @@ BROKER_VARIABLES = {
 
 def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env["NAUTILUS_EMBEDDER"] = "hashing"  # as the suite (tests/conftest.py)
     return subprocess.run(
         [str(a) for a in args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
     )

@@ -50,6 +50,7 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
             handle.write(json.dumps(article) + "\n")
     (folder / "load.yaml").write_text(LOAD_YAML, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env["NAUTILUS_EMBEDDER"] = "hashing"  # as the suite (tests/conftest.py)
     done = subprocess.run(
         [NAUTILUS_RANKING, "load", "--config", "load.yaml", "--replace"],
         cwd=folder,

@@ -1,0 +1,56 @@
+"""Rows the model did not reach within the request's embedding deadline, scored by words.
+
+``NAUTILUS_EMBEDDER_DEADLINE_MS`` bounds the time a request spends embedding its rows
+with the model. A row not reached has no semantic score; it gets its lexical one (the
+cosine every row has beside the model's), put on the model's scale by a least-squares
+fit over the rows embedded in time, so those rows are neither buried nor lifted by the
+scale of another score. Never an error: what happened is said in the answer's
+``embedding`` field (kept for the request in a context variable the broker reads once
+its synthesizer has ranked).
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+import numpy as np
+
+from nautilus_ranking.text.arrays import FloatArray, IntArray
+
+_REPORT: ContextVar[dict[str, Any] | None] = ContextVar("nautilus_embedding_report", default=None)
+
+
+def scored_by_words(
+    similarity: FloatArray, late: IntArray, lexical: FloatArray | None
+) -> FloatArray:
+    """``similarity`` with the ``late`` rows' semantic score replaced by their lexical
+    one, scaled to the model's by the rows embedded in time (0 without a lexical
+    score: a query without words)."""
+    out = similarity.copy()
+    if lexical is None:
+        out[late] = 0.0
+        return out
+    embedded = np.ones(len(similarity), dtype=bool)
+    embedded[late] = False
+    x, y = lexical[embedded], similarity[embedded]
+    denominator = float(np.dot(x, x))
+    scale = float(np.dot(x, y)) / denominator if denominator > 0 else 1.0
+    out[late] = lexical[late] * (scale if scale > 0 else 1.0)
+    return out
+
+
+def say_scored_by_words(deadline_ms: int, rows_lexical: int, rows_embedded: int) -> None:
+    """Keep for this request what the deadline did (the broker puts it in the answer)."""
+    _REPORT.set(
+        {"deadline_ms": deadline_ms, "rows_lexical": rows_lexical, "rows_embedded": rows_embedded}
+    )
+
+
+def taken() -> dict[str, Any] | None:
+    """What the deadline did in this request's ranking (None: every row embedded in
+    time), forgotten once read."""
+    report = _REPORT.get()
+    if report is not None:
+        _REPORT.set(None)
+    return report
