@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from plain_environment import plain_environment
 
 from nautilus_ranking.evaluation.judgments import read_judgments, read_queries
 from nautilus_ranking.evaluation.metrics import ndcg_at, relevant
@@ -44,7 +44,7 @@ def mean(values: list[float]) -> float:
 def test_eval_scores_what_serve_and_mcp_hand_over_under_a_profiles_budget(
     tmp_path: Path,
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env.update(PROFILE, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
 

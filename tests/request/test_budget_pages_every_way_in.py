@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from plain_environment import plain_environment
 
 from tools.servers import NAUTILUS, running
 
@@ -51,7 +51,7 @@ def check_pages(pages: list[Page], total: int) -> None:
 def test_pages_under_a_budget_skip_nothing_over_http_the_command_line_and_mcp(
     tmp_path: Path,
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    env = plain_environment()
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env.update(SETTINGS, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
 

@@ -14,7 +14,6 @@ import asyncio
 import base64
 import hashlib
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import pytest
 from fakes import sources_file
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from plain_environment import plain_environment
 from structlog.testing import capture_logs
 
 from nautilus_ranking.request.cursor_keys import (
@@ -199,7 +199,7 @@ def ask(server: Server, body: dict[str, Any]) -> httpx.Response:
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     return subprocess.run(
         [NAUTILUS, "query", QUERY, "--profile", "support", "--json", *args],
         capture_output=True,
@@ -259,7 +259,7 @@ def test_mcp_honours_a_cursor_serve_made_through_the_key_file(
     server, env = served
     cursor = ask(server, {"query": QUERY})
     assert cursor.status_code == 200, cursor.text
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("NAUTILUS_")}
+    base = plain_environment()
     # stdio has no caller key to grant a profile: without a keys file it may name any
     own = {k: v for k, v in env.items() if k != "NAUTILUS_SERVE_API_KEYS_FILE"}
     params = StdioServerParameters(command=NAUTILUS, args=["mcp"], env={**base, **own})
