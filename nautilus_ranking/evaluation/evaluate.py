@@ -41,7 +41,7 @@ from nautilus_ranking.evaluation.metrics import DEFAULT_K, relevant
 from nautilus_ranking.evaluation.progress import Progress
 from nautilus_ranking.evaluation.sweep import Fetched, Scored, compare, paired_test, score
 from nautilus_ranking.settings.model import NautilusSettings
-from nautilus_ranking.sources.base import embeds_query
+from nautilus_ranking.sources.base import embeds_query, stores_vectors
 
 #: Queries in flight at once: enough to overlap the sources' I/O, few enough to be polite.
 CONCURRENT_QUERIES = 4
@@ -72,6 +72,11 @@ class EvalResult:
     settings_line: str = ""  # the knobs in force, as the header shows them
     profile: str | None = None  # the ranking profile resolved into the knobs (--profile)
     delivery: Delivery | None = None  # the budget every row was scored under
+    #: The sources whose vectors are stored in PostgreSQL by ``stored_by`` (the embedder
+    #: their retrieval queries with): another embedder needs their tables reloaded.
+    stored_vectors: list[str] = field(default_factory=list)
+    stored_by: str = ""
+    config: str = ""  # the sources file, as given
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -134,6 +139,7 @@ def run_eval(
         current = applied_settings(run.settings, source_ids)
         embedder = _embedder(broker, current)
         by_embedder = [s.id for s in broker.sources if embeds_query(s)]
+        stored = [s.id for s in broker.sources if stores_vectors(s)]
         started = time.perf_counter()
         with Progress(len(judged), "fetching", enabled=progress) as bar:
             runs = asyncio.run(fetch_all(broker, judged, bar))
@@ -203,6 +209,9 @@ def run_eval(
         settings_line=knobs_line(run, current.ranking_enabled),
         profile=run.profile,
         delivery=delivery,
+        stored_vectors=stored,
+        stored_by=current.vector_embedder,
+        config=str(config),
     )
 
 

@@ -160,11 +160,28 @@ def _lines(result: EvalResult) -> list[str]:
     out += _attribution(result, best)
     if any(value == "" for _, value in best.alternative.env):
         out.append("# an empty value unsets the variable")
+    out += _reload(result, best)
     out += [f"{name}={value}" for name, value in best.alternative.env]
     also = [s.alternative.name for s in others if not _unproven(result, s)]
     if also:
         out.append(f"# also measured better and safe (smaller gain): {', '.join(also)}")
     return out
+
+
+def _reload(result: EvalResult, best: Scored) -> list[str]:
+    """What an embedder's change needs first where vectors are stored: eval re-ran only
+    the ranking, and a table's vectors are never compared with another model's."""
+    settings = best.alternative.settings
+    if best.alternative.kind != "embedder" or settings is None or not result.stored_vectors:
+        return []
+    if settings.vector_embedder == result.stored_by:
+        return []
+    config = f" --config {result.config}" if result.config else ""
+    return [
+        f"# first reload {', '.join(result.stored_vectors)} with the new embedder set "
+        f"(their stored vectors were made by {result.stored_by}; until then every request "
+        f"fails with VectorModelMismatchError): nautilus-ranking load --replace{config}"
+    ]
 
 
 def _knob(best: Scored) -> str:

@@ -129,3 +129,10 @@ def embeds_query(source: object) -> bool:
     embedder would change which rows it returns, not only how they are ranked."""
     inner = getattr(source, "inner", source)
     return callable(getattr(getattr(inner, "embedder", None), "embed", None))
+
+
+def stores_vectors(source: object) -> bool:
+    """Whether a source queries vectors a load made and kept (pgvector): another embedder
+    makes every request fail until its table is reloaded (``load --replace``)."""
+    inner = getattr(source, "inner", source)
+    return embeds_query(source) and bool(getattr(inner, "stores_vectors", False))

@@ -47,6 +47,9 @@ class PgvectorSource(PostgresSource):
     """Rows of ``table`` nearest the query by cosine distance over ``embedding_column``."""
 
     prepare_in_thread: ClassVar[bool] = True
+    #: Its vectors were made by ``nautilus-ranking load`` and are kept: another embedder
+    #: needs the table reloaded (``load --replace``), not only its queries re-embedded.
+    stores_vectors: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,10 @@ import pytest
 from fakes import write_jsonl
 from postgres_fixtures import execute
 
+from nautilus_ranking import NautilusSettings
 from nautilus_ranking.embedders import HashingEmbedder
+from nautilus_ranking.evaluation.evaluate import run_eval
+from nautilus_ranking.evaluation.recommend import recommendation_lines
 from nautilus_ranking.sources.factory import build_sources, load_source_specs
 from nautilus_ranking.sources.postgres.base import PostgresSourceError
 from nautilus_ranking.sources.postgres.dsn import mask_dsn
@@ -366,3 +371,40 @@ def test_ranked_is_declared_per_type_and_a_spec_may_override_it(tmp_path: Path) 
     declared = PostgresTableSpec.model_validate({**options, "ranked": True}).build(context)
     assert declared.ranked is True  # type: ignore[attr-defined]
     assert PostgresFtsSource.ranked is True and PgvectorSource.ranked is True
+
+
+@pytest.mark.skipif(importlib.util.find_spec("onnxruntime") is None, reason="needs the embed extra")
+def test_eval_naming_another_embedder_says_to_reload_the_stored_vectors(
+    loaded: Path, tmp_path: Path
+) -> None:
+    write_jsonl(tmp_path / "queries.jsonl", [{"_id": "q1", "text": "disk full"}])
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    settings = NautilusSettings(ranking_top_k=10, embedder="hashing", data_dir=tmp_path / "data")
+    result = run_eval(
+        tmp_path / "queries.jsonl", tmp_path / "qrels.tsv", str(loaded), settings, sweep=True
+    )
+    assert result.stored_vectors == ["vec"] and result.stored_by == "hashing"
+    model = next(s for s in result.scored if s.alternative.name == "embedder onnx")
+    told = recommendation_lines(
+        dataclasses.replace(
+            result,
+            recommendation=dataclasses.replace(result.recommendation, best=model, qualifying=[]),
+        )
+    )
+    reload = next(line for line in told if "load --replace" in line)
+    assert reload.startswith("# first reload vec ")
+    assert f"nautilus-ranking load --replace --config {loaded}" in reload
+    assert told.index(reload) < told.index("# NAUTILUS_EMBEDDER=onnx")  # one query: commented
+    # the word embedder keeps what the table was loaded with: nothing to reload
+    words = dataclasses.replace(result, stored_by="onnx")
+    assert not any(
+        "load --replace" in line
+        for line in recommendation_lines(
+            dataclasses.replace(
+                words,
+                recommendation=dataclasses.replace(
+                    result.recommendation, best=model, qualifying=[]
+                ),
+            )
+        )
+    )
