@@ -268,6 +268,9 @@ def test_cli_two_invocations_with_different_profiles(tmp_path: Path) -> None:
     assert "support" not in unknown.stderr and "oncall" not in unknown.stderr
     forbidden = query("--profile", "support", "--top-k", "2")
     assert forbidden.returncode == 2 and "does not let its callers override" in forbidden.stderr
+    assert "nautilus-ranking: --top-k: '2': profile 'support'" in forbidden.stderr  # not None
+    near = query("--profile", "support", "--near-duplicates", "on")
+    assert "nautilus-ranking: --near-duplicates: 'on': profile 'support'" in near.stderr
 
 
 def test_two_retrievers_each_with_its_profile(
