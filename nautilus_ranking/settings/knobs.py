@@ -243,6 +243,7 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "upstream_rankings_max_bytes",
         "upstream_vector_dim",
         "upstream_attestation_in_meta",
+        "upstream_request_tools",
     }
 )
 

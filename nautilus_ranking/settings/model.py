@@ -44,6 +44,7 @@ from nautilus_ranking.settings.knobs import RANKING_SWITCHES, ranking_on
 from nautilus_ranking.settings.parsing import (
     CURATED_KEYWORDS,
     LEXICAL_SCORERS,
+    REQUEST_TOOLS,
     parse_bool,
     parse_choice,
     parse_cursor_keys,
@@ -154,6 +155,8 @@ class NautilusSettings(LogSettings):
     upstream_vector_dim: int = 1024
     # Inside the Nautilus broker: the ranked MCP tool's attestation in _meta, not its text.
     upstream_attestation_in_meta: bool = False
+    # Inside the Nautilus broker: the request tools its MCP server lists (both, ranked).
+    upstream_request_tools: str = "both"
     # Traces (nautilus_ranking/tracing/): on only when an OpenTelemetry SDK is set up.
     trace_query_text: bool = False
     trace_propagate: bool = True
@@ -255,6 +258,15 @@ class NautilusSettings(LogSettings):
                 minimum=0,
                 default=default("upstream_rankings_max_bytes"),
                 valid="an integer >= 0 (bytes of compact JSON; 0: keep none)",
+            ),
+        )
+        take(
+            "upstream_request_tools",
+            parse_choice(
+                var("upstream_request_tools"),
+                data.get("upstream_request_tools"),
+                REQUEST_TOOLS,
+                default("upstream_request_tools"),
             ),
         )
         take(
