@@ -337,6 +337,19 @@ def test_the_readme_files_to_copy_exist() -> None:
     assert not missing, missing
 
 
+def test_the_readme_block_run_from_examples_names_files_there() -> None:
+    """The install block says to run its lines from examples/: each file it names is
+    found from there (a manifest under deploy/ is ``../deploy/…``)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    before, said, _ = text.partition("run those lines from that folder")
+    assert said, "the README no longer says where its first commands run"
+    block = before.rsplit("```sh", 1)[1].split("```", 1)[0]
+    named = re.findall(r"--(?:config|queries|judgments|env-file|manifest) ([^\s`]+)", block)
+    assert "shop.yaml" in named
+    missing = [name for name in named if not (ROOT / "examples" / name).is_file()]
+    assert not missing, missing
+
+
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LINK = re.compile(r"\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(\S+)(?:\s+\"[^\"]*\")?\s*$")
