@@ -135,6 +135,11 @@ def test_config_strict_passes_a_good_file_and_checks_boosts_against_it(folder: P
     )
     assert good.returncode == 0, good.stderr
     assert "faqs" in good.stdout and "skipped: none" in good.stdout
+    # the sources file's line ends with its name (its sources follow), no dangling colon
+    assert f"\nsources: {folder / 'shop.yaml'}\n  - faqs  sqlite_fts\n" in good.stdout
+    (folder / "none.yaml").write_text("sources: []\n", encoding="utf-8")
+    none = run("config", "--config", str(folder / "none.yaml"))
+    assert f"\nsources: {folder / 'none.yaml'}: " in none.stdout
     bogus = run(
         "config",
         "--strict",
