@@ -170,7 +170,7 @@ def run_eval(
     recommendation = None
     if sweep:
         cut_p = [paired_test(c.ndcg - scored[0].ndcg)[1] for c in cuts if not c.current]
-        recommendation = recommend(scored, k, [*cut_p, *([ref.p_value] if ref else [])])
+        recommendation = recommend(scored, k, cut_p, reference=ref)
     if recommendation is not None and cov.mostly_unseen:
         recommendation = Recommendation(
             None,
@@ -181,6 +181,7 @@ def run_eval(
                 f"(is --config the sources file they were made for? is --id-field right?)"
             ),
             recommendation.family,
+            passed=recommendation.passed,
         )
     rank_seconds = time.perf_counter() - started
     return EvalResult(
