@@ -2,11 +2,12 @@
 
 A 50 MB TREC qrels file (2.4 million short lines) once peaked at 941 MB: the reader held
 the whole text, a list of its lines and a tuple per line before parsing one. It now
-reads a line at a time and keeps only the judgments of the queries asked about, so the
-peak is the process's own plus about 110 bytes a kept judgment. Three runs on adi
-served by the SQLite sources, each in a fresh parent so ``RUSAGE_CHILDREN`` is its own:
-the collection's own qrels (the baseline), the large file judging adi's queries (every
-judgment kept: the worst case), and the large file judging other queries (none kept).
+reads a line at a time and keeps only the relevant judgments (grade >= 1) of the
+queries asked about, so the peak is the process's own plus about 100 bytes a kept
+judgment. Three runs on adi served by the SQLite sources, each in a fresh parent so
+``RUSAGE_CHILDREN`` is its own: the collection's own qrels (the baseline), the large
+file judging adi's queries (its grades 1 and 2 kept: the worst case), and the large
+file judging other queries (none kept).
 
     python -m benchmarks.speed.judgments_memory [--mb 50]
 """

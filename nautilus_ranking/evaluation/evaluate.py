@@ -115,7 +115,7 @@ def run_eval(
         raise EvalInputError(f"--k must be an integer >= 1, got {k}")
     run = settings if isinstance(settings, RunSettings) else run_settings(settings)
     queries = read_queries(queries_path)
-    judgments = read_judgments(judgments_path, queries.texts)
+    judgments = read_judgments(judgments_path, queries.texts, relevant_only=True)
     judged = [
         (qid, text, judgments.grades[qid])
         for qid, text in queries.texts.items()

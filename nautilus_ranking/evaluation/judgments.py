@@ -194,12 +194,16 @@ def judgments_file(path: Path) -> Path:
     return chosen
 
 
-def read_judgments(path: Path, queries: Collection[str] | None = None) -> Judgments:
+def read_judgments(
+    path: Path, queries: Collection[str] | None = None, relevant_only: bool = False
+) -> Judgments:
     """Judgments from a BEIR qrels TSV (with header) or a TREC qrels file, detected.
 
     Read a line at a time, never the whole text: memory holds the judgments kept, about
-    110 bytes each. With ``queries``, only those queries' judgments are kept; the ids of
-    the other judged queries are listed in :attr:`Judgments.elsewhere`."""
+    100 bytes each. With ``queries``, only those queries' judgments are kept; the ids of
+    the other judged queries are listed in :attr:`Judgments.elsewhere`. With
+    ``relevant_only``, only grades >= 1 (every metric reads no other; most of a pooled
+    TREC qrels file is grade 0): a query judged with none keeps an empty entry."""
     path = judgments_file(path)
     with _open(path) as handle:
         lines = _lines(path, handle)
@@ -209,12 +213,12 @@ def read_judgments(path: Path, queries: Collection[str] | None = None) -> Judgme
         number, line = first
         head = line.split()
         if [f.lower() for f in head[:2]] == ["query-id", "corpus-id"]:
-            return _parse(path, lines, "beir-tsv", (0, 1, 2), 3, queries)
+            return _parse(path, lines, "beir-tsv", (0, 1, 2), 3, queries, relevant_only)
         rows = itertools.chain([first], lines)
         if len(head) == 4:
-            return _parse(path, rows, "trec", (0, 2, 3), 4, queries)
+            return _parse(path, rows, "trec", (0, 2, 3), 4, queries, relevant_only)
         if len(head) == 3:  # a BEIR TSV without its header
-            return _parse(path, rows, "beir-tsv", (0, 1, 2), 3, queries)
+            return _parse(path, rows, "beir-tsv", (0, 1, 2), 3, queries, relevant_only)
     raise EvalInputError(
         f"{path}:{number}: expected a BEIR qrels line 'query-id<TAB>corpus-id<TAB>score' "
         f"or a TREC qrels line 'qid 0 docid grade', got {line[:60]!r}"
@@ -274,6 +278,7 @@ def _parse(
     at: tuple[int, int, int],
     width: int,
     queries: Collection[str] | None,
+    relevant_only: bool = False,
 ) -> Judgments:
     grades: dict[str, dict[str, int]] = {}
     elsewhere: dict[str, None] = {}  # judged queries not kept, in file order
@@ -303,7 +308,10 @@ def _parse(
         per = grades.setdefault(qid, {})
         if doc in per:
             repeated += 1
-        per[doc] = int(grade)
+        if grade >= 1 or not relevant_only:
+            per[doc] = int(grade)
+        else:  # a later line judging it not relevant wins over an earlier one
+            per.pop(doc, None)
     return Judgments(grades, fmt, repeated, elsewhere=list(elsewhere))
 
 

@@ -161,3 +161,13 @@ def test_crlf_lines_and_a_bom_read_as_plain_lines(tmp_path: Path) -> None:
     path = tmp_path / "q.tsv"
     path.write_bytes(b"\xef\xbb\xbfquery-id\tcorpus-id\tscore\r\n1\td1\t2\r\n")
     assert read_judgments(path).grades == {"1": {"d1": 2}}
+
+
+def test_relevant_only_keeps_what_the_metrics_read(tmp_path: Path) -> None:
+    """Grades below 1 count in no metric: eval keeps only the relevant ones, and a query
+    judged with none still counts as judged (an empty entry); the last line still wins."""
+    text = "1 0 a 2\n1 0 b 0\n1 0 c -1\n2 0 d 0\n1 0 e 1\n1 0 e 0\n"
+    read = read_judgments(write(tmp_path / "q.txt", text), relevant_only=True)
+    assert read.grades == {"1": {"a": 2}, "2": {}}
+    full = read_judgments(tmp_path / "q.txt")
+    assert full.grades == {"1": {"a": 2, "b": 0, "c": -1, "e": 0}, "2": {"d": 0}}
