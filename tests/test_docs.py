@@ -337,6 +337,39 @@ def test_the_readme_files_to_copy_exist() -> None:
     assert not missing, missing
 
 
+def test_the_readme_block_run_from_examples_names_files_there() -> None:
+    """The install block says to run its lines from examples/: each file it names is
+    found from there (a manifest under deploy/ is ``../deploy/…``)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    before, said, _ = text.partition("run those lines from that folder")
+    assert said, "the README no longer says where its first commands run"
+    block = before.rsplit("```sh", 1)[1].split("```", 1)[0]
+    named = re.findall(r"--(?:config|queries|judgments|env-file|manifest) ([^\s`]+)", block)
+    assert "shop.yaml" in named
+    missing = [name for name in named if not (ROOT / "examples" / name).is_file()]
+    assert not missing, missing
+
+
+def test_the_readme_says_which_extras_make_demo_installs() -> None:
+    """``make demo`` installed every extra but otel, perf, bench and nautilus while the
+    README said "every extra": it names the ones the Makefile installs and the others."""
+    import tomllib
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    installed = set(re.search(r"pip install --quiet -e '\.\[([^\]]+)\]'", makefile)[1].split(","))
+    extras = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [line] = [line for line in readme.splitlines() if line.startswith("make demo")]
+    assert installed < extras and "every extra" not in line
+    installs, sep, leaves_out = readme.partition("The extras installed: ")[2].partition("; not ")
+    assert sep, "the README no longer says which extras make demo installs"
+    assert set(re.findall(r"[a-z]+", installs)) - {"and"} == installed
+    left_out = set(re.findall(r"[a-z]+", leaves_out.split("\n\n")[0]))
+    assert extras - installed <= left_out
+
+
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LINK = re.compile(r"\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(\S+)(?:\s+\"[^\"]*\")?\s*$")

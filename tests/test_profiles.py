@@ -280,3 +280,63 @@ def test_an_in_process_engine_reads_profiles_written_only_in_dotenv(tmp_path: Pa
     assert not profiles_in_environment(tmp_path / ".env")
     (tmp_path / ".env").write_text("NAUTILUS_PROFILES__SUPPORT__RANKING_TOP_K=2\n")
     assert profiles_in_environment(tmp_path / ".env")
+
+
+def test_reading_profiles_reads_the_environment_once_whatever_their_number(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each profile's knobs go through the settings' parsers alone: building a settings
+    object per profile read the environment and .env again for each, so 17,000 profiles
+    in the environment took minutes (the work grew as the square of their number)."""
+    reads = []
+    real = NautilusSettings.settings_customise_sources.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[NautilusSettings], *args: object, **kwargs: object) -> object:
+        reads.append(1)
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(NautilusSettings, "settings_customise_sources", classmethod(counted))
+    settings = NautilusSettings()
+
+    def reads_for(count: int) -> int:
+        lines = "".join(f"p{i}:\n  ranking_top_k: {1 + i % 9}\n" for i in range(count))
+        (tmp_path / "profiles.yaml").write_text(lines, encoding="utf-8")
+        for i in range(count):
+            monkeypatch.setenv(f"NAUTILUS_PROFILES__E{i}__RANKING_IDF", "true")
+        reads.clear()
+        profiles = load_profiles(
+            settings.model_copy(update={"profiles_file": str(tmp_path / "profiles.yaml")})
+        )
+        assert len(profiles.names) == 2 * count and not profiles.problems
+        return len(reads)
+
+    assert reads_for(2) == reads_for(200) == 0
+
+
+def test_a_profile_knob_parses_as_the_same_global_setting_validates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    written = {
+        "RANKING_TOP_K": "7",
+        "RANKING_IDF": "on",
+        "SOURCE_BOOSTS": "wiki:high,tickets:-low",
+        "RANKING_MAX_CANDIDATES": "500",
+        "RANKING_DEDUP_KEY": "doc_id",
+        "RANKING_CUT": "relative:0.7",
+        "RANKING_NEAR_DUPLICATES": "on",
+        "RANKING_DIVERSITY": "0.3",
+        "RANKING_MAX_PER_SOURCE": "4",
+        "RANKING_CANONICAL_SOURCES": "wiki, tickets",
+        "RANKING_MAX_TOKENS": "900",
+        "RANKING_LEXICAL": "cosine",
+    }
+    assert {k.field.upper() for k in PER_PROFILE} == set(written)
+    for knob, value in written.items():
+        monkeypatch.setenv(f"NAUTILUS_PROFILES__P__{knob}", value)
+        monkeypatch.setenv(f"NAUTILUS_{knob}", value)
+    settings = NautilusSettings()
+    profile = load_profiles(settings).by_name["p"]
+    for knob in written:
+        field = knob.lower()
+        assert profile.values[field] == getattr(settings, field), field
+        assert type(profile.values[field]) is type(getattr(settings, field)), field

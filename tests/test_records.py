@@ -59,3 +59,27 @@ def test_copies_are_shown_the_same_way_everywhere() -> None:
     )
     line = _result_line(_result(row, explain=False, ranked=True, vectors=False))
     assert "also in: tickets:INC-1043, postmortems:PM-7 (near)" in line
+
+
+def test_a_long_source_id_is_shown_whole_or_visibly_elided() -> None:
+    """The source column widens to the longest id (``regulator_fa`` was all of
+    ``regulator_faq`` a reader saw), up to a bound past which the id ends in '…'."""
+    rows = [
+        RankedRow("regulator_faq", {"id": "F-1", "title": "breach notice"}, 0.5, 1, 1),
+        RankedRow("tickets", {"id": "T-1", "title": "disk full"}, 0.4, 2, 1),
+        RankedRow("s" * 60, {"id": "L-1", "title": "long"}, 0.3, 3, 1),
+    ]
+    for explain in (False, True):
+        table = ranked_table(rows, explain=explain).splitlines()
+        assert table[1].split()[1] == "regulator_faq"
+        assert table[2].split()[1] == "tickets"
+        shown = table[3].split()[1]
+        assert shown.endswith("…") and "s" * 20 in shown and len(shown) <= 32
+        # every row's score starts in the same column, under its header
+        scores = ("0.5000", "0.4000", "0.3000")
+        starts = {line.index(score) for line, score in zip(table[1:4], scores, strict=True)}
+        assert len(starts) == 1
+    wide = ranked_table(rows, explain=True, wide=True).splitlines()
+    assert wide[3].split()[1] == "s" * 60
+    short = ranked_table(rows[1:2], explain=False).splitlines()
+    assert short[0].startswith(f"{'rank':>4}  {'source':<12} ")  # as before for short ids

@@ -14,18 +14,19 @@ from pathlib import Path
 from nautilus_ranking.settings.knobs import markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
-#: doc → the table it holds
+#: doc → the tables it holds
 TABLES = {
-    ROOT / "docs" / "configuration.md": "settings",
-    ROOT / "docs" / "nautilus-broker.md": "broker",
+    ROOT / "docs" / "configuration.md": ("switches", "settings"),
+    ROOT / "docs" / "nautilus-broker.md": ("broker",),
 }
-_BLOCK = re.compile(r"(<!-- knobs:(\w+) -->\n)(?:.*?\n)?(<!-- /knobs -->)", re.DOTALL)
+#: A table's block: its lines up to the first end marker (never past it, even empty).
+_BLOCK = re.compile(r"(<!-- knobs:(\w+) -->\n)((?:(?!<!-- /knobs -->).*\n)*)(<!-- /knobs -->)")
 
 
 def rendered(text: str) -> str:
     """``text`` with every knob table made anew."""
     return _BLOCK.sub(
-        lambda m: m.group(1) + markdown_table(m.group(2)) + "\n" + m.group(3),  # type: ignore[arg-type]
+        lambda m: m.group(1) + markdown_table(m.group(2)) + "\n" + m.group(4),  # type: ignore[arg-type]
         text,
     )
 

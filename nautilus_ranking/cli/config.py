@@ -142,10 +142,8 @@ def run_config(args: argparse.Namespace) -> int:
         if profiles:
             print(profiles_text(profiles, settings))
         print(f"\nranking: {'on' if settings.ranking_enabled else 'off (exact passthrough)'}")
-        print(
-            f"sources: {path}: "
-            + (f"ERROR {source_error}" if source_error is not None else "" if listing else "(none)")
-        )
+        said = f"ERROR {source_error}" if source_error is not None else "(none)"
+        print(f"sources: {path}" + ("" if listing else f": {said}"))  # else listed below
         for source in listing or []:
             print("  - " + "  ".join(source.values()))
         for warning in id_problems:

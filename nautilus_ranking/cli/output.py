@@ -122,6 +122,16 @@ def engine_score(row: dict[str, Any]) -> str:
     return "-"
 
 
+#: The widest the source column grows to fit an id (a sources file allows 100
+#: characters); a longer id is cut to it, ending in '…'. ``--wide`` shows every id whole.
+SOURCE_WIDTH = 32
+
+
+def elided(text: str, width: int) -> str:
+    """``text`` whole when it fits in ``width``, else cut to it with a visible '…'."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def ranked_table(
     ranking: list[RankedRow], explain: bool, ranked: bool = True, wide: bool = False
 ) -> str:
@@ -132,14 +142,16 @@ def ranked_table(
     shown = [
         (name, meta) for name, meta in SCORE_COMPONENTS if wide or not explain or name in COMPACT
     ]
-    head = f"{'rank':>4}  {'source':<12} {'score':>7}  "
+    width = max([12, *(len(r.source_id) for r in ranking)])
+    width = width if wide else min(width, SOURCE_WIDTH)
+    head = f"{'rank':>4}  {'source':<{width}} {'score':>7}  "
     if explain:
         head += "".join(f"{meta['column']:>{meta['width']}} " for _, meta in shown)
         head += f"{'engine':>8}  "
     lines = [head + "row"]
     for r in ranking:
         score = f"{r.score:>7.4f}" if ranked else f"{'-':>7}"  # passthrough: no score
-        line = f"{r.rank:>4}  {r.source_id[:12]:<12} {score}  "
+        line = f"{r.rank:>4}  {elided(r.source_id, width):<{width}} {score}  "
         if explain:
             line += (
                 "".join(

@@ -33,8 +33,9 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
     query.add_argument(
         "--wide",
         action="store_true",
-        help="with --explain: every score component, lines as long as they need "
-        "(by default the table fits in 120 columns)",
+        help="every source id whole and, with --explain, every score component, lines "
+        "as long as they need (by default the table fits in 120 columns; an id past 32 "
+        "characters ends in '…')",
     )
     query.add_argument(
         "--profile",

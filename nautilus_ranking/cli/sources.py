@@ -28,7 +28,6 @@ TEXT_CHARS = 60
 PROBE_ROWS = 10
 #: The mapped paths a source cannot do without (a ``fields`` path is only a warning).
 REQUIRED_PATHS = ("response.id", "response.title", "response.text")
-NO_HITS = "(no hits: nothing to check the mapping on; try words the engine's documents hold)"
 
 
 def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
@@ -113,7 +112,7 @@ async def _probe(source: Source, query: str) -> dict[str, Any]:
     import time
 
     from nautilus_ranking.broker import PREPARE_TIMEOUT_S
-    from nautilus_ranking.sources.base import preparer, timeout_of
+    from nautilus_ranking.sources.base import no_hits_hint, preparer, timeout_of
 
     result: dict[str, Any] = {
         "source": source.id,
@@ -143,6 +142,8 @@ async def _probe(source: Source, query: str) -> dict[str, Any]:
         return result
     if rows and isinstance(rows, list) and isinstance(rows[0], dict):
         result["row"] = _shown(rows[0])
+    else:
+        result["note"] = f"no hits: {no_hits_hint(source)}"
     _judge(result, rows)
     return result
 
@@ -194,7 +195,7 @@ def _unescaped_lines(result: dict[str, Any]) -> list[str]:
         return [f"{head}  ERROR {result['error']}"]
     row = result["row"]
     if row is None:
-        return [f"{head}  {NO_HITS}"]
+        return [f"{head}  ({result.get('note', 'no hits')})"]
     text = " ".join(str(row["text"]).split())
     text = text if len(text) <= TEXT_CHARS else text[: TEXT_CHARS - 1] + "…"
     score = "-" if row["score"] is None else f"{float(row['score']):.4g}"

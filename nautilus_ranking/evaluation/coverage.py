@@ -61,7 +61,9 @@ def coverage(
     queries: Mapping[str, str],
     grades: Mapping[str, Mapping[str, int]],
     id_field: str,
+    elsewhere: Sequence[str] = (),
 ) -> Coverage:
+    """``elsewhere``: judged query ids whose judgments were not kept (not in ``queries``)."""
     seen: set[str] = set()
     fields: Counter[str] = Counter()
     judged: Counter[str] = Counter()  # row fields other than id_field holding a judged id
@@ -94,14 +96,14 @@ def coverage(
         relevant_total += len(wanted)
         relevant_returned += hit
         ceiling += hit / len(wanted) if wanted else 0.0
-    relevant_ids = {d for run in runs for d in relevant(run.grades)}
+    relevant_ids = every_relevant
     scored = {run.qid for run in runs}
     return Coverage(
         queries_in_file=len(queries),
         evaluated=len(runs),
         no_relevant=[q for q in queries if q in grades and q not in scored],
         unjudged=[q for q in queries if q not in grades],
-        judged_unknown_query=[q for q in grades if q not in queries],
+        judged_unknown_query=[*(q for q in grades if q not in queries), *elsewhere],
         relevant_total=relevant_total,
         relevant_returned=relevant_returned,
         ceiling_recall=ceiling / len(runs) if runs else 0.0,

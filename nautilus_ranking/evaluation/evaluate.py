@@ -120,7 +120,7 @@ def run_eval(
         raise EvalInputError(f"--k must be an integer >= 1, got {k}")
     run = settings if isinstance(settings, RunSettings) else run_settings(settings)
     queries = read_queries(queries_path)
-    judgments = read_judgments(judgments_path)
+    judgments = read_judgments(judgments_path, queries.texts, relevant_only=True)
     judged = [
         (qid, text, judgments.grades[qid])
         for qid, text in queries.texts.items()
@@ -130,7 +130,7 @@ def run_eval(
         raise EvalInputError(
             f"no query of {queries_path} has a judgment with grade >= 1 in {judgments_path} "
             f"(query ids there: {_some(list(queries.texts))}; judged query ids: "
-            f"{_some(list(judgments.grades))})"
+            f"{_some([*judgments.grades, *judgments.elsewhere])})"
         )
 
     broker = Broker.from_config(config, run.settings)
@@ -172,11 +172,11 @@ def run_eval(
             bar.trying("relevance cuts")
         cuts = score_cuts(current, embedder, runs, id_field, k, bar.step) if sweep else []
     compare(scored, {**references, **({"": ref} if ref is not None else {})})
-    cov = coverage(runs, queries.texts, judgments.grades, id_field)
+    cov = coverage(runs, queries.texts, judgments.grades, id_field, judgments.elsewhere)
     recommendation = None
     if sweep:
         cut_p = [paired_test(c.ndcg - scored[0].ndcg)[1] for c in cuts if not c.current]
-        recommendation = recommend(scored, k, [*cut_p, *([ref.p_value] if ref else [])])
+        recommendation = recommend(scored, k, cut_p, reference=ref)
     if recommendation is not None and cov.mostly_unseen:
         recommendation = Recommendation(
             None,
@@ -187,6 +187,7 @@ def run_eval(
                 f"(is --config the sources file they were made for? is --id-field right?)"
             ),
             recommendation.family,
+            passed=recommendation.passed,
         )
     rank_seconds = time.perf_counter() - started
     return EvalResult(

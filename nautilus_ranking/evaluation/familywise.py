@@ -66,6 +66,9 @@ class Recommendation:
     reason: str
     family: int = 0  # m: the alternatives compared in this run
     best_seen: Scored | None = None  # the largest mean gain, survived or not
+    #: The alternatives (by name; the reference too) whose gain passes the correction,
+    #: safe or not: what the sweep table marks.
+    passed: frozenset[str] = frozenset()
 
 
 def holm(p_values: Sequence[float] | FloatArray, alpha: float = FAMILYWISE_ALPHA) -> np.ndarray:
@@ -102,21 +105,27 @@ def recommend(
     k: int = DEFAULT_K,
     extra_p_values: Sequence[float] = (),
     alpha: float = FAMILYWISE_ALPHA,
+    reference: Scored | None = None,
 ) -> Recommendation:
     """The alternative with the largest nDCG@k gain among those Holm rejects (across
-    ``scored[1:]`` and ``extra_p_values``, the family's other members) under which every
-    other source keeps ``HIJACK_FLOOR`` of its recall@k."""
+    ``scored[1:]``, ``extra_p_values`` and ``reference``, the family's other members)
+    under which every other source keeps ``HIJACK_FLOOR`` of its recall@k."""
     candidates = [s for s in scored[1:] if not s.alternative.same_as_current]
     p_values = [s.p_value for s in candidates] + list(extra_p_values)
+    p_values += [reference.p_value] if reference is not None else []
     family = len(p_values)
-    rejected = holm(p_values, alpha)[: len(candidates)]
+    every = holm(p_values, alpha)
+    rejected = every[: len(candidates)]
+    passed = {s.alternative.name for s, r in zip(candidates, rejected, strict=True) if r}
+    if reference is not None and every[-1]:
+        passed.add(reference.alternative.name)
     gaining = [s for s in candidates if s.delta is not None and s.delta[0] > 0]
     best_seen = max(gaining, key=lambda s: s.delta[0] if s.delta else 0.0, default=None)
     survived = [s for s, r in zip(candidates, rejected, strict=True) if r and s.improves]
     qualifying = [s for s in survived if s.safe]
     if qualifying:
         best = max(qualifying, key=lambda s: s.delta[0] if s.delta else 0.0)
-        return Recommendation(best, qualifying, "", family, best_seen)
+        return Recommendation(best, qualifying, "", family, best_seen, frozenset(passed))
     if survived:
         reason = (
             f"{len(survived)} alternative(s) improve nDCG@{k} but take another source "
@@ -131,4 +140,4 @@ def recommend(
         )
     else:
         reason = f"no alternative improves nDCG@{k} with a 95% CI above zero"
-    return Recommendation(None, [], reason, family, best_seen)
+    return Recommendation(None, [], reason, family, best_seen, frozenset(passed))

@@ -106,6 +106,10 @@ def json_report(result: EvalResult) -> dict[str, Any]:
             "env": dict(rec.best.alternative.env) if rec.best else None,
             "name": rec.best.alternative.name if rec.best else None,
             "qualifying": [s.alternative.name for s in rec.qualifying],
+            # every row whose gain passes the correction, safe or not (the table's Holm)
+            "passed": [
+                s.alternative.name for s in listed(result) if s.alternative.name in rec.passed
+            ],
             "reason": rec.reason,
             "alternatives": rec.family,
             "correction": (

@@ -13,18 +13,30 @@ Judgments (``--judgments``):
   a BEIR folder or its ``qrels`` folder is accepted (``test.tsv`` is used);
 * TREC qrels: ``qid iteration docid grade`` separated by whitespace.
 
+A grade is an integer from -:data:`MAX_GRADE` to :data:`MAX_GRADE`.
+
 Every problem is an :class:`EvalInputError` naming the file, the line and what
 was expected — never a traceback.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+import os
 import re
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from nautilus_ranking.errors import NautilusError
-from nautilus_ranking.sources.seeds import FileRefusedError, read_jsonl, read_text_file
+from nautilus_ranking.sources.seeds import (
+    FileRefusedError,
+    open_seed,
+    read_jsonl,
+    read_text_file,
+)
 
 
 class EvalInputError(NautilusError):
@@ -39,6 +51,7 @@ class Judgments:
     format: str
     repeated: int = 0  # (query, doc) pairs judged twice: the last line wins
     notes: list[str] = field(default_factory=list)
+    elsewhere: list[str] = field(default_factory=list)  # judged queries not asked for
 
 
 @dataclass
@@ -51,6 +64,14 @@ class Queries:
 
 #: The largest queries or judgments file read (bytes; MS MARCO's dev qrels are 1 MB).
 MAX_EVAL_FILE_BYTES = 512 << 20
+
+#: The longest judgments line read (bytes): a qrels line is a few ids and a grade.
+MAX_JUDGMENT_LINE_BYTES = 64 << 10
+
+#: The largest grade, either sign. Qrels grade on small scales (TREC -2..4, MS MARCO
+#: 0..3, Cranfield 1..4); 100 leaves room for a percentage scale, and a grade past it
+#: is a mistake (a 400-digit grade overflowed nDCG's float arithmetic).
+MAX_GRADE = 100
 
 
 def _read(path: Path) -> str:
@@ -173,30 +194,94 @@ def judgments_file(path: Path) -> Path:
     return chosen
 
 
-def read_judgments(path: Path) -> Judgments:
-    """Judgments from a BEIR qrels TSV (with header) or a TREC qrels file, detected."""
+def read_judgments(
+    path: Path, queries: Collection[str] | None = None, relevant_only: bool = False
+) -> Judgments:
+    """Judgments from a BEIR qrels TSV (with header) or a TREC qrels file, detected.
+
+    Read a line at a time, never the whole text: memory holds the judgments kept, about
+    100 bytes each. With ``queries``, only those queries' judgments are kept; the ids of
+    the other judged queries are listed in :attr:`Judgments.elsewhere`. With
+    ``relevant_only``, only grades >= 1 (every metric reads no other; most of a pooled
+    TREC qrels file is grade 0): a query judged with none keeps an empty entry."""
     path = judgments_file(path)
-    lines = [(n, line) for n, line in enumerate(_read(path).splitlines(), start=1) if line.strip()]
-    if not lines:
-        raise EvalInputError(f"{path}: empty judgments file")
-    first = lines[0][1].split()
-    if [f.lower() for f in first[:2]] == ["query-id", "corpus-id"]:
-        return _parse(path, lines[1:], "beir-tsv", (0, 1, 2), 3)
-    columns = len(first)
-    if columns == 4:
-        return _parse(path, lines, "trec", (0, 2, 3), 4)
-    if columns == 3:  # a BEIR TSV without its header
-        return _parse(path, lines, "beir-tsv", (0, 1, 2), 3)
+    with _open(path) as handle:
+        lines = _lines(path, handle)
+        first = next(lines, None)
+        if first is None:
+            raise EvalInputError(f"{path}: empty judgments file")
+        number, line = first
+        head = line.split()
+        if [f.lower() for f in head[:2]] == ["query-id", "corpus-id"]:
+            return _parse(path, lines, "beir-tsv", (0, 1, 2), 3, queries, relevant_only)
+        rows = itertools.chain([first], lines)
+        if len(head) == 4:
+            return _parse(path, rows, "trec", (0, 2, 3), 4, queries, relevant_only)
+        if len(head) == 3:  # a BEIR TSV without its header
+            return _parse(path, rows, "beir-tsv", (0, 1, 2), 3, queries, relevant_only)
     raise EvalInputError(
-        f"{path}:{lines[0][0]}: expected a BEIR qrels line 'query-id<TAB>corpus-id<TAB>score' "
-        f"or a TREC qrels line 'qid 0 docid grade', got {lines[0][1][:60]!r}"
+        f"{path}:{number}: expected a BEIR qrels line 'query-id<TAB>corpus-id<TAB>score' "
+        f"or a TREC qrels line 'qid 0 docid grade', got {line[:60]!r}"
     )
 
 
+def _open(path: Path) -> BinaryIO:
+    """The judgments file opened as :func:`_read` reads one: a regular file of at most
+    :data:`MAX_EVAL_FILE_BYTES` (refused from its size, before any line is read)."""
+    if not path.exists():
+        raise EvalInputError(f"{path}: no such file")
+    try:
+        handle = open_seed(path, "eval file", "expected a regular text file of judgments")
+    except FileRefusedError as exc:
+        raise EvalInputError(str(exc)) from None
+    if os.fstat(handle.fileno()).st_size > MAX_EVAL_FILE_BYTES:
+        handle.close()
+        raise EvalInputError(
+            f"eval file {path} is larger than {MAX_EVAL_FILE_BYTES:,} bytes; "
+            "expected a regular text file of judgments"
+        )
+    return handle
+
+
+def _lines(path: Path, handle: BinaryIO) -> Iterator[tuple[int, str]]:
+    """The file's non-blank lines with their numbers, decoded one at a time; a line past
+    :data:`MAX_JUDGMENT_LINE_BYTES` or the file past :data:`MAX_EVAL_FILE_BYTES` (it grew
+    while read) is refused."""
+    total = 0
+    for number, raw in enumerate(
+        iter(lambda: handle.readline(MAX_JUDGMENT_LINE_BYTES + 1), b""), start=1
+    ):
+        total += len(raw)
+        if len(raw) > MAX_JUDGMENT_LINE_BYTES:
+            raise EvalInputError(
+                f"{path}:{number}: line longer than {MAX_JUDGMENT_LINE_BYTES:,} bytes; "
+                "a judgment is one short line 'qid 0 docid grade'"
+            )
+        if total > MAX_EVAL_FILE_BYTES:
+            raise EvalInputError(f"{path}: larger than {MAX_EVAL_FILE_BYTES:,} bytes")
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EvalInputError(
+                f"eval file {path}:{number}: not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
+            ) from None
+        if number == 1:
+            line = line.removeprefix("\ufeff")
+        if line.strip():
+            yield number, line.rstrip("\r\n")
+
+
 def _parse(
-    path: Path, lines: list[tuple[int, str]], fmt: str, at: tuple[int, int, int], width: int
+    path: Path,
+    lines: Iterable[tuple[int, str]],
+    fmt: str,
+    at: tuple[int, int, int],
+    width: int,
+    queries: Collection[str] | None,
+    relevant_only: bool = False,
 ) -> Judgments:
     grades: dict[str, dict[str, int]] = {}
+    elsewhere: dict[str, None] = {}  # judged queries not kept, in file order
     repeated = 0
     expected = "'query-id<TAB>corpus-id<TAB>score'" if fmt == "beir-tsv" else "'qid 0 docid grade'"
     for number, line in lines:
@@ -210,23 +295,39 @@ def _parse(
         grade = _grade(raw)
         if grade is None:
             raise EvalInputError(
-                f"{path}:{number}: grade {raw!r} is not an integer (expected {expected})"
+                f"{path}:{number}: grade {_shown(raw)} is not an integer (expected {expected})"
             )
+        if not -MAX_GRADE <= grade <= MAX_GRADE:
+            raise EvalInputError(
+                f"{path}:{number}: grade {_shown(raw)} is out of range: a grade is an "
+                f"integer from {-MAX_GRADE} to {MAX_GRADE}"
+            )
+        if queries is not None and qid not in queries:
+            elsewhere.setdefault(qid)
+            continue
         per = grades.setdefault(qid, {})
         if doc in per:
             repeated += 1
-        per[doc] = grade
-    return Judgments(grades, fmt, repeated)
+        if grade >= 1 or not relevant_only:
+            per[doc] = int(grade)
+        else:  # a later line judging it not relevant wins over an earlier one
+            per.pop(doc, None)
+    return Judgments(grades, fmt, repeated, elsewhere=list(elsewhere))
 
 
-def _grade(raw: str) -> int | None:
-    """An integer grade; ``1.0`` is accepted as 1, ``0.5`` or ``high`` are not."""
-    try:
-        return int(raw)
-    except ValueError:
-        pass
+def _shown(raw: str) -> str:
+    """The grade as the file has it, a long one elided (a 400-digit grade is one line)."""
+    return repr(raw) if len(raw) <= 24 else f"{raw[:12]!r}… ({len(raw)} characters)"
+
+
+def _grade(raw: str) -> float | None:
+    """An integer grade as a float, exact within the bound; ``1.0`` is accepted as 1,
+    ``0.5``, ``nan`` or ``high`` are not. A huge one (``1e400``, 400 digits) is returned
+    as a float outside the bound (infinite past float's range), never converted to int."""
     try:
         value = float(raw)
     except ValueError:
         return None
-    return int(value) if value.is_integer() else None
+    if math.isnan(value) or (math.isfinite(value) and not value.is_integer()):
+        return None
+    return value

@@ -46,13 +46,18 @@ def recommendation_lines(result: EvalResult) -> list[str]:
     gain = _line_gain(result, rec.best)
     needed = max(ENOUGH_QUERIES, queries_needed(gain, rec.family) or 0)
     out = [line if line.startswith("#") else f"# {line}" for line in lines]
+    power = (
+        f": what a gain like this one (+{gain.mean():.3f}) needs to pass the correction "
+        f"again with 80% power"
+        if needed > ENOUGH_QUERIES
+        else ""
+    )
     out.insert(
         1,
         f"# not for pasting yet: {evaluated} judged queries, fewer than the "
-        f"{ENOUGH_QUERIES} docs/eval.md asks for; about {needed - evaluated} more judged "
-        f"queries ({needed} in all) for a gain like this one (+{gain.mean():.3f}) to "
-        f"clear the correction for {rec.family} alternatives with 80% power "
-        f"(docs/eval.md).",
+        f"{ENOUGH_QUERIES} docs/eval.md asks for before a setting is deployed (the gain "
+        f"passed the correction, on too few queries to rely on); about "
+        f"{needed - evaluated} more judged queries ({needed} in all{power}; docs/eval.md).",
     )
     return out
 
@@ -136,7 +141,7 @@ def _lines(result: EvalResult) -> list[str]:
     measured = (
         f"{best.alternative.name}: nDCG@{k} {mean:+.3f} "
         f"(95% CI {low:+.3f} to {high:+.3f}) over the current settings, p {best.p_value:.4f}: "
-        f"survives Holm's correction for {rec.family} alternatives"
+        f"passes Holm's correction for {rec.family} alternatives"
     )
     others = [s for s in rec.qualifying if s is not best]
     if _unproven(result, best):

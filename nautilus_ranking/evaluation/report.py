@@ -33,6 +33,8 @@ def _rows(result: EvalResult, wide: bool = True) -> tuple[list[str], list[list[s
     terminal table are explained by its note)."""
     k = result.k
     head = ["setting", f"nDCG@{k}", f"recall@{k}", "MRR", "repeats", f"Δ nDCG@{k} [95% CI]"]
+    rec = result.recommendation
+    head += [] if rec is None else ["passes Holm's correction" if wide else "Holm"]
     head += [f"{sid} share" if wide else sid for sid in result.sources]
     head += [f"others' recall@{k} kept (worst)" if wide else "kept (worst)"]
     rows = []
@@ -50,6 +52,7 @@ def _rows(result: EvalResult, wide: bool = True) -> tuple[list[str], list[list[s
             "—" if entry.repeats is None else f"{entry.repeats.mean():.2f}",
             delta,
         ]
+        row += [] if rec is None else [_holm(entry, rec.passed)]
         row += [f"{entry.share.get(sid, 0.0):.2f}" for sid in result.sources]
         worst = entry.worst_kept
         if entry.alternative.kind != "boost":
@@ -61,6 +64,14 @@ def _rows(result: EvalResult, wide: bool = True) -> tuple[list[str], list[list[s
             row.append(f"{worst[1]:.2f} ({worst[0]}){flag}")
         rows.append(row)
     return head, rows
+
+
+def _holm(entry: Scored, passed: frozenset[str]) -> str:
+    """Whether the row's gain passes the correction: ``pass``, ``—`` for the current
+    settings (and a row that is them), else blank."""
+    if entry.delta is None or entry.alternative.same_as_current:
+        return "—"
+    return "pass" if entry.alternative.name in passed else ""
 
 
 def _cut_rows(result: EvalResult) -> tuple[list[str], list[list[str]]]:
@@ -90,10 +101,6 @@ _CUT_NOTE = (
     "relevance cut: each setting on the ranking above without a cut (ranking on); "
     "means per query; irrelevant = no judgment of grade >= 1"
 )
-
-
-#: The sweep table's columns before the shares: setting, nDCG, recall, MRR, repeats, Δ.
-_METRICS = 6
 
 
 def _coverage_lines(result: EvalResult) -> list[str]:
@@ -187,7 +194,9 @@ def _sweep_table(result: EvalResult, wide: bool) -> list[str]:
     table = _table(head, rows)
     if wide or max(map(len, table)) <= WIDTH:
         return table
-    n, m = len(result.sources), _METRICS
+    # the columns before the shares: setting, nDCG, recall, MRR, repeats, Δ (and Holm)
+    n = len(result.sources)
+    m = len(head) - n - 1
     metrics = _table(head[:m] + head[m + n :], [r[:m] + r[m + n :] for r in rows])
     shares = _table(
         ["setting", *head[m : m + n]], [[r[0], *r[m : m + n]] for r in rows], last_left=False
@@ -221,6 +230,13 @@ def text_report(result: EvalResult, wide: bool = False) -> str:
         + (
             "; the reference is ranking on, every ranking knob at its default"
             if result.reference is not None
+            else ""
+        )
+        + (
+            f"; Holm: pass = the gain passes Holm's correction for the run's "
+            f"{result.recommendation.family} alternatives (familywise 0.025 one-sided; what "
+            "a recommendation needs, with the 'kept' check)"
+            if result.recommendation is not None
             else ""
         )
     )

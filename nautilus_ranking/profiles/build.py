@@ -22,7 +22,6 @@ from nautilus_ranking.profiles.read import Entry, gather
 from nautilus_ranking.request.plan import OVERRIDES
 from nautilus_ranking.settings.knobs import BY_FIELD, PER_PROFILE
 from nautilus_ranking.settings.model import (
-    PROFILE_VALUES,
     ConfigError,
     NautilusSettings,
     log_problem,
@@ -173,16 +172,18 @@ def _profile(name: str, entries: list[Entry], found: list[Problem]) -> Profile:
             )
     values: dict[str, Any] = {}
     if raw:
-        parsed = NautilusSettings.model_validate({**raw, PROFILE_VALUES: True})
+        # The settings' parsers alone: a settings object per profile would read the
+        # environment and .env again for each (quadratic with profiles in the environment).
+        parsed, problems = NautilusSettings.parse_values(raw)
         bad: set[str] = set()
-        for problem in parsed.problems:
+        for problem in problems:
             key = problem.variable.removeprefix("NAUTILUS_").lower()
             if key in raw:
                 bad.add(key)
                 found.append(Problem(origins[key], problem.value, problem.reason, problem.valid))
         for key in raw:
             if key not in bad or key == "source_boosts":  # a bad boost entry drops alone
-                values[key] = getattr(parsed, key)
+                values[key] = parsed[key]
     return Profile(name, values, origins, overrides, agents)
 
 

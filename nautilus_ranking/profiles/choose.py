@@ -10,6 +10,7 @@ may be named, and an unknown name is a 422.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nautilus_ranking.errors import cut
@@ -74,8 +75,9 @@ def _valid(grant: Grant | None) -> str:
     return "a profile this key allows (GET /v1/profiles lists them)"
 
 
-def check_overrides(profile: Profile, given: list[str]) -> None:
-    """403 when a request overrides a knob its profile does not let callers override."""
+def check_overrides(profile: Profile, given: Mapping[str, object]) -> None:
+    """403 when a request overrides a knob its profile does not let callers override;
+    ``given``: each override the request carries, by field, with the value it gave."""
     refused = [name for name in given if name not in profile.overrides]
     if refused:
         allowed_names = ", ".join(sorted(profile.overrides)) or "none"
@@ -85,7 +87,12 @@ def check_overrides(profile: Profile, given: list[str]) -> None:
             "Overrides forbidden",
             f"profile {profile.name!r} does not let its callers override "
             f"{', '.join(refused)} (it allows: {allowed_names})",
-            extra={"field": refused[0], "profile": profile.name, "valid": allowed_names},
+            extra={
+                "field": refused[0],
+                "value": cut(given[refused[0]]),
+                "profile": profile.name,
+                "valid": allowed_names,
+            },
         )
 
 

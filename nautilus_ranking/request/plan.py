@@ -240,20 +240,27 @@ def cut_page(
         ) from None
 
 
-def given_overrides(request: QueryRequest) -> list[str]:
-    """The override fields ``request`` carries."""
-    return [name for name in OVERRIDES if getattr(request, name) is not None]
+def given_overrides(request: QueryRequest) -> dict[str, object]:
+    """The override fields ``request`` carries, each with the value it gave."""
+    return {
+        name: getattr(request, name) for name in OVERRIDES if getattr(request, name) is not None
+    }
 
 
 def forbid_overrides(request: QueryRequest) -> None:
     """403 when the operator turned overrides off and the request carries one."""
-    given = [name for name in OVERRIDES if getattr(request, name) is not None]
+    given = given_overrides(request)
     if given:
+        first = next(iter(given))
         raise ProblemError(
             403,
             "overrides-forbidden",
             "Overrides forbidden",
             f"this service does not accept per-request overrides ({', '.join(given)}): "
             "NAUTILUS_SERVE_ALLOW_OVERRIDES=false",
-            extra={"field": given[0], "setting": "NAUTILUS_SERVE_ALLOW_OVERRIDES"},
+            extra={
+                "field": first,
+                "value": cut(given[first]),
+                "setting": "NAUTILUS_SERVE_ALLOW_OVERRIDES",
+            },
         )

@@ -164,7 +164,10 @@ class ServerState:
         metrics.record_response(result.response)
         if result.profiled:
             metrics.record_profile(result.profile)
-            logger.info("query_profile", profile=result.profile, request_id=request_id)
+            # the id the answer carries: the caller's (HTTP) or the broker's (MCP)
+            logger.info(
+                "query_profile", profile=result.profile, request_id=result.response.request_id
+            )
         return result
 
     def grant(self, key: bytes | None) -> Grant | None:

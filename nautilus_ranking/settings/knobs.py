@@ -19,6 +19,7 @@ differs from its default (:func:`knob_is_set`).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -243,6 +244,7 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "upstream_rankings_max_bytes",
         "upstream_vector_dim",
         "upstream_attestation_in_meta",
+        "upstream_request_tools",
     }
 )
 
@@ -274,8 +276,18 @@ def switches_sentence(knobs: Iterable[Knob] = RANKING_SWITCHES) -> str:
     return f"set {listed} (or {', '.join(flags)}) to rank"
 
 
-def markdown_table(columns: Literal["settings", "broker"]) -> str:
-    """The docs' knob tables, made from the declaration (a test keeps the docs equal)."""
+def markdown_table(columns: Literal["settings", "broker", "switches"]) -> str:
+    """The docs' knob tables, made from the declaration (a test keeps the docs equal);
+    ``switches``: the sentence that names the knobs turning ranking on."""
+    if columns == "switches":
+        names = [f"`{k.variable}`" for k in RANKING_SWITCHES]
+        listed = ", ".join(names[:-1]) + " and " + names[-1]
+        return textwrap.fill(
+            f"Setting any one of these turns ranking on: {listed} (the table below marks them).",
+            88,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
     if columns == "broker":
         rows = ["| variable | inside the Nautilus broker |", "|---|---|"]
         rows += [

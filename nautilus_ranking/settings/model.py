@@ -44,6 +44,7 @@ from nautilus_ranking.settings.knobs import RANKING_SWITCHES, ranking_on
 from nautilus_ranking.settings.parsing import (
     CURATED_KEYWORDS,
     LEXICAL_SCORERS,
+    REQUEST_TOOLS,
     parse_bool,
     parse_choice,
     parse_cursor_keys,
@@ -154,6 +155,8 @@ class NautilusSettings(LogSettings):
     upstream_vector_dim: int = 1024
     # Inside the Nautilus broker: the ranked MCP tool's attestation in _meta, not its text.
     upstream_attestation_in_meta: bool = False
+    # Inside the Nautilus broker: the request tools its MCP server lists (both, ranked).
+    upstream_request_tools: str = "both"
     # Traces (nautilus_ranking/tracing/): on only when an OpenTelemetry SDK is set up.
     trace_query_text: bool = False
     trace_propagate: bool = True
@@ -176,15 +179,14 @@ class NautilusSettings(LogSettings):
         """Every value that was skipped while these settings were built."""
         return self._problems
 
-    @model_validator(mode="wrap")
     @classmethod
-    def _skip_bad_values(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
-        if not isinstance(data, dict):
-            return handler(data)
+    def parse_values(cls, data: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
+        """Every field of ``data`` through its parser, a bad value replaced by the field's
+        default and named in the problems; no environment, ``.env`` or file is read. What
+        a ranking profile's knobs are parsed by (once per profile: building a settings
+        object reads the environment and ``.env`` again, which made 17,000 profiles in
+        the environment quadratic), and the first step of building these settings."""
         data = dict(data)
-        # A profile's knobs are parsed by these same parsers (nautilus_ranking/profiles/):
-        # its problems are the profile's, reported (or refused) where it is loaded.
-        of_profile = bool(data.pop(PROFILE_VALUES, False))
         found: list[Problem] = []
 
         def take(field: str, parsed: tuple[Any, Problem | None]) -> None:
@@ -259,6 +261,15 @@ class NautilusSettings(LogSettings):
             ),
         )
         take(
+            "upstream_request_tools",
+            parse_choice(
+                var("upstream_request_tools"),
+                data.get("upstream_request_tools"),
+                REQUEST_TOOLS,
+                default("upstream_request_tools"),
+            ),
+        )
+        take(
             "upstream_vector_dim",
             parse_int(
                 var("upstream_vector_dim"),
@@ -271,10 +282,10 @@ class NautilusSettings(LogSettings):
                 "vectors)",
             ),
         )
-        strict, strict_problem = parse_bool(
-            var("config_strict"), data.get("config_strict"), default("config_strict")
+        take(
+            "config_strict",
+            parse_bool(var("config_strict"), data.get("config_strict"), default("config_strict")),
         )
-        take("config_strict", (strict, strict_problem))
         take(
             "ranking_dedup_key",
             parse_field_name(var("ranking_dedup_key"), data.get("ranking_dedup_key")),
@@ -358,8 +369,6 @@ class NautilusSettings(LogSettings):
         boosts, boost_problems = collect_source_boosts(raw_boosts)
         data["source_boosts"] = boosts
         found.extend(boost_problems)
-        if not of_profile:
-            found.extend(unknown_variables(cls, data.pop(DOTENV_UNKNOWN, ())))
         raw_dir = data.get("data_dir")
         if isinstance(raw_dir, str) and not raw_dir.strip():
             data.pop("data_dir")
@@ -371,6 +380,21 @@ class NautilusSettings(LogSettings):
                     f"a folder, e.g. {default('data_dir')} (the default)",
                 )
             )
+        return data, found
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _skip_bad_values(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        if not isinstance(data, dict):
+            return handler(data)
+        data = dict(data)
+        # A profile's knobs are parsed by these same parsers (nautilus_ranking/profiles/):
+        # its problems are the profile's, reported (or refused) where it is loaded.
+        of_profile = bool(data.pop(PROFILE_VALUES, False))
+        data, found = cls.parse_values(data)
+        strict = data["config_strict"]
+        if not of_profile:
+            found.extend(unknown_variables(cls, data.pop(DOTENV_UNKNOWN, ())))
 
         if of_profile:
             settings = handler(data)

@@ -162,6 +162,9 @@ LEXICAL_SCORERS = ("bm25", "cosine")
 #: keywords only route a request ("routing", left out of the ranked query) or are also
 #: content ("content", ranked by).
 CURATED_KEYWORDS = ("routing", "content")
+#: NAUTILUS_UPSTREAM_REQUEST_TOOLS: the request tools the broker's MCP server lists, both
+#: (the stock nautilus_request beside nautilus_request_ranked) or the ranked one alone.
+REQUEST_TOOLS = ("both", "ranked")
 
 
 def parse_field_name(var: str, raw: object) -> tuple[str | None, Problem | None]:

@@ -40,6 +40,9 @@ class SourceBase:
 
     #: Whether this source's row order carries relevance (None: it does not say).
     ranked: bool | None = None
+    #: What ``sources probe`` says when a query finds nothing here: what this kind of
+    #: source matches a query against (:func:`no_hits_hint`).
+    no_hits: str = "no row holds a word of the query; try words its rows hold"
 
     async def prepare(self) -> None:
         """Nothing to build."""
@@ -87,6 +90,12 @@ def prober(source: object) -> Callable[[], Awaitable[None]] | None:
     None when it has none (readiness then searches it)."""
     probe: Callable[[], Awaitable[None]] | None = getattr(source, "probe", None)
     return probe
+
+
+def no_hits_hint(source: object) -> str:
+    """The source's ``no_hits`` (a caller's own source: :class:`SourceBase`'s)."""
+    hint = getattr(source, "no_hits", SourceBase.no_hits)
+    return hint if isinstance(hint, str) else SourceBase.no_hits
 
 
 def with_id(row: Row, id_field: str) -> Row:

@@ -20,8 +20,11 @@ re-implements anything the broker decides: each calls the stock handler itself
 inside a :func:`~.request_scope.ranked_call`, and answers with
 :func:`~.ranked_answer.ranked_answer` of the response: rows in global rank order.
 ``explain`` (default false) adds each score's components. The stock route and tool
-are untouched. A seam that is not where the tested broker has it (version.py) leaves
-the ranked route or tool out, with one warning.
+are untouched, except that ``NAUTILUS_UPSTREAM_REQUEST_TOOLS=ranked`` takes the stock
+tool out of the MCP server (its definition is about ten times the ranked one's in an
+agent's context, and an agent offered both may call the unranked one); the ranked
+tool keeps calling its function. A seam that is not where the tested broker has it
+(version.py) leaves the ranked route or tool out, with one warning.
 
 No ``from __future__ import annotations`` here: FastAPI and FastMCP read the
 handlers' annotations as objects (``Request``, ``Context``).
@@ -129,7 +132,8 @@ def add_ranked_tool(mcp: Any, broker: Any = None) -> bool:
     context_class = importlib.import_module("mcp.server.fastmcp").Context
     max_bytes = max_response_bytes(broker)
 
-    in_meta = NautilusSettings().upstream_attestation_in_meta  # read once, at start-up
+    settings = NautilusSettings()  # read once, at start-up
+    in_meta = settings.upstream_attestation_in_meta
     result_class = importlib.import_module("mcp.types").CallToolResult
     text_class = importlib.import_module("mcp.types").TextContent
 
@@ -159,7 +163,22 @@ def add_ranked_tool(mcp: Any, broker: Any = None) -> bool:
         description=RANKED_TOOL_DESCRIPTION,
         structured_output=False,
     )
+    if settings.upstream_request_tools == "ranked":
+        _remove_stock_tool(manager)
     return True
+
+
+def _remove_stock_tool(manager: Any) -> None:
+    """The stock tool out of ``tools/list`` and out of reach (the ranked tool holds
+    its function); one warning, and both listed, when the manager cannot remove one."""
+    remove = getattr(manager, "remove_tool", None)
+    if not callable(remove):
+        seam_missing(
+            "FastMCP._tool_manager.remove_tool('nautilus_request')",
+            f"{STOCK_TOOL} stays listed beside {RANKED_TOOL}",
+        )
+        return
+    remove(STOCK_TOOL)
 
 
 #: The broker's own default ``mcp.max_response_bytes`` (``MCPConfig``, 0.3.0).

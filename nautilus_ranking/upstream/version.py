@@ -34,6 +34,8 @@ SEAMS: dict[str, str] = {
     "nautilus.transport.mcp_server.create_server": "wrapped by `serve` to add the ranked tool",
     "FastMCP._tool_manager.get_tool('nautilus_request').fn": "the ranked tool calls the "
     "stock tool (auth, session, byte bound)",
+    "FastMCP._tool_manager.remove_tool('nautilus_request')": "with "
+    "NAUTILUS_UPSTREAM_REQUEST_TOOLS=ranked, the stock tool leaves tools/list",
     "nautilus.analysis.pattern_matching.build_keyword_map": "the routing vocabulary",
     "Broker._adapters": "the pgvector adapters given our embedder as their default",
     "PgVectorAdapter._broker_default_embedder": "replaced (while it is the broker's "

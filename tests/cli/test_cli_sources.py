@@ -135,6 +135,11 @@ def test_config_strict_passes_a_good_file_and_checks_boosts_against_it(folder: P
     )
     assert good.returncode == 0, good.stderr
     assert "faqs" in good.stdout and "skipped: none" in good.stdout
+    # the sources file's line ends with its name (its sources follow), no dangling colon
+    assert f"\nsources: {folder / 'shop.yaml'}\n  - faqs  sqlite_fts\n" in good.stdout
+    (folder / "none.yaml").write_text("sources: []\n", encoding="utf-8")
+    none = run("config", "--config", str(folder / "none.yaml"))
+    assert f"\nsources: {folder / 'none.yaml'}: " in none.stdout
     bogus = run(
         "config",
         "--strict",
@@ -307,3 +312,24 @@ def test_three_processes_on_a_fresh_data_dir_all_answer(folder: Path) -> None:
         assert [r["id"] for r in response["data"]["faqs"]] == ["f1"]
     built = [p.name for p in (Path(os.environ["NAUTILUS_DATA_DIR"]) / "shop").iterdir()]
     assert sorted(built) == [".faqs.db.lock", "faqs.db"]
+
+
+def test_probe_with_no_hits_says_what_each_kind_of_source_matches(folder: Path) -> None:
+    """No hits from a SQLite source is not a mapping to check nor an engine's documents:
+    a graph matches entity names, the others their rows' words."""
+    (folder / "services.jsonl").write_text('{"id": "orders-db"}\n', encoding="utf-8")
+    (folder / "edges.jsonl").write_text("", encoding="utf-8")
+    (folder / "n.yaml").write_text(
+        GOOD + "  - {id: graph, type: sqlite_graph, path: shop/graph.db, entities: services.jsonl,"
+        " edges: edges.jsonl}\n",
+        encoding="utf-8",
+    )
+    out = run("sources", "probe", "zebra", "--config", str(folder / "n.yaml"))
+    assert out.returncode == 0, out.stderr
+    lines = dict(line.split(None, 1) for line in out.stdout.splitlines())
+    assert "mapping" not in out.stdout and "engine" not in out.stdout
+    assert "no hits: no entity's name holds a word of the query" in lines["graph"]
+    assert "no hits: no row holds a word of the query" in lines["faqs"]
+    as_json = run("sources", "probe", "zebra", "--json", "--config", str(folder / "n.yaml"))
+    notes = {p["source"]: p["note"] for p in map(json.loads, as_json.stdout.splitlines())}
+    assert notes["graph"].startswith("no hits: no entity's name")

@@ -213,6 +213,19 @@ def test_input_errors_are_one_line_and_exit_1(adi: dict[str, Path], tmp_path: Pa
     assert usage.returncode == 2 and "--judgments" in usage.stderr
 
 
+def test_a_huge_grade_is_one_line_naming_the_file_the_line_and_the_bound(
+    adi: dict[str, Path], tmp_path: Path
+) -> None:
+    judgments = tmp_path / "huge.tsv"
+    judgments.write_text(f"1\t17\t1\n1\t46\t{'9' * 400}\n", encoding="utf-8")
+    result = run(*eval_args({**adi, "judgments": judgments}))
+    assert result.returncode == 1
+    assert f"{judgments}:2: grade '999999999999'… (400 characters) is out of range" in (
+        result.stderr
+    )
+    assert "from -100 to 100" in result.stderr and "OverflowError" not in result.stderr
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("matplotlib") is not None, reason="matplotlib is installed"
 )

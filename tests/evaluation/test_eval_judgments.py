@@ -103,3 +103,71 @@ def test_a_missing_file_and_an_ambiguous_folder(tmp_path: Path) -> None:
     write(tmp_path / "qrels" / "train.tsv", "1\td\t1\n")
     with pytest.raises(EvalInputError, match=r"without test\.tsv .*dev\.tsv, train\.tsv"):
         read_judgments(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("grade", "shown"),
+    [
+        ("9" * 400, r"'999999999999'… \(400 characters\)"),
+        ("1e400", "'1e400'"),
+        ("101", "'101'"),
+        ("-101", "'-101'"),
+        ("1e300", "'1e300'"),
+    ],
+)
+def test_a_grade_out_of_range_names_the_file_the_line_and_the_bound(
+    tmp_path: Path, grade: str, shown: str
+) -> None:
+    path = write(tmp_path / "q.txt", f"1 0 d1 1\n1 0 d2 {grade}\n")
+    with pytest.raises(
+        EvalInputError,
+        match=rf"q\.txt:2: grade {shown} is out of range: "
+        r"a grade is an integer from -100 to 100",
+    ):
+        read_judgments(path)
+
+
+def test_grades_at_the_bound_and_written_as_floats_are_read(tmp_path: Path) -> None:
+    path = write(tmp_path / "q.txt", "1 0 a 100\n1 0 b -100\n1 0 c 2.0\n")
+    assert read_judgments(path).grades == {"1": {"a": 100, "b": -100, "c": 2}}
+    with pytest.raises(EvalInputError, match="grade 'nan' is not an integer"):
+        read_judgments(write(tmp_path / "n.txt", "1 0 a nan\n"))
+
+
+def test_only_the_asked_queries_judgments_are_kept(tmp_path: Path) -> None:
+    """A judgments file far larger than the queries asked about costs the asked ones."""
+    lines = "".join(f"{q} 0 d{d} 1\n" for q in ("1", "2", "3") for d in range(3))
+    read = read_judgments(write(tmp_path / "q.txt", lines), queries={"2"})
+    assert read.grades == {"2": {"d0": 1, "d1": 1, "d2": 1}}
+    assert read.elsewhere == ["1", "3"]
+    assert read_judgments(tmp_path / "q.txt").grades.keys() == {"1", "2", "3"}
+
+
+def test_a_line_without_an_end_is_refused_at_its_bound(tmp_path: Path) -> None:
+    path = write(tmp_path / "q.txt", "1 0 d1 1\n1 0 " + "d" * (70 << 10) + " 1\n")
+    with pytest.raises(EvalInputError, match=r"q\.txt:2: line longer than 65,536 bytes"):
+        read_judgments(path)
+
+
+def test_a_judgments_file_past_the_size_bound_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "q.txt"
+    with path.open("wb") as handle:  # sparse: no disk, refused from its size
+        handle.truncate((512 << 20) + 1)
+    with pytest.raises(EvalInputError, match="larger than 536,870,912 bytes"):
+        read_judgments(path)
+
+
+def test_crlf_lines_and_a_bom_read_as_plain_lines(tmp_path: Path) -> None:
+    path = tmp_path / "q.tsv"
+    path.write_bytes(b"\xef\xbb\xbfquery-id\tcorpus-id\tscore\r\n1\td1\t2\r\n")
+    assert read_judgments(path).grades == {"1": {"d1": 2}}
+
+
+def test_relevant_only_keeps_what_the_metrics_read(tmp_path: Path) -> None:
+    """Grades below 1 count in no metric: eval keeps only the relevant ones, and a query
+    judged with none still counts as judged (an empty entry); the last line still wins."""
+    text = "1 0 a 2\n1 0 b 0\n1 0 c -1\n2 0 d 0\n1 0 e 1\n1 0 e 0\n"
+    read = read_judgments(write(tmp_path / "q.txt", text), relevant_only=True)
+    assert read.grades == {"1": {"a": 2}, "2": {}}
+    full = read_judgments(tmp_path / "q.txt")
+    assert full.grades == {"1": {"a": 2, "b": 0, "c": -1, "e": 0}, "2": {"d": 0}}

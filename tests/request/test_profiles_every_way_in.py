@@ -236,6 +236,15 @@ def test_mcp_stdio_two_calls_at_once_naming_different_profiles(tmp_path: Path) -
     assert _mcp_sources(oncall)[0] == "postmortems"
     assert support.structured_content["profile"] == "support"
     assert unnamed.structured_content["profile"] is None
+    # each query_profile line names the request it logs: the id its answer carries
+    logged = [
+        json.loads(line)
+        for line in (tmp_path / "stderr").read_text().splitlines()
+        if '"event": "query_profile"' in line
+    ]
+    answered = {r.structured_content["request_id"] for r in (support, oncall, unnamed)}
+    assert len(logged) == 3 and {line["request_id"] for line in logged} == answered
+    assert None not in answered
 
 
 # --- the CLI and the retrievers ----------------------------------------------------------
@@ -268,6 +277,9 @@ def test_cli_two_invocations_with_different_profiles(tmp_path: Path) -> None:
     assert "support" not in unknown.stderr and "oncall" not in unknown.stderr
     forbidden = query("--profile", "support", "--top-k", "2")
     assert forbidden.returncode == 2 and "does not let its callers override" in forbidden.stderr
+    assert "nautilus-ranking: --top-k: '2': profile 'support'" in forbidden.stderr  # not None
+    near = query("--profile", "support", "--near-duplicates", "on")
+    assert "nautilus-ranking: --near-duplicates: 'on': profile 'support'" in near.stderr
 
 
 def test_two_retrievers_each_with_its_profile(

@@ -3,6 +3,7 @@ and the docs' tables made from it."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from nautilus_ranking.settings.knobs import (
     RANKING_SWITCHES,
 )
 from nautilus_ranking.settings.model import NautilusSettings
-from tools.knob_tables import TABLES, rendered
+from tools.knob_tables import ROOT, TABLES, rendered
 
 #: A value that sets each knob (not its default).
 SET_VALUES: dict[str, Any] = {
@@ -98,5 +99,15 @@ def test_the_cli_names_every_switch_when_ranking_is_off() -> None:
 @pytest.mark.parametrize("doc", sorted(TABLES), ids=lambda p: p.name)
 def test_the_docs_knob_tables_are_made_from_the_declaration(doc: Any) -> None:
     text = doc.read_text(encoding="utf-8")
-    assert f"<!-- knobs:{TABLES[doc]} -->" in text
+    for name in TABLES[doc]:
+        assert f"<!-- knobs:{name} -->" in text
     assert rendered(text) == text, "run python -m tools.knob_tables"
+
+
+def test_the_configuration_page_opens_with_every_knob_that_turns_ranking_on() -> None:
+    """Its opening named five switches while its table said nine: the sentence is made
+    from the declaration too."""
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    opening = text.split("## ", 1)[0]
+    named = set(re.findall(r"`(NAUTILUS_[A-Z_]+)`", opening.split("<!-- knobs:switches -->")[1]))
+    assert named == {k.variable for k in RANKING_SWITCHES}

@@ -41,6 +41,7 @@ class HttpSource(SourceBase):
     """Any HTTP/JSON search API, as the sources file declares it."""
 
     ranked: bool | None = True  # an engine's order is its relevance
+    no_hits = "nothing to check the mapping on; try words the engine's documents hold"
 
     def __init__(
         self,

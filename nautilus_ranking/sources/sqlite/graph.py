@@ -39,6 +39,10 @@ class SqliteGraphSource(SqliteSource):
     #: Name matches come first, then neighbours in id order: partly an order of
     #: relevance, so the ranking judges it per batch (None) rather than trust it.
     ranked: bool | None = None
+    no_hits = (
+        "no entity's name holds a word of the query (a graph matches names, then adds "
+        "their neighbours); try an entity's name"
+    )
 
     def __init__(
         self,

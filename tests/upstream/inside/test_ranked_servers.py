@@ -323,3 +323,41 @@ def test_the_attestation_kept_out_of_the_text_is_still_verifiable(tmp_path: Path
         f"ranked answer: {tokens_before} tokens with the attestation in the text, "
         f"{tokens_after} without (rows {parts['rows']}, envelope {parts['envelope']})"
     )
+
+
+def test_the_ranked_tool_alone_is_listed_when_the_setting_says_so(
+    config: Path, tmp_path: Path
+) -> None:
+    """``NAUTILUS_UPSTREAM_REQUEST_TOOLS=ranked``: ``tools/list`` shows
+    ``nautilus_request_ranked`` without the stock ``nautilus_request`` (whose definition
+    is ten times its size), which is not callable either; the ranked tool answers, the
+    broker's other tools stay, and REST keeps both routes."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async def tools_and_calls(port: int) -> tuple[list[str], bool, str, bool]:
+        async with (
+            streamablehttp_client(
+                f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}
+            ) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            tools = [t.name for t in (await session.list_tools()).tools]
+            ranked = await session.call_tool("nautilus_request_ranked", ask("refund"))
+            stock = await session.call_tool("nautilus_request", ask("refund"))
+            return tools, ranked.isError, stock.content[0].text, stock.isError
+
+    base = {"NAUTILUS_RANKING_TOP_K": str(TOP_K), "NAUTILUS_DATA_DIR": str(tmp_path)}
+    with serving(config, base, tmp_path / "serve-both.log") as (port, _):
+        both, *_ = asyncio.run(tools_and_calls(port))
+    env = {**base, "NAUTILUS_UPSTREAM_REQUEST_TOOLS": "ranked"}
+    with serving(config, env, tmp_path / "serve-ranked.log") as (port, _):
+        tools, ranked_error, stock_text, stock_error = asyncio.run(tools_and_calls(port))
+        assert post(port, "/v1/request", ask("refund")).status_code == 200
+        assert post(port, "/v1/request/ranked", ask("refund")).status_code == 200
+    assert {"nautilus_request", "nautilus_request_ranked"} <= set(both)
+    assert "nautilus_request" not in tools and "nautilus_request_ranked" in tools
+    assert set(tools) == set(both) - {"nautilus_request"}
+    assert not ranked_error
+    assert stock_error and "nautilus_request" in stock_text
