@@ -9,8 +9,10 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -234,12 +236,21 @@ def test_metrics_show_latency_source_latency_and_top_k_share(server: Server) -> 
 
 def test_each_request_logs_one_structured_access_line(server: Server) -> None:
     post(server, {"query": QUERY}, headers={"X-Request-ID": "access-log-check"})
-    lines = [json.loads(line) for line in server.logs().splitlines() if line.startswith("{")]
-    access = [
-        e
-        for e in lines
-        if e["event"] == "http_request" and e.get("request_id") == "access-log-check"
-    ]
+
+    def access_lines() -> list[dict[str, Any]]:
+        lines = [json.loads(x) for x in server.logs().splitlines() if x.startswith("{")]
+        return [
+            e
+            for e in lines
+            if e["event"] == "http_request" and e.get("request_id") == "access-log-check"
+        ]
+
+    # the line is written after the answer is sent: on a loaded machine, a moment later
+    deadline = time.monotonic() + 30
+    while not access_lines() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # a second line, were there one, would be written by now too
+    access = access_lines()
     assert len(access) == 1
     assert access[0]["status"] == 200 and access[0]["path"] == "/v1/query"
     assert access[0]["method"] == "POST" and access[0]["duration_ms"] > 0
