@@ -16,8 +16,8 @@ and off, the default lexical scorer; top 10) and its signals recorded
 L2, Newton steps) is fitted on three collections and applied to the fourth; the pooled
 out-of-collection predictions give the expected calibration error (10 equal-width bins,
 95% bootstrap interval over queries), the reliability table, and, per candidate ``p``,
-the abstain rates (off topic, in domain, answerable wrongly) and nDCG@10 over all own
-queries with an abstained answer counted as 0. The shipped fit is on all four.
+the abstain rates (off topic, in domain, answerable wrongly) and the nDCG@10 lost over
+the answerable queries, an abstained answer counted as 0. The shipped fit is on all four.
 
     python -m benchmarks.quality.confidence_fit [--datasets DIR] [--work-dir DIR]
         [--embedders hashing,onnx] [--out FILE.md] [--write]
@@ -357,7 +357,10 @@ def rates(records: list[Record], p: np.ndarray, threshold: float) -> dict[str, f
         "in_domain": float(below[kinds == "in_domain"].mean()),
         "wrong": float(below[answerable].mean()),
         "own_unanswered": float(below[own & (labels == 0)].mean()),
-        "ndcg_loss": float(ndcg[own].mean() - np.where(below[own], 0.0, ndcg[own]).mean()),
+        # over the answerable queries, an abstained answer counted 0
+        "ndcg_loss": float(np.where(below[answerable], ndcg[answerable], 0.0).mean())
+        if answerable.any()
+        else 0.0,
     }
 
 

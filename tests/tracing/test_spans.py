@@ -68,6 +68,9 @@ def test_a_request_is_a_request_span_with_each_source_and_the_ranking_under_it()
     assert a[f"{P}ranking.fusion.rows_in"] == returned
     assert list(a[f"{P}ranking.fusion.boosted_sources"]) == ["runbooks:high"]
     assert (a[f"{P}ranking.top_k.k"], a[f"{P}ranking.top_k.rows_out"]) == (6, 6)
+    found = result.response.confidence or {}
+    assert a[f"{P}ranking.confidence.value"] == found["value"]
+    assert (a[f"{P}ranking.confidence.rows_in"], a[f"{P}ranking.confidence.rows_out"]) == (6, 6)
     assert (a[f"{P}ranking.page.rows_in"], a[f"{P}ranking.page.rows_out"]) == (6, 5)
     rows = sum(len(v) for v in result.response.data.values())
     budget = result.response.budget or {}
