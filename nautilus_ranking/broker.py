@@ -39,6 +39,7 @@ from nautilus_ranking.records import (
 )
 from nautilus_ranking.response_hash import response_hash_of
 from nautilus_ranking.rows import screen_rows
+from nautilus_ranking.selection import confidence
 from nautilus_ranking.selection.budget import apply_budget, entry_text
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.sources.base import Source, declared_order, id_of, preparer, timeout_of
@@ -49,7 +50,12 @@ from nautilus_ranking.synthesis.basic import BasicSynthesizer
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.tracing import RankingScope, ranking_begin, ranking_end, tracer
 from nautilus_ranking.tracing.carry import current_trace_id
-from nautilus_ranking.tracing.facts import budget_stage, cut_stage, in_source_span
+from nautilus_ranking.tracing.facts import (
+    budget_stage,
+    confidence_stage,
+    cut_stage,
+    in_source_span,
+)
 
 logger = get_logger("nautilus_ranking.broker")
 
@@ -74,6 +80,7 @@ class Broker:
         limit: int = DEFAULT_LIMIT,
         prepare_timeout_s: float = PREPARE_TIMEOUT_S,
         max_tokens: int | None = None,
+        min_confidence: float | None = None,
     ) -> None:
         self.sources = list(sources)
         self.synthesizer = synthesizer or BasicSynthesizer()
@@ -85,6 +92,16 @@ class Broker:
             raise ValueError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
         #: The token budget of every response (nautilus_ranking/selection/budget.py); None: none.
         self.max_tokens = max_tokens
+        if min_confidence is not None and (
+            isinstance(min_confidence, bool)
+            or not isinstance(min_confidence, int | float)
+            or not 0 <= min_confidence <= 1
+        ):
+            raise ValueError(
+                f"min_confidence must be a number in [0, 1] or None, got {min_confidence!r}"
+            )
+        #: Below this confidence an answer abstains (selection/confidence.py); None: never.
+        self.min_confidence = min_confidence
 
     @classmethod
     def from_config(
@@ -116,7 +133,13 @@ class Broker:
         logger.debug(
             "broker_ready", sources=[s.id for s in sources], synthesizer=type(synthesizer).__name__
         )
-        return cls(sources, synthesizer, limit, max_tokens=settings.ranking_max_tokens)
+        return cls(
+            sources,
+            synthesizer,
+            limit,
+            max_tokens=settings.ranking_max_tokens,
+            min_confidence=settings.ranking_min_confidence,
+        )
 
     @property
     def synthesizer(self) -> Synthesizer:
@@ -183,11 +206,12 @@ class Broker:
         warnings = [warning for _, _, warned, _ in raw for warning in warned]
         traced = ranking_begin()  # None unless an SDK records spans
         embedding_deadline.taken()  # (what an earlier ranking in this context left)
+        confidence.taken()
         try:
-            data, ranking, cut, budget = self._synthesize(results, ctx, traced)
+            data, ranking, cut, budget, judged = self._synthesize(results, ctx, traced, errors)
         finally:
             ranking_end(traced, bool(self.synthesizer.ranking_enabled))
-        embedding = embedding_deadline.taken()
+        embedding, found, abstain, nearest = judged
         # The built-in synthesizers keep the sources' row objects as they are: the
         # response hash is made of the texts each row was hashed with already.
         texts = (
@@ -208,6 +232,9 @@ class Broker:
             budget=budget,
             cut=cut,
             embedding=embedding,
+            confidence=found.as_dict() if found is not None else None,
+            abstain=abstain,
+            nearest=nearest,
         )
         logger.info(
             "request_served",
@@ -221,9 +248,18 @@ class Broker:
         return response
 
     def _synthesize(
-        self, results: list[AdapterResult], ctx: Mapping[str, Any], traced: RankingScope | None
-    ) -> tuple[dict[str, list[Any]], list[Any], dict[str, Any] | None, dict[str, Any] | None]:
-        """(data, ranking, what the relevance cut left out, the budget) of ``results``."""
+        self,
+        results: list[AdapterResult],
+        ctx: Mapping[str, Any],
+        traced: RankingScope | None,
+        errors: list[ErrorRecord],
+    ) -> tuple[
+        dict[str, list[Any]], list[Any], dict[str, Any] | None, dict[str, Any] | None, _Judged
+    ]:
+        """(data, ranking, what the relevance cut left out, the budget, and what the
+        ranking was judged: the embedding deadline's report, the confidence, the abstain
+        and the rows an abstained answer holds back) of ``results``. An answer abstains
+        before its budget: it hands nothing over, so the budget counts nothing."""
         cut = None
         merge_cut = getattr(self.synthesizer, "merge_ranked_cut", None)
         if merge_cut is not None:  # the ranking, and what its relevance cut left out
@@ -232,6 +268,16 @@ class Broker:
             data, ranking = self.synthesizer.merge_ranked(results, ctx)
         if traced is not None and cut is not None:
             cut_stage(traced.stages, len(ranking), cut)
+        embedding = embedding_deadline.taken()
+        found = confidence.taken()
+        lexical = int(embedding["rows_lexical"]) if embedding is not None else 0
+        abstain = confidence.decide(found, self.min_confidence, len(errors), lexical)
+        nearest: list[Any] = []
+        if traced is not None and found is not None:
+            confidence_stage(traced.stages, len(ranking), found.value, abstain)
+        if abstain is not None and abstain["abstained"]:  # no rows handed over: data empty
+            nearest, ranking = list(ranking), []
+            data = {sid: [] for sid in data}
         budget = None
         if self.max_tokens is not None:  # the rows that fit, in rank order
             scored = bool(self.synthesizer.ranking_enabled)  # a passthrough's are null
@@ -241,7 +287,7 @@ class Broker:
             budget = fitted.as_dict()
             if traced is not None:
                 budget_stage(traced.stages, fitted)
-        return data, ranking, cut, budget
+        return data, ranking, cut, budget, (embedding, found, abstain, nearest)
 
     async def fetch(
         self, query: str, context: Mapping[str, Any] | None = None
@@ -401,6 +447,11 @@ def _warn_rows_without_id(sources: Sequence[Source], results: Sequence[AdapterRe
 #: what was left out of them (the source's own warnings, then rows dropped here), and
 #: the canonical text of each kept row.
 _Answer = tuple[AdapterResult, str, list[SourceWarning], list[str]]
+#: What a ranking was judged (:meth:`Broker._synthesize`): the embedding deadline's
+#: report, the confidence, the abstain and the rows an abstained answer held back.
+_Judged = tuple[
+    dict[str, Any] | None, "confidence.Confidence | None", dict[str, Any] | None, list[Any]
+]
 #: Synthesizers whose ``data`` holds the sources' own row objects, unchanged.
 _ROWS_KEPT = (RankingSynthesizer, BasicSynthesizer)
 

@@ -287,6 +287,16 @@ class BrokerResponse:
     #: Past the embedding deadline: ``deadline_ms``, ``rows_lexical`` (the rows scored by
     #: words) and ``rows_embedded`` (synthesis/embedding_deadline.py); None otherwise.
     embedding: dict[str, Any] | None = None
+    #: The ranking's confidence (nautilus_ranking/selection/confidence.py): ``value`` (the
+    #: probability that one of the top 10 rows is relevant; None: no fit for the setup),
+    #: ``setup`` and ``signals``; None when nothing was ranked. Outside ``data``: it
+    #: changes no hash.
+    confidence: dict[str, Any] | None = None
+    #: Under ``NAUTILUS_RANKING_MIN_CONFIDENCE``: ``min_confidence``, ``abstained`` and
+    #: ``reason`` (selection/confidence.py, ``decide``); None without it.
+    abstain: dict[str, Any] | None = None
+    #: The rows an abstained answer did not hand over, best first (``data`` is empty).
+    nearest: list[RankedRow] = field(default_factory=list)
 
     def to_dict(
         self,
@@ -327,6 +337,19 @@ class BrokerResponse:
             out["cut"] = dict(self.cut)
         if self.embedding is not None:  # only past the embedding deadline
             out["embedding"] = dict(self.embedding)
+        if self.confidence is not None:  # a ranked answer: its confidence, null without a fit
+            out["confidence"] = self.confidence["value"]
+            if explain:
+                out["confidence_signals"] = {
+                    "setup": self.confidence["setup"],
+                    **self.confidence["signals"],
+                }
+        if self.abstain is not None:  # only under a minimum confidence
+            out["abstained"] = bool(self.abstain["abstained"])
+            out["abstain"] = {
+                **{k: v for k, v in self.abstain.items() if k != "abstained"},
+                "nearest": [r.entry(explain) for r in self.nearest],
+            }
         if vectors is not None:
             out["vectors_included"] = vectors
         if ranking_enabled is not None:

@@ -84,6 +84,7 @@ SLOW_PATHS = (
     "service/test_service_settings.py",  # real servers on loopback
     "request/test_every_way_in.py",
     "request/test_budget_every_way_in.py",
+    "selection/test_abstain_ways_in.py",  # real serve and MCP servers, CLI processes
     "cli/",  # tens of CLI processes each
     "embedders/test_embedder_extra_missing.py",  # a venv-like child without the extra
     "test_docs.py",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nautilus_ranking.embedders.default import embedder_line
-from nautilus_ranking.records import SCORE_COMPONENTS, RankedRow
+from nautilus_ranking.records import SCORE_COMPONENTS, BrokerResponse, RankedRow
 from nautilus_ranking.selection.budget_pages import too_large_note
 from nautilus_ranking.settings.knobs import switches_sentence
 
@@ -264,6 +264,7 @@ def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = 
             f"{embedding['rows_lexical']} row(s) scored by words "
             f"({embedding['rows_embedded']} by the model; NAUTILUS_EMBEDDER_DEADLINE_MS)"
         )
+    lines.extend(confidence_lines(response, explain, wide))
     cursor = result.next_cursor
     follow = (
         (f"next: {next_command(argv, cursor)}" if argv is not None else f"next: --cursor {cursor}")
@@ -278,3 +279,38 @@ def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = 
     elif follow:  # a top K with more rows past it
         lines.append(f"more rows past these {len(response.ranking)}; {follow}")
     return printable("\n".join(lines), lines=True)
+
+
+def confidence_lines(response: BrokerResponse, explain: bool, wide: bool) -> list[str]:
+    """With ``explain`` or a minimum confidence: the ranking's confidence and, when the
+    answer abstained, why, and (``explain``) the rows it held back as a table. (The
+    JSON answer carries the confidence always.)"""
+    lines: list[str] = []
+    found = response.confidence
+    if found is not None and (explain or response.abstain is not None):
+        value = found["value"]
+        lines.append(
+            f"confidence: {value:.3f} that one of the top 10 is relevant ({found['setup']})"
+            if value is not None
+            else f"confidence: none (no fit for {found['setup']})"
+        )
+        if explain:
+            signals = ", ".join(f"{k} {v:.3g}" for k, v in found["signals"].items())
+            lines.extend(
+                textwrap.wrap(
+                    f"confidence signals: {signals}",
+                    120 if not wide else 10_000,
+                    subsequent_indent="  ",
+                )
+            )
+    abstain = response.abstain
+    if abstain is not None and abstain["abstained"]:
+        lines.append(
+            f"abstained: {abstain['reason']}; {len(response.nearest)} nearest row(s) held back"
+            + ("" if explain else " (--explain lists them)")
+        )
+        if explain:
+            lines.append(ranked_table(response.nearest, True, True, wide))
+    elif abstain is not None and "reason" in abstain:
+        lines.append(f"abstain: {abstain['reason']}")
+    return lines

@@ -83,7 +83,7 @@ _ARGUMENTS: dict[str, dict[str, Any]] = {
     },
     "near_duplicates": {
         "type": ["number", "string"],
-        "description": "merge rows of nearly the same text: a resemblance in (0, 1], or on",
+        "description": "merge near copies: a resemblance in (0, 1], or on",
     },
     "diversity": {
         "type": ["number", "string"],
@@ -96,8 +96,9 @@ _ARGUMENTS: dict[str, dict[str, Any]] = {
     },
     "canonical_sources": {
         "type": "array",
-        "description": "whose copy of a document to keep, in order",
+        "description": "whose copy to keep, in order",
     },
+    "min_confidence": {"type": "number", "description": "0-1: abstain below"},
     "explain": {"type": "boolean", "description": "all score components"},
     "vectors": {"type": "boolean"},
     "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},

@@ -23,7 +23,7 @@ from nautilus_ranking.service.problems import strict_json
 
 def search_content(result: Answer) -> dict[str, Any]:
     request, response = result.request, result.response
-    out = {
+    out: dict[str, Any] = {
         "query": request.query,
         "results": [
             _result(r, bool(request.explain), result.ranked, bool(request.vectors))
@@ -47,6 +47,17 @@ def search_content(result: Answer) -> dict[str, Any]:
     cap = result.per_source_cap
     if cap is not None:
         out["per_source_cap"] = cap
+    if response.confidence is not None:  # a ranked answer: null without a fit
+        out["confidence"] = response.confidence["value"]
+    if response.abstain is not None:  # under a minimum confidence: why, and what was near
+        out["abstained"] = bool(response.abstain["abstained"])
+        out["abstain"] = {
+            **{k: v for k, v in response.abstain.items() if k != "abstained"},
+            "nearest": [
+                {"source": r.source_id, "id": _as_http(r.row.get("id")), "score": r.score}
+                for r in response.nearest
+            ],
+        }
     if request.explain:
         out["explain"] = result.explain if result.profiled else result.plan.explain
     if result.profiled:
@@ -89,6 +100,15 @@ def search_text(out: dict[str, Any]) -> str:
     if "profile" in out:
         lines[0] += f", ranked by profile {out['profile'] or '(none: the global knobs)'}"
     lines.extend(_result_line(r) for r in results)
+    abstain = out.get("abstain")
+    if out.get("abstained") and abstain is not None:
+        nearest = ", ".join(f"{n['source']}:{n['id']}" for n in abstain["nearest"][:5])
+        lines.append(
+            f"abstained: {abstain['reason']}; no result is likely to answer this query"
+            + (f" (nearest, not shown: {nearest})" if nearest else "")
+        )
+    elif out.get("confidence") is not None:
+        lines.append(f"confidence that a result is relevant: {out['confidence']:.2f}")
     for e in out["sources_errored"]:
         lines.append(f"source {e['source_id']} failed ({e['error_type']}): {e['message']}")
     budget = out.get("budget")

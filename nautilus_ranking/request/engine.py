@@ -140,6 +140,7 @@ class Engine:
                 synthesizer_for(own, self.embedder),
                 self.broker.limit,
                 prepare_timeout_s=self.broker.prepare_timeout_s,
+                min_confidence=own.ranking_min_confidence,
             )
             built[name] = Engine(own, broker, self.embedder, profile=profile)
         if found and settings.config_strict:

@@ -155,6 +155,15 @@ class QueryRequest(BaseModel):
         "these sources that has one (default: the best-ranked copy); replaces "
         "NAUTILUS_RANKING_CANONICAL_SOURCES",
     )
+    min_confidence: Annotated[
+        str | float | None,
+        Arg("--min-confidence", "a number in [0, 1] (0: never abstain), e.g. 0.12", "P"),
+    ] = Field(
+        default=None,
+        description="abstain (hand over no rows; the nearest are listed in abstain) when "
+        "the ranking's confidence that one of its top 10 rows is relevant is below P; "
+        "0 never abstains; replaces NAUTILUS_RANKING_MIN_CONFIDENCE",
+    )
     explain: Annotated[bool | None, Arg("--explain", "true or false")] = Field(
         default=False,
         description="show every score component and the request's effective ranking settings",
@@ -186,7 +195,7 @@ class QueryRequest(BaseModel):
             raise ValueError(f"more than {len(str(MAX_COUNT))} digits")
         return value
 
-    @field_validator("near_duplicates", "diversity", mode="before")
+    @field_validator("near_duplicates", "diversity", "min_confidence", mode="before")
     @classmethod
     def _plain_fraction(cls, value: object) -> object:
         if isinstance(value, bool):  # JSON true is not "on", nor the number 1

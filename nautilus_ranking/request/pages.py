@@ -183,6 +183,8 @@ class Paging:
             response_hash=compute_response_hash(data),
             cut=cut_info,
             budget=budget,
+            # an abstained answer's rows held back: this page's ranks of them
+            nearest=response.nearest[start : start + self.size],
         )
         following = Paging(
             self.number + 1, self.size, self.key, data_key, delivered=delivered, keys=self.keys

@@ -28,6 +28,7 @@ from nautilus_ranking.settings.parsing import (
     parse_bool,
     parse_diversity,
     parse_int,
+    parse_min_confidence,
     parse_near_duplicates,
     parse_ranking_cut,
     parse_source_ids,
@@ -45,6 +46,7 @@ OVERRIDES = (
     "diversity",
     "max_per_source",
     "canonical_sources",
+    "min_confidence",
 )
 
 
@@ -69,6 +71,7 @@ _SCALARS: tuple[tuple[str, str, Callable[[str, object], tuple[Any, Problem | Non
     ("near_duplicates", "ranking_near_duplicates", parse_near_duplicates),
     ("diversity", "ranking_diversity", parse_diversity),
     ("max_per_source", "ranking_max_per_source", parse_int),
+    ("min_confidence", "ranking_min_confidence", parse_min_confidence),
 )
 
 
@@ -198,21 +201,36 @@ def plan(
         "diversity": effective.ranking_diversity,
         "max_per_source": effective.ranking_max_per_source,
         "canonical_sources": effective.ranking_canonical_sources,
+        "min_confidence": effective.ranking_min_confidence,
         "overrides": [name for name in OVERRIDES if getattr(request, name) is not None],
     }
     if pages is not None and pages.asked:
         explain["page"] = pages.number
     # The budget is the core's to apply (to the page, counted as each way in hands rows
     # over): the broker that runs the request has none of its own.
-    if not update and request.sources is None and pages is None and broker.max_tokens is None:
+    if (
+        not update
+        and request.sources is None
+        and pages is None
+        and broker.max_tokens is None
+        and broker.min_confidence == effective.ranking_min_confidence
+    ):
         return Plan(broker, effective, explain)
     synthesizer: Synthesizer = broker.synthesizer
     if pages is not None:
         synthesizer = pages.synthesizer(effective, embedder)
-    elif set(update) - {"ranking_max_tokens"}:
+    elif set(update) - {"ranking_max_tokens", "ranking_min_confidence"} or (
+        not broker.synthesizer.ranking_enabled and effective.ranking_enabled
+    ):
         synthesizer = synthesizer_for(effective, embedder)
     explain["synthesizer"] = type(synthesizer).__name__
-    run = Broker(chosen, synthesizer, broker.limit, prepare_timeout_s=broker.prepare_timeout_s)
+    run = Broker(
+        chosen,
+        synthesizer,
+        broker.limit,
+        prepare_timeout_s=broker.prepare_timeout_s,
+        min_confidence=effective.ranking_min_confidence,
+    )
     return Plan(run, effective, explain, pages)
 
 

@@ -80,6 +80,16 @@ CONFIG_PROBLEMS = Gauge(
 IN_FLIGHT = Gauge(
     "nautilus_requests_in_flight", "Queries being answered now.", multiprocess_mode="livesum"
 )
+CONFIDENCE = Histogram(
+    "nautilus_answer_confidence",
+    "The confidence of each ranked answer that one of its top 10 rows is relevant "
+    "(answers of a scoring setup with no fit are not counted).",
+    buckets=(0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0),
+)
+ABSTAINED = Counter(
+    "nautilus_answers_abstained_total",
+    "Answers that handed over no rows: their confidence was below the minimum.",
+)
 
 SHARE_NAME = "nautilus_source_topk_share"
 _LOG = get_logger("nautilus_ranking.service")
@@ -96,6 +106,11 @@ def record_response(response: BrokerResponse) -> None:
         counts[ranked.source_id] = counts.get(ranked.source_id, 0) + 1
     for source_id, count in counts.items():
         TOPK_ROWS.labels(source_id).inc(count)
+    found = response.confidence
+    if found is not None and found["value"] is not None:
+        CONFIDENCE.observe(found["value"])
+    if response.abstain is not None and response.abstain["abstained"]:
+        ABSTAINED.inc()
 
 
 def record_profile(profile: str | None) -> None:

@@ -159,6 +159,18 @@ KNOBS: tuple[Knob, ...] = (
         request_field="max_tokens",
     ),
     Knob(
+        "ranking_min_confidence",
+        "ranking",
+        # An abstain needs the ranking's confidence: setting it ranks.
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="abstain (hand over no rows) below this confidence that one is relevant",
+        in_broker="in merge: below it, data is empty (the attestation signs the abstained "
+        "answer); the ranked route and tool say why and list the nearest rows",
+        flag="--min-confidence",
+        request_field="min_confidence",
+    ),
+    Knob(
         "ranking_lexical",
         "ranking",
         # Which lexical score content uses; it changes nothing until something ranks.

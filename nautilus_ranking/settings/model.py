@@ -51,6 +51,7 @@ from nautilus_ranking.settings.parsing import (
     parse_diversity,
     parse_field_name,
     parse_int,
+    parse_min_confidence,
     parse_near_duplicates,
     parse_origins,
     parse_ranking_cut,
@@ -118,6 +119,7 @@ class NautilusSettings(LogSettings):
     ranking_near_duplicates: float | None = None
     ranking_diversity: float | None = None
     ranking_max_per_source: int | None = None
+    ranking_min_confidence: float | None = None
     ranking_canonical_sources: Annotated[list[str], NoDecode] = Field(default_factory=list)
     ranking_lexical: str = "bm25"
     ranking_curated_keywords: str = "routing"
@@ -227,6 +229,10 @@ class NautilusSettings(LogSettings):
         take(
             "ranking_diversity",
             parse_diversity(var("ranking_diversity"), data.get("ranking_diversity")),
+        )
+        take(
+            "ranking_min_confidence",
+            parse_min_confidence(var("ranking_min_confidence"), data.get("ranking_min_confidence")),
         )
         take(
             "ranking_idf",

@@ -240,3 +240,15 @@ def parse_diversity(var: str, raw: object) -> tuple[float | None, Problem | None
     if value is None or not 0 <= value <= 1:
         return None, Problem(var, cut(raw), "not a number in [0, 1]", valid)
     return (value if value > 0 else None), None
+
+
+def parse_min_confidence(var: str, raw: object) -> tuple[float | None, Problem | None]:
+    """A probability in [0, 1] below which an answer abstains (0: never, but the answer
+    says so); blank, unset or ``off``: None (selection/confidence.py)."""
+    valid = "a number in [0, 1] such as 0.12 (0: never abstain), or off"
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "off")):
+        return None, None
+    value = _fraction(raw)
+    if value is None or not 0 <= value <= 1:
+        return None, Problem(var, cut(raw), "not a number in [0, 1]", valid)
+    return value, None

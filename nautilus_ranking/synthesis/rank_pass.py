@@ -15,8 +15,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from nautilus_ranking.embedders import Embedder, is_token_embedder
+from nautilus_ranking.embedders.registry import embedder_name_of
 from nautilus_ranking.fanout.abandon import checkpoint
 from nautilus_ranking.records import AdapterResult, RankedRow
+from nautilus_ranking.selection import confidence
 from nautilus_ranking.synthesis import copies, detection, fusion, lexical
 from nautilus_ranking.synthesis.candidates import (
     MAX_TEXT_CHARS,
@@ -245,6 +247,15 @@ def rank_pass(
     )
     evidence = evidence_all[scored]
     relevance = content + evidence + unranked
+    confidence.keep(
+        _confidence(
+            ranker,
+            query_in_embedder_space or isinstance(query, TokensToWeight),
+            (content_similarity, lexical_score, relevance, voters, sub_doc),
+            where_ref,
+            query_tokens or (tokenize(raw_query) if isinstance(raw_query, str) else []),
+        )
+    )
     # Stage 2: a boost adds a signed share of the spread of the batch's unboosted
     # relevance, decayed by the row's place in its source; both read from unboosted
     # relevance and the reference rows, so a boost never changes another row's bump.
@@ -307,6 +318,31 @@ def rank_pass(
         )
     checkpoint("fusion")
     return select(sub, scores, limit, spread, ranker.canonical_sources)
+
+
+def _confidence(
+    ranker: RankSettings,
+    own_query: bool,
+    arrays: tuple[FloatArray, FloatArray | None, FloatArray, IntArray, IntArray],
+    reference: IntArray,
+    query_tokens: list[str],
+) -> confidence.Confidence:
+    """The batch's confidence, read from the reference rows before any boost
+    (``arrays``: similarity, lexical score, relevance, voters, document of every scored
+    row). A query vector the caller brought has no known scale: its setup is
+    ``unknown`` (no fit)."""
+    similarity, lexical_score, relevance, voters, doc = arrays
+    model = getattr(ranker.embedder, "model_id", None)
+    name = embedder_name_of(model) if own_query and isinstance(model, str) else None
+    observed = confidence.signals(
+        similarity[reference],
+        lexical_score[reference] if lexical_score is not None else None,
+        relevance[reference],
+        voters[reference],
+        doc[reference],
+        len(set(query_tokens)),
+    )
+    return confidence.estimate(confidence.setup_key(name, ranker.lexical, ranker.idf), observed)
 
 
 def _documents(

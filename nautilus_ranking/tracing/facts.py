@@ -44,6 +44,22 @@ def source_done(span: SourceSpan, answer: Sequence[Any] | None) -> None:
     span.done(len(result.rows), error.error_type if error is not None else None, dropped)
 
 
+def confidence_stage(
+    stages: Stages, rows: int, value: float | None, abstain: Mapping[str, Any] | None
+) -> None:
+    """The ranking's confidence (absent: no fit for its setup) and, under a minimum
+    confidence, whether the answer abstained (its ``rows`` then all held back)."""
+    abstained = bool(abstain["abstained"]) if abstain is not None else None
+    stages.add(
+        "confidence",
+        rows,
+        0 if abstained else rows,
+        value=value,
+        min_confidence=abstain["min_confidence"] if abstain is not None else None,
+        abstained=abstained,
+    )
+
+
 def budget_stage(stages: Stages, fitted: BudgetResult) -> None:
     stages.add(
         "budget",

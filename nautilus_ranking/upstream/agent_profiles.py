@@ -30,6 +30,8 @@ class AgentRankers:
     rankers: Mapping[str, RankingSynthesizer | None] = field(default_factory=dict)
     #: Each profile's ``NAUTILUS_RANKING_MAX_TOKENS`` (its own, else the global one).
     budgets: Mapping[str, int | None] = field(default_factory=dict)
+    #: Each profile's ``NAUTILUS_RANKING_MIN_CONFIDENCE`` (its own, else the global one).
+    min_confidences: Mapping[str, float | None] = field(default_factory=dict)
 
     def profile_of(self, agent_id: object) -> str | None:
         """The profile that ranks ``agent_id``'s requests (None: the global knobs)."""
@@ -38,6 +40,10 @@ class AgentRankers:
     def budget_of(self, profile: str | None, default: int | None) -> int | None:
         """The token budget of ``profile``'s requests (None profile: ``default``)."""
         return self.budgets.get(profile, default) if profile is not None else default
+
+    def min_confidence_of(self, profile: str | None, default: float | None) -> float | None:
+        """The minimum confidence of ``profile``'s requests (None profile: ``default``)."""
+        return self.min_confidences.get(profile, default) if profile is not None else default
 
 
 def agent_rankers(
@@ -51,9 +57,11 @@ def agent_rankers(
     found: list[Problem] = []
     rankers: dict[str, RankingSynthesizer | None] = {}
     budgets: dict[str, int | None] = {}
+    min_confidences: dict[str, float | None] = {}
     for name, profile in profiles.by_name.items():
         own = profile.settings(settings)
         budgets[name] = own.ranking_max_tokens
+        min_confidences[name] = own.ranking_min_confidence
         if "source_boosts" in profile.values:
             where = profile.origins["source_boosts"]
             found.extend(
@@ -69,4 +77,4 @@ def agent_rankers(
         raise ConfigError(tuple(found))
     for problem in found:
         log_problem(problem)
-    return AgentRankers(profiles.by_agent, rankers, budgets)
+    return AgentRankers(profiles.by_agent, rankers, budgets, min_confidences)

@@ -163,6 +163,7 @@ def attach_ranking(
         source_kinds,
         agent_rankers(settings, _source_ids(broker), embedder),  # ranking profiles, by agent
         max_tokens=settings.ranking_max_tokens,
+        min_confidence=settings.ranking_min_confidence,
     )
     store = RankingStore(keep, settings.upstream_rankings_max_bytes)
     attached = AttachedRanking(broker, synthesizer, settings, store)

@@ -42,6 +42,12 @@ class RequestRanking:
     profile: str | None = None
     ranked_by: str = ""
     budget: dict[str, Any] | None = None
+    #: The ranking's confidence (value, setup, signals; selection/confidence.py); under a
+    #: minimum confidence, ``abstain`` (min_confidence, abstained, reason) and, when it
+    #: abstained, the ``nearest`` rows it held back (``data`` is empty).
+    confidence: dict[str, Any] | None = None
+    abstain: dict[str, Any] | None = None
+    nearest: tuple[RankedRow, ...] = ()
 
     def with_request_id(self, request_id: str) -> RequestRanking:
         return replace(self, request_id=request_id)
@@ -60,4 +66,11 @@ class RequestRanking:
         }
         if self.profile is not None:
             out["profile"] = self.profile
+        if self.confidence is not None:
+            out["confidence"] = self.confidence
+        if self.abstain is not None:
+            out["abstain"] = {
+                **self.abstain,
+                "nearest": [{"id": r.row.get("id"), **r.explain()} for r in self.nearest],
+            }
         return out

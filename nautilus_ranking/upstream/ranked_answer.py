@@ -43,7 +43,11 @@ def ranked_answer(
     """``response`` (a ``BrokerResponse``) as the ranked form, JSON-able."""
     body: dict[str, Any] = response.model_dump(mode="json")
     data: dict[str, list[Any]] = body.pop("data") or {}
-    ranked = outcome is not None and outcome.fallback is None and bool(outcome.ranking)
+    ranked = (
+        outcome is not None
+        and outcome.fallback is None
+        and (bool(outcome.ranking) or bool(outcome.nearest))
+    )
     rows = _in_rank_order(data, outcome, explain) if ranked else _in_data_order(data)
     head = {
         "request_id": body.pop("request_id"),
@@ -60,6 +64,17 @@ def ranked_answer(
     }
     if explain and ranked:
         head["ranking"]["explained_rows"] = len(rows)
+    if outcome is not None and outcome.confidence is not None:
+        head["ranking"]["confidence"] = outcome.confidence["value"]
+    if outcome is not None and outcome.abstain is not None:
+        head["ranking"]["abstained"] = bool(outcome.abstain["abstained"])
+        head["ranking"]["abstain"] = {
+            **{k: v for k, v in outcome.abstain.items() if k != "abstained"},
+            "nearest": [
+                {"source": r.source_id, "id": r.row.get("id"), "rank": r.rank, "score": r.score}
+                for r in outcome.nearest
+            ],
+        }
     return {**head, **body}
 
 

@@ -30,10 +30,13 @@ from typing import Any, ClassVar, Protocol
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.records import AdapterResult, RankedRow
+from nautilus_ranking.selection import confidence
 from nautilus_ranking.selection.budget import fit_counts
 from nautilus_ranking.selection.tokens import count_tokens, tokenizer_name
+from nautilus_ranking.synthesis import embedding_deadline
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.tracing import ranking_begin, ranking_end
+from nautilus_ranking.tracing.facts import confidence_stage
 from nautilus_ranking.upstream.agent_profiles import AgentRankers
 from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.request_scope import RequestScope, current_scope
@@ -70,6 +73,7 @@ class BrokerSynthesizer:
         *,
         query_of: Callable[[str], str] = str,
         max_tokens: int | None = None,
+        min_confidence: float | None = None,
     ) -> None:
         #: Our ranker; None when every ranking knob is unset (the broker's answer as is).
         self.ranker = ranker
@@ -82,6 +86,8 @@ class BrokerSynthesizer:
         self.query_of = query_of
         #: ``NAUTILUS_RANKING_MAX_TOKENS``: the rows handed over fit in it (None: no budget).
         self.max_tokens = max_tokens
+        #: ``NAUTILUS_RANKING_MIN_CONFIDENCE``: below it ``data`` is empty (None: never).
+        self.min_confidence = min_confidence
 
     def merge(self, results: list[Any]) -> Merged:
         """``{source_id: rows}`` for the broker's response; never raises."""
@@ -98,7 +104,8 @@ class BrokerSynthesizer:
                 raise NoRequestScopeError(
                     "merge ran outside the wrapped arequest (attach_ranking wraps it)"
                 )
-            merged, outcome = self._ranked(ranker, results, scope, max_tokens)
+            min_confidence = self.agents.min_confidence_of(profile, self.min_confidence)
+            merged, outcome = self._ranked(ranker, results, scope, max_tokens, min_confidence)
         except Exception as exc:
             logger.warning(
                 "upstream_ranking_failed",
@@ -118,6 +125,7 @@ class BrokerSynthesizer:
         results: list[Any],
         scope: RequestScope,
         max_tokens: int | None,
+        min_confidence: float | None = None,
     ) -> tuple[Merged, RequestRanking]:
         kinds = self._source_kinds()
         answered = [r for r in results if getattr(r, "error", None) is None]
@@ -132,11 +140,28 @@ class BrokerSynthesizer:
             ours.append(AdapterResult(result.source_id, views, ranked=kind.ranked))
         query = self.query_of(scope.intent)
         traced = ranking_begin()  # the ranking span, under the broker's synthesis span
+        confidence.taken()
+        embedding_deadline.taken()
         try:
             _, ranked_views = ranker.merge_ranked(ours, {"query": query})
+            found = confidence.taken()
+            late = embedding_deadline.taken()
+            abstain = confidence.decide(
+                found,
+                min_confidence,
+                len(results) - len(answered),
+                int(late["rows_lexical"]) if late is not None else 0,
+            )
+            if traced is not None and found is not None:
+                confidence_stage(traced.stages, len(ranked_views), found.value, abstain)
         finally:
             ranking_end(traced, True)
         ranking = tuple(replace(r, row=originals[id(r.row)]) for r in ranked_views)
+        nearest: tuple[RankedRow, ...] = ()
+        if abstain is not None and abstain["abstained"]:
+            # In merge: data is empty, so the broker's hash and attestation are the
+            # abstained answer's; the rows held back are in the outcome only.
+            nearest, ranking = ranking, ()
         budget = None
         if max_tokens is not None:
             ranking, budget = self._budgeted(ranking, max_tokens)
@@ -160,6 +185,9 @@ class BrokerSynthesizer:
             source_rows,
             ranked_by=query,
             budget=budget,
+            confidence=found.as_dict() if found is not None else None,
+            abstain=abstain,
+            nearest=nearest,
         )
         return merged, outcome
 

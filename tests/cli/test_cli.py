@@ -216,11 +216,14 @@ def test_query_table_and_explain() -> None:
     assert "sim" in lines[2] and "idf" in lines[2] and "relev." in lines[2]
     assert "stage1" not in lines[2]  # with --wide
     assert [line.split()[0] for line in lines[3:7]] == ["1", "2", "3", "4"]
-    assert lines[-2].startswith("response_hash: sha256:")
+    at = next(i for i, line in enumerate(lines) if line.startswith("response_hash: sha256:"))
+    assert lines[at + 1].startswith("confidence: ") and " that one of the top 10" in lines[at + 1]
+    assert lines[at + 2].startswith("confidence signals: top_similarity ")
     assert lines[-1].startswith("more rows past these 4; next: nautilus-ranking query ")
-    # the table and its legend fit a 120-column terminal; what "clearly better" means
-    assert max(len(line) for line in lines[:-2]) <= 120
-    legend = " ".join(" ".join(lines[8:-2]).split())
+    # the table, its legend and the confidence fit a 120-column terminal; what "clearly
+    # better" means
+    assert max(len(line) for line in lines[:-1]) <= 120
+    legend = " ".join(" ".join(lines[8:at]).split())
     assert "leads its own by less than their bumps differ" in legend
     assert "so it can lead with a lower sim" in legend
     wide = run("query", QUERY, "--top-k", "4", "--explain", "--idf", "--wide").stdout

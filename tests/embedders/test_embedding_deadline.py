@@ -100,6 +100,23 @@ def test_a_tiny_deadline_scores_the_rest_by_words_and_says_so(tmp_path: Path) ->
 
 @pytest.mark.slow
 @needs_model
+def test_rows_scored_by_words_never_make_an_answer_abstain(tmp_path: Path) -> None:
+    done = query(tmp_path, "1", "--json", "--min-confidence", "1")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    lexical = answer["embedding"]["rows_lexical"]
+    assert lexical > 0 and answer["confidence"] is not None
+    assert answer["abstained"] is False and len(answer["ranking"]) == 300
+    assert answer["abstain"]["reason"] == (
+        f"fail open: {lexical} row(s) scored by words past the embedding deadline"
+    )
+    whole = query(tmp_path, "0", "--json", "--min-confidence", "1")  # every row embedded
+    assert whole.returncode == 0, whole.stderr
+    assert json.loads(whole.stdout)["abstained"] is True
+
+
+@pytest.mark.slow
+@needs_model
 def test_without_a_deadline_every_row_is_embedded(tmp_path: Path) -> None:
     done = query(tmp_path, "0", "--json", "--explain")
     assert done.returncode == 0, done.stderr

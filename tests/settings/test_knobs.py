@@ -31,6 +31,7 @@ SET_VALUES: dict[str, Any] = {
     "ranking_max_per_source": 2,
     "ranking_canonical_sources": "helpcenter,wiki",
     "ranking_max_tokens": 500,
+    "ranking_min_confidence": "0.06",
     "ranking_lexical": "bm25" if NautilusSettings().ranking_lexical == "cosine" else "cosine",
     "ranking_curated_keywords": "content",
     "embedder": "noop",

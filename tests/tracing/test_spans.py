@@ -55,12 +55,22 @@ def test_a_request_is_a_request_span_with_each_source_and_the_ranking_under_it()
     assert runbooks["db.system.name"] == "sqlite"
     assert runbooks[f"{P}source.rows"] > 0
     a = ranking.attributes or {}
-    assert list(a[f"{P}ranking.stages"]) == ["fusion", "copies", "top_k", "page", "budget"]
+    assert list(a[f"{P}ranking.stages"]) == [
+        "fusion",
+        "copies",
+        "top_k",
+        "confidence",
+        "page",
+        "budget",
+    ]
     # Fusion scores every row the sources returned; page 1 of K=5 ranks 5·1+1 rows.
     returned = sum(s.attributes[f"{P}source.rows"] for s in sources.values())  # type: ignore[index]
     assert a[f"{P}ranking.fusion.rows_in"] == returned
     assert list(a[f"{P}ranking.fusion.boosted_sources"]) == ["runbooks:high"]
     assert (a[f"{P}ranking.top_k.k"], a[f"{P}ranking.top_k.rows_out"]) == (6, 6)
+    found = result.response.confidence or {}
+    assert a[f"{P}ranking.confidence.value"] == found["value"]
+    assert (a[f"{P}ranking.confidence.rows_in"], a[f"{P}ranking.confidence.rows_out"]) == (6, 6)
     assert (a[f"{P}ranking.page.rows_in"], a[f"{P}ranking.page.rows_out"]) == (6, 5)
     rows = sum(len(v) for v in result.response.data.values())
     budget = result.response.budget or {}

@@ -90,6 +90,28 @@ def test_the_top_k_in_rank_order_sources_by_their_best_row(ops_config: Path) -> 
     )  # trimmed: not recomputable from data alone
 
 
+def test_below_the_minimum_confidence_the_broker_signs_an_abstained_answer(
+    ops_config: Path,
+) -> None:
+    from nautilus.core.attestation_payload import compute_response_hash
+
+    b = broker(ops_config)
+    try:
+        attached = attach_ranking(b, NautilusSettings(ranking_top_k=3, ranking_min_confidence=1))
+        response = b.request(AGENT, QUERY, dict(CONTEXT))
+    finally:
+        b.close()
+    ranking = attached.ranking(response.request_id)
+    assert ranking is not None and ranking.fallback is None and ranking.ranking == ()
+    assert ranking.abstain is not None and ranking.abstain["abstained"] is True
+    assert [r.source_id for r in ranking.nearest][:1] == ["tickets"]
+    assert len(ranking.nearest) == 3 and ranking.confidence is not None
+    # data is empty, every source keeps its key: the attestation signs that answer
+    assert response.data and all(rows == [] for rows in response.data.values())
+    token = claims(response.attestation_token)
+    assert token["response_hash"] == compute_response_hash(response.data)
+
+
 def test_a_boost_from_the_environment_applies(
     ops_config: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
