@@ -329,6 +329,7 @@ def test_a_profile_knob_parses_as_the_same_global_setting_validates(
         "RANKING_CANONICAL_SOURCES": "wiki, tickets",
         "RANKING_MAX_TOKENS": "900",
         "RANKING_LEXICAL": "cosine",
+        "RANKING_MIN_CONFIDENCE": "0.12",
     }
     assert {k.field.upper() for k in PER_PROFILE} == set(written)
     for knob, value in written.items():
