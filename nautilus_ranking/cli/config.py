@@ -270,6 +270,8 @@ def _settings_table(settings: NautilusSettings) -> str:
     for name, value in settings.effective().items():
         if name == "NAUTILUS_EMBEDDER" and settings.embedder == AUTO:
             shown = f"{value} ({resolution_reason(AUTO)})"
+        elif name == "NAUTILUS_RANKING_IDF" and settings.ranking_idf is None:
+            shown = f"{str(value).lower()} (default: the embedder's, {settings.resolved_embedder})"
         elif name == "NAUTILUS_LOG_LEVEL" and applied is not None:
             shown = f"{applied['cli']} (serve, mcp: {applied['serve']}; unset: by command)"
         elif isinstance(value, dict):

@@ -89,6 +89,8 @@ def _knob_changes(settings: NautilusSettings) -> list[tuple[str, str, dict[str, 
     """(name, kind, field changes, .env line value) for each knob's documented settings."""
     out: list[tuple[str, str, dict[str, Any], str]] = []
     for on in (False, True):
+        if settings.ranking_idf is None and on == settings.resolved_idf:
+            continue  # what the current settings already do
         out.append((f"IDF {'on' if on else 'off'}", "idf", {"ranking_idf": on}, str(on).lower()))
     for value, name, line in (
         (None, "near duplicates off", "off"),

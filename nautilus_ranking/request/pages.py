@@ -221,7 +221,7 @@ def ranking_key(
     shape = {
         "query": query,
         "top_k": settings.ranking_top_k,
-        "idf": settings.ranking_idf,
+        "idf": settings.resolved_idf,
         "boosts": sorted(settings.source_boosts.items()),
         "max_candidates": settings.ranking_max_candidates,
         "dedup_key": settings.ranking_dedup_key,

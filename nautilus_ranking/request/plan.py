@@ -191,7 +191,7 @@ def plan(
     explain = {
         "synthesizer": type(broker.synthesizer).__name__,
         "top_k": effective.ranking_top_k,
-        "idf": effective.ranking_idf,
+        "idf": effective.resolved_idf,
         "embedder": effective.resolved_embedder,
         "boosts": effective.source_boosts,
         "sources": [s.id for s in chosen],

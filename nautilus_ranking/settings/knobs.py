@@ -276,7 +276,11 @@ def knob_is_set(value: Any, default: Any) -> bool:
 
 def ranking_on(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> bool:
     """Whether settings with these field values rank (any switch set): the one rule."""
-    return any(knob_is_set(values.get(k.field), defaults.get(k.field)) for k in RANKING_SWITCHES)
+    # a switch turned off (IDF false) is a setting, but not one that asks for ranking
+    return any(
+        knob_is_set(values.get(k.field), defaults.get(k.field)) and values.get(k.field) is not False
+        for k in RANKING_SWITCHES
+    )
 
 
 def switches_sentence(knobs: Iterable[Knob] = RANKING_SWITCHES) -> str:

@@ -33,6 +33,7 @@ from pydantic_settings import (
 
 from nautilus_ranking.embedders.default import (
     AUTO,
+    idf_default,
     installed_embedder,
     resolve_embedder,
     vector_embedder_name,
@@ -50,6 +51,7 @@ from nautilus_ranking.settings.parsing import (
     parse_cursor_keys,
     parse_diversity,
     parse_field_name,
+    parse_idf,
     parse_int,
     parse_min_confidence,
     parse_near_duplicates,
@@ -110,7 +112,7 @@ class NautilusSettings(LogSettings):
     """Every ``NAUTILUS_*`` knob. All ranking knobs unset means: change nothing."""
 
     ranking_top_k: int | None = None
-    ranking_idf: bool = False
+    ranking_idf: bool | None = None  # None: unset, IDF as the embedder's default (auto)
     source_boosts: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     ranking_max_candidates: int | None = None
     ranking_dedup_key: str | None = None
@@ -236,7 +238,7 @@ class NautilusSettings(LogSettings):
         )
         take(
             "ranking_idf",
-            parse_bool(var("ranking_idf"), data.get("ranking_idf"), default("ranking_idf")),
+            parse_idf(var("ranking_idf"), data.get("ranking_idf")),
         )
         take(
             "ranking_lexical",
@@ -430,6 +432,14 @@ class NautilusSettings(LogSettings):
         return resolve_embedder(self.embedder)
 
     @property
+    def resolved_idf(self) -> bool:
+        """Whether content is scored with the batch-local IDF: ``ranking_idf`` when set,
+        else the resolved embedder's default (on with a model, off with words: the
+        measured choice, docs/tuning-embedders.md). What a cursor, ``explain``,
+        ``/v1/config`` and the ranker use."""
+        return idf_default(self.resolved_embedder) if self.ranking_idf is None else self.ranking_idf
+
+    @property
     def vector_embedder(self) -> str:
         """The embedder that sources storing or querying vectors use: ``embedder`` when
         set, else ``hashing`` (the default is for content scoring only)."""
@@ -440,6 +450,7 @@ class NautilusSettings(LogSettings):
         embedder as resolved)."""
         values = self.model_dump(mode="json")
         values["embedder"] = self.resolved_embedder
+        values["ranking_idf"] = self.resolved_idf
         for secret in ("cursor_key", "cursor_previous_keys"):  # shown set, never shown
             if values[secret]:
                 values[secret] = "***" if isinstance(values[secret], str) else ["***"]

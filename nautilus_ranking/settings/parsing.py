@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 from nautilus_ranking.errors import Problem, cut
 
@@ -140,6 +141,18 @@ def parse_bool(var: str, raw: object, default: bool) -> tuple[bool, Problem | No
     if text in _FALSE:
         return False, None
     return default, Problem(var, cut(raw), "not a boolean", "true/false, 1/0, yes/no, on/off")
+
+
+def parse_idf(var: str, raw: object) -> tuple[bool | None, Problem | None]:
+    """A boolean, or ``auto`` (and blank or unset): None, IDF as the embedder's default."""
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return None, None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None, None
+    value, problem = parse_bool(var, raw, False)
+    if problem is not None:
+        return None, replace(problem, valid="true/false, 1/0, yes/no, on/off, or auto")
+    return value, None
 
 
 def parse_choice(

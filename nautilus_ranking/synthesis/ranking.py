@@ -147,7 +147,7 @@ class RankingSynthesizer:
     ) -> RankingSynthesizer:
         return cls(
             top_k=settings.ranking_top_k,
-            idf=settings.ranking_idf,
+            idf=settings.resolved_idf,
             source_boosts=settings.source_boosts,
             embedder=embedder
             or embedder_from_name(

@@ -100,7 +100,8 @@ def test_a_tampered_tokenizer_is_refused(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_settings_select_the_model_and_rank_with_it() -> None:
-    settings = NautilusSettings(embedder="onnx", ranking_top_k=1)
+    # IDF off: the meaning alone, not the two rows' shared words
+    settings = NautilusSettings(embedder="onnx", ranking_top_k=1, ranking_idf=False)
     ranker = RankingSynthesizer.from_settings(settings)
     assert isinstance(ranker.embedder, OnnxEmbedder)
     rows = [

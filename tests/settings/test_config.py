@@ -73,7 +73,7 @@ def test_defaults_are_all_unset() -> None:
         s.source_boosts,
         s.ranking_max_candidates,
         s.ranking_dedup_key,
-    ) == (None, False, {}, None, None)
+    ) == (None, None, {}, None, None)  # IDF None: the embedder's default (auto)
     assert not s.ranking_enabled
     assert s.problems == ()
 
@@ -93,6 +93,7 @@ def test_defaults_are_all_unset() -> None:
         ("NAUTILUS_RANKING_IDF", "No", "ranking_idf", False),
         ("NAUTILUS_RANKING_IDF", "0", "ranking_idf", False),
         ("NAUTILUS_RANKING_IDF", "FALSE", "ranking_idf", False),
+        ("NAUTILUS_RANKING_IDF", "auto", "ranking_idf", None),
         ("NAUTILUS_RANKING_DEDUP_KEY", "id", "ranking_dedup_key", "id"),
         ("NAUTILUS_RANKING_MAX_TOKENS", " 2000 ", "ranking_max_tokens", 2000),
         ("NAUTILUS_RANKING_CUT", " Relative:0.80 ", "ranking_cut", "relative:0.8"),
@@ -137,8 +138,8 @@ def test_env_values_parse(
         ("NAUTILUS_RANKING_MAX_TOKENS", "4k", "ranking_max_tokens", None, "integer >= 1"),
         ("NAUTILUS_RANKING_CUT", "relative", "ranking_cut", None, "relative:A, floor:T or gap:G"),
         ("NAUTILUS_RANKING_CUT", "floor:1.5", "ranking_cut", None, "relative:A, floor:T or gap:G"),
-        ("NAUTILUS_RANKING_IDF", "maybe", "ranking_idf", False, "true/false"),
-        ("NAUTILUS_RANKING_IDF", "2", "ranking_idf", False, "true/false"),
+        ("NAUTILUS_RANKING_IDF", "maybe", "ranking_idf", None, "true/false"),
+        ("NAUTILUS_RANKING_IDF", "2", "ranking_idf", None, "true/false"),
         ("NAUTILUS_EMBEDDER", "bert", "embedder", "auto", "auto, hashing, onnx, onnx-float32"),
         ("NAUTILUS_RANKING_LEXICAL", "tfidf", "ranking_lexical", "bm25", "bm25, cosine"),
         ("NAUTILUS_EMBEDDER_CACHE_SIZE", "-1", "embedder_cache_size", 10_000, "integer >= 0"),
@@ -286,7 +287,7 @@ def test_no_env_value_raises_without_strict_mode(
             assert strict_on
             return
     assert s.ranking_top_k is None or s.ranking_top_k >= 1
-    assert isinstance(s.ranking_idf, bool)
+    assert s.ranking_idf is None or isinstance(s.ranking_idf, bool)
 
 
 def test_every_setting_is_documented_and_in_the_example_env() -> None:

@@ -35,7 +35,7 @@ def test_arguments_beat_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_dotenv_value_is_skipped_not_fatal() -> None:
     write_dotenv("NAUTILUS_RANKING_IDF=perhaps\nNAUTILUS_RANKING_TOP_K=4\n")
     s = NautilusSettings()
-    assert (s.ranking_idf, s.ranking_top_k) == (False, 4)
+    assert (s.ranking_idf, s.ranking_top_k) == (None, 4)
     assert [p.variable for p in s.problems] == ["NAUTILUS_RANKING_IDF"]
 
 
