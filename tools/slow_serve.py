@@ -2,6 +2,7 @@
 to fail), for the load benchmark and the service and CLI tests.
 
     python tools/slow_serve.py --slow runbooks --delay 3 -- serve --port 8123
+    python tools/slow_serve.py --slow runbooks --delay 30 --timeout 60 -- serve
     python tools/slow_serve.py --bad-row runbooks -- query "disk full" --json
     python tools/slow_serve.py --cancel runbooks -- serve --port 8123
     python tools/slow_serve.py --odd-rows runbooks -- mcp
@@ -78,9 +79,10 @@ class RaisingSource(SourceBase):
 
 
 class SlowSource:
-    def __init__(self, inner: Any, delay: float) -> None:
+    def __init__(self, inner: Any, delay: float, timeout_s: float | None = None) -> None:
         self.inner, self.delay = inner, delay
-        self.id, self.timeout_s = inner.id, inner.timeout_s
+        self.id = inner.id
+        self.timeout_s = inner.timeout_s if timeout_s is None else timeout_s
 
     async def search(self, query: str, context: Mapping[str, Any], limit: int) -> Any:
         await asyncio.sleep(self.delay)
@@ -144,6 +146,9 @@ def main() -> int:
     parser.add_argument(
         "--slow-ranking-on", help="a query whose ranking holds the loop for --delay seconds"
     )
+    parser.add_argument(
+        "--timeout", type=float, help="the slow source's timeout_s (default: its own)"
+    )
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- the nautilus arguments")
     args = parser.parse_args()
     original_from_config = Broker.from_config.__func__  # type: ignore[attr-defined]
@@ -153,7 +158,8 @@ def main() -> int:
         broker: Broker = original_from_config(cls, *a, **k)
         broker.sources = [BadRowSource(s) if s.id == args.bad_row else s for s in broker.sources]
         broker.sources = [
-            SlowSource(s, args.delay) if s.id == args.slow else s for s in broker.sources
+            SlowSource(s, args.delay, args.timeout) if s.id == args.slow else s
+            for s in broker.sources
         ]
         broker.sources = [CancellingSource(s) if s.id == args.cancel else s for s in broker.sources]
         broker.sources = [OddRowsSource(s) if s.id == args.odd_rows else s for s in broker.sources]

@@ -42,6 +42,7 @@ from nautilus_ranking.service.limits import (
     parse_json_body,
     read_body,
     request_id_of,
+    while_connected,
 )
 from nautilus_ranking.service.problems import problem_response, strict_json
 from nautilus_ranking.service.state import ServerState
@@ -172,12 +173,15 @@ def _add_routes(app: FastAPI, profiled: bool = False) -> None:
             request, state.settings.serve_max_body_bytes, state.settings.serve_body_timeout_s
         )
         payload, profile = take_profile(parse_json_body(body), bool(state.engine.profiles))
-        result = await state.answer(
-            parse_request(payload),
-            _request_id(request),
-            profile=profile,
-            # which key, only where it picks a profile
-            key=matched_key(request, state.api_keys) if state.grants else None,
+        result = await while_connected(  # a caller who leaves gives its slot back
+            request,
+            state.answer(
+                parse_request(payload),
+                _request_id(request),
+                profile=profile,
+                # which key, only where it picks a profile
+                key=matched_key(request, state.api_keys) if state.grants else None,
+            ),
         )
         return Response(strict_json(result.to_json()), media_type="application/json")
 

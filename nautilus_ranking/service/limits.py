@@ -1,4 +1,5 @@
-"""Limits that keep one worker healthy: body size, body deadline, concurrency, API keys."""
+"""Limits that keep one worker healthy: body size, body deadline, concurrency (and a
+caller who leaves gives its slot back), API keys."""
 
 from __future__ import annotations
 
@@ -7,13 +8,20 @@ import hmac
 import json
 import re
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypeVar
 
 from starlette.requests import ClientDisconnect, Request
 
 from nautilus_ranking.errors import Problem, cut
+from nautilus_ranking.log import get_logger
 from nautilus_ranking.request.errors import ProblemError, invalid
 from nautilus_ranking.settings.model import ConfigError
+
+T = TypeVar("T")
+
+logger = get_logger("nautilus_ranking.service")
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
@@ -128,6 +136,40 @@ class ConcurrencyLimit:
 
     def release(self) -> None:
         self.in_flight -= 1
+
+
+async def while_connected(request: Request, work: Awaitable[T]) -> T:
+    """``work``'s result, unless the client disconnects first: then the work is
+    cancelled (its concurrency slot freed, the broker's run abandoned) and the answer
+    is a 400 nobody reads (the access log shows it). Call it once the body is read:
+    the next ASGI message is then the disconnect."""
+
+    async def gone() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, watcher):
+            if not pending.done():
+                pending.cancel()
+        await asyncio.gather(task, watcher, return_exceptions=True)
+    if not task.cancelled():
+        return task.result()  # finished (or failed) before the client left: it stands
+    # imported here: the metrics module must load after serve has set its multiprocess dir
+    from nautilus_ranking.service import metrics
+
+    metrics.REJECTED.labels("disconnected").inc()
+    logger.info("client_disconnected", path=request.url.path)
+    raise ProblemError(
+        400,
+        "client-disconnected",
+        "Client disconnected",
+        "the client closed the connection before its answer was ready; the query was abandoned",
+    )
 
 
 #: The largest API keys file read (bytes): a file of keys, not data.

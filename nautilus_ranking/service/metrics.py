@@ -63,7 +63,8 @@ TOPK_ROWS = Counter(
 )
 REJECTED = Counter(
     "nautilus_requests_rejected_total",
-    "Queries refused before or while running: overloaded, deadline.",
+    "Queries refused before or while running: overloaded, deadline, disconnected (the "
+    "client left mid-query).",
     ["reason"],
 )
 PROFILE_QUERIES = Counter(

@@ -222,3 +222,42 @@ def test_metrics_are_summed_over_two_workers(tmp_path: Path) -> None:
                 if line.startswith("nautilus_source_topk_rows_total{")
             )
             assert rows == 24 * 3
+
+
+def test_a_client_that_goes_mid_query_frees_its_slot(tmp_path: Path) -> None:
+    """A caller that closes its connection while its query runs gives its slot back at
+    once: the work is abandoned, and the next caller is answered, not refused with 503."""
+    env = {"NAUTILUS_SERVE_MAX_CONCURRENCY": "1", "NAUTILUS_SERVE_REQUEST_TIMEOUT_S": "60"}
+    # not waited ready: the slow source's probe would hold /readyz for as long
+    slow = ["--slow", "runbooks", "--delay", "30", "--timeout", "60"]
+    with running(tmp_path, env, launcher=slow) as server:
+        host, port = server.url.removeprefix("http://").split(":")
+
+        async def leave_mid_query() -> float:
+            body = json.dumps({"query": "disk"}).encode()
+            _reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(
+                b"POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            await writer.drain()
+            async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+                await until_in_flight(client)
+                writer.close()
+                await writer.wait_closed()
+                left = time.monotonic()
+                for _ in range(200):
+                    if "nautilus_requests_in_flight 0.0" in (await client.get("/metrics")).text:
+                        return time.monotonic() - left
+                    await asyncio.sleep(0.05)
+            raise AssertionError("the slot was still held 10 s after the client left")
+
+        asyncio.run(leave_mid_query())
+        # the slow source is not asked: this query answers at once if the slot is free
+        after = httpx.post(
+            server.url + "/v1/query", json={"query": "disk", "sources": ["tickets"]}, timeout=30
+        )
+        assert after.status_code == 200, after.text
+        events = [json.loads(x) for x in server.logs().splitlines() if x.startswith("{")]
+        assert [e["path"] for e in events if e["event"] == "client_disconnected"] == ["/v1/query"]
