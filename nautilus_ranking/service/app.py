@@ -47,6 +47,7 @@ from nautilus_ranking.service.limits import (
 from nautilus_ranking.service.problems import problem_response, strict_json
 from nautilus_ranking.service.state import ServerState
 from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.tracing.carry import continued
 from nautilus_ranking.tracing.sdk import start_sdk, stop_sdk
 
 logger = get_logger("nautilus_ranking.service")
@@ -173,16 +174,17 @@ def _add_routes(app: FastAPI, profiled: bool = False) -> None:
             request, state.settings.serve_max_body_bytes, state.settings.serve_body_timeout_s
         )
         payload, profile = take_profile(parse_json_body(body), bool(state.engine.profiles))
-        result = await while_connected(  # a caller who leaves gives its slot back
-            request,
-            state.answer(
-                parse_request(payload),
-                _request_id(request),
-                profile=profile,
-                # which key, only where it picks a profile
-                key=matched_key(request, state.api_keys) if state.grants else None,
-            ),
-        )
+        with continued(request.headers):  # the caller's trace, whatever FastAPI does
+            result = await while_connected(  # a caller who leaves gives its slot back
+                request,
+                state.answer(
+                    parse_request(payload),
+                    _request_id(request),
+                    profile=profile,
+                    # which key, only where it picks a profile
+                    key=matched_key(request, state.api_keys) if state.grants else None,
+                ),
+            )
         return Response(strict_json(result.to_json()), media_type="application/json")
 
     @app.get("/v1/config", summary="Effective settings and skipped problems")

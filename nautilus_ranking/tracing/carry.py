@@ -11,7 +11,8 @@ other loop. Everything here is a function call that returns at once when tracing
 from __future__ import annotations
 
 import re
-from collections.abc import Coroutine, MutableMapping
+from collections.abc import Coroutine, Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -52,6 +53,27 @@ def carry() -> Carried | None:
     from opentelemetry import context
 
     return Carried(context.get_current(), current_request())
+
+
+@contextmanager
+def continued(headers: Mapping[str, str]) -> Iterator[None]:
+    """The caller's trace (its ``traceparent``, by the configured propagator) current for
+    the block, when no server span is: a FastAPI with telemetry of its own (or an
+    instrumentation) continues it already, an older one does not, and the request span
+    would start a trace of its own. Nothing when tracing is off."""
+    if tracer() is None:
+        yield
+        return
+    from opentelemetry import context, propagate, trace
+
+    if trace.get_current_span().get_span_context().is_valid:
+        yield
+        return
+    token = context.attach(propagate.extract(headers))
+    try:
+        yield
+    finally:
+        context.detach(token)
 
 
 #: What a propagator writes that carries the caller's baggage (W3C, Jaeger, OpenTracing):
