@@ -224,6 +224,15 @@ KNOBS: tuple[Knob, ...] = (
         summary="the time a request may spend embedding rows; later rows by words (0: none)",
         in_broker="the time a request may spend embedding rows",
     ),
+    Knob(
+        "embedder_max_rows",
+        "embedder",
+        turns_ranking_on=False,
+        per_profile=False,
+        summary="the model embeds a batch's best rows by words, this many; the rest by words "
+        "(0: every row)",
+        in_broker="the rows of a batch the model embeds",
+    ),
 )
 
 #: Settings of the process, not of a ranking: where the sources are, logging, serving.

@@ -129,6 +129,7 @@ class NautilusSettings(LogSettings):
     embedder_cache_size: int = 10_000
     embedder_disk_cache_mb: int = 256
     embedder_deadline_ms: int = 1500
+    embedder_max_rows: int = 100
     config_strict: bool = False
     config: str | None = None
     data_dir: Path = Path("~/.cache/nautilus")
@@ -333,6 +334,16 @@ class NautilusSettings(LogSettings):
                 minimum=0,
                 default=default("embedder_deadline_ms"),
                 valid="an integer >= 0 (milliseconds; 0: no deadline)",
+            ),
+        )
+        take(
+            "embedder_max_rows",
+            parse_int(
+                var("embedder_max_rows"),
+                data.get("embedder_max_rows"),
+                minimum=0,
+                default=default("embedder_max_rows"),
+                valid="an integer >= 0 (rows; 0: every row)",
             ),
         )
         take(

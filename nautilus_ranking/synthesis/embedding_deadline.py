@@ -1,4 +1,10 @@
-"""Rows the model did not reach within the request's embedding deadline, scored by words.
+"""Rows the model does not embed, scored by words: past the request's embedding
+deadline, or past a large batch's best by words.
+
+A large batch's rows are embedded only the best ``NAUTILUS_EMBEDDER_MAX_ROWS`` by their
+lexical score (:func:`best_by_words`): the model reorders the rows a lexical stage found
+promising, as a reranker does, and the rest keep their lexical score; measured in
+docs/tuning-embedders.md ("The model on the best rows").
 
 ``NAUTILUS_EMBEDDER_DEADLINE_MS`` bounds the time a request spends embedding its rows
 with the model. A row not reached has no semantic score; it gets its lexical one (the
@@ -38,6 +44,15 @@ def scored_by_words(
     scale = float(np.dot(x, y)) / denominator if denominator > 0 else 1.0
     out[late] = lexical[late] * (scale if scale > 0 else 1.0)
     return out
+
+
+def best_by_words(lexical: FloatArray | None, count: int) -> IntArray:
+    """The positions of the ``count`` rows with the best lexical score (ties by position),
+    in order; the first ``count`` without one (a query without words)."""
+    if lexical is None:
+        return np.arange(count, dtype=np.intp)
+    order = np.argsort(-lexical, kind="stable")[:count]
+    return np.sort(order).astype(np.intp)
 
 
 def say_scored_by_words(deadline_ms: int, rows_lexical: int, rows_embedded: int) -> None:

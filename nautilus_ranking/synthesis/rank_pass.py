@@ -31,7 +31,11 @@ from nautilus_ranking.synthesis.candidates import (
     resemblance_texts,
     row_texts,
 )
-from nautilus_ranking.synthesis.embedding_deadline import say_scored_by_words, scored_by_words
+from nautilus_ranking.synthesis.embedding_deadline import (
+    best_by_words,
+    say_scored_by_words,
+    scored_by_words,
+)
 from nautilus_ranking.synthesis.query import TokensToWeight, query_vector, weighted_query
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.ranking_boost import (
@@ -71,6 +75,8 @@ class RankSettings(Protocol):
     canonical_sources: tuple[str, ...]
     #: The time rows may take to embed with a model (ms; 0: no deadline).
     embedding_deadline_ms: int
+    #: With a model, the rows it embeds (the best by words; 0: every row).
+    embedding_max_rows: int
 
 
 def rank_pass(
@@ -163,7 +169,9 @@ def rank_pass(
                 return None
         else:
             factors = idf_factors(batch, weights, IDF_FLOOR)
-    late: IntArray = np.zeros(0, dtype=np.intp)  # rows past the embedding deadline
+    late: IntArray = np.zeros(0, dtype=np.intp)  # rows past the deadline, or past the best
+    lexical_score: FloatArray | None = None  # a model's lexical score beside its own
+    best: IntArray | None = None  # the rows a model embeds (None: every row)
     if use_bm25:  # BM25 needs no query vector: the query's tokens are scored directly
         if texts is None:
             texts = row_texts(sub.rows, warnings)
@@ -177,6 +185,13 @@ def rank_pass(
     else:
         # Only an IDF pass defers the query's embedding, and the pass above resolved it.
         assert not isinstance(query, TokensToWeight)
+        if ranker.embedding_max_rows and n > ranker.embedding_max_rows and query_tokens:
+            if texts is None:
+                texts = row_texts(sub.rows, warnings)
+            if batch is None:
+                batch = TokenBatch.from_texts(texts)
+            lexical_score = lexical_similarities(batch, query_tokens, weights)
+            best = best_by_words(lexical_score, ranker.embedding_max_rows)
         similarity, texts, batch, late = similarities(
             sub,
             ranker.embedder,
@@ -186,22 +201,24 @@ def rank_pass(
             batch,
             warnings,
             ranker.embedding_deadline_ms,
+            best,
         )
         doc = _documents(ranker, cands, texts if n == len(cands.rows) else None, batch)
     checkpoint("similarity")
     # Beside a model's semantic similarity, a lexical one for every row (a lexical
     # embedder's similarity is that already): content then combines both.
-    lexical_score: FloatArray | None = None
-    if query_tokens and not is_token_embedder(ranker.embedder):
+    if query_tokens and not is_token_embedder(ranker.embedder) and lexical_score is None:
         if batch is None:
             batch = TokenBatch.from_texts(
                 texts if texts is not None else row_texts(sub.rows, warnings)
             )
         # (BM25 here measured 0.0008 below it on the mean of the onnx cells: not taken)
         lexical_score = lexical_similarities(batch, query_tokens, weights)
-    if len(late):  # past the embedding deadline: those rows by words
+    if len(late):  # past the deadline, or past the best the model embeds: by words
         similarity = scored_by_words(similarity, late, lexical_score)
-        say_scored_by_words(ranker.embedding_deadline_ms, len(late), n - len(late))
+        past_deadline = len(late) - (len(np.setdiff1d(late, best)) if best is not None else 0)
+        if past_deadline:
+            say_scored_by_words(ranker.embedding_deadline_ms, past_deadline, n - len(late))
     content_similarity = similarity * factors
 
     # Fusion: which sources are ranked (declared, else detected on the reference rows),

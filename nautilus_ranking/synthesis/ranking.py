@@ -80,6 +80,7 @@ class RankingSynthesizer:
         lexical: str = "bm25",
         canonical_sources: Sequence[str] = (),
         embedding_deadline_ms: int = 0,
+        embedding_max_rows: int = 0,
     ) -> None:
         for name, value in (
             ("top_k", top_k),
@@ -137,6 +138,9 @@ class RankingSynthesizer:
         #: The time a request's rows may take to embed with a model, in ms (0: no
         #: deadline); rows not reached are scored by words (synthesis/embedding_deadline.py).
         self.embedding_deadline_ms = max(0, int(embedding_deadline_ms))
+        #: With a model, the rows of a batch it embeds: the best this many by the lexical
+        #: score; the rest keep that score, on the model's scale (0: every row).
+        self.embedding_max_rows = max(0, int(embedding_max_rows))
 
     @classmethod
     def from_settings(
@@ -166,6 +170,7 @@ class RankingSynthesizer:
             lexical=settings.ranking_lexical,
             canonical_sources=settings.ranking_canonical_sources,
             embedding_deadline_ms=settings.embedder_deadline_ms,
+            embedding_max_rows=settings.embedder_max_rows,
         )
 
     # --- public API ------------------------------------------------------------------

@@ -49,10 +49,12 @@ def similarities(
     batch: TokenBatch | None,
     warnings: RankWarnings,
     deadline_ms: int = 0,
+    embed_only: IntArray | None = None,
 ) -> tuple[FloatArray, list[str] | None, TokenBatch | None, IntArray]:
     """Cosine similarity of each candidate to the query; every candidate's text and
     tokens, when they were given or built here (else None); and the positions of the
-    rows the embedder did not reach within ``deadline_ms`` (scored 0 here).
+    rows the embedder did not reach within ``deadline_ms``, or that ``embed_only`` (the
+    positions the embedder may embed; None: all) leaves out (scored 0 here).
 
     ``texts``/``batch``: every candidate's text and tokens when already built."""
     n = len(cands.rows)
@@ -74,6 +76,9 @@ def similarities(
     has_vector[with_vector] = True
     to_embed = np.flatnonzero(~has_vector)
     late: IntArray = np.zeros(0, dtype=np.intp)
+    if embed_only is not None:
+        late = np.setdiff1d(to_embed, embed_only)
+        to_embed = np.intersect1d(to_embed, embed_only)
     if len(to_embed):
         covers_all = texts is not None
         if texts is None:
@@ -91,7 +96,7 @@ def similarities(
             deadline_ms,
         )
         unreached = np.isnan(embedded)
-        late = to_embed[unreached]
+        late = np.union1d(late, to_embed[unreached])
         similarity[to_embed] = np.where(unreached, 0.0, embedded)
         if not covers_all and len(to_embed) < n:  # texts of some candidates only
             texts, batch = None, None

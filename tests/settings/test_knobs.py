@@ -38,6 +38,7 @@ SET_VALUES: dict[str, Any] = {
     "embedder_cache_size": 7,
     "embedder_disk_cache_mb": 0,
     "embedder_deadline_ms": 5,
+    "embedder_max_rows": 7,
 }
 
 
