@@ -68,6 +68,7 @@ def query(tmp: Path, deadline_ms: str, *args: str) -> subprocess.CompletedProces
         "NAUTILUS_EMBEDDER": "onnx",
         "NAUTILUS_EMBEDDER_DISK_CACHE_MB": "0",  # every row to embed, each run
         "NAUTILUS_EMBEDDER_DEADLINE_MS": deadline_ms,
+        "NAUTILUS_EMBEDDER_MAX_ROWS": "0",  # the deadline alone decides: every row may embed
     }
     return subprocess.run(
         [NAUTILUS, "query", "disk full", *args],

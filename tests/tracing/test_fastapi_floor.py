@@ -2,11 +2,10 @@
 span continues the caller's ``traceparent``. The request span continues it all the same
 (``tracing/carry.py``, ``continued``). A real ``serve`` runs with that FastAPI (and a
 Starlette it accepts) first on its path, installed from the package index into a folder
-of the test's own."""
+of the test's own, and exports to a real OTLP/HTTP receiver on loopback."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from otlp_receiver import otlp_receiver
 
 from nautilus_ranking.tracing import PREFIX as P
 from tools.servers import running
@@ -24,12 +24,6 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 CALLER_TRACE = f"{0xF100:032x}"
 CALLER_SPAN = "c7ad6b7169203331"
-SDK_ENV = {
-    "OTEL_TRACES_EXPORTER": "console",
-    "OTEL_SERVICE_NAME": "nautilus-floor",
-    "OTEL_BSP_SCHEDULE_DELAY": "50",
-    "PYTHONUNBUFFERED": "1",
-}
 
 
 def floor() -> str:
@@ -37,18 +31,6 @@ def floor() -> str:
     found = re.search(r'"fastapi>=([\d.]+)"', (ROOT / "pyproject.toml").read_text("utf-8"))
     assert found, "pyproject.toml declares no fastapi floor"
     return found.group(1)
-
-
-def exported_spans(text: str) -> list[dict[str, object]]:
-    """The spans the console exporter wrote (JSON over several lines) among the log lines."""
-    decoder = json.JSONDecoder()
-    spans, at = [], 0
-    while (at := text.find("{\n", at)) >= 0:
-        value, end = decoder.raw_decode(text, at)
-        if isinstance(value, dict) and "context" in value and "name" in value:
-            spans.append(value)
-        at = end
-    return spans
 
 
 def test_the_oldest_fastapi_allowed_continues_the_callers_trace(tmp_path: Path) -> None:
@@ -78,7 +60,6 @@ def test_the_oldest_fastapi_allowed_continues_the_callers_trace(tmp_path: Path) 
     [metadata] = packages.glob("fastapi-*.dist-info/METADATA")
     [starlette] = re.findall(r"^Requires-Dist: (starlette\S*)", metadata.read_text(), re.M)
     install(starlette)  # the Starlette that FastAPI accepts; the rest is the venv's
-    env = {**SDK_ENV, "PYTHONPATH": str(packages), "NAUTILUS_RANKING_TOP_K": "3"}
     imported = subprocess.run(
         [sys.executable, "-c", "import fastapi; print(fastapi.__version__)"],
         capture_output=True,
@@ -87,23 +68,28 @@ def test_the_oldest_fastapi_allowed_continues_the_callers_trace(tmp_path: Path) 
         timeout=60,
     )
     assert imported.stdout.strip() in {floor(), floor() + ".0"}, imported.stderr
-    with running(tmp_path, env) as server:
-        answer = httpx.post(
-            server.url + "/v1/query",
-            json={"query": "orders-db disk full"},
-            headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"},
-            timeout=60,
-        )
-        assert answer.status_code == 200, answer.text
-        deadline = time.monotonic() + 20
-        while not exported_spans(server.logs()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(0.5)  # the batch of the request's spans, all written
-        spans = exported_spans(server.logs())
-    named = {str(s["name"]): s for s in spans}
-    request = named[f"{P}request"]
-    context = request["context"]
-    assert isinstance(context, dict)
+    with otlp_receiver() as receiver:
+        env = {
+            "OTEL_SERVICE_NAME": "nautilus-floor",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,  # a collector, on loopback
+            "OTEL_BSP_SCHEDULE_DELAY": "50",
+            "PYTHONPATH": str(packages),
+            "NAUTILUS_RANKING_TOP_K": "3",
+        }
+        with running(tmp_path, env) as server:
+            answer = httpx.post(
+                server.url + "/v1/query",
+                json={"query": "orders-db disk full"},
+                headers={"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"},
+                timeout=60,
+            )
+            assert answer.status_code == 200, answer.text
+            deadline = time.monotonic() + 30
+            while f"{P}request" not in receiver.of_trace(CALLER_TRACE):
+                assert time.monotonic() < deadline, (receiver.spans, server.logs())
+                time.sleep(0.2)
+        spans = receiver.of_trace(CALLER_TRACE)
     # no server span of FastAPI's: the request span is right under the caller's
-    assert context["trace_id"] == "0x" + CALLER_TRACE, request
-    assert request["parent_id"] == "0x" + CALLER_SPAN, request
+    request = spans[f"{P}request"]
+    assert request.parent_id == CALLER_SPAN
+    assert request.service == "nautilus-floor"
