@@ -145,9 +145,7 @@ def parse_bool(var: str, raw: object, default: bool) -> tuple[bool, Problem | No
 
 def parse_idf(var: str, raw: object) -> tuple[bool | None, Problem | None]:
     """A boolean, or ``auto`` (and blank or unset): None, IDF as the embedder's default."""
-    if isinstance(raw, str) and raw.strip().lower() == "auto":
-        return None, None
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "auto")):
         return None, None
     value, problem = parse_bool(var, raw, False)
     if problem is not None:

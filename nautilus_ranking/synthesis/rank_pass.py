@@ -186,11 +186,9 @@ def rank_pass(
         # Only an IDF pass defers the query's embedding, and the pass above resolved it.
         assert not isinstance(query, TokensToWeight)
         if ranker.embedding_max_rows and n > ranker.embedding_max_rows and query_tokens:
-            if texts is None:
-                texts = row_texts(sub.rows, warnings)
-            if batch is None:
-                batch = TokenBatch.from_texts(texts)
-            lexical_score = lexical_similarities(batch, query_tokens, weights)
+            lexical_score, texts, batch = _words_beside_model(
+                sub, texts, batch, query_tokens, weights, warnings
+            )
             best = best_by_words(lexical_score, ranker.embedding_max_rows)
         similarity, texts, batch, late = similarities(
             sub,
@@ -208,15 +206,12 @@ def rank_pass(
     # Beside a model's semantic similarity, a lexical one for every row (a lexical
     # embedder's similarity is that already): content then combines both.
     if query_tokens and not is_token_embedder(ranker.embedder) and lexical_score is None:
-        if batch is None:
-            batch = TokenBatch.from_texts(
-                texts if texts is not None else row_texts(sub.rows, warnings)
-            )
-        # (BM25 here measured 0.0008 below it on the mean of the onnx cells: not taken)
-        lexical_score = lexical_similarities(batch, query_tokens, weights)
+        lexical_score, _, batch = _words_beside_model(
+            sub, texts, batch, query_tokens, weights, warnings
+        )
     if len(late):  # past the deadline, or past the best the model embeds: by words
         similarity = scored_by_words(similarity, late, lexical_score)
-        past_deadline = len(late) - (len(np.setdiff1d(late, best)) if best is not None else 0)
+        past_deadline = len(late) if best is None else len(np.intersect1d(late, best))
         if past_deadline:
             say_scored_by_words(ranker.embedding_deadline_ms, past_deadline, n - len(late))
     content_similarity = similarity * factors
@@ -335,6 +330,22 @@ def rank_pass(
         )
     checkpoint("fusion")
     return select(sub, scores, limit, spread, ranker.canonical_sources)
+
+
+def _words_beside_model(
+    sub: Candidates,
+    texts: list[str] | None,
+    batch: TokenBatch | None,
+    query_tokens: list[str],
+    weights: dict[str, float],
+    warnings: RankWarnings,
+) -> tuple[FloatArray | None, list[str], TokenBatch]:
+    """A model's lexical score beside its own, for every row, with the rows' texts and
+    tokens (built here when not yet). The IDF-weighted cosine: BM25 here measured 0.0008
+    below it on the mean of the onnx cells, and was not taken."""
+    texts = texts if texts is not None else row_texts(sub.rows, warnings)
+    batch = batch if batch is not None else TokenBatch.from_texts(texts)
+    return lexical_similarities(batch, query_tokens, weights), texts, batch
 
 
 def _confidence(
