@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import gzip
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +39,16 @@ class Receiver:
     def of_trace(self, trace_id: str) -> dict[str, Received]:
         with self.lock:
             return {s.name: s for s in self.spans if s.trace_id == trace_id}
+
+    def until(
+        self, trace_id: str, name: str, why: Callable[[], object], timeout: float = 30.0
+    ) -> None:
+        """Wait until span ``name`` of ``trace_id`` has arrived (a batch processor sends
+        every few seconds); failing after ``timeout``, show ``why()`` (the server's logs)."""
+        deadline = time.monotonic() + timeout
+        while name not in self.of_trace(trace_id):
+            assert time.monotonic() < deadline, (self.spans, why())
+            time.sleep(0.2)
 
 
 @contextmanager

@@ -10,8 +10,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -88,3 +89,22 @@ def serving(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(port: int) -> AsyncIterator[Any]:
+    """An initialised MCP session with the broker served on ``port`` (its MCP server is
+    on the next port, ``/mcp``), sending the test key."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    async with (
+        streamablehttp_client(f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}) as (
+            read,
+            write,
+            _,
+        ),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import AGENT, CONTEXT, claims, static_source, write_config
 from judged import ARTICLES, QUESTIONS, TICKETS, WIKI, mean, ndcg_at_10
-from serving import KEY, serving
+from serving import KEY, mcp_session, serving
 
 from nautilus_ranking import NautilusSettings
 from nautilus_ranking.upstream import attach_ranking
@@ -137,16 +137,9 @@ def test_explain_is_opt_in(served: int) -> None:
 def test_over_mcp_the_agent_reads_the_ranking_in_its_order(
     served: int, ranking_order: dict[str, list[tuple[str, str]]]
 ) -> None:
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
 
     async def calls() -> tuple[list[str], dict[str, Any], dict[str, Any]]:
-        url = f"http://127.0.0.1:{served + 1}/mcp"
-        async with (
-            streamablehttp_client(url, headers={"X-API-Key": KEY}) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with mcp_session(served) as session:
             tools = [t.name for t in (await session.list_tools()).tools]
             answers = {}
             for question in QUESTIONS:
@@ -166,8 +159,6 @@ def test_over_mcp_the_agent_reads_the_ranking_in_its_order(
 def test_over_mcp_below_the_byte_bound_the_budget_decides(
     config: Path, ranking_order: dict[str, list[tuple[str, str]]]
 ) -> None:
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
 
     from nautilus_ranking.selection.tokens import count_tokens
 
@@ -179,13 +170,7 @@ def test_over_mcp_below_the_byte_bound_the_budget_decides(
     question = "refund for a duplicate charge"
 
     async def call(port: int) -> dict[str, Any]:
-        async with (
-            streamablehttp_client(
-                f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}
-            ) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with mcp_session(port) as session:
             result = await session.call_tool("nautilus_request_ranked", ask(question))
             assert not result.isError, result
             answer: dict[str, Any] = json.loads(result.content[0].text)
@@ -209,20 +194,12 @@ def test_explain_over_mcp_stays_within_the_byte_bound_cutting_explanation_first(
 ) -> None:
     """With the bound between the lean answer and the explained one, every row is
     answered and only the lowest-ranked rows lose their explanation."""
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
 
     question = "refund for a duplicate charge"
     env = {"NAUTILUS_RANKING_TOP_K": str(TOP_K), "NAUTILUS_DATA_DIR": str(tmp_path)}
 
     async def call(port: int, explain: bool) -> tuple[dict[str, Any], int]:
-        async with (
-            streamablehttp_client(
-                f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}
-            ) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with mcp_session(port) as session:
             result = await session.call_tool(
                 "nautilus_request_ranked", ask(question, explain=explain)
             )
@@ -264,8 +241,6 @@ def test_the_attestation_kept_out_of_the_text_is_still_verifiable(tmp_path: Path
     import jwt
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
     from nautilus.core.attestation_payload import compute_response_hash
 
     from nautilus_ranking.selection.tokens import count_tokens
@@ -288,13 +263,7 @@ def test_the_attestation_kept_out_of_the_text_is_still_verifiable(tmp_path: Path
     config.write_text(yaml.safe_dump(document))
 
     async def call(port: int) -> tuple[str, dict[str, Any] | None]:
-        async with (
-            streamablehttp_client(
-                f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}
-            ) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with mcp_session(port) as session:
             result = await session.call_tool("nautilus_request_ranked", ask(question))
             assert not result.isError, result
             return result.content[0].text, result.meta
@@ -332,17 +301,9 @@ def test_the_ranked_tool_alone_is_listed_when_the_setting_says_so(
     ``nautilus_request_ranked`` without the stock ``nautilus_request`` (whose definition
     is ten times its size), which is not callable either; the ranked tool answers, the
     broker's other tools stay, and REST keeps both routes."""
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamablehttp_client
 
     async def tools_and_calls(port: int) -> tuple[list[str], bool, str, bool]:
-        async with (
-            streamablehttp_client(
-                f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}
-            ) as (read, write, _),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        async with mcp_session(port) as session:
             tools = [t.name for t in (await session.list_tools()).tools]
             ranked = await session.call_tool("nautilus_request_ranked", ask("refund"))
             stock = await session.call_tool("nautilus_request", ask("refund"))
