@@ -42,9 +42,16 @@ from nautilus_ranking.rows import screen_rows
 from nautilus_ranking.selection import confidence
 from nautilus_ranking.selection.budget import apply_budget, entry_text
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
-from nautilus_ranking.sources.base import Source, declared_order, id_of, preparer, timeout_of
+from nautilus_ranking.sources.base import (
+    Source,
+    declared_order,
+    id_of,
+    mapped_path,
+    preparer,
+    timeout_of,
+)
 from nautilus_ranking.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
-from nautilus_ranking.synthesis import embedding_deadline
+from nautilus_ranking.synthesis import embedding_deadline, recency
 from nautilus_ranking.synthesis.base import Synthesizer
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
@@ -207,11 +214,13 @@ class Broker:
         traced = ranking_begin()  # None unless an SDK records spans
         embedding_deadline.taken()  # (what an earlier ranking in this context left)
         confidence.taken()
+        recency.taken()
         try:
             data, ranking, cut, budget, judged = self._synthesize(results, ctx, traced, errors)
         finally:
             ranking_end(traced, bool(self.synthesizer.ranking_enabled))
         embedding, found, abstain, nearest = judged
+        timed = recency.taken()  # what time did in this ranking (None: not set)
         # The built-in synthesizers keep the sources' row objects as they are: the
         # response hash is made of the texts each row was hashed with already.
         texts = (
@@ -235,6 +244,7 @@ class Broker:
             confidence=found.as_dict() if found is not None else None,
             abstain=abstain,
             nearest=nearest,
+            time=timed,
         )
         logger.info(
             "request_served",
@@ -411,7 +421,13 @@ class Broker:
             )
         elapsed = round((time.perf_counter() - started) * 1000)
         result = AdapterResult(
-            source_id, good, elapsed, ranked=declared_order(source), source_ranks=source_ranks
+            source_id,
+            good,
+            elapsed,
+            ranked=declared_order(source),
+            source_ranks=source_ranks,
+            time_field=mapped_path(source, "time_field"),
+            document_key=mapped_path(source, "document_key"),
         )
         return result, raw_hash, warned, texts
 

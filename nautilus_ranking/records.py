@@ -80,6 +80,10 @@ class AdapterResult:
     a dropped one keep their place (``RankedRow.source_rank``, the fusion's rank
     votes, ``SourceWarning.positions`` all count the same way). None: ``rows[i]``
     is at ``i + 1``. ``embeddings`` is indexed by ``rows``, never by these.
+    ``time_field`` and ``document_key``: the row key (or path) holding each row's time
+    and the document its revisions share, as the source's sources-file entry names them
+    (``NAUTILUS_RANKING_TIME_FIELDS`` and ``NAUTILUS_RANKING_DOCUMENT_KEYS`` win over them);
+    read only with recency or supersession set (synthesis/recency.py).
     """
 
     source_id: str
@@ -89,6 +93,8 @@ class AdapterResult:
     embeddings: npt.NDArray[Any] | None = None
     ranked: bool | None = None
     source_ranks: tuple[int, ...] | None = None
+    time_field: str | None = None
+    document_key: str | None = None
 
 
 class Copy(NamedTuple):
@@ -97,25 +103,33 @@ class Copy(NamedTuple):
     content when it has none: :func:`nautilus_ranking.rows.content_id`), its place in
     its source, and ``copy``: ``exact`` (the same ``NAUTILUS_RANKING_DEDUP_KEY`` value,
     else the same text; its source's vote counted for the row) or ``near`` (a text alike
-    by ``NAUTILUS_RANKING_NEAR_DUPLICATES``; no vote pooled)."""
+    by ``NAUTILUS_RANKING_NEAR_DUPLICATES``; no vote pooled) or ``revision`` (an older
+    revision of the document, superseded by ``NAUTILUS_RANKING_SUPERSEDE``; ``time``: its
+    time as read, None for the other kinds)."""
 
     source_id: str
     id: Any
     source_rank: int
     copy: str
+    time: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The copy as an answer carries it."""
-        return {
+        """The copy as an answer carries it (``time`` only for a revision)."""
+        out = {
             "source_id": self.source_id,
             "id": self.id,
             "source_rank": self.source_rank,
             "copy": self.copy,
         }
+        if self.copy == "revision":
+            out["time"] = self.time
+        return out
 
     def label(self) -> str:
-        """``source:id`` for a person (``--explain``, MCP), ``(near)`` after a near copy."""
-        return f"{self.source_id}:{self.id}" + (" (near)" if self.copy == "near" else "")
+        """``source:id`` for a person (``--explain``, MCP), ``(near)`` after a near copy,
+        ``(revision of TIME)`` after an older revision."""
+        tail = {"near": " (near)", "revision": f" (revision of {self.time})"}.get(self.copy, "")
+        return f"{self.source_id}:{self.id}{tail}"
 
 
 def _component(
@@ -222,6 +236,11 @@ class RankedRow:
     stage1_key: float = _component(
         0.0, "stage1", 7, ".5f", "the fused rank key the candidate cap keeps rows by"
     )
+    #: With recency or supersession set: the row's ``time`` as read (None: undated),
+    #: ``age_days`` from the reference, its ``freshness`` (1: new) and ``recency``, what
+    #: the decay added to the score (``score = relevance + boost_bump + recency``).
+    #: None otherwise, and then absent from every answer.
+    time: dict[str, Any] | None = None
 
     def explain(self) -> dict[str, Any]:
         """The score and its components, without the row (for logs and ``--explain``)."""
@@ -229,6 +248,8 @@ class RankedRow:
         # made serialising a response cost more than ranking it.
         out = {name: getattr(self, name) for name in _EXPLAINED}
         out["also_from"] = [c.as_dict() for c in self.also_from]
+        if self.time is not None:
+            out["time"] = dict(self.time)
         return out
 
     def why(self) -> dict[str, Any]:
@@ -258,7 +279,7 @@ SCORE_COMPONENTS: tuple[tuple[str, dict[str, Any]], ...] = tuple(
 )
 #: The components a short "why" shows (MCP results, retriever metadata without explain).
 WHY_COMPONENTS: tuple[str, ...] = tuple(name for name, meta in SCORE_COMPONENTS if meta["why"])
-_EXPLAINED = tuple(f.name for f in fields(RankedRow) if f.name != "row")
+_EXPLAINED = tuple(f.name for f in fields(RankedRow) if f.name not in ("row", "time"))
 #: What a ranking entry holds without ``explain`` (:meth:`RankedRow.entry`): the row's
 #: source and id, its place, its score and its copies — the components are ``explain``'s.
 LEAN_FIELDS: tuple[str, ...] = ("source_id", "id", "rank", "score", "also_from")
@@ -297,6 +318,11 @@ class BrokerResponse:
     abstain: dict[str, Any] | None = None
     #: The rows an abstained answer did not hand over, best first (``data`` is empty).
     nearest: list[RankedRow] = field(default_factory=list)
+    #: With recency or supersession set (synthesis/recency.py): the ``reference`` time
+    #: ages count from and where it came ``from`` (``as_of`` or ``newest_row``), the
+    #: ``recency`` in force, the rows ``dated`` and ``undated``, those ``ahead`` of the
+    #: reference and the revisions ``superseded``; None otherwise.
+    time: dict[str, Any] | None = None
 
     def to_dict(
         self,
@@ -337,6 +363,8 @@ class BrokerResponse:
             out["cut"] = dict(self.cut)
         if self.embedding is not None:  # only past the embedding deadline
             out["embedding"] = dict(self.embedding)
+        if self.time is not None:  # only with recency or supersession
+            out["time"] = dict(self.time)
         if self.confidence is not None:  # a ranked answer: its confidence, null without a fit
             out["confidence"] = self.confidence["value"]
             if explain:

@@ -15,7 +15,8 @@ def test_ranked_row_ends_with_the_components_in_declaration_order() -> None:
     # select() builds RankedRows positionally from Scores columns named as these fields
     names = [f.name for f in fields(RankedRow)]
     assert names[:6] == ["source_id", "row", "score", "rank", "source_rank", "also_from"]
-    assert names[6:] == NAMES
+    # then the row's time, None unless time ranks (never a component: absent when unset)
+    assert names[6:] == [*NAMES, "time"]
 
 
 def test_scores_hold_every_component_by_its_ranked_row_name() -> None:

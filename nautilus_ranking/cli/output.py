@@ -145,8 +145,10 @@ def ranked_table(
     width = max([12, *(len(r.source_id) for r in ranking)])
     width = width if wide else min(width, SOURCE_WIDTH)
     head = f"{'rank':>4}  {'source':<{width}} {'score':>7}  "
+    timed = explain and any(r.time is not None for r in ranking)  # recency or supersession
     if explain:
         head += "".join(f"{meta['column']:>{meta['width']}} " for _, meta in shown)
+        head += f"{'age(d)':>8} {'recency':>8} " if timed else ""
         head += f"{'engine':>8}  "
     lines = [head + "row"]
     for r in ranking:
@@ -157,6 +159,7 @@ def ranked_table(
                 "".join(
                     f"{getattr(r, name):>{meta['width']}{meta['fmt']}} " for name, meta in shown
                 )
+                + (time_columns(r.time) if timed else "")
                 + f"{engine_score(r.row):>8}  "
             )
         also = (
@@ -181,6 +184,9 @@ def ranked_table(
         if not wide:
             hidden = [meta["column"] for name, meta in SCORE_COMPONENTS if name not in COMPACT]
             legend.append(("--wide", "every component: " + ", ".join(hidden)))
+        if timed:
+            legend.append(("age(d)", AGE_LEGEND))
+            legend.append(("recency", RECENCY_LEGEND))
         legend.append(("engine", ENGINE_LEGEND))
         legend.append(("boosts", CLEARLY_BETTER))
         for column, text in legend:
@@ -191,6 +197,37 @@ def ranked_table(
                 else textwrap.wrap(entry, WIDTH, subsequent_indent=" " * 11, break_on_hyphens=False)
             )
     return "\n".join(lines)
+
+
+AGE_LEGEND = "the row's age in days from the reference time (the time line below); - : no time read"
+RECENCY_LEGEND = (
+    "what recency added to the score (score = relev. + bump + recency): at most a share of "
+    "the batch's relevance spread, so it passes rows of similar relevance, never a clearly "
+    "better one"
+)
+
+
+def time_columns(time: dict[str, Any] | None) -> str:
+    """A row's age and recency as ``--explain`` shows them."""
+    age = time.get("age_days") if time is not None else None
+    recency = time.get("recency", 0.0) if time is not None else 0.0
+    shown = f"{age:>8.1f}" if age is not None else f"{'-':>8}"
+    return f"{shown} {recency:>8.5f} "
+
+
+def time_line(time: dict[str, Any]) -> str:
+    """What time did in a ranking, for a person."""
+    origin = {"as_of": "as_of", "newest_row": "the newest row's time", "none": "no row's time"}
+    reference = time.get("reference") or "none"
+    parts = [f"time: ages from {reference} ({origin.get(time.get('from', ''), '?')})"]
+    if time.get("recency"):
+        parts.append(f"recency {time['recency']}")
+    parts.append(f"{time.get('dated', 0)} row(s) dated, {time.get('undated', 0)} not")
+    if time.get("ahead"):
+        parts.append(f"{time['ahead']} ahead of the reference (aged 0)")
+    if time.get("superseded"):
+        parts.append(f"{time['superseded']} older revision(s) superseded")
+    return "; ".join(parts)
 
 
 def counted(budget: dict[str, Any]) -> str:
@@ -264,6 +301,8 @@ def answer_text(result: Answer, argv: Sequence[str] | None = None, wide: bool = 
             f"{embedding['rows_lexical']} row(s) scored by words "
             f"({embedding['rows_embedded']} by the model; NAUTILUS_EMBEDDER_DEADLINE_MS)"
         )
+    if response.time is not None:
+        lines.append(time_line(response.time))
     lines.extend(confidence_lines(response, explain, wide))
     cursor = result.next_cursor
     follow = (

@@ -223,7 +223,8 @@ async def _answer(
         max_ranked_rows=max_ranked_rows,
         size_fixed=size_fixed,
     )
-    call = run_plan.broker.arequest(request.query)
+    context = {"as_of": request.as_of} if request.as_of is not None else None
+    call = run_plan.broker.arequest(request.query, context)
     response = await (run(call) if run is not None else call)
     whole = response
     ranked = run_plan.broker.synthesizer.ranking_enabled

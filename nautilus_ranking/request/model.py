@@ -18,6 +18,7 @@ from pydantic import (
 from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.request.errors import invalid
 from nautilus_ranking.request.pages import MAX_CURSOR_CHARS, MAX_PAGE
+from nautilus_ranking.synthesis.row_times import period_of
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ MAX_CUT_CHARS = 64
 MAX_SOURCE_ID_CHARS = 256
 #: The longest boost level (``-medium`` is 7 characters).
 MAX_LEVEL_CHARS = 16
+#: The longest ``recency`` (a decay for each of a few dozen sources).
+MAX_RECENCY_CHARS = 2048
 #: The most source ids in ``sources``, and entries in ``boosts``.
 MAX_SOURCE_ITEMS = 1000
 
@@ -164,6 +167,30 @@ class QueryRequest(BaseModel):
         "the ranking's confidence that one of its top 10 rows is relevant is below P; "
         "0 never abstains; replaces NAUTILUS_RANKING_MIN_CONFIDENCE",
     )
+    recency: Annotated[
+        str | None,
+        Arg(
+            "--recency",
+            "half_life:D or window:D (D e.g. 90d; units s, m, h, d, w, y), optionally "
+            "SOURCE:-prefixed entries, comma-separated; or off",
+            "DECAY",
+        ),
+    ] = Field(
+        default=None,
+        max_length=MAX_RECENCY_CHARS,
+        description="lower older rows among rows of similar relevance (never past a clearly "
+        "better match): half_life:90d or window:365d, per source as tickets:half_life:7d; "
+        "off for none; replaces NAUTILUS_RANKING_RECENCY",
+    )
+    as_of: Annotated[
+        str | None,
+        Arg("--as-of", "an ISO 8601 date or date-time (naive is UTC), or epoch seconds", "TIME"),
+    ] = Field(
+        default=None,
+        max_length=64,
+        description="the time rows' ages count from (default: the newest row's time; "
+        "never the clock), with recency or supersession set",
+    )
     explain: Annotated[bool | None, Arg("--explain", "true or false")] = Field(
         default=False,
         description="show every score component and the request's effective ranking settings",
@@ -194,6 +221,16 @@ class QueryRequest(BaseModel):
         if isinstance(value, int) and abs(value) > MAX_COUNT:
             raise ValueError(f"more than {len(str(MAX_COUNT))} digits")
         return value
+
+    @field_validator("as_of", mode="after")
+    @classmethod
+    def _a_time(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        found = period_of(value)
+        if isinstance(found, str):
+            raise ValueError(f"not a time: {found}")
+        return found[2]  # as the answer writes it: the same instant, one spelling
 
     @field_validator("near_duplicates", "diversity", "min_confidence", mode="before")
     @classmethod

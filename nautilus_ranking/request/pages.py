@@ -79,7 +79,7 @@ MAX_PAGE = 1000
 MAX_PAGE_SIZE = 10**18 - 1
 _FIELDS = (
     "query, top_k, boosts, idf, sources, cut, near_duplicates, diversity, max_per_source, "
-    "canonical_sources"
+    "canonical_sources, recency, as_of"
 )
 
 
@@ -220,9 +220,11 @@ def ranking_key(
     settings: NautilusSettings,
     source_ids: Sequence[str],
     profile: str | None = None,
+    as_of: str | None = None,
 ) -> str:
     """A short digest of the query and everything that shapes its ranking (the profile
-    that ranked it among them: a cursor carries its profile)."""
+    that ranked it among them: a cursor carries its profile; ``as_of``, the time a
+    request's ages count from)."""
     shape = {
         "query": query,
         "top_k": settings.ranking_top_k,
@@ -245,6 +247,17 @@ def ranking_key(
         shape["canonical_sources"] = list(settings.ranking_canonical_sources)
     if profile is not None:  # without profiles the key is what it was
         shape["profile"] = profile
+    # time reorders and supersedes (unset, the key is what it was); the newest row's
+    # time, the reference without as_of, is in the data key already
+    if settings.ranking_recency is not None:
+        shape["recency"] = settings.ranking_recency
+    if settings.ranking_supersede:
+        shape["supersede"] = True
+        shape["document_keys"] = sorted(settings.ranking_document_keys.items())
+    if settings.ranking_recency is not None or settings.ranking_supersede:
+        shape["time_fields"] = sorted(settings.ranking_time_fields.items())
+        if as_of is not None:
+            shape["as_of"] = as_of
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -253,13 +266,14 @@ def first_page(
     settings: NautilusSettings,
     source_ids: Sequence[str],
     profile: str | None = None,
+    as_of: str | None = None,
 ) -> Paging | None:
     """Page 1 of a ranked top K that no page was asked for (None without a top K): its
     answer says whether more rows exist and carries the next page's cursor."""
     size = settings.ranking_top_k
     if size is None:
         return None
-    key = ranking_key(query, settings, source_ids, profile)
+    key = ranking_key(query, settings, source_ids, profile, as_of)
     return Paging(1, size, key, asked=False, keys=cursor_keys(settings))
 
 
@@ -292,6 +306,7 @@ def paging(
     cursor: str | None = None,
     profile: str | None = None,
     size_fixed: bool = False,
+    as_of: str | None = None,
 ) -> Paging | None:
     """The page asked for (``page`` or ``cursor``, not both), None when neither is given.
 
@@ -321,7 +336,7 @@ def paging(
             "paging needs a page size",
             "an integer >= 1 (top_k, or NAUTILUS_RANKING_TOP_K)",
         )
-    key = ranking_key(query, settings, source_ids, profile)
+    key = ranking_key(query, settings, source_ids, profile, as_of)
     if page is not None:
         if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
             raise PageError(
@@ -334,7 +349,11 @@ def paging(
     # a cursor of another size made for this same query and settings: its size is what
     # differs (else: another query, profile or settings, said as such below)
     resized = made_size != size and made_for == ranking_key(
-        query, settings.model_copy(update={"ranking_top_k": made_size}), source_ids, profile
+        query,
+        settings.model_copy(update={"ranking_top_k": made_size}),
+        source_ids,
+        profile,
+        as_of,
     )
     if resized and size_fixed:
         raise PageError(

@@ -33,6 +33,7 @@ from nautilus_ranking.settings.parsing import (
     parse_ranking_cut,
     parse_source_ids,
 )
+from nautilus_ranking.settings.time_entries import parse_recency
 from nautilus_ranking.synthesis.base import Synthesizer
 
 OVERRIDES = (
@@ -47,6 +48,7 @@ OVERRIDES = (
     "max_per_source",
     "canonical_sources",
     "min_confidence",
+    "recency",
 )
 
 
@@ -72,6 +74,7 @@ _SCALARS: tuple[tuple[str, str, Callable[[str, object], tuple[Any, Problem | Non
     ("diversity", "ranking_diversity", parse_diversity),
     ("max_per_source", "ranking_max_per_source", parse_int),
     ("min_confidence", "ranking_min_confidence", parse_min_confidence),
+    ("recency", "ranking_recency", parse_recency),
 )
 
 
@@ -170,6 +173,7 @@ def plan(
                 cursor=request.cursor,
                 profile=profile,
                 size_fixed=size_fixed,
+                as_of=request.as_of,
             )
         except PageError as exc:
             problems.append(exc.problem)
@@ -177,7 +181,9 @@ def plan(
             effective = effective.model_copy(update={"ranking_top_k": pages.size})
         if pages is None and request.page is None and request.cursor is None:
             # a top K is page 1: its answer says whether more rows exist
-            pages = first_page(request.query, effective, [s.id for s in chosen], profile)
+            pages = first_page(
+                request.query, effective, [s.id for s in chosen], profile, request.as_of
+            )
     if problems:
         raise invalid(problems)
     if update or pages is not None:
@@ -202,6 +208,9 @@ def plan(
         "max_per_source": effective.ranking_max_per_source,
         "canonical_sources": effective.ranking_canonical_sources,
         "min_confidence": effective.ranking_min_confidence,
+        "recency": effective.ranking_recency,
+        "supersede": effective.ranking_supersede,
+        "as_of": request.as_of,
         "overrides": [name for name in OVERRIDES if getattr(request, name) is not None],
     }
     if pages is not None and pages.asked:

@@ -171,6 +171,47 @@ KNOBS: tuple[Knob, ...] = (
         request_field="min_confidence",
     ),
     Knob(
+        "ranking_recency",
+        "ranking",
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="lower older rows among rows of similar relevance: half_life:D or window:D, "
+        "per source where sources differ",
+        in_broker="the decay by age, of the rows whose time NAUTILUS_RANKING_TIME_FIELDS maps",
+        flag="--recency",
+        request_field="recency",
+    ),
+    Knob(
+        "ranking_supersede",
+        "ranking",
+        turns_ranking_on=True,
+        per_profile=True,
+        summary="keep only the newest revision of a document (same id, dedup key or "
+        "document key); the older ones in its also_from",
+        in_broker="revisions superseded, across the broker's sources",
+    ),
+    Knob(
+        "ranking_time_fields",
+        "ranking",
+        # Where a row's time is; it changes nothing until recency or supersession is set.
+        # Per process: it describes the sources, which every profile shares.
+        turns_ranking_on=False,
+        per_profile=False,
+        summary="by source, the row key or path of a row's time (SOURCE:PATH, comma-separated)",
+        in_broker="where each adapter's rows hold their time (the broker's nautilus.yaml "
+        "has no place for it)",
+    ),
+    Knob(
+        "ranking_document_keys",
+        "ranking",
+        # Which rows are revisions of one document; nothing until supersession is set.
+        turns_ranking_on=False,
+        per_profile=False,
+        summary="by source, the row key or path naming a row's document, for supersession "
+        "(SOURCE:PATH)",
+        in_broker="which adapter rows are revisions of one document",
+    ),
+    Knob(
         "ranking_lexical",
         "ranking",
         # Which lexical score content uses; it changes nothing until something ranks.

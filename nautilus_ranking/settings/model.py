@@ -60,6 +60,7 @@ from nautilus_ranking.settings.parsing import (
     parse_seconds,
     parse_source_ids,
 )
+from nautilus_ranking.settings.time_entries import parse_recency, parse_source_paths
 from nautilus_ranking.settings.unknown_variables import (
     DOTENV_UNKNOWN,
     DotEnvTypos,
@@ -123,6 +124,12 @@ class NautilusSettings(LogSettings):
     ranking_max_per_source: int | None = None
     ranking_min_confidence: float | None = None
     ranking_canonical_sources: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Time (synthesis/recency.py): the decay by age, revisions superseded, and by source
+    # where a row's time and its document key are.
+    ranking_recency: str | None = None
+    ranking_supersede: bool = False
+    ranking_time_fields: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    ranking_document_keys: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     ranking_lexical: str = "bm25"
     ranking_curated_keywords: str = "routing"
     embedder: str = AUTO
@@ -295,6 +302,17 @@ class NautilusSettings(LogSettings):
             "config_strict",
             parse_bool(var("config_strict"), data.get("config_strict"), default("config_strict")),
         )
+        take("ranking_recency", parse_recency(var("ranking_recency"), data.get("ranking_recency")))
+        take(
+            "ranking_supersede",
+            parse_bool(
+                var("ranking_supersede"),
+                data.get("ranking_supersede"),
+                default("ranking_supersede"),
+            ),
+        )
+        for field in ("ranking_time_fields", "ranking_document_keys"):
+            take(field, parse_source_paths(var(field), data.get(field)))
         take(
             "ranking_dedup_key",
             parse_field_name(var("ranking_dedup_key"), data.get("ranking_dedup_key")),

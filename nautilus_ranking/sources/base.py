@@ -40,6 +40,10 @@ class SourceBase:
 
     #: Whether this source's row order carries relevance (None: it does not say).
     ranked: bool | None = None
+    #: The row key (or path) of a row's time, and of the document its revisions share:
+    #: the sources file's ``time_field`` and ``document_key`` (None: not mapped).
+    time_field: str | None = None
+    document_key: str | None = None
     #: What ``sources probe`` says when a query finds nothing here: what this kind of
     #: source matches a query against (:func:`no_hits_hint`).
     no_hits: str = "no row holds a word of the query; try words its rows hold"
@@ -60,6 +64,8 @@ class ForwardingSource(SourceBase):
         self.id = inner.id
         self.timeout_s = inner.timeout_s
         self.ranked = declared_order(inner)
+        self.time_field = mapped_path(inner, "time_field")
+        self.document_key = mapped_path(inner, "document_key")
 
     async def prepare(self) -> None:
         prepare = preparer(self.inner)
@@ -77,6 +83,12 @@ def declared_order(source: object) -> bool | None:
     """The source's word on its own order: its ``ranked`` when that is a bool, else None."""
     ranked = getattr(source, "ranked", None)
     return ranked if isinstance(ranked, bool) else None
+
+
+def mapped_path(source: object, option: str) -> str | None:
+    """The source's ``time_field`` or ``document_key`` when it names one, else None."""
+    path = getattr(source, option, None)
+    return path if isinstance(path, str) and path else None
 
 
 def preparer(source: object) -> Callable[[], Awaitable[None]] | None:

@@ -134,6 +134,9 @@ def build_sources(
                 ) from None
             if spec.ranked is not None:
                 source.ranked = spec.ranked
+            for option in ("time_field", "document_key"):  # where time and revisions are
+                if getattr(spec, option) is not None:
+                    setattr(source, option, getattr(spec, option))
             with contextlib.suppress(AttributeError):  # what a trace calls its type
                 source.source_type = spec.type  # type: ignore[attr-defined]
             sources.append(source)

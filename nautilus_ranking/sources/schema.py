@@ -84,6 +84,22 @@ class SourceSpec(BaseModel):
         None,
         description="whether the source's row order carries relevance (unset: the type's default)",
     )
+    time_field: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="where a row's time is: a column or row key, a dotted path into a JSON "
+        "column, or a JMESPath over the row (http extra); read only with "
+        "NAUTILUS_RANKING_RECENCY or NAUTILUS_RANKING_SUPERSEDE",
+    )
+    document_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="where a row's document is (its revisions share it; as time_field); "
+        "read only with NAUTILUS_RANKING_SUPERSEDE (default: NAUTILUS_RANKING_DEDUP_KEY, "
+        "else id)",
+    )
 
     @field_validator("id")
     @classmethod

@@ -19,7 +19,8 @@ from nautilus_ranking.embedders.registry import embedder_name_of
 from nautilus_ranking.fanout.abandon import checkpoint
 from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.selection import confidence
-from nautilus_ranking.synthesis import copies, detection, fusion, lexical
+from nautilus_ranking.settings.time_entries import Recency
+from nautilus_ranking.synthesis import copies, detection, fusion, lexical, recency
 from nautilus_ranking.synthesis.candidates import (
     MAX_TEXT_CHARS,
     NOT_TEXT,
@@ -77,6 +78,12 @@ class RankSettings(Protocol):
     embedding_deadline_ms: int
     #: With a model, the rows it embeds (the best by words; 0: every row).
     embedding_max_rows: int
+    #: The decay by age (None: off) and whether the newest revision supersedes the rest.
+    recency: Recency | None
+    supersede: bool
+    #: By lower-case source id: the row key of a row's time, and of its document.
+    time_fields: dict[str, str]
+    document_keys: dict[str, str]
 
 
 def rank_pass(
@@ -277,8 +284,30 @@ def rank_pass(
         if bumps.any()
         else np.zeros(n, dtype=np.int64)
     )
+    timing = (
+        recency.timing(
+            ranker.recency,
+            ranker.supersede,
+            _paths(results, ranker.time_fields, "time_field"),
+            _paths(results, ranker.document_keys, "document_key"),
+            ranker.dedup_key,
+            sub.rows,
+            cands.source_ids,
+            sub.source_index,
+            relevance,
+            sub_doc,
+            where_ref,
+            ctx.get("as_of"),
+            warnings,
+        )
+        if ranker.recency is not None or ranker.supersede
+        else None
+    )
+    score = relevance + bump
+    if timing is not None and timing.adjust is not None:  # after the confidence: it reads none
+        score = score + timing.adjust
     scores = Scores(
-        score=relevance + bump,
+        score=score,
         similarity=similarity,
         idf_factor=factors,
         content_rank=content_rank,
@@ -329,7 +358,20 @@ def rank_pass(
             recording, n, cands.source_ids, ranker.source_boosts, int(np.count_nonzero(bump))
         )
     checkpoint("fusion")
-    return select(sub, scores, limit, spread, ranker.canonical_sources)
+    return select(sub, scores, limit, spread, ranker.canonical_sources, timing)
+
+
+def _paths(
+    results: list[AdapterResult], settings: Mapping[str, str], option: str
+) -> dict[str, str]:
+    """By lower-case source id, the path a source's rows hold ``option`` under: the
+    setting's entry, else what the source itself says (its sources-file option)."""
+    paths = {
+        r.source_id.lower(): path
+        for r in results
+        if isinstance(r.source_id, str) and isinstance(path := getattr(r, option, None), str)
+    }
+    return {**paths, **settings}
 
 
 def _words_beside_model(

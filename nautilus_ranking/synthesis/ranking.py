@@ -49,6 +49,7 @@ from nautilus_ranking.settings.parsing import (
     parse_diversity,
     parse_near_duplicates,
 )
+from nautilus_ranking.settings.time_entries import Recency, recency_of
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
 from nautilus_ranking.synthesis.candidates import flatten
 from nautilus_ranking.synthesis.rank_pass import rank_pass
@@ -81,6 +82,10 @@ class RankingSynthesizer:
         canonical_sources: Sequence[str] = (),
         embedding_deadline_ms: int = 0,
         embedding_max_rows: int = 0,
+        recency: Recency | str | None = None,
+        supersede: bool = False,
+        time_fields: Mapping[str, str] | None = None,
+        document_keys: Mapping[str, str] | None = None,
     ) -> None:
         for name, value in (
             ("top_k", top_k),
@@ -141,6 +146,19 @@ class RankingSynthesizer:
         #: With a model, the rows of a batch it embeds: the best this many by the lexical
         #: score; the rest keep that score, on the model's scale (0: every row).
         self.embedding_max_rows = max(0, int(embedding_max_rows))
+        if isinstance(recency, str):
+            parsed_recency, problem = recency_of(recency)
+            if problem is not None:
+                raise ValueError(f"recency: {problem.reason}, got {recency!r} ({problem.valid})")
+            recency = parsed_recency
+        #: The decay by age (synthesis/recency.py); None: time does not rank.
+        self.recency: Recency | None = recency
+        #: Whether the newest revision of a document supersedes the older ones.
+        self.supersede = bool(supersede)
+        #: By lower-case source id: where a row's time is, and its document key (beside
+        #: what each source's result says; these win).
+        self.time_fields = {str(k).lower(): str(v) for k, v in (time_fields or {}).items()}
+        self.document_keys = {str(k).lower(): str(v) for k, v in (document_keys or {}).items()}
 
     @classmethod
     def from_settings(
@@ -171,6 +189,10 @@ class RankingSynthesizer:
             canonical_sources=settings.ranking_canonical_sources,
             embedding_deadline_ms=settings.embedder_deadline_ms,
             embedding_max_rows=settings.embedder_max_rows,
+            recency=settings.ranking_recency,
+            supersede=settings.ranking_supersede,
+            time_fields=settings.ranking_time_fields,
+            document_keys=settings.ranking_document_keys,
         )
 
     # --- public API ------------------------------------------------------------------

@@ -18,7 +18,7 @@ import numpy as np
 from nautilus_ranking.fanout.abandon import checkpoint
 from nautilus_ranking.records import SCORE_COMPONENTS, Copy, RankedRow
 from nautilus_ranking.rows import id_or_content_id
-from nautilus_ranking.synthesis import diversity, fusion, near_duplicates
+from nautilus_ranking.synthesis import diversity, fusion, near_duplicates, recency
 from nautilus_ranking.synthesis.candidates import Candidates
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.tokens import TokenBatch
@@ -87,16 +87,22 @@ def select(
     top_k: int | None,
     spread: Spread | None = None,
     canonical: Sequence[str] = (),
+    timing: recency.Timing | None = None,
 ) -> list[RankedRow]:
     """The best ``top_k`` rows (all when None), copies collapsed, spread when asked; a
     document whose copies collapsed is shown by the copy of the first ``canonical``
-    source that has one (lower-case ids), in its best copy's place."""
+    source that has one (lower-case ids), in its best copy's place. With ``timing``,
+    each row says its time, and older revisions leave for the newest's ``also_from``
+    (``recency.supersede``)."""
     score = scores.score
     at: IntArray | None = None
     shown: dict[int, int] = {}
+    revisions: dict[int, list[Copy]] = {}
     spreading = spread is not None and spread.on
+    superseding = timing is not None and timing.keys is not None
     if (
         not spreading
+        and not superseding
         and top_k is not None
         and top_k < len(score)
         and fusion.every_row_its_document(scores.doc)
@@ -111,6 +117,9 @@ def select(
         order, also_from, members = _collapse_copies(cands, order, scores.doc)
         if recording is not None:
             copies_stage(recording, "copies", len(score), len(order))
+        if timing is not None and superseding:
+            order = _supersede(cands, order, also_from, members, timing)
+            revisions = members.revisions
         if spread is not None and spreading:  # near copies, diversity, the cap
             order = _spread(cands, score, order, also_from, members, spread, top_k, canonical)
             shown = members.shown
@@ -134,6 +143,7 @@ def select(
     columns = [vars(s)[name].tolist() for name in _COMPONENTS]
     # a document's place and score are its best copy's; the copy shown may be another
     rows = np.array([shown.get(i, i) for i in places], dtype=np.int64) if shown else order
+    times = [timing.row_time(i) for i in rows.tolist()] if timing is not None else None
     return list(
         starmap(
             RankedRow,
@@ -143,8 +153,14 @@ def select(
                 s.score.tolist(),
                 range(1, len(places) + 1),
                 cands.source_rank[rows].tolist(),
-                [tuple(also_from.get(i, ())) for i in places],
+                [
+                    (*also_from.get(i, ()), *revisions.get(i, ()))
+                    if revisions
+                    else tuple(also_from.get(i, ()))
+                    for i in places
+                ],
                 *columns,
+                *([times] if times is not None else []),
                 strict=True,
             ),
         )
@@ -162,12 +178,14 @@ def _copy(cands: Candidates, i: int, kind: str) -> Copy:
 
 
 class Members(dict[int, list[int]]):
-    """The candidates collapsed into each kept one, parallel to its ``also_from``; and
-    ``shown``: the copy a kept candidate is shown by, when a canonical source's."""
+    """The candidates collapsed into each kept one, parallel to its ``also_from``;
+    ``shown``: the copy a kept candidate is shown by, when a canonical source's; and
+    ``revisions``: the older revisions it superseded, listed after its copies."""
 
     def __init__(self) -> None:
         super().__init__()
         self.shown: dict[int, int] = {}
+        self.revisions: dict[int, list[Copy]] = {}
 
 
 def _collapse_copies(
@@ -192,6 +210,32 @@ def _collapse_copies(
             also_from.setdefault(best_of[d], []).append(_copy(cands, i, "exact"))
             members.setdefault(best_of[d], []).append(i)
     return kept, also_from, members
+
+
+def _supersede(
+    cands: Candidates,
+    order: IntArray,
+    also_from: dict[int, list[Copy]],
+    members: Members,
+    timing: recency.Timing,
+) -> IntArray:
+    """``order`` with older revisions superseded by the newest (``recency.supersede``):
+    each goes to the newest's ``also_from`` after its copies (a ``revision``, with its
+    time), its own copies with it. They are kept apart (``members.revisions``), so a
+    canonical source chooses among copies of the newest, never an older revision."""
+
+    def mark(newest: int, older: int) -> None:
+        entries = members.revisions.setdefault(newest, [])
+        entries.append(_copy(cands, older, "revision")._replace(time=timing.shown[older]))
+        entries.extend(
+            c._replace(copy="revision", time=timing.shown[older]) for c in also_from.get(older, ())
+        )
+
+    def drop(row: int) -> None:
+        also_from.pop(row, None)
+        members.pop(row, None)
+
+    return recency.supersede(order, timing, mark, drop)
 
 
 def _canonical(
@@ -274,8 +318,12 @@ def _spread(
             joined = heads[int(into[below])]
             target = also_from.setdefault(joined, [])
             target.append(_copy(cands, i, "near"))
-            target.extend(c._replace(copy="near") for c in also_from.pop(i, ()))
+            target.extend(
+                c._replace(copy="near") if c.copy == "exact" else c for c in also_from.pop(i, ())
+            )
             members.setdefault(joined, []).extend([i, *members.pop(i, ())])
+            if i in members.revisions:  # a newest revision's older ones go with it
+                members.revisions.setdefault(joined, []).extend(members.revisions.pop(i))
         # what the stages below read: the kept rows and their resemblance
         positions = np.flatnonzero(kept)
         renumber = np.full(length, -1, dtype=np.int64)

@@ -1,0 +1,202 @@
+"""A row's time: read where its source says, and parsed into the period it names.
+
+What is read: ISO 8601 date-times, with a zone or without one (then UTC); ISO dates and
+partial dates (``2024``, ``2024-06``, ``2024-06-01``); epoch seconds and milliseconds
+(a number, or a string of digits: from 10^11 on, a number is read as milliseconds,
+since 10^11 seconds is past the year 5000); ``datetime`` and ``date`` values (a
+PostgreSQL ``timestamptz`` column). Anything else, and a time before 1900 or after
+2200 (a ``9999-12-31`` placeholder, microseconds read as seconds), leaves the row
+undated: counted and warned about, never dropped.
+
+Every time is a period ``[lo, hi]`` in epoch seconds: an instant has ``lo == hi``; a
+partial date is the whole of its year, month or day. Why: ``2024`` is not 1 January
+2024. Read as its first day, a year-only date looks older than a ``2024-06-01`` that
+may well be older than it, and recency would put the wrong one first. So the decay
+reads a period at its middle (never more than half the period wrong), and a revision
+supersedes another only when its period starts after the other's ends
+(``synthesis/recency.py``): two times that may be in either order decide nothing.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+#: Before this or after this a time is a placeholder or a unit mistake, not a time.
+EARLIEST = calendar.timegm((1900, 1, 1, 0, 0, 0))
+LATEST = calendar.timegm((2200, 1, 1, 0, 0, 0))
+#: From here on an epoch number is read as milliseconds (10^11 s is in the year 5138;
+#: 10^11 ms is in 1973).
+MILLISECONDS_FROM = 1e11
+_PARTIAL = re.compile(r"^(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?$")
+_DIGITS = re.compile(r"^-?\d+(?:\.\d+)?$")
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z_][A-Za-z0-9_\-]*)*$")
+
+#: A row's time: (lo, hi, shown), ``shown`` the time as the answer writes it.
+Period = tuple[float, float, str]
+
+
+def period_of(value: object) -> Period | str:
+    """The period ``value`` names, or why it names none (a short reason)."""
+    if isinstance(value, bool) or value is None:
+        return "missing" if value is None else "not a time"
+    if isinstance(value, int | float):
+        return _epoch(float(value))
+    if isinstance(value, dt.datetime):
+        return _instant(value)
+    if isinstance(value, dt.date):
+        start = calendar.timegm(value.timetuple())
+        return _within(start, start + 86_400.0, value.isoformat())
+    if not isinstance(value, str):
+        return "not a time"
+    text = value.strip()
+    if len(text) > 64:
+        return "not a time"
+    partial = _PARTIAL.match(text)
+    if partial is not None:
+        return _partial(*partial.groups())
+    if _DIGITS.match(text):
+        return _epoch(float(text))
+    try:
+        return _instant(dt.datetime.fromisoformat(text))
+    except ValueError:
+        return "not ISO 8601 or an epoch number"
+
+
+def _epoch(seconds: float) -> Period | str:
+    if not math.isfinite(seconds):
+        return "not a time"
+    if abs(seconds) >= MILLISECONDS_FROM:
+        seconds /= 1000.0
+    if not EARLIEST <= seconds < LATEST:
+        return "out of range (1900 to 2200)"
+    return seconds, seconds, _iso(seconds)
+
+
+def _instant(moment: dt.datetime) -> Period | str:
+    if moment.tzinfo is None:  # naive: UTC
+        moment = moment.replace(tzinfo=dt.UTC)
+    try:
+        seconds = moment.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return "out of range (1900 to 2200)"
+    if not EARLIEST <= seconds < LATEST:
+        return "out of range (1900 to 2200)"
+    return seconds, seconds, _iso(seconds)
+
+
+def _partial(year: str, month: str | None, day: str | None) -> Period | str:
+    y, m, d = int(year), int(month or 1), int(day or 1)
+    try:
+        start = dt.datetime(y, m, d, tzinfo=dt.UTC)
+    except ValueError:
+        return "not a date"
+    if day is not None:
+        end = start + dt.timedelta(days=1)
+    elif month is not None:
+        end = dt.datetime(y + m // 12, m % 12 + 1, 1, tzinfo=dt.UTC)
+    else:
+        end = dt.datetime(y + 1, 1, 1, tzinfo=dt.UTC)
+    shown = "-".join(p for p in (year, month, day) if p is not None)
+    return _within(start.timestamp(), end.timestamp(), shown)
+
+
+def _within(start: float, end: float, shown: str) -> Period | str:
+    if not EARLIEST <= start < LATEST:
+        return "out of range (1900 to 2200)"
+    return start, end - 1e-3, shown  # the period's last instant, a millisecond before its end
+
+
+def _iso(seconds: float) -> str:
+    moment = dt.datetime.fromtimestamp(seconds, dt.UTC)
+    return moment.isoformat(timespec="milliseconds" if moment.microsecond else "seconds").replace(
+        "+00:00", "Z"
+    )
+
+
+def getter(path: str) -> Callable[[dict[str, Any]], Any] | str:
+    """What reads ``path`` from a row: a key, a dotted path through nested objects (a
+    JSON column's text included), else a JMESPath (with the ``http`` extra). A string
+    says why there is none."""
+    if not path:
+        return "empty path"
+    if _DOTTED.match(path) and "." not in path:
+
+        def key(row: dict[str, Any]) -> Any:
+            return row.get(path)
+
+        return key
+    if _DOTTED.match(path):
+        parts = path.split(".")
+
+        def dotted(row: dict[str, Any]) -> Any:
+            if path in row:  # a key that holds a dot
+                return row[path]
+            value: Any = row
+            for part in parts:
+                if isinstance(value, str) and value.startswith("{"):
+                    value = _json_object(value)  # a JSON column, as SQLite keeps one
+                if not isinstance(value, dict):
+                    return None
+                value = value.get(part)
+            return value
+
+        return dotted
+    try:
+        import jmespath
+    except ImportError:
+        return "a JMESPath needs the http extra (pip install 'nautilus-ranking[http]')"
+    try:
+        compiled = jmespath.compile(path)
+    except Exception as exc:  # jmespath's own errors: a bad expression, said once
+        return f"not a JMESPath ({str(exc)[:80]})"
+
+    def searched(row: dict[str, Any]) -> Any:
+        try:
+            return compiled.search(row)
+        except Exception:  # a row the expression cannot walk has no time
+            return None
+
+    return searched
+
+
+def _json_object(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def read_times(
+    rows: list[dict[str, Any]], readers: list[Callable[[dict[str, Any]], Any] | None]
+) -> tuple[list[Period | None], Counter[str]]:
+    """Each row's period (None: undated), ``readers[i]`` reading row ``i`` (None: its
+    source maps no time), and how many rows each reason left undated."""
+    periods: list[Period | None] = []
+    why: Counter[str] = Counter()
+    seen: dict[Any, Period | str] = {}
+    for row, read in zip(rows, readers, strict=True):
+        if read is None:
+            periods.append(None)
+            continue
+        try:
+            value = read(row)
+        except Exception:  # a row whose mapping methods break has no time
+            value = None
+        found = seen.get(value) if type(value) in (str, int, float) else None
+        if found is None:
+            found = period_of(value)
+            if type(value) in (str, int, float):
+                seen[value] = found
+        if isinstance(found, str):
+            why[found] += 1
+            periods.append(None)
+        else:
+            periods.append(found)
+    return periods, why
