@@ -22,6 +22,8 @@ UNITS: Mapping[str, int] = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_80
 #: The decay kinds: ``half_life`` halves a row's freshness every duration, ``window``
 #: takes it down in a straight line to none at the duration.
 KINDS = ("half_life", "window")
+#: How many half-lives a decay reaches: past eight, freshness is under 1/256.
+HALF_LIVES = 8
 #: The shortest and the longest duration a decay may have.
 MIN_SECONDS = 60
 MAX_SECONDS = 100 * UNITS["y"]
@@ -61,10 +63,15 @@ class Recency:
         return self.per_source.get(sid, self.default)
 
     @property
-    def longest(self) -> float:
-        """The longest duration in force (what bounds how far ahead a time may stand)."""
+    def reach(self) -> float:
+        """The longest age at which a decay in force still tells rows apart: a window's
+        length, or eight half-lives (freshness 1/256). A row time further than this past
+        every other row's cannot make them fresher by being real: it is held back."""
         decays = [self.default, *self.per_source.values()]
-        return max((d.seconds for d in decays if d is not None), default=0.0)
+        return max(
+            (d.seconds * (HALF_LIVES if d.kind == "half_life" else 1) for d in decays if d),
+            default=0.0,
+        )
 
     def __str__(self) -> str:
         entries = [str(self.default)] if self.default is not None else []

@@ -12,8 +12,10 @@ is no evidence of age). Freshness is ``0.5 ** (age / half_life)`` or
 **The reference** a row's age is counted from is the request's ``as_of``, else the
 newest row time in the batch — never the wall clock, so the same rows give the same
 answer tomorrow. One far-future row cannot age every other: without ``as_of`` the
-reference is at most ``AHEAD_LIMIT`` longest decay durations past the second-newest
-time, and a row past the reference is as new as it (age 0), counted as ``ahead``.
+reference is at most the decay's reach (``Recency.reach``: a window, or eight
+half-lives) past the second-newest time — past it every other row would be fully aged
+whether that row's time is real or a mistake — and a row past the reference is as new
+as it (age 0), counted as ``ahead``.
 
 **Supersession** (``NAUTILUS_RANKING_SUPERSEDE``): rows of one document — the same
 value under the source's document key (``NAUTILUS_RANKING_DOCUMENT_KEYS``), else under
@@ -45,9 +47,6 @@ from nautilus_ranking.text.arrays import FloatArray, IntArray
 #: The share of the batch's relevance spread a row loses when fully aged (freshness 0):
 #: half a ``high`` boost's bump. docs/tuning-time.md measured it.
 RECENCY_SHARE = 0.5
-#: Without ``as_of``, a row time more than this many of the longest decay durations past
-#: every other row's is taken for a clock or unit mistake: the reference is held back.
-AHEAD_LIMIT = 4.0
 DAY = 86_400.0
 
 _REPORT: ContextVar[dict[str, Any] | None] = ContextVar("nautilus_time_report", default=None)
@@ -171,8 +170,7 @@ def _reference(
     if not len(dated):
         return None, "none", 0
     reference = float(dated[-1])
-    longest = recency.longest if recency is not None else 0.0
-    limit = AHEAD_LIMIT * longest
+    limit = recency.reach if recency is not None else 0.0
     if len(dated) >= 2 and limit > 0 and reference - dated[-2] > limit:
         reference = float(dated[-2]) + limit  # one far-future row does not age the rest
         ahead = int(np.count_nonzero(dated > reference))
@@ -180,7 +178,7 @@ def _reference(
             "rank_time_ahead",
             count=ahead,
             reference="newest row",
-            reason=f"more than {AHEAD_LIMIT:g} decay durations past every other row's time",
+            reason="further past every other row's time than the decay reaches",
             action="aged 0, the reference held back",
         )
         return reference, "newest_row", ahead

@@ -97,6 +97,8 @@ def _partial(year: str, month: str | None, day: str | None) -> Period | str:
         start = dt.datetime(y, m, d, tzinfo=dt.UTC)
     except ValueError:
         return "not a date"
+    if not EARLIEST <= start.timestamp() < LATEST:
+        return "out of range (1900 to 2200)"
     if day is not None:
         end = start + dt.timedelta(days=1)
     elif month is not None:
