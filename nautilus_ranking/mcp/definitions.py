@@ -26,7 +26,7 @@ def definitions(state: ServerState) -> list[types.Tool]:
     top_k = settings.ranking_top_k
     ranked = state.engine.broker.synthesizer.ranking_enabled
     order = (
-        "one list, best first, each result with its source, score and why"
+        "one list, best first, each with its source, score and why"
         if ranked
         else "each source's rows in its own order (ranking is off here: top_k, boosts "
         "or idf turn it on)"
@@ -35,11 +35,11 @@ def definitions(state: ServerState) -> list[types.Tool]:
         name=SEARCH,
         title="Search every source" + (", ranked" if ranked else ""),
         description=(
-            f"Ask every source at once; get {order}. "
+            f"Ask every source; get {order}. "
             f"Returns {f'the {top_k} best' if top_k else 'every row'} unless top_k says. "
-            "boosts: {source: level}, low < medium < high favours a source you trust for "
-            "this query (it wins close calls only), -low … -high holds one back. More: "
-            "page 2, 3 … or the answer's next_cursor. Failed sources are in sources_errored."
+            "boosts: {source: level}, low < medium < high favours a trusted source "
+            "(close calls only), -low … -high holds one back. More: page 2, 3 … or "
+            "next_cursor. Failed sources are in sources_errored."
         ),
         input_schema=search_schema(
             ids, settings.serve_max_query_chars, profiled=bool(state.engine.profiles)
@@ -50,7 +50,7 @@ def definitions(state: ServerState) -> list[types.Tool]:
     listing = types.Tool(
         name=LIST_SOURCES,
         title="List the sources",
-        description=("Each source: id, type, whether its order is relevance, boost, health."),
+        description="Each source: id, type, whether its order is relevance, boost, health.",
         input_schema={"type": "object", "properties": {}, "additionalProperties": False},
         output_schema=_SOURCES_OUTPUT,
         annotations=_READ_ONLY,
@@ -70,35 +70,37 @@ _ARGUMENTS: dict[str, dict[str, Any]] = {
     "query": {"type": "string", "minLength": 1},
     "top_k": {"type": "integer", "minimum": 1, "description": "rows to return"},
     "boosts": {"type": "object"},
-    "idf": {"type": "boolean", "description": "discount words most rows share"},
+    "idf": {"type": "boolean", "description": "discount common words"},
     "sources": {"type": "array", "minItems": 1, "description": "ask only these"},
     "max_tokens": {
         "type": "integer",
         "minimum": 1,
-        "description": "return the best rows that fit in N tokens",
+        "description": "the best rows fitting N tokens",
     },
     "cut": {
         "type": "string",
-        "description": "end the list where relevance drops: relative:0.8, floor:0.6 or gap:0.1",
+        "description": "end where relevance drops: relative:0.8, floor:0.6 or gap:0.1",
     },
     "near_duplicates": {
         "type": ["number", "string"],
-        "description": "merge near copies: a resemblance in (0, 1], or on",
+        "description": "merge near copies: (0, 1] or on",
     },
     "diversity": {
         "type": ["number", "string"],
-        "description": "0 to 1: favour rows unlike those above",
+        "description": "0-1: favour rows unlike those above",
     },
     "max_per_source": {
         "type": "integer",
         "minimum": 1,
-        "description": "at most N rows of one source a page",
+        "description": "N rows of one source a page",
     },
     "canonical_sources": {
         "type": "array",
-        "description": "whose copy to keep, in order",
+        "description": "whose copy to keep",
     },
     "min_confidence": {"type": "number", "description": "0-1: abstain below"},
+    "recency": {"type": "string", "description": "newer first: half_life:90d"},
+    "as_of": {"type": "string"},
     "explain": {"type": "boolean", "description": "all score components"},
     "vectors": {"type": "boolean"},
     "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},

@@ -30,6 +30,7 @@ newest revision, never an older revision over a newer one.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -41,12 +42,15 @@ from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json
 from nautilus_ranking.settings.time_entries import Recency
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.ranking_boost import relevance_spread
-from nautilus_ranking.synthesis.row_times import getter, period_of, read_times
+from nautilus_ranking.synthesis.row_times import getter, period_of, read_all, read_times
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 #: The share of the batch's relevance spread a row loses when fully aged (freshness 0):
-#: half a ``high`` boost's bump. docs/tuning-time.md measured it.
-RECENCY_SHARE = 0.5
+#: a ``low`` boost's bump. Measured on dated copies of the shared collections
+#: (docs/tuning-time.md): 0.5 let new irrelevant rows into the top 10 (+2.7 points
+#: where time does not matter, against a bar of +1); 0.2 kept that under +0.9 at every
+#: half-life tried.
+RECENCY_SHARE = 0.2
 DAY = 86_400.0
 
 _REPORT: ContextVar[dict[str, Any] | None] = ContextVar("nautilus_time_report", default=None)
@@ -61,17 +65,22 @@ class Timing:
 
     lo: FloatArray
     hi: FloatArray
-    shown: list[str | None]
+    values: list[Any]  # each row's time as read (what ``shown`` writes out)
     age: FloatArray
     freshness: FloatArray
     adjust: FloatArray | None
     keys: list[str | None] | None
 
+    def shown(self, i: int) -> str | None:
+        """Row ``i``'s time as the answer writes it (a date stays a date; an instant in
+        UTC), or None when it has none: made only for the rows an answer shows."""
+        return _given(self.values[i]) if self.lo[i] == self.lo[i] else None
+
     def row_time(self, i: int) -> dict[str, Any]:
         """Row ``i``'s time as ``--explain`` shows it."""
         age = float(self.age[i])
         return {
-            "time": self.shown[i],
+            "time": self.shown(i),
             "age_days": round(age / DAY, 3) if age == age else None,
             "freshness": float(self.freshness[i]),
             "recency": float(self.adjust[i]) if self.adjust is not None else 0.0,
@@ -99,15 +108,12 @@ def timing(
         return None
     n = len(rows)
     readers = _readers(paths, source_ids, warnings, "time")
-    periods, why = read_times(rows, [readers[j] for j in source_index.tolist()])
+    lo, hi, values, why = read_times(rows, source_index, readers)
     for reason, count in sorted(why.items()):
         warnings.add("rank_time_unreadable", count=count, reason=reason, action="not aged")
-    lo = np.array([p[0] if p is not None else np.nan for p in periods], dtype=np.float64)
-    hi = np.array([p[1] if p is not None else np.nan for p in periods], dtype=np.float64)
-    shown = [p[2] if p is not None else None for p in periods]
     middle = (lo + hi) / 2.0
     reference, origin, ahead = _reference(middle, recency, as_of, warnings)
-    newest = [i for i in np.flatnonzero(middle == reference).tolist()][:1]
+    newest = np.flatnonzero(middle == reference)[:1].tolist()
     age = np.maximum(reference - middle, 0.0) if reference is not None else np.full(n, np.nan)
     freshness = np.ones(n, dtype=np.float64)
     adjust = None
@@ -134,7 +140,7 @@ def timing(
             # the time as it was given (a date stays a date), else the instant held back to
             "reference": _given(as_of)
             if origin == "as_of"
-            else shown[newest[0]]
+            else _given(values[newest[0]])
             if newest
             else _shown(reference),
             "from": origin,
@@ -145,7 +151,7 @@ def timing(
             "superseded": 0,
         }
     )
-    return Timing(lo, hi, shown, age, freshness, adjust, keys)
+    return Timing(lo, hi, values, age, freshness, adjust, keys)
 
 
 def _reference(
@@ -217,18 +223,30 @@ def _revision_keys(
     else ``id`` (as canonical JSON; None: no such value)."""
     fallback = getter(dedup_key or "id")
     readers = [r or fallback for r in _readers(document_keys, source_ids, warnings, "document_key")]
-    keys: list[str | None] = []
-    for row, j in zip(rows, source_index.tolist(), strict=True):
-        read = readers[j]
-        value = read(row) if not isinstance(read, str) else None
-        if value is None or value == "" or (isinstance(value, float) and value != value):
-            keys.append(None)
+    values: list[Any] = [None] * len(rows)
+    for j, read in enumerate(readers):
+        if isinstance(read, str):
             continue
-        try:
-            keys.append(canonical_json(value))
-        except NoCanonicalFormError:
-            keys.append(None)
-    return keys
+        positions = np.flatnonzero(source_index == j).tolist()
+        for i, value in zip(positions, read_all([rows[i] for i in positions], read), strict=True):
+            values[i] = value
+    if set(map(type, values)) == {str} and "" not in values:  # ids, as most rows have
+        return values
+    return list(map(_revision_key, values))
+
+
+def _revision_key(value: Any) -> str | None:
+    """A document key as text, when the batch's are not all strings: a string marked
+    ``s``, anything else canonical JSON marked ``j`` (so "5" and 5 stay apart); None
+    for no value."""
+    if type(value) is str:
+        return "s" + value if value else None
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    try:
+        return "j" + canonical_json(value)
+    except NoCanonicalFormError:
+        return None
 
 
 def supersede(
@@ -241,38 +259,42 @@ def supersede(
     keys = timing.keys
     if keys is None:
         return order
-    groups: dict[str, list[int]] = {}
-    for place, i in enumerate(order.tolist()):
-        key = keys[i]
-        if key is not None:
-            groups.setdefault(key, []).append(place)
+    shared = {k for k, count in Counter(keys).items() if count > 1 and k is not None}
+    if not shared:
+        return order
+    in_group = np.fromiter(map(shared.__contains__, keys), dtype=bool, count=len(keys))
+    places = np.flatnonzero(in_group[order])  # the places of the rows of a group
+    rows = order[places]
+    dated = ~np.isnan(timing.lo[rows])
+    places, rows = places[dated], rows[dated]
+    if len(rows) < 2:
+        return order
+    code_of: dict[str | None, int] = {}
+    group = np.array([code_of.setdefault(keys[i], len(code_of)) for i in rows.tolist()])
+    middle = (timing.lo[rows] + timing.hi[rows]) / 2.0
+    # each group's newest: the latest middle, a tie to the better-ranked (the first place)
+    by_group = np.lexsort((places, -middle, group))
+    starts = np.flatnonzero(np.r_[True, group[by_group][1:] != group[by_group][:-1]])
+    newest_at = np.full(len(code_of), -1)
+    newest_at[group[by_group[starts]]] = by_group[starts]
+    newest = newest_at[group]  # per entry: the position (in these arrays) of its newest
+    # an older revision: its period ends before the newest's begins (certainly older)
+    older = (newest != np.arange(len(rows))) & (timing.hi[rows] < timing.lo[rows[newest]])
+    if not older.any():
+        return order
     placed = order.copy()
     gone = np.zeros(len(order), dtype=bool)
-    superseded = 0
-    for places in groups.values():
-        if len(places) < 2:
-            continue
-        members = [int(order[p]) for p in places]
-        dated = [
-            (p, i) for p, i in zip(places, members, strict=True) if timing.lo[i] == timing.lo[i]
-        ]
-        if len(dated) < 2:
-            continue
-        # the newest: the latest middle; a tie goes to the better-ranked
-        _, newest = max(dated, key=lambda pi: ((timing.lo[pi[1]] + timing.hi[pi[1]]) / 2, -pi[0]))
-        older = [(p, i) for p, i in dated if i != newest and timing.hi[i] < timing.lo[newest]]
-        if not older:
-            continue
-        own = places[members.index(newest)]
-        first = min([own, *(p for p, _ in older)])
-        for p, i in older:
-            mark(newest, i)
-            gone[p] = True
-            drop(i)
-        gone[own] = own != first
-        gone[first] = False
-        placed[first] = newest
-        superseded += len(older)
+    first = places[newest].copy()  # where each group's newest goes: its best place
+    np.minimum.at(first, newest[older], places[older])
+    for at in np.flatnonzero(older).tolist():
+        mark(int(rows[newest[at]]), int(rows[at]))
+        drop(int(rows[at]))
+    gone[places[older]] = True
+    winners = np.unique(newest[older])
+    gone[places[winners]] = True  # the newest leaves its own place for the group's best
+    gone[first[winners]] = False
+    placed[first[winners]] = rows[winners]
+    superseded = int(older.sum())
     if superseded:
         report = _REPORT.get()
         if report is not None:

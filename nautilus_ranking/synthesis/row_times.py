@@ -26,7 +26,13 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable
+from operator import attrgetter, methodcaller
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
 
 #: Before this or after this a time is a placeholder or a unit mistake, not a time.
 EARLIEST = calendar.timegm((1900, 1, 1, 0, 0, 0))
@@ -133,6 +139,7 @@ def getter(path: str) -> Callable[[dict[str, Any]], Any] | str:
         def key(row: dict[str, Any]) -> Any:
             return row.get(path)
 
+        key.key = path  # type: ignore[attr-defined]  # read a whole source at once
         return key
     if _DOTTED.match(path):
         parts = path.split(".")
@@ -176,29 +183,88 @@ def _json_object(text: str) -> Any:
 
 
 def read_times(
-    rows: list[dict[str, Any]], readers: list[Callable[[dict[str, Any]], Any] | None]
-) -> tuple[list[Period | None], Counter[str]]:
-    """Each row's period (None: undated), ``readers[i]`` reading row ``i`` (None: its
-    source maps no time), and how many rows each reason left undated."""
-    periods: list[Period | None] = []
+    rows: list[dict[str, Any]],
+    source_index: npt.NDArray[np.int64],
+    readers: list[Callable[[dict[str, Any]], Any] | None],
+) -> tuple[FloatArray, FloatArray, list[Any], Counter[str]]:
+    """Each row's period as two arrays, its first and last instant (NaN: undated), the
+    values read (``readers[j]`` reads the rows of source ``j``; None: it maps no time),
+    and how many rows each reason left undated. A source's values are read and parsed
+    together (this runs on every row of a batch): a column of date-time strings or of
+    epoch numbers in a few C-level passes, anything else one value at a time."""
+    n = len(rows)
+    lo = np.full(n, np.nan)
+    hi = np.full(n, np.nan)
+    values: list[Any] = [None] * n
     why: Counter[str] = Counter()
-    seen: dict[Any, Period | str] = {}
-    for row, read in zip(rows, readers, strict=True):
+    for j, read in enumerate(readers):
         if read is None:
-            periods.append(None)
             continue
+        at = np.flatnonzero(source_index == j)
+        if not len(at):
+            continue
+        positions = at.tolist()
+        got = read_all([rows[i] for i in positions], read)
+        first, last = _parse_all(got, why)
+        lo[at], hi[at] = first, last
+        for i, value in zip(positions, got, strict=True):
+            values[i] = value
+    return lo, hi, values, why
+
+
+def read_all(rows: list[dict[str, Any]], read: Callable[[dict[str, Any]], Any]) -> list[Any]:
+    key = getattr(read, "key", None)
+    if key is not None:  # a plain key: one C-level pass
         try:
-            value = read(row)
+            return list(map(methodcaller("get", key), rows))
+        except Exception:  # a row whose mapping methods break: one at a time
+            pass
+    out = []
+    for row in rows:
+        try:
+            out.append(read(row))
         except Exception:  # a row whose mapping methods break has no time
-            value = None
-        found = seen.get(value) if type(value) in (str, int, float) else None
-        if found is None:
-            found = period_of(value)
-            if type(value) in (str, int, float):
-                seen[value] = found
+            out.append(None)
+    return out
+
+
+def _parse_all(values: list[Any], why: Counter[str]) -> tuple[FloatArray, FloatArray]:
+    """The periods of ``values`` (NaN where none; ``why`` counts the reasons)."""
+    n = len(values)
+    kinds = set(map(type, values))
+    seconds: FloatArray | None = None
+    if kinds == {str} and min(map(len, values)) > 10:  # date-times, as most sources keep them
+        try:
+            moments = list(map(_FROM_ISO, values))
+            if None in set(map(_TZINFO, moments)):  # naive: UTC
+                moments = [m if m.tzinfo else m.replace(tzinfo=dt.UTC) for m in moments]
+            seconds = np.fromiter(map(_TIMESTAMP, moments), dtype=np.float64, count=n)
+        except (ValueError, OverflowError, OSError):
+            seconds = None  # not all of them: one at a time
+    elif kinds and kinds <= {int, float}:  # epoch numbers
+        try:
+            seconds = np.array(values, dtype=np.float64)
+        except OverflowError:
+            seconds = None
+        else:
+            seconds = np.where(np.abs(seconds) >= MILLISECONDS_FROM, seconds / 1000.0, seconds)
+    lo = np.full(n, np.nan)
+    hi = np.full(n, np.nan)
+    if seconds is not None:
+        fine = (seconds >= EARLIEST) & (seconds < LATEST)
+        lo[fine] = hi[fine] = seconds[fine]
+        rest = np.flatnonzero(~fine).tolist()
+    else:
+        rest = list(range(n))
+    for i in rest:
+        found = period_of(values[i])
         if isinstance(found, str):
             why[found] += 1
-            periods.append(None)
         else:
-            periods.append(found)
-    return periods, why
+            lo[i], hi[i] = found[0], found[1]
+    return lo, hi
+
+
+_FROM_ISO = dt.datetime.fromisoformat
+_TIMESTAMP = dt.datetime.timestamp
+_TZINFO = attrgetter("tzinfo")

@@ -97,7 +97,7 @@ def select(
     score = scores.score
     at: IntArray | None = None
     shown: dict[int, int] = {}
-    revisions: dict[int, list[Copy]] = {}
+    revisions: dict[int, list[tuple[int, list[Copy]]]] = {}
     spreading = spread is not None and spread.on
     superseding = timing is not None and timing.keys is not None
     if (
@@ -154,8 +154,8 @@ def select(
                 range(1, len(places) + 1),
                 cands.source_rank[rows].tolist(),
                 [
-                    (*also_from.get(i, ()), *revisions.get(i, ()))
-                    if revisions
+                    (*also_from.get(i, ()), *_revision_copies(cands, timing, revisions.get(i)))
+                    if revisions and timing is not None
                     else tuple(also_from.get(i, ()))
                     for i in places
                 ],
@@ -180,12 +180,13 @@ def _copy(cands: Candidates, i: int, kind: str) -> Copy:
 class Members(dict[int, list[int]]):
     """The candidates collapsed into each kept one, parallel to its ``also_from``;
     ``shown``: the copy a kept candidate is shown by, when a canonical source's; and
-    ``revisions``: the older revisions it superseded, listed after its copies."""
+    ``revisions``: the older revisions it superseded (each with its own copies), listed
+    after its copies; made into :class:`Copy` entries only for the rows an answer shows."""
 
     def __init__(self) -> None:
         super().__init__()
         self.shown: dict[int, int] = {}
-        self.revisions: dict[int, list[Copy]] = {}
+        self.revisions: dict[int, list[tuple[int, list[Copy]]]] = {}
 
 
 def _collapse_copies(
@@ -225,17 +226,26 @@ def _supersede(
     canonical source chooses among copies of the newest, never an older revision."""
 
     def mark(newest: int, older: int) -> None:
-        entries = members.revisions.setdefault(newest, [])
-        entries.append(_copy(cands, older, "revision")._replace(time=timing.shown[older]))
-        entries.extend(
-            c._replace(copy="revision", time=timing.shown[older]) for c in also_from.get(older, ())
-        )
+        members.revisions.setdefault(newest, []).append((older, also_from.get(older, [])))
 
     def drop(row: int) -> None:
         also_from.pop(row, None)
         members.pop(row, None)
 
     return recency.supersede(order, timing, mark, drop)
+
+
+def _revision_copies(
+    cands: Candidates, timing: recency.Timing, superseded: list[tuple[int, list[Copy]]] | None
+) -> list[Copy]:
+    """The ``also_from`` entries of the older revisions a row superseded: each, then its
+    own copies, all marked ``revision`` with the older revision's time."""
+    out: list[Copy] = []
+    for older, copies in superseded or ():
+        time = timing.shown(older)
+        out.append(_copy(cands, older, "revision")._replace(time=time))
+        out.extend(c._replace(copy="revision", time=time) for c in copies)
+    return out
 
 
 def _canonical(

@@ -48,6 +48,9 @@ class RequestRanking:
     confidence: dict[str, Any] | None = None
     abstain: dict[str, Any] | None = None
     nearest: tuple[RankedRow, ...] = ()
+    #: With recency or supersession: the reference time and what time did
+    #: (synthesis/recency.py); None otherwise.
+    time: dict[str, Any] | None = None
 
     def with_request_id(self, request_id: str) -> RequestRanking:
         return replace(self, request_id=request_id)
@@ -68,6 +71,8 @@ class RequestRanking:
             out["profile"] = self.profile
         if self.confidence is not None:
             out["confidence"] = self.confidence
+        if self.time is not None:
+            out["time"] = self.time
         if self.abstain is not None:
             out["abstain"] = {
                 **self.abstain,

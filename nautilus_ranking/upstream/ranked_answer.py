@@ -66,6 +66,8 @@ def ranked_answer(
         head["ranking"]["explained_rows"] = len(rows)
     if outcome is not None and outcome.confidence is not None:
         head["ranking"]["confidence"] = outcome.confidence["value"]
+    if outcome is not None and outcome.time is not None:
+        head["ranking"]["time"] = outcome.time
     if outcome is not None and outcome.abstain is not None:
         head["ranking"]["abstained"] = bool(outcome.abstain["abstained"])
         head["ranking"]["abstain"] = {

@@ -33,7 +33,7 @@ from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.selection import confidence
 from nautilus_ranking.selection.budget import fit_counts
 from nautilus_ranking.selection.tokens import count_tokens, tokenizer_name
-from nautilus_ranking.synthesis import embedding_deadline
+from nautilus_ranking.synthesis import embedding_deadline, recency
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.tracing import ranking_begin, ranking_end
 from nautilus_ranking.tracing.facts import confidence_stage
@@ -142,10 +142,12 @@ class BrokerSynthesizer:
         traced = ranking_begin()  # the ranking span, under the broker's synthesis span
         confidence.taken()
         embedding_deadline.taken()
+        recency.taken()
         try:
             _, ranked_views = ranker.merge_ranked(ours, {"query": query})
             found = confidence.taken()
             late = embedding_deadline.taken()
+            timed = recency.taken()
             abstain = confidence.decide(
                 found,
                 min_confidence,
@@ -188,6 +190,7 @@ class BrokerSynthesizer:
             confidence=found.as_dict() if found is not None else None,
             abstain=abstain,
             nearest=nearest,
+            time=timed,
         )
         return merged, outcome
 

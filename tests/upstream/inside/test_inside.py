@@ -276,3 +276,48 @@ def test_ranking_inside_the_broker_loads_none_of_our_metrics(ops_config: Path) -
     finally:
         b.close()
     assert "nautilus_ranking.service.metrics" not in sys.modules
+
+
+def test_time_from_the_environment_supersedes_across_the_brokers_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker's nautilus.yaml has no place for a time: NAUTILUS_RANKING_TIME_FIELDS
+    names it by the broker's source ids, and the newest revision wins across sources."""
+    from conftest import static_source, write_config
+
+    archive = [
+        {"id": "R-01", "title": "Regulator FAQ", "body": "report within 24 hours", "at": "2025-01"},
+        {"id": "R-02", "title": "Retention FAQ", "body": "keep logs a year", "at": "2025-03-01"},
+    ]
+    current = [
+        {
+            "id": "R-01",
+            "title": "Regulator FAQ",
+            "body": "report within 48 hours",
+            "at": 1767225600,
+        },
+    ]
+    config = write_config(
+        tmp_path, [static_source("archive", archive), static_source("current", current)]
+    )
+    monkeypatch.setenv("NAUTILUS_RANKING_TIME_FIELDS", "archive:at,current:at")
+    monkeypatch.setenv("NAUTILUS_RANKING_SUPERSEDE", "true")
+    monkeypatch.setenv("NAUTILUS_RANKING_RECENCY", "half_life:90d")
+    b = broker(config)
+    try:
+        attached = attach_ranking(b)
+        response = b.request(AGENT, "ops: when to report to the regulator", dict(CONTEXT))
+    finally:
+        b.close()
+    ranking = attached.ranking(response.request_id)
+    assert ranking is not None and ranking.fallback is None
+    kept = [(r.source_id, r.row["id"]) for r in ranking.ranking]
+    assert ("current", "R-01") in kept and ("archive", "R-01") not in kept
+    first = next(r for r in ranking.ranking if r.row["id"] == "R-01")
+    assert [(c.source_id, c.copy, c.time) for c in first.also_from] == [
+        ("archive", "revision", "2025-01")
+    ]
+    assert ranking.time is not None and ranking.time["superseded"] == 1
+    assert ranking.time["reference"] == "2026-01-01T00:00:00Z"
+    assert ids(response.data["archive"]) == ["R-02"]  # the older revision left data
+    assert ranking.to_dict()["time"]["from"] == "newest_row"
