@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 import structlog
 from fakes import FakeSource
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.broker import Broker
@@ -379,3 +381,60 @@ def test_a_profile_ages_its_own_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     assert fresh.response.time is not None and fresh.response.time["recency"] == "half_life:30d"
     plain = answer_sync(engine, QueryRequest(query=REVISIONS["query"]))
     assert plain.response.time is None
+
+
+# --- odd rows, cursors ----------------------------------------------------------------
+
+ODD_TIMES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**20), max_value=10**20),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+    st.sampled_from(["2025", "2025-02", "2025-02-30", "2025-13-01", "9999-12-31", "0000"]),
+    st.datetimes(timezones=st.none() | st.just(dt.UTC)),
+    st.dates(),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(times=st.lists(ODD_TIMES, min_size=1, max_size=12), ids=st.lists(st.sampled_from("abc")))
+@example(times=["1e400", float("nan"), "2026-01-01T00:00:00+14:00", 10**19], ids=["a", "a"])
+def test_any_time_value_is_read_or_left_unaged_never_raised_or_dropped(
+    times: list[Any], ids: list[str]
+) -> None:
+    rows = [
+        {"id": ids[i] if i < len(ids) else f"r{i}", "text": f"orders disk {i}", "at": at}
+        for i, at in enumerate(times)
+    ]
+    results = [AdapterResult("a", rows[::2]), AdapterResult("b", rows[1::2])]
+    ranker = RankingSynthesizer(
+        recency="window:30d,b:half_life:1h", supersede=True, time_fields=PATHS
+    )
+    ranked = ranker.rank(results, {"query": "orders disk"})
+    revisions_kept = sum(c.copy == "revision" for r in ranked for c in r.also_from)
+    assert len(ranked) + revisions_kept == len(rows)  # every row shown, or a revision of one
+    for r in ranked:
+        assert r.time is not None and r.time["recency"] <= 0.0
+        assert r.score == pytest.approx(r.relevance + r.boost_bump + r.time["recency"])
+
+
+def test_as_of_is_in_the_cursor_a_cursor_made_as_of_one_time_is_refused_as_of_another() -> None:
+    sources = [FakeSource(r.source_id, r.rows) for r in revisions("2025-01-10", "2026-02-01")]
+    sources.append(FakeSource("more", [{"id": f"m{i}", "text": OLD + f" {i}"} for i in range(4)]))
+    engine = Engine.of(Broker(sources), NautilusSettings(ranking_recency="half_life:30d"))
+
+    def ask(as_of: str | None, cursor: str | None = None) -> Any:
+        request = QueryRequest(query=REVISIONS["query"], top_k=2, as_of=as_of, cursor=cursor)
+        return answer_sync(engine, request)
+
+    first = ask("2026-03-01")
+    assert first.response.time["reference"] == "2026-03-01" and first.next_cursor
+    assert ask("2026-03-01", first.next_cursor).response.ranking  # the same as_of: page 2
+    with pytest.raises(ProblemError) as refused:
+        ask("2026-06-01", first.next_cursor)
+    assert refused.value.extra["field"] == "cursor"
+    with pytest.raises(ProblemError):
+        ask(None, first.next_cursor)  # the newest row's time is another reference too

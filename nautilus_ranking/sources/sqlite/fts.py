@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from nautilus_ranking.sources.base import Row
 from nautilus_ranking.sources.schema import (
     BuildContext,
     ColumnList,
     SeededSqliteSpec,
+    column_list,
     named_id_field,
     register_source_type,
     resolve_data_path,
@@ -42,7 +44,8 @@ def fts_match_expression(query: str) -> str:
 
 
 class SqliteFtsSource(SeededSqliteSource):
-    """Rows of a JSONL seed indexed in FTS5 over ``columns``; ``id_field`` stored unindexed.
+    """Rows of a JSONL seed indexed in FTS5 over ``columns``; ``id_field`` and ``stored``
+    (fields returned but not searched: a row's time, its document key) stored unindexed.
 
     Rows come best first, each with its ``bm25`` score (SQLite's: lower is better)."""
 
@@ -59,24 +62,31 @@ class SqliteFtsSource(SeededSqliteSource):
         columns: list[str],
         id_field: str = "id",
         timeout_s: float = 5.0,
+        stored: list[str] | None = None,
     ) -> None:
         super().__init__(source_id, path, seed, timeout_s)
-        for name in (id_field, *columns):
+        stored = [c for c in stored or () if c != id_field and c not in columns]
+        for name in (id_field, *columns, *stored):
             quote_identifier(name)  # rejects anything but plain names, at start-up
         if not columns:
             raise ValueError("columns must name at least one column")
         self.columns = list(columns)
         self.id_field = id_field
+        self.stored = stored
 
     def options(self) -> dict[str, Any]:
         # null_ids: a row without an id stores NULL, no longer "" (rebuilds older files)
-        return {"columns": self.columns, "id_field": self.id_field, "null_ids": True}
+        options = {"columns": self.columns, "id_field": self.id_field, "null_ids": True}
+        if self.stored:  # (without, the options are what they were: no rebuild)
+            options["stored"] = self.stored
+        return options
 
     def build(self, connection: sqlite3.Connection) -> None:
         docs = load_seed(self.seed, self.columns)
         fields = [f"{quote_identifier(self.id_field)} UNINDEXED"]
         fields += [quote_identifier(c) for c in self.columns if c != self.id_field]
-        names = [self.id_field, *(c for c in self.columns if c != self.id_field)]
+        fields += [f"{quote_identifier(c)} UNINDEXED" for c in self.stored]
+        names = [self.id_field, *(c for c in self.columns if c != self.id_field), *self.stored]
         connection.execute(
             f"CREATE VIRTUAL TABLE docs USING fts5({', '.join(fields)}, "
             "tokenize = 'porter unicode61')"
@@ -85,7 +95,11 @@ class SqliteFtsSource(SeededSqliteSource):
         connection.executemany(
             f"INSERT INTO docs VALUES ({placeholders})",
             (
-                [_id(doc.get(self.id_field)), *(_text(doc.get(n)) for n in names[1:])]
+                [
+                    _id(doc.get(self.id_field)),
+                    *(_text(doc.get(n)) for n in names[1 : len(names) - len(self.stored)]),
+                    *(_stored(doc.get(n)) for n in self.stored),
+                ]
                 for doc in docs
             ),
         )
@@ -107,6 +121,13 @@ def _text(value: object) -> str:
     return "" if value is None else str(sqlite_value(str(value)))
 
 
+def _stored(value: object) -> object:
+    """A stored field as SQLite keeps it: nested JSON as its text, a number as itself."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return sqlite_value(value) if value is not None else None
+
+
 def _id(value: object) -> str | None:
     """The id as stored (text); a row without one keeps none (not ``""``)."""
     return None if value is None else _text(value)
@@ -118,6 +139,23 @@ class SqliteFtsSpec(SeededSqliteSpec):
 
     type: Literal["sqlite_fts"]
     columns: ColumnList = Field(description="seed fields indexed and returned")
+    stored: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="seed fields returned but not searched (a time_field, a document_key)",
+    )
+
+    @model_validator(mode="after")
+    def _time_is_returned(self) -> SqliteFtsSpec:
+        returned = {self.id_field, *self.columns, *self.stored}
+        for option in ("time_field", "document_key"):
+            path = getattr(self, option)
+            if path is not None and path.split(".")[0] not in returned:
+                raise ValueError(
+                    f"{option} {path!r} is not a field this source returns: add it to "
+                    f"stored (returned, not searched) or to columns"
+                )
+        return self
 
     def build(self, ctx: BuildContext) -> SqliteFtsSource:
         seed = resolve_seed_path(ctx, self.seed)
@@ -129,4 +167,5 @@ class SqliteFtsSpec(SeededSqliteSpec):
             self.columns,
             self.id_field,
             self.timeout_s,
+            column_list(self.stored) if self.stored else None,
         )

@@ -1,0 +1,182 @@
+"""Time through the command line, on real SQLite sources: a sources file's time_field and
+document_key, `--recency`, `--as-of`, what `--explain` shows, and the unset no-op (real
+`nautilus-ranking` subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plain_environment import plain_environment
+
+from tools.servers import NAUTILUS
+
+QUERY = "when are incidents reported to the regulator"
+FAQ = [
+    {
+        "id": "R-01",
+        "text": "Incidents are reported to the regulator within 48 hours.",
+        "updated": "2026-02-01T09:00:00Z",
+    },
+    {"id": "R-07", "text": "The regulator reads incident reports in order.", "updated": "2025"},
+]
+ARCHIVE = [
+    {
+        "id": "R-01",
+        "text": "Incidents are reported to the regulator within 24 hours.",
+        "meta": {"modified": 1736467200},
+    },
+    {"id": "R-09", "text": "Old incident reports to the regulator are kept.", "meta": {}},
+]
+
+
+@pytest.fixture
+def sources(tmp_path: Path) -> Path:
+    for name, rows in (("faq", FAQ), ("archive", ARCHIVE)):
+        (tmp_path / f"{name}.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+        )
+    config = tmp_path / "sources.yaml"
+    config.write_text(
+        "sources:\n"
+        "  - {id: faq, type: sqlite_fts, path: faq.db, seed: faq.jsonl, columns: [text],"
+        " stored: [updated], time_field: updated}\n"
+        "  - {id: archive, type: sqlite_table, path: archive.db, seed: archive.jsonl,"
+        " table: archive, search_columns: [text], time_field: meta.modified}\n",
+        encoding="utf-8",
+    )
+    return config
+
+
+def query(config: Path, *flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    base = plain_environment()
+    base["NAUTILUS_DATA_DIR"] = str(config.parent / "data")
+    done = subprocess.run(
+        [NAUTILUS, "query", QUERY, "--config", str(config), "--json", *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, **(env or {})},
+    )
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def test_a_mapped_time_alone_changes_no_byte_of_the_answer(sources: Path) -> None:
+    plain = query(sources, "--top-k", "3")
+    mapped = query(
+        sources, "--top-k", "3", env={"NAUTILUS_RANKING_TIME_FIELDS": "faq:updated,archive:id"}
+    )
+    assert "time" not in plain and "time" not in mapped
+    for answer in (plain, mapped):
+        answer.pop("request_id")
+        answer.pop("duration_ms")
+    assert mapped == plain
+
+
+def test_supersession_and_recency_from_the_sources_file(sources: Path) -> None:
+    answer = query(
+        sources,
+        "--top-k",
+        "3",
+        "--recency",
+        "half_life:90d",
+        "--as-of",
+        "2026-03-01",
+        "--explain",
+        env={"NAUTILUS_RANKING_SUPERSEDE": "true"},
+    )
+    assert answer["time"] == {
+        "reference": "2026-03-01",
+        "from": "as_of",
+        "recency": "half_life:90d",
+        "dated": 3,
+        "undated": 1,
+        "ahead": 0,
+        "superseded": 1,
+    }
+    by_id = {(e["source_id"], e["id"]): e for e in answer["ranking"]}
+    assert ("archive", "R-01") not in by_id  # the older revision, in the newer's provenance
+    current = by_id[("faq", "R-01")]
+    assert current["also_from"] == [
+        {
+            "source_id": "archive",
+            "id": "R-01",
+            "source_rank": 1,
+            "copy": "revision",
+            "time": "2025-01-10T00:00:00Z",
+        }
+    ]
+    assert current["time"]["time"] == "2026-02-01T09:00:00Z"
+    assert current["time"]["age_days"] == pytest.approx(28.625)
+    assert by_id[("faq", "R-07")]["time"]["time"] == "2025"  # a year stays a year
+    assert by_id[("archive", "R-09")]["time"] == {
+        "time": None,
+        "age_days": None,
+        "freshness": 1.0,
+        "recency": 0.0,
+    }
+    assert [r["id"] for r in answer["data"]["archive"]] == ["R-09"]
+
+
+def test_explain_shows_each_rows_age_and_the_reference(sources: Path) -> None:
+    base = plain_environment()
+    base["NAUTILUS_DATA_DIR"] = str(sources.parent / "data")
+    done = subprocess.run(
+        [
+            NAUTILUS,
+            "query",
+            QUERY,
+            "--config",
+            str(sources),
+            "--recency",
+            "window:365d",
+            "--explain",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=base,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "age(d)" in done.stdout and "recency" in done.stdout
+    assert "time: ages from 2026-02-01T09:00:00Z (the newest row's time); recency window:365d" in (
+        done.stdout
+    )
+
+
+def test_a_bad_recency_flag_is_a_clear_error(sources: Path) -> None:
+    base = plain_environment()
+    base["NAUTILUS_DATA_DIR"] = str(sources.parent / "data")
+    done = subprocess.run(
+        [NAUTILUS, "query", QUERY, "--config", str(sources), "--recency", "half_life:soon"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=base,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "recency" in done.stderr and "not a duration" in done.stderr
+
+
+def test_a_time_field_a_full_text_source_does_not_return_is_refused_at_start(
+    sources: Path,
+) -> None:
+    text = sources.read_text(encoding="utf-8").replace(" stored: [updated],", "")
+    sources.write_text(text, encoding="utf-8")
+    base = plain_environment()
+    base["NAUTILUS_DATA_DIR"] = str(sources.parent / "data")
+    done = subprocess.run(
+        [NAUTILUS, "config", "--strict", "--config", str(sources)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=base,
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "time_field 'updated' is not a field this source returns" in done.stderr
+    assert "stored" in done.stderr
