@@ -98,6 +98,18 @@ class PresetSpec(HttpFields):
         default=None,
         description="merged into params: a value replaces, null deletes a default parameter",
     )
+    stored: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="document fields returned but not searched (a time_field, a document_key)",
+    )
+
+    @field_validator("stored")
+    @classmethod
+    def _stored(cls, value: list[str]) -> list[str]:
+        for field in value:
+            _name(field, "stored field")
+        return value
 
     def defaults(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -176,7 +188,10 @@ class ElasticsearchSpec(PresetSpec):
             "method": "POST",
             "body": body,
             "response": ResponseSpec(
-                hits="hits.hits", id="_id", score="_score", **_document_fields(names, "_source")
+                hits="hits.hits",
+                id="_id",
+                score="_score",
+                **_document_fields(names + self.stored, "_source"),
             ),
             "paging": paging,
             "auth": auth,
@@ -229,7 +244,7 @@ class TypesenseSpec(PresetSpec):
                 hits="hits",
                 id="document.id",
                 score="text_match",
-                **_document_fields(self.query_by, "document"),
+                **_document_fields(self.query_by + self.stored, "document"),
             ),
             "paging": PagingSpec(by="page", page_size=TYPESENSE_MAX_PAGE),
             "auth": auth,

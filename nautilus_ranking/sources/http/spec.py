@@ -25,7 +25,15 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.sources.http.client import (
@@ -250,6 +258,21 @@ class HttpSpec(HttpFields):
     type: Literal["http"]
     url: str
     response: ResponseSpec
+
+    @model_validator(mode="after")
+    def _time_is_returned(self) -> HttpSpec:
+        r = self.response
+        returned = {"id", ENGINE_SCORE, DISTANCE, *r.fields}
+        returned |= {name for name in ("text", "title", "metadata") if getattr(r, name)}
+        for option in ("time_field", "document_key"):
+            path = getattr(self, option)
+            if path is not None and path.split(".")[0] not in returned:
+                raise ValueError(
+                    f"{option} {path!r} is not a field this source's rows have: add it to "
+                    "stored (a preset), or map it with response.fields (a name and a "
+                    "JMESPath over the hit), then name it"
+                )
+        return self
 
     @field_validator("ca_file")
     @classmethod

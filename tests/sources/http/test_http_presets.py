@@ -300,3 +300,53 @@ def test_the_elasticsearch_preset_asks_for_any_word_of_a_question(tmp_path: Path
         "from": 0,
     }
     assert len(rows) >= 5  # any word matches (a conjunction would find none)
+
+
+def test_a_stored_field_is_returned_unsearched_and_a_time_field_may_name_it() -> None:
+    spec = ElasticsearchSpec.model_validate(
+        {
+            "id": "kb",
+            "type": "elasticsearch",
+            "index": "kb",
+            "fields": ["title", "body"],
+            "stored": ["updated_at"],
+            "time_field": "updated_at",
+        }
+    )
+    http = http_of(spec)
+    assert http["response"]["fields"] == {
+        "body": "_source.body",
+        "updated_at": "_source.updated_at",
+    }
+    assert http["body"]["query"]["multi_match"]["fields"] == ["title", "body"]  # not searched
+    assert http["time_field"] == "updated_at"
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        (
+            {"type": "typesense", "collection": "kb", "query_by": ["title"], "time_field": "at"},
+            "time_field 'at' is not a field this source's rows have",
+        ),
+        (
+            {
+                "type": "http",
+                "url": "http://127.0.0.1:9/search",
+                "response": {"hits": "hits", "id": "id", "fields": {"at": "meta.at"}},
+                "document_key": "page",
+            },
+            "document_key 'page' is not a field this source's rows have",
+        ),
+    ],
+)
+def test_a_time_field_the_rows_do_not_have_is_refused_with_the_fix(
+    tmp_path: Path, entry: dict[str, Any], said: str
+) -> None:
+    from nautilus_ranking.sources.schema import SourceConfigError
+
+    path = tmp_path / "nautilus.yaml"
+    path.write_text(yaml.safe_dump({"sources": [{"id": "kb", **entry}]}), encoding="utf-8")
+    with pytest.raises(SourceConfigError) as refused:
+        build_sources(path, tmp_path / "data", "hashing")
+    assert said in str(refused.value) and "response.fields" in str(refused.value)
