@@ -129,7 +129,7 @@ class Broker:
             settings.embedder_disk_cache_mb,
         )
         ids = [s.id for s in sources]
-        problems = boost_problems(settings, ids) + canonical_problems(settings, ids)
+        problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
         if problems:
             if settings.config_strict:  # the error lists them: no warning each as well
                 raise ConfigError(problems)
@@ -488,20 +488,27 @@ def boost_problems(settings: NautilusSettings, source_ids: Sequence[str]) -> tup
     )
 
 
-def canonical_problems(
+def named_source_problems(
     settings: NautilusSettings, source_ids: Sequence[str]
 ) -> tuple[Problem, ...]:
-    """One problem for each ``NAUTILUS_RANKING_CANONICAL_SOURCES`` id that no source has:
-    a misspelt id silently keeps no copy where the operator meant one kept."""
+    """One problem for each id no source has among those the settings name a source by
+    (besides boosts): ``NAUTILUS_RANKING_CANONICAL_SOURCES``, a recency entry for one
+    source, ``NAUTILUS_RANKING_TIME_FIELDS`` and ``NAUTILUS_RANKING_DOCUMENT_KEYS``. A
+    misspelt id silently does nothing where the operator meant something done."""
+    from nautilus_ranking.settings.time_entries import recency_of
+
     known = {sid.lower() for sid in source_ids}
+    recency, _ = recency_of(settings.ranking_recency)
+    named = [
+        ("NAUTILUS_RANKING_CANONICAL_SOURCES", settings.ranking_canonical_sources),
+        ("NAUTILUS_RANKING_RECENCY", list(recency.per_source) if recency is not None else []),
+        ("NAUTILUS_RANKING_TIME_FIELDS", list(settings.ranking_time_fields)),
+        ("NAUTILUS_RANKING_DOCUMENT_KEYS", list(settings.ranking_document_keys)),
+    ]
     return tuple(
-        Problem(
-            "NAUTILUS_RANKING_CANONICAL_SOURCES",
-            sid,
-            f"no source has id {sid!r}",
-            ", ".join(source_ids),
-        )
-        for sid in settings.ranking_canonical_sources
+        Problem(variable, sid, f"no source has id {sid!r}", ", ".join(source_ids))
+        for variable, ids in named
+        for sid in ids
         if sid.lower() not in known
     )
 

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_config(args: argparse.Namespace) -> int:
     """``nautilus-ranking config``: print the effective settings and sources, or gate them."""
-    from nautilus_ranking.broker import boost_problems, canonical_problems, config_path
+    from nautilus_ranking.broker import boost_problems, config_path, named_source_problems
     from nautilus_ranking.request.engine import NO_SOURCES
     from nautilus_ranking.settings.model import NautilusSettings
     from nautilus_ranking.sources.factory import sources_json_schema
@@ -101,7 +101,7 @@ def run_config(args: argparse.Namespace) -> int:
     problems = (
         list(settings.problems)
         + list(boost_problems(settings, source_ids) if source_ids is not None else ())
-        + list(canonical_problems(settings, source_ids) if source_ids is not None else ())
+        + list(named_source_problems(settings, source_ids) if source_ids is not None else ())
         + profile_problems
         + keys_problems(settings, profiles)
     )

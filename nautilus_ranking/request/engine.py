@@ -17,8 +17,8 @@ from nautilus_ranking.broker import (
     Broker,
     applied_settings,
     boost_problems,
-    canonical_problems,
     config_path,
+    named_source_problems,
     synthesizer_for,
 )
 from nautilus_ranking.embedders import Embedder, embedder_from_name
@@ -100,7 +100,7 @@ class Engine:
             _embedder_of(broker, settings),
             settings.problems
             + boost_problems(settings, ids)
-            + canonical_problems(settings, ids)
+            + named_source_problems(settings, ids)
             + profiles.problems,
             profiles,
         )

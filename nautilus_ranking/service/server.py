@@ -110,7 +110,7 @@ def _check(settings: NautilusSettings) -> None:
     """The sources file, the boosts, the keys file's grants and (strict mode) the ranking
     profiles, checked as ``nautilus-ranking config --strict`` checks them (without building
     a broker or loading a model): a problem is a ConfigError."""
-    from nautilus_ranking.broker import boost_problems, canonical_problems, config_path
+    from nautilus_ranking.broker import boost_problems, config_path, named_source_problems
     from nautilus_ranking.cli.config import check_sources
     from nautilus_ranking.request.engine import NO_SOURCES
 
@@ -136,7 +136,7 @@ def _check(settings: NautilusSettings) -> None:
             )
         )
     ids = [source["id"] for source in listing]
-    problems = boost_problems(settings, ids) + canonical_problems(settings, ids)
+    problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
     if settings.config_strict or settings.serve_api_keys_file is not None:
         from nautilus_ranking.cli.config import keys_problems
         from nautilus_ranking.cli.config_profiles import read_profiles

@@ -118,8 +118,11 @@ def select(
         if recording is not None:
             copies_stage(recording, "copies", len(score), len(order))
         if timing is not None and superseding:
+            before = len(order)
             order = _supersede(cands, order, also_from, members, timing)
             revisions = members.revisions
+            if recording is not None:
+                copies_stage(recording, "revisions", before, len(order))
         if spread is not None and spreading:  # near copies, diversity, the cap
             order = _spread(cands, score, order, also_from, members, spread, top_k, canonical)
             shown = members.shown

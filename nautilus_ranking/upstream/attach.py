@@ -37,7 +37,7 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from nautilus_ranking.broker import applied_settings, boost_problems
+from nautilus_ranking.broker import applied_settings, boost_problems, named_source_problems
 from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.embedders.warm_up import warm_up
 from nautilus_ranking.errors import NautilusError
@@ -143,7 +143,8 @@ def attach_ranking(
         raise IncompatibleBrokerError(f"{type(broker).__name__} has no arequest() to wrap")
     check_broker_version()
     settings = settings if settings is not None else NautilusSettings()
-    problems = boost_problems(settings, _source_ids(broker))
+    ids = _source_ids(broker)
+    problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
     if problems and settings.config_strict:
         raise ConfigError(problems)
     if embedder is None and settings.ranking_enabled:
@@ -234,7 +235,11 @@ def _adopt_sources(
     checked against them (warned and dropped), the ranker, the routing vocabulary."""
     broker, settings = attached.broker, attached.settings
     ids = _source_ids(broker)
-    found = boost_problems(settings, ids) if problems is None else problems
+    found = (
+        boost_problems(settings, ids) + named_source_problems(settings, ids)
+        if problems is None
+        else problems
+    )
     for problem in found:
         log_problem(problem)
     applied = applied_settings(settings, ids) if found else settings

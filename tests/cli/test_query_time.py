@@ -180,3 +180,27 @@ def test_a_time_field_a_full_text_source_does_not_return_is_refused_at_start(
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "time_field 'updated' is not a field this source returns" in done.stderr
     assert "stored" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("NAUTILUS_RANKING_TIME_FIELDS", "fqa:updated"),
+        ("NAUTILUS_RANKING_DOCUMENT_KEYS", "archiv:id"),
+        ("NAUTILUS_RANKING_RECENCY", "half_life:30d,fqa:off"),
+    ],
+)
+def test_a_source_id_no_source_has_is_named_by_strict_mode(
+    sources: Path, variable: str, value: str
+) -> None:
+    base = plain_environment()
+    base["NAUTILUS_DATA_DIR"] = str(sources.parent / "data")
+    done = subprocess.run(
+        [NAUTILUS, "config", "--strict", "--config", str(sources)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, variable: value},
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"{variable}: " in done.stderr and "no source has id" in done.stderr
