@@ -66,6 +66,7 @@ from benchmarks.quality.ir_collections import (
 from benchmarks.sections import write_section
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.embedders import HashingEmbedder
+from nautilus_ranking.embedders.default import idf_default
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.synthesis import recency
 
@@ -147,16 +148,24 @@ def parts_with_revisions(collection: Collection, dated: Dated) -> list[list[dict
 Fetched = dict[str, list[AdapterResult]]
 
 
-def fetched(collection: Collection, dated: Dated, revised: bool, folder: Path) -> Fetched:
-    """Every query's answers from the three real sources (cached), undeclared."""
+def fetched(
+    collection: Collection, dated: Dated, revised: bool, folder: Path, embedder: str = "hashing"
+) -> Fetched:
+    """Every query's answers from the three real sources (cached), undeclared; the vector
+    source retrieves by ``embedder``."""
     name = "revised" if revised else "plain"
-    cache = folder / f"{collection.name}-{name}.pickle"
+    suffix = "" if embedder == "hashing" else f"-{embedder}"
+    cache = folder / f"{collection.name}-{name}{suffix}.pickle"
     if cache.exists():
         answers: Fetched = pickle.loads(cache.read_bytes())
         return answers
     parts = parts_with_revisions(collection, dated) if revised else None
     broker = partitioned.build_broker(
-        collection, f"recency-{name}", folder / collection.name, HashingEmbedder(), parts=parts
+        collection,
+        f"recency-{name}{suffix}",
+        folder / collection.name,
+        embedder_of(embedder),
+        parts=parts,
     )
     answers = {  # text mode: the rows without their vectors, as a source of text hands them
         qid: [
@@ -190,10 +199,20 @@ def with_times(answers: Fetched, dated: Dated | None) -> Fetched:
     return out
 
 
-def ranker(setting: str) -> RankingSynthesizer:
+def embedder_of(name: str) -> Any:
+    """The embedder ``name`` ranks and retrieves with (the model is shared by every run)."""
+    return HashingEmbedder() if name == "hashing" else partitioned.onnx_embedder()
+
+
+def ranker(setting: str, embedder: str = "hashing") -> RankingSynthesizer:
+    """The ranker of ``setting``, as an operator's would rank: the embedder's own IDF
+    default, and with the model its best 100 rows by words (no deadline: a benchmark's
+    answers do not depend on the machine's speed)."""
     return RankingSynthesizer(
         top_k=TOP_K,
-        embedder=HashingEmbedder(),
+        embedder=embedder_of(embedder),
+        idf=idf_default(embedder),
+        embedding_max_rows=0 if embedder == "hashing" else 100,
         time_fields={s: TIME for s in partitioned.SOURCES},
         **SETTINGS[setting],
     )
@@ -217,8 +236,9 @@ def measure(
     grades_of: Callable[[str], dict[str, int]],
     setting: str,
     dated: Dated | None,
+    embedder: str = "hashing",
 ) -> Measured:
-    rank = ranker(setting)
+    rank = ranker(setting, embedder)
     ndcg, new_irrelevant = [], []
     won = pairs = 0
     newest_tenth = START + SPAN * (1 - NEW_TAIL)
@@ -264,23 +284,26 @@ def share(value: float) -> Iterator[None]:
         recency.RECENCY_SHARE = kept
 
 
-def run(collections: list[Collection], work: Path, shares: list[float]) -> str:
+def run(
+    collections: list[Collection], work: Path, shares: list[float], embedders: list[str]
+) -> str:
     main_lines = [
-        "| collection | setting | pairs: newer first | nDCG@10 dated | Δ vs off [95% CI] | "
-        "time does not matter: Δ nDCG@10 | undated: Δ nDCG@10 | new irrelevant in top 10 "
-        "(Δ, points) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| collection | embedder | setting | pairs: newer first | nDCG@10 dated | "
+        "Δ vs off [95% CI] | time does not matter: Δ nDCG@10 | undated: Δ nDCG@10 | "
+        "new irrelevant in top 10 (Δ, points) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     tune_lines = [
-        "| share | half-life | pairs: newer first (recency only) | Δ nDCG@10 dated (recency only) "
-        "| time does not matter: Δ nDCG@10 (mean, worst collection) | new irrelevant (Δ, points) |",
-        "|---|---|---|---|---|---|",
+        "| embedder | share | half-life | pairs: newer first (recency only) | Δ nDCG@10 dated "
+        "(recency only) | time does not matter: Δ nDCG@10 (mean, worst collection) | new "
+        "irrelevant (Δ, points: mean, worst collection) |",
+        "|---|---|---|---|---|---|---|",
     ]
-    pooled: dict[tuple[float, str], dict[str, list[float]]] = {}
-    for collection in collections:
+    pooled: dict[tuple[str, float, str], dict[str, list[float]]] = {}
+    for embedder, collection in [(e, c) for e in embedders for c in collections]:
         dated = generate(collection)
-        revised = with_times(fetched(collection, dated, True, work), dated)
-        plain_raw = fetched(collection, dated, False, work)
+        revised = with_times(fetched(collection, dated, True, work, embedder), dated)
+        plain_raw = fetched(collection, dated, False, work, embedder)
         timed = with_times(plain_raw, Dated(dated.times, {}, dated.home, {}))
 
         def original(qid: str, c: Collection = collection) -> dict[str, int]:
@@ -291,17 +314,18 @@ def run(collections: list[Collection], work: Path, shares: list[float]) -> str:
 
         base: dict[str, Measured] = {}
         for setting in SETTINGS:
-            base[setting] = measure(collection, revised, dated_grades, setting, dated)
-        flat_off = measure(collection, timed, original, "off", None)
-        undated_off = measure(collection, plain_raw, original, "off", None)
+            base[setting] = measure(collection, revised, dated_grades, setting, dated, embedder)
+        flat_off = measure(collection, timed, original, "off", None, embedder)
+        undated_off = measure(collection, plain_raw, original, "off", None, embedder)
         for setting in SETTINGS:
             m = base[setting]
             ci = paired_ci(m.ndcg, base["off"].ndcg)
-            flat = measure(collection, timed, original, setting, None)
-            undated = measure(collection, plain_raw, original, setting, None)
+            flat = measure(collection, timed, original, setting, None, embedder)
+            undated = measure(collection, plain_raw, original, setting, None, embedder)
             main_lines.append(
-                f"| {collection.name} | {setting} | {m.pairs_won / max(1, m.pairs):.3f} "
-                f"({m.pairs_won}/{m.pairs}) | {np.mean(m.ndcg):.3f} | {ci_text(ci)} | "
+                f"| {collection.name} | {embedder} | {setting} | "
+                f"{m.pairs_won / max(1, m.pairs):.3f} ({m.pairs_won}/{m.pairs}) | "
+                f"{np.mean(m.ndcg):.3f} | {ci_text(ci)} | "
                 f"{ci_text(paired_ci(flat.ndcg, flat_off.ndcg))} | "
                 f"{np.mean(undated.ndcg) - np.mean(undated_off.ndcg):+.4f} | "
                 f"{100 * (np.mean(flat.new_irrelevant) - np.mean(flat_off.new_irrelevant)):+.2f} |"
@@ -311,10 +335,11 @@ def run(collections: list[Collection], work: Path, shares: list[float]) -> str:
             for half_life in ("30d", "90d", "365d"):
                 SETTINGS["tune"] = {"recency": f"half_life:{half_life}"}
                 with share(value):
-                    m = measure(collection, revised, dated_grades, "tune", dated)
-                    flat = measure(collection, timed, original, "tune", None)
+                    m = measure(collection, revised, dated_grades, "tune", dated, embedder)
+                    flat = measure(collection, timed, original, "tune", None, embedder)
                 cell = pooled.setdefault(
-                    (value, half_life), {k: [] for k in ("won", "pairs", "dated", "flat", "new")}
+                    (embedder, value, half_life),
+                    {k: [] for k in ("won", "pairs", "dated", "flat", "new")},
                 )
                 cell["won"].append(m.pairs_won)
                 cell["pairs"].append(m.pairs)
@@ -323,12 +348,13 @@ def run(collections: list[Collection], work: Path, shares: list[float]) -> str:
                 new = np.mean(flat.new_irrelevant) - np.mean(flat_off.new_irrelevant)
                 cell["new"].append(100 * float(new))
         SETTINGS.pop("tune", None)
-    for (value, half_life), cell in sorted(pooled.items()):
+    for (embedder, value, half_life), cell in sorted(pooled.items()):
         worst = max(cell["flat"], key=abs)
         tune_lines.append(
-            f"| {value:g} | {half_life} | {sum(cell['won']) / max(1, sum(cell['pairs'])):.3f} | "
+            f"| {embedder} | {value:g} | {half_life} | "
+            f"{sum(cell['won']) / max(1, sum(cell['pairs'])):.3f} | "
             f"{np.mean(cell['dated']):+.4f} | {np.mean(cell['flat']):+.4f} ({worst:+.4f}) | "
-            f"{np.mean(cell['new']):+.2f} |"
+            f"{np.mean(cell['new']):+.2f} ({max(cell['new']):+.2f}) |"
         )
         print(tune_lines[-1], file=sys.stderr, flush=True)
     tuning = "\n\nThe decay's share and half-life (recency only):\n\n" + "\n".join(tune_lines)
@@ -340,7 +366,8 @@ def main() -> int:
     parser.add_argument("--datasets", type=Path, default=DATASETS)
     parser.add_argument("--work-dir", type=Path, default=None)
     parser.add_argument("--only", default=None)
-    parser.add_argument("--shares", default="0.25,0.5,1.0")
+    parser.add_argument("--shares", default="0.15,0.2,0.25,0.5,1.0")
+    parser.add_argument("--embedders", default="hashing,onnx")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     configure_logging("ERROR")
@@ -348,7 +375,10 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     collections = list(each_collection(args.datasets, args.only))
     shares = [float(s) for s in args.shares.split(",") if s.strip()]
-    text = run(collections, work, shares)
+    names = [n for n in args.embedders.split(",") if n.strip()]
+    if "onnx" in names and partitioned.onnx_embedder() is None:
+        names.remove("onnx")  # the model needs the embed extra
+    text = run(collections, work, shares, names)
     print(text)
     if args.out is not None:
         command = "python -m benchmarks.quality.recency --work-dir DIR --out " + str(args.out)
