@@ -148,12 +148,12 @@ def _component(
 class RankedRow:
     """One row's place in the global ranking, and why it is there.
 
-    ``score = relevance + boost_bump`` with ``relevance = content + evidence +
-    unranked_vote``. Each score component is declared once below, with its
-    ``--explain`` column and what it means (:data:`SCORE_COMPONENTS` lists them; the
-    formula is in docs/configuration.md, "How a row is scored"). ``also_from`` lists
-    the other rows collapsed into this one, exact and near copies alike (:class:`Copy`),
-    best first.
+    ``score = relevance + boost_bump`` (``+ recency`` under a decay by age: ``time``)
+    with ``relevance = content + evidence + unranked_vote``. Each score component is
+    declared once below, with its ``--explain`` column and what it means
+    (:data:`SCORE_COMPONENTS` lists them; the formula is in docs/configuration.md, "How
+    a row is scored"). ``also_from`` lists the other rows collapsed into this one, exact
+    and near copies and older revisions alike (:class:`Copy`), best first.
     """
 
     source_id: str
