@@ -34,10 +34,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from nautilus_ranking.records import AdapterResult
 from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json
 from nautilus_ranking.settings.time_entries import Recency
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
@@ -87,12 +88,19 @@ class Timing:
         }
 
 
+class TimeSettings(Protocol):
+    """What time reads of a ranker: a RankingSynthesizer's settings."""
+
+    recency: Recency | None
+    supersede: bool
+    time_fields: dict[str, str]  # by lower-case source id
+    document_keys: dict[str, str]
+    dedup_key: str | None
+
+
 def timing(
-    recency: Recency | None,
-    supersede: bool,
-    paths: Mapping[str, str],
-    document_keys: Mapping[str, str],
-    dedup_key: str | None,
+    settings: TimeSettings,
+    results: list[AdapterResult],
     rows: list[dict[str, Any]],
     source_ids: Sequence[str],
     source_index: IntArray,
@@ -103,9 +111,15 @@ def timing(
     warnings: RankWarnings,
 ) -> Timing | None:
     """Each scored row's time, age and recency (None when neither recency nor
-    supersession is set); ``paths`` and ``document_keys`` by lower-case source id."""
+    supersession is set). Where a source's rows keep their time and document: the
+    settings' entry, else the source's own (its result's ``time_field``,
+    ``document_key``)."""
+    recency, supersede = settings.recency, settings.supersede
     if recency is None and not supersede:
         return None
+    paths = _paths(results, settings.time_fields, "time_field")
+    document_keys = _paths(results, settings.document_keys, "document_key")
+    dedup_key = settings.dedup_key
     n = len(rows)
     readers = _readers(paths, source_ids, warnings, "time")
     lo, hi, values, why = read_times(rows, source_index, readers)
@@ -189,6 +203,19 @@ def _reference(
         )
         return reference, "newest_row", ahead
     return reference, "newest_row", 0
+
+
+def _paths(
+    results: list[AdapterResult], settings: Mapping[str, str], option: str
+) -> dict[str, str]:
+    """By lower-case source id, the path a source's rows hold ``option`` under: the
+    setting's entry, else what the source itself says (its sources-file option)."""
+    paths = {
+        r.source_id.lower(): path
+        for r in results
+        if isinstance(r.source_id, str) and isinstance(path := getattr(r, option, None), str)
+    }
+    return {**paths, **settings}
 
 
 def _readers(
