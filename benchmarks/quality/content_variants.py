@@ -16,6 +16,8 @@ central reference on the same union:
   combination of their normalised scores;
 * ``content alone``: no vote from the sources' own orders, only content's.
 
+The shipped ranking's difference carries its 95% paired bootstrap interval.
+
 The replacements are made on the module functions the ranking pass calls, for the
 length of one cell, and undone after: nothing here changes what the package ships.
 
@@ -41,7 +43,13 @@ import numpy as np
 
 from benchmarks.quality.central_rerank import CentralRerank
 from benchmarks.quality.confidence_fit import SCENARIOS, TOP_K, collect
-from benchmarks.quality.ir_collections import DATASETS, each_collection, ndcg_at
+from benchmarks.quality.ir_collections import (
+    DATASETS,
+    ci_text,
+    each_collection,
+    ndcg_at,
+    paired_ci,
+)
 from benchmarks.quality.partitioned import onnx_embedder
 from nautilus_ranking import RankingSynthesizer
 from nautilus_ranking.embedders import embedder_from_name
@@ -147,8 +155,8 @@ def replaced(parts: dict[str, Callable[..., Any]]) -> Iterator[None]:
 
 def cell(
     fetched: dict[str, list], collection: Any, ranker: RankingSynthesizer, central: CentralRerank
-) -> dict[str, float]:
-    """Mean nDCG@10 of the central reference and of each variant over the cell's queries."""
+) -> dict[str, list[float]]:
+    """nDCG@10 of the central reference and of each variant, query by query."""
     scores: dict[str, list[float]] = {"central": [], **{name: [] for name in VARIANTS}}
     Query.central = central
     for qid, results in sorted(fetched.items()):
@@ -161,7 +169,7 @@ def cell(
             scores[name].append(ndcg_at([str(r.row.get("id")) for r in rows], grades, TOP_K))
         union = list(dict.fromkeys(str(r["id"]) for res in plain for r in res.rows))
         scores["central"].append(ndcg_at(central.hybrid(union, Query.text), grades, TOP_K))
-    return {name: float(np.mean(values)) for name, values in scores.items()}
+    return scores
 
 
 def main() -> int:
@@ -188,8 +196,10 @@ def main() -> int:
     ranker = RankingSynthesizer(top_k=TOP_K, idf=True, lexical="bm25", embedder=embedder)
     names = list(VARIANTS)
     lines = [
-        "| cell | central BM25+dense | " + " | ".join(names) + " |",
-        "|---|---|" + "---|" * len(names),
+        "| cell | queries | central BM25+dense | shipped [95% CI] | "
+        + " | ".join(names[1:])
+        + " |",
+        "|---|---|---|" + "---|" * len(names),
     ]
     differences: dict[str, list[float]] = {name: [] for name in names}
     for cname, collection in collections.items():
@@ -197,20 +207,23 @@ def main() -> int:
         for scenario in SCENARIOS:
             with (work / "onnx" / cname / f"{scenario}-fetched.pickle").open("rb") as handle:
                 fetched = pickle.load(handle)["own"]
-            means = cell(fetched, collection, ranker, central)
+            scores = cell(fetched, collection, ranker, central)
+            means = {name: float(np.mean(values)) for name, values in scores.items()}
             for name in names:
                 differences[name].append(means[name] - means["central"])
             lines.append(
-                f"| {cname}, {scenario} | {means['central']:.3f} | "
-                + " | ".join(f"{means[n] - means['central']:+.3f}" for n in names)
+                f"| {cname}, {scenario} | {len(scores['central'])} | {means['central']:.3f} | "
+                + ci_text(paired_ci(scores["shipped"], scores["central"]))
+                + " | "
+                + " | ".join(f"{means[n] - means['central']:+.3f}" for n in names[1:])
                 + " |"
             )
             print(lines[-1], file=sys.stderr, flush=True)
     lines.append(
-        "| mean | | " + " | ".join(f"{np.mean(differences[n]):+.4f}" for n in names) + " |"
+        "| mean | | | " + " | ".join(f"{np.mean(differences[n]):+.4f}" for n in names) + " |"
     )
     lines.append(
-        f"| cells at or above central {BAR:+.3f} | | "
+        f"| cells at or above central {BAR:+.3f} | | | "
         + " | ".join(
             f"{sum(d >= BAR for d in differences[n])} of {len(differences[n])}" for n in names
         )
