@@ -42,6 +42,7 @@ from nautilus_ranking.rows import screen_rows
 from nautilus_ranking.selection import confidence
 from nautilus_ranking.selection.budget import apply_budget, entry_text
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
+from nautilus_ranking.settings.time_entries import recency_of
 from nautilus_ranking.sources.base import (
     Source,
     declared_order,
@@ -495,8 +496,6 @@ def named_source_problems(
     (besides boosts): ``NAUTILUS_RANKING_CANONICAL_SOURCES``, a recency entry for one
     source, ``NAUTILUS_RANKING_TIME_FIELDS`` and ``NAUTILUS_RANKING_DOCUMENT_KEYS``. A
     misspelt id silently does nothing where the operator meant something done."""
-    from nautilus_ranking.settings.time_entries import recency_of
-
     known = {sid.lower() for sid in source_ids}
     recency, _ = recency_of(settings.ranking_recency)
     named = [

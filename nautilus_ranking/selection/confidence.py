@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import math
-from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from nautilus_ranking.request_note import RequestNote
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 #: The rows the confidence is about: at least one relevant among the best ``TOP_K``.
@@ -56,7 +56,7 @@ FEATURES: tuple[str, ...] = (
 )
 FIT_FILE = "confidence_fit.json"
 
-_ESTIMATE: ContextVar[Confidence | None] = ContextVar("nautilus_confidence", default=None)
+_ESTIMATE: RequestNote[Confidence] = RequestNote("nautilus_confidence")
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,15 +203,12 @@ def estimate(setup: str, observed: Signals, fits: dict[str, Fit] | None = None) 
 
 def keep(confidence: Confidence | None) -> None:
     """Keep this request's confidence (the broker reads it once its synthesizer ranked)."""
-    _ESTIMATE.set(confidence)
+    _ESTIMATE.keep(confidence)
 
 
 def taken() -> Confidence | None:
     """This request's confidence (None: nothing ranked), forgotten once read."""
-    value = _ESTIMATE.get()
-    if value is not None:
-        _ESTIMATE.set(None)
-    return value
+    return _ESTIMATE.taken()
 
 
 def decide(

@@ -120,23 +120,17 @@ def recency_of(raw: object) -> tuple[Recency | None, Problem | None]:
             continue
         head, sep, rest = entry.partition(":")
         named = head.strip().lower()
-        if sep and named not in KINDS and named not in _OFF:  # SOURCE:decay
-            if not _SOURCE_ID.match(named):
-                problem = problem or Problem(
-                    "recency", cut(entry.strip()), "bad source id", RECENCY_VALID
-                )
-                continue
-            decay = _decay(rest)
-            if isinstance(decay, str):
-                problem = problem or Problem("recency", cut(entry.strip()), decay, RECENCY_VALID)
-                continue
-            per_source[named] = decay
-            continue
-        decay = _decay(entry)
+        for_source = bool(sep) and named not in KINDS and named not in _OFF  # SOURCE:decay
+        if for_source and not _SOURCE_ID.match(named):
+            decay: Decay | str | None = "bad source id"
+        else:
+            decay = _decay(rest if for_source else entry)
         if isinstance(decay, str):
             problem = problem or Problem("recency", cut(entry.strip()), decay, RECENCY_VALID)
-            continue
-        default = decay
+        elif for_source:
+            per_source[named] = decay
+        else:
+            default = decay
     if default is None and all(d is None for d in per_source.values()):
         return None, problem
     return Recency(default, dict(sorted(per_source.items()))), problem

@@ -17,14 +17,14 @@ its synthesizer has ranked).
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 
+from nautilus_ranking.request_note import RequestNote
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
-_REPORT: ContextVar[dict[str, Any] | None] = ContextVar("nautilus_embedding_report", default=None)
+_REPORT: RequestNote[dict[str, Any]] = RequestNote("nautilus_embedding_report")
 
 
 def scored_by_words(
@@ -57,7 +57,7 @@ def best_by_words(lexical: FloatArray | None, count: int) -> IntArray:
 
 def say_scored_by_words(deadline_ms: int, rows_lexical: int, rows_embedded: int) -> None:
     """Keep for this request what the deadline did (the broker puts it in the answer)."""
-    _REPORT.set(
+    _REPORT.keep(
         {"deadline_ms": deadline_ms, "rows_lexical": rows_lexical, "rows_embedded": rows_embedded}
     )
 
@@ -65,7 +65,4 @@ def say_scored_by_words(deadline_ms: int, rows_lexical: int, rows_embedded: int)
 def taken() -> dict[str, Any] | None:
     """What the deadline did in this request's ranking (None: every row embedded in
     time), forgotten once read."""
-    report = _REPORT.get()
-    if report is not None:
-        _REPORT.set(None)
-    return report
+    return _REPORT.taken()

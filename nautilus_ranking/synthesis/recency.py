@@ -32,18 +32,24 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from nautilus_ranking.records import AdapterResult
+from nautilus_ranking.request_note import RequestNote
 from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json
 from nautilus_ranking.settings.time_entries import Recency
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.ranking_boost import relevance_spread
-from nautilus_ranking.synthesis.row_times import getter, period_of, read_all, read_times
+from nautilus_ranking.synthesis.row_times import (
+    Reader,
+    getter,
+    period_of,
+    read_by_source,
+    read_times,
+)
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 #: The share of the batch's relevance spread a row loses when fully aged (freshness 0):
@@ -54,7 +60,7 @@ from nautilus_ranking.text.arrays import FloatArray, IntArray
 RECENCY_SHARE = 0.15
 DAY = 86_400.0
 
-_REPORT: ContextVar[dict[str, Any] | None] = ContextVar("nautilus_time_report", default=None)
+_REPORT: RequestNote[dict[str, Any]] = RequestNote("nautilus_time_report")
 
 
 @dataclass
@@ -149,14 +155,14 @@ def timing(
         if supersede
         else None
     )
-    _REPORT.set(
+    _REPORT.keep(
         {
             # the time as it was given (a date stays a date), else the instant held back to
             "reference": _given(as_of)
             if origin == "as_of"
             else _given(values[newest[0]])
             if newest
-            else _shown(reference),
+            else _given(reference),
             "from": origin,
             "recency": str(recency) if recency is not None else None,
             "dated": int(np.count_nonzero(~np.isnan(lo))),
@@ -220,8 +226,10 @@ def _paths(
 
 def _readers(
     paths: Mapping[str, str], source_ids: Sequence[str], warnings: RankWarnings, what: str
-) -> list[Callable[[dict[str, Any]], Any] | None]:
-    out: list[Callable[[dict[str, Any]], Any] | None] = []
+) -> list[Reader | None]:
+    """Each source's reader of its ``paths`` entry (None: unmapped, or a path that is
+    not one, warned about)."""
+    out: list[Reader | None] = []
     for sid in source_ids:
         path = paths.get(sid.lower()) if isinstance(sid, str) else None
         read = getter(path) if path else None
@@ -249,14 +257,9 @@ def _revision_keys(
     """Each row's document: its source's document key, else the de-duplication key,
     else ``id`` (as canonical JSON; None: no such value)."""
     fallback = getter(dedup_key or "id")
-    readers = [r or fallback for r in _readers(document_keys, source_ids, warnings, "document_key")]
-    values: list[Any] = [None] * len(rows)
-    for j, read in enumerate(readers):
-        if isinstance(read, str):
-            continue
-        positions = np.flatnonzero(source_index == j).tolist()
-        for i, value in zip(positions, read_all([rows[i] for i in positions], read), strict=True):
-            values[i] = value
+    default = None if isinstance(fallback, str) else fallback
+    readers = [r or default for r in _readers(document_keys, source_ids, warnings, "document_key")]
+    values, _ = read_by_source(rows, source_index, readers)
     if set(map(type, values)) == {str} and "" not in values:  # ids, as most rows have
         return values
     return list(map(_revision_key, values))
@@ -323,22 +326,16 @@ def supersede(
     placed[first[winners]] = rows[winners]
     superseded = int(older.sum())
     if superseded:
-        report = _REPORT.get()
+        report = _REPORT.peek()
         if report is not None:
             report["superseded"] = superseded
     out: IntArray = placed[~gone]
     return out
 
 
-def _given(as_of: object) -> str | None:
-    found = period_of(as_of)
-    return found[2] if not isinstance(found, str) else None
-
-
-def _shown(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    found = period_of(seconds)
+def _given(value: object) -> str | None:
+    """A time as an answer writes it (a date stays a date), None when it is none."""
+    found = period_of(value)
     return found[2] if not isinstance(found, str) else None
 
 
@@ -351,7 +348,4 @@ def as_of_problem(raw: object) -> str | None:
 def taken() -> dict[str, Any] | None:
     """What time did in this request's ranking (None: neither recency nor supersession
     set), forgotten once read."""
-    report = _REPORT.get()
-    if report is not None:
-        _REPORT.set(None)
-    return report
+    return _REPORT.taken()

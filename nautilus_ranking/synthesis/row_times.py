@@ -30,9 +30,8 @@ from operator import attrgetter, methodcaller
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
+from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 #: Before this or after this a time is a placeholder or a unit mistake, not a time.
 EARLIEST = calendar.timegm((1900, 1, 1, 0, 0, 0))
@@ -46,6 +45,8 @@ _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z_][A-Za-z0-9_\-]*)*$
 
 #: A row's time: (lo, hi, shown), ``shown`` the time as the answer writes it.
 Period = tuple[float, float, str]
+#: What reads one value (a time, a document key) from a row.
+Reader = Callable[[dict[str, Any]], Any]
 
 
 def period_of(value: object) -> Period | str:
@@ -128,7 +129,7 @@ def _iso(seconds: float) -> str:
     )
 
 
-def getter(path: str) -> Callable[[dict[str, Any]], Any] | str:
+def getter(path: str) -> Reader | str:
     """What reads ``path`` from a row: a key, a dotted path through nested objects (a
     JSON column's text included), else a JMESPath (with the ``http`` extra). A string
     says why there is none."""
@@ -183,20 +184,31 @@ def _json_object(text: str) -> Any:
 
 
 def read_times(
-    rows: list[dict[str, Any]],
-    source_index: npt.NDArray[np.int64],
-    readers: list[Callable[[dict[str, Any]], Any] | None],
+    rows: list[dict[str, Any]], source_index: IntArray, readers: list[Reader | None]
 ) -> tuple[FloatArray, FloatArray, list[Any], Counter[str]]:
     """Each row's period as two arrays, its first and last instant (NaN: undated), the
-    values read (``readers[j]`` reads the rows of source ``j``; None: it maps no time),
-    and how many rows each reason left undated. A source's values are read and parsed
-    together (this runs on every row of a batch): a column of date-time strings or of
-    epoch numbers in a few C-level passes, anything else one value at a time."""
+    values read (:func:`read_by_source`), and how many rows each reason left undated.
+    A source's values are parsed together (this runs on every row of a batch): a
+    column of date-time strings or of epoch numbers in a few C-level passes, anything
+    else one value at a time."""
     n = len(rows)
     lo = np.full(n, np.nan)
     hi = np.full(n, np.nan)
-    values: list[Any] = [None] * n
     why: Counter[str] = Counter()
+    values, columns = read_by_source(rows, source_index, readers)
+    for at, got in columns:
+        lo[at], hi[at] = _parse_all(got, why)
+    return lo, hi, values, why
+
+
+def read_by_source(
+    rows: list[dict[str, Any]], source_index: IntArray, readers: list[Reader | None]
+) -> tuple[list[Any], list[tuple[IntArray, list[Any]]]]:
+    """Each row's value as ``readers[j]`` reads the rows of source ``j`` (None where its
+    source maps none), and each mapped source's (positions, values): a source's rows are
+    read together."""
+    values: list[Any] = [None] * len(rows)
+    columns: list[tuple[IntArray, list[Any]]] = []
     for j, read in enumerate(readers):
         if read is None:
             continue
@@ -205,14 +217,14 @@ def read_times(
             continue
         positions = at.tolist()
         got = read_all([rows[i] for i in positions], read)
-        first, last = _parse_all(got, why)
-        lo[at], hi[at] = first, last
         for i, value in zip(positions, got, strict=True):
             values[i] = value
-    return lo, hi, values, why
+        columns.append((at, got))
+    return values, columns
 
 
-def read_all(rows: list[dict[str, Any]], read: Callable[[dict[str, Any]], Any]) -> list[Any]:
+def read_all(rows: list[dict[str, Any]], read: Reader) -> list[Any]:
+    """What ``read`` finds in each row (None where the row breaks it)."""
     key = getattr(read, "key", None)
     if key is not None:  # a plain key: one C-level pass
         try:

@@ -53,6 +53,13 @@ def _name(value: str, what: str) -> str:
     return value
 
 
+def _names(values: list[str], what: str) -> list[str]:
+    """``values``, each checked by :func:`_name`."""
+    for value in values:
+        _name(value, what)
+    return values
+
+
 def _path(*parts: str) -> str:
     """A JMESPath of object keys, each quoted when it is not a plain identifier."""
     return ".".join(p if _IDENTIFIER.match(p) else '"' + p.replace('"', '\\"') + '"' for p in parts)
@@ -107,9 +114,7 @@ class PresetSpec(HttpFields):
     @field_validator("stored")
     @classmethod
     def _stored(cls, value: list[str]) -> list[str]:
-        for field in value:
-            _name(field, "stored field")
-        return value
+        return _names(value, "stored field")
 
     def defaults(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -216,9 +221,7 @@ class TypesenseSpec(PresetSpec):
     @field_validator("query_by")
     @classmethod
     def _query_by(cls, value: list[str]) -> list[str]:
-        for field in value:
-            _name(field, "query_by field")
-        return value
+        return _names(value, "query_by field")
 
     def defaults(self) -> dict[str, Any]:
         base = str(self.url).rstrip("/")
