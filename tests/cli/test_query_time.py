@@ -51,16 +51,23 @@ def sources(tmp_path: Path) -> Path:
     return config
 
 
-def query(config: Path, *flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+def run(
+    config: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The command with ``args`` and ``--config config``, in a plain environment."""
     base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = str(config.parent / "data")
-    done = subprocess.run(
-        [NAUTILUS, "query", QUERY, "--config", str(config), "--json", *flags],
+    return subprocess.run(
+        [NAUTILUS, *args, "--config", str(config)],
         capture_output=True,
         text=True,
         timeout=120,
         env={**base, **(env or {})},
     )
+
+
+def query(config: Path, *flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    done = run(config, "query", QUERY, "--json", *flags, env=env)
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
     return out
@@ -124,24 +131,7 @@ def test_supersession_and_recency_from_the_sources_file(sources: Path) -> None:
 
 
 def test_explain_shows_each_rows_age_and_the_reference(sources: Path) -> None:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = str(sources.parent / "data")
-    done = subprocess.run(
-        [
-            NAUTILUS,
-            "query",
-            QUERY,
-            "--config",
-            str(sources),
-            "--recency",
-            "window:365d",
-            "--explain",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=base,
-    )
+    done = run(sources, "query", QUERY, "--recency", "window:365d", "--explain")
     assert done.returncode == 0, done.stderr
     assert "age(d)" in done.stdout and "recency" in done.stdout
     assert "time: ages from 2026-02-01T09:00:00Z (the newest row's time); recency window:365d" in (
@@ -150,15 +140,7 @@ def test_explain_shows_each_rows_age_and_the_reference(sources: Path) -> None:
 
 
 def test_a_bad_recency_flag_is_a_clear_error(sources: Path) -> None:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = str(sources.parent / "data")
-    done = subprocess.run(
-        [NAUTILUS, "query", QUERY, "--config", str(sources), "--recency", "half_life:soon"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=base,
-    )
+    done = run(sources, "query", QUERY, "--recency", "half_life:soon")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "recency" in done.stderr and "not a duration" in done.stderr
 
@@ -168,15 +150,7 @@ def test_a_time_field_a_full_text_source_does_not_return_is_refused_at_start(
 ) -> None:
     text = sources.read_text(encoding="utf-8").replace(" stored: [updated],", "")
     sources.write_text(text, encoding="utf-8")
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = str(sources.parent / "data")
-    done = subprocess.run(
-        [NAUTILUS, "config", "--strict", "--config", str(sources)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=base,
-    )
+    done = run(sources, "config", "--strict")
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "time_field 'updated' is not a field this source returns" in done.stderr
     assert "stored" in done.stderr
@@ -193,14 +167,6 @@ def test_a_time_field_a_full_text_source_does_not_return_is_refused_at_start(
 def test_a_source_id_no_source_has_is_named_by_strict_mode(
     sources: Path, variable: str, value: str
 ) -> None:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = str(sources.parent / "data")
-    done = subprocess.run(
-        [NAUTILUS, "config", "--strict", "--config", str(sources)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**base, variable: value},
-    )
+    done = run(sources, "config", "--strict", env={variable: value})
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert f"{variable}: " in done.stderr and "no source has id" in done.stderr
