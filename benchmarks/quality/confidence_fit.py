@@ -35,7 +35,7 @@ import pickle
 import random
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -128,6 +128,32 @@ def off_topic_queries(collection: Collection, others: Sequence[Collection]) -> d
     return dict(sorted(chosen))
 
 
+def fetched_path(work: Path, embedder: str, collection: str, scenario: str) -> Path:
+    """Where :func:`collect` keeps one cell's fetched answers."""
+    return work / embedder / collection / f"{scenario}-fetched.pickle"
+
+
+def ensure_fetched(datasets: Path, work: Path, embedder: str, collections: Iterable[str]) -> None:
+    """Fetch the cells of ``embedder`` into ``work`` unless every one is there already."""
+    if not all(
+        fetched_path(work, embedder, c, s).is_file() for c in collections for s in SCENARIOS
+    ):
+        collect(datasets, work, [embedder])
+
+
+def own_answers(path: Path) -> dict[str, list[AdapterResult]]:
+    """A cell's fetched answers to its collection's own queries, by query id."""
+    with path.open("rb") as handle:
+        answers: dict[str, list[AdapterResult]] = pickle.load(handle)["own"]
+    return answers
+
+
+def text_mode(results: list[AdapterResult]) -> list[AdapterResult]:
+    """The answers as undeclared sources in text mode: no order declared, no vectors
+    (the ranker embeds each row's text)."""
+    return [replace(r, ranked=None, source_ranks=None, embeddings=None) for r in results]
+
+
 def collect(datasets: Path, work: Path, embedders: Sequence[str]) -> list[Record]:
     collections = list(each_collection(datasets))
     records: list[Record] = []
@@ -145,7 +171,7 @@ def collect(datasets: Path, work: Path, embedders: Sequence[str]) -> list[Record
             texts = {**collection.queries, **{q: t for q, t in off.items()}}
             for scenario in SCENARIOS:
                 folder = work / name / collection.name
-                cache = folder / f"{scenario}-fetched.pickle"
+                cache = fetched_path(work, name, collection.name, scenario)
                 if cache.is_file():
                     with cache.open("rb") as handle:
                         fetched = pickle.load(handle)

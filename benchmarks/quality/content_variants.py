@@ -29,12 +29,10 @@ length of one cell, and undone after: nothing here changes what the package ship
 from __future__ import annotations
 
 import argparse
-import pickle
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,7 +40,14 @@ from typing import Any
 import numpy as np
 
 from benchmarks.quality.central_rerank import CentralRerank
-from benchmarks.quality.confidence_fit import SCENARIOS, TOP_K, collect
+from benchmarks.quality.confidence_fit import (
+    SCENARIOS,
+    TOP_K,
+    ensure_fetched,
+    fetched_path,
+    own_answers,
+    text_mode,
+)
 from benchmarks.quality.ir_collections import (
     DATASETS,
     ci_text,
@@ -161,7 +166,7 @@ def cell(
     Query.central = central
     for qid, results in sorted(fetched.items()):
         grades = collection.qrels.get(qid, {})
-        plain = [replace(r, ranked=None, source_ranks=None, embeddings=None) for r in results]
+        plain = text_mode(results)
         Query.text = collection.queries[qid]
         for name, parts in VARIANTS.items():
             with replaced(parts):
@@ -184,12 +189,7 @@ def main() -> int:
         return 1
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="content-variants-"))
     collections = {c.name: c for c in each_collection(args.datasets)}
-    if not all(
-        (work / "onnx" / c / f"{s}-fetched.pickle").is_file()
-        for c in collections
-        for s in SCENARIOS
-    ):
-        collect(args.datasets, work, ["onnx"])
+    ensure_fetched(args.datasets, work, "onnx", collections)
     embedder = embedder_from_name(
         "onnx", cache_size=200_000, data_dir=work / "vectors", disk_cache_mb=512
     )
@@ -205,8 +205,7 @@ def main() -> int:
     for cname, collection in collections.items():
         central = CentralRerank(collection, model)
         for scenario in SCENARIOS:
-            with (work / "onnx" / cname / f"{scenario}-fetched.pickle").open("rb") as handle:
-                fetched = pickle.load(handle)["own"]
+            fetched = own_answers(fetched_path(work, "onnx", cname, scenario))
             scores = cell(fetched, collection, ranker, central)
             means = {name: float(np.mean(values)) for name, values in scores.items()}
             for name in names:

@@ -24,16 +24,21 @@ cell, a point difference below -0.02).
 from __future__ import annotations
 
 import argparse
-import pickle
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.quality.central_rerank import CentralRerank
-from benchmarks.quality.confidence_fit import SCENARIOS, TOP_K, collect
+from benchmarks.quality.confidence_fit import (
+    SCENARIOS,
+    TOP_K,
+    ensure_fetched,
+    fetched_path,
+    own_answers,
+    text_mode,
+)
 from benchmarks.quality.ir_collections import DATASETS, ci_text, each_collection, ndcg_at, paired_ci
 from benchmarks.quality.partitioned import onnx_embedder
 from nautilus_ranking import RankingSynthesizer
@@ -64,7 +69,7 @@ def cell_scores(
     }
     for qid, results in sorted(fetched.items()):
         grades = collection.qrels.get(qid, {})
-        plain = [replace(r, ranked=None, source_ranks=None, embeddings=None) for r in results]
+        plain = text_mode(results)
         query = collection.queries[qid]
         for key, ranker in rankers.items():
             rows = ranker.rank(plain, {"query": query})
@@ -89,12 +94,7 @@ def main() -> int:
     collections = {c.name: c for c in each_collection(args.datasets)}
     names = ["hashing"] + (["onnx"] if onnx_embedder() is not None else [])
     for name in names:  # fetch what confidence_fit has not (its records cost nothing here)
-        if not all(
-            (work / name / c / f"{s}-fetched.pickle").is_file()
-            for c in collections
-            for s in SCENARIOS
-        ):
-            collect(args.datasets, work, [name])
+        ensure_fetched(args.datasets, work, name, collections)
     lines = [
         "| cell | embedder | IDF off | IDF on | Δ on − off [95% CI] | central BM25+dense | "
         "default − central |",
@@ -109,8 +109,7 @@ def main() -> int:
         for cname, collection in collections.items():
             central = CentralRerank(collection, onnx_embedder()) if name == "onnx" else None
             for scenario in SCENARIOS:
-                with (work / name / cname / f"{scenario}-fetched.pickle").open("rb") as handle:
-                    fetched = pickle.load(handle)["own"]
+                fetched = own_answers(fetched_path(work, name, cname, scenario))
                 scores = cell_scores(fetched, collection, embedder, central)
                 ci = paired_ci(scores["on"], scores["off"])
                 deltas[name].append(ci[0])

@@ -23,12 +23,18 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.quality.confidence_fit import SCENARIOS, TOP_K, collect
+from benchmarks.quality.confidence_fit import (
+    SCENARIOS,
+    TOP_K,
+    ensure_fetched,
+    fetched_path,
+    own_answers,
+    text_mode,
+)
 from benchmarks.quality.ir_collections import DATASETS, Collection, each_collection, ndcg_at
 from benchmarks.quality.partitioned import SOURCE_LIMIT, build_broker, fetch, onnx_embedder
 from nautilus_ranking import AdapterResult, RankingSynthesizer
@@ -44,7 +50,7 @@ def fetched_at(work: Path, collection: Collection, scenario: str, depth: int) ->
     """The own queries' answers with each source asked for ``depth`` rows (cached)."""
     folder = work / "onnx" / collection.name
     if depth == SOURCE_LIMIT:
-        return folder / f"{scenario}-fetched.pickle"
+        return fetched_path(work, "onnx", collection.name, scenario)
     path = folder / f"{scenario}-fetched-{depth}.pickle"
     if not path.is_file():
         broker = build_broker(collection, scenario, folder, onnx_embedder())
@@ -58,12 +64,7 @@ def fetched_at(work: Path, collection: Collection, scenario: str, depth: int) ->
 
 def quality(work: Path, datasets: Path, sizes: list[int], depth: int) -> list[str]:
     collections = {c.name: c for c in each_collection(datasets)}
-    if not all(
-        (work / "onnx" / c / f"{s}-fetched.pickle").is_file()
-        for c in collections
-        for s in SCENARIOS
-    ):
-        collect(datasets, work, ["onnx"])
+    ensure_fetched(datasets, work, "onnx", collections)
     embedder = embedder_from_name(
         "onnx", cache_size=200_000, data_dir=work / "vectors", disk_cache_mb=512
     )
@@ -74,14 +75,11 @@ def quality(work: Path, datasets: Path, sizes: list[int], depth: int) -> list[st
     worst = dict.fromkeys(sizes, 0.0)
     for cname, collection in collections.items():
         for scenario in SCENARIOS:
-            with fetched_at(work, collection, scenario, depth).open("rb") as handle:
-                fetched = pickle.load(handle)["own"]
+            fetched = own_answers(fetched_at(work, collection, scenario, depth))
             scores: dict[int, list[float]] = {n: [] for n in [0, *sizes]}
             rows_per_query = []
             for qid, results in sorted(fetched.items()):
-                plain = [
-                    replace(r, ranked=None, source_ranks=None, embeddings=None) for r in results
-                ]
+                plain = text_mode(results)
                 rows_per_query.append(sum(len(r.rows) for r in plain))
                 grades = collection.qrels.get(qid, {})
                 for n in scores:
