@@ -286,15 +286,27 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     env = {
         "NAUTILUS_CONFIG": str(demo_sources(tmp, BROKEN_SOURCE.format(seed=seed))),
         "NAUTILUS_SERVE_API_KEYS_FILE": str(keys),
-        "NAUTILUS_SERVE_PROBE_INTERVAL_S": "0.3",
+        # Stale after three intervals: long enough that a healthy source's probe on a
+        # busy machine still lands in time, so "not answering" names only the broken one.
+        "NAUTILUS_SERVE_PROBE_INTERVAL_S": "2",
     }
     with running(tmp, env) as server:
         seed.unlink()
-        deadline = time.monotonic() + 30
-        while httpx.get(server.url + "/readyz").status_code != 503:
+        # Wait for the broken source's own failure, not any 503: before the first probe
+        # (or while a model loads) /readyz answers 503 too, and a probe that succeeded
+        # before the seed went keeps the source ready for three intervals.
+        deadline = time.monotonic() + 60
+        while not _only_broken_fails(server):
             assert time.monotonic() < deadline, "readyz never saw the broken source"
             time.sleep(0.2)
         yield server
+
+
+def _only_broken_fails(server: Server) -> bool:
+    """``/readyz``, as a key holder sees it, names the broken source alone, for its seed."""
+    answer = httpx.get(server.url + "/readyz", headers={"X-API-Key": KEY})
+    failing = answer.json().get("failing", {}) if answer.status_code == 503 else {}
+    return list(failing) == ["broken"] and "SeedError" in failing["broken"]
 
 
 def test_without_a_key_readyz_tells_the_status_and_nothing_else(keyed: Server) -> None:
