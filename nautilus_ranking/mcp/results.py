@@ -38,6 +38,9 @@ def search_content(result: Answer) -> dict[str, Any]:
         "response_hash": response.response_hash,
         "request_id": response.request_id,
     }
+    hashed = result.ranking_hash
+    if hashed is not None:  # only a ranked answer: the order the results are in
+        out["ranking_hash"] = hashed
     if response.budget is not None:
         out["budget"] = response.budget
     if response.cut is not None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from nautilus_ranking.fanout.thread_loop import run_sync
 from nautilus_ranking.profiles.choose import Grant, check_overrides, choose
+from nautilus_ranking.ranking_hash import ranking_hash
 from nautilus_ranking.records import BrokerResponse, RankedRow
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.model import QueryRequest
@@ -67,6 +68,21 @@ class Answer:
         return type(self.plan.broker.synthesizer).__name__
 
     @property
+    def ranking_hash(self) -> str | None:
+        """The hash of the order the rows are handed over in, with the reference time,
+        ``as_of`` and the profile (:mod:`nautilus_ranking.ranking_hash`): what
+        ``response_hash`` does not cover. None when the rows were not ranked."""
+        if not self.ranked:
+            return None
+        time = self.response.time
+        return ranking_hash(
+            ((r.source_id, r.row) for r in self.response.ranking),
+            reference=time.get("reference") if time is not None else None,
+            as_of=self.request.as_of,
+            profile=self.profile,
+        )
+
+    @property
     def per_source_cap(self) -> dict[str, Any] | None:
         """With ``max_per_source``: the cap, and whether it was relaxed to fill the page —
         the rows each source has over it (a page holds more than the cap of a source
@@ -96,6 +112,9 @@ class Answer:
             explain=bool(self.request.explain),
         )
         out["synthesizer"] = self.synthesizer
+        hashed = self.ranking_hash
+        if hashed is not None:  # only a ranked answer: no key otherwise
+            out["ranking_hash"] = hashed
         if self.profiled:
             out["profile"] = self.profile
         cap = self.per_source_cap

@@ -17,6 +17,10 @@ ranking it belongs to) is trusted only once its HMAC-SHA256 tag checks out
   (warned once: its cursors work only in this process).
 
 Keys are read once per process and setting (:func:`cursor_keys` is cached).
+
+Inside the Nautilus broker the same keys sign each ranked answer's ``ranking_hash``
+(the order it hands over, which the broker's attestation does not cover), under a
+purpose string of its own: a tag made for one can never pass as the other.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ _KEY_BYTES = 32
 #: What a tag is computed over besides the cursor's body: a key used for something
 #: else one day can never sign a cursor.
 _PURPOSE = b"nautilus-ranking cursor\x00"
+#: The purpose a ranked answer's ``ranking_hash`` is signed under (inside the broker).
+RANKING_HASH_PURPOSE = b"nautilus-ranking ranking hash\x00"
 
 
 @dataclass(frozen=True)
@@ -62,9 +68,23 @@ class CursorKeys:
             hmac.compare_digest(tag, _tag(key, body)) for key in (self.current, *self.previous)
         )
 
+    def sign_ranking_hash(self, ranking_hash: str) -> str:
+        """The signature of a ranked answer's ``ranking_hash``: the hex of its tag under
+        the current key and :data:`RANKING_HASH_PURPOSE`."""
+        return _tag(self.current, ranking_hash.encode(), RANKING_HASH_PURPOSE).hex()
 
-def _tag(key: bytes, body: bytes) -> bytes:
-    return hmac.new(key, _PURPOSE + body, hashlib.sha256).digest()[:TAG_BYTES]
+    def verify_ranking_hash(self, signature: str, ranking_hash: str) -> bool:
+        """Whether ``signature`` is ``ranking_hash``'s under the current key or a
+        previous one (a cursor's tag never is)."""
+        body = ranking_hash.encode()
+        return any(
+            hmac.compare_digest(signature, _tag(key, body, RANKING_HASH_PURPOSE).hex())
+            for key in (self.current, *self.previous)
+        )
+
+
+def _tag(key: bytes, body: bytes, purpose: bytes = _PURPOSE) -> bytes:
+    return hmac.new(key, purpose + body, hashlib.sha256).digest()[:TAG_BYTES]
 
 
 def cursor_keys(settings: NautilusSettings) -> CursorKeys:

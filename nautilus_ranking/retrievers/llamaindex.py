@@ -29,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - the message is what a user need
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.retrievers.source import Hit, HitSource
 
-_NOT_FOR_MODELS = ["explanation", "fields"]
+_NOT_FOR_MODELS = ["explanation", "fields", "ranking_hash"]
 
 
 class NautilusRetriever(BaseRetriever):

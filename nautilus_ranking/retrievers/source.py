@@ -67,6 +67,8 @@ class Hit:
     text: str
     fields: dict[str, Any]
     explanation: dict[str, Any]
+    #: The answer's ``ranking_hash`` (the order of all its hits; None when ranking is off).
+    ranking_hash: str | None = None
 
     @property
     def key(self) -> str:
@@ -75,8 +77,9 @@ class Hit:
         return row_key(self.source, self.id, self.fields)
 
     def metadata(self) -> dict[str, Any]:
-        """What both frameworks carry beside the text."""
-        return {
+        """What both frameworks carry beside the text (``ranking_hash`` only when the
+        hits were ranked)."""
+        out = {
             "source": self.source,
             "id": self.id,
             "score": self.score,
@@ -84,6 +87,9 @@ class Hit:
             "explanation": self.explanation,
             "fields": self.fields,
         }
+        if self.ranking_hash is not None:
+            out["ranking_hash"] = self.ranking_hash
+        return out
 
 
 def row_key(source: str, row_id: Any, row: Mapping[str, Any]) -> str:
@@ -109,7 +115,13 @@ def row_text(row: Mapping[str, Any]) -> str:
     return "\n".join(parts) or str(row.get("id", ""))
 
 
-def _hit(source: str, row: Mapping[str, Any], explanation: dict[str, Any], ranked: bool) -> Hit:
+def _hit(
+    source: str,
+    row: Mapping[str, Any],
+    explanation: dict[str, Any],
+    ranked: bool,
+    ranking_hash: str | None = None,
+) -> Hit:
     fields = {k: v for k, v in row.items() if k not in _HIDDEN}
     why = {k: v for k, v in explanation.items() if k not in ("source_id", "id", "rank", "score")}
     score = explanation.get("score")
@@ -121,15 +133,24 @@ def _hit(source: str, row: Mapping[str, Any], explanation: dict[str, Any], ranke
         row_text(row),
         fields,
         why,
+        ranking_hash if ranked else None,
     )
 
 
-def hits_of(response: BrokerResponse, ranked: bool = True, explain: bool = False) -> list[Hit]:
+def hits_of(
+    response: BrokerResponse,
+    ranked: bool = True,
+    explain: bool = False,
+    ranking_hash: str | None = None,
+) -> list[Hit]:
     """A broker's answer as hits, best first (``ranked``: its synthesizer scored them).
     Each hit's explanation is what the ranking entry of a JSON answer holds beyond
     source, id, rank and score: ``also_from``, and every score component with
-    ``explain`` — the same as a hit read from ``POST /v1/query``."""
-    return [_hit(r.source_id, r.row, r.entry(explain), ranked) for r in response.ranking]
+    ``explain`` — the same as a hit read from ``POST /v1/query``. ``ranking_hash``: the
+    answer's, carried by every hit."""
+    return [
+        _hit(r.source_id, r.row, r.entry(explain), ranked, ranking_hash) for r in response.ranking
+    ]
 
 
 def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
@@ -142,7 +163,13 @@ def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
         at = taken.get(source, 0)
         taken[source] = at + 1
         hits.append(
-            _hit(source, body["data"][source][at], entry, body.get("ranking_enabled", True))
+            _hit(
+                source,
+                body["data"][source][at],
+                entry,
+                body.get("ranking_enabled", True),
+                body.get("ranking_hash"),
+            )
         )
     return hits
 
@@ -202,7 +229,9 @@ class HitSource:
             return parse_request(payload)
 
     def _answer(self, result: Answer) -> list[Hit]:
-        return hits_of(result.response, result.ranked, bool(result.request.explain))
+        return hits_of(
+            result.response, result.ranked, bool(result.request.explain), result.ranking_hash
+        )
 
     def _body(self, query: str) -> dict[str, Any]:
         body = self._request(query).model_dump(exclude_defaults=True)

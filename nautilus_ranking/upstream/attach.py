@@ -42,6 +42,7 @@ from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.embedders.warm_up import warm_up
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import get_logger
+from nautilus_ranking.request.cursor_keys import cursor_keys
 from nautilus_ranking.settings.knobs import KNOBS, knob_is_set
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
@@ -158,13 +159,17 @@ def attach_ranking(
     def source_kinds() -> Mapping[str, SourceKind]:
         return kinds_of(broker.sources)  # read per request: a reload may change them
 
+    agents = agent_rankers(settings, _source_ids(broker), embedder)  # profiles, by agent
+    ranks = settings.ranking_enabled or any(r is not None for r in agents.rankers.values())
     synthesizer = BrokerSynthesizer(
         None,
         existing,
         source_kinds,
-        agent_rankers(settings, _source_ids(broker), embedder),  # ranking profiles, by agent
+        agents,
         max_tokens=settings.ranking_max_tokens,
         min_confidence=settings.ranking_min_confidence,
+        # read at attach, not at the first ranked request: they sign each ranking's hash
+        keys=cursor_keys(settings) if ranks else None,
     )
     store = RankingStore(keep, settings.upstream_rankings_max_bytes)
     attached = AttachedRanking(broker, synthesizer, settings, store)

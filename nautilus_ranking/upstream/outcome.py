@@ -51,6 +51,11 @@ class RequestRanking:
     #: With recency or supersession: the reference time and what time did
     #: (synthesis/recency.py); None otherwise.
     time: dict[str, Any] | None = None
+    #: The hash of the order the rows are handed over in, with the reference time and
+    #: the profile (nautilus_ranking/ranking_hash.py), and its signature with the cursor
+    #: keys (request/cursor_keys.py); None when nothing was ranked or nothing signs.
+    ranking_hash: str | None = None
+    ranking_signature: str | None = None
 
     def with_request_id(self, request_id: str) -> RequestRanking:
         return replace(self, request_id=request_id)
@@ -73,6 +78,9 @@ class RequestRanking:
             out["confidence"] = self.confidence
         if self.time is not None:
             out["time"] = self.time
+        if self.ranking_hash is not None:
+            out["ranking_hash"] = self.ranking_hash
+            out["ranking_signature"] = self.ranking_signature
         if self.abstain is not None:
             out["abstain"] = {
                 **self.abstain,

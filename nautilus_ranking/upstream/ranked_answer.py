@@ -14,7 +14,10 @@ so ``data`` is rebuilt exactly (what the attestation's ``response_hash`` covers)
 ``rank`` and ``score`` are ours: the attestation covers the rows, not their order,
 rank or score (docs/nautilus-broker.md, "What the attestation covers"). ``ranking``
 says how the rows were ranked, ``profile`` among it: the ranking profile of the
-request's agent (null: the global knobs).
+request's agent (null: the global knobs). A ranked answer's order is covered by
+``ranking_hash`` (each row's source and id in rank order, the reference time, the
+profile: :func:`recompute_ranking_hash`), signed with the cursor keys in
+``ranking_signature``.
 
 Over MCP the answer is held to the broker's ``mcp.max_response_bytes``
 (:func:`within_bytes`): the stock tool bounds the broker's answer, and ``explain``
@@ -29,6 +32,7 @@ import hashlib
 import json
 from typing import Any
 
+from nautilus_ranking.ranking_hash import ranking_hash
 from nautilus_ranking.records import RankedRow
 from nautilus_ranking.selection.tokens import count_tokens
 from nautilus_ranking.upstream.outcome import RequestRanking
@@ -64,6 +68,9 @@ def ranked_answer(
     }
     if explain and ranked:
         head["ranking"]["explained_rows"] = len(rows)
+    if ranked and outcome is not None and outcome.ranking_hash is not None:
+        head["ranking_hash"] = outcome.ranking_hash
+        head["ranking_signature"] = outcome.ranking_signature
     if outcome is not None and outcome.confidence is not None:
         head["ranking"]["confidence"] = outcome.confidence["value"]
     if outcome is not None and outcome.time is not None:
@@ -99,6 +106,19 @@ def attestation_out_of_text(answer: dict[str, Any]) -> tuple[str | None, dict[st
     if isinstance(ranking, dict):
         rest["ranking"] = {**ranking, "answer_tokens": {"rows": rows, "envelope": whole - rows}}
     return (token if isinstance(token, str) else None), rest
+
+
+def recompute_ranking_hash(answer: dict[str, Any]) -> str:
+    """The ``ranking_hash`` of a ranked answer, from what it carries: its ``rows`` in
+    order, ``ranking.time``'s reference and ``ranking.profile`` (the broker has no
+    ``as_of``). Equal to the answer's own unless the byte bound cut rows from it."""
+    ranking = answer.get("ranking") or {}
+    time = ranking.get("time")
+    return ranking_hash(
+        [(e["source"], e["row"]) for e in answer["rows"]],
+        reference=time.get("reference") if isinstance(time, dict) else None,
+        profile=ranking.get("profile"),
+    )
 
 
 def answer_text(answer: Any) -> str:

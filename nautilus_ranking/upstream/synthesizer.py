@@ -16,6 +16,9 @@ answers it with :class:`~nautilus_ranking.synthesis.ranking.RankingSynthesizer`:
 - ``NAUTILUS_RANKING_MAX_TOKENS`` keeps the best rows that fit, counted as each row's
   compact JSON (what ``data`` carries, so the attestation covers the budgeted rows):
   the lowest-ranked rows leave first, across sources;
+- the order handed over gets its hash (``ranking_hash``: the rows' sources and ids in
+  rank order, the reference time, the profile), which the broker's attestation does not
+  cover, signed with the cursor keys under a purpose of its own;
 - a failure anywhere in that hands back the broker's own answer with one
   ``upstream_ranking_failed`` warning: ranking never fails a request.
 """
@@ -29,7 +32,9 @@ from typing import Any, ClassVar, Protocol
 
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import get_logger
+from nautilus_ranking.ranking_hash import ranking_hash
 from nautilus_ranking.records import AdapterResult, RankedRow
+from nautilus_ranking.request.cursor_keys import CursorKeys
 from nautilus_ranking.selection import confidence
 from nautilus_ranking.selection.budget import fit_counts
 from nautilus_ranking.selection.tokens import count_tokens, tokenizer_name
@@ -74,6 +79,7 @@ class BrokerSynthesizer:
         query_of: Callable[[str], str] = str,
         max_tokens: int | None = None,
         min_confidence: float | None = None,
+        keys: CursorKeys | None = None,
     ) -> None:
         #: Our ranker; None when every ranking knob is unset (the broker's answer as is).
         self.ranker = ranker
@@ -88,6 +94,8 @@ class BrokerSynthesizer:
         self.max_tokens = max_tokens
         #: ``NAUTILUS_RANKING_MIN_CONFIDENCE``: below it ``data`` is empty (None: never).
         self.min_confidence = min_confidence
+        #: The keys that sign each ranking's hash (None: hashed, not signed).
+        self.keys = keys
 
     def merge(self, results: list[Any]) -> Merged:
         """``{source_id: rows}`` for the broker's response; never raises."""
@@ -106,6 +114,7 @@ class BrokerSynthesizer:
                 )
             min_confidence = self.agents.min_confidence_of(profile, self.min_confidence)
             merged, outcome = self._ranked(ranker, results, scope, max_tokens, min_confidence)
+            outcome = self._hashed(replace(outcome, profile=profile))
         except Exception as exc:
             logger.warning(
                 "upstream_ranking_failed",
@@ -116,8 +125,19 @@ class BrokerSynthesizer:
             if scope is not None:
                 scope.outcome = RequestRanking("", scope.intent, (), {}, type(exc).__name__)
             return self.passthrough.merge(results)
-        scope.outcome = replace(outcome, profile=profile) if profile is not None else outcome
+        scope.outcome = outcome
         return merged
+
+    def _hashed(self, outcome: RequestRanking) -> RequestRanking:
+        """``outcome`` with the hash of the order it hands over, and its signature."""
+        time = outcome.time
+        hashed = ranking_hash(
+            ((r.source_id, r.row) for r in outcome.ranking),
+            reference=time.get("reference") if time is not None else None,
+            profile=outcome.profile,
+        )
+        signature = self.keys.sign_ranking_hash(hashed) if self.keys is not None else None
+        return replace(outcome, ranking_hash=hashed, ranking_signature=signature)
 
     def _ranked(
         self,
