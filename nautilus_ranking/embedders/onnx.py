@@ -52,6 +52,7 @@ import numpy.typing as npt
 
 from nautilus_ranking.embedders.onnx_graph import (
     INT8_KINDS,
+    PINNED_GRAPHS,
     REWRITE_VERSION,
     GraphRewriteError,
     rewrite,
@@ -240,7 +241,10 @@ class OnnxEmbedder:
         kinds = ",".join(sorted(self.int8_kinds)) if int8 else "float32"
         #: what keys this embedder's vectors on disk besides the text (the runtime's
         #: version read from its metadata: importing it is what the cache avoids)
-        self.space = namespace(self.model_id, REWRITE_VERSION, kinds, _runtime_version())
+        self.graph_sha256 = PINNED_GRAPHS.get(kinds)  # None: an unpinned kind, never kept
+        self.space = namespace(
+            self.model_id, REWRITE_VERSION, kinds, _runtime_version(), self.graph_sha256 or ""
+        )
         self._graph_name = (
             f"minilm-{MODEL_SHA256[:16]}-{self.model_id}-rewrite{REWRITE_VERSION}-"
             f"{hashlib.blake2b(kinds.encode(), digest_size=4).hexdigest()}.onnx"
@@ -299,35 +303,32 @@ class OnnxEmbedder:
             self._session = session
 
     def _stored_graph(self) -> bytes | None:
-        """The rewritten graph kept on disk, if there is one whose digest checks (a file
-        written by another process is replaced whole, never read half-written)."""
-        if self.graph_dir is None:
+        """The rewritten graph kept on disk, if it is the pinned one (a file written by
+        another process is replaced whole, never read half-written)."""
+        if self.graph_dir is None or self.graph_sha256 is None:
             return None
-        path = self.graph_dir / self._graph_name
         try:
-            graph = path.read_bytes()
-            expected = path.with_name(path.name + ".sha256").read_text(encoding="ascii")
+            graph = (self.graph_dir / self._graph_name).read_bytes()
         except OSError:
             return None
-        if hashlib.sha256(graph).hexdigest() != expected.strip():
-            return None  # rewritten again, and replaced
+        if hashlib.sha256(graph).hexdigest() != self.graph_sha256:
+            return None  # damaged or swapped: rewritten again, and replaced
         return graph
 
     def _store_graph(self, graph: bytes) -> None:
         """Keep the rewritten graph for the next load: written aside, then renamed into
-        place (atomic), its digest last. A folder that cannot be written is one debug
-        line: the next load rewrites again."""
-        if self.graph_dir is None:
+        place (atomic), owner-only. Only the pinned graph is kept. A folder that cannot
+        be written is one debug line: the next load rewrites again."""
+        if self.graph_dir is None or hashlib.sha256(graph).hexdigest() != self.graph_sha256:
             return
         path = self.graph_dir / self._graph_name
-        digest = path.with_name(path.name + ".sha256")
         try:
-            self.graph_dir.mkdir(parents=True, exist_ok=True)
-            for target, content in ((path, graph), (digest, hashlib.sha256(graph).hexdigest())):
-                aside = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-                data = content if isinstance(content, bytes) else content.encode("ascii")
-                aside.write_bytes(data)
-                aside.replace(target)
+            self.graph_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            aside = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(graph)
+            aside.replace(path)
         except OSError as exc:
             logger.debug("onnx_graph_not_stored", path=str(path), reason=str(exc))
 

@@ -50,6 +50,14 @@ CONTRIB = "com.microsoft"
 #: (:mod:`nautilus_ranking.embedders.vector_cache`), so neither outlives the graph that
 #: made it.
 REWRITE_VERSION = "1"
+#: sha256 of what :func:`rewrite` makes of the pinned model (onnx==1.23.2), by its
+#: int8 kinds ("float32": none). A graph kept on disk is loaded only if it is one of
+#: these (a digest beside the file proves nothing: it is swapped with the file), and
+#: the vectors stored on disk are keyed on it. Regenerate with any change to the rewrite.
+PINNED_GRAPHS = {
+    ",".join(sorted(ALL_KINDS)): "8ef1affd412ab8daefb58791af1330fc95fea68ea07e9885ba62c4c2d67f141e",
+    "float32": "295f8b6e332f01c18748377be4152cdd51b1863499d399396853ca7b69335ab5",
+}
 
 
 class GraphRewriteError(NautilusError, RuntimeError):

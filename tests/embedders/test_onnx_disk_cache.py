@@ -4,6 +4,7 @@ on disk, without importing ``onnx``."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -135,3 +136,22 @@ def test_a_vector_source_on_the_model_keeps_its_query_vectors_on_disk(tmp_path: 
     ]
     assert [r.returncode for r in runs] == [0, 0], runs[-1].stderr
     assert [r.stdout.split()[-1] for r in runs] == ["True", "False"]
+
+
+def test_a_swapped_graph_is_not_loaded_even_with_its_digest(tmp_path: Path) -> None:
+    """The graph kept on disk is checked against the digest pinned in the package, not
+    one beside it: another valid graph (here the float32 rewrite), swapped in with its
+    own ``.sha256``, is rewritten over, and no vector of it is stored."""
+    on_disk(tmp_path).embed("first load: the graph is stored")
+    (graph,) = (tmp_path / "models").glob("*.onnx")
+    other = OnnxEmbedder(cache_size=0, int8=False)
+    swapped = other._graph(other.model_path.read_bytes())
+    graph.write_bytes(swapped)
+    graph.with_name(graph.name + ".sha256").write_text(hashlib.sha256(swapped).hexdigest())
+    text = "a text nobody embedded"
+    np.testing.assert_array_equal(
+        on_disk(tmp_path).embed_batch([text]), OnnxEmbedder(cache_size=0).embed_batch([text])
+    )
+    assert hashlib.sha256(graph.read_bytes()).hexdigest() != hashlib.sha256(swapped).hexdigest()
+    assert (tmp_path / "models").stat().st_mode & 0o777 == 0o700
+    assert graph.stat().st_mode & 0o777 == 0o600
