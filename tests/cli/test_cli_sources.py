@@ -236,6 +236,19 @@ def test_a_typo_in_dot_env_is_reported_like_one_in_the_environment(tmp_path: Pat
     assert "OTHER_TOOL" not in result.stderr
 
 
+def test_a_mistyped_variable_offers_the_three_names_nearest_it(tmp_path: Path) -> None:
+    """Its warning listed all ~50 names as valid: a 2 KB line to find one name in."""
+    result = run("config", env={"NAUTILUS_RANKING_TOPK": "5", "NAUTILUS_LOG_FORMAT": "json"})
+    assert result.returncode == 0, result.stderr
+    [warning] = [
+        json.loads(line) for line in result.stderr.splitlines() if "NAUTILUS_RANKING_TOPK" in line
+    ]
+    assert warning["event"] == "config_value_skipped"
+    valid = warning["valid"].split(", ")
+    assert len(valid) == 3 and valid[0] == "NAUTILUS_RANKING_TOP_K"
+    assert all(name.startswith("NAUTILUS_") for name in valid)
+
+
 LIBRARY = """
 import sys
 from nautilus_ranking import Broker

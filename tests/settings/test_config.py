@@ -192,6 +192,19 @@ def test_unknown_nautilus_variable_is_warned(monkeypatch: pytest.MonkeyPatch) ->
     assert event["value"] == "(set)"  # its value is never echoed: it may be a secret
 
 
+def test_unknown_variable_offers_the_three_nearest_names_the_closest_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NAUTILUS_TOP_K", "5")  # one of ours without RANKING_
+    monkeypatch.setenv("NAUTILUS_EMBEDER", "onnx")
+    with capture_logs() as logs:
+        NautilusSettings()
+    valid = {e["variable"]: e["valid"].split(", ") for e in warnings_of(logs)}
+    assert valid["NAUTILUS_TOP_K"][0] == "NAUTILUS_RANKING_TOP_K"
+    assert valid["NAUTILUS_EMBEDER"][0] == "NAUTILUS_EMBEDDER"
+    assert all(len(names) == 3 == len(set(names)) for names in valid.values())
+
+
 def test_strict_mode_raises_one_error_listing_every_problem(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
