@@ -293,6 +293,19 @@ def test_demo_prints_passthrough_beside_ranked() -> None:
     assert "INC-1043" in result.stdout
 
 
+def test_demo_says_which_embedder_ranked_its_column() -> None:
+    """It ranked by words while the header of `query` said the model ranks by default,
+    and said neither: it names its embedder, and the one `query` uses when another."""
+    same = run("demo", "--top-k", "2")  # the suite's NAUTILUS_EMBEDDER=hashing
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.splitlines()[1] == "ranked by the hashing embedder"
+    other = run("demo", "--top-k", "2", env={"NAUTILUS_EMBEDDER": "noop"})
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.splitlines()[1] == (
+        "ranked by the hashing embedder; nautilus-ranking query ranks with noop (NAUTILUS_EMBEDDER)"
+    )
+
+
 def test_log_format_and_level_are_honoured() -> None:
     bad = {"NAUTILUS_RANKING_IDF": "perhaps"}
     console = run("config", env={**bad, "NAUTILUS_LOG_FORMAT": "console"})
