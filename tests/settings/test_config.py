@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -305,11 +307,38 @@ def test_no_env_value_raises_without_strict_mode(
 
 def test_every_setting_is_documented_and_in_the_example_env() -> None:
     """A new NAUTILUS_* setting is named in docs/configuration.md and .env.example."""
-    from pathlib import Path
-
     root = Path(__file__).parents[2]
     docs = (root / "docs" / "configuration.md").read_text(encoding="utf-8")
     example = (root / ".env.example").read_text(encoding="utf-8")
     names = ["NAUTILUS_" + name.upper() for name in NautilusSettings.model_fields]
     assert [n for n in names if n not in docs] == []
     assert [n for n in names if n not in example] == []
+
+
+def documented_fallbacks() -> list[tuple[str, int]]:
+    """Each setting whose section of docs/configuration.md says a bad value falls back to
+    a number, with that number."""
+    text = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    found = []
+    for section in text.split("\n### ")[1:]:
+        named = re.findall(r"`NAUTILUS_(\w+)`", section.splitlines()[0])
+        said = re.search(r"[Bb]ad value[^:\n]*: warned, skipped → (\d+)\.", section)
+        if len(named) == 1 and said and named[0].lower() in NautilusSettings.model_fields:
+            found.append((named[0].lower(), int(said.group(1))))
+    return found
+
+
+@pytest.mark.parametrize(("field", "fallback"), documented_fallbacks())
+def test_a_bad_number_falls_back_to_what_the_docs_say(
+    field: str, fallback: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The docs said a bad NAUTILUS_EMBEDDER_MAX_ROWS falls back to 1500; it was 100."""
+    monkeypatch.setenv(f"NAUTILUS_{field.upper()}", "abc")
+    with capture_logs():
+        settings = NautilusSettings()
+    assert [p.variable for p in settings.problems] == [f"NAUTILUS_{field.upper()}"]
+    assert getattr(settings, field) == fallback
+
+
+def test_the_docs_fallbacks_cover_the_embedder_numbers() -> None:
+    assert {"embedder_cache_size", "embedder_max_rows"} <= dict(documented_fallbacks()).keys()
