@@ -508,3 +508,21 @@ def test_no_sentence_of_the_readme_is_over_forty_words() -> None:
         if len(words) > 40:
             long.append(f"{len(words)} words: {sentence[:80]}…")
     assert long == []
+
+
+def test_where_the_readme_says_the_model_is_the_default_it_says_vectors_keep_hashing() -> None:
+    """The README said the model ranks by default while sources that store or query
+    vectors keep ``hashing`` unless NAUTILUS_EMBEDDER is set (embedders/default.py): each
+    paragraph or table row saying the default says the exception too."""
+    text = re.sub(r"```.*?```", "", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+    passages = [p for p in re.split(r"\n\s*\n|\n(?=\|)", text) if p.strip()]
+    default = re.compile(
+        r"model ranks by default|by meaning as well as words, by default|`auto`: `onnx`"
+    )
+    saying = [p for p in passages if default.search(" ".join(p.split()))]
+    assert len(saying) == 3, saying
+    for passage in saying:
+        flat = " ".join(passage.split())
+        assert re.search(
+            r"store or query vectors.{0,80}keep `hashing`|store or query vectors: `hashing`", flat
+        ), passage

@@ -14,6 +14,8 @@ from nautilus_ranking.cli.args import count
 
 if TYPE_CHECKING:
     from nautilus_ranking.broker import Broker
+    from nautilus_ranking.settings.model import NautilusSettings
+    from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
 DEMO_QUERIES = (
     "orders database disk almost full",
@@ -48,14 +50,30 @@ def run(args: argparse.Namespace) -> int:
         from nautilus_ranking.cli.demo_postgres import run_postgres_demo
 
         return run_postgres_demo(
-            settings, lambda broker: _show_demo(broker, args.top_k, "PostgreSQL ")
+            settings, lambda broker: _show_demo(broker, args.top_k, settings, "PostgreSQL ")
         )
     broker = Broker.from_config(None, settings.model_copy(update={"config": None}))
-    _show_demo(broker, args.top_k)
+    _show_demo(broker, args.top_k, settings)
     return 0
 
 
-def _show_demo(broker: Broker, top_k: int, kind: str = "") -> None:
+def embedder_said(ranker: RankingSynthesizer, settings: NautilusSettings) -> str:
+    """The line that says which embedder ranked the demo's column: its own (words,
+    whatever is installed, so its column is the same on every machine), and the one
+    ``query`` and ``serve`` rank with when that is another."""
+    from nautilus_ranking.embedders.default import resolution_reason
+    from nautilus_ranking.embedders.registry import embedder_name_of
+
+    model_id = getattr(ranker.embedder, "model_id", "")
+    ours = embedder_name_of(model_id) or model_id or type(ranker.embedder).__name__
+    line = f"ranked by the {ours} embedder"
+    if settings.resolved_embedder != ours:
+        why = resolution_reason(settings.embedder)
+        line += f"; nautilus-ranking query ranks with {settings.resolved_embedder} ({why})"
+    return line
+
+
+def _show_demo(broker: Broker, top_k: int, settings: NautilusSettings, kind: str = "") -> None:
     from nautilus_ranking.cli.output import summarize
     from nautilus_ranking.synthesis.basic import BasicSynthesizer
     from nautilus_ranking.synthesis.ranking import RankingSynthesizer
@@ -66,6 +84,7 @@ def _show_demo(broker: Broker, top_k: int, kind: str = "") -> None:
         f"nautilus-ranking demo: four sources (tickets: {kind}SQL table, graph: service graph, "
         f"runbooks: {kind}full text, postmortems: {'pgvector' if kind else 'vectors'})"
     )
+    print(embedder_said(ranker, settings))
     for query in DEMO_QUERIES:
         results = broker.fetch_sync(query)
         passthrough = [

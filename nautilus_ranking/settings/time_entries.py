@@ -11,6 +11,7 @@ row's time, or the document a revision belongs to. Pure parsing, as the boosts'
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -91,6 +92,15 @@ def parse_duration(text: str) -> Decay | str:
     return Decay("", seconds, f"{number}{unit}")
 
 
+def unknown_decay(kind: str) -> str:
+    """Why ``kind`` is no decay, naming the kind it is most likely a typo of
+    (``halflife``, ``half-life``: ``half_life``)."""
+    close = difflib.get_close_matches(kind, KINDS, n=1, cutoff=0.6)
+    if close:
+        return f"unknown decay {kind!r} (did you mean {close[0]}?)"
+    return f"unknown decay {kind!r} (half_life or window)"
+
+
 def _decay(text: str) -> Decay | str | None:
     """One entry's decay (``half_life:90d``; ``off``: None), or why it is not one."""
     if text.strip().lower() in _OFF:
@@ -98,7 +108,7 @@ def _decay(text: str) -> Decay | str | None:
     kind, sep, duration = text.partition(":")
     kind = kind.strip().lower()
     if not sep or kind not in KINDS:
-        return f"unknown decay {kind!r} (half_life or window)"
+        return unknown_decay(kind)
     parsed = parse_duration(duration)
     if isinstance(parsed, str):
         return parsed
@@ -121,8 +131,12 @@ def recency_of(raw: object) -> tuple[Recency | None, Problem | None]:
         head, sep, rest = entry.partition(":")
         named = head.strip().lower()
         for_source = bool(sep) and named not in KINDS and named not in _OFF  # SOURCE:decay
-        if for_source and not _SOURCE_ID.match(named):
-            decay: Decay | str | None = "bad source id"
+        if for_source and isinstance(parse_duration(rest), Decay):
+            # ``halflife:30d``: a duration right after the head makes the head a
+            # mistyped decay, not a source (a source's entry is SOURCE:KIND:D)
+            decay: Decay | str | None = unknown_decay(named)
+        elif for_source and not _SOURCE_ID.match(named):
+            decay = "bad source id"
         else:
             decay = _decay(rest if for_source else entry)
         if isinstance(decay, str):

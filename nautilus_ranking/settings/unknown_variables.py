@@ -48,6 +48,9 @@ BROKER_VARIABLES = frozenset(
 #: ``SOURCE_BOST``, ``EMBEDER``: 0.92 to 0.97) is; the broker's names (at most 0.55)
 #: and names of another system (``PG_DSN``: 0.35, ``DATABASE_URL``: 0.6) are not.
 TYPO_CUTOFF = 0.8
+#: How many of our names a typo's warning offers (the nearest first): enough to see the
+#: neighbours of a name, where all ~50 made a 2 KB line.
+NEAREST_SHOWN = 3
 
 
 def closest_setting(name: str, known: Iterable[str]) -> str | None:
@@ -66,6 +69,16 @@ def closest_setting(name: str, known: Iterable[str]) -> str | None:
     tails = {k.removeprefix(_PREFIX): k for k in names}
     close = difflib.get_close_matches(tail, sorted(tails), n=1, cutoff=TYPO_CUTOFF)
     return tails[close[0]] if close else None
+
+
+def nearest_settings(name: str, close: str, known: Iterable[str]) -> list[str]:
+    """The :data:`NEAREST_SHOWN` variables of ours nearest ``name``, ``close`` (the one
+    it is most likely a typo of) first: what its warning offers as valid."""
+    tails = {k.upper().removeprefix(_PREFIX): k.upper() for k in known}
+    tail = name.upper().removeprefix(_PREFIX)
+    nearest = difflib.get_close_matches(tail, sorted(tails), n=NEAREST_SHOWN + 1, cutoff=0)
+    others = [tails[t] for t in nearest if tails[t] != close]
+    return [close, *others][:NEAREST_SHOWN]
 
 
 def is_setting_or_typo(name: object, cls: type[BaseSettings]) -> bool:
@@ -113,7 +126,6 @@ def unknown_variables(cls: type[BaseSettings], in_dotenv: Iterable[str] = ()) ->
     """``NAUTILUS_*`` variables (environment or ``.env``) that match no setting and are
     close to one: most likely a typo. Others' variables are left alone."""
     known = {_PREFIX + name.upper() for name in cls.model_fields}
-    valid = ", ".join(sorted(known))
     found = {name.upper(): "(set)" for name in os.environ}
     for name in in_dotenv:
         found.setdefault(name.upper(), "(set in .env)")
@@ -121,6 +133,7 @@ def unknown_variables(cls: type[BaseSettings], in_dotenv: Iterable[str] = ()) ->
     for name, where in sorted(found.items()):
         close = closest_setting(name, known)
         if close is not None:
+            valid = ", ".join(nearest_settings(name, close, known))
             problems.append(
                 Problem(name, where, f"unknown variable (did you mean {close}?); ignored", valid)
             )

@@ -268,6 +268,8 @@ def _describe(exc: ValidationError, model: type[BaseModel]) -> str:
             messages.append(_unknown_key(str(error["loc"][-1]), list(model.model_fields)))
         elif error["type"] == "missing":
             messages.append(f"missing option {loc!r}")
+        elif not loc:  # a check of the whole source: its message names the option and value
+            messages.append(str(error["msg"]).removeprefix("Value error, "))
         else:
             message = str(error["msg"]).removeprefix("Value error, ")
             secret = bool(error["loc"]) and str(error["loc"][-1]) in SECRET_OPTIONS

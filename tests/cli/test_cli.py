@@ -293,6 +293,19 @@ def test_demo_prints_passthrough_beside_ranked() -> None:
     assert "INC-1043" in result.stdout
 
 
+def test_demo_says_which_embedder_ranked_its_column() -> None:
+    """It ranked by words while the header of `query` said the model ranks by default,
+    and said neither: it names its embedder, and the one `query` uses when another."""
+    same = run("demo", "--top-k", "2")  # the suite's NAUTILUS_EMBEDDER=hashing
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.splitlines()[1] == "ranked by the hashing embedder"
+    other = run("demo", "--top-k", "2", env={"NAUTILUS_EMBEDDER": "noop"})
+    assert other.returncode == 0, other.stderr
+    assert other.stdout.splitlines()[1] == (
+        "ranked by the hashing embedder; nautilus-ranking query ranks with noop (NAUTILUS_EMBEDDER)"
+    )
+
+
 def test_log_format_and_level_are_honoured() -> None:
     bad = {"NAUTILUS_RANKING_IDF": "perhaps"}
     console = run("config", env={**bad, "NAUTILUS_LOG_FORMAT": "console"})
@@ -361,3 +374,20 @@ def test_a_cursor_with_characters_inserted_is_refused() -> None:
         assert result.returncode == 2, tampered
         assert "not a cursor nautilus made" in result.stderr
     assert run("query", QUERY, "--top-k", "2", "--cursor", cursor).returncode == 0
+
+
+def test_the_text_has_a_confidence_line_exactly_when_the_docs_say() -> None:
+    """The docs implied a `confidence:` line in every answer's text: it is there with
+    --explain or a minimum confidence, and the docs say so."""
+
+    def confidence_lines(*flags: str) -> list[str]:
+        result = run("query", QUERY, "--top-k", "3", *flags)
+        assert result.returncode == 0, result.stderr
+        return [line for line in result.stdout.splitlines() if line.startswith("confidence:")]
+
+    assert confidence_lines() == []
+    assert len(confidence_lines("--explain")) == 1
+    assert len(confidence_lines("--min-confidence", "0.01")) == 1
+    docs = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    said = " ".join(docs.split())
+    assert "a `confidence:` line in `query`'s text only with `--explain` or a minimum" in said

@@ -236,6 +236,19 @@ def test_a_typo_in_dot_env_is_reported_like_one_in_the_environment(tmp_path: Pat
     assert "OTHER_TOOL" not in result.stderr
 
 
+def test_a_mistyped_variable_offers_the_three_names_nearest_it(tmp_path: Path) -> None:
+    """Its warning listed all ~50 names as valid: a 2 KB line to find one name in."""
+    result = run("config", env={"NAUTILUS_RANKING_TOPK": "5", "NAUTILUS_LOG_FORMAT": "json"})
+    assert result.returncode == 0, result.stderr
+    [warning] = [
+        json.loads(line) for line in result.stderr.splitlines() if "NAUTILUS_RANKING_TOPK" in line
+    ]
+    assert warning["event"] == "config_value_skipped"
+    valid = warning["valid"].split(", ")
+    assert len(valid) == 3 and valid[0] == "NAUTILUS_RANKING_TOP_K"
+    assert all(name.startswith("NAUTILUS_") for name in valid)
+
+
 LIBRARY = """
 import sys
 from nautilus_ranking import Broker
@@ -333,3 +346,18 @@ def test_probe_with_no_hits_says_what_each_kind_of_source_matches(folder: Path) 
     as_json = run("sources", "probe", "zebra", "--json", "--config", str(folder / "n.yaml"))
     notes = {p["source"]: p["note"] for p in map(json.loads, as_json.stdout.splitlines())}
     assert notes["graph"].startswith("no hits: no entity's name")
+
+
+def test_a_time_field_the_source_does_not_return_is_one_plain_line(folder: Path) -> None:
+    """The message read "sources[0] (faqs, sqlite_fts): : time_field …, got {'id': …}":
+    an empty option name and the whole source definition after it."""
+    (folder / "timed.yaml").write_text(
+        GOOD.replace("answer]}", "answer], time_field: updated}"), encoding="utf-8"
+    )
+    result = run("config", "--strict", "--config", str(folder / "timed.yaml"))
+    assert result.returncode == 1
+    assert (
+        "timed.yaml: sources[0] (faqs, sqlite_fts): time_field 'updated' is not a field this "
+        "source returns: add it to stored (returned, not searched) or to columns\n"
+    ) in result.stderr
+    assert ": :" not in result.stderr and "got {" not in result.stderr

@@ -170,3 +170,12 @@ def test_a_source_id_no_source_has_is_named_by_strict_mode(
     done = run(sources, "config", "--strict", env={variable: value})
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert f"{variable}: " in done.stderr and "no source has id" in done.stderr
+
+
+def test_a_mistyped_decay_flag_says_which_decay_was_meant(sources: Path) -> None:
+    done = run(sources, "query", QUERY, "--recency", "halflife:30d")
+    assert done.returncode == 2
+    assert "--recency: 'halflife:30d': unknown decay 'halflife' (did you mean half_life?)" in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -192,6 +194,19 @@ def test_unknown_nautilus_variable_is_warned(monkeypatch: pytest.MonkeyPatch) ->
     assert event["value"] == "(set)"  # its value is never echoed: it may be a secret
 
 
+def test_unknown_variable_offers_the_three_nearest_names_the_closest_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NAUTILUS_TOP_K", "5")  # one of ours without RANKING_
+    monkeypatch.setenv("NAUTILUS_EMBEDER", "onnx")
+    with capture_logs() as logs:
+        NautilusSettings()
+    valid = {e["variable"]: e["valid"].split(", ") for e in warnings_of(logs)}
+    assert valid["NAUTILUS_TOP_K"][0] == "NAUTILUS_RANKING_TOP_K"
+    assert valid["NAUTILUS_EMBEDER"][0] == "NAUTILUS_EMBEDDER"
+    assert all(len(names) == 3 == len(set(names)) for names in valid.values())
+
+
 def test_strict_mode_raises_one_error_listing_every_problem(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -292,11 +307,38 @@ def test_no_env_value_raises_without_strict_mode(
 
 def test_every_setting_is_documented_and_in_the_example_env() -> None:
     """A new NAUTILUS_* setting is named in docs/configuration.md and .env.example."""
-    from pathlib import Path
-
     root = Path(__file__).parents[2]
     docs = (root / "docs" / "configuration.md").read_text(encoding="utf-8")
     example = (root / ".env.example").read_text(encoding="utf-8")
     names = ["NAUTILUS_" + name.upper() for name in NautilusSettings.model_fields]
     assert [n for n in names if n not in docs] == []
     assert [n for n in names if n not in example] == []
+
+
+def documented_fallbacks() -> list[tuple[str, int]]:
+    """Each setting whose section of docs/configuration.md says a bad value falls back to
+    a number, with that number."""
+    text = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    found = []
+    for section in text.split("\n### ")[1:]:
+        named = re.findall(r"`NAUTILUS_(\w+)`", section.splitlines()[0])
+        said = re.search(r"[Bb]ad value[^:\n]*: warned, skipped → (\d+)\.", section)
+        if len(named) == 1 and said and named[0].lower() in NautilusSettings.model_fields:
+            found.append((named[0].lower(), int(said.group(1))))
+    return found
+
+
+@pytest.mark.parametrize(("field", "fallback"), documented_fallbacks())
+def test_a_bad_number_falls_back_to_what_the_docs_say(
+    field: str, fallback: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The docs said a bad NAUTILUS_EMBEDDER_MAX_ROWS falls back to 1500; it was 100."""
+    monkeypatch.setenv(f"NAUTILUS_{field.upper()}", "abc")
+    with capture_logs():
+        settings = NautilusSettings()
+    assert [p.variable for p in settings.problems] == [f"NAUTILUS_{field.upper()}"]
+    assert getattr(settings, field) == fallback
+
+
+def test_the_docs_fallbacks_cover_the_embedder_numbers() -> None:
+    assert {"embedder_cache_size", "embedder_max_rows"} <= dict(documented_fallbacks()).keys()

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+import tools.knob_tables
+from nautilus_ranking.request.plan import OVERRIDES
 from nautilus_ranking.settings.knobs import (
     BY_FIELD,
     KNOBS,
@@ -16,7 +18,7 @@ from nautilus_ranking.settings.knobs import (
     RANKING_SWITCHES,
 )
 from nautilus_ranking.settings.model import NautilusSettings
-from tools.knob_tables import ROOT, TABLES, rendered
+from tools.knob_tables import OVERRIDE_LISTS, ROOT, TABLES, rendered
 
 #: A value that sets each knob (not its default).
 SET_VALUES: dict[str, Any] = {
@@ -108,6 +110,30 @@ def test_the_docs_knob_tables_are_made_from_the_declaration(doc: Any) -> None:
     for name in TABLES[doc]:
         assert f"<!-- knobs:{name} -->" in text
     assert rendered(text) == text, "run python -m tools.knob_tables"
+
+
+@pytest.mark.parametrize("doc", sorted(OVERRIDE_LISTS), ids=lambda p: p.name)
+def test_the_docs_override_lists_are_made_from_the_one_declaration(doc: Any) -> None:
+    """They named `top_k`, `boosts`, `idf` and `sources` while a request may override
+    more: each list is made from ``OVERRIDES``, every field of it named."""
+    text = doc.read_text(encoding="utf-8")
+    lists = re.findall(r"<!-- overrides -->(.*?)<!-- /overrides -->", text)
+    assert len(lists) == OVERRIDE_LISTS[doc]
+    for listed in lists:
+        assert re.findall(r"`(\w+)`", listed) == list(OVERRIDES)
+    assert rendered(text) == text, "run python -m tools.knob_tables"
+
+
+def test_a_field_added_to_the_overrides_makes_every_list_stale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tools.knob_tables, "OVERRIDES", (*OVERRIDES, "new_field"))
+    for doc in OVERRIDE_LISTS:
+        text = doc.read_text(encoding="utf-8")
+        made = rendered(text)
+        assert made != text
+        ending = f"`{OVERRIDES[-1]}` and `new_field`<!-- /overrides -->"
+        assert made.count(ending) == OVERRIDE_LISTS[doc]
 
 
 def test_the_configuration_page_opens_with_every_knob_that_turns_ranking_on() -> None:

@@ -438,3 +438,22 @@ def test_as_of_is_in_the_cursor_a_cursor_made_as_of_one_time_is_refused_as_of_an
     assert refused.value.extra["field"] == "cursor"
     with pytest.raises(ProblemError):
         ask(None, first.next_cursor)  # the newest row's time is another reference too
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("halflife:30d", "unknown decay 'halflife' (did you mean half_life?)"),
+        ("half-life:30d", "unknown decay 'half-life' (did you mean half_life?)"),
+        ("tickets:windw:7d", "unknown decay 'windw' (did you mean window?)"),
+        ("tickets:30d", "unknown decay 'tickets' (half_life or window)"),
+    ],
+)
+def test_a_mistyped_decay_is_named_with_the_decay_it_is_likely_a_typo_of(
+    raw: str, reason: str
+) -> None:
+    """``halflife:30d`` was read as a source ``halflife`` with the decay ``30d``."""
+    value, problem = parse_recency("NAUTILUS_RANKING_RECENCY", raw)
+    assert value is None and problem is not None
+    assert problem.value == raw
+    assert problem.reason == reason
