@@ -112,3 +112,28 @@ def test_a_full_width_year_is_never_the_reference() -> None:
     report = recency.taken()
     assert report is not None and report["reference"] == "2024-01-01"
     assert times["wide"]["time"] is None
+
+
+@pytest.mark.parametrize("future", [1, 2, 3])
+def test_far_future_rows_age_no_real_row_however_many(future: int) -> None:
+    rows = [
+        {"id": f"real{i}", "text": "orders database disk " + "word " * i, "at": f"2024-01-0{i + 1}"}
+        for i in range(4)
+    ]
+    rows += [{"id": f"typo{i}", "text": "orders", "at": "2199-01-01"} for i in range(future)]
+    with structlog.testing.capture_logs() as logs:
+        times = ranked_times(rows)
+    assert times["real3"]["age_days"] == pytest.approx(8 * 30)  # the reach, not 175 years
+    assert all(times[f"typo{i}"]["age_days"] == 0.0 for i in range(future))
+    assert [e["count"] for e in logs if e["event"] == "rank_time_ahead"] == [future]
+
+
+def test_the_majority_of_the_rows_sets_the_reference() -> None:
+    """Three rows of 2026 beside two of 2024 are the batch's time, not outliers."""
+    rows = [
+        {"id": f"new{i}", "text": "orders database disk", "at": f"2026-01-0{i + 1}"}
+        for i in range(3)
+    ]
+    rows += [{"id": f"old{i}", "text": "orders", "at": "2024-01-01"} for i in range(2)]
+    times = ranked_times(rows)
+    assert times["new2"]["age_days"] == 0.0 and times["new0"]["age_days"] == pytest.approx(2.0)
