@@ -131,8 +131,16 @@ def timing(
     n = len(rows)
     readers = _readers(paths, source_ids, warnings, "time")
     lo, hi, values, why = read_times(rows, source_index, readers)
-    for reason, count in sorted(why.items()):
-        warnings.add("rank_time_unreadable", count=count, reason=reason, action="not aged")
+    for (j, reason), count in sorted(why.items()):
+        sid = source_ids[j]
+        warnings.add(
+            "rank_time_unreadable",
+            source_id=sid,
+            field=paths.get(sid.lower()),
+            count=count,
+            reason=reason,
+            action="not aged",
+        )
     middle = (lo + hi) / 2.0
     reference, origin, ahead = _reference(middle, recency, as_of, warnings)
     newest = np.flatnonzero(middle == reference)[:1].tolist()
@@ -241,7 +249,7 @@ def _readers(
             warnings.add(
                 f"rank_{what}_path_invalid",
                 source_id=sid,
-                path=path,
+                field=path,
                 reason=read,
                 action="unmapped",
             )

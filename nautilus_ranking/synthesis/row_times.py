@@ -209,19 +209,23 @@ def _json_object(text: str) -> Any:
 
 def read_times(
     rows: list[dict[str, Any]], source_index: IntArray, readers: list[Reader | None]
-) -> tuple[FloatArray, FloatArray, list[Any], Counter[str]]:
+) -> tuple[FloatArray, FloatArray, list[Any], Counter[tuple[int, str]]]:
     """Each row's period as two arrays, its first and last instant (NaN: undated), the
-    values read (:func:`read_by_source`), and how many rows each reason left undated.
+    values read (:func:`read_by_source`), and how many rows each (source index, reason)
+    left undated.
     A source's values are parsed together (this runs on every row of a batch): a
     column of date-time strings or of epoch numbers in a few C-level passes, anything
     else one value at a time."""
     n = len(rows)
     lo = np.full(n, np.nan)
     hi = np.full(n, np.nan)
-    why: Counter[str] = Counter()
+    why: Counter[tuple[int, str]] = Counter()
     values, columns = read_by_source(rows, source_index, readers)
     for at, got in columns:
-        lo[at], hi[at] = _parse_all(got, why)
+        reasons: Counter[str] = Counter()
+        lo[at], hi[at] = _parse_all(got, reasons)
+        source = int(source_index[at[0]])
+        why.update({(source, reason): count for reason, count in reasons.items()})
     return lo, hi, values, why
 
 

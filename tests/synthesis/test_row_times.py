@@ -137,3 +137,40 @@ def test_the_majority_of_the_rows_sets_the_reference() -> None:
     rows += [{"id": f"old{i}", "text": "orders", "at": "2024-01-01"} for i in range(2)]
     times = ranked_times(rows)
     assert times["new2"]["age_days"] == 0.0 and times["new0"]["age_days"] == pytest.approx(2.0)
+
+
+def test_an_unreadable_time_is_warned_about_naming_its_source_and_field() -> None:
+    results = [
+        AdapterResult("a", [{"id": "a1", "text": "orders disk", "at": "soon"}]),
+        AdapterResult(
+            "b", [{"id": f"b{i}", "text": "orders", "meta": {"when": HUGE}} for i in (1, 2)]
+        ),
+        AdapterResult("c", [{"id": "c1", "text": "disk", "at": "2024-01-01"}]),
+    ]
+    paths = {"a": "at", "b": "meta.when", "c": "at"}
+    with structlog.testing.capture_logs() as logs:
+        RankingSynthesizer(recency="half_life:30d", time_fields=paths).rank(results, QUERY)
+    unreadable = [
+        (e["source_id"], e["field"], e["reason"], e["count"])
+        for e in logs
+        if e["event"] == "rank_time_unreadable"
+    ]
+    assert unreadable == [
+        ("a", "at", "not ISO 8601 or an epoch number", 1),
+        ("b", "meta.when", "out of range (1900 to 2200)", 2),
+    ]
+
+
+def test_a_path_that_is_not_one_is_warned_about_naming_its_source_and_field() -> None:
+    results = [AdapterResult("a", [{"id": "a1", "text": "orders disk", "at": "2024"}])]
+    with structlog.testing.capture_logs() as logs:
+        RankingSynthesizer(
+            supersede=True, time_fields={"a": "[[["}, document_keys={"a": "(("}
+        ).rank(results, QUERY)
+    invalid = {
+        e["event"]: (e["source_id"], e["field"]) for e in logs if e["event"].endswith("_invalid")
+    }
+    assert invalid == {
+        "rank_time_path_invalid": ("a", "[[["),
+        "rank_document_key_path_invalid": ("a", "(("),
+    }
