@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from nautilus_ranking.errors import Problem, cut
+from nautilus_ranking.sources.mapped_fields import path_problem
 
 #: A duration's units, in seconds (a year is 365 days).
 UNITS: Mapping[str, int] = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800, "y": 31_536_000}
@@ -181,6 +182,12 @@ def parse_source_paths(var: str, raw: object) -> tuple[dict[str, str], Problem |
         sid, path = sid.strip().lower(), path.strip()
         if not sep or not path or not _SOURCE_ID.match(sid):
             problem = problem or Problem(var, cut(entry.strip()), "not SOURCE:PATH", MAPPING_VALID)
+            continue
+        bad_path = path_problem(path)
+        if bad_path is not None:
+            problem = problem or Problem(
+                var, cut(entry.strip()), f"not a path ({bad_path})", MAPPING_VALID
+            )
             continue
         paths[sid] = path
     return dict(sorted(paths.items())), problem

@@ -30,10 +30,12 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 
 from nautilus_ranking.sources.base import Source
+from nautilus_ranking.sources.mapped_fields import checked_path
 from nautilus_ranking.sources.sql import quote_identifier
 from nautilus_ranking.sources.yaml_file import SourceConfigError as SourceConfigError
 from nautilus_ranking.sources.yaml_file import expand_variables as expand_variables
@@ -107,6 +109,11 @@ class SourceSpec(BaseModel):
         if not _SOURCE_ID.match(value):
             raise ValueError(f"invalid source id {value!r} (letters, digits, '_', '-', '.')")
         return value
+
+    @field_validator("time_field", "document_key")
+    @classmethod
+    def _a_path(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return checked_path(str(info.field_name), value)
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> Source:

@@ -11,11 +11,13 @@ is no evidence of age). Freshness is ``0.5 ** (age / half_life)`` or
 
 **The reference** a row's age is counted from is the request's ``as_of``, else the
 newest row time in the batch — never the wall clock, so the same rows give the same
-answer tomorrow. One far-future row cannot age every other: without ``as_of`` the
-reference is at most the decay's reach (``Recency.reach``: a window, or eight
-half-lives) past the second-newest time — past it every other row would be fully aged
-whether that row's time is real or a mistake — and a row past the reference is as new
-as it (age 0), counted as ``ahead``.
+answer tomorrow. Far-future rows cannot age every other, however many they are:
+without ``as_of``, when the newer half of the dated rows has a gap wider than the
+decay's reach (``Recency.reach``: a window, or eight half-lives) — past it every older
+row would be fully aged whether the newer times are real or a mistake — the reference
+is held back to the reach past the time below the lowest such gap, and a row past the
+reference is as new as it (age 0), counted as ``ahead``. The rows held back are never
+more than half: the dated rows' majority always sets the reference.
 
 **Supersession** (``NAUTILUS_RANKING_SUPERSEDE``): rows of one document — the same
 value under the source's document key (``NAUTILUS_RANKING_DOCUMENT_KEYS``), else under
@@ -129,8 +131,16 @@ def timing(
     n = len(rows)
     readers = _readers(paths, source_ids, warnings, "time")
     lo, hi, values, why = read_times(rows, source_index, readers)
-    for reason, count in sorted(why.items()):
-        warnings.add("rank_time_unreadable", count=count, reason=reason, action="not aged")
+    for (j, reason), count in sorted(why.items()):
+        sid = source_ids[j]
+        warnings.add(
+            "rank_time_unreadable",
+            source_id=sid,
+            field=paths.get(sid.lower()),
+            count=count,
+            reason=reason,
+            action="not aged",
+        )
     middle = (lo + hi) / 2.0
     reference, origin, ahead = _reference(middle, recency, as_of, warnings)
     newest = np.flatnonzero(middle == reference)[:1].tolist()
@@ -197,8 +207,10 @@ def _reference(
         return None, "none", 0
     reference = float(dated[-1])
     limit = recency.reach if recency is not None else 0.0
-    if len(dated) >= 2 and limit > 0 and reference - dated[-2] > limit:
-        reference = float(dated[-2]) + limit  # one far-future row does not age the rest
+    median = (len(dated) - 1) // 2  # a gap above it leaves at most half the rows past it
+    gaps = np.flatnonzero(np.diff(dated[median:]) > limit) if limit > 0 else np.zeros(0, int)
+    if len(gaps):
+        reference = float(dated[median + gaps[0]]) + limit  # far-future rows age no other
         ahead = int(np.count_nonzero(dated > reference))
         warnings.add(
             "rank_time_ahead",
@@ -237,7 +249,7 @@ def _readers(
             warnings.add(
                 f"rank_{what}_path_invalid",
                 source_id=sid,
-                path=path,
+                field=path,
                 reason=read,
                 action="unmapped",
             )

@@ -1,12 +1,15 @@
 """A row's time: read where its source says, and parsed into the period it names.
 
 What is read: ISO 8601 date-times, with a zone or without one (then UTC); ISO dates and
-partial dates (``2024``, ``2024-06``, ``2024-06-01``); epoch seconds and milliseconds
-(a number, or a string of digits: from 10^11 on, a number is read as milliseconds,
-since 10^11 seconds is past the year 5000); ``datetime`` and ``date`` values (a
-PostgreSQL ``timestamptz`` column). Anything else, and a time before 1900 or after
-2200 (a ``9999-12-31`` placeholder, microseconds read as seconds), leaves the row
-undated: counted and warned about, never dropped.
+partial dates (``2024``, ``2024-06``, ``2024-06-01``) and basic dates (``20240601``, a
+string or an integer: eight digits that are a date from 1900 to 2199 are that day, as
+``date.fromisoformat`` reads them, never 23 August 1970 in epoch seconds); epoch
+seconds and milliseconds (a number, or a string of digits: from 10^11 on, a number is
+read as milliseconds, since 10^11 seconds is past the year 5000); ``datetime`` and
+``date`` values (a PostgreSQL ``timestamptz`` column). Digits are ASCII digits only (a
+full-width ``２０２４`` is not a year). Anything else, and a time before 1900 or after
+2200 (a ``9999-12-31`` placeholder, microseconds read as seconds, an integer past the
+float range), leaves the row undated: counted and warned about, never dropped.
 
 Every time is a period ``[lo, hi]`` in epoch seconds: an instant has ``lo == hi``; a
 partial date is the whole of its year, month or day. Why: ``2024`` is not 1 January
@@ -39,8 +42,12 @@ LATEST = calendar.timegm((2200, 1, 1, 0, 0, 0))
 #: From here on an epoch number is read as milliseconds (10^11 s is in the year 5138;
 #: 10^11 ms is in 1973).
 MILLISECONDS_FROM = 1e11
-_PARTIAL = re.compile(r"^(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?$")
-_DIGITS = re.compile(r"^-?\d+(?:\.\d+)?$")
+_PARTIAL = re.compile(r"^(\d{4})(?:-(\d{2}))?(?:-(\d{2}))?$", re.ASCII)
+_BASIC_DATE = re.compile(r"^((?:19|20|21)\d{2})(\d{2})(\d{2})$", re.ASCII)
+_DIGITS = re.compile(r"^-?\d+(?:\.\d+)?$", re.ASCII)
+#: An integer in here may be a basic date (``20240601``): read one at a time.
+BASIC_DATES = (19_000_101, 21_991_232)
+OUT_OF_RANGE = "out of range (1900 to 2200)"
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z_][A-Za-z0-9_\-]*)*$")
 
 #: A row's time: (lo, hi, shown), ``shown`` the time as the answer writes it.
@@ -53,8 +60,13 @@ def period_of(value: object) -> Period | str:
     """The period ``value`` names, or why it names none (a short reason)."""
     if isinstance(value, bool) or value is None:
         return "missing" if value is None else "not a time"
+    if isinstance(value, int) and BASIC_DATES[0] <= value < BASIC_DATES[1]:
+        return _basic_date(str(value))
     if isinstance(value, int | float):
-        return _epoch(float(value))
+        try:
+            return _epoch(float(value))
+        except OverflowError:  # an integer past the float range
+            return OUT_OF_RANGE
     if isinstance(value, dt.datetime):
         return _instant(value)
     if isinstance(value, dt.date):
@@ -69,11 +81,23 @@ def period_of(value: object) -> Period | str:
     if partial is not None:
         return _partial(*partial.groups())
     if _DIGITS.match(text):
-        return _epoch(float(text))
+        return _basic_date(text) if _BASIC_DATE.match(text) else _epoch(float(text))
+    if not text.isascii():  # fromisoformat reads other scripts' digits too
+        return "not ISO 8601 or an epoch number"
     try:
         return _instant(dt.datetime.fromisoformat(text))
     except ValueError:
         return "not ISO 8601 or an epoch number"
+
+
+def _basic_date(digits: str) -> Period | str:
+    """``20240601``: the day it names when it is a date, else epoch seconds."""
+    found = _BASIC_DATE.match(digits)
+    if found is not None:
+        day = _partial(*found.groups())
+        if not isinstance(day, str):
+            return day
+    return _epoch(float(digits))
 
 
 def _epoch(seconds: float) -> Period | str:
@@ -185,19 +209,23 @@ def _json_object(text: str) -> Any:
 
 def read_times(
     rows: list[dict[str, Any]], source_index: IntArray, readers: list[Reader | None]
-) -> tuple[FloatArray, FloatArray, list[Any], Counter[str]]:
+) -> tuple[FloatArray, FloatArray, list[Any], Counter[tuple[int, str]]]:
     """Each row's period as two arrays, its first and last instant (NaN: undated), the
-    values read (:func:`read_by_source`), and how many rows each reason left undated.
+    values read (:func:`read_by_source`), and how many rows each (source index, reason)
+    left undated.
     A source's values are parsed together (this runs on every row of a batch): a
     column of date-time strings or of epoch numbers in a few C-level passes, anything
     else one value at a time."""
     n = len(rows)
     lo = np.full(n, np.nan)
     hi = np.full(n, np.nan)
-    why: Counter[str] = Counter()
+    why: Counter[tuple[int, str]] = Counter()
     values, columns = read_by_source(rows, source_index, readers)
     for at, got in columns:
-        lo[at], hi[at] = _parse_all(got, why)
+        reasons: Counter[str] = Counter()
+        lo[at], hi[at] = _parse_all(got, reasons)
+        source = int(source_index[at[0]])
+        why.update({(source, reason): count for reason, count in reasons.items()})
     return lo, hi, values, why
 
 
@@ -259,7 +287,9 @@ def _parse_all(values: list[Any], why: Counter[str]) -> tuple[FloatArray, FloatA
         except OverflowError:
             seconds = None
         else:
+            basic = (seconds >= BASIC_DATES[0]) & (seconds < BASIC_DATES[1])  # maybe 20240601
             seconds = np.where(np.abs(seconds) >= MILLISECONDS_FROM, seconds / 1000.0, seconds)
+            seconds[basic] = np.nan  # one at a time
     lo = np.full(n, np.nan)
     hi = np.full(n, np.nan)
     if seconds is not None:

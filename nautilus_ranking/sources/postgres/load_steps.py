@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.sources.base import Row
+from nautilus_ranking.sources.mapped_fields import check_mapped_fields
 from nautilus_ranking.sources.postgres.base import PostgresSpec, table_identifier
 from nautilus_ranking.sources.postgres.columns import (
     column_type,
@@ -94,7 +95,23 @@ def read_seed(spec: PostgresSpec, seed: Path) -> tuple[list[Row], list[str]]:
             f"source {spec.id!r}: columns {missing} are in no row of {seed} "
             f"(fields: {', '.join(names)})"
         )
+    try:
+        check_mapped_fields(spec, answered_fields(spec, names), f"{seed}")
+    except ValueError as exc:
+        raise LoadError(f"source {spec.id!r}: {exc}") from None
     return docs, names
+
+
+#: What a PostgreSQL source's rows have beside its table's columns (each type's own).
+_ANSWERED = frozenset({"id", "rank", "embedding", "embedding_model", "distance"})
+
+
+def answered_fields(spec: PostgresSpec, names: list[str]) -> set[str]:
+    """The fields a source's rows have once its seed is loaded: a column per seed field,
+    or (the broker's layout) ``id`` and a ``metadata`` object of the seed's fields."""
+    if isinstance(spec, PgvectorSpec) and spec.layout != "columns":
+        return {*_ANSWERED, "metadata", *(f"metadata.{name}" for name in names)}
+    return {*_ANSWERED, *names}
 
 
 def check_ids(spec: PostgresSpec, column: str, ids: list[Any]) -> None:

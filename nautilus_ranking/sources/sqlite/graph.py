@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from nautilus_ranking.sources.base import Row
+from nautilus_ranking.sources.mapped_fields import check_mapped_fields, fields_of
 from nautilus_ranking.sources.schema import (
     BuildContext,
     SqliteSpec,
@@ -178,7 +179,9 @@ class SqliteGraphSpec(SqliteSpec):
     def build(self, ctx: BuildContext) -> SqliteGraphSource:
         entities = resolve_seed_path(ctx, self.entities)
         edges = resolve_seed_path(ctx, self.edges)
-        load_seed(entities, every_row=(self.id_field,))
+        rows = load_seed(entities, every_row=(self.id_field,))
+        answered = {"id", "relation", "direction", "via", "edge"}  # beside each entity's own
+        check_mapped_fields(self, fields_of(rows) | answered, f"seed file {entities}")
         load_seed(edges, every_row=_EDGE_FIELDS, allow_empty=True)
         return SqliteGraphSource(
             self.id,

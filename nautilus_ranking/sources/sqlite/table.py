@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from nautilus_ranking.sources.base import Row
+from nautilus_ranking.sources.mapped_fields import check_mapped_fields, fields_of
 from nautilus_ranking.sources.schema import (
     BuildContext,
     ColumnList,
@@ -134,7 +135,8 @@ class SqliteTableSpec(SeededSqliteSpec):
 
     def build(self, ctx: BuildContext) -> SqliteTableSource:
         seed = resolve_seed_path(ctx, self.seed)
-        load_seed(seed, [*self.search_columns, *named_id_field(self)])
+        rows = load_seed(seed, [*self.search_columns, *named_id_field(self)])
+        check_mapped_fields(self, fields_of(rows) | {"id"}, f"seed file {seed}")
         return SqliteTableSource(
             self.id,
             resolve_data_path(ctx, self.path),

@@ -23,6 +23,7 @@ from nautilus_ranking.embedders import Embedder, HashingEmbedder, embed_texts, e
 from nautilus_ranking.response_hash import canonical_json, canonical_object_with
 from nautilus_ranking.rows import CanonicalRows
 from nautilus_ranking.sources.base import Row, with_id
+from nautilus_ranking.sources.mapped_fields import check_mapped_fields, fields_of
 from nautilus_ranking.sources.schema import (
     BuildContext,
     ColumnList,
@@ -170,6 +171,10 @@ class SqliteVectorSource(SeededSqliteSource):
         return self._cache
 
 
+#: What every answered row has besides its seed fields.
+_ANSWERED = frozenset({"id", "embedding", "embedding_model", "similarity"})
+
+
 @register_source_type
 class SqliteVectorSpec(SeededSqliteSpec):
     """``sqlite_vector``: documents of a JSONL seed with stored embeddings, cosine order."""
@@ -185,7 +190,8 @@ class SqliteVectorSpec(SeededSqliteSpec):
 
     def build(self, ctx: BuildContext) -> SqliteVectorSource:
         seed = resolve_seed_path(ctx, self.seed)
-        load_seed(seed, [*self.text_fields, *named_id_field(self)])
+        rows = load_seed(seed, [*self.text_fields, *named_id_field(self)])
+        check_mapped_fields(self, fields_of(rows) | _ANSWERED, f"seed file {seed}")
         embedder = embedder_from_name(
             "hashing" if ctx.embedder_name == "noop" else ctx.embedder_name,
             self.dim,
