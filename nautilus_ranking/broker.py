@@ -494,7 +494,8 @@ def named_source_problems(
 ) -> tuple[Problem, ...]:
     """One problem for each id no source has among those the settings name a source by
     (besides boosts): ``NAUTILUS_RANKING_CANONICAL_SOURCES``, a recency entry for one
-    source, ``NAUTILUS_RANKING_TIME_FIELDS`` and ``NAUTILUS_RANKING_DOCUMENT_KEYS``. A
+    source, ``NAUTILUS_RANKING_TIME_FIELDS``, ``NAUTILUS_RANKING_DOCUMENT_KEYS`` and
+    either side of a ``NAUTILUS_RANKING_MAY_REVISE`` pair. A
     misspelt id silently does nothing where the operator meant something done."""
     known = {sid.lower() for sid in source_ids}
     recency, _ = recency_of(settings.ranking_recency)
@@ -503,6 +504,10 @@ def named_source_problems(
         ("NAUTILUS_RANKING_RECENCY", list(recency.per_source) if recency is not None else []),
         ("NAUTILUS_RANKING_TIME_FIELDS", list(settings.ranking_time_fields)),
         ("NAUTILUS_RANKING_DOCUMENT_KEYS", list(settings.ranking_document_keys)),
+        (
+            "NAUTILUS_RANKING_MAY_REVISE",
+            sorted({sid for k, vs in settings.ranking_may_revise.items() for sid in (k, *vs)}),
+        ),
     ]
     return tuple(
         Problem(variable, sid, f"no source has id {sid!r}", ", ".join(source_ids))

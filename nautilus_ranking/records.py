@@ -101,6 +101,10 @@ class AdapterResult:
     document_key: str | None = None
 
 
+#: The kinds of :class:`Copy` that are another revision of the document, with a time.
+REVISION_KINDS = frozenset({"revision", "later_revision"})
+
+
 class Copy(NamedTuple):
     """Another row of the same document, collapsed into a ranked row (its ``also_from``):
     its source, its ``id`` (the row's own, or ``sha256-`` and 16 hex digits of its
@@ -108,7 +112,8 @@ class Copy(NamedTuple):
     its source, and ``copy``: ``exact`` (the same ``NAUTILUS_RANKING_DEDUP_KEY`` value,
     else the same text; its source's vote counted for the row) or ``near`` (a text alike
     by ``NAUTILUS_RANKING_NEAR_DUPLICATES``; no vote pooled) or ``revision`` (an older
-    revision of the document, superseded by ``NAUTILUS_RANKING_SUPERSEDE``; ``time``: its
+    revision of the document, superseded by ``NAUTILUS_RANKING_SUPERSEDE``) or
+    ``later_revision`` (one dated after the request's ``as_of``); ``time``: a revision's
     time as read, None for the other kinds)."""
 
     source_id: str
@@ -118,21 +123,26 @@ class Copy(NamedTuple):
     time: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The copy as an answer carries it (``time`` only for a revision)."""
+        """The copy as an answer carries it (``time`` only for a revision, older or later)."""
         out = {
             "source_id": self.source_id,
             "id": self.id,
             "source_rank": self.source_rank,
             "copy": self.copy,
         }
-        if self.copy == "revision":
+        if self.copy in REVISION_KINDS:
             out["time"] = self.time
         return out
 
     def label(self) -> str:
         """``source:id`` for a person (``--explain``, MCP), ``(near)`` after a near copy,
-        ``(revision of TIME)`` after an older revision."""
-        tail = {"near": " (near)", "revision": f" (revision of {self.time})"}.get(self.copy, "")
+        ``(revision of TIME)`` after an older revision, ``(later revision of TIME)`` after
+        one dated after ``as_of``."""
+        tail = {
+            "near": " (near)",
+            "revision": f" (revision of {self.time})",
+            "later_revision": f" (later revision of {self.time})",
+        }.get(self.copy, "")
         return f"{self.source_id}:{self.id}{tail}"
 
 

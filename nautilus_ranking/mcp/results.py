@@ -145,16 +145,20 @@ def search_text(out: dict[str, Any]) -> str:
 def _result_line(r: dict[str, Any]) -> str:
     score = "" if r["score"] is None else f" score {r['score']:.4f}"
     copies = r["why"]["also_from"]
-    also = (
-        "; also in: "
-        + ", ".join(
-            f"{a['source_id']}:{a['id']}" + (" (near)" if a["copy"] == "near" else "")
-            for a in copies
-        )
-        if copies
-        else ""
-    )
+    also = "; also in: " + ", ".join(map(_copy_label, copies)) if copies else ""
     return f"{r['rank']}. [{r['source']}]{score}{also}: {_line(r['row'])}"
+
+
+def _copy_label(copy: dict[str, Any]) -> str:
+    """One ``also_from`` entry as the tool's text names it: a revision with its time, so
+    a model reading it knows the shown row replaced an older text (or, as of a past
+    time, that a later one exists)."""
+    tail = {
+        "near": " (near)",
+        "revision": f" (older revision, {copy.get('time')})",
+        "later_revision": f" (later revision, {copy.get('time')})",
+    }.get(copy["copy"], "")
+    return f"{copy['source_id']}:{copy['id']}{tail}"
 
 
 def row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:

@@ -64,8 +64,10 @@ from nautilus_ranking.selection.tokens import count_tokens
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
-#: 2: signed (version 1 cursors carried no tag and are refused as made before).
-_VERSION = 2
+#: 3: revisions across sources only as NAUTILUS_RANKING_MAY_REVISE allows (a version 2
+#: cursor's pages were cut from a ranking that took other rows for revisions); 2: signed
+#: (version 1 cursors carried no tag and are refused as made before).
+_VERSION = 3
 #: The characters a cursor is made of (URL-safe base64, unpadded).
 _CURSOR_TEXT = re.compile(r"[A-Za-z0-9_-]+")
 #: A signed cursor's first character: its tag comes first and base64 of a tag may start
@@ -254,6 +256,9 @@ def ranking_key(
     if settings.ranking_supersede:
         shape["supersede"] = True
         shape["document_keys"] = sorted(settings.ranking_document_keys.items())
+        shape["may_revise"] = [
+            f"{k}:{v}" for k, vs in settings.ranking_may_revise.items() for v in vs
+        ]
     if settings.ranking_recency is not None or settings.ranking_supersede:
         shape["time_fields"] = sorted(settings.ranking_time_fields.items())
         if as_of is not None:
@@ -417,6 +422,14 @@ def _decode(cursor: object, keys: CursorKeys) -> tuple[int, str, str, int, str |
         body = json.loads(signed)
     except ValueError:
         raise bad from None
+    if isinstance(body, dict) and body.get("v") == 2:
+        raise PageError(
+            "cursor",
+            cut(cursor),
+            "made by an earlier version of nautilus-ranking, which took rows of other "
+            "sources for revisions",
+            "no cursor: ask for the first page again",
+        )
     if not isinstance(body, dict) or body.get("v") != _VERSION:
         raise bad
     number, key, data_key, size = body.get("n"), body.get("k"), body.get("d"), body.get("s")

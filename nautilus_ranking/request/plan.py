@@ -49,6 +49,8 @@ OVERRIDES = (
     "canonical_sources",
     "min_confidence",
     "recency",
+    # the time ages count from and the revision in force at: a ranking input as recency is
+    "as_of",
 )
 
 

@@ -186,9 +186,11 @@ KNOBS: tuple[Knob, ...] = (
         "ranking",
         turns_ranking_on=True,
         per_profile=True,
-        summary="keep only the newest revision of a document (same id, dedup key or "
-        "document key); the older ones in its also_from",
-        in_broker="revisions superseded, across the broker's sources",
+        summary="keep only the newest revision of a document (one source's rows by id, or "
+        "by document key; across sources only as NAUTILUS_RANKING_MAY_REVISE allows); the "
+        "older ones in its also_from",
+        in_broker="revisions superseded: within an adapter, or across adapters as "
+        "NAUTILUS_RANKING_MAY_REVISE allows",
     ),
     Knob(
         "ranking_time_fields",
@@ -210,6 +212,18 @@ KNOBS: tuple[Knob, ...] = (
         summary="by source, the row key or path naming a row's document, for supersession "
         "(SOURCE:PATH)",
         in_broker="which adapter rows are revisions of one document",
+    ),
+    Knob(
+        "ranking_may_revise",
+        "ranking",
+        # Which sources may supersede which others' rows; nothing until supersession is set.
+        # Per process: it describes the sources, which every profile shares.
+        turns_ranking_on=False,
+        per_profile=False,
+        summary="which sources' newer revisions may supersede another source's "
+        "(REVISER:REVISED, comma-separated; both map a document key); unset: a source "
+        "revises only its own rows",
+        in_broker="which adapters' revisions may supersede which others'",
     ),
     Knob(
         "ranking_lexical",

@@ -60,7 +60,11 @@ from nautilus_ranking.settings.parsing import (
     parse_seconds,
     parse_source_ids,
 )
-from nautilus_ranking.settings.time_entries import parse_recency, parse_source_paths
+from nautilus_ranking.settings.time_entries import (
+    parse_may_revise,
+    parse_recency,
+    parse_source_paths,
+)
 from nautilus_ranking.settings.unknown_variables import (
     DOTENV_UNKNOWN,
     DotEnvTypos,
@@ -130,6 +134,8 @@ class NautilusSettings(LogSettings):
     ranking_supersede: bool = False
     ranking_time_fields: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     ranking_document_keys: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    # Which sources' newer revisions may supersede which other sources' (by document key).
+    ranking_may_revise: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
     ranking_lexical: str = "bm25"
     ranking_curated_keywords: str = "routing"
     embedder: str = AUTO
@@ -313,6 +319,10 @@ class NautilusSettings(LogSettings):
         )
         for field in ("ranking_time_fields", "ranking_document_keys"):
             take(field, parse_source_paths(var(field), data.get(field)))
+        take(
+            "ranking_may_revise",
+            parse_may_revise(var("ranking_may_revise"), data.get("ranking_may_revise")),
+        )
         take(
             "ranking_dedup_key",
             parse_field_name(var("ranking_dedup_key"), data.get("ranking_dedup_key")),

@@ -5,8 +5,10 @@ every source, with entries for one source where sources differ
 (``half_life:90d,tickets:half_life:7d,archive:off``).
 ``NAUTILUS_RANKING_TIME_FIELDS`` and ``NAUTILUS_RANKING_DOCUMENT_KEYS`` map a source
 id to the row key (a dotted path, or a JMESPath with the ``http`` extra) that holds a
-row's time, or the document a revision belongs to. Pure parsing, as the boosts'
-(``boost_entries.py``): what a decay does is ``synthesis/recency.py``.
+row's time, or the document a revision belongs to. ``NAUTILUS_RANKING_MAY_REVISE``
+names which sources may supersede another's revisions (``handbook:wiki``). Pure
+parsing, as the boosts' (``boost_entries.py``): what a decay does is
+``synthesis/recency.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ RECENCY_VALID = (
     "optionally after SOURCE: for one source (SOURCE:off for none); comma-separated; or off"
 )
 MAPPING_VALID = "comma-separated SOURCE:PATH entries, e.g. tickets:updated_at,wiki:meta.modified"
+MAY_REVISE_VALID = (
+    "comma-separated REVISER:REVISED source-id pairs, e.g. handbook:wiki,handbook:archive "
+    "(handbook's newer revisions supersede wiki's and archive's)"
+)
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdwy])$")
 _SOURCE_ID = re.compile(r"^[a-z0-9_][a-z0-9_.\-]*$")
 _OFF = frozenset({"off", "none", "false", "0"})
@@ -191,3 +197,33 @@ def parse_source_paths(var: str, raw: object) -> tuple[dict[str, str], Problem |
             continue
         paths[sid] = path
     return dict(sorted(paths.items())), problem
+
+
+def parse_may_revise(var: str, raw: object) -> tuple[dict[str, list[str]], Problem | None]:
+    """``handbook:wiki,handbook:archive`` to ``{reviser: [revised, …]}`` (ids lower-cased
+    and sorted; a mapping of lists is taken as it is); a bad entry is skipped and the
+    first one named. A source always revises itself: naming that is no entry."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None
+    if isinstance(raw, Mapping):
+        entries = [
+            f"{k}:{v}" for k, vs in raw.items() for v in (vs if isinstance(vs, list) else [vs])
+        ]
+    elif isinstance(raw, str):
+        entries = raw.split(",")
+    else:
+        return {}, Problem(var, cut(raw), "not a string", MAY_REVISE_VALID)
+    pairs: dict[str, set[str]] = {}
+    problem: Problem | None = None
+    for entry in entries:
+        if not entry.strip():
+            continue
+        reviser, sep, revised = (part.strip().lower() for part in entry.partition(":"))
+        if not sep or not _SOURCE_ID.match(reviser) or not _SOURCE_ID.match(revised):
+            problem = problem or Problem(
+                var, cut(entry.strip()), "not REVISER:REVISED", MAY_REVISE_VALID
+            )
+            continue
+        if reviser != revised:
+            pairs.setdefault(reviser, set()).add(revised)
+    return {k: sorted(v) for k, v in sorted(pairs.items())}, problem

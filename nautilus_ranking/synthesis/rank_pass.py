@@ -86,6 +86,8 @@ class RankSettings(Protocol):
     #: By lower-case source id: the row key of a row's time, and of its document.
     time_fields: dict[str, str]
     document_keys: dict[str, str]
+    #: By lower-case source id: the other sources whose revisions it may supersede.
+    may_revise: dict[str, frozenset[str]]
 
 
 def rank_pass(

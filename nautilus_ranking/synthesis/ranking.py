@@ -86,6 +86,7 @@ class RankingSynthesizer:
         supersede: bool = False,
         time_fields: Mapping[str, str] | None = None,
         document_keys: Mapping[str, str] | None = None,
+        may_revise: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         for name, value in (
             ("top_k", top_k),
@@ -159,6 +160,12 @@ class RankingSynthesizer:
         #: what each source's result says; these win).
         self.time_fields = {str(k).lower(): str(v) for k, v in (time_fields or {}).items()}
         self.document_keys = {str(k).lower(): str(v) for k, v in (document_keys or {}).items()}
+        #: By lower-case source id: the other sources whose revisions its newer ones may
+        #: supersede (both mapping a document key); a source always revises its own.
+        self.may_revise = {
+            str(k).lower(): frozenset(str(v).lower() for v in vs)
+            for k, vs in (may_revise or {}).items()
+        }
 
     @classmethod
     def from_settings(
@@ -193,6 +200,7 @@ class RankingSynthesizer:
             supersede=settings.ranking_supersede,
             time_fields=settings.ranking_time_fields,
             document_keys=settings.ranking_document_keys,
+            may_revise=settings.ranking_may_revise,
         )
 
     # --- public API ------------------------------------------------------------------

@@ -19,15 +19,24 @@ is held back to the reach past the time below the lowest such gap, and a row pas
 reference is as new as it (age 0), counted as ``ahead``. The rows held back are never
 more than half: the dated rows' majority always sets the reference.
 
-**Supersession** (``NAUTILUS_RANKING_SUPERSEDE``): rows of one document — the same
-value under the source's document key (``NAUTILUS_RANKING_DOCUMENT_KEYS``), else under
-``NAUTILUS_RANKING_DEDUP_KEY``, else the same ``id`` — are revisions. The newest is shown in
-the place of the group's best-ranked revision, and each revision whose period ends
-before the newest's begins leaves the list for its ``also_from`` (``copy:
-"revision"``, with its time). Undated revisions, and times that may be in either order
-(``row_times.py``), are left as they are. Time wins over
+**Supersession** (``NAUTILUS_RANKING_SUPERSEDE``): which rows are revisions of one
+document. Within one source: the same value under its document key
+(``NAUTILUS_RANKING_DOCUMENT_KEYS`` or the source's ``document_key``), else the same
+``id``. Across sources only when both map a document key and the newer row's source may
+revise the other's (``NAUTILUS_RANKING_MAY_REVISE``): two tables that number their rows
+1..5 hold ten documents, and a source nobody trusted with another's documents cannot
+take their place by sharing an id. ``NAUTILUS_RANKING_DEDUP_KEY`` names copies, never
+revisions. The revision in force — the newest, or with ``as_of`` the newest dated at or
+before it — is shown in the place of the group's best-ranked revision, with the score
+of that place (so the list's scores stay in order; ``--explain`` gives its own); each
+revision whose period ends before its begins leaves the list for its ``also_from``
+(``copy: "revision"``, with its time), and with ``as_of`` each one dated after it
+likewise (``copy: "later_revision"``). A row dated past the reference (a far-future
+time held back, or after ``as_of``) never takes another's place; a row dated after
+``as_of`` is aged as fully aged. Undated revisions, and times that may be in either
+order (``row_times.py``), are left as they are. Time wins over
 ``NAUTILUS_RANKING_CANONICAL_SOURCES``: a canonical source chooses among copies of the
-newest revision, never an older revision over a newer one.
+revision in force, never an older revision over it.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from nautilus_ranking.records import AdapterResult
 from nautilus_ranking.request_note import RequestNote
@@ -61,6 +71,12 @@ from nautilus_ranking.text.arrays import FloatArray, IntArray
 #: (docs/tuning-time.md): 0.2 let in +1.15 and +1.43 on two onnx cells, 0.5 +2.7 pooled.
 RECENCY_SHARE = 0.15
 DAY = 86_400.0
+#: Without a decay (supersession alone) how far the newest row time may stand past every
+#: other's before it is held back as a far-future mistake: ten years (a 2199 typo, a
+#: 2052 for 2025), far past any gap between an archive and its current revision.
+SUPERSEDE_REACH = 10 * 365 * DAY
+
+BoolArray = npt.NDArray[np.bool_]
 
 _REPORT: RequestNote[dict[str, Any]] = RequestNote("nautilus_time_report")
 
@@ -79,6 +95,10 @@ class Timing:
     freshness: FloatArray
     adjust: FloatArray | None
     keys: list[str | None] | None
+    source: IntArray
+    revises: BoolArray
+    lead: BoolArray
+    after: BoolArray
 
     def shown(self, i: int) -> str | None:
         """Row ``i``'s time as the answer writes it (a date stays a date; an instant in
@@ -88,12 +108,15 @@ class Timing:
     def row_time(self, i: int) -> dict[str, Any]:
         """Row ``i``'s time as ``--explain`` shows it."""
         age = float(self.age[i])
-        return {
+        out = {
             "time": self.shown(i),
             "age_days": round(age / DAY, 3) if age == age else None,
             "freshness": float(self.freshness[i]),
             "recency": float(self.adjust[i]) if self.adjust is not None else 0.0,
         }
+        if self.after[i]:
+            out["after_as_of"] = True
+        return out
 
 
 class TimeSettings(Protocol):
@@ -103,7 +126,7 @@ class TimeSettings(Protocol):
     supersede: bool
     time_fields: dict[str, str]  # by lower-case source id
     document_keys: dict[str, str]
-    dedup_key: str | None
+    may_revise: dict[str, frozenset[str]]  # by lower-case source id
 
 
 def timing(
@@ -127,7 +150,6 @@ def timing(
         return None
     paths = _paths(results, settings.time_fields, "time_field")
     document_keys = _paths(results, settings.document_keys, "document_key")
-    dedup_key = settings.dedup_key
     n = len(rows)
     readers = _readers(paths, source_ids, warnings, "time")
     lo, hi, values, why = read_times(rows, source_index, readers)
@@ -145,6 +167,7 @@ def timing(
     reference, origin, ahead = _reference(middle, recency, as_of, warnings)
     newest = np.flatnonzero(middle == reference)[:1].tolist()
     age = np.maximum(reference - middle, 0.0) if reference is not None else np.full(n, np.nan)
+    lead, after = _in_force(lo, hi, middle, reference, origin)
     freshness = np.ones(n, dtype=np.float64)
     adjust = None
     if recency is not None and reference is not None:
@@ -157,31 +180,48 @@ def timing(
                 freshness[at] = 0.5 ** (age[at] / decay.seconds)
             else:
                 freshness[at] = np.maximum(0.0, 1.0 - age[at] / decay.seconds)
+            freshness[at[after[at]]] = 0.0  # dated after as_of: not yet in force, fully aged
         spread = relevance_spread(relevance[reference_rows], doc[reference_rows])
         lost = RECENCY_SHARE * spread * (1.0 - freshness)
         adjust = np.where(relevance > 0, 0.0 - lost, 0.0) + 0.0  # (no -0.0)
-    keys = (
-        _revision_keys(rows, source_ids, source_index, document_keys, dedup_key, warnings)
-        if supersede
-        else None
-    )
-    _REPORT.keep(
-        {
-            # the time as it was given (a date stays a date), else the instant held back to
-            "reference": _given(as_of)
-            if origin == "as_of"
-            else _given(values[newest[0]])
-            if newest
-            else _given(reference),
-            "from": origin,
-            "recency": str(recency) if recency is not None else None,
-            "dated": int(np.count_nonzero(~np.isnan(lo))),
-            "undated": int(np.count_nonzero(np.isnan(lo))),
-            "ahead": ahead,
-            "superseded": 0,
-        }
-    )
-    return Timing(lo, hi, values, age, freshness, adjust, keys)
+    keys, revises = None, np.eye(len(source_ids), dtype=bool)
+    if supersede:
+        keys, mapped = _revision_keys(rows, source_ids, source_index, document_keys, warnings)
+        revises = _revises(source_ids, mapped, settings.may_revise)
+    report: dict[str, Any] = {
+        # the time as it was given (a date stays a date), else the instant held back to
+        "reference": _given(as_of)
+        if origin == "as_of"
+        else _given(values[newest[0]])
+        if newest
+        else _given(reference),
+        "from": origin,
+        "recency": str(recency) if recency is not None else None,
+        "dated": int(np.count_nonzero(~np.isnan(lo))),
+        "undated": int(np.count_nonzero(np.isnan(lo))),
+        "ahead": ahead,
+        "superseded": 0,
+    }
+    if origin == "as_of":
+        report["later_revisions"] = 0
+        report["after_as_of"] = int(np.count_nonzero(after))
+    _REPORT.keep(report)
+    return Timing(lo, hi, values, age, freshness, adjust, keys, source_index, revises, lead, after)
+
+
+def _in_force(
+    lo: FloatArray, hi: FloatArray, middle: FloatArray, reference: float | None, origin: str
+) -> tuple[BoolArray, BoolArray]:
+    """(which rows may take a revision's place, which are dated after ``as_of``). With
+    ``as_of``: a row whose period ends by it may (the revision in force that day), one
+    that begins after it is after it. Without: a dated row not past the reference (a
+    far-future time held back never takes another's place)."""
+    if reference is None:
+        none = np.zeros(len(lo), dtype=bool)
+        return none, none.copy()
+    if origin == "as_of":
+        return hi <= reference, lo > reference
+    return middle <= reference, np.zeros(len(lo), dtype=bool)
 
 
 def _reference(
@@ -200,13 +240,18 @@ def _reference(
         else:
             ahead = int(np.count_nonzero(middle > found[1]))
             if ahead:
-                warnings.add("rank_time_ahead", count=ahead, reference="as_of", action="aged 0")
+                warnings.add(
+                    "rank_time_ahead",
+                    count=ahead,
+                    reference="as_of",
+                    action="fully aged, never in a revision's place",
+                )
             return found[1], "as_of", ahead
     dated = np.sort(middle[~np.isnan(middle)])
     if not len(dated):
         return None, "none", 0
     reference = float(dated[-1])
-    limit = recency.reach if recency is not None else 0.0
+    limit = recency.reach if recency is not None else SUPERSEDE_REACH
     median = (len(dated) - 1) // 2  # a gap above it leaves at most half the rows past it
     gaps = np.flatnonzero(np.diff(dated[median:]) > limit) if limit > 0 else np.zeros(0, int)
     if len(gaps):
@@ -263,18 +308,39 @@ def _revision_keys(
     source_ids: Sequence[str],
     source_index: IntArray,
     document_keys: Mapping[str, str],
-    dedup_key: str | None,
     warnings: RankWarnings,
-) -> list[str | None]:
-    """Each row's document: its source's document key, else the de-duplication key,
-    else ``id`` (as canonical JSON; None: no such value)."""
-    fallback = getter(dedup_key or "id")
-    default = None if isinstance(fallback, str) else fallback
-    readers = [r or default for r in _readers(document_keys, source_ids, warnings, "document_key")]
+) -> tuple[list[str | None], list[bool]]:
+    """Each row's revision key (None: no value), and whether each source maps a document
+    key. A mapped source's rows are keyed by that value alone, so they may meet another
+    mapped source's (``_revises`` says whether they may revise each other); an unmapped
+    source's by its own place and the row's ``id``: revisions within that source only."""
+    mapped = _readers(document_keys, source_ids, warnings, "document_key")
+    by_id = getter("id")
+    readers = [r or (by_id if not isinstance(by_id, str) else None) for r in mapped]
     values, _ = read_by_source(rows, source_index, readers)
-    if set(map(type, values)) == {str} and "" not in values:  # ids, as most rows have
-        return values
-    return list(map(_revision_key, values))
+    prefixes = ["d" if r is not None else f"{j}:" for j, r in enumerate(mapped)]
+    keys: list[str | None] = []
+    for value, j in zip(values, source_index.tolist(), strict=True):
+        key = _revision_key(value)
+        keys.append(prefixes[j] + key if key is not None else None)
+    return keys, [r is not None for r in mapped]
+
+
+def _revises(
+    source_ids: Sequence[str], mapped: Sequence[bool], may_revise: Mapping[str, frozenset[str]]
+) -> BoolArray:
+    """``[a, b]``: source ``a``'s newer revision may supersede source ``b``'s row — the
+    same source, or both mapping a document key and ``NAUTILUS_RANKING_MAY_REVISE``
+    naming the pair."""
+    n = len(source_ids)
+    out = np.eye(n, dtype=bool)
+    ids = [sid.lower() if isinstance(sid, str) else None for sid in source_ids]
+    for a, reviser in enumerate(ids):
+        allowed = may_revise.get(reviser, frozenset()) if reviser is not None else frozenset()
+        for b, revised in enumerate(ids):
+            if mapped[a] and mapped[b] and revised in allowed:
+                out[a, b] = True
+    return out
 
 
 def _revision_key(value: Any) -> str | None:
@@ -292,56 +358,78 @@ def _revision_key(value: Any) -> str | None:
 
 
 def supersede(
-    order: IntArray, timing: Timing, mark: Callable[[int, int], None], drop: Callable[[int], None]
-) -> IntArray:
-    """``order`` (the kept rows, best first) with each document's older revisions gone
-    and its newest in the place of its best-ranked one. ``mark(newest, older)`` records
-    an older revision into the newest's provenance; ``drop(row)`` forgets a row that
-    left (``also_from`` and its copies go with the newest)."""
+    order: IntArray,
+    timing: Timing,
+    mark: Callable[[int, int, str], None],
+    drop: Callable[[int], None],
+) -> tuple[IntArray, dict[int, int]]:
+    """``order`` (the kept rows, best first) with each document's revision in force in
+    the place of its best-ranked revision and the revisions it replaced gone, and
+    ``{in force: the row whose place it took}``. ``mark(kept, other, kind)`` records a
+    replaced revision (``revision`` or ``later_revision``) into the kept one's
+    provenance; ``drop(row)`` forgets a row that left (its copies go with it)."""
     keys = timing.keys
     if keys is None:
-        return order
+        return order, {}
     shared = {k for k, count in Counter(keys).items() if count > 1 and k is not None}
     if not shared:
-        return order
+        return order, {}
     in_group = np.fromiter(map(shared.__contains__, keys), dtype=bool, count=len(keys))
-    places = np.flatnonzero(in_group[order])  # the places of the rows of a group
-    rows = order[places]
-    dated = ~np.isnan(timing.lo[rows])
-    places, rows = places[dated], rows[dated]
-    if len(rows) < 2:
-        return order
-    code_of: dict[str | None, int] = {}
-    group = np.array([code_of.setdefault(keys[i], len(code_of)) for i in rows.tolist()])
-    middle = (timing.lo[rows] + timing.hi[rows]) / 2.0
-    # each group's newest: the latest middle, a tie to the better-ranked (the first place)
-    by_group = np.lexsort((places, -middle, group))
-    starts = np.flatnonzero(np.r_[True, group[by_group][1:] != group[by_group][:-1]])
-    newest_at = np.full(len(code_of), -1)
-    newest_at[group[by_group[starts]]] = by_group[starts]
-    newest = newest_at[group]  # per entry: the position (in these arrays) of its newest
-    # an older revision: its period ends before the newest's begins (certainly older)
-    older = (newest != np.arange(len(rows))) & (timing.hi[rows] < timing.lo[rows[newest]])
-    if not older.any():
-        return order
-    placed = order.copy()
-    gone = np.zeros(len(order), dtype=bool)
-    first = places[newest].copy()  # where each group's newest goes: its best place
-    np.minimum.at(first, newest[older], places[older])
-    for at in np.flatnonzero(older).tolist():
-        mark(int(rows[newest[at]]), int(rows[at]))
-        drop(int(rows[at]))
-    gone[places[older]] = True
-    winners = np.unique(newest[older])
-    gone[places[winners]] = True  # the newest leaves its own place for the group's best
-    gone[first[winners]] = False
-    placed[first[winners]] = rows[winners]
-    superseded = int(older.sum())
-    if superseded:
-        report = _REPORT.peek()
-        if report is not None:
-            report["superseded"] = superseded
+    places = np.flatnonzero(in_group[order] & ~np.isnan(timing.lo[order]))
+    groups: dict[str | None, list[int]] = {}
+    for place, i in zip(places.tolist(), order[places].tolist(), strict=True):
+        groups.setdefault(keys[i], []).append(place)
+    placed, gone = order.copy(), np.zeros(len(order), dtype=bool)
+    took: dict[int, int] = {}
+    counts: Counter[str] = Counter()
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        at = np.array(group)
+        for kept, replaced in _settle(order[at], timing):
+            first = min(group[kept], *(group[i] for i, _ in replaced))
+            winner = int(order[group[kept]])
+            for i, kind in replaced:
+                mark(winner, int(order[group[i]]), kind)
+                drop(int(order[group[i]]))
+                gone[group[i]] = True
+                counts[kind] += 1
+            gone[group[kept]] = True
+            gone[first], placed[first] = False, winner
+            if first != group[kept]:
+                took[winner] = int(order[first])
+    report = _REPORT.peek()
+    if report is not None and counts:
+        report["superseded"] = counts["revision"]
+        if "later_revisions" in report:
+            report["later_revisions"] = counts["later_revision"]
     out: IntArray = placed[~gone]
+    return out, took
+
+
+def _settle(rows: IntArray, timing: Timing) -> list[tuple[int, list[tuple[int, str]]]]:
+    """One document's dated revisions (``rows``, best-ranked first): each revision that
+    stays in force, by position in ``rows``, with the revisions it replaces. Newest
+    first, a row that may lead replaces each row it may revise that certainly ended
+    before it began, and (with ``as_of``) each row dated after it that may revise it."""
+    lo, hi, source = timing.lo[rows], timing.hi[rows], timing.source[rows]
+    lead, after = timing.lead[rows], timing.after[rows]
+    taken = np.zeros(len(rows), dtype=bool)
+    out: list[tuple[int, list[tuple[int, str]]]] = []
+    for w in np.lexsort((np.arange(len(rows)), -(lo + hi))).tolist():
+        if taken[w] or not lead[w]:
+            continue
+        taken[w] = True
+        older = ~taken & timing.revises[source[w], source] & (hi < lo[w])
+        later = ~taken & ~lead & after & timing.revises[source, source[w]] & (lo > hi[w])
+        replaced = older | later
+        if replaced.any():
+            taken |= replaced
+            kinds = [
+                (i, "revision" if older[i] else "later_revision")
+                for i in np.flatnonzero(replaced).tolist()
+            ]
+            out.append((w, kinds))
     return out
 
 

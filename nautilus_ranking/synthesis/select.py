@@ -97,7 +97,8 @@ def select(
     score = scores.score
     at: IntArray | None = None
     shown: dict[int, int] = {}
-    revisions: dict[int, list[tuple[int, list[Copy]]]] = {}
+    revisions: dict[int, list[tuple[int, str, list[Copy]]]] = {}
+    took: dict[int, int] = {}
     spreading = spread is not None and spread.on
     superseding = timing is not None and timing.keys is not None
     if (
@@ -119,7 +120,7 @@ def select(
             copies_stage(recording, "copies", len(score), len(order))
         if timing is not None and superseding:
             before = len(order)
-            order = _supersede(cands, order, also_from, members, timing)
+            order, took = _supersede(cands, order, also_from, members, timing)
             revisions = members.revisions
             if recording is not None:
                 copies_stage(recording, "revisions", before, len(order))
@@ -144,16 +145,21 @@ def select(
     sids = cands.source_ids
     s = scores.take(order)
     columns = [vars(s)[name].tolist() for name in _COMPONENTS]
+    shown_scores, own = _place_scores(score, places, s.score.tolist(), took)
     # a document's place and score are its best copy's; the copy shown may be another
     rows = np.array([shown.get(i, i) for i in places], dtype=np.int64) if shown else order
     times = [timing.row_time(i) for i in rows.tolist()] if timing is not None else None
+    if times is not None and own:
+        for place, i in enumerate(places):
+            if i in own:
+                times[place]["own_score"] = own[i]
     return list(
         starmap(
             RankedRow,
             zip(
                 [sids[j] for j in cands.source_index[rows].tolist()],
                 [cands.rows[i] for i in rows.tolist()],
-                s.score.tolist(),
+                shown_scores,
                 range(1, len(places) + 1),
                 cands.source_rank[rows].tolist(),
                 [
@@ -170,6 +176,19 @@ def select(
     )
 
 
+def _place_scores(
+    score: FloatArray, places: list[int], shown: list[float], took: dict[int, int]
+) -> tuple[list[float], dict[int, float]]:
+    """The scores an answer shows, and ``{row: its own score}`` where another was shown:
+    a revision in force shows the score of the place it took when that is higher, so
+    the list's scores stay in order."""
+    own: dict[int, float] = {}
+    for at, i in enumerate(places):
+        if i in took and score[took[i]] > shown[at]:
+            own[i], shown[at] = shown[at], float(score[took[i]])
+    return shown, own
+
+
 def _copy(cands: Candidates, i: int, kind: str) -> Copy:
     """Candidate ``i`` as a copy of another row."""
     row = cands.rows[i]
@@ -183,13 +202,13 @@ def _copy(cands: Candidates, i: int, kind: str) -> Copy:
 class Members(dict[int, list[int]]):
     """The candidates collapsed into each kept one, parallel to its ``also_from``;
     ``shown``: the copy a kept candidate is shown by, when a canonical source's; and
-    ``revisions``: the older revisions it superseded (each with its own copies), listed
+    ``revisions``: the revisions it replaced (each with its kind and its own copies), listed
     after its copies; made into :class:`Copy` entries only for the rows an answer shows."""
 
     def __init__(self) -> None:
         super().__init__()
         self.shown: dict[int, int] = {}
-        self.revisions: dict[int, list[tuple[int, list[Copy]]]] = {}
+        self.revisions: dict[int, list[tuple[int, str, list[Copy]]]] = {}
 
 
 def _collapse_copies(
@@ -222,14 +241,16 @@ def _supersede(
     also_from: dict[int, list[Copy]],
     members: Members,
     timing: recency.Timing,
-) -> IntArray:
-    """``order`` with older revisions superseded by the newest (``recency.supersede``):
-    each goes to the newest's ``also_from`` after its copies (a ``revision``, with its
-    time), its own copies with it. They are kept apart (``members.revisions``), so a
-    canonical source chooses among copies of the newest, never an older revision."""
+) -> tuple[IntArray, dict[int, int]]:
+    """``order`` with each document's revision in force in its best place
+    (``recency.supersede``), and ``{in force: the row whose place it took}``: each
+    revision replaced goes to its ``also_from`` after its copies (a ``revision`` or a
+    ``later_revision``, with its time), its own copies with it. They are kept apart
+    (``members.revisions``), so a canonical source chooses among copies of the revision
+    in force, never another revision."""
 
-    def mark(newest: int, older: int) -> None:
-        members.revisions.setdefault(newest, []).append((older, also_from.get(older, [])))
+    def mark(kept: int, other: int, kind: str) -> None:
+        members.revisions.setdefault(kept, []).append((other, kind, also_from.get(other, [])))
 
     def drop(row: int) -> None:
         also_from.pop(row, None)
@@ -239,15 +260,18 @@ def _supersede(
 
 
 def _revision_copies(
-    cands: Candidates, timing: recency.Timing, superseded: list[tuple[int, list[Copy]]] | None
+    cands: Candidates,
+    timing: recency.Timing,
+    replaced: list[tuple[int, str, list[Copy]]] | None,
 ) -> list[Copy]:
-    """The ``also_from`` entries of the older revisions a row superseded: each, then its
-    own copies, all marked ``revision`` with the older revision's time."""
+    """The ``also_from`` entries of the revisions a row replaced: each, then its own
+    copies, all marked with its kind (``revision``: older; ``later_revision``: dated
+    after ``as_of``) and its time."""
     out: list[Copy] = []
-    for older, copies in superseded or ():
-        time = timing.shown(older)
-        out.append(_copy(cands, older, "revision")._replace(time=time))
-        out.extend(c._replace(copy="revision", time=time) for c in copies)
+    for other, kind, copies in replaced or ():
+        time = timing.shown(other)
+        out.append(_copy(cands, other, kind)._replace(time=time))
+        out.extend(c._replace(copy=kind, time=time) for c in copies)
     return out
 
 

@@ -43,9 +43,10 @@ def sources(tmp_path: Path) -> Path:
     config.write_text(
         "sources:\n"
         "  - {id: faq, type: sqlite_fts, path: faq.db, seed: faq.jsonl, columns: [text],"
-        " stored: [updated], time_field: updated}\n"
+        " stored: [updated], time_field: updated, document_key: id}\n"
         "  - {id: archive, type: sqlite_table, path: archive.db, seed: archive.jsonl,"
-        " table: archive, search_columns: [text], time_field: meta.modified}\n",
+        " table: archive, search_columns: [text], time_field: meta.modified,"
+        " document_key: id}\n",
         encoding="utf-8",
     )
     return config
@@ -95,7 +96,7 @@ def test_supersession_and_recency_from_the_sources_file(sources: Path) -> None:
         "--as-of",
         "2026-03-01",
         "--explain",
-        env={"NAUTILUS_RANKING_SUPERSEDE": "true"},
+        env={"NAUTILUS_RANKING_SUPERSEDE": "true", "NAUTILUS_RANKING_MAY_REVISE": "faq:archive"},
     )
     assert answer["time"] == {
         "reference": "2026-03-01",
@@ -105,6 +106,8 @@ def test_supersession_and_recency_from_the_sources_file(sources: Path) -> None:
         "undated": 1,
         "ahead": 0,
         "superseded": 1,
+        "later_revisions": 0,
+        "after_as_of": 0,
     }
     by_id = {(e["source_id"], e["id"]): e for e in answer["ranking"]}
     assert ("archive", "R-01") not in by_id  # the older revision, in the newer's provenance
@@ -128,6 +131,29 @@ def test_supersession_and_recency_from_the_sources_file(sources: Path) -> None:
         "recency": 0.0,
     }
     assert [r["id"] for r in answer["data"]["archive"]] == ["R-09"]
+
+
+def test_as_of_answers_the_revision_in_force_that_day(sources: Path) -> None:
+    """SOP revisions of 2025-01-10 (archive) and 2026-02-01 (faq) share a document key:
+    as of a day between them, the archive's text is what was in force."""
+    env = {"NAUTILUS_RANKING_SUPERSEDE": "true", "NAUTILUS_RANKING_MAY_REVISE": "faq:archive"}
+    answer = query(sources, "--as-of", "2025-06-01", env=env)
+    by_id = {(e["source_id"], e["id"]): e for e in answer["ranking"]}
+    assert ("faq", "R-01") not in by_id
+    assert by_id[("archive", "R-01")]["also_from"] == [
+        {
+            "source_id": "faq",
+            "id": "R-01",
+            "source_rank": 2,
+            "copy": "later_revision",
+            "time": "2026-02-01T09:00:00Z",
+        }
+    ]
+    assert answer["time"]["later_revisions"] == 1 and answer["time"]["after_as_of"] == 1
+    unnamed = query(sources, "--as-of", "2025-06-01", env={"NAUTILUS_RANKING_SUPERSEDE": "true"})
+    assert {("faq", "R-01"), ("archive", "R-01")} <= {
+        (e["source_id"], e["id"]) for e in unnamed["ranking"]
+    }  # faq may not revise archive: two documents
 
 
 def test_explain_shows_each_rows_age_and_the_reference(sources: Path) -> None:

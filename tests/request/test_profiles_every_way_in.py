@@ -128,6 +128,8 @@ def test_serve_a_key_names_only_profiles_it_allows(serve: Server) -> None:
     assert post("k-oncall", top_k=2).status_code == 200
     forbidden = post("k-support", top_k=2)
     assert forbidden.status_code == 403 and forbidden.json()["field"] == "top_k"
+    as_of = post("k-oncall", as_of="1990-01-01")  # a ranking input, as recency is
+    assert as_of.status_code == 403 and as_of.json()["field"] == "as_of"
     # what a key allows
     mine = httpx.get(serve.url + "/v1/profiles", headers={"X-API-Key": "k-oncall"}).json()
     assert mine == {"default": "oncall", "allowed": ["audit", "oncall"]}

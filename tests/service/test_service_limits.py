@@ -110,6 +110,13 @@ def test_overrides_are_forbidden_naming_the_setting(guarded: Server) -> None:
     problem(query(guarded, {"query": "x", "sources": ["tickets"]}), 403)
 
 
+def test_as_of_is_forbidden_as_recency_is(guarded: Server) -> None:
+    """``as_of`` moves every row's age and the revision in force: an override."""
+    for field, value in (("recency", "off"), ("as_of", "1990-01-01")):
+        body = problem(query(guarded, {"query": "x", field: value}), 403)
+        assert body["field"] == field and body["setting"] == "NAUTILUS_SERVE_ALLOW_OVERRIDES"
+
+
 def test_past_the_deadline_is_a_504(guarded: Server) -> None:
     body = problem(query(guarded, {"query": "orders-db disk full"}), 504)
     assert "0.5 s" in str(body["detail"])

@@ -36,6 +36,7 @@ SET_VALUES: dict[str, Any] = {
     "ranking_supersede": True,
     "ranking_time_fields": "tickets:updated_at",
     "ranking_document_keys": "wiki:page_id",
+    "ranking_may_revise": "handbook:wiki",
     "ranking_max_tokens": 500,
     "ranking_min_confidence": "0.06",
     "ranking_lexical": "bm25" if NautilusSettings().ranking_lexical == "cosine" else "cosine",

@@ -305,8 +305,17 @@ def revisions(old_time: object, new_time: object) -> list[AdapterResult]:
     ]
 
 
+#: Across sources, rows are revisions only by document key, where the newer's source may
+#: revise the other's.
+ACROSS: dict[str, Any] = {
+    "time_fields": {"archive": "at", "faq": "at"},
+    "document_keys": {"archive": "id", "faq": "id"},
+    "may_revise": {"faq": ["archive"]},
+}
+
+
 def test_the_newest_revision_takes_the_best_place_with_the_older_in_its_provenance() -> None:
-    ranker = RankingSynthesizer(supersede=True, time_fields={"archive": "at", "faq": "at"})
+    ranker = RankingSynthesizer(supersede=True, **ACROSS)
     ranked = ranker.rank(revisions("2025-01-10", "2026-02-01T09:00:00Z"), REVISIONS)
     assert [(r.source_id, r.row["id"]) for r in ranked] == [("faq", "R-01"), ("archive", "X")]
     kept = ranked[0]
@@ -323,18 +332,14 @@ def test_the_newest_revision_takes_the_best_place_with_the_older_in_its_provenan
 
 
 def test_revisions_whose_times_may_be_in_either_order_are_both_kept() -> None:
-    ranker = RankingSynthesizer(supersede=True, time_fields={"archive": "at", "faq": "at"})
+    ranker = RankingSynthesizer(supersede=True, **ACROSS)
     for old, new in (("2026", "2026-02-01"), ("2026-02-01", "2026-02-01"), (None, "2026-02-01")):
         ranked = ranker.rank(revisions(old, new), REVISIONS)
         assert sorted(r.source_id for r in ranked) == ["archive", "archive", "faq"], (old, new)
 
 
 def test_time_wins_over_a_canonical_source() -> None:
-    ranker = RankingSynthesizer(
-        supersede=True,
-        canonical_sources=["archive"],
-        time_fields={"archive": "at", "faq": "at"},
-    )
+    ranker = RankingSynthesizer(supersede=True, canonical_sources=["archive"], **ACROSS)
     ranked = ranker.rank(revisions("2025-01-10", "2026-02-01"), REVISIONS)
     assert (ranked[0].source_id, ranked[0].row["text"]) == ("faq", NEW)
 
@@ -347,8 +352,11 @@ def test_a_document_key_names_revisions_under_other_ids() -> None:
     paths = {"wiki": "at", "cms": "at"}
     by_id = RankingSynthesizer(supersede=True, time_fields=paths).rank(rows, REVISIONS)
     assert len(by_id) == 2  # different ids: not revisions
+    keys = {"wiki": "page", "cms": "page"}
+    unnamed = RankingSynthesizer(supersede=True, time_fields=paths, document_keys=keys)
+    assert len(unnamed.rank(rows, REVISIONS)) == 2  # cms may not revise wiki: both kept
     by_page = RankingSynthesizer(
-        supersede=True, time_fields=paths, document_keys={"wiki": "page", "cms": "page"}
+        supersede=True, time_fields=paths, document_keys=keys, may_revise={"cms": ["wiki"]}
     ).rank(rows, REVISIONS)
     assert [r.row["id"] for r in by_page] == ["c-1"]
     assert [c.id for c in by_page[0].also_from] == ["w-7"]
@@ -418,7 +426,8 @@ def test_any_time_value_is_read_or_left_unaged_never_raised_or_dropped(
     assert len(ranked) + revisions_kept == len(rows)  # every row shown, or a revision of one
     for r in ranked:
         assert r.time is not None and r.time["recency"] <= 0.0
-        assert r.score == pytest.approx(r.relevance + r.boost_bump + r.time["recency"])
+        own = r.time.get("own_score", r.score)  # a revision in force shows its place's score
+        assert own == pytest.approx(r.relevance + r.boost_bump + r.time["recency"])
 
 
 def test_as_of_is_in_the_cursor_a_cursor_made_as_of_one_time_is_refused_as_of_another() -> None:

@@ -282,7 +282,8 @@ def test_time_from_the_environment_supersedes_across_the_brokers_sources(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The broker's nautilus.yaml has no place for a time: NAUTILUS_RANKING_TIME_FIELDS
-    names it by the broker's source ids, and the newest revision wins across sources."""
+    names it by the broker's source ids, and the newest revision wins across the
+    sources NAUTILUS_RANKING_MAY_REVISE names."""
     from conftest import static_source, write_config
 
     archive = [
@@ -302,6 +303,8 @@ def test_time_from_the_environment_supersedes_across_the_brokers_sources(
     )
     monkeypatch.setenv("NAUTILUS_RANKING_TIME_FIELDS", "archive:at,current:at")
     monkeypatch.setenv("NAUTILUS_RANKING_SUPERSEDE", "true")
+    monkeypatch.setenv("NAUTILUS_RANKING_DOCUMENT_KEYS", "archive:id,current:id")
+    monkeypatch.setenv("NAUTILUS_RANKING_MAY_REVISE", "current:archive")
     monkeypatch.setenv("NAUTILUS_RANKING_RECENCY", "half_life:90d")
     b = broker(config)
     try:
