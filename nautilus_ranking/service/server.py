@@ -170,6 +170,9 @@ def serve(
     settings = NautilusSettings()  # strict mode raises ConfigError here
     _check(settings)
     load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable
+    from nautilus_ranking.request.cursor_keys import cursor_keys
+
+    cursor_keys(settings)  # ConfigError when the key file is refused (before any worker)
     host = host or settings.serve_host
     port = port if port is not None else settings.serve_port
     workers = workers or settings.serve_workers

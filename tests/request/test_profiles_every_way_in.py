@@ -49,6 +49,7 @@ KEYS = "# agents\nk-support profile=support\nk-oncall profile=oncall allow=audit
 def environment(tmp: Path) -> dict[str, str]:
     sources_file(tmp)
     (tmp / "keys").write_text(KEYS)
+    (tmp / "keys").chmod(0o600)  # a secret: owner-only
     return {
         "NAUTILUS_CONFIG": str(tmp / "nautilus.yaml"),
         "NAUTILUS_SERVE_API_KEYS_FILE": str(tmp / "keys"),
@@ -312,6 +313,7 @@ def test_serve_in_strict_mode_refuses_a_bad_profile_or_grant_before_serving(
 ) -> None:
     env = environment(tmp_path)
     (tmp_path / "keys").write_text(KEYS + "k-typo profile=suport\n")
+    (tmp_path / "keys").chmod(0o600)
     base = plain_environment()
     done = subprocess.run(
         [NAUTILUS, "serve", "--port", "1"],  # never reached: refused before listening

@@ -28,6 +28,7 @@ OVERRIDE = {"query": "disk full on the database", "top_k": 20, "boosts": {"graph
 def _environment(tmp: Path, keys: str, profiles: str | None) -> dict[str, str]:
     sources_file(tmp)
     (tmp / "keys").write_text(keys)
+    (tmp / "keys").chmod(0o600)  # a secret: owner-only
     if profiles is not None:
         (tmp / "profiles.yaml").write_text(profiles)
     return {
