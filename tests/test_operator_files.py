@@ -76,6 +76,7 @@ def test_a_keys_file_with_a_bom_keeps_its_first_key(tmp_path: Path) -> None:
 
     keys = tmp_path / "keys"
     keys.write_bytes("\ufeffk-first\nk-second\n".encode())
+    keys.chmod(0o600)  # a secret: owner-only
     assert load_api_keys(str(keys)) == (b"k-first", b"k-second")
     run = cli(tmp_path, "config", "--strict", env={"NAUTILUS_SERVE_API_KEYS_FILE": str(keys)})
     assert run.returncode == 0, run.stderr

@@ -98,9 +98,9 @@ def test_dotenv_profiles_are_read_and_the_environment_wins(
     ("variable", "value", "reason"),
     [
         ("NAUTILUS_PROFILES__SUPPORT__SOURCE_BOOSTS", "runbooks:hgih", "unknown level 'hgih'"),
-        ("NAUTILUS_PROFILES__SUPPORT__RANKING_TOP_K", "many", "not an integer"),
+        ("NAUTILUS_PROFILES__SUPPORT__RANKING_MAX_CANDIDATES", "many", "not an integer"),
         ("NAUTILUS_PROFILES__SUPPORT__EMBEDDER", "onnx", "does not vary per profile"),
-        ("NAUTILUS_PROFILES__SUPPORT__TOP_K", "3", "did you mean ranking_top_k?"),
+        ("NAUTILUS_PROFILES__SUPPORT__IDF", "on", "did you mean ranking_idf?"),
         ("NAUTILUS_PROFILES__SUPPORT__OVERRIDES", "top_k,topk", "not a request field"),
         ("NAUTILUS_PROFILES__SUPPORT-BOT__RANKING_TOP_K", "3", "not a profile name"),
         ("NAUTILUS_PROFILE_SUPPORT__RANKING_TOP_K", "3", "not a profile variable"),
@@ -122,6 +122,37 @@ def test_a_bad_entry_warns_and_is_skipped_or_refused_in_strict_mode(
     monkeypatch.setenv("NAUTILUS_CONFIG_STRICT", "true")
     with pytest.raises(ConfigError, match=reason.replace("?", r"\?")):
         load_profiles(NautilusSettings())
+
+
+@pytest.mark.parametrize(
+    ("knob", "value", "reason"),
+    [
+        ("RANKING_TOP_K", "3x", "not an integer"),
+        ("RANKING_MAX_TOKENS", "2k", "not an integer"),
+        ("RANKING_MIN_CONFIDENCE", "0,9", "not a number in [0, 1]"),
+        ("RANKING_MAX_PER_SOURCE", "two", "not an integer"),
+        ("RANKING_CUT", "relatve:0.8", "not a cut setting"),
+        ("TOP_K", "3", "unknown profile knob (did you mean ranking_top_k?)"),
+        ("RANKING_MAX_TOKEN", "900", "unknown profile knob (did you mean ranking_max_tokens?)"),
+    ],
+)
+def test_a_restricting_knob_that_does_not_parse_refuses_whatever_the_mode(
+    monkeypatch: pytest.MonkeyPatch, knob: str, value: str, reason: str
+) -> None:
+    """Skipped, ``3x`` gave the profile's callers the global knobs: every row, no budget,
+    no abstain. Refused, nothing starts with a grant wider than the one written."""
+    monkeypatch.setenv("NAUTILUS_PROFILES__SUPPORT__RANKING_IDF", "true")  # a good entry
+    monkeypatch.setenv(f"NAUTILUS_PROFILES__SUPPORT__{knob}", value)
+    for strict in ("false", "true"):
+        monkeypatch.setenv("NAUTILUS_CONFIG_STRICT", strict)
+        with pytest.raises(ConfigError) as refused:
+            load_profiles(NautilusSettings())
+        [problem] = refused.value.problems
+        assert problem.variable == f"NAUTILUS_PROFILES__SUPPORT__{knob}"
+        assert problem.value == value and problem.profile == "support"
+        assert problem.reason.startswith(reason) and "nothing starts until it parses" in (
+            problem.reason
+        )
 
 
 def test_a_bad_boost_entry_drops_alone(monkeypatch: pytest.MonkeyPatch) -> None:

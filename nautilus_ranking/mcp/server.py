@@ -180,6 +180,7 @@ def http_app(engine: Tools, host: str) -> Any:
     from starlette.routing import Mount, Route
 
     from nautilus_ranking.service import metrics
+    from nautilus_ranking.service.limits import matched_key
     from nautilus_ranking.tracing import tracer
     from nautilus_ranking.tracing.sdk import start_sdk, stop_sdk, wanted
 
@@ -195,7 +196,9 @@ def http_app(engine: Tools, host: str) -> Any:
         return JSONResponse({"status": "ok"})
 
     async def prometheus(request: Request) -> Response:
-        payload, content_type = metrics.render()
+        # open to probes; a profile's series only to a key that may name it
+        grant = engine.state.grant(matched_key(request, engine.state.api_keys))
+        payload, content_type = metrics.render(None if grant is None else grant.allows)
         return Response(payload, media_type=content_type)
 
     @contextlib.asynccontextmanager

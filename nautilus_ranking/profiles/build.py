@@ -6,7 +6,11 @@ value means in a profile what it means in ``NAUTILUS_*``; a knob it does not set
 the global value. Besides its knobs a profile lists the Nautilus broker ``agents`` it
 ranks for and the request fields its callers may still ``overrides`` (``none`` — the
 default: the operator fixes the ranking —, ``all``, or a list). A bad entry is one
-warning and is skipped, or refused in strict mode, as everywhere.
+warning and is skipped, or refused in strict mode, as everywhere — except a restricting
+knob's (:attr:`~nautilus_ranking.settings.knobs.Knob.restricts`: the top K, the token
+budget, the abstain, …): skipping ``ranking_top_k: 3x`` would hand the profile's callers
+the global knobs, a wider grant than the one written, so it stops every start, strict
+mode or not, as a keys file's grant that cannot be honoured does.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class Profiles:
     by_name: Mapping[str, Profile] = field(default_factory=dict)
     by_agent: Mapping[str, str] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
+    #: The problems among them no start may skip: a restricting knob that does not parse.
+    refused: tuple[Problem, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.by_name)
@@ -70,13 +76,16 @@ class Profiles:
 
 def load_profiles(settings: NautilusSettings) -> Profiles:
     """The profiles of the environment, ``.env`` and ``NAUTILUS_PROFILES_FILE``; each
-    problem is warned about, or (strict mode) all are raised as one :class:`ConfigError`."""
+    problem is warned about, or (strict mode) all are raised as one :class:`ConfigError`;
+    a restricting knob that does not parse is raised whatever the mode."""
     entries, problems = gather(
         settings.profiles_file, NautilusSettings.model_config.get("env_file")
     )
     profiles = build_profiles(entries, problems)
     if profiles.problems and settings.config_strict:
         raise ConfigError(profiles.problems)
+    if profiles.refused:  # never widened to the global knobs
+        raise ConfigError(profiles.refused)
     for problem in profiles.problems:
         log_problem(problem)
     return profiles
@@ -97,6 +106,7 @@ def build_profiles(entries: list[Entry], problems: list[Problem] | None = None) 
         grouped.setdefault(entry.profile, []).append(entry)
     by_name: dict[str, Profile] = {}
     by_agent: dict[str, str] = {}
+    refused: list[Problem] = []
     for name in sorted(grouped):
         if not NAME.fullmatch(name):
             found.append(
@@ -110,7 +120,7 @@ def build_profiles(entries: list[Entry], problems: list[Problem] | None = None) 
             )
             continue
         before = len(found)
-        profile = _profile(name, grouped[name], found)
+        profile = _profile(name, grouped[name], found, refused)
         for agent in profile.agents:
             if agent in by_agent:
                 found.append(
@@ -126,10 +136,12 @@ def build_profiles(entries: list[Entry], problems: list[Problem] | None = None) 
             by_agent[agent] = name
         by_name[name] = profile
         found[before:] = [replace(p, profile=name) for p in found[before:]]
-    return Profiles(by_name, by_agent, tuple(found))
+    return Profiles(by_name, by_agent, tuple(found), tuple(refused))
 
 
-def _profile(name: str, entries: list[Entry], found: list[Problem]) -> Profile:
+def _profile(
+    name: str, entries: list[Entry], found: list[Problem], refused: list[Problem]
+) -> Profile:
     raw: dict[str, Any] = {}
     origins: dict[str, str] = {}
     overrides: frozenset[str] = frozenset()
@@ -162,14 +174,15 @@ def _profile(name: str, entries: list[Entry], found: list[Problem]) -> Profile:
                 else difflib.get_close_matches(key, _KEYS, n=1, cutoff=0.8)
             )
             hint = f" (did you mean {close[0]}?)" if close else ""
-            found.append(
-                Problem(
-                    entry.origin,
-                    cut(entry.value),
-                    f"unknown profile knob{hint}; ignored",
-                    ", ".join(_KEYS),
-                )
+            unknown = Problem(
+                entry.origin, cut(entry.value), f"unknown profile knob{hint}", ", ".join(_KEYS)
             )
+            if close and close[0] in BY_FIELD and BY_FIELD[close[0]].restricts:
+                unknown = _refusal(unknown, close[0], name)
+                refused.append(unknown)
+            else:
+                unknown = replace(unknown, reason=unknown.reason + "; ignored")
+            found.append(unknown)
     values: dict[str, Any] = {}
     if raw:
         # The settings' parsers alone: a settings object per profile would read the
@@ -180,11 +193,26 @@ def _profile(name: str, entries: list[Entry], found: list[Problem]) -> Profile:
             key = problem.variable.removeprefix("NAUTILUS_").lower()
             if key in raw:
                 bad.add(key)
-                found.append(Problem(origins[key], problem.value, problem.reason, problem.valid))
+                written = Problem(origins[key], problem.value, problem.reason, problem.valid)
+                if BY_FIELD[key].restricts:
+                    written = _refusal(written, key, name)
+                    refused.append(written)
+                found.append(written)
         for key in raw:
             if key not in bad or key == "source_boosts":  # a bad boost entry drops alone
                 values[key] = parsed[key]
     return Profile(name, values, origins, overrides, agents)
+
+
+def _refusal(problem: Problem, knob: str, name: str) -> Problem:
+    """A restricting knob's entry that does not parse (or is misspelt), as the problem
+    that stops a start."""
+    return replace(
+        problem,
+        reason=f"{problem.reason}; {knob} narrows what profile {name!r} hands over, so "
+        "nothing starts until it parses (skipped, it would give the profile the global knobs)",
+        profile=name,
+    )
 
 
 def _listed(value: Any) -> list[str] | None:

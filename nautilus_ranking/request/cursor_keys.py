@@ -16,7 +16,12 @@ ranking it belongs to) is trusted only once its HMAC-SHA256 tag checks out
 - else, when the data directory cannot hold the file, a key of this process alone
   (warned once: its cursors work only in this process).
 
-Keys are read once per process and setting (:func:`cursor_keys` is cached).
+The key file is read as the operator's other files are — a regular file only (a FIFO
+would block, ``/dev/zero`` never end), a few bytes at most — and, as the API keys file,
+owner-only: whoever can read it signs cursors, so one open to others is refused (a
+:class:`~nautilus_ranking.settings.model.ConfigError` naming the fix), never used.
+Keys are read once per process and setting (:func:`cursor_keys` is cached); a server
+reads them at start-up, so no request reads the file on the event loop.
 
 Inside the Nautilus broker the same keys sign each ranked answer's ``ranking_hash``
 (the order it hands over, which the broker's attestation does not cover), under a
@@ -34,8 +39,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from nautilus_ranking.errors import Problem
 from nautilus_ranking.log import get_logger
-from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings
+from nautilus_ranking.sources.seeds import FileRefusedError, open_seed, refuse_unless_owner_only
 
 logger = get_logger("nautilus_ranking.request")
 
@@ -44,6 +51,8 @@ KEY_FILE = "cursor.key"
 #: Bytes of a tag a cursor carries (128 bits of HMAC-SHA256: forging one is a 2^-128 guess).
 TAG_BYTES = 16
 _KEY_BYTES = 32
+#: The most a key file is read (bytes): nautilus writes 65; a longer one is not its own.
+_MAX_FILE_BYTES = 4096
 #: What a tag is computed over besides the cursor's body: a key used for something
 #: else one day can never sign a cursor.
 _PURPOSE = b"nautilus-ranking cursor\x00"
@@ -88,7 +97,8 @@ def _tag(key: bytes, body: bytes, purpose: bytes = _PURPOSE) -> bytes:
 
 
 def cursor_keys(settings: NautilusSettings) -> CursorKeys:
-    """The keys of ``settings``: the key setting, else the data directory's key file."""
+    """The keys of ``settings``: the key setting, else the data directory's key file (a
+    :class:`ConfigError` when that file is refused)."""
     previous = tuple(k.encode() for k in settings.cursor_previous_keys)
     if settings.cursor_key is not None:
         return _configured(settings.cursor_key, previous)
@@ -104,6 +114,18 @@ def _configured(key: str, previous: tuple[bytes, ...]) -> CursorKeys:
 def _from_file(path: str, previous: tuple[bytes, ...]) -> CursorKeys:
     try:
         return CursorKeys(read_or_create_key_file(Path(path)), previous)
+    except FileRefusedError as exc:
+        raise ConfigError(
+            (
+                Problem(
+                    "NAUTILUS_DATA_DIR",
+                    path,
+                    str(exc),
+                    "an owner-only regular file nautilus made (chmod 600; or delete it, and "
+                    "a new key is made), or NAUTILUS_CURSOR_KEY",
+                ),
+            )
+        ) from None
     except OSError as exc:
         logger.warning(
             "cursor_key_ephemeral",
@@ -118,11 +140,10 @@ def _from_file(path: str, previous: tuple[bytes, ...]) -> CursorKeys:
 def read_or_create_key_file(path: Path) -> bytes:
     """The key in ``path``, made first when there is none: written whole to a file of
     this process's own (mode 0600) and hard-linked into place, so a reader never sees
-    half a key and two processes racing agree on the one that was linked first."""
-    try:
+    half a key and two processes racing agree on the one that was linked first. A file
+    that is not a regular one, too large or open to others is a :class:`FileRefusedError`."""
+    if os.path.lexists(path):
         return _read(path)
-    except FileNotFoundError:
-        pass
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     own = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -140,7 +161,12 @@ def read_or_create_key_file(path: Path) -> bytes:
 
 
 def _read(path: Path) -> bytes:
-    key = path.read_bytes().strip()
+    what = "cursor key file"
+    with open_seed(path, what, "a regular file nautilus made") as handle:
+        refuse_unless_owner_only(handle, path, what)
+        key = handle.read(_MAX_FILE_BYTES + 1).strip()
+    if len(key) > _MAX_FILE_BYTES:
+        raise FileRefusedError(f"{what} {path} is larger than {_MAX_FILE_BYTES} bytes")
     if len(key) < _KEY_BYTES:  # a truncated or emptied file: never a weak key
         raise OSError(f"{path}: holds {len(key)} bytes, not a key nautilus made")
     return key

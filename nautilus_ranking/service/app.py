@@ -254,8 +254,11 @@ def _add_routes(app: FastAPI, profiled: bool = False) -> None:
     @app.get(
         "/metrics", summary="Prometheus metrics (all workers)", response_class=PlainTextResponse
     )
-    async def prometheus() -> Response:
-        payload, content_type = metrics.render()
+    async def prometheus(request: Request) -> Response:
+        """Open to probes; a profile's series only to a key that may name it."""
+        state = _state(request)
+        grant = state.grant(matched_key(request, state.api_keys))
+        payload, content_type = metrics.render(None if grant is None else grant.allows)
         return Response(payload, media_type=content_type)
 
 

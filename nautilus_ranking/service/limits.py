@@ -180,8 +180,9 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
     """Keys from the file, one a line (blank lines and ``#`` comments ignored).
 
     A set but unreadable or empty file is an error: an operator who asked for
-    authentication never gets an open service by mistake; so is a key listed twice
-    (two lines, two grants: neither is surely the one meant).
+    authentication never gets an open service by mistake; so is a file others on the
+    host may read (it holds every key: owner-only, or refused with the fix) and a key
+    listed twice (two lines, two grants: neither is surely the one meant).
     """
     if path is None:
         return ()
@@ -193,20 +194,23 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
                     "NAUTILUS_SERVE_API_KEYS_FILE",
                     cut(path),
                     reason,
-                    "a readable file, one key a line",
+                    "a readable, owner-only file (chmod 600), one key a line",
                 ),
             )
         )
 
-    from nautilus_ranking.sources.seeds import FileRefusedError, read_text_file
+    from nautilus_ranking.sources.seeds import FileRefusedError, OpenToOthersError, read_text_file
 
-    try:  # a regular file only, bounded; a BOM (a Windows editor's) is not part of a key
+    try:  # a regular file only, bounded, owner-only; a BOM (a Windows editor's) is no key
         text = read_text_file(
             Path(path).expanduser(),
             "API keys file",
             MAX_KEYS_FILE_BYTES,
             "a regular file, one key a line",
+            secret=True,
         )
+    except OpenToOthersError as exc:
+        raise problem(str(exc)) from None
     except FileRefusedError as exc:
         raise problem(f"cannot read it ({exc})") from None
     from nautilus_ranking.service.key_grants import split_line
@@ -248,7 +252,7 @@ def read_key_lines(path: str) -> list[str]:
     from nautilus_ranking.sources.seeds import read_text_file
 
     text = read_text_file(
-        Path(path).expanduser(), "API keys file", MAX_KEYS_FILE_BYTES, "a regular file"
+        Path(path).expanduser(), "API keys file", MAX_KEYS_FILE_BYTES, "a regular file", True
     )
     return key_lines(text)
 

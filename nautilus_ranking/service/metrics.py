@@ -4,7 +4,10 @@
 any worker imports this module, so every worker writes its samples there and a
 scrape of any worker aggregates all of them (prometheus-client multiprocess mode).
 Labels are of bounded cardinality: a route, a status code, a source id, an error
-type — never a query or a request id.
+type — never a query or a request id. A profile's name is a label too, and the API
+hides it from a caller whose key may not name it: a scrape shows the profiles its key
+may name (every one without API keys; none without a key), so ``/metrics`` never lists
+them to a caller the API would not (:func:`render`).
 """
 
 from __future__ import annotations
@@ -166,15 +169,33 @@ class _Delegate:
         return self._registry.collect()
 
 
-def render() -> tuple[bytes, str]:
-    """The exposition text of every worker's metrics, and its content type."""
+class _ProfilesShown:
+    """``base``'s samples, those labelled with a profile only where ``shown`` allows its
+    name (the global knobs' ``""`` names none: always kept)."""
+
+    def __init__(self, base: Any, shown: Callable[[str], bool]) -> None:
+        self._base, self._shown = base, shown
+
+    def collect(self) -> Iterable[Metric]:
+        for metric in self._base.collect():  # a fresh Metric each scrape: ours to trim
+            metric.samples = [
+                s
+                for s in metric.samples
+                if not s.labels.get("profile") or self._shown(s.labels["profile"])
+            ]
+            yield metric
+
+
+def render(shown: Callable[[str], bool] | None = None) -> tuple[bytes, str]:
+    """The exposition text of every worker's metrics, and its content type; ``shown``:
+    which profiles' series the caller may see (None: every one)."""
     registry = CollectorRegistry()
     base: Any
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        base = multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        base = multiprocess.MultiProcessCollector(None)  # type: ignore[no-untyped-call]
     else:
         base = _Delegate(REGISTRY)
-        registry.register(base)
+    registry.register(base if shown is None else _ProfilesShown(base, shown))
     registry.register(_TopKShare(base))
     return generate_latest(registry), CONTENT_TYPE_LATEST
 

@@ -107,9 +107,10 @@ def _clear_operator_dir(path: Path) -> None:
 
 
 def _check(settings: NautilusSettings) -> None:
-    """The sources file, the boosts, the keys file's grants and (strict mode) the ranking
-    profiles, checked as ``nautilus-ranking config --strict`` checks them (without building
-    a broker or loading a model): a problem is a ConfigError."""
+    """The sources file, the boosts, the keys file's grants, the profiles' restricting
+    knobs and (strict mode) every profile problem, checked as ``nautilus-ranking config
+    --strict`` checks them (without building a broker or loading a model): a problem is
+    a ConfigError."""
     from nautilus_ranking.broker import boost_problems, config_path, named_source_problems
     from nautilus_ranking.cli.config import check_sources
     from nautilus_ranking.request.engine import NO_SOURCES
@@ -137,15 +138,15 @@ def _check(settings: NautilusSettings) -> None:
         )
     ids = [source["id"] for source in listing]
     problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
-    if settings.config_strict or settings.serve_api_keys_file is not None:
-        from nautilus_ranking.cli.config import keys_problems
-        from nautilus_ranking.cli.config_profiles import read_profiles
+    from nautilus_ranking.cli.config import keys_problems
+    from nautilus_ranking.cli.config_profiles import read_profiles
 
-        profiles, found = read_profiles(settings, ids)
-        refused = tuple(keys_problems(settings, profiles))
-        if refused and not settings.config_strict:  # a grant never fails open
-            raise ConfigError(refused)
-        problems += tuple(found) + refused
+    profiles, found = read_profiles(settings, ids)
+    grants = tuple(keys_problems(settings, profiles))
+    if (profiles.refused or grants) and not settings.config_strict:  # neither fails open
+        raise ConfigError(profiles.refused + grants)
+    if settings.config_strict:
+        problems += tuple(found) + grants
     if problems and settings.config_strict:
         raise ConfigError(problems)
 
@@ -169,6 +170,9 @@ def serve(
     settings = NautilusSettings()  # strict mode raises ConfigError here
     _check(settings)
     load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable
+    from nautilus_ranking.request.cursor_keys import cursor_keys
+
+    cursor_keys(settings)  # ConfigError when the key file is refused (before any worker)
     host = host or settings.serve_host
     port = port if port is not None else settings.serve_port
     workers = workers or settings.serve_workers

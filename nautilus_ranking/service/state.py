@@ -22,6 +22,7 @@ from nautilus_ranking.log import get_logger
 from nautilus_ranking.profiles.choose import PLAIN, Grant
 from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.request.answer import Answer, RowText, answer, response_row_text
+from nautilus_ranking.request.cursor_keys import cursor_keys
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest
@@ -60,9 +61,10 @@ class ServerState:
     @classmethod
     def build(cls, settings: NautilusSettings) -> ServerState:
         """Everything from the settings; a bad sources file, API keys file (a grant that
-        cannot be honoured among them) or a strict-mode problem raises
+        cannot be honoured among them), cursor key file or a strict-mode problem raises
         :class:`~nautilus.config.ConfigError` here, before anything is served."""
         api_keys = load_api_keys(settings.serve_api_keys_file)
+        cursor_keys(settings)  # read (or refused) now: no request reads the file on the loop
         engine = Engine.assemble(settings)
         # the shared rankings, too (the server's and each profile's), rank at most the
         # ceiling of rows a request

@@ -9,7 +9,10 @@ copies that drifted apart:
 - ``per_profile``: a ranking profile may set it (the embedder is per process: every
   profile scores with the process's one model);
 - ``in_broker``: what it does inside the Nautilus broker (``upstream/``), or None
-  where it does not apply there (docs/nautilus-broker.md's table is made from it).
+  where it does not apply there (docs/nautilus-broker.md's table is made from it);
+- ``restricts``: it narrows what a caller is handed (fewer rows, a budget, an abstain),
+  so a profile's value that does not parse is refused, never skipped: skipping it would
+  give the profile's callers the wider global value.
 
 Every field of ``NautilusSettings`` is a ranking knob, the embedder, or a process
 setting (:data:`PROCESS_SETTINGS`); ``tests/settings/test_knobs.py`` fails on a field that is
@@ -39,6 +42,7 @@ class Knob:
     in_broker: str | None  # what it does inside the Nautilus broker; None: not applied
     flag: str | None = None  # the `nautilus-ranking query` flag
     request_field: str | None = None  # the field of a request (POST /v1/query, MCP)
+    restricts: bool = False  # it narrows what a caller is handed (see the module docstring)
 
     @property
     def variable(self) -> str:
@@ -55,6 +59,7 @@ KNOBS: tuple[Knob, ...] = (
         in_broker="the rows kept",
         flag="--top-k",
         request_field="top_k",
+        restricts=True,
     ),
     Knob(
         "ranking_idf",
@@ -102,6 +107,7 @@ KNOBS: tuple[Knob, ...] = (
         in_broker="the relevance cut",
         flag="--cut",
         request_field="cut",
+        restricts=True,
     ),
     Knob(
         "ranking_near_duplicates",
@@ -132,6 +138,7 @@ KNOBS: tuple[Knob, ...] = (
         in_broker="the per-source cap of the top K",
         flag="--max-per-source",
         request_field="max_per_source",
+        restricts=True,
     ),
     Knob(
         "ranking_canonical_sources",
@@ -157,6 +164,7 @@ KNOBS: tuple[Knob, ...] = (
         "counted as its compact JSON (so the attestation covers the budgeted rows)",
         flag="--max-tokens",
         request_field="max_tokens",
+        restricts=True,
     ),
     Knob(
         "ranking_min_confidence",
@@ -169,6 +177,7 @@ KNOBS: tuple[Knob, ...] = (
         "answer); the ranked route and tool say why and list the nearest rows",
         flag="--min-confidence",
         request_field="min_confidence",
+        restricts=True,
     ),
     Knob(
         "ranking_recency",

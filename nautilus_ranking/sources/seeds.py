@@ -36,6 +36,10 @@ class FileRefusedError(NautilusError, ValueError):
     """An operator's file that is not read: missing, not a regular file, or too large."""
 
 
+class OpenToOthersError(FileRefusedError):
+    """A file that holds a secret, refused because others on the host may read or write it."""
+
+
 def open_seed(
     path: Path, what: str = "seed file", expected: str = "a seed is a regular JSON-lines file"
 ) -> BinaryIO:
@@ -57,12 +61,34 @@ def open_seed(
     return os.fdopen(fd, "rb")
 
 
-def read_text_file(path: Path, what: str, max_bytes: int, expected: str) -> str:
+def refuse_unless_owner_only(handle: BinaryIO, path: Path, what: str) -> None:
+    """Refuse a secret (the API keys file, the cursor key) that others on the host may
+    read or write: whoever reads it holds every key, or signs cursors. Owner-only means no
+    permission for others and, unless root owns the file (as a Kubernetes Secret volume
+    with ``fsGroup`` mounts it; PostgreSQL's rule for its key), none for the group."""
+    if os.name != "posix":  # no POSIX modes to read: the platform's own ACLs decide
+        return
+    found = os.fstat(handle.fileno())
+    forbidden = 0o007 if found.st_uid == 0 else 0o077
+    mode = stat_kind.S_IMODE(found.st_mode)
+    if mode & forbidden:
+        raise OpenToOthersError(
+            f"{what} {path} is open to others (mode {mode:04o}) but holds a secret; "
+            f"make it owner-only: chmod 600 {path}"
+        )
+
+
+def read_text_file(
+    path: Path, what: str, max_bytes: int, expected: str, secret: bool = False
+) -> str:
     """The whole of an operator's text file (eval queries and judgments, a manifest, the
     API keys file) as :func:`open_seed` opens a seed: a regular file only, at most
-    ``max_bytes`` (never read past them), strict UTF-8, a leading BOM dropped. Every
-    refusal is a :class:`FileRefusedError` naming the file and ``what`` it should be."""
+    ``max_bytes`` (never read past them), strict UTF-8, a leading BOM dropped; ``secret``:
+    owner-only too (:func:`refuse_unless_owner_only`). Every refusal is a
+    :class:`FileRefusedError` naming the file and ``what`` it should be."""
     with open_seed(Path(path), what, expected) as handle:
+        if secret:
+            refuse_unless_owner_only(handle, Path(path), what)
         raw = handle.read(max_bytes + 1)
     if len(raw) > max_bytes:
         raise FileRefusedError(f"{what} {path} is larger than {max_bytes:,} bytes; {expected}")

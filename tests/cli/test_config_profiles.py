@@ -115,6 +115,7 @@ def test_config_shows_each_profile_s_knobs_and_where_each_came_from(tmp_path: Pa
 
 def test_a_keys_file_grant_naming_no_profile_fails_the_gate(tmp_path: Path) -> None:
     (tmp_path / "keys").write_text("k1 profile=suport\nk2\n")
+    (tmp_path / "keys").chmod(0o600)  # a secret: owner-only
     failed = config(
         tmp_path,
         "--strict",

@@ -252,6 +252,7 @@ def http_server(
     tmp_path = tmp_path_factory.mktemp("mcp-http")
     sources_file(tmp_path)
     (tmp_path / "keys").write_text(f"# agents\n{KEY}\n")
+    (tmp_path / "keys").chmod(0o600)  # a secret: owner-only
     env = environment(tmp_path, NAUTILUS_SERVE_API_KEYS_FILE=str(tmp_path / "keys"))
     port = free_port()
     log = tmp_path / "mcp-http.log"

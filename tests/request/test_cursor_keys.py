@@ -14,6 +14,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -38,7 +39,7 @@ from nautilus_ranking.request.cursor_keys import (
     read_or_create_key_file,
 )
 from nautilus_ranking.request.pages import CURSOR_PREFIX, PageError, Paging, paging
-from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 from tools.servers import NAUTILUS, Server, running, wait_ready
 
 QUERY = "disk full on the database"
@@ -158,6 +159,46 @@ def test_a_data_dir_that_cannot_hold_the_key_gives_a_key_of_this_process(
         read_or_create_key_file(blocked / "data" / KEY_FILE)
 
 
+def _refusal(settings: NautilusSettings) -> str:
+    _from_file.cache_clear()  # a fresh process: nothing read yet
+    with pytest.raises(ConfigError) as refused:
+        cursor_keys(settings)
+    [problem] = refused.value.problems
+    assert problem.variable == "NAUTILUS_DATA_DIR" and "NAUTILUS_CURSOR_KEY" in problem.valid
+    return problem.reason
+
+
+def test_a_key_file_open_to_others_is_refused_with_the_fix(tmp_path: Path) -> None:
+    """At 0644 anyone who can read the file signs cursors; nautilus made it 0600."""
+    settings = NautilusSettings(ranking_top_k=3, data_dir=tmp_path / "data")
+    path = tmp_path / "data" / KEY_FILE
+    read_or_create_key_file(path)
+    for mode in (0o644, 0o604, 0o602):  # others may read it, or write another key
+        path.chmod(mode)
+        assert f"open to others (mode 0{mode:o})" in _refusal(settings)
+        assert f"chmod 600 {path}" in _refusal(settings)
+    path.chmod(0o600)
+    _from_file.cache_clear()
+    assert cursor_keys(settings).current == path.read_bytes().strip()
+
+
+def test_a_key_file_that_is_a_fifo_a_device_or_large_is_refused_unread(tmp_path: Path) -> None:
+    """A FIFO blocked the reader (on serve's loop: /healthz stopped answering) and
+    /dev/zero read until MemoryError; neither is opened for more than a look."""
+    data = tmp_path / "data"
+    data.mkdir()
+    settings = NautilusSettings(ranking_top_k=3, data_dir=data)
+    os.mkfifo(data / KEY_FILE, 0o600)
+    assert "is a named pipe" in _refusal(settings)
+    (data / KEY_FILE).unlink()
+    (data / KEY_FILE).symlink_to("/dev/zero")
+    assert "is a character device" in _refusal(settings)
+    (data / KEY_FILE).unlink()
+    (data / KEY_FILE).write_bytes(b"k" * 8192)
+    (data / KEY_FILE).chmod(0o600)
+    assert "larger than 4096 bytes" in _refusal(settings)
+
+
 def test_a_cursor_size_is_held_to_a_fixed_top_k(tmp_path: Path) -> None:
     settings = NautilusSettings(ranking_top_k=3, data_dir=tmp_path / "data")
     ten = signed_cursor(settings.model_copy(update={"ranking_top_k": 10}), size=10)
@@ -182,6 +223,7 @@ FIXED = {
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, dict[str, str]]]:
     tmp = tmp_path_factory.mktemp("cursor-keys")
     (tmp / "keys").write_text(KEYS)
+    (tmp / "keys").chmod(0o600)  # a secret: owner-only
     env = {
         "NAUTILUS_CONFIG": str(sources_file(tmp, timeout_s=None)),
         "NAUTILUS_SERVE_API_KEYS_FILE": str(tmp / "keys"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +50,7 @@ KEYS = "# agents\nk-support profile=support\nk-oncall profile=oncall allow=audit
 def environment(tmp: Path) -> dict[str, str]:
     sources_file(tmp)
     (tmp / "keys").write_text(KEYS)
+    (tmp / "keys").chmod(0o600)  # a secret: owner-only
     return {
         "NAUTILUS_CONFIG": str(tmp / "nautilus.yaml"),
         "NAUTILUS_SERVE_API_KEYS_FILE": str(tmp / "keys"),
@@ -137,10 +139,19 @@ def test_serve_a_key_names_only_profiles_it_allows(serve: Server) -> None:
     schema = httpx.get(serve.url + "/openapi.json", headers={"X-API-Key": "k-plain"}).json()
     body_schema = schema["paths"]["/v1/query"]["post"]["requestBody"]["content"]
     assert "profile" in body_schema["application/json"]["schema"]["properties"]
-    # metrics: a label per configured profile, '' for the global knobs
-    metrics = httpx.get(serve.url + "/metrics").text
-    for name in ("support", "oncall", "audit", ""):
-        assert f'nautilus_profile_queries_total{{profile="{name}"}}' in metrics, name
+
+    # metrics: a label per configured profile, '' for the global knobs; a profile's only
+    # to a key that may name it (the API hides the names from the others)
+    def labels(key: str | None) -> set[str]:
+        headers = {"X-API-Key": key} if key else {}
+        metrics = httpx.get(serve.url + "/metrics", headers=headers).text
+        return set(re.findall(r'nautilus_profile_queries_total\{profile="([^"]*)"\}', metrics))
+
+    assert labels("k-oncall") == {"oncall", "audit", ""}
+    assert labels("k-support") == {"support", ""}
+    assert labels(None) == labels("k-plain") == labels("k-wrong") == {""}
+    no_key = httpx.get(serve.url + "/metrics").text
+    assert not any(name in no_key for name in ("support", "oncall", "audit")), no_key
     assert '"event": "query_profile"' in serve.logs()
 
 
@@ -195,7 +206,8 @@ def test_mcp_http_two_calls_at_once_with_different_keys(tmp_path: Path) -> None:
 
         refused = asyncio.run(named("k-support", "oncall"))
         mine = asyncio.run(listing("k-oncall"))
-        metrics = httpx.get(server.url + "/metrics").text
+        metrics = httpx.get(server.url + "/metrics", headers={"X-API-Key": "k-oncall"}).text
+        no_key = httpx.get(server.url + "/metrics").text
     assert support.structured_content["profile"] == "support"
     assert oncall.structured_content["profile"] == "oncall"
     assert _mcp_sources(support)[0] == "runbooks"
@@ -208,6 +220,8 @@ def test_mcp_http_two_calls_at_once_with_different_keys(tmp_path: Path) -> None:
         "allowed": ["audit", "oncall"],
     }
     assert 'nautilus_profile_queries_total{profile="oncall"} 1.0' in metrics
+    assert 'profile="support"' not in metrics  # k-oncall may not name it
+    assert not any(name in no_key for name in ("support", "oncall", "audit")), no_key
 
 
 def test_mcp_stdio_two_calls_at_once_naming_different_profiles(tmp_path: Path) -> None:
@@ -314,6 +328,7 @@ def test_serve_in_strict_mode_refuses_a_bad_profile_or_grant_before_serving(
 ) -> None:
     env = environment(tmp_path)
     (tmp_path / "keys").write_text(KEYS + "k-typo profile=suport\n")
+    (tmp_path / "keys").chmod(0o600)
     base = plain_environment()
     done = subprocess.run(
         [NAUTILUS, "serve", "--port", "1"],  # never reached: refused before listening

@@ -280,6 +280,7 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("keyed")
     keys = tmp / "keys"
     keys.write_text(f"{KEY}\n{UNICODE_KEY}\n", encoding="utf-8")
+    keys.chmod(0o600)  # a secret: owner-only
     seed = tmp / "secret-folder" / "broken.jsonl"
     seed.parent.mkdir()
     seed.write_text('{"id": "b1", "title": "disk"}\n')

@@ -28,6 +28,7 @@ OVERRIDE = {"query": "disk full on the database", "top_k": 20, "boosts": {"graph
 def _environment(tmp: Path, keys: str, profiles: str | None) -> dict[str, str]:
     sources_file(tmp)
     (tmp / "keys").write_text(keys)
+    (tmp / "keys").chmod(0o600)  # a secret: owner-only
     if profiles is not None:
         (tmp / "profiles.yaml").write_text(profiles)
     return {
@@ -101,6 +102,21 @@ def test_a_grant_that_cannot_be_honoured_stops_the_server(
     assert "k-support" not in result.stderr  # a key is a secret: the line number says which
 
 
+@pytest.mark.parametrize("command", [("serve",), ("mcp", "--transport", "http")])
+def test_a_profile_s_top_k_that_does_not_parse_stops_the_server(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """Skipped with a warning, ``ranking_top_k: 3x`` gave the key the global knobs: every
+    row where the operator wrote three."""
+    profiles = PROFILES.replace("ranking_top_k: 3", "ranking_top_k: 3x")
+    env = _environment(tmp_path, "k-support profile=support\n", profiles)
+    result = _start(tmp_path, env, *command)
+    assert result.returncode == 1, result.stderr
+    assert "profiles.yaml: support.ranking_top_k: '3x': not an integer" in result.stderr
+    assert "nothing starts until it parses" in result.stderr
+    assert "_ready" not in result.stderr and "Traceback" not in result.stderr
+
+
 def test_the_same_grant_with_its_profile_present_holds(tmp_path: Path) -> None:
     env = _environment(tmp_path, "k-support profile=support\n", PROFILES)
     with running(tmp_path, env) as server:
@@ -120,7 +136,7 @@ def test_the_same_grant_with_its_profile_present_holds(tmp_path: Path) -> None:
 def test_a_key_cannot_tell_an_unknown_profile_from_a_forbidden_one(tmp_path: Path) -> None:
     """Two answers (422 unknown, 403 forbidden) let a key enumerate the names; and
     ``/v1/config`` named a misconfigured profile to any key."""
-    profiles = PROFILES + "audit:\n  ranking_top_k: lots\n"
+    profiles = PROFILES + "audit:\n  ranking_max_candidates: lots\n"
     keys = "k-support profile=support\nk-audit profile=audit\n"
     with running(tmp_path, _environment(tmp_path, keys, profiles)) as server:
 
@@ -146,4 +162,4 @@ def test_a_key_cannot_tell_an_unknown_profile_from_a_forbidden_one(tmp_path: Pat
     )
     assert "audit" not in str(support_config["skipped"])
     [audit_problem] = audit_config["skipped"]
-    assert audit_problem["variable"].endswith("profiles.yaml: audit.ranking_top_k")
+    assert audit_problem["variable"].endswith("profiles.yaml: audit.ranking_max_candidates")

@@ -54,6 +54,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("guarded")
     keys = tmp / "keys"
     keys.write_text(f"# rotated 2026-11\n{KEY}\nk-other\n")
+    keys.chmod(0o600)  # a secret: owner-only
     env = {
         "NAUTILUS_CONFIG": str(sources_file(tmp)),
         "NAUTILUS_SERVE_API_KEYS_FILE": str(keys),

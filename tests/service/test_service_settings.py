@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -110,10 +111,12 @@ def test_every_serve_variable_is_documented() -> None:
     assert {n for n in named if n not in docs or n not in example} == set()
 
 
-def _serve(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _serve(
+    env: dict[str, str], tmp_path: Path, command: tuple[str, ...] = ("serve",)
+) -> subprocess.CompletedProcess[str]:
     base = plain_environment()
     return subprocess.run(
-        [NAUTILUS, "serve", "--port", "1"],
+        [NAUTILUS, *command, "--port", "1"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -132,7 +135,30 @@ def test_serve_refuses_to_start_on_a_bad_setting_in_strict_mode(tmp_path: Path) 
 def test_serve_refuses_an_unusable_api_keys_file(tmp_path: Path) -> None:
     empty = tmp_path / "keys"
     empty.write_text("# no key yet\n")
+    empty.chmod(0o600)
     for path, reason in ((tmp_path / "missing", "cannot read it"), (empty, "holds no key")):
         result = _serve({"NAUTILUS_SERVE_API_KEYS_FILE": str(path)}, tmp_path)
         assert result.returncode == 1 and "NAUTILUS_SERVE_API_KEYS_FILE" in result.stderr
         assert reason in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [("serve",), ("mcp", "--transport", "http")])
+def test_a_secret_open_to_others_or_a_fifo_for_a_key_stops_the_server(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """The keys file and cursor.key hold secrets: at 0644 anyone on the host reads every
+    key or signs cursors; a FIFO at cursor.key blocked the loop (``/healthz`` too)."""
+    keys = tmp_path / "keys"
+    keys.write_text("k-only-this-one\n")
+    keys.chmod(0o644)
+    shared = _serve({"NAUTILUS_SERVE_API_KEYS_FILE": str(keys)}, tmp_path, command)
+    assert shared.returncode == 1 and "NAUTILUS_SERVE_API_KEYS_FILE" in shared.stderr
+    assert "open to others (mode 0644)" in shared.stderr
+    assert f"chmod 600 {keys}" in shared.stderr and "k-only-this-one" not in shared.stderr
+    keys.chmod(0o600)
+    os.mkfifo(tmp_path / "cursor.key", 0o600)
+    blocked = _serve({"NAUTILUS_SERVE_API_KEYS_FILE": str(keys)}, tmp_path, command)
+    assert blocked.returncode == 1, blocked.stderr
+    assert f"cursor key file {tmp_path / 'cursor.key'} is a named pipe" in blocked.stderr
+    for result in (shared, blocked):
+        assert "Traceback" not in result.stderr and "_ready" not in result.stderr

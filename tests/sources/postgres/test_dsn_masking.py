@@ -266,6 +266,7 @@ def test_the_cli_never_shows_a_misread_password(tmp_path: Path, dsn: str) -> Non
 def test_the_service_and_mcp_never_show_a_misread_password(tmp_path: Path, dsn: str) -> None:
     keys = tmp_path / "keys"
     keys.write_text(KEY + "\n")
+    keys.chmod(0o600)  # a secret: owner-only
     env = {
         "NAUTILUS_CONFIG": str(sources_file(tmp_path, dsn)),
         "NAUTILUS_SERVE_API_KEYS_FILE": str(keys),

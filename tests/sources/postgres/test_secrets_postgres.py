@@ -107,6 +107,7 @@ def test_the_cli_never_shows_a_keyword_password(
 def test_the_server_never_shows_a_keyword_password(pg_server: PgServer, tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     keys.write_text(KEY + "\n")
+    keys.chmod(0o600)  # a secret: owner-only
     env = {
         "KB_DSN": keyword_dsn(pg_server, PASSWORDS[0]),
         "NAUTILUS_CONFIG": str(sources(tmp_path)),
