@@ -26,15 +26,15 @@ from nautilus_ranking.request.plan import (
     given_overrides,
     plan,
 )
-from nautilus_ranking.response_hash import compute_response_hash
-from nautilus_ranking.selection.budget import apply_budget, entry_text
-from nautilus_ranking.tracing import RequestTrace
-from nautilus_ranking.tracing.request import (
+from nautilus_ranking.request.trace import (
     budget_stage,
     finish_request,
     page_stage,
     trace_request,
 )
+from nautilus_ranking.response_hash import compute_response_hash
+from nautilus_ranking.selection.budget import apply_budget, entry_text
+from nautilus_ranking.tracing import RequestTrace
 
 #: How a server runs a request's broker call: on its own loop, under its deadline and
 #: concurrency limit (``nautilus_ranking.service.state``). Without one it is awaited here.
