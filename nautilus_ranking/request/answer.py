@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nautilus_ranking.fanout.thread_loop import run_sync
-from nautilus_ranking.profiles.choose import Grant, check_overrides, choose
 from nautilus_ranking.records import BrokerResponse, RankedRow
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.model import QueryRequest
@@ -26,6 +25,7 @@ from nautilus_ranking.request.plan import (
     given_overrides,
     plan,
 )
+from nautilus_ranking.request.profile_choice import Grant, check_overrides, choose
 from nautilus_ranking.request.trace import (
     budget_stage,
     finish_request,
@@ -163,7 +163,8 @@ async def answer(
     the response (a server's request id). ``profile`` names the ranking profile asked
     for and ``grant`` is what the caller's key allows (None: no keys, any profile): the
     global knobs, then the profile's, then the request's overrides the profile allows
-    (``nautilus_ranking.profiles.choose``); a profile's rule replaces ``allow_overrides``."""
+    (``nautilus_ranking.request.profile_choice``); a profile's rule replaces
+    ``allow_overrides``."""
     traced = trace_request(request, request_id)  # None unless an SDK records spans
     try:
         result = await _answer(

@@ -30,9 +30,9 @@ from nautilus_ranking.errors import Problem, cut, masked
 from nautilus_ranking.fanout.contain import raised_in
 from nautilus_ranking.log import configure_logging, get_logger
 from nautilus_ranking.profiles.build import configured
-from nautilus_ranking.profiles.choose import PROFILE_FIELD, allowed, take_profile
 from nautilus_ranking.request.errors import ProblemError, invalid
 from nautilus_ranking.request.model import QueryRequest, parse_request
+from nautilus_ranking.request.profile_choice import PROFILE_FIELD, allowed, take_profile
 from nautilus_ranking.service import metrics
 from nautilus_ranking.service.limits import (
     check_api_key,

@@ -19,13 +19,13 @@ from nautilus_ranking.broker import config_path
 from nautilus_ranking.embedders.warm_up import needs_warm_up, warm_up
 from nautilus_ranking.fanout.blas import limit_blas_threads
 from nautilus_ranking.log import get_logger
-from nautilus_ranking.profiles.choose import PLAIN, Grant
 from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.request.answer import Answer, RowText, answer, response_row_text
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest
 from nautilus_ranking.request.plan import cap_ranked_rows
+from nautilus_ranking.request.profile_choice import PLAIN, Grant
 from nautilus_ranking.service import metrics
 from nautilus_ranking.service.key_grants import key_grants, refusals
 from nautilus_ranking.service.limits import ConcurrencyLimit, load_api_keys, read_key_lines
