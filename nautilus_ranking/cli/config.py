@@ -225,8 +225,8 @@ def keys_problems(settings: NautilusSettings, profiles: Profiles) -> list[Proble
         return list(exc.problems)
     if settings.serve_api_keys_file is None:
         return []
-    from nautilus_ranking.service.key_grants import refusals
     from nautilus_ranking.service.limits import read_key_lines
+    from nautilus_ranking.startup.key_grants import refusals
 
     path = settings.serve_api_keys_file
     return refusals(read_key_lines(path), profiles, path)

@@ -209,7 +209,7 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
         )
     except FileRefusedError as exc:
         raise problem(f"cannot read it ({exc})") from None
-    from nautilus_ranking.service.key_grants import split_line
+    from nautilus_ranking.startup.key_grants import split_line
 
     keys = tuple(split_line(line)[0].encode() for line in key_lines(text))
     if not keys:
@@ -222,7 +222,7 @@ def load_api_keys(path: str | None) -> tuple[bytes, ...]:
 
 def _listed_twice(text: str) -> tuple[int, int] | None:
     """The line numbers of the first key listed twice (the key itself is never shown)."""
-    from nautilus_ranking.service.key_grants import split_line
+    from nautilus_ranking.startup.key_grants import split_line
 
     first: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), 1):

@@ -27,13 +27,13 @@ from nautilus_ranking.request.model import QueryRequest
 from nautilus_ranking.request.plan import cap_ranked_rows
 from nautilus_ranking.request.profile_choice import PLAIN, Grant
 from nautilus_ranking.service import metrics
-from nautilus_ranking.service.key_grants import key_grants, refusals
 from nautilus_ranking.service.limits import ConcurrencyLimit, load_api_keys, read_key_lines
 from nautilus_ranking.service.readiness import Readiness
 from nautilus_ranking.service.runner import BrokerLoop
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.sources.factory import load_sources
+from nautilus_ranking.startup.key_grants import key_grants, refusals
 
 logger = get_logger("nautilus_ranking.service")
 
@@ -50,7 +50,7 @@ class ServerState:
     api_keys: tuple[bytes, ...]
     #: Each source's type in the sources file (what ``list_sources`` says it is).
     source_types: dict[str, str]
-    #: Each key's ranking profiles (``service/key_grants.py``); empty without profiles.
+    #: Each key's ranking profiles (``startup/key_grants.py``); empty without profiles.
     grants: dict[bytes, Grant]
 
     @property
