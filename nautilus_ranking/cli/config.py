@@ -215,18 +215,20 @@ def keys_problems(settings: NautilusSettings, profiles: Profiles) -> list[Proble
     must fail on what would stop the service."""
     from nautilus_ranking.settings.model import ConfigError
 
-    try:
-        from nautilus_ranking.service.limits import load_api_keys
+    try:  # the servers' web framework (the serve or mcp extra)
+        import starlette  # noqa: F401
     except ImportError:  # no serve extra: nothing here reads the file
         return []
+    from nautilus_ranking.startup.keys_file import load_api_keys
+
     try:
         load_api_keys(settings.serve_api_keys_file)
     except ConfigError as exc:
         return list(exc.problems)
     if settings.serve_api_keys_file is None:
         return []
-    from nautilus_ranking.service.limits import read_key_lines
     from nautilus_ranking.startup.key_grants import refusals
+    from nautilus_ranking.startup.keys_file import read_key_lines
 
     path = settings.serve_api_keys_file
     return refusals(read_key_lines(path), profiles, path)

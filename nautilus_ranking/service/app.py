@@ -37,7 +37,6 @@ from nautilus_ranking.service import metrics
 from nautilus_ranking.service.limits import (
     check_api_key,
     key_matches,
-    load_api_keys,
     matched_key,
     parse_json_body,
     read_body,
@@ -47,6 +46,7 @@ from nautilus_ranking.service.limits import (
 from nautilus_ranking.service.problems import problem_response, strict_json
 from nautilus_ranking.service.state import ServerState
 from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.startup.keys_file import load_api_keys
 from nautilus_ranking.tracing.carry import continued
 from nautilus_ranking.tracing.sdk import start_sdk, stop_sdk
 

@@ -159,7 +159,7 @@ def serve(
     try:
         import uvicorn
 
-        from nautilus_ranking.service.limits import load_api_keys
+        from nautilus_ranking.startup.keys_file import load_api_keys
     except ImportError as exc:
         raise ImportError(
             "nautilus-ranking serve needs the 'serve' extra: pip install 'nautilus-ranking[serve]'"

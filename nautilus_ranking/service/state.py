@@ -27,13 +27,14 @@ from nautilus_ranking.request.model import QueryRequest
 from nautilus_ranking.request.plan import cap_ranked_rows
 from nautilus_ranking.request.profile_choice import PLAIN, Grant
 from nautilus_ranking.service import metrics
-from nautilus_ranking.service.limits import ConcurrencyLimit, load_api_keys, read_key_lines
+from nautilus_ranking.service.limits import ConcurrencyLimit
 from nautilus_ranking.service.readiness import Readiness
 from nautilus_ranking.service.runner import BrokerLoop
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.sources.factory import load_sources
 from nautilus_ranking.startup.key_grants import key_grants, refusals
+from nautilus_ranking.startup.keys_file import load_api_keys, read_key_lines
 
 logger = get_logger("nautilus_ranking.service")
 

@@ -1,5 +1,6 @@
 """What a server reads and checks before it serves, below both ``cli`` and ``service``.
 
 ``serve`` and ``mcp`` refuse to start on what these find, and ``nautilus-ranking config
---strict`` fails on the same: ``key_grants.py`` (the API keys file's profile grants).
+--strict`` fails on the same: ``keys_file.py`` (the API keys file: a regular file,
+bounded, each key once), ``key_grants.py`` (its profile grants).
 """
