@@ -106,50 +106,6 @@ def _clear_operator_dir(path: Path) -> None:
         ) from None
 
 
-def _check(settings: NautilusSettings) -> None:
-    """The sources file, the boosts, the keys file's grants and (strict mode) the ranking
-    profiles, checked as ``nautilus-ranking config --strict`` checks them (without building
-    a broker or loading a model): a problem is a ConfigError."""
-    from nautilus_ranking.broker import boost_problems, config_path, named_source_problems
-    from nautilus_ranking.cli.config import check_sources
-    from nautilus_ranking.request.engine import NO_SOURCES
-
-    path = config_path(settings, None)
-    listing, error = check_sources(settings, path)
-    if error is not None:
-        raise ConfigError(
-            (
-                Problem(
-                    "NAUTILUS_CONFIG",
-                    str(path),
-                    error,
-                    "a sources file nautilus-ranking config --strict accepts",
-                ),
-            )
-        )
-    if not listing:
-        raise ConfigError(
-            (
-                Problem(
-                    "NAUTILUS_CONFIG", str(path), "the sources file lists no sources", NO_SOURCES
-                ),
-            )
-        )
-    ids = [source["id"] for source in listing]
-    problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
-    if settings.config_strict or settings.serve_api_keys_file is not None:
-        from nautilus_ranking.cli.config import keys_problems
-        from nautilus_ranking.cli.config_profiles import read_profiles
-
-        profiles, found = read_profiles(settings, ids)
-        refused = tuple(keys_problems(settings, profiles))
-        if refused and not settings.config_strict:  # a grant never fails open
-            raise ConfigError(refused)
-        problems += tuple(found) + refused
-    if problems and settings.config_strict:
-        raise ConfigError(problems)
-
-
 def serve(
     host: str | None = None,
     port: int | None = None,
@@ -167,7 +123,9 @@ def serve(
     if config:  # as NAUTILUS_CONFIG, so every worker process reads the same file
         os.environ["NAUTILUS_CONFIG"] = str(Path(config).expanduser().resolve())
     settings = NautilusSettings()  # strict mode raises ConfigError here
-    _check(settings)
+    from nautilus_ranking.startup.checks import check_at_start
+
+    check_at_start(settings)
     load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable
     host = host or settings.serve_host
     port = port if port is not None else settings.serve_port
