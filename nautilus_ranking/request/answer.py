@@ -1,10 +1,10 @@
 """One request, start to finish: parse, plan, run, cut the page, build the answer.
 
 Every way in calls :func:`answer` (or :func:`answer_sync`) with a
-:class:`~nautilus.request.model.QueryRequest` and renders the :class:`Answer` its own
+:class:`~nautilus_ranking.request.model.QueryRequest` and renders the :class:`Answer` its own
 way: the service and ``nautilus-ranking query --json`` write :meth:`Answer.to_json`, the MCP
 server its results and a short text, the retrievers their documents. A refused
-request is a :class:`~nautilus.request.errors.ProblemError` whatever the way in.
+request is a :class:`~nautilus_ranking.request.errors.ProblemError` whatever the way in.
 """
 
 from __future__ import annotations

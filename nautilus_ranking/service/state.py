@@ -62,7 +62,7 @@ class ServerState:
     def build(cls, settings: NautilusSettings) -> ServerState:
         """Everything from the settings; a bad sources file, API keys file (a grant that
         cannot be honoured among them) or a strict-mode problem raises
-        :class:`~nautilus.config.ConfigError` here, before anything is served."""
+        :class:`~nautilus_ranking.config.ConfigError` here, before anything is served."""
         api_keys = load_api_keys(settings.serve_api_keys_file)
         engine = Engine.assemble(settings)
         # the shared rankings, too (the server's and each profile's), rank at most the
