@@ -50,6 +50,7 @@ from nautilus_ranking.sources.base import (
     mapped_path,
     preparer,
     timeout_of,
+    type_of,
 )
 from nautilus_ranking.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
 from nautilus_ranking.synthesis import embedding_deadline, recency
@@ -329,7 +330,7 @@ class Broker:
         call = self._call(source, query, ctx, barrier)
         if tracer() is None:
             return call
-        return in_source_span(source, _id_text(id_of(source)), timeout_of(source), call)
+        return in_source_span(type_of(source), _id_text(id_of(source)), timeout_of(source), call)
 
     async def _call(
         self, source: Source, query: str, ctx: Mapping[str, Any], barrier: _Barrier

@@ -66,7 +66,7 @@ def id_or_content_id(row: dict[str, Any]) -> Any:
 
 class CanonicalRows(list[dict[str, Any]]):
     """A source's rows that come with their canonical JSON texts, ``texts[i]`` for
-    ``self[i]`` (:func:`nautilus_ranking.hashing.canonical_json` of it, byte for byte): the
+    ``self[i]`` (:func:`nautilus_ranking.response_hash.canonical_json` of it, byte for byte): the
     broker hashes them from these instead of encoding them again. For a source that
     already holds a row's costly part encoded (the vector source's 1,024 floats)."""
 

@@ -1,5 +1,6 @@
 """No import cycle in the package, the benchmarks or the tools, not even through a
-deferred import.
+deferred import; and none between their rooms (the package's folders and top-level
+modules, the benchmarks, the tools), so every import runs downward.
 
 The graph has an edge ``a -> b`` for every import of ``b`` written in ``a``: at the
 top, under ``if TYPE_CHECKING:``, or inside a function. The package defers an
@@ -124,6 +125,49 @@ def test_a_deferred_cycle_between_two_benchmarks_would_be_found(tmp_path: Path) 
         "benchmarks.speed.request_overhead",
         "benchmarks.speed.trace_overhead",
         "benchmarks.speed.request_overhead",
+    ]
+
+
+def room_of(module: str) -> str:
+    """The room a module stands in: a folder or top-level module of the package, the
+    benchmarks, or the tools."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "nautilus_ranking" else parts[0]
+
+
+def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each room to the rooms its modules import."""
+    rooms: dict[str, set[str]] = {room_of(name): set() for name in graph}
+    for name, targets in graph.items():
+        rooms[room_of(name)].update(room_of(t) for t in targets if room_of(t) != room_of(name))
+    return rooms
+
+
+def test_every_import_runs_downward() -> None:
+    """No two rooms import each other, even through others: the rooms stand on floors,
+    each importing only the ones below it (service and cli, request and profiles,
+    settings and profiles, tracing and sources, the tools and the benchmarks once did)."""
+    assert _cycle(room_graph(import_graph(ROOTS))) is None
+
+
+def test_two_rooms_importing_each_other_would_be_found(tmp_path: Path) -> None:
+    """Modules apart in their rooms, no cycle between modules, yet the rooms do."""
+    package = tmp_path / "nautilus_ranking"
+    for room in ("cli", "service"):
+        (package / room).mkdir(parents=True)
+        (package / room / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "cli" / "config.py").write_text("def check():\n    pass\n")
+    (package / "cli" / "serve.py").write_text("from nautilus_ranking.service import server\n")
+    (package / "service" / "server.py").write_text(
+        "def start():\n    from nautilus_ranking.cli.config import check\n"
+    )
+    graph = import_graph((package,))
+    assert _cycle(graph) is None
+    assert _cycle(room_graph(graph)) == [
+        "nautilus_ranking.cli",
+        "nautilus_ranking.service",
+        "nautilus_ranking.cli",
     ]
 
 

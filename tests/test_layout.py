@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -35,3 +36,58 @@ def test_the_layout_names_no_module_that_is_gone() -> None:
     names = set(re.findall(r"(?<![/\w])([a-z_]+\.py)\b", _layout()))  # not tests/….py
     existing = {p.name for p in (ROOT / "nautilus_ranking").rglob("*.py")}
     assert sorted(names - existing) == []
+
+
+#: A Sphinx cross-reference in a docstring: ``:class:`~nautilus_ranking.broker.Broker```.
+_REFERENCE = re.compile(r":(?:class|func|meth|mod|data|attr|exc):`~?([A-Za-z_][\w.]*)`")
+
+
+def _defined(module: Path, names: list[str]) -> bool:
+    """Whether ``names`` (a name, then its members) are defined in ``module``, by reading
+    it: a top-level def, class or assignment, or a name it imports (followed there)."""
+    body = ast.parse(module.read_text(encoding="utf-8")).body
+    for at, name in enumerate(names):
+        found: list[ast.stmt] = []
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if node.name == name:
+                    found = node.body if isinstance(node, ast.ClassDef) else []
+                    break
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                    break
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                alias = next((a for a in node.names if (a.asname or a.name) == name), None)
+                if alias is not None:
+                    rest = [alias.name, *names[at + 1 :]]
+                    return _resolves(f"{node.module}.{'.'.join(rest)}")
+        else:
+            return False
+        body = found
+    return True
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether a dotted path names a module of the package, or a name defined in one."""
+    parts = dotted.split(".")
+    if parts[0] != "nautilus_ranking":
+        return False
+    for split in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:split])
+        for module in (base.with_suffix(".py"), base / "__init__.py"):
+            if module.is_file():
+                return split == len(parts) or _defined(module, parts[split:])
+    return False
+
+
+def test_every_path_a_docstring_names_exists() -> None:
+    """A cross-reference names the package by its name today, and a module and a
+    name that exist: a rename or a move leaves none pointing nowhere."""
+    stale = sorted(
+        f"{path.relative_to(ROOT)}: {target}"
+        for path in (ROOT / "nautilus_ranking").rglob("*.py")
+        for target in _REFERENCE.findall(path.read_text(encoding="utf-8"))
+        if target.startswith("nautilus") and not _resolves(target)
+    )
+    assert stale == []

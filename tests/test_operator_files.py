@@ -72,7 +72,7 @@ def test_config_strict_refuses_a_keys_file_serve_could_not_read(
 
 
 def test_a_keys_file_with_a_bom_keeps_its_first_key(tmp_path: Path) -> None:
-    from nautilus_ranking.service.limits import load_api_keys
+    from nautilus_ranking.startup.keys_file import load_api_keys
 
     keys = tmp_path / "keys"
     keys.write_bytes("\ufeffk-first\nk-second\n".encode())

@@ -13,12 +13,12 @@ import pytest
 from structlog.testing import capture_logs
 
 from nautilus_ranking.profiles.build import OVERRIDABLE, load_profiles
-from nautilus_ranking.profiles.choose import Grant, allowed, choose
 from nautilus_ranking.request.errors import ProblemError
-from nautilus_ranking.service.key_grants import key_grants, split_line
+from nautilus_ranking.request.profile_choice import Grant, allowed, choose
 from nautilus_ranking.settings.knobs import PER_PROFILE
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 from nautilus_ranking.settings.unknown_variables import closest_setting, unknown_variables
+from nautilus_ranking.startup.key_grants import key_grants, split_line
 
 
 def test_a_profile_is_written_as_its_knobs_with_the_profile_in_front(

@@ -15,8 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nautilus_ranking.request.plan import OVERRIDES
-from nautilus_ranking.settings.knobs import markdown_table
+from nautilus_ranking.settings.knobs import OVERRIDES, markdown_table
 
 ROOT = Path(__file__).resolve().parent.parent
 #: doc → the tables it holds

@@ -30,10 +30,10 @@ def measure(names: list[str]) -> dict[str, float]:
     """Minimum CPU milliseconds of one rank() call per case (run in a subprocess)."""
     import numpy as np
 
-    from benchmarks.speed import speed
     from nautilus_ranking import RankingSynthesizer
     from nautilus_ranking.log import configure_logging
     from nautilus_ranking.settings.model import NautilusSettings
+    from tools import speed_batches as speed
 
     configure_logging("error", "console")
     query_vector = np.random.default_rng(0).normal(size=speed.DIM)

@@ -38,8 +38,8 @@ def batches() -> list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]]:
     """(name, results, ranker keywords, context) — the speed benchmark's rows and more."""
     import numpy as np
 
-    from benchmarks.speed import speed
     from nautilus_ranking import AdapterResult
+    from tools import speed_batches as speed
 
     out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
     for n in (*speed.LATENCY_SIZES, 1_000, 10_000):
@@ -127,8 +127,8 @@ def vector_batches(
     code after ties them exactly (docs/tuning-speed-vectors-words.md, the fourth speed pass)."""
     import numpy as np
 
-    from benchmarks.speed import speed
     from nautilus_ranking import AdapterResult
+    from tools import speed_batches as speed
 
     out: list[tuple[str, list[Any], dict[str, Any], dict[str, Any]]] = []
     k = len(speed.SOURCES)
@@ -181,8 +181,8 @@ def copies_batch(n: int, rng: Any) -> list[Any]:
     """Text rows without ids, a third of them repeated by another source as a copy: the
     same fields in another order, other case, other inner whitespace (a no-break space too),
     a blank or non-text field more or less; some near-copies that differ in a word."""
-    from benchmarks.speed import speed
     from nautilus_ranking import AdapterResult
+    from tools import speed_batches as speed
 
     rows = [{k: v for k, v in row.items() if k != "id"} for row in speed.text_rows(n, rng)]
     copies: list[dict[str, Any]] = []

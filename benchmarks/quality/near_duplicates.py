@@ -360,7 +360,7 @@ def _verdicts(rows: list[dict[str, Any]]) -> str:
 
 def speed(rounds: int = 5) -> str:
     """CPU milliseconds the stages add to one rank() call, minimum over many calls."""
-    from benchmarks.speed import speed as batches
+    from tools import speed_batches as batches
 
     lines = [
         "| rows | plain (ms) | + collapse on, diversity 0.3 (ms) | added (ms) | budget |",

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.speed.speed import SOURCES, other_core_busy, text_rows
+from benchmarks.speed.speed import other_core_busy
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.embedders import embedder_from_name
 from nautilus_ranking.log import configure_logging
+from tools.speed_batches import SOURCES, text_rows
 
 QUERY = "orders database replication lag after failover"
 START = dt.datetime(2024, 12, 1, tzinfo=dt.UTC).timestamp()

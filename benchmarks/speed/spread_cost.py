@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.speed.speed import QUERY, best_time, split, text_rows
+from benchmarks.speed.speed import best_time
 from nautilus_ranking import RankingSynthesizer
 from nautilus_ranking.log import configure_logging
+from tools.speed_batches import QUERY, split, text_rows
 
 SIZES = (1_000, 10_000, 20_000)
 

@@ -101,7 +101,7 @@ def off_seams_us(repeat: int = 20_000) -> float:
     stages, one loop hand-over."""
     from nautilus_ranking import tracing
     from nautilus_ranking.request.model import parse_request
-    from nautilus_ranking.tracing.request import trace_request
+    from nautilus_ranking.request.trace import trace_request
 
     assert "opentelemetry.trace" not in sys.modules, "measured with OpenTelemetry loaded"
     request = parse_request({"query": QUERIES[0]})

@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 from nautilus_ranking.cli.args import CONFIG_HELP
 
 if TYPE_CHECKING:  # loaded when the command runs (``nautilus-ranking --help`` needs none of it)
-    from nautilus_ranking.errors import Problem
-    from nautilus_ranking.profiles.build import Profiles
     from nautilus_ranking.settings.model import NautilusSettings
 
 
@@ -63,6 +61,7 @@ def run_config(args: argparse.Namespace) -> int:
     from nautilus_ranking.request.engine import NO_SOURCES
     from nautilus_ranking.settings.model import NautilusSettings
     from nautilus_ranking.sources.factory import sources_json_schema
+    from nautilus_ranking.startup.checks import check_sources, keys_problems, read_profiles
 
     if args.schema:
         print(json.dumps(sources_json_schema(), indent=2, sort_keys=True))
@@ -93,7 +92,7 @@ def run_config(args: argparse.Namespace) -> int:
     if listing == []:
         source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"
     source_ids = None if listing is None else [s["id"] for s in listing]
-    from nautilus_ranking.cli.config_profiles import profiles_json, profiles_text, read_profiles
+    from nautilus_ranking.cli.config_profiles import profiles_json, profiles_text
 
     profiles, profile_problems = read_profiles(
         settings, source_ids, broker_agents(path) if broker is not None else None
@@ -172,64 +171,6 @@ def _quiet(name: str) -> Iterator[None]:
         yield
     finally:
         target.disabled = was
-
-
-def check_sources(
-    settings: NautilusSettings, path: Path
-) -> tuple[list[dict[str, str]] | None, str | None]:
-    """Validate the sources file as a broker would (without building databases or
-    connecting to one), and PostgreSQL sources' seeds as ``load`` would: each source's id
-    and type (and a database's DSN, password masked), or the problem."""
-    from nautilus_ranking.sources.factory import SourceConfigError, build_sources, load_sources
-
-    try:
-        sources, _ = build_sources(
-            path, settings.data_dir, settings.vector_embedder, settings.embedder_cache_size
-        )
-    except (SourceConfigError, ImportError) as exc:
-        return None, str(exc)
-    for source in sources:
-        source.close()
-    specs = load_sources(path).specs
-    from nautilus_ranking.sources.postgres.load import check_seeds, postgres_specs
-    from nautilus_ranking.sources.postgres.load_steps import LoadError
-
-    try:  # a PostgreSQL source's seed is read only by `load`: check it as load would
-        check_seeds(postgres_specs(specs), path.parent)
-    except LoadError as exc:
-        return None, f"{path}: {exc}"
-    return [
-        {
-            "id": spec.id,
-            "type": spec.type,
-            **({"dsn": str(spec.dsn)} if hasattr(spec, "dsn") else {}),
-            **(spec.shown_options() if hasattr(spec, "shown_options") else {}),
-        }  # Dsn masks itself; so does an HTTP source's shown_options
-        for spec in specs
-    ], None
-
-
-def keys_problems(settings: NautilusSettings, profiles: Profiles) -> list[Problem]:
-    """The API keys file as ``serve`` and ``mcp`` read it at start-up (missing, not a
-    regular file, empty, a key listed twice; a grant that cannot be honoured): a gate
-    must fail on what would stop the service."""
-    from nautilus_ranking.settings.model import ConfigError
-
-    try:
-        from nautilus_ranking.service.limits import load_api_keys
-    except ImportError:  # no serve extra: nothing here reads the file
-        return []
-    try:
-        load_api_keys(settings.serve_api_keys_file)
-    except ConfigError as exc:
-        return list(exc.problems)
-    if settings.serve_api_keys_file is None:
-        return []
-    from nautilus_ranking.service.key_grants import refusals
-    from nautilus_ranking.service.limits import read_key_lines
-
-    path = settings.serve_api_keys_file
-    return refusals(read_key_lines(path), profiles, path)
 
 
 def _log_levels() -> dict[str, str] | None:

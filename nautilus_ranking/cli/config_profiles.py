@@ -8,53 +8,11 @@ profile's boost naming a source the sources file (or the Nautilus broker's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from nautilus_ranking.errors import Problem
-from nautilus_ranking.profiles.build import AGENTS, Profiles, build_profiles
-from nautilus_ranking.profiles.read import gather
+from nautilus_ranking.profiles.build import Profiles
 from nautilus_ranking.settings.knobs import PER_PROFILE
 from nautilus_ranking.settings.model import NautilusSettings
-
-
-def read_profiles(
-    settings: NautilusSettings,
-    source_ids: Sequence[str] | None,
-    agent_ids: Sequence[str] | None = None,
-) -> tuple[Profiles, list[Problem]]:
-    """The profiles and every problem with them, the sources' and agents' included."""
-    entries, problems = gather(
-        settings.profiles_file, NautilusSettings.model_config.get("env_file")
-    )
-    profiles = build_profiles(entries, problems)
-    found = list(profiles.problems)
-    for profile in profiles.by_name.values():
-        boosts = profile.values.get("source_boosts", {})
-        if source_ids is not None:
-            known = {s.lower() for s in source_ids}
-            found.extend(
-                Problem(
-                    profile.origins["source_boosts"],
-                    sid,
-                    f"no source has id {sid!r}",
-                    ", ".join(source_ids),
-                )
-                for sid in boosts
-                if sid not in known
-            )
-        if agent_ids is not None:
-            found.extend(
-                Problem(
-                    profile.origins[AGENTS],
-                    agent,
-                    f"the broker's config has no agent {agent!r}",
-                    ", ".join(agent_ids) or "(no agents listed)",
-                )
-                for agent in profile.agents
-                if agent not in agent_ids
-            )
-    return profiles, found
 
 
 def profiles_json(profiles: Profiles, settings: NautilusSettings) -> dict[str, Any]:

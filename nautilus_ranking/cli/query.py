@@ -1,6 +1,6 @@
 """``nautilus-ranking query``: one request through the request core, shown to a person or as JSON.
 
-Its flags are the request model's fields (:class:`~nautilus.request.model.QueryRequest`),
+Its flags are the request model's fields (:class:`~nautilus_ranking.request.model.QueryRequest`),
 so the command takes what ``POST /v1/query`` and the MCP tool take.
 """
 

@@ -189,8 +189,8 @@ def settings_for_run(args: argparse.Namespace) -> RunSettings:
     if args.profile is None:
         return run
     from nautilus_ranking.profiles.build import load_profiles
-    from nautilus_ranking.profiles.choose import choose
     from nautilus_ranking.request.errors import ProblemError
+    from nautilus_ranking.request.profile_choice import choose
 
     profiles = load_profiles(run.settings)
     try:

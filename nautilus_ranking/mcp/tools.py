@@ -20,9 +20,9 @@ from nautilus_ranking.errors import cut
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.mcp.definitions import LIST_SOURCES, SEARCH, definitions
 from nautilus_ranking.mcp.results import error_result, row_text, search_content, search_text
-from nautilus_ranking.profiles.choose import allowed, take_profile
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import parse_request
+from nautilus_ranking.request.profile_choice import allowed, take_profile
 from nautilus_ranking.service import metrics
 from nautilus_ranking.service.state import ServerState
 from nautilus_ranking.settings.model import NautilusSettings

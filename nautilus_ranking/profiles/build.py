@@ -23,8 +23,7 @@ from typing import Any
 
 from nautilus_ranking.errors import ANY_PROFILE, Problem, cut
 from nautilus_ranking.profiles.read import Entry, gather
-from nautilus_ranking.request.plan import OVERRIDES
-from nautilus_ranking.settings.knobs import BY_FIELD, PER_PROFILE
+from nautilus_ranking.settings.knobs import BY_FIELD, OVERRIDES, PER_PROFILE
 from nautilus_ranking.settings.model import (
     ConfigError,
     NautilusSettings,

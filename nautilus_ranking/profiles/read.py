@@ -22,11 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from nautilus_ranking.errors import Problem, cut
+from nautilus_ranking.settings.profile_variables import FILE_VAR, is_profile_variable
 
 PREFIX = "NAUTILUS_PROFILES__"
-FILE_VAR = "NAUTILUS_PROFILES_FILE"
-#: What a misspelt profile variable starts with (``NAUTILUS_PROFILE_…``, one underscore…).
-_NEAR = "NAUTILUS_PROFILE"
 SHAPE = "NAUTILUS_PROFILES__<NAME>__<KNOB>, e.g. NAUTILUS_PROFILES__SUPPORT__RANKING_TOP_K"
 
 
@@ -38,13 +36,6 @@ class Entry:
     key: str
     value: Any
     origin: str
-
-
-def is_profile_variable(name: str) -> bool:
-    """Whether ``name`` is (or was meant to be) a profile variable: the profile reader
-    judges these, not the settings' typo check."""
-    upper = name.upper()
-    return upper.startswith(_NEAR) and upper != FILE_VAR
 
 
 def profiles_in_environment(env_file: object = ".env") -> bool:

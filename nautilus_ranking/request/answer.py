@@ -1,10 +1,10 @@
 """One request, start to finish: parse, plan, run, cut the page, build the answer.
 
 Every way in calls :func:`answer` (or :func:`answer_sync`) with a
-:class:`~nautilus.request.model.QueryRequest` and renders the :class:`Answer` its own
+:class:`~nautilus_ranking.request.model.QueryRequest` and renders the :class:`Answer` its own
 way: the service and ``nautilus-ranking query --json`` write :meth:`Answer.to_json`, the MCP
 server its results and a short text, the retrievers their documents. A refused
-request is a :class:`~nautilus.request.errors.ProblemError` whatever the way in.
+request is a :class:`~nautilus_ranking.request.errors.ProblemError` whatever the way in.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nautilus_ranking.fanout.thread_loop import run_sync
-from nautilus_ranking.profiles.choose import Grant, check_overrides, choose
 from nautilus_ranking.ranking_hash import ranking_hash
 from nautilus_ranking.records import BrokerResponse, RankedRow
 from nautilus_ranking.request.engine import Engine
@@ -27,15 +26,16 @@ from nautilus_ranking.request.plan import (
     given_overrides,
     plan,
 )
-from nautilus_ranking.response_hash import compute_response_hash
-from nautilus_ranking.selection.budget import apply_budget, entry_text
-from nautilus_ranking.tracing import RequestTrace
-from nautilus_ranking.tracing.request import (
+from nautilus_ranking.request.profile_choice import Grant, check_overrides, choose
+from nautilus_ranking.request.trace import (
     budget_stage,
     finish_request,
     page_stage,
     trace_request,
 )
+from nautilus_ranking.response_hash import compute_response_hash
+from nautilus_ranking.selection.budget import apply_budget, entry_text
+from nautilus_ranking.tracing import RequestTrace
 
 #: How a server runs a request's broker call: on its own loop, under its deadline and
 #: concurrency limit (``nautilus_ranking.service.state``). Without one it is awaited here.
@@ -182,7 +182,8 @@ async def answer(
     the response (a server's request id). ``profile`` names the ranking profile asked
     for and ``grant`` is what the caller's key allows (None: no keys, any profile): the
     global knobs, then the profile's, then the request's overrides the profile allows
-    (``nautilus_ranking.profiles.choose``); a profile's rule replaces ``allow_overrides``."""
+    (``nautilus_ranking.request.profile_choice``); a profile's rule replaces
+    ``allow_overrides``."""
     traced = trace_request(request, request_id)  # None unless an SDK records spans
     try:
         result = await _answer(

@@ -23,6 +23,7 @@ from nautilus_ranking.request.model import QueryRequest, arg_of
 from nautilus_ranking.request.pages import PageError, Paging, first_page, paging
 from nautilus_ranking.selection.budget import BudgetResult
 from nautilus_ranking.settings.boost_entries import collect_source_boosts
+from nautilus_ranking.settings.knobs import OVERRIDES
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.settings.parsing import (
     parse_bool,
@@ -35,23 +36,6 @@ from nautilus_ranking.settings.parsing import (
 )
 from nautilus_ranking.settings.time_entries import parse_recency
 from nautilus_ranking.synthesis.base import Synthesizer
-
-OVERRIDES = (
-    "top_k",
-    "boosts",
-    "idf",
-    "sources",
-    "max_tokens",
-    "cut",
-    "near_duplicates",
-    "diversity",
-    "max_per_source",
-    "canonical_sources",
-    "min_confidence",
-    "recency",
-    # the time ages count from and the revision in force at: a ranking input as recency is
-    "as_of",
-)
 
 
 @dataclass(frozen=True)

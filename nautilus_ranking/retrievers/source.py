@@ -177,7 +177,7 @@ def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
 @dataclass
 class HitSource:
     """A broker or a service URL, and the request's overrides: any field of
-    :class:`~nautilus.request.model.QueryRequest` but the query (``top_k``, ``boosts``,
+    :class:`~nautilus_ranking.request.model.QueryRequest` but the query (``top_k``, ``boosts``,
     ``sources``, ``idf`` …), by name.
 
     With a ``broker`` the request is answered in this process by the request core, as

@@ -30,14 +30,13 @@ from nautilus_ranking.errors import Problem, cut, masked
 from nautilus_ranking.fanout.contain import raised_in
 from nautilus_ranking.log import configure_logging, get_logger
 from nautilus_ranking.profiles.build import configured
-from nautilus_ranking.profiles.choose import PROFILE_FIELD, allowed, take_profile
 from nautilus_ranking.request.errors import ProblemError, invalid
 from nautilus_ranking.request.model import QueryRequest, parse_request
+from nautilus_ranking.request.profile_choice import PROFILE_FIELD, allowed, take_profile
 from nautilus_ranking.service import metrics
 from nautilus_ranking.service.limits import (
     check_api_key,
     key_matches,
-    load_api_keys,
     matched_key,
     parse_json_body,
     read_body,
@@ -47,6 +46,7 @@ from nautilus_ranking.service.limits import (
 from nautilus_ranking.service.problems import problem_response, strict_json
 from nautilus_ranking.service.state import ServerState
 from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.startup.keys_file import load_api_keys
 from nautilus_ranking.tracing.carry import continued
 from nautilus_ranking.tracing.sdk import start_sdk, stop_sdk
 

@@ -106,51 +106,6 @@ def _clear_operator_dir(path: Path) -> None:
         ) from None
 
 
-def _check(settings: NautilusSettings) -> None:
-    """The sources file, the boosts, the keys file's grants, the profiles' restricting
-    knobs and (strict mode) every profile problem, checked as ``nautilus-ranking config
-    --strict`` checks them (without building a broker or loading a model): a problem is
-    a ConfigError."""
-    from nautilus_ranking.broker import boost_problems, config_path, named_source_problems
-    from nautilus_ranking.cli.config import check_sources
-    from nautilus_ranking.request.engine import NO_SOURCES
-
-    path = config_path(settings, None)
-    listing, error = check_sources(settings, path)
-    if error is not None:
-        raise ConfigError(
-            (
-                Problem(
-                    "NAUTILUS_CONFIG",
-                    str(path),
-                    error,
-                    "a sources file nautilus-ranking config --strict accepts",
-                ),
-            )
-        )
-    if not listing:
-        raise ConfigError(
-            (
-                Problem(
-                    "NAUTILUS_CONFIG", str(path), "the sources file lists no sources", NO_SOURCES
-                ),
-            )
-        )
-    ids = [source["id"] for source in listing]
-    problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
-    from nautilus_ranking.cli.config import keys_problems
-    from nautilus_ranking.cli.config_profiles import read_profiles
-
-    profiles, found = read_profiles(settings, ids)
-    grants = tuple(keys_problems(settings, profiles))
-    if (profiles.refused or grants) and not settings.config_strict:  # neither fails open
-        raise ConfigError(profiles.refused + grants)
-    if settings.config_strict:
-        problems += tuple(found) + grants
-    if problems and settings.config_strict:
-        raise ConfigError(problems)
-
-
 def serve(
     host: str | None = None,
     port: int | None = None,
@@ -160,7 +115,7 @@ def serve(
     try:
         import uvicorn
 
-        from nautilus_ranking.service.limits import load_api_keys
+        from nautilus_ranking.startup.keys_file import load_api_keys
     except ImportError as exc:
         raise ImportError(
             "nautilus-ranking serve needs the 'serve' extra: pip install 'nautilus-ranking[serve]'"
@@ -168,7 +123,9 @@ def serve(
     if config:  # as NAUTILUS_CONFIG, so every worker process reads the same file
         os.environ["NAUTILUS_CONFIG"] = str(Path(config).expanduser().resolve())
     settings = NautilusSettings()  # strict mode raises ConfigError here
-    _check(settings)
+    from nautilus_ranking.startup.checks import check_at_start
+
+    check_at_start(settings)
     load_api_keys(settings.serve_api_keys_file)  # ConfigError when set but unusable
     from nautilus_ranking.request.cursor_keys import cursor_keys
 

@@ -19,7 +19,6 @@ from nautilus_ranking.broker import config_path
 from nautilus_ranking.embedders.warm_up import needs_warm_up, warm_up
 from nautilus_ranking.fanout.blas import limit_blas_threads
 from nautilus_ranking.log import get_logger
-from nautilus_ranking.profiles.choose import PLAIN, Grant
 from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.request.answer import Answer, RowText, answer, response_row_text
 from nautilus_ranking.request.cursor_keys import cursor_keys
@@ -27,14 +26,16 @@ from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest
 from nautilus_ranking.request.plan import cap_ranked_rows
+from nautilus_ranking.request.profile_choice import PLAIN, Grant
 from nautilus_ranking.service import metrics
-from nautilus_ranking.service.key_grants import key_grants, refusals
-from nautilus_ranking.service.limits import ConcurrencyLimit, load_api_keys, read_key_lines
+from nautilus_ranking.service.limits import ConcurrencyLimit
 from nautilus_ranking.service.readiness import Readiness
 from nautilus_ranking.service.runner import BrokerLoop
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.sources.factory import load_sources
+from nautilus_ranking.startup.key_grants import key_grants, refusals
+from nautilus_ranking.startup.keys_file import load_api_keys, read_key_lines
 
 logger = get_logger("nautilus_ranking.service")
 
@@ -51,7 +52,7 @@ class ServerState:
     api_keys: tuple[bytes, ...]
     #: Each source's type in the sources file (what ``list_sources`` says it is).
     source_types: dict[str, str]
-    #: Each key's ranking profiles (``service/key_grants.py``); empty without profiles.
+    #: Each key's ranking profiles (``startup/key_grants.py``); empty without profiles.
     grants: dict[bytes, Grant]
 
     @property
@@ -62,7 +63,7 @@ class ServerState:
     def build(cls, settings: NautilusSettings) -> ServerState:
         """Everything from the settings; a bad sources file, API keys file (a grant that
         cannot be honoured among them), cursor key file or a strict-mode problem raises
-        :class:`~nautilus.config.ConfigError` here, before anything is served."""
+        :class:`~nautilus_ranking.config.ConfigError` here, before anything is served."""
         api_keys = load_api_keys(settings.serve_api_keys_file)
         cursor_keys(settings)  # read (or refused) now: no request reads the file on the loop
         engine = Engine.assemble(settings)

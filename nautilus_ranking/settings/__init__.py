@@ -6,7 +6,8 @@
   set, what each does inside the broker);
 - ``parsing.py``: the parsers every setting, and a request's overrides, go through;
 - ``boost_entries.py``: ``NAUTILUS_SOURCE_BOOSTS`` entries, each bad one a Problem;
-- ``unknown_variables.py``: ``NAUTILUS_*`` names that are a typo of a setting.
+- ``unknown_variables.py``: ``NAUTILUS_*`` names that are a typo of a setting;
+- ``profile_variables.py``: the names of the profiles' variables, left to their reader.
 
 ``nautilus_ranking.config`` keeps the public import path of the model.
 """

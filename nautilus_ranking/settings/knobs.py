@@ -340,6 +340,23 @@ RANKING_KNOBS: tuple[Knob, ...] = tuple(k for k in KNOBS if k.kind == "ranking")
 RANKING_SWITCHES: tuple[Knob, ...] = tuple(k for k in KNOBS if k.turns_ranking_on)
 #: The knobs a ranking profile may set.
 PER_PROFILE: tuple[Knob, ...] = tuple(k for k in KNOBS if k.per_profile)
+#: The fields a request may override the settings with (a profile may narrow them).
+OVERRIDES = (
+    "top_k",
+    "boosts",
+    "idf",
+    "sources",
+    "max_tokens",
+    "cut",
+    "near_duplicates",
+    "diversity",
+    "max_per_source",
+    "canonical_sources",
+    "min_confidence",
+    "recency",
+    # the time ages count from and the revision in force at: a ranking input as recency is
+    "as_of",
+)
 
 
 def knob_is_set(value: Any, default: Any) -> bool:

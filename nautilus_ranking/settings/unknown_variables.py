@@ -27,7 +27,7 @@ from typing import Any
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from nautilus_ranking.errors import Problem
-from nautilus_ranking.profiles.read import is_profile_variable
+from nautilus_ranking.settings.profile_variables import is_profile_variable
 
 DOTENV_UNKNOWN = "__nautilus_dotenv_unknown__"
 _PREFIX = "NAUTILUS_"

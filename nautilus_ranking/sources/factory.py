@@ -15,7 +15,7 @@ sources:
 
 The models live in ``schema.py`` (shared options) and beside each source type
 (``sqlite_table.py``…); importing this module declares the built-in types, each one
-imported when a sources file first names it (:class:`~nautilus.sources.schema.SourceTypes`).
+imported when a sources file first names it (:class:`~nautilus_ranking.sources.schema.SourceTypes`).
 """
 
 from __future__ import annotations

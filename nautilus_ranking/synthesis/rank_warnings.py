@@ -1,7 +1,7 @@
 """The ranker's warnings, collected during a pass and logged from one place.
 
 The stages (candidates, query, similarity) are pure: each reports what it found
-wrong here, and :class:`~nautilus.synthesis.ranking.RankingSynthesizer` logs the
+wrong here, and :class:`~nautilus_ranking.synthesis.ranking.RankingSynthesizer` logs the
 lot once the pass is over — one structured warning per kind of problem and call.
 """
 

@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from nautilus_ranking.selection.budget import BudgetResult
 
 
-async def in_source_span(source: object, source_id: str, timeout_s: float, call: Awaitable[A]) -> A:
-    """``call`` (one source's call in the broker) inside that source's span."""
-    span = source_span(source, source_id, timeout_s)
+async def in_source_span(kind: str, source_id: str, timeout_s: float, call: Awaitable[A]) -> A:
+    """``call`` (one source's call in the broker) inside that source's span (``kind``:
+    the source's type)."""
+    span = source_span(kind, source_id, timeout_s)
     answer: A | None = None
     try:
         answer = await call

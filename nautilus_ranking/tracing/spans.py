@@ -31,8 +31,6 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any
 
-from nautilus_ranking.sources.base import type_of
-
 #: Our own attributes' prefix (the semantic conventions' names are used where one fits).
 PREFIX = "nautilus_ranking."
 #: The longest string value an attribute carries, and the most items in a list value.
@@ -264,11 +262,10 @@ _DB_SYSTEMS = {"sqlite": "sqlite", "postgres": "postgresql", "pgvector": "postgr
 class SourceSpan:
     """One source call's span, current in the calling task until :meth:`done`."""
 
-    def __init__(self, tracer: Any, source: object, source_id: str, timeout_s: float) -> None:
+    def __init__(self, tracer: Any, kind: str, source_id: str, timeout_s: float) -> None:
         from opentelemetry import context, trace
         from opentelemetry.trace import SpanKind
 
-        kind = type_of(source)
         db = _DB_SYSTEMS.get(kind.split("_")[0])
         remote = db == "postgresql" or kind in ("http", "elasticsearch", "typesense")
         attributes: dict[str, Any] = {
@@ -298,12 +295,13 @@ class SourceSpan:
         context.detach(self._context)
 
 
-def source_span(source: object, source_id: str, timeout_s: float) -> SourceSpan | None:
-    """A span for one call of ``source``; None when tracing is off."""
+def source_span(kind: str, source_id: str, timeout_s: float) -> SourceSpan | None:
+    """A span for one call of a source of type ``kind`` (as its sources file names it:
+    ``sources.base.type_of``); None when tracing is off."""
     traced = tracer()
     if traced is None:
         return None
-    return SourceSpan(traced, source, source_id, timeout_s)
+    return SourceSpan(traced, kind, source_id, timeout_s)
 
 
 def request_trace(attributes: dict[str, Any], query: str) -> RequestTrace | None:

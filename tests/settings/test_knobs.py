@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 import tools.knob_tables
-from nautilus_ranking.request.plan import OVERRIDES
 from nautilus_ranking.settings.knobs import (
     BY_FIELD,
     KNOBS,
+    OVERRIDES,
     PER_PROFILE,
     PROCESS_SETTINGS,
     RANKING_SWITCHES,

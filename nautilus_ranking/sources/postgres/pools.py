@@ -38,7 +38,7 @@ T = TypeVar("T")
 class _ScrubDsns(logging.Filter):
     """psycopg-pool logs its connection errors itself (``error connecting in 'nautilus-kb':
     failed to resolve host "tail@db"``): a record naming one of the pools is scrubbed of
-    its DSN's password (:func:`~nautilus.sources.postgres.dsn.scrub`; for a DSN libpq
+    its DSN's password (:func:`~nautilus_ranking.sources.postgres.dsn.scrub`; for a DSN libpq
     misreads, the driver's words are withheld), any other of every pool's passwords."""
 
     def __init__(self) -> None:

@@ -37,7 +37,7 @@ _SEARCH_TABLE = "nautilus_search"
 
 def _cell(value: Any) -> Any:
     """A seed value as SQLite stores it: nested JSON as its JSON text (see
-    :func:`~nautilus.sources.seeds.sqlite_value` for integers past 64 bits)."""
+    :func:`~nautilus_ranking.sources.seeds.sqlite_value` for integers past 64 bits)."""
     return sqlite_value(
         json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
     )

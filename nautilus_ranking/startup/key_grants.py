@@ -24,8 +24,8 @@ import re
 
 from nautilus_ranking.errors import Problem, cut
 from nautilus_ranking.profiles.build import Profiles
-from nautilus_ranking.profiles.choose import PLAIN, Grant
-from nautilus_ranking.profiles.read import FILE_VAR
+from nautilus_ranking.request.profile_choice import PLAIN, Grant
+from nautilus_ranking.settings.profile_variables import FILE_VAR
 
 VAR = "NAUTILUS_SERVE_API_KEYS_FILE"
 _ATTRIBUTE = re.compile(r"(profile|allow)=(\S*)")
