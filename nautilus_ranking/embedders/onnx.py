@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from nautilus_ranking.embedders.offline_runtime import import_onnxruntime
 from nautilus_ranking.embedders.onnx_graph import (
     INT8_KINDS,
     REWRITE_VERSION,
@@ -250,8 +251,9 @@ class OnnxEmbedder:
         with self._lock:
             if self._session is not None:
                 return
-            import onnxruntime as ort
             from tokenizers import Tokenizer
+
+            ort = import_onnxruntime()
 
             tokenizer = Tokenizer.from_str(
                 _checked_bytes(TOKENIZER_PATH, TOKENIZER_SHA256).decode("utf-8")
