@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from nautilus_ranking.embedders.offline_runtime import import_onnxruntime
 from nautilus_ranking.embedders.onnx_graph import (
     INT8_KINDS,
     PINNED_GRAPHS,
@@ -59,6 +60,7 @@ from nautilus_ranking.embedders.onnx_graph import (
 )
 from nautilus_ranking.embedders.vector_cache import VectorCache, namespace
 from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.fanout.abandon import abandoned, can_be_abandoned, checkpoint
 from nautilus_ranking.log import get_logger
 
 logger = get_logger("nautilus_ranking.embedders.onnx")
@@ -254,8 +256,9 @@ class OnnxEmbedder:
         with self._lock:
             if self._session is not None:
                 return
-            import onnxruntime as ort
             from tokenizers import Tokenizer
+
+            ort = import_onnxruntime()
 
             tokenizer = Tokenizer.from_str(
                 _checked_bytes(TOKENIZER_PATH, TOKENIZER_SHA256).decode("utf-8")
@@ -390,7 +393,9 @@ class OnnxEmbedder:
     ) -> npt.NDArray[np.float32]:
         """Vectors for many texts; cached texts are not embedded again. ``deadline`` (a
         :func:`time.perf_counter` time): texts are embedded a few at a time until then,
-        and the vectors of those not reached are NaN (and not cached)."""
+        and the vectors of those not reached are NaN (and not cached). In a request its
+        caller has abandoned (:mod:`nautilus_ranking.fanout.abandon`), it stops between
+        chunks too, keeps the vectors made, and ends the request there (``CancelledError``)."""
         # "replace": a lone surrogate (which JSON allows) becomes "?" rather than an error;
         # a text is embedded as its key reads it (the tokenizer refuses surrogates).
         encoded = [t.encode("utf-8", "replace") for t in texts]
@@ -437,25 +442,29 @@ class OnnxEmbedder:
                     self._cache.move_to_end(key)
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
+        if unreached:
+            checkpoint("embedding")  # stopped for a caller gone: the vectors made are kept
         return out
 
     def _encode_until(
         self, keys: list[bytes], texts: list[str], deadline: float | None
     ) -> dict[bytes, npt.NDArray[np.float32]]:
-        """The vectors of ``texts`` by key: all of them without a deadline; else a few
-        at a time (one per worker, four rounds) until the deadline passes. The model is
-        loaded first: its load is not embedding time."""
-        if deadline is None:
+        """The vectors of ``texts`` by key: all of them without a deadline or a caller
+        that may abandon the request; else a few at a time (one per worker, four rounds)
+        until the deadline passes or the caller stops waiting (a server's request past
+        its own deadline). The model is loaded first: its load is not embedding time."""
+        if deadline is None and not can_be_abandoned():
             chunk = len(texts)
         else:
             if self._session is None:
                 started = time.perf_counter()
                 self._load()
-                deadline += time.perf_counter() - started
+                if deadline is not None:
+                    deadline += time.perf_counter() - started
             chunk = max(1, self._workers) * DEADLINE_ROUNDS * self.batch
         computed: dict[bytes, npt.NDArray[np.float32]] = {}
         for start in range(0, len(texts), chunk):
-            if deadline is not None and time.perf_counter() >= deadline:
+            if abandoned() or (deadline is not None and time.perf_counter() >= deadline):
                 break
             vectors = self._encode(texts[start : start + chunk])
             # copies: a view would keep the whole batch alive

@@ -35,6 +35,18 @@ def abandon(flag: threading.Event) -> None:
     flag.set()
 
 
+def can_be_abandoned() -> bool:
+    """Whether a caller watches the call running in this context (it may abandon it)."""
+    return _FLAG.get() is not None
+
+
+def abandoned() -> bool:
+    """Whether the caller has abandoned this call, without stopping it: for a loop of
+    chunks that keeps what it finished before its :func:`checkpoint`."""
+    flag = _FLAG.get()
+    return flag is not None and flag.is_set()
+
+
 def checkpoint(stage: str) -> None:
     """Stop here (``CancelledError``) when the caller has abandoned this call."""
     flag = _FLAG.get()

@@ -4,7 +4,9 @@ deadline, or past a large batch's best by words.
 A large batch's rows are embedded only the best ``NAUTILUS_EMBEDDER_MAX_ROWS`` by their
 lexical score (:func:`best_by_words`): the model reorders the rows a lexical stage found
 promising, as a reranker does, and the rest keep their lexical score; measured in
-docs/tuning-embedders.md ("The model on the best rows").
+docs/tuning-embedders.md ("The model on the best rows"). A query without words (``???``,
+an emoji) has no lexical score: its rows are embedded the best ``NAUTILUS_EMBEDDER_MAX_ROWS``
+by their sources' own order (:func:`best_by_source_rank`), never all of them.
 
 ``NAUTILUS_EMBEDDER_DEADLINE_MS`` bounds the time a request spends embedding its rows
 with the model. A row not reached has no semantic score; it gets its lexical one (the
@@ -52,6 +54,14 @@ def best_by_words(lexical: FloatArray | None, count: int) -> IntArray:
     if lexical is None:
         return np.arange(count, dtype=np.intp)
     order = np.argsort(-lexical, kind="stable")[:count]
+    return np.sort(order).astype(np.intp)
+
+
+def best_by_source_rank(source_rank: IntArray, count: int) -> IntArray:
+    """The positions of the ``count`` rows their sources ranked best (every source's
+    first, then every second, …; ties by position), in order: what a query without
+    words embeds, so that it is held to ``count`` rows like any other."""
+    order = np.argsort(source_rank, kind="stable")[:count]
     return np.sort(order).astype(np.intp)
 
 

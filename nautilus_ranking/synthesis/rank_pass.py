@@ -35,6 +35,7 @@ from nautilus_ranking.synthesis.candidates import (
     row_texts,
 )
 from nautilus_ranking.synthesis.embedding_deadline import (
+    best_by_source_rank,
     best_by_words,
     say_scored_by_words,
     scored_by_words,
@@ -201,6 +202,8 @@ def rank_pass(
                 sub, texts, batch, query_tokens, weights, warnings
             )
             best = best_by_words(lexical_score, ranker.embedding_max_rows)
+        elif ranker.embedding_max_rows and n > ranker.embedding_max_rows:  # no words
+            best = best_by_source_rank(sub.source_rank, ranker.embedding_max_rows)
         similarity, texts, batch, late = similarities(
             sub,
             ranker.embedder,

