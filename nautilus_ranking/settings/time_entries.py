@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from nautilus_ranking.errors import Problem, cut
-from nautilus_ranking.sources.mapped_fields import path_problem
+from nautilus_ranking.row_paths import path_problem
 
 #: A duration's units, in seconds (a year is 365 days).
 UNITS: Mapping[str, int] = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800, "y": 31_536_000}

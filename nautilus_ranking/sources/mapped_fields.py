@@ -17,20 +17,13 @@ import re
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from nautilus_ranking.synthesis.row_times import getter
+from nautilus_ranking.row_paths import path_problem
 
 #: The sources-file options that name where a row keeps something.
 MAPPED_OPTIONS = ("time_field", "document_key")
 #: A path's first step when it is a plain name (followed by a dot, an index or a pipe).
 _LEADING = re.compile(r"^([A-Za-z_][A-Za-z0-9_\-]*)(?=$|[.\[|])")
 _FIELDS_SHOWN = 30
-
-
-def path_problem(path: str) -> str | None:
-    """Why ``path`` reads nothing from any row (None: it is a key, a dotted path or a
-    JMESPath)."""
-    read = getter(path)
-    return " ".join(read.split()) if isinstance(read, str) else None  # a JMESPath's on one line
 
 
 def checked_path(option: str, path: str | None) -> str | None:

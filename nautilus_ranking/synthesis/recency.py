@@ -52,16 +52,11 @@ import numpy.typing as npt
 from nautilus_ranking.records import AdapterResult
 from nautilus_ranking.request_note import RequestNote
 from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json
+from nautilus_ranking.row_paths import Reader, getter
 from nautilus_ranking.settings.time_entries import Recency
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.ranking_boost import relevance_spread
-from nautilus_ranking.synthesis.row_times import (
-    Reader,
-    getter,
-    period_of,
-    read_by_source,
-    read_times,
-)
+from nautilus_ranking.synthesis.row_times import period_of, read_by_source, read_times
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 #: The share of the batch's relevance spread a row loses when fully aged (freshness 0):

@@ -24,16 +24,15 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
-import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
 from operator import attrgetter, methodcaller
 from typing import Any
 
 import numpy as np
 
+from nautilus_ranking.row_paths import Reader
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 #: Before this or after this a time is a placeholder or a unit mistake, not a time.
@@ -48,12 +47,9 @@ _DIGITS = re.compile(r"^-?\d+(?:\.\d+)?$", re.ASCII)
 #: An integer in here may be a basic date (``20240601``): read one at a time.
 BASIC_DATES = (19_000_101, 21_991_232)
 OUT_OF_RANGE = "out of range (1900 to 2200)"
-_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*(?:\.[A-Za-z_][A-Za-z0-9_\-]*)*$")
 
 #: A row's time: (lo, hi, shown), ``shown`` the time as the answer writes it.
 Period = tuple[float, float, str]
-#: What reads one value (a time, a document key) from a row.
-Reader = Callable[[dict[str, Any]], Any]
 
 
 def period_of(value: object) -> Period | str:
@@ -151,60 +147,6 @@ def _iso(seconds: float) -> str:
     return moment.isoformat(timespec="milliseconds" if moment.microsecond else "seconds").replace(
         "+00:00", "Z"
     )
-
-
-def getter(path: str) -> Reader | str:
-    """What reads ``path`` from a row: a key, a dotted path through nested objects (a
-    JSON column's text included), else a JMESPath (with the ``http`` extra). A string
-    says why there is none."""
-    if not path:
-        return "empty path"
-    if _DOTTED.match(path) and "." not in path:
-
-        def key(row: dict[str, Any]) -> Any:
-            return row.get(path)
-
-        key.key = path  # type: ignore[attr-defined]  # read a whole source at once
-        return key
-    if _DOTTED.match(path):
-        parts = path.split(".")
-
-        def dotted(row: dict[str, Any]) -> Any:
-            if path in row:  # a key that holds a dot
-                return row[path]
-            value: Any = row
-            for part in parts:
-                if isinstance(value, str) and value.startswith("{"):
-                    value = _json_object(value)  # a JSON column, as SQLite keeps one
-                if not isinstance(value, dict):
-                    return None
-                value = value.get(part)
-            return value
-
-        return dotted
-    try:
-        import jmespath
-    except ImportError:
-        return "a JMESPath needs the http extra (pip install 'nautilus-ranking[http]')"
-    try:
-        compiled = jmespath.compile(path)
-    except Exception as exc:  # jmespath's own errors: a bad expression, said once
-        return f"not a JMESPath ({str(exc)[:80]})"
-
-    def searched(row: dict[str, Any]) -> Any:
-        try:
-            return compiled.search(row)
-        except Exception:  # a row the expression cannot walk has no time
-            return None
-
-    return searched
-
-
-def _json_object(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def read_times(

@@ -19,11 +19,12 @@ from nautilus_ranking.request.answer import answer_sync
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest, parse_request
+from nautilus_ranking.row_paths import getter
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.settings.time_entries import parse_recency, parse_source_paths
 from nautilus_ranking.synthesis import recency
 from nautilus_ranking.synthesis.ranking_boost import MAX_SPREAD
-from nautilus_ranking.synthesis.row_times import getter, period_of
+from nautilus_ranking.synthesis.row_times import period_of
 
 DAY = 86_400.0
 
