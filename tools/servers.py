@@ -111,3 +111,25 @@ def wait_ready(server: Server, timeout: float = 30.0) -> httpx.Response:
         if response.status_code == 200 or time.monotonic() > deadline:
             return response
         time.sleep(0.1)
+
+
+def wait_failing(
+    server: Server,
+    headers: Mapping[str, str],
+    failing: Sequence[str],
+    reason: str,
+    timeout: float = 60.0,
+) -> dict[str, str]:
+    """Poll ``/readyz`` (as the caller of ``headers`` sees it) until exactly ``failing``
+    are not answering, each for ``reason``: the event itself, not a guess at how many
+    probe intervals it takes on a busy machine. Before the first probe, while a model
+    loads, or while a source's last success is still fresh, ``/readyz`` says otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = httpx.get(server.url + "/readyz", headers=dict(headers), timeout=5)
+        found = response.json().get("failing", {}) if response.status_code == 503 else {}
+        if list(found) == list(failing) and all(reason in why for why in found.values()):
+            return dict(found)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"/readyz never named only {list(failing)}: {response.text}")
+        time.sleep(0.1)

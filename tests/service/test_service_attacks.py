@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from nautilus_ranking.sources.factory import bundled_demo_config
-from tools.servers import Server, running, wait_ready
+from tools.servers import Server, running, wait_failing, wait_ready
 
 KEY = "k-7d1e0b2a94"
 BODY_TIMEOUT_S = 2
@@ -296,18 +296,8 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         # Wait for the broken source's own failure, not any 503: before the first probe
         # (or while a model loads) /readyz answers 503 too, and a probe that succeeded
         # before the seed went keeps the source ready for three intervals.
-        deadline = time.monotonic() + 60
-        while not _only_broken_fails(server):
-            assert time.monotonic() < deadline, "readyz never saw the broken source"
-            time.sleep(0.2)
+        wait_failing(server, {"X-API-Key": KEY}, ["broken"], "SeedError")
         yield server
-
-
-def _only_broken_fails(server: Server) -> bool:
-    """``/readyz``, as a key holder sees it, names the broken source alone, for its seed."""
-    answer = httpx.get(server.url + "/readyz", headers={"X-API-Key": KEY})
-    failing = answer.json().get("failing", {}) if answer.status_code == 503 else {}
-    return list(failing) == ["broken"] and "SeedError" in failing["broken"]
 
 
 def test_without_a_key_readyz_tells_the_status_and_nothing_else(keyed: Server) -> None:
