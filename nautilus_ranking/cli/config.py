@@ -9,12 +9,15 @@ import json
 import logging
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nautilus_ranking.cli.args import CONFIG_HELP
 
 if TYPE_CHECKING:  # loaded when the command runs (``nautilus-ranking --help`` needs none of it)
+    from nautilus_ranking.errors import Problem
+    from nautilus_ranking.profiles.build import Profiles
     from nautilus_ranking.settings.model import NautilusSettings
 
 
@@ -58,10 +61,9 @@ def run(args: argparse.Namespace) -> int:
 def run_config(args: argparse.Namespace) -> int:
     """``nautilus-ranking config``: print the effective settings and sources, or gate them."""
     from nautilus_ranking.broker import boost_problems, config_path, named_source_problems
-    from nautilus_ranking.request.engine import NO_SOURCES
     from nautilus_ranking.settings.model import NautilusSettings
     from nautilus_ranking.sources.factory import sources_json_schema
-    from nautilus_ranking.startup.checks import check_sources, keys_problems, read_profiles
+    from nautilus_ranking.startup.checks import keys_problems, read_profiles
 
     if args.schema:
         print(json.dumps(sources_json_schema(), indent=2, sort_keys=True))
@@ -69,6 +71,51 @@ def run_config(args: argparse.Namespace) -> int:
     with _quiet("nautilus_ranking.settings.model") if args.strict else contextlib.nullcontext():
         settings = NautilusSettings()  # --strict reports each problem itself, once
     path = config_path(settings, args.config)
+    sources = _sources_file(args, settings, path)
+    source_ids = None if sources.listing is None else [s["id"] for s in sources.listing]
+    profiles, profile_problems = read_profiles(settings, source_ids, sources.agents)
+    problems = (
+        list(settings.problems)
+        + list(boost_problems(settings, source_ids) if source_ids is not None else ())
+        + list(named_source_problems(settings, source_ids) if source_ids is not None else ())
+        + profile_problems
+        + keys_problems(settings, profiles)
+    )
+    failed = args.strict and bool(problems or sources.warnings or sources.error is not None)
+    if args.json:
+        _print_json(settings, problems, sources, profiles)
+    elif not failed:  # a failed gate prints its problems alone, on stderr
+        _print_text(settings, problems, sources, profiles)
+    if failed:
+        for problem in problems:
+            print(f"nautilus-ranking: {problem.message}", file=sys.stderr)
+        if sources.error is not None:
+            print(f"nautilus-ranking: {sources.error}", file=sys.stderr)
+        for warning in sources.warnings:
+            print(f"nautilus-ranking: {warning}", file=sys.stderr)
+        return 1
+    return 0
+
+
+@dataclass
+class _SourcesFile:
+    """The sources file as ``config`` reports it."""
+
+    path: Path
+    listing: list[dict[str, str]] | None  # each source's id and kind; None: unreadable
+    error: str | None
+    warnings: list[str]  # sources whose seed rows lack their id field
+    #: a Nautilus broker's nautilus.yaml: its agents (profiles may name them); else None
+    agents: list[str] | None
+
+
+def _sources_file(args: argparse.Namespace, settings: NautilusSettings, path: Path) -> _SourcesFile:
+    """The sources file checked as a broker would load it (or a Nautilus broker's
+    nautilus.yaml, whose sources boosts name), its error saying how to check a
+    manifest's in-container path here."""
+    from nautilus_ranking.request.engine import NO_SOURCES
+    from nautilus_ranking.startup.checks import check_sources
+
     # a Nautilus broker's nautilus.yaml: boosts name its sources (nautilus_ranking.upstream)
     from nautilus_ranking.upstream.broker_config import broker_agents, broker_sources
 
@@ -91,74 +138,68 @@ def run_config(args: argparse.Namespace) -> int:
     id_problems = _id_problems(path) if source_error is None and broker is None else []
     if listing == []:
         source_error = f"{path}: lists no sources (valid: {NO_SOURCES})"
-    source_ids = None if listing is None else [s["id"] for s in listing]
-    from nautilus_ranking.cli.config_profiles import profiles_json, profiles_text
+    agents = broker_agents(path) if broker is not None else None
+    return _SourcesFile(path, listing, source_error, id_problems, agents)
 
-    profiles, profile_problems = read_profiles(
-        settings, source_ids, broker_agents(path) if broker is not None else None
-    )
-    problems = (
-        list(settings.problems)
-        + list(boost_problems(settings, source_ids) if source_ids is not None else ())
-        + list(named_source_problems(settings, source_ids) if source_ids is not None else ())
-        + profile_problems
-        + keys_problems(settings, profiles)
-    )
-    failed = args.strict and bool(problems or id_problems or source_error is not None)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "settings": settings.effective(),
-                    "ranking_enabled": settings.ranking_enabled,
-                    "log_level_applied": _log_levels()
-                    or {"cli": settings.log_level, "serve": settings.log_level},
-                    "skipped": [
-                        {
-                            "variable": p.variable,
-                            "value": p.shown_value,
-                            "reason": p.reason,
-                            "valid": p.valid,
-                            "message": p.message,
-                        }
-                        for p in problems
-                    ],
-                    "sources_file": {
-                        "path": str(path),
-                        "ok": source_error is None,
-                        "error": source_error,
-                        "sources": listing or [],
-                        "warnings": id_problems,
-                    },
-                    **({"profiles": profiles_json(profiles, settings)} if profiles else {}),
+
+def _print_json(
+    settings: NautilusSettings, problems: list[Problem], sources: _SourcesFile, profiles: Profiles
+) -> None:
+    """``config --json``: one object on stdout."""
+    from nautilus_ranking.cli.config_profiles import profiles_json
+
+    print(
+        json.dumps(
+            {
+                "settings": settings.effective(),
+                "ranking_enabled": settings.ranking_enabled,
+                "log_level_applied": _log_levels()
+                or {"cli": settings.log_level, "serve": settings.log_level},
+                "skipped": [
+                    {
+                        "variable": p.variable,
+                        "value": p.shown_value,
+                        "reason": p.reason,
+                        "valid": p.valid,
+                        "message": p.message,
+                    }
+                    for p in problems
+                ],
+                "sources_file": {
+                    "path": str(sources.path),
+                    "ok": sources.error is None,
+                    "error": sources.error,
+                    "sources": sources.listing or [],
+                    "warnings": sources.warnings,
                 },
-                indent=2,
-                sort_keys=True,
-            )
+                **({"profiles": profiles_json(profiles, settings)} if profiles else {}),
+            },
+            indent=2,
+            sort_keys=True,
         )
-    elif not failed:  # a failed gate prints its problems alone, on stderr
-        print(_settings_table(settings))
-        if profiles:
-            print(profiles_text(profiles, settings))
-        print(f"\nranking: {'on' if settings.ranking_enabled else 'off (exact passthrough)'}")
-        said = f"ERROR {source_error}" if source_error is not None else "(none)"
-        print(f"sources: {path}" + ("" if listing else f": {said}"))  # else listed below
-        for source in listing or []:
-            print("  - " + "  ".join(source.values()))
-        for warning in id_problems:
-            print(f"  warning: {warning}")
-        print("skipped:" if problems else "skipped: none")
-        for problem in problems:
-            print(f"  - {problem.message}")
-    if failed:
-        for problem in problems:
-            print(f"nautilus-ranking: {problem.message}", file=sys.stderr)
-        if source_error is not None:
-            print(f"nautilus-ranking: {source_error}", file=sys.stderr)
-        for warning in id_problems:
-            print(f"nautilus-ranking: {warning}", file=sys.stderr)
-        return 1
-    return 0
+    )
+
+
+def _print_text(
+    settings: NautilusSettings, problems: list[Problem], sources: _SourcesFile, profiles: Profiles
+) -> None:
+    """``config`` for a person: the settings table, the profiles, the sources file and
+    what was skipped."""
+    from nautilus_ranking.cli.config_profiles import profiles_text
+
+    print(_settings_table(settings))
+    if profiles:
+        print(profiles_text(profiles, settings))
+    print(f"\nranking: {'on' if settings.ranking_enabled else 'off (exact passthrough)'}")
+    said = f"ERROR {sources.error}" if sources.error is not None else "(none)"
+    print(f"sources: {sources.path}" + ("" if sources.listing else f": {said}"))  # listed below
+    for source in sources.listing or []:
+        print("  - " + "  ".join(source.values()))
+    for warning in sources.warnings:
+        print(f"  warning: {warning}")
+    print("skipped:" if problems else "skipped: none")
+    for problem in problems:
+        print(f"  - {problem.message}")
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,7 +34,7 @@ import numpy as np
 from nautilus_ranking.errors import NautilusError
 
 if TYPE_CHECKING:
-    from onnx import NodeProto
+    from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 LAYERS = 6
 HEADS = 12
@@ -72,7 +73,6 @@ def rewrite(model_bytes: bytes, int8: bool, kinds: Iterable[str] = INT8_KINDS) -
     """The fused graph of the shipped model, with int8 products for ``kinds`` if
     ``int8``; ``kinds`` ⊆ {qkv, attn_out, ffn_up, ffn_down}."""
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
     chosen = frozenset(kinds) if int8 else frozenset()
     if not chosen <= ALL_KINDS:
@@ -83,58 +83,89 @@ def rewrite(model_bytes: bytes, int8: bool, kinds: Iterable[str] = INT8_KINDS) -
         model = onnx.load_from_string(model_bytes)
     except DecodeError as exc:
         raise GraphRewriteError(f"not an ONNX model ({exc})") from exc
-    graph = model.graph
-    producer = {out: node for node in graph.node for out in node.output}
-    consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
-    for node in graph.node:
-        for name in node.input:
-            consumers[name].append(node)
-    initializers = {init.name: init for init in graph.initializer}
-    matmul_inputs = Counter(n.input[0] for n in graph.node if n.op_type == "MatMul")
+    index = _GraphIndex(model.graph)
+    products = _weight_products(index, chosen)
+    attention, biases = _attention_nodes(index, products.context_of_layer)
+    added = [*attention, *_gelu_nodes(model.graph)]
+    _splice(model, products.replaced, added, [*products.initializers, *biases])
+    return bytes(model.SerializeToString())
 
-    def weight_of(matmul: onnx.NodeProto) -> tuple[str, str] | None:
+
+class _GraphIndex:
+    """Who makes and who reads each value of the graph, and its initializers: the
+    lookups every rewrite step walks the graph with."""
+
+    def __init__(self, graph: GraphProto) -> None:
+        self.graph = graph
+        self.producer = {out: node for node in graph.node for out in node.output}
+        self.consumers: dict[str, list[NodeProto]] = defaultdict(list)
+        for node in graph.node:
+            for name in node.input:
+                self.consumers[name].append(node)
+        self.initializers = {init.name: init for init in graph.initializer}
+        self.matmul_inputs = Counter(n.input[0] for n in graph.node if n.op_type == "MatMul")
+
+    def weight_of(self, matmul: NodeProto) -> tuple[str, str] | None:
         """(int8 weight, scale) initializer names when the product's right side is
         ``Cast(int8) * scale``, else None (an activation × activation product)."""
-        mul = producer.get(matmul.input[1])
-        cast = producer.get(mul.input[0]) if mul is not None and mul.op_type == "Mul" else None
+        mul = self.producer.get(matmul.input[1])
+        cast = self.producer.get(mul.input[0]) if mul is not None and mul.op_type == "Mul" else None
         if (
             cast is None
             or cast.op_type != "Cast"
-            or cast.input[0] not in initializers
+            or cast.input[0] not in self.initializers
             or mul is None
-            or mul.input[1] not in initializers
+            or mul.input[1] not in self.initializers
         ):
             return None
         return cast.input[0], mul.input[1]
 
-    def kind_of(matmul: onnx.NodeProto) -> str:
+    def kind_of(self, matmul: NodeProto) -> str:
+        """Which weight product this is, told by what feeds it (the exported names)."""
         a = matmul.input[0]
         if a.startswith("gelu"):
             return "ffn_down"
         if a.startswith("view"):
             return "attn_out"
-        return "qkv" if matmul_inputs[a] == 3 else "ffn_up"
+        return "qkv" if self.matmul_inputs[a] == 3 else "ffn_up"
 
-    replaced: dict[int, list[onnx.NodeProto]] = {}
-    added: list[onnx.NodeProto] = []
-    new_initializers = []
+
+@dataclass
+class _WeightProducts:
+    """What the walk over the weight products found and made."""
+
+    #: id of a float32 product -> the int8 node that replaces it
+    replaced: dict[int, list[NodeProto]] = field(default_factory=dict)
+    #: the per-column scales the int8 nodes read
+    initializers: list[TensorProto] = field(default_factory=list)
+    #: layer -> the context the attention output projection reads (MultiHeadAttention's output)
+    context_of_layer: dict[str, str] = field(default_factory=dict)
+
+
+def _weight_products(index: _GraphIndex, chosen: frozenset[str]) -> _WeightProducts:
+    """Each weight product of the ``chosen`` kinds swapped for ``DynamicQuantizeMatMul``
+    on the shipped int8 weights, and each layer's attention context found; raises
+    unless every product the model should have was found."""
+    from onnx import helper, numpy_helper
+
+    found = _WeightProducts()
     products: Counter[str] = Counter()
-    context_of_layer: dict[str, str] = {}
-    for node in graph.node:
-        if node.op_type != "MatMul" or (weight := weight_of(node)) is None:
+    for node in index.graph.node:
+        if node.op_type != "MatMul" or (weight := index.weight_of(node)) is None:
             continue
-        kind = kind_of(node)
+        kind = index.kind_of(node)
         products[kind] += 1
         if kind == "attn_out":
-            bias = [c for c in consumers[node.output[0]] if c.op_type == "Add"]
-            if len(bias) == 1 and bias[0].input[1] in initializers:
-                context_of_layer[_layer_of(bias[0].input[1])] = node.input[0]
+            bias = [c for c in index.consumers[node.output[0]] if c.op_type == "Add"]
+            if len(bias) == 1 and bias[0].input[1] in index.initializers:
+                found.context_of_layer[_layer_of(bias[0].input[1])] = node.input[0]
         if kind not in chosen:
             continue
         quantized, scale = weight
-        per_column = numpy_helper.to_array(initializers[scale]).reshape(-1).astype(np.float32)
-        new_initializers.append(numpy_helper.from_array(per_column, f"{scale}_per_column"))
-        replaced[id(node)] = [
+        scales = numpy_helper.to_array(index.initializers[scale])
+        per_column = scales.reshape(-1).astype(np.float32)
+        found.initializers.append(numpy_helper.from_array(per_column, f"{scale}_per_column"))
+        found.replaced[id(node)] = [
             helper.make_node(
                 "DynamicQuantizeMatMul",
                 [node.input[0], quantized, f"{scale}_per_column"],
@@ -144,24 +175,32 @@ def rewrite(model_bytes: bytes, int8: bool, kinds: Iterable[str] = INT8_KINDS) -
             )
         ]
     expected = {"qkv": 3 * LAYERS, "attn_out": LAYERS, "ffn_up": LAYERS, "ffn_down": LAYERS}
-    if dict(products) != expected or len(context_of_layer) != LAYERS:
+    if dict(products) != expected or len(found.context_of_layer) != LAYERS:
         raise GraphRewriteError(
             f"expected weight products {expected} in {LAYERS} layers, "
-            f"found {dict(products)} ({len(context_of_layer)} layers)"
+            f"found {dict(products)} ({len(found.context_of_layer)} layers)"
         )
+    return found
 
-    # Attention: the three bias Adds of each layer feed one MultiHeadAttention, whose
-    # output replaces the (batch, sequence, hidden) context the output projection reads.
-    biases: dict[str, dict[str, onnx.NodeProto]] = defaultdict(dict)
-    for node in graph.node:
+
+def _attention_nodes(
+    index: _GraphIndex, context_of_layer: dict[str, str]
+) -> tuple[list[NodeProto], list[TensorProto]]:
+    """The nodes (and packed biases) that replace each layer's exported attention: the
+    three bias Adds of a layer feed one MultiHeadAttention, whose output replaces the
+    (batch, sequence, hidden) context the output projection reads."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    biases: dict[str, dict[str, NodeProto]] = defaultdict(dict)
+    for node in index.graph.node:
         if (
             node.op_type == "Add"
-            and node.input[1] in initializers
+            and node.input[1] in index.initializers
             and ".attention.self." in node.input[1]
         ):
             role = node.input[1].split(".attention.self.")[1].split(".")[0]
             biases[_layer_of(node.input[1])][role] = node
-    added.append(
+    added = [
         helper.make_node(
             "Cast",
             ["attention_mask"],
@@ -169,7 +208,8 @@ def rewrite(model_bytes: bytes, int8: bool, kinds: Iterable[str] = INT8_KINDS) -
             to=TensorProto.INT32,
             name="attention_mask_int32",
         )
-    )
+    ]
+    packed_biases = []
     for layer, context in sorted(context_of_layer.items()):
         roles = biases.get(layer, {})
         if set(roles) != {"query", "key", "value"}:
@@ -177,8 +217,10 @@ def rewrite(model_bytes: bytes, int8: bool, kinds: Iterable[str] = INT8_KINDS) -
                 f"layer {layer}: query/key/value biases not found (found {sorted(roles)})"
             )
         adds = [roles["query"], roles["key"], roles["value"]]
-        packed = np.concatenate([numpy_helper.to_array(initializers[a.input[1]]) for a in adds])
-        new_initializers.append(
+        packed = np.concatenate(
+            [numpy_helper.to_array(index.initializers[a.input[1]]) for a in adds]
+        )
+        packed_biases.append(
             numpy_helper.from_array(packed.astype(np.float32), f"layer_{layer}_qkv_bias")
         )
         added.append(
@@ -197,23 +239,42 @@ def rewrite(model_bytes: bytes, int8: bool, kinds: Iterable[str] = INT8_KINDS) -
                 num_heads=HEADS,
             )
         )
-    # GELU: x * (0.5 * (1 + erf(x / sqrt 2))), ending in the Mul named gelu*.
+    return added, packed_biases
+
+
+def _gelu_nodes(graph: GraphProto) -> list[NodeProto]:
+    """One fused ``Gelu`` for each exported GELU, x * (0.5 * (1 + erf(x / sqrt 2))),
+    which ends in the Mul named gelu*."""
+    from onnx import helper
+
     gelus = [n for n in graph.node if n.op_type == "Mul" and n.output[0].startswith("gelu")]
     if len(gelus) != LAYERS:
         raise GraphRewriteError(f"expected {LAYERS} GELUs, found {len(gelus)}")
-    for node in gelus:
-        added.append(
-            helper.make_node(
-                "Gelu",
-                [node.input[0]],
-                list(node.output),
-                name=f"{node.name}_fused",
-                domain=CONTRIB,
-            )
+    return [
+        helper.make_node(
+            "Gelu",
+            [node.input[0]],
+            list(node.output),
+            name=f"{node.name}_fused",
+            domain=CONTRIB,
         )
+        for node in gelus
+    ]
 
+
+def _splice(
+    model: ModelProto,
+    replaced: dict[int, list[NodeProto]],
+    added: list[NodeProto],
+    new_initializers: list[TensorProto],
+) -> None:
+    """Put the new nodes in the graph in place of the ones they replace, drop what
+    nothing reads any more (nodes and initializers), and declare the contrib domain."""
+    from onnx import helper
+
+    graph = model.graph
     rewritten = {out for node in added for out in node.output}
-    nodes: list[onnx.NodeProto] = []
+    nodes: list[NodeProto] = []
     for node in graph.node:
         if id(node) in replaced:
             nodes.extend(replaced[id(node)])
@@ -230,7 +291,6 @@ def rewrite(model_bytes: bytes, int8: bool, kinds: Iterable[str] = INT8_KINDS) -
     graph.initializer.extend(live)
     if not any(op.domain == CONTRIB for op in model.opset_import):
         model.opset_import.append(helper.make_opsetid(CONTRIB, 1))
-    return bytes(model.SerializeToString())
 
 
 def _live_in_order(nodes: list[NodeProto], outputs: list[str]) -> list[NodeProto]:

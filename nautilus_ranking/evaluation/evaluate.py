@@ -30,7 +30,13 @@ from nautilus_ranking.evaluation.coverage import Coverage, coverage
 from nautilus_ranking.evaluation.cuts import CutScored, score_cuts
 from nautilus_ranking.evaluation.delivered import Delivery
 from nautilus_ranking.evaluation.familywise import Recommendation, recommend
-from nautilus_ranking.evaluation.judgments import EvalInputError, read_judgments, read_queries
+from nautilus_ranking.evaluation.judgments import (
+    EvalInputError,
+    Judgments,
+    Queries,
+    read_judgments,
+    read_queries,
+)
 from nautilus_ranking.evaluation.knob_settings import (
     KnobValue,
     RunSettings,
@@ -121,6 +127,50 @@ def run_eval(
     run = settings if isinstance(settings, RunSettings) else run_settings(settings)
     queries = read_queries(queries_path)
     judgments = read_judgments(judgments_path, queries.texts, relevant_only=True)
+    judged = _judged(queries, judgments, queries_path, judgments_path)
+    fetched = _fetch(config, run, judged, progress)
+    current = fetched.current
+    budget = max_tokens if max_tokens is not None else current.ranking_max_tokens
+    delivery = Delivery(budget, counting) if budget is not None else None
+    started = time.perf_counter()
+    ranked = _rank(fetched, id_field, k, sweep, progress, delivery)
+    scored, ref = ranked.scored, ranked.reference
+    compare(scored, {**ranked.references, **({"": ref} if ref is not None else {})})
+    runs = fetched.runs
+    cov = coverage(runs, queries.texts, judgments.grades, id_field, judgments.elsewhere)
+    recommendation = _recommendation(ranked, k, sweep, cov)
+    rank_seconds = time.perf_counter() - started
+    return EvalResult(
+        k=k,
+        id_field=id_field,
+        sources=fetched.source_ids,
+        knobs=run.knobs(),
+        ranking_enabled=current.ranking_enabled,
+        queries_format=queries.format,
+        judgments_format=judgments.format,
+        coverage=cov,
+        scored=scored,
+        references=ranked.references,
+        recommendation=recommendation,
+        fetch_seconds=fetched.seconds,
+        rank_seconds=rank_seconds,
+        cuts=ranked.cuts,
+        reference=ref,
+        notes=_embedder_notes(scored, current.resolved_embedder, fetched.by_embedder),
+        settings_line=knobs_line(run, current.ranking_enabled),
+        profile=run.profile,
+        delivery=delivery,
+        stored_vectors=fetched.stored,
+        stored_by=current.vector_embedder,
+        config=str(config),
+    )
+
+
+def _judged(
+    queries: Queries, judgments: Judgments, queries_path: Path, judgments_path: Path
+) -> list[tuple[str, str, dict[str, int]]]:
+    """(id, text, grades) of each query with a relevant judgment, in the queries' order;
+    none is an error naming the ids on both sides (the files do not match)."""
     judged = [
         (qid, text, judgments.grades[qid])
         for qid, text in queries.texts.items()
@@ -132,7 +182,31 @@ def run_eval(
             f"(query ids there: {_some(list(queries.texts))}; judged query ids: "
             f"{_some([*judgments.grades, *judgments.elsewhere])})"
         )
+    return judged
 
+
+@dataclass
+class _Fetched:
+    """The judged queries' rows as the live broker fetched them, and what the ranking
+    needs to know of that broker after it is closed."""
+
+    source_ids: list[str]
+    current: NautilusSettings  # the run's settings as the broker applies them
+    embedder: Embedder
+    by_embedder: list[str]  # sources that retrieve by the embedder itself
+    stored: list[str]  # sources whose vectors are stored in PostgreSQL
+    runs: list[Fetched]
+    seconds: float
+
+
+def _fetch(
+    config: str | None,
+    run: RunSettings,
+    judged: Sequence[tuple[str, str, Mapping[str, int]]],
+    progress: bool | None,
+) -> _Fetched:
+    """One fan-out per judged query, through a broker built as ``query`` and the
+    service build theirs; the broker is closed once every query is fetched."""
     broker = Broker.from_config(config, run.settings)
     with broker:
         source_ids = [s.id for s in broker.sources]
@@ -143,11 +217,32 @@ def run_eval(
         started = time.perf_counter()
         with Progress(len(judged), "fetching", enabled=progress) as bar:
             runs = asyncio.run(fetch_all(broker, judged, bar))
-        fetch_seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - started
+    return _Fetched(source_ids, current, embedder, by_embedder, stored, runs, seconds)
 
-    budget = max_tokens if max_tokens is not None else current.ranking_max_tokens
-    delivery = Delivery(budget, counting) if budget is not None else None
-    started = time.perf_counter()
+
+@dataclass
+class _Ranked:
+    """Every ranking's figures on the same fetched rows."""
+
+    scored: list[Scored]  # the current settings first
+    references: dict[str, Scored]  # per boosted source: the same ranking unboosted
+    reference: Scored | None  # a sweep's: ranking on, every knob at its default
+    cuts: list[CutScored]  # a sweep's relevance-cut table
+
+
+def _rank(
+    fetched: _Fetched,
+    id_field: str,
+    k: int,
+    sweep: bool,
+    progress: bool | None,
+    delivery: Delivery | None,
+) -> _Ranked:
+    """Score the current settings, each alternative (with ``sweep``) and each boosted
+    source's unboosted reference, ranking each distinct ranking once."""
+    current, source_ids, runs = fetched.current, fetched.source_ids, fetched.runs
+    embedder = fetched.embedder
     alts = alternatives(current, source_ids, embedder, sweep, k, embed=sweep and _can_embed())
     boosted = sorted({a.source for a in alts if a.kind == "boost" and a.source})
     steps = len(runs) * (len(alts) + len(boosted) + (2 if sweep else 0))
@@ -171,12 +266,17 @@ def run_eval(
         if sweep:
             bar.trying("relevance cuts")
         cuts = score_cuts(current, embedder, runs, id_field, k, bar.step) if sweep else []
-    compare(scored, {**references, **({"": ref} if ref is not None else {})})
-    cov = coverage(runs, queries.texts, judgments.grades, id_field, judgments.elsewhere)
+    return _Ranked(scored, references, ref, cuts)
+
+
+def _recommendation(ranked: _Ranked, k: int, sweep: bool, cov: Coverage) -> Recommendation | None:
+    """A sweep's recommendation, withheld when most judged-relevant ids are in no row
+    (then the judgments do not describe these sources)."""
     recommendation = None
+    scored = ranked.scored
     if sweep:
-        cut_p = [paired_test(c.ndcg - scored[0].ndcg)[1] for c in cuts if not c.current]
-        recommendation = recommend(scored, k, cut_p, reference=ref)
+        cut_p = [paired_test(c.ndcg - scored[0].ndcg)[1] for c in ranked.cuts if not c.current]
+        recommendation = recommend(scored, k, cut_p, reference=ranked.reference)
     if recommendation is not None and cov.mostly_unseen:
         recommendation = Recommendation(
             None,
@@ -189,31 +289,7 @@ def run_eval(
             recommendation.family,
             passed=recommendation.passed,
         )
-    rank_seconds = time.perf_counter() - started
-    return EvalResult(
-        k=k,
-        id_field=id_field,
-        sources=source_ids,
-        knobs=run.knobs(),
-        ranking_enabled=current.ranking_enabled,
-        queries_format=queries.format,
-        judgments_format=judgments.format,
-        coverage=cov,
-        scored=scored,
-        references=references,
-        recommendation=recommendation,
-        fetch_seconds=fetch_seconds,
-        rank_seconds=rank_seconds,
-        cuts=cuts,
-        reference=ref,
-        notes=_embedder_notes(scored, current.resolved_embedder, by_embedder),
-        settings_line=knobs_line(run, current.ranking_enabled),
-        profile=run.profile,
-        delivery=delivery,
-        stored_vectors=stored,
-        stored_by=current.vector_embedder,
-        config=str(config),
-    )
+    return recommendation
 
 
 def _embedder(broker: Broker, settings: NautilusSettings) -> Embedder:

@@ -35,6 +35,7 @@ from nautilus_ranking.settings.parsing import (
     parse_source_ids,
 )
 from nautilus_ranking.settings.time_entries import parse_recency
+from nautilus_ranking.sources.base import Source
 from nautilus_ranking.synthesis.base import Synthesizer
 
 
@@ -98,78 +99,13 @@ def plan(
     a server's ``max_ranked_rows`` bounds the rows the request ranks
     (:func:`within_ceiling`). ``size_fixed``: the caller may not override ``top_k``, so
     a cursor's page size is held to the settings' (a cursor's size is an override)."""
-    problems: list[Problem] = []
-    if len(request.query) > max_query_chars:
-        problems.append(
-            Problem(
-                "query",
-                f"({len(request.query)} characters)",
-                "too long (NAUTILUS_SERVE_MAX_QUERY_CHARS)",
-                f"at most {max_query_chars} characters",
-            )
-        )
-    ids = [s.id for s in broker.sources]
-    known = {i.lower(): i for i in ids}
-    update: dict[str, Any] = {}
-    for name, setting, parse in _SCALARS:
-        raw = getattr(request, name)
-        if raw is not None:
-            value, problem = parse(name, raw)
-            if problem:
-                problems.append(Problem(name, problem.value, problem.reason, arg_of(name).valid))
-            update[setting] = value
-    if request.canonical_sources is not None:
-        named, _ = parse_source_ids("canonical_sources", request.canonical_sources)
-        for sid in named:
-            if sid not in known:
-                problems.append(
-                    Problem("canonical_sources", cut(sid), "unknown source id", ", ".join(ids))
-                )
-        update["ranking_canonical_sources"] = named
-    if request.boosts is not None:
-        boosts, boost_problems = collect_source_boosts(request.boosts)
-        problems.extend(Problem("boosts", p.value, p.reason, p.valid) for p in boost_problems)
-        for sid in boosts:
-            if sid not in known:
-                problems.append(Problem("boosts", sid, f"no source has id {sid!r}", ", ".join(ids)))
-        update["source_boosts"] = boosts
-    chosen = list(broker.sources)
-    if request.sources is not None:
-        wanted = [s.strip().lower() for s in request.sources]
-        for raw, sid in zip(request.sources, wanted, strict=True):
-            if sid not in known:
-                problems.append(Problem("sources", cut(raw), "unknown source id", ", ".join(ids)))
-        if not wanted:
-            problems.append(
-                Problem("sources", "[]", "no source asked", "one or more of: " + ", ".join(ids))
-            )
-        chosen = [s for s in broker.sources if s.id.lower() in set(wanted)]
+    problems = _query_problems(request, max_query_chars)
+    update = _overrides(request, broker, problems)
+    chosen = _chosen_sources(request, broker, problems)
     effective = settings.model_copy(update=update) if update else settings
     pages = None
     if not problems:
-        try:
-            # A cursor without a top_k in the request pages by its own size, whatever
-            # NAUTILUS_RANKING_TOP_K says: the next page of the answer it came from.
-            by_cursor = request.cursor is not None and request.top_k is None and not size_fixed
-            pages = paging(
-                request.query,
-                effective.model_copy(update={"ranking_top_k": None}) if by_cursor else effective,
-                [s.id for s in chosen],
-                page=request.page,
-                cursor=request.cursor,
-                profile=profile,
-                size_fixed=size_fixed,
-                as_of=request.as_of,
-            )
-        except PageError as exc:
-            problems.append(exc.problem)
-        if pages is not None and effective.ranking_top_k != pages.size:  # the cursor's size
-            effective = effective.model_copy(update={"ranking_top_k": pages.size})
-        if pages is None and request.page is None and request.cursor is None:
-            # a top K is page 1: its answer says whether more rows exist
-            pages = first_page(
-                request.query, effective, [s.id for s in chosen], profile, request.as_of
-            )
+        pages, effective = _paging(request, effective, chosen, profile, size_fixed, problems)
     if problems:
         raise invalid(problems)
     if update or pages is not None:
@@ -180,27 +116,7 @@ def plan(
         if capped is not effective:
             update["ranking_max_candidates"] = capped.ranking_max_candidates
             effective = capped
-    explain = {
-        "synthesizer": type(broker.synthesizer).__name__,
-        "top_k": effective.ranking_top_k,
-        "idf": effective.resolved_idf,
-        "embedder": effective.resolved_embedder,
-        "boosts": effective.source_boosts,
-        "sources": [s.id for s in chosen],
-        "max_tokens": effective.ranking_max_tokens,
-        "cut": effective.ranking_cut,
-        "near_duplicates": effective.ranking_near_duplicates,
-        "diversity": effective.ranking_diversity,
-        "max_per_source": effective.ranking_max_per_source,
-        "canonical_sources": effective.ranking_canonical_sources,
-        "min_confidence": effective.ranking_min_confidence,
-        "recency": effective.ranking_recency,
-        "supersede": effective.ranking_supersede,
-        "as_of": request.as_of,
-        "overrides": [name for name in OVERRIDES if getattr(request, name) is not None],
-    }
-    if pages is not None and pages.asked:
-        explain["page"] = pages.number
+    explain = _explain(request, broker, effective, chosen, pages)
     # The budget is the core's to apply (to the page, counted as each way in hands rows
     # over): the broker that runs the request has none of its own.
     if (
@@ -227,6 +143,138 @@ def plan(
         min_confidence=effective.ranking_min_confidence,
     )
     return Plan(run, effective, explain, pages)
+
+
+def _query_problems(request: QueryRequest, max_query_chars: int) -> list[Problem]:
+    """The query's own problem (too long), first of the problems the request is refused
+    with."""
+    if len(request.query) <= max_query_chars:
+        return []
+    return [
+        Problem(
+            "query",
+            f"({len(request.query)} characters)",
+            "too long (NAUTILUS_SERVE_MAX_QUERY_CHARS)",
+            f"at most {max_query_chars} characters",
+        )
+    ]
+
+
+def _overrides(request: QueryRequest, broker: Broker, problems: list[Problem]) -> dict[str, Any]:
+    """The settings the request's overrides replace, parsed as their variables are;
+    each bad value or unknown source id is added to ``problems``."""
+    ids = [s.id for s in broker.sources]
+    known = {i.lower(): i for i in ids}
+    update: dict[str, Any] = {}
+    for name, setting, parse in _SCALARS:
+        raw = getattr(request, name)
+        if raw is not None:
+            value, problem = parse(name, raw)
+            if problem:
+                problems.append(Problem(name, problem.value, problem.reason, arg_of(name).valid))
+            update[setting] = value
+    if request.canonical_sources is not None:
+        named, _ = parse_source_ids("canonical_sources", request.canonical_sources)
+        for sid in named:
+            if sid not in known:
+                problems.append(
+                    Problem("canonical_sources", cut(sid), "unknown source id", ", ".join(ids))
+                )
+        update["ranking_canonical_sources"] = named
+    if request.boosts is not None:
+        boosts, boost_problems = collect_source_boosts(request.boosts)
+        problems.extend(Problem("boosts", p.value, p.reason, p.valid) for p in boost_problems)
+        for sid in boosts:
+            if sid not in known:
+                problems.append(Problem("boosts", sid, f"no source has id {sid!r}", ", ".join(ids)))
+        update["source_boosts"] = boosts
+    return update
+
+
+def _chosen_sources(request: QueryRequest, broker: Broker, problems: list[Problem]) -> list[Source]:
+    """The broker's sources the request asks for (all of them when it names none); an
+    unknown id, or an empty list, is added to ``problems``."""
+    chosen = list(broker.sources)
+    if request.sources is None:
+        return chosen
+    ids = [s.id for s in broker.sources]
+    known = {i.lower(): i for i in ids}
+    wanted = [s.strip().lower() for s in request.sources]
+    for raw, sid in zip(request.sources, wanted, strict=True):
+        if sid not in known:
+            problems.append(Problem("sources", cut(raw), "unknown source id", ", ".join(ids)))
+    if not wanted:
+        problems.append(
+            Problem("sources", "[]", "no source asked", "one or more of: " + ", ".join(ids))
+        )
+    return [s for s in broker.sources if s.id.lower() in set(wanted)]
+
+
+def _paging(
+    request: QueryRequest,
+    effective: NautilusSettings,
+    chosen: list[Source],
+    profile: str | None,
+    size_fixed: bool,
+    problems: list[Problem],
+) -> tuple[Paging | None, NautilusSettings]:
+    """The page the request asks for (a top K is page 1) and the settings ranking at
+    its size; a bad page or cursor is added to ``problems``."""
+    pages = None
+    try:
+        # A cursor without a top_k in the request pages by its own size, whatever
+        # NAUTILUS_RANKING_TOP_K says: the next page of the answer it came from.
+        by_cursor = request.cursor is not None and request.top_k is None and not size_fixed
+        pages = paging(
+            request.query,
+            effective.model_copy(update={"ranking_top_k": None}) if by_cursor else effective,
+            [s.id for s in chosen],
+            page=request.page,
+            cursor=request.cursor,
+            profile=profile,
+            size_fixed=size_fixed,
+            as_of=request.as_of,
+        )
+    except PageError as exc:
+        problems.append(exc.problem)
+    if pages is not None and effective.ranking_top_k != pages.size:  # the cursor's size
+        effective = effective.model_copy(update={"ranking_top_k": pages.size})
+    if pages is None and request.page is None and request.cursor is None:
+        # a top K is page 1: its answer says whether more rows exist
+        pages = first_page(request.query, effective, [s.id for s in chosen], profile, request.as_of)
+    return pages, effective
+
+
+def _explain(
+    request: QueryRequest,
+    broker: Broker,
+    effective: NautilusSettings,
+    chosen: list[Source],
+    pages: Paging | None,
+) -> dict[str, Any]:
+    """What the request runs under, as the answer's ``explain`` shows it."""
+    explain = {
+        "synthesizer": type(broker.synthesizer).__name__,
+        "top_k": effective.ranking_top_k,
+        "idf": effective.resolved_idf,
+        "embedder": effective.resolved_embedder,
+        "boosts": effective.source_boosts,
+        "sources": [s.id for s in chosen],
+        "max_tokens": effective.ranking_max_tokens,
+        "cut": effective.ranking_cut,
+        "near_duplicates": effective.ranking_near_duplicates,
+        "diversity": effective.ranking_diversity,
+        "max_per_source": effective.ranking_max_per_source,
+        "canonical_sources": effective.ranking_canonical_sources,
+        "min_confidence": effective.ranking_min_confidence,
+        "recency": effective.ranking_recency,
+        "supersede": effective.ranking_supersede,
+        "as_of": request.as_of,
+        "overrides": [name for name in OVERRIDES if getattr(request, name) is not None],
+    }
+    if pages is not None and pages.asked:
+        explain["page"] = pages.number
+    return explain
 
 
 def cut_page(

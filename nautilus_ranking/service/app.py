@@ -134,14 +134,28 @@ def _query_schema(profiled: bool) -> dict[str, Any]:
 
 
 def _add_routes(app: FastAPI, profiled: bool = False) -> None:
+    """Every route, in the order the OpenAPI schema lists them."""
     if profiled:
+        _add_profiles_route(app)
+    _add_query_route(app, profiled)
+    _add_config_route(app)
+    _add_probe_routes(app)
 
-        @app.get("/v1/profiles", summary="The ranking profiles your key allows")
-        async def profiles(request: Request) -> dict[str, Any]:
-            state = _state(request)
-            check_api_key(request, state.api_keys)
-            grant = state.grant(matched_key(request, state.api_keys))
-            return allowed(state.engine.profiles, grant)
+
+def _add_profiles_route(app: FastAPI) -> None:
+    """``GET /v1/profiles``: only where profiles are configured."""
+
+    @app.get("/v1/profiles", summary="The ranking profiles your key allows")
+    async def profiles(request: Request) -> dict[str, Any]:
+        state = _state(request)
+        check_api_key(request, state.api_keys)
+        grant = state.grant(matched_key(request, state.api_keys))
+        return allowed(state.engine.profiles, grant)
+
+
+def _add_query_route(app: FastAPI, profiled: bool) -> None:
+    """``POST /v1/query``: its body's schema has ``profile`` only where profiles are
+    configured."""
 
     @app.post(
         "/v1/query",
@@ -187,6 +201,10 @@ def _add_routes(app: FastAPI, profiled: bool = False) -> None:
             )
         return Response(strict_json(result.to_json()), media_type="application/json")
 
+
+def _add_config_route(app: FastAPI) -> None:
+    """``GET /v1/config``: a key's view skips the problems of profiles it may not name."""
+
     @app.get("/v1/config", summary="Effective settings and skipped problems")
     async def config(request: Request) -> dict[str, Any]:
         state = _state(request)
@@ -208,6 +226,11 @@ def _add_routes(app: FastAPI, profiled: bool = False) -> None:
                 if p.profile is None or grant is None or grant.allows(p.profile)
             ],
         }
+
+
+def _add_probe_routes(app: FastAPI) -> None:
+    """``/healthz``, ``/readyz`` and ``/metrics``: what probes and scrapers read, open to
+    them without a key (a key sees more)."""
 
     @app.get("/healthz", summary="The process is alive (touches no dependency)")
     async def healthz() -> dict[str, str]:

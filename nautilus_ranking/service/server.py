@@ -141,66 +141,18 @@ def serve(
         update={"serve_host": host, "serve_port": port, "serve_workers": workers}
     )
     if workers > 1:
-        # Worker processes start afresh and read their settings from the environment:
-        # give them the flags' values, so /v1/config reports the address actually bound.
-        os.environ.update(
-            NAUTILUS_SERVE_HOST=host,
-            NAUTILUS_SERVE_PORT=str(port),
-            NAUTILUS_SERVE_WORKERS=str(workers),
-            NAUTILUS_SERVE_BODY_TIMEOUT_S=(  # positional: what the parser reads
-                f"{settings.serve_body_timeout_s:.20f}".rstrip("0").rstrip(".")
-            ),
-        )
-    own_dir = None
-    if os.environ.get(_MULTIPROC):  # the operator's directory: clear the last run's files
-        _clear_operator_dir(Path(os.environ[_MULTIPROC]))
-    else:
-        own_dir = own_metrics_dir(settings.data_dir)
-        os.environ[_MULTIPROC] = own_dir
+        _hand_to_workers(settings)
+    own_dir = _metrics_dir(settings.data_dir)
     logger.info(
         "serve_starting", host=host, port=port, workers=workers, metrics_dir=os.environ[_MULTIPROC]
     )
-    # imported once the metrics directory is set (prometheus-client reads it on import)
-    from nautilus_ranking.service.protocol import HeaderDeadlineProtocol, with_header_deadline
-
-    # One worker (the default) serves an app built here, from the settings just checked;
-    # several are processes of their own, which build theirs from the environment.
-    if workers > 1:
-        app: Any = "nautilus_ranking.service.app:create_app"
-    else:
-        from nautilus_ranking.service.app import create_app
-
-        app = create_app(settings)
+    options = _uvicorn_options(settings)
+    app = _app(settings)
     # uvicorn drains in-flight requests on SIGTERM, then raises the signal again with
     # the handler it found: ours turns that into a clean exit 0 that still cleans up.
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        uvicorn.run(
-            app,
-            factory=workers > 1,
-            host=host,
-            port=port,
-            workers=workers,
-            access_log=False,
-            log_level="warning",
-            # a stalled body is cut at its own deadline: the drain outlasts both
-            timeout_graceful_shutdown=int(
-                max(settings.serve_request_timeout_s, settings.serve_body_timeout_s)
-            )
-            + 5,
-            # longer than a load balancer's idle timeout (60 s on the usual ones):
-            # the balancer, never the server, closes an idle connection, so a
-            # request is never sent on a connection the server is closing
-            timeout_keep_alive=75,
-            # slow headers are cut like slow bodies (a worker process reads the
-            # deadline from the environment, as it reads its other settings)
-            http=(
-                HeaderDeadlineProtocol
-                if workers > 1
-                else with_header_deadline(settings.serve_body_timeout_s)
-            ),
-            server_header=False,
-        )
+        uvicorn.run(app, **options)
     except _Terminated:
         pass
     finally:
@@ -209,3 +161,73 @@ def serve(
             shutil.rmtree(own_dir, ignore_errors=True)
             os.environ.pop(_MULTIPROC, None)
     return 0
+
+
+def _hand_to_workers(settings: NautilusSettings) -> None:
+    """Worker processes start afresh and read their settings from the environment:
+    give them the flags' values, so /v1/config reports the address actually bound."""
+    os.environ.update(
+        NAUTILUS_SERVE_HOST=settings.serve_host,
+        NAUTILUS_SERVE_PORT=str(settings.serve_port),
+        NAUTILUS_SERVE_WORKERS=str(settings.serve_workers),
+        NAUTILUS_SERVE_BODY_TIMEOUT_S=(  # positional: what the parser reads
+            f"{settings.serve_body_timeout_s:.20f}".rstrip("0").rstrip(".")
+        ),
+    )
+
+
+def _metrics_dir(data_dir: Path) -> str | None:
+    """Set up the multiprocess metrics directory before prometheus-client is imported:
+    the operator's (``PROMETHEUS_MULTIPROC_DIR``), cleared of the last run's files, or a
+    fresh one of our own, returned so that it is removed on exit."""
+    if os.environ.get(_MULTIPROC):  # the operator's directory: clear the last run's files
+        _clear_operator_dir(Path(os.environ[_MULTIPROC]))
+        return None
+    own_dir = own_metrics_dir(data_dir)
+    os.environ[_MULTIPROC] = own_dir
+    return own_dir
+
+
+def _app(settings: NautilusSettings) -> Any:
+    """One worker (the default) serves an app built here, from the settings just
+    checked; several are processes of their own, which build theirs from the
+    environment (uvicorn gets the factory's import path)."""
+    if settings.serve_workers > 1:
+        return "nautilus_ranking.service.app:create_app"
+    from nautilus_ranking.service.app import create_app
+
+    return create_app(settings)
+
+
+def _uvicorn_options(settings: NautilusSettings) -> dict[str, Any]:
+    """How uvicorn runs the app: its address, its workers, and the deadlines a
+    graceful drain, an idle connection and slow headers get."""
+    # imported once the metrics directory is set (prometheus-client reads it on import)
+    from nautilus_ranking.service.protocol import HeaderDeadlineProtocol, with_header_deadline
+
+    workers = settings.serve_workers
+    return {
+        "factory": workers > 1,
+        "host": settings.serve_host,
+        "port": settings.serve_port,
+        "workers": workers,
+        "access_log": False,
+        "log_level": "warning",
+        # a stalled body is cut at its own deadline: the drain outlasts both
+        "timeout_graceful_shutdown": int(
+            max(settings.serve_request_timeout_s, settings.serve_body_timeout_s)
+        )
+        + 5,
+        # longer than a load balancer's idle timeout (60 s on the usual ones):
+        # the balancer, never the server, closes an idle connection, so a
+        # request is never sent on a connection the server is closing
+        "timeout_keep_alive": 75,
+        # slow headers are cut like slow bodies (a worker process reads the
+        # deadline from the environment, as it reads its other settings)
+        "http": (
+            HeaderDeadlineProtocol
+            if workers > 1
+            else with_header_deadline(settings.serve_body_timeout_s)
+        ),
+        "server_header": False,
+    }

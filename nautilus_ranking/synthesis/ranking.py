@@ -60,6 +60,39 @@ if TYPE_CHECKING:
     from nautilus_ranking.settings.model import NautilusSettings
 
 
+def _check_counts(**counts: int | None) -> None:
+    """Each count is an integer >= 1 or None (a bool is no count): a caller's mistake
+    is refused when the synthesizer is made, not found mid-request."""
+    for name, value in counts.items():
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 1
+        ):
+            raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
+
+
+def _boost_levels(source_boosts: Mapping[str, str] | None) -> dict[str, str]:
+    """The boosts by lower-case source id and level (ids match case-blind, as the
+    settings' do); an unknown level is refused."""
+    boosts = {str(k).lower(): str(v).lower() for k, v in (source_boosts or {}).items()}
+    unknown = {lvl for lvl in boosts.values() if lvl not in BOOST_LEVELS}
+    if unknown:
+        raise ValueError(
+            f"unknown boost level(s) {sorted(unknown)} (valid: {', '.join(BOOST_LEVELS)})"
+        )
+    return boosts
+
+
+def _parsed_recency(recency: Recency | str | None) -> Recency | None:
+    """A recency decay given as the setting's text parsed as the setting is; a bad
+    one is refused."""
+    if not isinstance(recency, str):
+        return recency
+    parsed, problem = recency_of(recency)
+    if problem is not None:
+        raise ValueError(f"recency: {problem.reason}, got {recency!r} ({problem.valid})")
+    return parsed
+
+
 class RankingSynthesizer:
     """Ranks the union of every source's rows; see the module docstring for the steps."""
 
@@ -88,22 +121,13 @@ class RankingSynthesizer:
         document_keys: Mapping[str, str] | None = None,
         may_revise: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
-        for name, value in (
-            ("top_k", top_k),
-            ("max_candidates", max_candidates),
-            ("max_per_source", max_per_source),
-            ("page_size", page_size),
-        ):
-            if value is not None and (
-                not isinstance(value, int) or isinstance(value, bool) or value < 1
-            ):
-                raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
-        boosts = {str(k).lower(): str(v).lower() for k, v in (source_boosts or {}).items()}
-        unknown = {lvl for lvl in boosts.values() if lvl not in BOOST_LEVELS}
-        if unknown:
-            raise ValueError(
-                f"unknown boost level(s) {sorted(unknown)} (valid: {', '.join(BOOST_LEVELS)})"
-            )
+        _check_counts(
+            top_k=top_k,
+            max_candidates=max_candidates,
+            max_per_source=max_per_source,
+            page_size=page_size,
+        )
+        boosts = _boost_levels(source_boosts)
         if lexical not in LEXICAL_SCORERS:
             raise ValueError(
                 f"unknown lexical scorer {lexical!r} (valid: {', '.join(LEXICAL_SCORERS)})"
@@ -147,13 +171,8 @@ class RankingSynthesizer:
         #: With a model, the rows of a batch it embeds: the best this many by the lexical
         #: score; the rest keep that score, on the model's scale (0: every row).
         self.embedding_max_rows = max(0, int(embedding_max_rows))
-        if isinstance(recency, str):
-            parsed_recency, problem = recency_of(recency)
-            if problem is not None:
-                raise ValueError(f"recency: {problem.reason}, got {recency!r} ({problem.valid})")
-            recency = parsed_recency
         #: The decay by age (synthesis/recency.py); None: time does not rank.
-        self.recency: Recency | None = recency
+        self.recency: Recency | None = _parsed_recency(recency)
         #: Whether the newest revision of a document supersedes the older ones.
         self.supersede = bool(supersede)
         #: By lower-case source id: where a row's time is, and its document key (beside
