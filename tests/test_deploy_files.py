@@ -10,27 +10,20 @@ from __future__ import annotations
 
 import fnmatch
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+from cli_process import run_nautilus
 from plain_environment import plain_environment
 
 ROOT = Path(__file__).resolve().parents[1]
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 K8S = ROOT / "deploy" / "k8s" / "deployment.yaml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 
 
 def gate(manifest: Path) -> subprocess.CompletedProcess[str]:
     env = plain_environment()
-    return subprocess.run(
-        [NAUTILUS, "config", "--strict", "--manifest", str(manifest)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    return run_nautilus("config", "--strict", "--manifest", str(manifest), env=env, timeout=60)
 
 
 def edited(tmp_path: Path, old: str, new: str) -> Path:

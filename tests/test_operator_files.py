@@ -14,20 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_nautilus
 from fakes import write_jsonl
-from plain_environment import plain_environment
-
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 def cli(
     folder: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    base.update(NAUTILUS_DATA_DIR=str(folder / "data"), **(env or {}))
-    return subprocess.run(
-        [NAUTILUS, *args], capture_output=True, text=True, timeout=timeout, env=base, cwd=folder
-    )
+    env = {"NAUTILUS_DATA_DIR": str(folder / "data"), **(env or {})}
+    return run_nautilus(*args, env=env, cwd=folder, timeout=timeout)
 
 
 @pytest.fixture

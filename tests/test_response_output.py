@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,23 +13,19 @@ from typing import Any
 
 import httpx
 import pytest
-from plain_environment import plain_environment
+from cli_process import run_nautilus
 
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.records import LEAN_FIELDS
 from nautilus_ranking.response_hash import canonical_json
 from nautilus_ranking.settings.model import NautilusSettings
-from tools.servers import NAUTILUS, Server, running, wait_ready
+from tools.servers import Server, running, wait_ready
 
 QUERY = "orders-db disk full"
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run(
-        [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env={**base, **(env or {})}
-    )
+    return run_nautilus(*args, env=env)
 
 
 def query_json(*flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:

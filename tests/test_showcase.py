@@ -11,20 +11,16 @@ better may raise the floor.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from plain_environment import plain_environment
+from cli_process import run_nautilus
 
 from nautilus_ranking.cli import DEMO_QUERIES
 from nautilus_ranking.evaluation.judgments import read_judgments, read_queries
 from nautilus_ranking.evaluation.metrics import ndcg_at
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 JUDGED = Path(__file__).parent / "data" / "demo_judgments"
 QUERIES = read_queries(JUDGED / "queries.jsonl").texts
 GRADES = read_judgments(JUDGED / "qrels.tsv").grades
@@ -40,11 +36,7 @@ DEMO_COLUMN_FLOOR = 0.928
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> str:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    result = subprocess.run(
-        [NAUTILUS, *args], capture_output=True, text=True, timeout=300, env={**base, **(env or {})}
-    )
+    result = run_nautilus(*args, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     return result.stdout
 

@@ -5,33 +5,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from plain_environment import plain_environment
+from cli_process import NAUTILUS, run_nautilus
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 QUERY = "orders database disk full"
 
 
-def run(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]  # the test's own folder
-    return subprocess.run(
-        [NAUTILUS, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**base, **(env or {})},
-        cwd=cwd,
-    )
-
-
 def test_config_json_with_nothing_set_shows_every_ranking_knob_unset() -> None:
-    result = run("config", "--json")
+    result = run_nautilus("config", "--json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     settings = out["settings"]
@@ -44,7 +27,7 @@ def test_config_json_with_nothing_set_shows_every_ranking_knob_unset() -> None:
 
 
 def test_config_strict_rejects_a_bad_boost_naming_entry_level_and_choices() -> None:
-    result = run("config", "--strict", env={"NAUTILUS_SOURCE_BOOSTS": "graph:hgih"})
+    result = run_nautilus("config", "--strict", env={"NAUTILUS_SOURCE_BOOSTS": "graph:hgih"})
     assert result.returncode == 1
     assert (
         "NAUTILUS_SOURCE_BOOSTS: 'graph:hgih': unknown level 'hgih' for 'graph' "
@@ -54,7 +37,7 @@ def test_config_strict_rejects_a_bad_boost_naming_entry_level_and_choices() -> N
 
 
 def test_config_strict_passes_a_good_manifest() -> None:
-    result = run(
+    result = run_nautilus(
         "config",
         "--strict",
         env={"NAUTILUS_SOURCE_BOOSTS": "graph:high", "NAUTILUS_RANKING_TOP_K": "5"},
@@ -64,13 +47,13 @@ def test_config_strict_passes_a_good_manifest() -> None:
 
 
 def test_config_strict_checks_boosted_ids_against_the_sources() -> None:
-    result = run("config", "--strict", env={"NAUTILUS_SOURCE_BOOSTS": "grpah:high"})
+    result = run_nautilus("config", "--strict", env={"NAUTILUS_SOURCE_BOOSTS": "grpah:high"})
     assert result.returncode == 1
     assert "no source has id 'grpah'" in result.stderr
 
 
 def test_config_without_strict_lists_skipped_entries_and_exits_0() -> None:
-    result = run(
+    result = run_nautilus(
         "config", env={"NAUTILUS_SOURCE_BOOSTS": ":high,sql:low", "NAUTILUS_RANKING_TOP_K": "ten"}
     )
     assert result.returncode == 0
@@ -79,7 +62,7 @@ def test_config_without_strict_lists_skipped_entries_and_exits_0() -> None:
 
 
 def test_strict_env_makes_a_bad_value_a_startup_error() -> None:
-    result = run(
+    result = run_nautilus(
         "query", QUERY, env={"NAUTILUS_CONFIG_STRICT": "true", "NAUTILUS_RANKING_TOP_K": "-1"}
     )
     assert result.returncode == 1
@@ -88,7 +71,7 @@ def test_strict_env_makes_a_bad_value_a_startup_error() -> None:
 
 
 def test_query_json_is_one_object_on_stdout_and_logs_go_to_stderr() -> None:
-    result = run("query", QUERY, "--json", env={"NAUTILUS_LOG_FORMAT": "json"})
+    result = run_nautilus("query", QUERY, "--json", env={"NAUTILUS_LOG_FORMAT": "json"})
     assert result.returncode == 0, result.stderr
     response = json.loads(result.stdout)
     assert set(response) == {
@@ -115,10 +98,12 @@ def test_query_json_is_one_object_on_stdout_and_logs_go_to_stderr() -> None:
 def test_top_k_and_boost_from_the_environment_change_the_ranking() -> None:
     """The score components come with --explain (an entry without it is lean)."""
     plain = json.loads(
-        run("query", QUERY, "--json", "--explain", env={"NAUTILUS_RANKING_TOP_K": "5"}).stdout
+        run_nautilus(
+            "query", QUERY, "--json", "--explain", env={"NAUTILUS_RANKING_TOP_K": "5"}
+        ).stdout
     )
     boosted = json.loads(
-        run(
+        run_nautilus(
             "query",
             QUERY,
             "--json",
@@ -144,7 +129,7 @@ def test_top_k_and_boost_from_the_environment_change_the_ranking() -> None:
 
 
 def test_cli_flags_override_the_environment() -> None:
-    result = run(
+    result = run_nautilus(
         "query",
         QUERY,
         "--json",
@@ -161,9 +146,11 @@ def test_cli_flags_override_the_environment() -> None:
 
 
 def test_a_demotion_from_the_command_line_lowers_its_source() -> None:
-    plain = json.loads(run("query", QUERY, "--json", "--explain", "--top-k", "10").stdout)
+    plain = json.loads(run_nautilus("query", QUERY, "--json", "--explain", "--top-k", "10").stdout)
     demoted = json.loads(
-        run("query", QUERY, "--json", "--explain", "--top-k", "10", "--boost", "graph:-high").stdout
+        run_nautilus(
+            "query", QUERY, "--json", "--explain", "--top-k", "10", "--boost", "graph:-high"
+        ).stdout
     )
     graph = [r for r in demoted["ranking"] if r["source_id"] == "graph"]
     assert all(r["boost_bump"] <= 0.0 for r in graph) and any(r["boost_bump"] < 0 for r in graph)
@@ -173,13 +160,13 @@ def test_a_demotion_from_the_command_line_lowers_its_source() -> None:
     )
     # a demoted row never moves up
     assert all(r["rank"] >= r["unboosted_rank"] for r in graph)
-    bad = run("query", QUERY, "--boost", "graph:--high")
+    bad = run_nautilus("query", QUERY, "--boost", "graph:--high")
     assert bad.returncode != 0 and "unknown level '--high'" in bad.stderr
     assert "Traceback" not in bad.stderr
 
 
 def test_explain_shows_the_place_without_the_boost() -> None:
-    result = run("query", QUERY, "--top-k", "6", "--explain", "--boost", "graph:high")
+    result = run_nautilus("query", QUERY, "--top-k", "6", "--explain", "--boost", "graph:high")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     head = next(line for line in lines if "relev." in line)
@@ -193,11 +180,11 @@ def test_a_high_boost_is_felt_on_the_demo() -> None:
     """The runbook that answers the query sits at rank 9 behind graph rows sharing only
     the service's name; runbooks:high brings it up, the exact ticket stays first."""
     query = "orders-db disk full"
-    plain = json.loads(run("query", query, "--json", "--explain", "--top-k", "10").stdout)[
+    plain = json.loads(run_nautilus("query", query, "--json", "--explain", "--top-k", "10").stdout)[
         "ranking"
     ]
     boosted = json.loads(
-        run(
+        run_nautilus(
             "query", query, "--json", "--explain", "--top-k", "10", "--boost", "runbooks:high"
         ).stdout
     )["ranking"]
@@ -209,7 +196,7 @@ def test_a_high_boost_is_felt_on_the_demo() -> None:
 
 
 def test_query_table_and_explain() -> None:
-    result = run("query", QUERY, "--top-k", "4", "--explain", "--idf")
+    result = run_nautilus("query", QUERY, "--top-k", "4", "--explain", "--idf")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"query: {QUERY}"
@@ -226,7 +213,7 @@ def test_query_table_and_explain() -> None:
     legend = " ".join(" ".join(lines[8:at]).split())
     assert "leads its own by less than their bumps differ" in legend
     assert "so it can lead with a lower sim" in legend
-    wide = run("query", QUERY, "--top-k", "4", "--explain", "--idf", "--wide").stdout
+    wide = run_nautilus("query", QUERY, "--top-k", "4", "--explain", "--idf", "--wide").stdout
     head = wide.splitlines()[2]
     assert "stage1" in head and "c.rank" in head and "unrank." in head
     assert max(len(line) for line in wide.splitlines()) > 120
@@ -246,7 +233,7 @@ sources:
     data = Path(os.environ["NAUTILUS_DATA_DIR"])
     data.mkdir(parents=True, exist_ok=True)
     (data / "notes.txt").write_text("someone else's file\n", encoding="utf-8")
-    result = run("query", "disk", "--config", str(config), "--top-k", "5")
+    result = run_nautilus("query", "disk", "--config", str(config), "--top-k", "5")
     assert result.returncode == 0, result.stderr
     assert "error: broken: ForeignFileError: refusing to replace" in result.stdout
     assert "ok" in result.stdout and "disk full" in result.stdout
@@ -279,14 +266,14 @@ sources:
 def test_no_input_gives_a_traceback(
     args: list[str], env: dict[str, str], code: int, message: str
 ) -> None:
-    result = run(*args, env=env)
+    result = run_nautilus(*args, env=env)
     assert result.returncode == code
     assert message in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
 
 
 def test_demo_prints_passthrough_beside_ranked() -> None:
-    result = run("demo")
+    result = run_nautilus("demo")
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("query: ") == 3
     assert "passthrough" in result.stdout and "ranked (top 8, IDF on)" in result.stdout
@@ -296,10 +283,10 @@ def test_demo_prints_passthrough_beside_ranked() -> None:
 def test_demo_says_which_embedder_ranked_its_column() -> None:
     """It ranked by words while the header of `query` said the model ranks by default,
     and said neither: it names its embedder, and the one `query` uses when another."""
-    same = run("demo", "--top-k", "2")  # the suite's NAUTILUS_EMBEDDER=hashing
+    same = run_nautilus("demo", "--top-k", "2")  # the suite's NAUTILUS_EMBEDDER=hashing
     assert same.returncode == 0, same.stderr
     assert same.stdout.splitlines()[1] == "ranked by the hashing embedder"
-    other = run("demo", "--top-k", "2", env={"NAUTILUS_EMBEDDER": "noop"})
+    other = run_nautilus("demo", "--top-k", "2", env={"NAUTILUS_EMBEDDER": "noop"})
     assert other.returncode == 0, other.stderr
     assert other.stdout.splitlines()[1] == (
         "ranked by the hashing embedder; nautilus-ranking query ranks with noop (NAUTILUS_EMBEDDER)"
@@ -308,13 +295,13 @@ def test_demo_says_which_embedder_ranked_its_column() -> None:
 
 def test_log_format_and_level_are_honoured() -> None:
     bad = {"NAUTILUS_RANKING_IDF": "perhaps"}
-    console = run("config", env={**bad, "NAUTILUS_LOG_FORMAT": "console"})
+    console = run_nautilus("config", env={**bad, "NAUTILUS_LOG_FORMAT": "console"})
     assert "config_value_skipped" in console.stderr
     assert not console.stderr.lstrip().startswith("{")  # key=value lines, not JSON
-    as_json = run("config", env={**bad, "NAUTILUS_LOG_FORMAT": "json"})
+    as_json = run_nautilus("config", env={**bad, "NAUTILUS_LOG_FORMAT": "json"})
     event = json.loads(as_json.stderr.strip().splitlines()[0])
     assert event["event"] == "config_value_skipped" and event["level"] == "warning"
-    quiet = run("config", env={**bad, "NAUTILUS_LOG_LEVEL": "error"})
+    quiet = run_nautilus("config", env={**bad, "NAUTILUS_LOG_LEVEL": "error"})
     assert quiet.stderr == "" and "NAUTILUS_RANKING_IDF" in quiet.stdout
 
 
@@ -351,29 +338,29 @@ def test_a_reader_that_leaves_early_is_not_an_error(tmp_path: Path) -> None:
     ],
 )
 def test_an_unknown_source_in_a_flag_is_a_usage_error(args: list[str], message: str) -> None:
-    result = run("query", QUERY, *args)
+    result = run_nautilus("query", QUERY, *args)
     assert (result.returncode, result.stdout) == (2, "")
     assert message in result.stderr
 
 
 def test_an_empty_query_is_a_usage_error() -> None:
-    result = run("query", "")
+    result = run_nautilus("query", "")
     assert result.returncode == 2
     assert "nautilus-ranking: query: '': string should have at least 1 character" in result.stderr
 
 
 def test_a_cursor_with_characters_inserted_is_refused() -> None:
-    first = run("query", QUERY, "--top-k", "2", "--page", "1")
+    first = run_nautilus("query", QUERY, "--top-k", "2", "--page", "1")
     cursor = first.stdout.rsplit("--cursor ", 1)[1].strip()
     for tampered in (
         cursor[:5] + "!" + cursor[5:],
         cursor[:5] + " " + cursor[5:],
         cursor + "\u00e9",
     ):
-        result = run("query", QUERY, "--top-k", "2", "--cursor", tampered)
+        result = run_nautilus("query", QUERY, "--top-k", "2", "--cursor", tampered)
         assert result.returncode == 2, tampered
         assert "not a cursor nautilus made" in result.stderr
-    assert run("query", QUERY, "--top-k", "2", "--cursor", cursor).returncode == 0
+    assert run_nautilus("query", QUERY, "--top-k", "2", "--cursor", cursor).returncode == 0
 
 
 def test_the_text_has_a_confidence_line_exactly_when_the_docs_say() -> None:
@@ -381,7 +368,7 @@ def test_the_text_has_a_confidence_line_exactly_when_the_docs_say() -> None:
     --explain or a minimum confidence, and the docs say so."""
 
     def confidence_lines(*flags: str) -> list[str]:
-        result = run("query", QUERY, "--top-k", "3", *flags)
+        result = run_nautilus("query", QUERY, "--top-k", "3", *flags)
         assert result.returncode == 0, result.stderr
         return [line for line in result.stdout.splitlines() if line.startswith("confidence:")]
 

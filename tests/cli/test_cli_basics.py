@@ -13,30 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from plain_environment import plain_environment
+from cli_process import NAUTILUS, run_nautilus
 
 import nautilus_ranking
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
-
-
-def run(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, command: str = NAUTILUS
-) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run(
-        [command, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**base, **(env or {})},
-        cwd=cwd,
-    )
-
 
 def test_version_is_the_installed_distributions() -> None:
-    result = run("--version")
+    result = run_nautilus("--version")
     assert result.returncode == 0
     assert result.stdout.strip() == f"nautilus-ranking {nautilus_ranking.__version__}"
     # One distribution (an editable install's metadata may also be found in the source
@@ -50,19 +33,19 @@ def test_version_is_the_installed_distributions() -> None:
 
 
 def test_help_is_plain_text_and_names_every_command() -> None:
-    result = run("--help")
+    result = run_nautilus("--help")
     assert result.returncode == 0
     assert "``" not in result.stdout and ":class:" not in result.stdout
     description = result.stdout.split("positional arguments")[0]
     for command in ("config", "query", "sources", "load", "serve", "demo", "eval"):
         assert command in description, command
     assert "--version" in result.stdout
-    assert "--config" in run("serve", "--help").stdout
+    assert "--config" in run_nautilus("serve", "--help").stdout
 
 
 def test_every_option_of_every_command_says_what_it_does() -> None:
     for command in ("config", "query", "sources", "load", "serve", "mcp", "demo", "eval"):
-        text = run(command, "--help").stdout.split("options:", 1)[1]
+        text = run_nautilus(command, "--help").stdout.split("options:", 1)[1]
         entries = [line.strip() for line in text.splitlines() if line.startswith("  -")]
         silent = [entry for entry in entries if len(entry.split("  ")) < 2]
         # an option whose text starts on the next line is said there
@@ -82,43 +65,43 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
 
 
 def test_a_query_prints_results_and_no_log_lines_by_default() -> None:
-    result = run("query", "orders-db disk full", "--top-k", "3")
+    result = run_nautilus("query", "orders-db disk full", "--top-k", "3")
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""  # databases built, request served: no info lines around it
     assert result.stdout.startswith("query: orders-db disk full")
-    loud = run(
+    loud = run_nautilus(
         "query",
         "orders-db disk full",
         env={"NAUTILUS_LOG_LEVEL": "info", "NAUTILUS_LOG_FORMAT": "json"},
     )
     assert "request_served" in loud.stderr  # asked for: there
-    warned = run("query", "x", env={"NAUTILUS_RANKING_IDF": "perhaps"})
+    warned = run_nautilus("query", "x", env={"NAUTILUS_RANKING_IDF": "perhaps"})
     assert "config_value_skipped" in warned.stderr  # warnings still reach the operator
 
 
 def test_strict_mode_prints_each_problem_once_and_no_settings_table() -> None:
     bad = {"NAUTILUS_RANKING_IDF": "perhaps", "NAUTILUS_SOURCE_BOOSTS": "graph:hgih"}
-    gate = run("config", "--strict", env=bad)
+    gate = run_nautilus("config", "--strict", env=bad)
     assert gate.returncode == 1
     assert gate.stdout == ""  # no table before the error
     output = gate.stdout + gate.stderr
     assert output.count("'perhaps'") == 1 and output.count("'graph:hgih'") == 1
-    startup = run("query", "x", env={**bad, "NAUTILUS_CONFIG_STRICT": "true"})
+    startup = run_nautilus("query", "x", env={**bad, "NAUTILUS_CONFIG_STRICT": "true"})
     assert startup.returncode == 1 and startup.stdout == ""
     assert startup.stderr.count("'perhaps'") == 1 and startup.stderr.count("'graph:hgih'") == 1
-    good = run("config", "--strict", env={"NAUTILUS_SOURCE_BOOSTS": "graph:high"})
+    good = run_nautilus("config", "--strict", env={"NAUTILUS_SOURCE_BOOSTS": "graph:high"})
     assert good.returncode == 0 and "NAUTILUS_SOURCE_BOOSTS" in good.stdout
 
 
 def test_a_sources_file_with_no_sources_fails_strict_and_a_query(tmp_path: Path) -> None:
     empty = tmp_path / "empty.yaml"
     empty.write_text("sources: []\n", encoding="utf-8")
-    gate = run("config", "--strict", "--config", str(empty))
+    gate = run_nautilus("config", "--strict", "--config", str(empty))
     assert gate.returncode == 1
     assert f"{empty}: lists no sources" in gate.stderr
-    as_json = json.loads(run("config", "--json", "--config", str(empty)).stdout)
+    as_json = json.loads(run_nautilus("config", "--json", "--config", str(empty)).stdout)
     assert as_json["sources_file"]["ok"] is False
-    query = run("query", "anything", "--config", str(empty))
+    query = run_nautilus("query", "anything", "--config", str(empty))
     assert query.returncode == 1 and query.stdout == ""
     assert "the sources file lists no sources" in query.stderr
     assert "docs/sources.md" in query.stderr
@@ -130,16 +113,16 @@ def test_the_demo_suggests_a_command_that_runs_from_here() -> None:
     env = {"PATH": "/usr/bin:/bin"}  # the virtualenv is not on PATH, as after `make demo`
     checkout = Path(NAUTILUS).parents[2]  # where `make demo` runs .venv/bin/nautilus-ranking from
     relative = os.path.relpath(NAUTILUS, checkout)
-    result = run("demo", "--top-k", "2", env=env, cwd=checkout, command=relative)
+    result = run_nautilus("demo", "--top-k", "2", env=env, cwd=checkout, program=relative)
     assert result.returncode == 0, result.stderr
     suggested = result.stdout.strip().splitlines()[-1]
     assert suggested.startswith(f"Try: {relative} query "), suggested
-    on_path = run(
+    on_path = run_nautilus(
         "demo",
         "--top-k",
         "2",
         env={"PATH": f"{Path(NAUTILUS).parent}:/usr/bin:/bin"},
-        command="nautilus-ranking",
+        program="nautilus-ranking",
     )
     assert on_path.stdout.strip().splitlines()[-1].startswith("Try: nautilus-ranking query ")
 
@@ -205,9 +188,9 @@ def test_a_url_password_in_a_skipped_value_is_never_printed() -> None:
     secret = "pw-7d1e0c"
     url = f"https://admin:{secret}@app.example.com/a/path"
     env = {"NAUTILUS_SERVE_CORS_ORIGINS": url, "NAUTILUS_LOG_FORMAT": "json"}
-    text = run("config", env=env)
-    as_json = run("config", "--json", env=env)
-    warned = run("config", env={**env, "NAUTILUS_LOG_LEVEL": "warning"})
+    text = run_nautilus("config", env=env)
+    as_json = run_nautilus("config", "--json", env=env)
+    warned = run_nautilus("config", env={**env, "NAUTILUS_LOG_LEVEL": "warning"})
     assert '"event": "config_value_skipped"' in warned.stderr, warned.stderr
     for result in (text, as_json, warned):
         output = result.stdout + result.stderr
@@ -219,10 +202,12 @@ def test_a_url_password_in_a_skipped_value_is_never_printed() -> None:
 
 def test_a_canonical_source_no_source_has_fails_the_gate() -> None:
     """A misspelt id kept no copy where one was meant kept, and passed ``--strict``."""
-    gate = run("config", "--strict", env={"NAUTILUS_RANKING_CANONICAL_SOURCES": "runbook"})
+    gate = run_nautilus("config", "--strict", env={"NAUTILUS_RANKING_CANONICAL_SOURCES": "runbook"})
     assert gate.returncode == 1, gate.stdout
     assert "NAUTILUS_RANKING_CANONICAL_SOURCES: 'runbook': no source has id 'runbook'" in (
         gate.stderr
     )
-    good = run("config", "--strict", env={"NAUTILUS_RANKING_CANONICAL_SOURCES": "runbooks"})
+    good = run_nautilus(
+        "config", "--strict", env={"NAUTILUS_RANKING_CANONICAL_SOURCES": "runbooks"}
+    )
     assert good.returncode == 0, good.stderr

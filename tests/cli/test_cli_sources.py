@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import structlog
+from cli_process import NAUTILUS, cli_environment, run_nautilus
 from plain_environment import plain_environment
 
 from nautilus_ranking.cli import main
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 FAQS = [
     {"id": "f1", "question": "How do I reset my password?", "answer": "the reset link"},
     {"id": "f2", "question": "Where is my disk quota?", "answer": "settings, storage"},
@@ -26,21 +26,6 @@ GOOD = (
     "sources:\n  - {id: faqs, type: sqlite_fts, path: shop/faqs.db, seed: faqs.jsonl, "
     "columns: [question, answer]}\n"
 )
-
-
-def run(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run(
-        [NAUTILUS, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**base, **(env or {})},
-        cwd=cwd,
-    )
 
 
 @pytest.fixture
@@ -114,7 +99,7 @@ def test_config_strict_exits_1_naming_each_kind_of_break(
     if text is not None:
         path.write_text(text, encoding="utf-8")
     if kind in SUBPROCESS_KINDS:
-        result = run("config", "--strict", "--config", str(path))
+        result = run_nautilus("config", "--strict", "--config", str(path))
         code, out, err = result.returncode, result.stdout, result.stderr
     else:
         code = main(["config", "--strict", "--config", str(path)])
@@ -126,7 +111,7 @@ def test_config_strict_exits_1_naming_each_kind_of_break(
 
 def test_config_strict_passes_a_good_file_and_checks_boosts_against_it(folder: Path) -> None:
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
-    good = run(
+    good = run_nautilus(
         "config",
         "--strict",
         "--config",
@@ -138,9 +123,9 @@ def test_config_strict_passes_a_good_file_and_checks_boosts_against_it(folder: P
     # the sources file's line ends with its name (its sources follow), no dangling colon
     assert f"\nsources: {folder / 'shop.yaml'}\n  - faqs  sqlite_fts\n" in good.stdout
     (folder / "none.yaml").write_text("sources: []\n", encoding="utf-8")
-    none = run("config", "--config", str(folder / "none.yaml"))
+    none = run_nautilus("config", "--config", str(folder / "none.yaml"))
     assert f"\nsources: {folder / 'none.yaml'}: " in none.stdout
-    bogus = run(
+    bogus = run_nautilus(
         "config",
         "--strict",
         "--config",
@@ -151,14 +136,14 @@ def test_config_strict_passes_a_good_file_and_checks_boosts_against_it(folder: P
 
 
 def test_config_without_strict_shows_the_sources_error_and_exits_0(folder: Path) -> None:
-    result = run("config", "--json", "--config", str(folder / "absent.yaml"))
+    result = run_nautilus("config", "--json", "--config", str(folder / "absent.yaml"))
     assert result.returncode == 0
     status = json.loads(result.stdout)["sources_file"]
     assert status["ok"] is False and "cannot read sources config" in status["error"]
 
 
 def test_config_schema_is_json_schema_with_every_type() -> None:
-    result = run("config", "--schema")
+    result = run_nautilus("config", "--schema")
     assert result.returncode == 0, result.stderr
     schema = json.loads(result.stdout)
     assert schema["$schema"].startswith("https://json-schema.org/")
@@ -171,11 +156,11 @@ def test_config_schema_is_json_schema_with_every_type() -> None:
 def test_sources_rebuild_rebuilds_and_a_changed_seed_is_answered(folder: Path) -> None:
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
     config = str(folder / "shop.yaml")
-    first = run("query", "zebra", "--config", config, "--json")
+    first = run_nautilus("query", "zebra", "--config", config, "--json")
     assert json.loads(first.stdout)["data"] == {"faqs": []}
     with (folder / "faqs.jsonl").open("a", encoding="utf-8") as seed:
         seed.write(json.dumps({"id": "f3", "question": "zebra?", "answer": "stripes"}) + "\n")
-    second = run(
+    second = run_nautilus(
         "query",
         "zebra",
         "--config",
@@ -188,7 +173,7 @@ def test_sources_rebuild_rebuilds_and_a_changed_seed_is_answered(folder: Path) -
     assert {"event": "source_rebuilding", "reason": "the seed changed"}.items() <= next(
         e for e in events if e["event"] == "source_rebuilding"
     ).items()
-    rebuilt = run("sources", "rebuild", "--config", config)
+    rebuilt = run_nautilus("sources", "rebuild", "--config", config)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert rebuilt.stdout.startswith("faqs: rebuilt ")
 
@@ -198,7 +183,7 @@ def test_query_exits_1_when_every_source_fails(folder: Path) -> None:
     data.mkdir(parents=True)
     (data / "faqs.db").write_text("mine\n", encoding="utf-8")
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
-    result = run("query", "password", "--config", str(folder / "shop.yaml"))
+    result = run_nautilus("query", "password", "--config", str(folder / "shop.yaml"))
     assert result.returncode == 1
     assert "error: faqs: ForeignFileError" in result.stdout
     assert "every source failed" in result.stderr
@@ -208,17 +193,17 @@ def test_header_shows_only_applied_boosts_and_passthrough_shows_no_scores(folder
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
     config = str(folder / "shop.yaml")
     # in the environment a boost naming no source is warned about and skipped ...
-    boosted = run(
+    boosted = run_nautilus(
         "query", "password", "--config", config, env={"NAUTILUS_SOURCE_BOOSTS": "faq:high,faqs:low"}
     )
     assert boosted.returncode == 0, boosted.stderr
     assert "(boosts: faqs:low)" in boosted.stdout and "faq:high" not in boosted.stdout
     # ... while a flag is the caller's own request: refused, as over HTTP
-    flagged = run(
+    flagged = run_nautilus(
         "query", "password", "--config", config, "--boost", "faq:high", "--boost", "faqs:low"
     )
     assert flagged.returncode == 2 and "--boost: 'faq': no source has id 'faq'" in flagged.stderr
-    plain = run("query", "password", "--config", config)
+    plain = run_nautilus("query", "password", "--config", config)
     rows = [line for line in plain.stdout.splitlines() if line.lstrip()[:1].isdigit()]
     assert rows and all(line.split()[2] == "-" for line in rows)
     assert "0.0000" not in plain.stdout
@@ -227,7 +212,7 @@ def test_header_shows_only_applied_boosts_and_passthrough_shows_no_scores(folder
 def test_a_typo_in_dot_env_is_reported_like_one_in_the_environment(tmp_path: Path) -> None:
     """Item 5: NAUTILUS_SOURCE_BOST in .env was silently ignored."""
     (tmp_path / ".env").write_text("NAUTILUS_SOURCE_BOST=faqs\nOTHER_TOOL=1\n", encoding="utf-8")
-    result = run("config", "--strict", cwd=tmp_path)
+    result = run_nautilus("config", "--strict", cwd=tmp_path)
     assert result.returncode == 1
     assert (
         "NAUTILUS_SOURCE_BOST: '(set in .env)': unknown variable (did you mean "
@@ -238,7 +223,9 @@ def test_a_typo_in_dot_env_is_reported_like_one_in_the_environment(tmp_path: Pat
 
 def test_a_mistyped_variable_offers_the_three_names_nearest_it(tmp_path: Path) -> None:
     """Its warning listed all ~50 names as valid: a 2 KB line to find one name in."""
-    result = run("config", env={"NAUTILUS_RANKING_TOPK": "5", "NAUTILUS_LOG_FORMAT": "json"})
+    result = run_nautilus(
+        "config", env={"NAUTILUS_RANKING_TOPK": "5", "NAUTILUS_LOG_FORMAT": "json"}
+    )
     assert result.returncode == 0, result.stderr
     [warning] = [
         json.loads(line) for line in result.stderr.splitlines() if "NAUTILUS_RANKING_TOPK" in line
@@ -305,8 +292,7 @@ def test_three_processes_on_a_fresh_data_dir_all_answer(folder: Path) -> None:
     """Across processes: the file lock lets one build while the others
     wait, and every process then reads the same database."""
     (folder / "shop.yaml").write_text(GOOD, encoding="utf-8")
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
+    base = cli_environment()
     processes = [
         subprocess.Popen(
             [NAUTILUS, "query", "password", "--json", "--config", str(folder / "shop.yaml")],
@@ -337,13 +323,15 @@ def test_probe_with_no_hits_says_what_each_kind_of_source_matches(folder: Path) 
         " edges: edges.jsonl}\n",
         encoding="utf-8",
     )
-    out = run("sources", "probe", "zebra", "--config", str(folder / "n.yaml"))
+    out = run_nautilus("sources", "probe", "zebra", "--config", str(folder / "n.yaml"))
     assert out.returncode == 0, out.stderr
     lines = dict(line.split(None, 1) for line in out.stdout.splitlines())
     assert "mapping" not in out.stdout and "engine" not in out.stdout
     assert "no hits: no entity's name holds a word of the query" in lines["graph"]
     assert "no hits: no row holds a word of the query" in lines["faqs"]
-    as_json = run("sources", "probe", "zebra", "--json", "--config", str(folder / "n.yaml"))
+    as_json = run_nautilus(
+        "sources", "probe", "zebra", "--json", "--config", str(folder / "n.yaml")
+    )
     notes = {p["source"]: p["note"] for p in map(json.loads, as_json.stdout.splitlines())}
     assert notes["graph"].startswith("no hits: no entity's name")
 
@@ -354,7 +342,7 @@ def test_a_time_field_the_source_does_not_return_is_one_plain_line(folder: Path)
     (folder / "timed.yaml").write_text(
         GOOD.replace("answer]}", "answer], time_field: updated}"), encoding="utf-8"
     )
-    result = run("config", "--strict", "--config", str(folder / "timed.yaml"))
+    result = run_nautilus("config", "--strict", "--config", str(folder / "timed.yaml"))
     assert result.returncode == 1
     assert (
         "timed.yaml: sources[0] (faqs, sqlite_fts): time_field 'updated' is not a field this "

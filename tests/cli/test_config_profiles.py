@@ -9,9 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from plain_environment import plain_environment
-
-from tools.servers import NAUTILUS
+from cli_process import run_nautilus
 
 BROKER_CONFIG = """\
 sources:
@@ -47,15 +45,8 @@ spec:
 
 
 def config(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    return subprocess.run(
-        [NAUTILUS, "config", *args],
-        cwd=folder,
-        env={**base, "NAUTILUS_DATA_DIR": str(folder / "data"), **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = {"NAUTILUS_DATA_DIR": str(folder / "data"), **env}
+    return run_nautilus("config", *args, cwd=folder, env=env, timeout=60)
 
 
 def gate(folder: Path, manifest: str) -> subprocess.CompletedProcess[str]:

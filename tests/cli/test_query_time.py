@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plain_environment import plain_environment
-
-from tools.servers import NAUTILUS
+from cli_process import run_nautilus
 
 QUERY = "when are incidents reported to the regulator"
 FAQ = [
@@ -56,15 +54,8 @@ def run(
     config: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The command with ``args`` and ``--config config``, in a plain environment."""
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = str(config.parent / "data")
-    return subprocess.run(
-        [NAUTILUS, *args, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**base, **(env or {})},
-    )
+    env = {"NAUTILUS_DATA_DIR": str(config.parent / "data"), **(env or {})}
+    return run_nautilus(*args, "--config", str(config), env=env)
 
 
 def query(config: Path, *flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:

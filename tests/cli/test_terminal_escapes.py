@@ -5,8 +5,6 @@ screen, set the window title, move the cursor back over a line or reorder it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,11 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from plain_environment import plain_environment
+from cli_process import run_nautilus
 
 from nautilus_ranking.cli.output import printable
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 #: Clear the screen, set the window title, return to the line's start and print a fake
 #: verdict, a C1 CSI, DEL, and a right-to-left override.
 HOSTILE = "\x1b[2J\x1b]0;owned\x07\rALL SOURCES OK\n\x9b31m\x7f\u202egnp.exe"
@@ -104,16 +101,8 @@ def test_probe_and_query_print_no_control_character_of_an_engine(
     with hostile_engine() as url:
         sources = {"sources": [_entry("ok", url), _entry("bad", url)]}
         (tmp_path / "nautilus.yaml").write_text(yaml.safe_dump(sources), "utf-8")
-        env = plain_environment()
-        env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
-        out = subprocess.run(
-            [NAUTILUS, *command, "--config", "nautilus.yaml"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-            cwd=tmp_path,
-        )
+        env = {"NAUTILUS_DATA_DIR": str(tmp_path / "data")}
+        out = run_nautilus(*command, "--config", "nautilus.yaml", env=env, cwd=tmp_path)
     assert "Traceback" not in out.stderr
     assert "\\x1b[2J" in out.stdout  # the engine's text is shown, escaped
     assert "401" in out.stdout  # and its error

@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cli_process import run_nautilus
 from plain_environment import plain_environment
 from structlog.testing import capture_logs
 
@@ -25,8 +26,6 @@ from nautilus_ranking.embedders import default
 from nautilus_ranking.request.pages import ranking_key
 from nautilus_ranking.settings.knobs import knob_is_set
 from nautilus_ranking.settings.model import ConfigError
-
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 #: A sitecustomize that makes onnxruntime absent for the interpreter it starts.
 WITHOUT_ONNXRUNTIME = textwrap.dedent(
@@ -49,22 +48,16 @@ def unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NAUTILUS_EMBEDDER")
 
 
-def without_extra(folder: Path) -> dict[str, str]:
+def without_extra(folder: Path) -> dict[str, str | None]:
     """An environment whose Python cannot import onnxruntime, NAUTILUS_EMBEDDER unset."""
     site = folder / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(WITHOUT_ONNXRUNTIME)
-    env = plain_environment()
-    del env["NAUTILUS_EMBEDDER"]
-    env["PYTHONPATH"] = str(site)
-    env["NAUTILUS_DATA_DIR"] = str(folder / "data")
-    return env
-
-
-def run(folder: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [NAUTILUS, *args], capture_output=True, text=True, env=env, cwd=folder, timeout=120
-    )
+    return {
+        "NAUTILUS_EMBEDDER": None,
+        "PYTHONPATH": str(site),
+        "NAUTILUS_DATA_DIR": str(folder / "data"),
+    }
 
 
 def test_unset_is_auto_and_auto_is_never_set(unset: None) -> None:
@@ -151,19 +144,21 @@ def test_vector_sources_unchanged_with_ranking_off(unset: None, tmp_path: Path) 
 @pytest.mark.slow
 def test_without_the_extra_unset_ranks_by_words_and_strict_refuses_onnx(tmp_path: Path) -> None:
     env = without_extra(tmp_path)
-    shown = run(tmp_path, env, "config")
+    shown = run_nautilus("config", env=env, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     line = next(x for x in shown.stdout.splitlines() if x.startswith("NAUTILUS_EMBEDDER "))
     assert "hashing" in line and "the embed extra is not installed" in line
-    ranked = run(tmp_path, env, "query", "disk full", "--top-k", "3")
+    ranked = run_nautilus("query", "disk full", "--top-k", "3", env=env, cwd=tmp_path)
     assert ranked.returncode == 0, ranked.stderr
     assert "embedder: hashing (default: ranking by words" in ranked.stdout
-    refused = run(tmp_path, {**env, "NAUTILUS_EMBEDDER": "onnx"}, "config", "--strict")
+    refused = run_nautilus(
+        "config", "--strict", env={**env, "NAUTILUS_EMBEDDER": "onnx"}, cwd=tmp_path
+    )
     assert refused.returncode == 1
     assert "pip install 'nautilus-ranking[embed]'" in refused.stdout + refused.stderr
     # the same interpreter with the extra found: the model (the simulation hides only it)
     del env["PYTHONPATH"]
-    with_extra = run(tmp_path, env, "config", "--json")
+    with_extra = run_nautilus("config", "--json", env=env, cwd=tmp_path)
     assert json.loads(with_extra.stdout)["settings"]["NAUTILUS_EMBEDDER"] == "onnx"
 
 

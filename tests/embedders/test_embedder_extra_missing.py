@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 BLOCK_ONNX = "import sys; sys.modules['onnxruntime'] = None; "
 
 

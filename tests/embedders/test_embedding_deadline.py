@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_process import run_nautilus
 from fakes import write_jsonl
 from plain_environment import plain_environment
 
 from nautilus_ranking.embedders.default import model_installed
 from nautilus_ranking.synthesis.embedding_deadline import scored_by_words
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 needs_model = pytest.mark.skipif(not model_installed(), reason="needs the embed extra")
 
 
@@ -70,14 +69,7 @@ def query(tmp: Path, deadline_ms: str, *args: str) -> subprocess.CompletedProces
         "NAUTILUS_EMBEDDER_DEADLINE_MS": deadline_ms,
         "NAUTILUS_EMBEDDER_MAX_ROWS": "0",  # the deadline alone decides: every row may embed
     }
-    return subprocess.run(
-        [NAUTILUS, "query", "disk full", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=tmp,
-    )
+    return run_nautilus("query", "disk full", *args, env=env, cwd=tmp, timeout=300)
 
 
 @pytest.mark.slow

@@ -5,18 +5,15 @@ turns ranking on, and everything that reports IDF says the value resolved."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from plain_environment import plain_environment
+from cli_process import run_nautilus
 
 from nautilus_ranking import NautilusSettings, RankingSynthesizer
 from nautilus_ranking.embedders.default import model_installed
 from nautilus_ranking.request.pages import ranking_key
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 needs_model = pytest.mark.skipif(not model_installed(), reason="needs the embed extra")
 
 
@@ -58,16 +55,9 @@ def test_idf_set_off_is_a_setting_that_turns_nothing_on(monkeypatch: pytest.Monk
 
 @needs_model
 def test_query_explains_the_idf_resolved(tmp_path: Path) -> None:
-    env = plain_environment()
-    del env["NAUTILUS_EMBEDDER"]
-    env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
-    out = subprocess.run(
-        [NAUTILUS, "query", "orders-db disk full", "--top-k", "3", "--json", "--explain"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
+    env = {"NAUTILUS_EMBEDDER": None, "NAUTILUS_DATA_DIR": str(tmp_path / "data")}
+    out = run_nautilus(
+        "query", "orders-db disk full", "--top-k", "3", "--json", "--explain", env=env, cwd=tmp_path
     )
     assert out.returncode == 0, out.stderr
     explain = json.loads(out.stdout)["explain"]

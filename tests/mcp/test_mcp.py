@@ -20,6 +20,7 @@ import pytest
 from tools.servers import NAUTILUS, free_port
 
 pytest.importorskip("mcp")
+from cli_process import run_nautilus
 from fakes import sources_file
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -39,14 +40,7 @@ def cli_ranking(env: dict[str, str], *args: str) -> list[tuple[str, Any, float]]
     """(source, id, score) of each row of ``nautilus-ranking query --json`` with the same env
     (asked once a module: both transports' servers have the same sources and settings)."""
     if args not in _CLI:
-        out = subprocess.run(
-            [NAUTILUS, "query", QUERY, "--json", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
+        out = run_nautilus("query", QUERY, "--json", *args, env=env, check=True)
         _CLI[args] = [
             (r["source_id"], r["id"], r["score"]) for r in json.loads(out.stdout)["ranking"]
         ]
@@ -338,13 +332,9 @@ def test_http_a_wrong_or_missing_api_key_is_refused(
 
 def test_mcp_without_the_extra_or_with_bad_flags_says_so(tmp_path: Path) -> None:
     env = environment(tmp_path)
-    flags = subprocess.run(
-        [NAUTILUS, "mcp", "--port", "9000"], env=env, capture_output=True, text=True, timeout=60
-    )
+    flags = run_nautilus("mcp", "--port", "9000", env=env, timeout=60)
     assert flags.returncode == 2 and "--transport http" in flags.stderr
-    level = subprocess.run(
-        [NAUTILUS, "mcp", "--transport", "sse"], env=env, capture_output=True, text=True, timeout=60
-    )
+    level = run_nautilus("mcp", "--transport", "sse", env=env, timeout=60)
     assert level.returncode == 2 and "'stdio', 'http'" in level.stderr
     missing = subprocess.run(
         [
@@ -368,14 +358,7 @@ def test_mcp_refuses_what_serve_refuses(tmp_path: Path) -> None:
     env = environment(tmp_path)
     empty = tmp_path / "empty.yaml"
     empty.write_text("sources: []\n", encoding="utf-8")
-    none = subprocess.run(
-        [NAUTILUS, "mcp", "--config", str(empty)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
+    none = run_nautilus("mcp", "--config", str(empty), env=env, input="", timeout=60)
     assert none.returncode == 1 and "lists no sources" in none.stderr
     assert "Traceback" not in none.stderr
     with socket.socket() as taken:
@@ -383,13 +366,7 @@ def test_mcp_refuses_what_serve_refuses(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         demo = {k: v for k, v in env.items() if k != "NAUTILUS_CONFIG"}  # the bundled demo
-        busy = subprocess.run(
-            [NAUTILUS, "mcp", "--transport", "http", "--port", str(port)],
-            env=demo,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        busy = run_nautilus("mcp", "--transport", "http", "--port", str(port), env=demo)
     assert busy.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in busy.stderr
     assert "mcp_starting" not in busy.stderr
 

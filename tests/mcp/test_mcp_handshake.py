@@ -16,6 +16,7 @@ import pytest
 from tools.servers import NAUTILUS
 
 pytest.importorskip("mcp")
+from cli_process import run_nautilus
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from plain_environment import plain_environment
@@ -132,14 +133,11 @@ def test_requests_written_before_the_pipe_closes_are_all_answered(tmp_path: Path
             },
         },
     ]
-    out = subprocess.run(
-        [NAUTILUS, "mcp"],
+    out = run_nautilus(
+        "mcp",
         env=environment(tmp_path),
         cwd=tmp_path,
         input="".join(json.dumps(r) + "\n" for r in requests),
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     answers = [json.loads(line) for line in out.stdout.splitlines()]

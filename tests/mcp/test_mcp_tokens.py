@@ -5,17 +5,15 @@ an argument typed as what it accepts."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tools.servers import NAUTILUS
-
 pytest.importorskip("mcp")
 pytest.importorskip("toktok")
 
+from cli_process import run_nautilus
 from plain_environment import plain_environment
 
 from nautilus_ranking.selection.tokens import count_tokens
@@ -46,14 +44,8 @@ def tools_list(tmp: Path) -> dict[str, Any]:
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
-    done = subprocess.run(
-        [NAUTILUS, "mcp"],
-        input="".join(json.dumps(m) + "\n" for m in messages),
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp,
-        timeout=120,
+    done = run_nautilus(
+        "mcp", env=env, cwd=tmp, input="".join(json.dumps(m) + "\n" for m in messages)
     )
     answers = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     [listed] = [a["result"] for a in answers if a.get("id") == 2]

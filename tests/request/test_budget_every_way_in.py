@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from nautilus_ranking.settings.model import NautilusSettings
 from tools.servers import NAUTILUS, running
 
 pytest.importorskip("mcp")
+from cli_process import run_nautilus
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from plain_environment import plain_environment
@@ -67,14 +67,7 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
     env.update(SETTINGS, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
 
     def cli(*args: str) -> dict[str, Any]:
-        out = subprocess.run(
-            [NAUTILUS, "query", QUERY, "--json", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        )
+        out = run_nautilus("query", QUERY, "--json", *args, env=env, check=True)
         body: dict[str, Any] = json.loads(out.stdout)
         return body
 
@@ -133,13 +126,7 @@ def test_every_way_in_keeps_within_the_budget(tmp_path: Path) -> None:
 def test_exact_counts_are_labelled_exact_in_the_text_too(tmp_path: Path) -> None:
     env = plain_environment()
     env.update(SETTINGS, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
-    shown = subprocess.run(
-        [NAUTILUS, "query", QUERY, "--max-tokens", "1500"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    shown = run_nautilus("query", QUERY, "--max-tokens", "1500", env=env)
     assert shown.returncode == 0, shown.stderr
     line = next(x for x in shown.stdout.splitlines() if x.startswith("budget: "))
     assert "tokens (exact, o200k_base)" in line and "estimated" not in line

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from cli_process import run_nautilus
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from plain_environment import plain_environment
@@ -56,13 +56,7 @@ def test_pages_under_a_budget_skip_nothing_over_http_the_command_line_and_mcp(
     env.update(SETTINGS, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
 
     def cli(*args: str) -> dict[str, Any]:
-        out = subprocess.run(
-            [NAUTILUS, "query", QUERY, "--json", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        out = run_nautilus("query", QUERY, "--json", *args, env=env)
         assert out.returncode == 0, out.stderr
         body: dict[str, Any] = json.loads(out.stdout)
         return body

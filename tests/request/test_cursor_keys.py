@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cli_process import run_nautilus
 from fakes import sources_file
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -241,14 +242,7 @@ def ask(server: Server, body: dict[str, Any]) -> httpx.Response:
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    return subprocess.run(
-        [NAUTILUS, "query", QUERY, "--profile", "support", "--json", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**base, **env},
-    )
+    return run_nautilus("query", QUERY, "--profile", "support", "--json", *args, env=env)
 
 
 @pytest.mark.slow

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from nautilus_ranking.settings.model import NautilusSettings
 from tools.servers import NAUTILUS, running
 
 pytest.importorskip("mcp")
+from cli_process import run_nautilus
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from plain_environment import plain_environment
@@ -76,14 +76,7 @@ def test_the_same_request_gives_the_same_rows_every_way_in(tmp_path: Path) -> No
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env.update(SETTINGS, NAUTILUS_DATA_DIR=str(tmp_path / "data"))
 
-    out = subprocess.run(
-        [NAUTILUS, "query", QUERY, "--json", *FLAGS],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    out = run_nautilus("query", QUERY, "--json", *FLAGS, env=env, check=True)
     by_cli = [(r["source_id"], r["id"], r["score"]) for r in json.loads(out.stdout)["ranking"]]
     assert len(by_cli) == 5 and {s for s, _, _ in by_cli} <= set(REQUEST["sources"])
 

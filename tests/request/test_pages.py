@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cli_process import run_nautilus
 from fakes import sources_file
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,7 +27,7 @@ from nautilus_ranking.request.pages import PageError, paging
 from nautilus_ranking.response_hash import compute_response_hash
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
-from tools.servers import NAUTILUS, Server, running, wait_ready
+from tools.servers import Server, running, wait_ready
 
 QUERY = "orders-db disk full"
 #: The cursor key the server and a CLI run share, as replicas would.
@@ -140,15 +141,7 @@ def test_a_cursor_is_refused_for_other_settings_and_when_malformed() -> None:
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run(
-        [NAUTILUS, "query", QUERY, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**base, "NAUTILUS_RANKING_IDF": "true", **(env or {})},
-    )
+    return run_nautilus("query", QUERY, *args, env={"NAUTILUS_RANKING_IDF": "true", **(env or {})})
 
 
 def test_cli_pages_by_number_and_by_cursor_concatenate_to_the_top_3k() -> None:
@@ -270,21 +263,11 @@ def test_a_top_k_says_more_rows_exist_and_the_hint_runs_as_printed() -> None:
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
     base["NAUTILUS_RANKING_IDF"] = "true"
     for env in ({}, {"NAUTILUS_RANKING_TOP_K": "7"}):  # as printed, whatever the shell's K
-        follow = subprocess.run(
-            [NAUTILUS, *command[1:]], capture_output=True, text=True, timeout=120, env=base | env
-        )
+        follow = run_nautilus(*command[1:], env=base | env)
         assert follow.returncode == 0, follow.stderr
         assert "page 2 (3 rows a page); next: nautilus-ranking query " in follow.stdout
     whole = json.loads(run("--top-k", "6", "--boost", "runbooks:high", "--json").stdout)
-    second = json.loads(
-        subprocess.run(
-            [NAUTILUS, *command[1:], "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=base,
-        ).stdout
-    )
+    second = json.loads(run_nautilus(*command[1:], "--json", env=base).stdout)
     assert [e["rank"] for e in second["ranking"]] == [4, 5, 6]
     assert [e["id"] for e in second["ranking"]] == [e["id"] for e in whole["ranking"][3:]]
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cli_process import run_nautilus
 from fakes import sources_file
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -272,14 +273,7 @@ def test_cli_two_invocations_with_different_profiles(tmp_path: Path) -> None:
     full = {**base, **env, "NAUTILUS_DATA_DIR": str(tmp_path / "data")}
 
     def query(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [NAUTILUS, "query", QUERY, *args],
-            env=full,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return run_nautilus("query", QUERY, *args, env=full, cwd=tmp_path)
 
     support = json.loads(query("--profile", "support", "--json").stdout)
     oncall = json.loads(query("--profile", "oncall", "--json").stdout)
@@ -330,8 +324,10 @@ def test_serve_in_strict_mode_refuses_a_bad_profile_or_grant_before_serving(
     (tmp_path / "keys").write_text(KEYS + "k-typo profile=suport\n")
     (tmp_path / "keys").chmod(0o600)
     base = plain_environment()
-    done = subprocess.run(
-        [NAUTILUS, "serve", "--port", "1"],  # never reached: refused before listening
+    done = run_nautilus(
+        "serve",
+        "--port",
+        "1",
         env={
             **base,
             **env,
@@ -340,9 +336,6 @@ def test_serve_in_strict_mode_refuses_a_bad_profile_or_grant_before_serving(
             "NAUTILUS_PROFILES__ONCALL__SOURCE_BOOSTS": "postmortems:high,wiki:-high",
         },
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
     assert done.returncode == 1, done.stderr
     assert "NAUTILUS_PROFILES__ONCALL__SOURCE_BOOSTS: 'wiki': no source has id" in done.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from tools.servers import NAUTILUS, running
 
 pytest.importorskip("mcp")
 pytest.importorskip("langchain_core")
+from cli_process import run_nautilus
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from plain_environment import plain_environment
@@ -33,14 +33,7 @@ SETTINGS = {"NAUTILUS_RANKING_TOP_K": "5"}
 
 
 def _cli(env: dict[str, str], *flags: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [NAUTILUS, "query", QUERY, "--json", *flags],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    out = run_nautilus("query", QUERY, "--json", *flags, env=env, check=True)
     answer: dict[str, Any] = json.loads(out.stdout)
     return answer
 

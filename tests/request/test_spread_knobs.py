@@ -5,10 +5,10 @@ what a cursor is made for."""
 from __future__ import annotations
 
 import os
-import subprocess
 from typing import Any
 
 import pytest
+from cli_process import run_nautilus
 from plain_environment import plain_environment
 from structlog.testing import capture_logs
 
@@ -17,7 +17,6 @@ from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import parse_request
 from nautilus_ranking.request.pages import ranking_key
 from nautilus_ranking.settings.parsing import NEAR_DUPLICATES_ON
-from tools.servers import NAUTILUS
 
 VARIABLES = {
     "NAUTILUS_RANKING_NEAR_DUPLICATES": "ranking_near_duplicates",
@@ -125,13 +124,7 @@ def test_the_cursor_key_changes_with_each_knob_and_not_when_unset() -> None:
 def test_the_cli_refuses_a_bad_value_with_exit_2() -> None:
     env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = os.environ.get("NAUTILUS_DATA_DIR", "/tmp/nautilus-test")
-    done = subprocess.run(
-        [NAUTILUS, "query", "disk full", "--diversity", "2"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    done = run_nautilus("query", "disk full", "--diversity", "2", env=env)
     assert done.returncode == 2
     assert "diversity" in done.stderr
 

@@ -5,11 +5,11 @@ row that absorbed copies, within 120 columns."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_process import run_nautilus
 from fakes import FakeSource, write_jsonl
 from plain_environment import plain_environment
 
@@ -17,7 +17,6 @@ from nautilus_ranking.broker import Broker
 from nautilus_ranking.request.answer import Answer, answer_sync
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.model import parse_request
-from tools.servers import NAUTILUS
 
 
 def flood() -> Broker:
@@ -67,13 +66,7 @@ def run(config: Path, *args: str) -> str:
     env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = str(config.parent / "data")
     env["NAUTILUS_CONFIG"] = str(config)
-    done = subprocess.run(
-        [NAUTILUS, "query", "disk full", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    done = run_nautilus("query", "disk full", *args, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

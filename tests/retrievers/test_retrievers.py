@@ -18,10 +18,12 @@ from plain_environment import plain_environment
 
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.settings.model import NautilusSettings
-from tools.servers import NAUTILUS, Server, running, wait_ready
+from tools.servers import Server, running, wait_ready
 
 pytest.importorskip("langchain_core")
 pytest.importorskip("llama_index.core")
+from cli_process import run_nautilus
+
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.retrievers import langchain, llamaindex
 
@@ -37,14 +39,7 @@ Row = tuple[str, Any, float]
 def cli(*args: str) -> list[Row]:
     env = plain_environment()
     env.update(SETTINGS, NAUTILUS_DATA_DIR=os.environ["NAUTILUS_DATA_DIR"])
-    out = subprocess.run(
-        [NAUTILUS, "query", QUERY, "--json", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    out = run_nautilus("query", QUERY, "--json", *args, env=env, check=True)
     return [(r["source_id"], r["id"], r["score"]) for r in json.loads(out.stdout)["ranking"]]
 
 
@@ -90,14 +85,7 @@ def test_with_ranking_off_the_rows_pass_through_unscored() -> None:
     """No ranking knob: the sources' rows in their order, with no score (not a 0)."""
     env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    out = subprocess.run(
-        [NAUTILUS, "query", QUERY, "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    out = run_nautilus("query", QUERY, "--json", env=env, check=True)
     expected = [(r["source_id"], r["id"]) for r in json.loads(out.stdout)["ranking"]]
     with Broker.from_config(None, NautilusSettings()) as plain:
         nodes = llamaindex.NautilusRetriever(broker=plain).retrieve(QUERY)

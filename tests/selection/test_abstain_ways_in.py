@@ -6,18 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from cli_process import run_nautilus
 from mcp_support import connect
 from plain_environment import plain_environment
 
 from nautilus_ranking import compute_response_hash
-from tools.servers import NAUTILUS, Server, running, wait_ready
+from tools.servers import Server, running, wait_ready
 
 QUERY = "users keep getting logged out of their sessions"
 SETTINGS = {
@@ -104,14 +104,7 @@ def test_the_cli_abstains_and_explain_lists_the_rows_held_back() -> None:
     env = {**base, "NAUTILUS_RANKING_TOP_K": "5"}
 
     def query(*flags: str) -> str:
-        done = subprocess.run(
-            [NAUTILUS, "query", QUERY, "--min-confidence", "1", *flags],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-            check=False,
-        )
+        done = run_nautilus("query", QUERY, "--min-confidence", "1", *flags, env=env, timeout=300)
         assert done.returncode == 0, done.stderr
         return done.stdout
 

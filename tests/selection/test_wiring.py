@@ -6,34 +6,22 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import toktok
+from cli_process import run_nautilus
 from fakes import FakeSource
 from plain_environment import plain_environment
 
 from nautilus_ranking import AdapterResult, Broker, NautilusSettings, RankingSynthesizer
 from nautilus_ranking.selection import RelevanceCut, apply_budget, entry_text, relevance_cut
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 QUERY = "users keep getting logged out of their sessions"
 
 
 def query_json(env: dict[str, str]) -> dict[str, Any]:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    done = subprocess.run(
-        [NAUTILUS, "query", QUERY, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**base, **env},
-        check=False,
-    )
+    done = run_nautilus("query", QUERY, "--json", env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
     return out
@@ -210,18 +198,11 @@ def test_the_cli_says_what_the_cut_left_out_in_text_and_json() -> None:
     assert out["cut"]["rows_left_out"] > 0
     base = plain_environment()
     base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    text = subprocess.run(
-        [NAUTILUS, "query", QUERY, "--top-k", "10", "--cut", "relative:0.9"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=base,
-        check=True,
+    text = run_nautilus(
+        "query", QUERY, "--top-k", "10", "--cut", "relative:0.9", env=base, timeout=300, check=True
     ).stdout
     left_out = out["cut"]["rows_left_out"]
     assert f"cut: relative:0.9 left out {left_out} ranked row(s)" in text
     assert "off is the recommendation" in text
-    helped = subprocess.run(
-        [NAUTILUS, "query", "--help"], capture_output=True, text=True, env=base, check=True
-    ).stdout
+    helped = run_nautilus("query", "--help", env=base, check=True).stdout
     assert "Off is the recommendation" in " ".join(helped.split())

@@ -16,10 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
+from cli_process import run_nautilus
 from plain_environment import plain_environment
 
 from nautilus_ranking.request.model import QueryRequest
-from tools.servers import NAUTILUS, Server, running, wait_ready
+from tools.servers import Server, running, wait_ready
 
 QUERY = "orders-db disk full"
 SETTINGS = {
@@ -60,14 +61,7 @@ def test_query_answers_the_same_object_as_nautilus_query_json(server: Server) ->
     body = response.json()
     env = plain_environment()
     env.update(SETTINGS, NAUTILUS_DATA_DIR=os.environ["NAUTILUS_DATA_DIR"])
-    cli = subprocess.run(
-        [NAUTILUS, "query", QUERY, "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=True,
-    )
+    cli = run_nautilus("query", QUERY, "--json", env=env, check=True)
     expected = json.loads(cli.stdout)
     assert set(body) == set(expected)
     for key in ("data", "ranking", "response_hash", "source_response_hashes", "sources_queried"):

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import structlog
-from plain_environment import plain_environment
+from cli_process import run_nautilus
 
 from nautilus_ranking import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 K8S = ROOT / "deploy" / "k8s" / "deployment.yaml"
 COMPOSE = ROOT / "deploy" / "compose.yaml"
 HGIH = (
@@ -26,14 +24,7 @@ HGIH = (
 
 
 def config(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    return subprocess.run(
-        [NAUTILUS, "config", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**base, **(env or {})},
-    )
+    return run_nautilus("config", *args, env=env, timeout=60)
 
 
 def inproc(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

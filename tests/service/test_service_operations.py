@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cli_process import run_nautilus
 from fakes import sources_file
 from plain_environment import plain_environment
 
@@ -74,8 +75,9 @@ def _serve(
 ) -> subprocess.CompletedProcess[str]:
     base = plain_environment()
     base.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    return subprocess.run(
-        [NAUTILUS, "serve", *args],
+    return run_nautilus(
+        "serve",
+        *args,
         env={
             **base,
             "NAUTILUS_DATA_DIR": str(tmp / "data"),
@@ -83,8 +85,6 @@ def _serve(
             **(env or {}),
         },
         cwd=tmp,
-        capture_output=True,
-        text=True,
         timeout=60,
     )
 

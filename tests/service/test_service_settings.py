@@ -5,17 +5,16 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_nautilus
 from plain_environment import plain_environment
 from structlog.testing import capture_logs
 
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 
 ROOT = Path(__file__).resolve().parents[2]
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 def test_defaults_are_a_loopback_single_worker_service() -> None:
@@ -115,13 +114,12 @@ def _serve(
     env: dict[str, str], tmp_path: Path, command: tuple[str, ...] = ("serve",)
 ) -> subprocess.CompletedProcess[str]:
     base = plain_environment()
-    return subprocess.run(
-        [NAUTILUS, *command, "--port", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
+    return run_nautilus(
+        *command,
+        "--port",
+        "1",
         env={**base, **env, "NAUTILUS_DATA_DIR": str(tmp_path)},
+        cwd=tmp_path,
     )
 
 

@@ -5,24 +5,13 @@ settings' own default, ``info``, is what neither uses unasked)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from plain_environment import plain_environment
-
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
+from cli_process import run_nautilus
 
 
 def config(tmp_path: Path, *args: str, **env: str) -> str:
-    base = plain_environment()
-    run = subprocess.run(
-        [NAUTILUS, "config", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**base, "NAUTILUS_DATA_DIR": str(tmp_path), **env},
-    )
+    run = run_nautilus("config", *args, env={"NAUTILUS_DATA_DIR": str(tmp_path), **env}, timeout=60)
     assert run.returncode == 0, run.stderr
     return run.stdout
 

@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import structlog
-from plain_environment import plain_environment
+from cli_process import run_nautilus
 
 from nautilus_ranking.cli import main
 from nautilus_ranking.settings.time_entries import parse_source_paths
 from nautilus_ranking.sources.mapped_fields import leading_field, path_problem
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 SOPS = [
     {"id": "sop-1", "title": "Restart the orders database", "body": "drain, then restart"},
     {"id": "sop-1", "title": "Restart the orders database", "body": "fail over first"},
@@ -75,10 +72,7 @@ def in_process_cli() -> Iterator[None]:
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {**plain_environment(), "NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"]}
-    return subprocess.run(
-        [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env={**base, **(env or {})}
-    )
+    return run_nautilus(*args, env=env)
 
 
 def test_a_time_field_the_seed_lacks_fails_config_strict_naming_source_field_and_fix(

@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import NAUTILUS
 from plain_environment import plain_environment
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 MEMORY_CAP = 3 << 30  # a seed read whole into memory fails the test instead of the machine
 
 

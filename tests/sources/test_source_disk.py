@@ -15,9 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_process import NAUTILUS, run_nautilus
 from plain_environment import plain_environment
-
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 def write_seed(path: Path, rows: int) -> Path:
@@ -64,13 +63,7 @@ def test_a_builder_killed_mid_build_leaves_nothing_behind(tmp_path: Path) -> Non
     data = tmp_path / "data"
     config = sources_file(tmp_path, write_seed(tmp_path / "notes.jsonl", 60_000))
     env = env_for(data)
-    first = subprocess.run(
-        [NAUTILUS, "sources", "rebuild", "--config", str(config)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    first = run_nautilus("sources", "rebuild", "--config", str(config), env=env, timeout=300)
     assert first.returncode == 0, first.stderr
     # A forced rebuild, killed once its partial file exists: the database stays fresh,
     # so the next run has nothing to build, yet it removes what the dead builder left.
@@ -86,12 +79,8 @@ def test_a_builder_killed_mid_build_leaves_nothing_behind(tmp_path: Path) -> Non
     builder.send_signal(signal.SIGKILL)
     builder.wait(30)
     assert leftovers(data), "the builder finished before it could be killed"
-    query = subprocess.run(
-        [NAUTILUS, "query", "disk full", "--config", str(config), "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    query = run_nautilus(
+        "query", "disk full", "--config", str(config), "--json", env=env, timeout=300
     )
     assert query.returncode == 0, query.stderr
     assert json.loads(query.stdout)["data"]["notes"]

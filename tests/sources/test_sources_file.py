@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_process import run_nautilus
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -311,14 +310,11 @@ def test_aliased_variable_defaults_are_bounded_in_characters_not_only_values(
 
 def test_config_strict_names_the_profiles_file_of_a_variable_bomb(tmp_path: Path) -> None:
     path = _variable_bomb(tmp_path / "profiles.yaml")
-    base = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
-    run = subprocess.run(
-        [str(Path(sys.executable).with_name("nautilus-ranking")), "config", "--strict"],
-        env={**base, "NAUTILUS_PROFILES_FILE": str(path), "NAUTILUS_DATA_DIR": str(tmp_path)},
+    run = run_nautilus(
+        "config",
+        "--strict",
+        env={"NAUTILUS_PROFILES_FILE": str(path), "NAUTILUS_DATA_DIR": str(tmp_path)},
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
     assert run.returncode == 1, run.stderr
     assert "NAUTILUS_PROFILES_FILE" in run.stderr and "characters once YAML" in run.stderr

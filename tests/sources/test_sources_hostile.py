@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_nautilus
 from fakes import write_jsonl
-from plain_environment import plain_environment
 from postgres_fixtures import execute
 
 from nautilus_ranking import Broker
 from nautilus_ranking.sources.factory import build_sources
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 DOCS = [
     {"id": "d1", "title": "disk full on the orders database"},
     {"id": "d2", "title": "zebra crossing replica lag"},
@@ -30,11 +28,8 @@ def cli(
     *args: str | bytes,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    base.update(NAUTILUS_DATA_DIR=str(folder / "data"), **(env or {}))
-    return subprocess.run(
-        [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env=base, cwd=folder
-    )
+    env = {"NAUTILUS_DATA_DIR": str(folder / "data"), **(env or {})}
+    return run_nautilus(*args, env=env, cwd=folder)
 
 
 def strict(folder: Path, sources: str) -> subprocess.CompletedProcess[str]:

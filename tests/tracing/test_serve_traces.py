@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from cli_process import run_nautilus
 
 from nautilus_ranking.sources.factory import bundled_demo_config
 from nautilus_ranking.tracing import PREFIX as P
@@ -190,20 +191,10 @@ def test_two_workers_each_start_the_sdk_and_trace_their_requests(tmp_path: Path)
 
 def test_an_exporter_that_is_not_installed_stops_serve_before_it_starts(tmp_path: Path) -> None:
     import os
-    import subprocess
 
-    from tools.servers import NAUTILUS
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NAUTILUS_", "OTEL_"))}
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("OTEL_")}
     env.update(NAUTILUS_DATA_DIR=str(tmp_path / "data"), OTEL_TRACES_EXPORTER="zipkin")
-    done = subprocess.run(
-        [NAUTILUS, "serve", "--port", str(free_port())],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_nautilus("serve", "--port", str(free_port()), env=env, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "OTEL_TRACES_EXPORTER: no exporter 'zipkin' is installed" in done.stderr
     assert "pip install opentelemetry-exporter-zipkin" in done.stderr

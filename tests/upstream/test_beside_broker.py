@@ -5,10 +5,10 @@ on a manifest for the broker, metric names (the real broker: test_nautilus_broke
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_nautilus
 from test_import_graph import import_graph
 
 from nautilus_ranking import NautilusSettings
@@ -16,7 +16,6 @@ from nautilus_ranking.service import metrics
 from nautilus_ranking.settings.unknown_variables import BROKER_VARIABLES, closest_setting
 from nautilus_ranking.upstream.broker_config import broker_sources
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 OURS = {"NAUTILUS_" + name.upper() for name in NautilusSettings.model_fields}
 #: The broker's metrics as its OpenTelemetry Prometheus exporter names them (dots to
 #: underscores, the unit "s" as _seconds, counters' .total as _total), and the ones it
@@ -105,11 +104,14 @@ sources:
 def gate(folder: Path, manifest: str) -> subprocess.CompletedProcess[str]:
     (folder / "deploy.yaml").write_text(manifest, encoding="utf-8")
     (folder / "nautilus.yaml").write_text(BROKER_CONFIG, encoding="utf-8")
-    return subprocess.run(
-        [NAUTILUS, "config", "--strict", "--manifest", "deploy.yaml", "--config", "nautilus.yaml"],
+    return run_nautilus(
+        "config",
+        "--strict",
+        "--manifest",
+        "deploy.yaml",
+        "--config",
+        "nautilus.yaml",
         cwd=folder,
-        capture_output=True,
-        text=True,
         timeout=60,
     )
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_nautilus
 from http_support import DOCS, built, es_entry, search, write_sources
 from plain_environment import plain_environment
 
@@ -21,7 +20,6 @@ from nautilus_ranking.synthesis.detection import key_ordered, score_ordered
 from tools.hostile_http import hostile_server
 from tools.json_engine import json_engine
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 SAFE = 2**53  # the largest integer a JavaScript number holds exactly
 TEXT_MATCH = 2314894167592927354  # a Typesense text_match, as the attack pass saw it
 
@@ -103,11 +101,12 @@ def test_explain_shows_the_engines_score(tmp_path: Path) -> None:
         write_sources(tmp_path, es_entry(engine.url))
         env = plain_environment()
         env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
-        out = subprocess.run(
-            [NAUTILUS, "query", "orders-db disk", "--explain", "--top-k", "3"],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        out = run_nautilus(
+            "query",
+            "orders-db disk",
+            "--explain",
+            "--top-k",
+            "3",
             env={**env, "NAUTILUS_CONFIG": str(tmp_path / "nautilus.yaml")},
             cwd=tmp_path,
         )

@@ -10,8 +10,6 @@ import asyncio
 import base64
 import os
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_process import run_nautilus
 from http_support import DOCS, built, es_entry, search, write_sources
 from plain_environment import plain_environment
 from structlog.testing import capture_logs
@@ -32,7 +31,6 @@ from tools import hostile_http
 from tools.hostile_http import hostile_server
 from tools.json_engine import json_engine
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 MB = 1 << 20
 
 
@@ -367,14 +365,7 @@ def test_a_path_nested_without_end_is_refused_when_the_file_is_read(
     write_sources(tmp_path, entry)
     env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = str(tmp_path / "data")
-    out = subprocess.run(
-        [NAUTILUS, "config", "--strict", "--config", "nautilus.yaml"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=tmp_path,
-    )
+    out = run_nautilus("config", "--strict", "--config", "nautilus.yaml", env=env, cwd=tmp_path)
     assert out.returncode == 1
     assert "Traceback" not in out.stderr and "RecursionError" not in out.stderr
     assert "nautilus.yaml: sources[0] (bad, http): " in out.stderr, out.stderr[-500:]

@@ -10,29 +10,25 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_nautilus
 from http_support import DOCS, built, es_entry, search, write_sources
-from plain_environment import plain_environment
 
 from nautilus_ranking import Broker
 from nautilus_ranking.service.readiness import Readiness
 from nautilus_ranking.sources.http.client import HttpUnavailableError
 from tools.json_engine import json_engine
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 HOSTILE_QUERIES = ['disk "}, "size": 10000, "x": {"', "disk&size=10000", "disk\n{{size}}"]
 
 
 def cli(
     folder: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    base.update(NAUTILUS_DATA_DIR=str(folder / "data"), **(env or {}))
-    return subprocess.run(
-        [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env=base, cwd=folder
+    return run_nautilus(
+        *args, env={"NAUTILUS_DATA_DIR": str(folder / "data"), **(env or {})}, cwd=folder
     )
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from cli_process import run_nautilus
 from http_support import DOCS, write_sources
 from plain_environment import plain_environment
 from structlog.testing import capture_logs
@@ -24,8 +24,6 @@ from nautilus_ranking.sources.http.mapping import MappedPage
 from nautilus_ranking.sources.http.watch import REWARN_S, MappingWatch
 from tools.json_engine import json_engine
 from tools.servers import running
-
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 
 def mapped(engine_url: str, source_id: str = "kb", **response: Any) -> dict[str, Any]:
@@ -42,14 +40,7 @@ def mapped(engine_url: str, source_id: str = "kb", **response: Any) -> dict[str,
 def cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = plain_environment()
     env["NAUTILUS_DATA_DIR"] = str(folder / "data")
-    return subprocess.run(
-        [NAUTILUS, *args, "--config", "nautilus.yaml"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=folder,
-    )
+    return run_nautilus(*args, "--config", "nautilus.yaml", env=env, cwd=folder)
 
 
 PROBES = {

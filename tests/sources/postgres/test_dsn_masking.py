@@ -11,13 +11,13 @@ import asyncio
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
+from cli_process import NAUTILUS, run_nautilus
 from fakes import write_jsonl
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
@@ -36,7 +36,6 @@ from nautilus_ranking.sources.postgres.dsn import (
 )
 from tools.servers import running
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 KEY = "k-7d1e0c44a9"
 #: Pieces of every generated password: none may appear in anything shown.
 MARKERS = ("Qz1x", "Wv2y", "Jk3u")
@@ -227,14 +226,7 @@ def test_error_records_and_the_sources_check_hide_every_password(
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    return subprocess.run(
-        [NAUTILUS, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**base, "NAUTILUS_LOG_FORMAT": "json", **env},
-    )
+    return run_nautilus(*args, env={"NAUTILUS_LOG_FORMAT": "json", **env})
 
 
 @pytest.mark.parametrize("dsn", REPORTED)

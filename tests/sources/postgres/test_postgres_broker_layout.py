@@ -5,20 +5,16 @@ against the real embedded PostgreSQL and through the CLI."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
-from plain_environment import plain_environment
+from cli_process import run_nautilus
 from postgres_fixtures import execute
 
 from nautilus_ranking.embedders import embedder_from_name
 from nautilus_ranking.sources.factory import load_sources
 from nautilus_ranking.sources.postgres.load import load_postgres, postgres_specs
 from nautilus_ranking.sources.postgres.load_steps import LoadError
-
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 ARTICLES = [
     {"id": "KB-1", "title": "Reset your password", "body": "use the forgot password link"},
@@ -116,13 +112,7 @@ def test_a_table_in_the_column_layout_is_refused_by_name(pg_dsn: str, tmp_path: 
 def test_an_unknown_layout_is_a_clear_error(pg_dsn: str, tmp_path: Path) -> None:
     path = write_files(tmp_path, pg_dsn, "kb_bad")
     path.write_text(path.read_text().replace("nautilus-broker", "broker"), encoding="utf-8")
-    done = subprocess.run(
-        [NAUTILUS, "load", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        env=plain_environment(),
-        timeout=120,
-    )
+    done = run_nautilus("load", "--config", str(path))
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
     assert "layout" in done.stderr and "nautilus-broker" in done.stderr
@@ -130,13 +120,7 @@ def test_an_unknown_layout_is_a_clear_error(pg_dsn: str, tmp_path: Path) -> None
 
 def test_the_cli_loads_the_broker_layout(pg_dsn: str, tmp_path: Path) -> None:
     path = write_files(tmp_path, pg_dsn, "kb_broker_cli")
-    done = subprocess.run(
-        [NAUTILUS, "load", "--config", str(path), "--replace"],
-        capture_output=True,
-        text=True,
-        env=plain_environment(),
-        timeout=120,
-    )
+    done = run_nautilus("load", "--config", str(path), "--replace")
     assert done.returncode == 0, done.stderr
     assert "kb (pgvector): 3 rows loaded into kb_broker_cli (3 in the table)" in done.stdout
     assert execute(pg_dsn, "SELECT count(*) FROM kb_broker_cli WHERE metadata ? 'title'") == [(3,)]

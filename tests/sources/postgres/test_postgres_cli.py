@@ -10,11 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_process import run_nautilus
 from fakes import write_jsonl
 from plain_environment import plain_environment
 from postgres_fixtures import execute
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 DOCS = [
     {"id": "a1", "title": "Disk almost full", "body": "drop the stale replication slot"},
     {"id": "a2", "title": "Session store failover", "body": "users were logged out"},
@@ -24,15 +24,7 @@ DOCS = [
 def run(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run(
-        [NAUTILUS, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**base, **(env or {})},
-    )
+    return run_nautilus(*args, env=env, timeout=timeout)
 
 
 def sources(folder: Path) -> Path:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_process import run_nautilus
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from plain_environment import plain_environment
@@ -27,7 +27,6 @@ from nautilus_ranking.sources.postgres.load import (
     postgres_specs,
 )
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 BIG = 2**53  # the first integer past which a double cannot tell n from n + 1
 
 IDS = st.one_of(
@@ -124,13 +123,7 @@ def test_a_text_table_given_numbers_is_refused_and_prune_keeps_its_rows(
         load(tmp_path, pg_dsn, "ids_text", prune=True)
     assert "'id' column is text" in str(refused.value) and "1 (a number)" in str(refused.value)
     assert stored(pg_dsn, "ids_text") == {("text", "01"): "first 0", ("text", "02"): "first 1"}
-    run = subprocess.run(
-        [NAUTILUS, "load", "--prune", "--config", str(tmp_path / "sources.yaml")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=plain_environment(),
-    )
+    run = run_nautilus("load", "--prune", "--config", str(tmp_path / "sources.yaml"))
     assert run.returncode == 1 and "1 (a number)" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
     assert stored(pg_dsn, "ids_text") == {("text", "01"): "first 0", ("text", "02"): "first 1"}
@@ -143,13 +136,7 @@ def test_the_report_says_why_the_table_has_fewer_rows(pg_dsn: str, tmp_path: Pat
     config = str(sources(tmp_path, pg_dsn, "ids_report"))
 
     def cli() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [NAUTILUS, "load", "--config", config],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
+        return run_nautilus("load", "--config", config, env=env)
 
     write_seed(tmp_path, [1, 1.0, "1"])
     execute(pg_dsn, "DROP TABLE IF EXISTS ids_report")

@@ -7,16 +7,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from cli_process import run_nautilus
 from fakes import write_jsonl
-from plain_environment import plain_environment
 
 from nautilus_ranking.settings.model import NautilusSettings
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 ROWS = [
     {"id": "a1", "title": "Reset a password", "body": "use the forgot password link"},
     {"id": "a2", "title": "Delivery times", "body": "two to four working days"},
@@ -26,17 +24,8 @@ ROWS = [
 def run(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, data_dir: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    if data_dir:
-        base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run(
-        [NAUTILUS, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**base, **(env or {})},
-        cwd=cwd,
-    )
+    own_data: dict[str, str | None] = {} if data_dir else {"NAUTILUS_DATA_DIR": None}
+    return run_nautilus(*args, env={**own_data, **(env or {})}, cwd=cwd)
 
 
 def postgres_file(folder: Path, columns: str = "[title, body]", table: str = "kb") -> Path:

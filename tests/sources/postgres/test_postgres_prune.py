@@ -5,11 +5,10 @@ id sets (ints, integral and other floats, strings, booleans, mixed) and through 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from cli_process import run_nautilus
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plain_environment import plain_environment
@@ -17,8 +16,6 @@ from postgres_fixtures import execute
 
 from nautilus_ranking.sources.factory import load_sources
 from nautilus_ranking.sources.postgres.load import load_postgres, postgres_specs
-
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 
 IDS = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
@@ -81,13 +78,7 @@ def test_the_cli_prunes_nothing_on_a_mixed_id_seed_it_just_loaded(
     write_seed(tmp_path, [1, "A-7", 2.0])
     env = plain_environment()
     for _ in range(2):
-        run = subprocess.run(
-            [NAUTILUS, "load", "--config", str(path), "--prune"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
+        run = run_nautilus("load", "--config", str(path), "--prune", env=env)
         assert run.returncode == 0, run.stderr
         assert "3 rows loaded into prune_mixed (3 in the table, 0 pruned)" in run.stdout, run.stdout
     assert execute(pg_dsn, "SELECT count(*) FROM prune_mixed") == [(3,)]

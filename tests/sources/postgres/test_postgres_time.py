@@ -4,16 +4,13 @@ column, through `load` and `query` as an operator runs them."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+from cli_process import run_nautilus
 from fakes import write_jsonl
-from plain_environment import plain_environment
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 ROWS = [
     {
         "id": "p1",
@@ -33,11 +30,7 @@ ROWS = [
 
 
 def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    base["NAUTILUS_DATA_DIR"] = os.environ["NAUTILUS_DATA_DIR"]
-    return subprocess.run(
-        [NAUTILUS, *args], capture_output=True, text=True, timeout=120, env={**base, **env}
-    )
+    return run_nautilus(*args, env=env)
 
 
 def test_a_postgres_column_and_a_json_key_are_times(pg_dsn: str, tmp_path: Path) -> None:

@@ -6,22 +6,19 @@ DSN) and with the CLI and the server as real subprocesses."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from cli_process import run_nautilus
 from fakes import write_jsonl
-from plain_environment import plain_environment
 from postgres_fixtures import PgServer
 from psycopg.conninfo import conninfo_to_dict
 
 from nautilus_ranking.sources.postgres.dsn import mask_dsn
 from tools.servers import running
 
-NAUTILUS = str(Path(sys.executable).with_name("nautilus-ranking"))
 KEY = "k-5c2b9e1f70"
 # What must never appear: the part of each password after its first space or quote.
 SECRET_TAIL = "TWO"
@@ -68,14 +65,7 @@ sources:
 
 
 def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    base = plain_environment()
-    return subprocess.run(
-        [NAUTILUS, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**base, "NAUTILUS_DATA_DIR": os.environ["NAUTILUS_DATA_DIR"], **env},
-    )
+    return run_nautilus(*args, env=env)
 
 
 @pytest.mark.parametrize("password", [PASSWORDS[0], PASSWORDS[2]])
