@@ -43,8 +43,8 @@ import numpy.typing as npt
 from nautilus_ranking.embedders.vector_cache_file import (
     FILE_NAME,
     FORMAT,
-    EarlierFormat,
-    NotThisCache,
+    EarlierCacheFormatError,
+    ForeignCacheFileError,
     open_cache,
     remove,
     secret,
@@ -135,10 +135,10 @@ class VectorCache:
         check, self._check = self._check, False
         try:
             opened = open_cache(self.path, check)
-        except EarlierFormat:
+        except EarlierCacheFormatError:
             remove(self.path)  # this cache's, keyed by plain hashes: not kept
             opened = open_cache(self.path, False)
-        except NotThisCache as exc:
+        except ForeignCacheFileError as exc:
             self._rebuilt(str(exc))
             opened = open_cache(self.path, False)
         except sqlite3.DatabaseError as exc:

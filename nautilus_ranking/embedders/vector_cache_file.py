@@ -26,6 +26,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
+from nautilus_ranking.errors import NautilusError
+
 #: The file under ``NAUTILUS_DATA_DIR``.
 FILE_NAME = "vectors.sqlite3"
 #: The secret the stored keys are hashed with, beside the file.
@@ -43,11 +45,11 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 _KEY_BYTES = 32
 
 
-class NotThisCache(Exception):
+class ForeignCacheFileError(NautilusError):
     """The file at the cache's path is not this cache's (set it aside)."""
 
 
-class EarlierFormat(Exception):
+class EarlierCacheFormatError(NautilusError):
     """The file is this cache's, from an earlier version (remove it)."""
 
 
@@ -57,14 +59,16 @@ def part(path: Path, suffix: str) -> Path:
 
 def open_cache(path: Path, check: bool) -> tuple[sqlite3.Connection, bool]:
     """A connection to the cache at ``path`` (made if absent) and whether it is read-only.
-    Raises :class:`NotThisCache`, :class:`EarlierFormat` or ``sqlite3.Error``."""
+    Raises :class:`ForeignCacheFileError`, :class:`EarlierCacheFormatError` or ``sqlite3.Error``."""
     for suffix in PARTS:
         if part(path, suffix).is_symlink():
-            raise NotThisCache(f"{part(path, suffix).name} is a symbolic link (not followed)")
+            raise ForeignCacheFileError(
+                f"{part(path, suffix).name} is a symbolic link (not followed)"
+            )
     created = _create_empty(path)
     owner_only(path)
     if not created and path.stat().st_size and not _is_sqlite(path):
-        raise NotThisCache("not an SQLite file")
+        raise ForeignCacheFileError("not an SQLite file")
     read_only = not os.access(path, os.W_OK)
     uri = f"file:{urllib.parse.quote(str(path))}?mode={'ro' if read_only else 'rw'}"
     conn = sqlite3.connect(
@@ -76,14 +80,14 @@ def open_cache(path: Path, check: bool) -> tuple[sqlite3.Connection, bool]:
             _create_schema(conn)
             found = FORMAT
         if found in EARLIER_FORMATS:
-            raise EarlierFormat(found)
+            raise EarlierCacheFormatError(found)
         if found != FORMAT:
-            raise NotThisCache(f"format {found!r}, not {FORMAT}")
+            raise ForeignCacheFileError(f"format {found!r}, not {FORMAT}")
         conn.execute("PRAGMA synchronous=NORMAL")
         if check:
             (result,) = conn.execute("PRAGMA quick_check").fetchone()
             if result != "ok":
-                raise NotThisCache(f"quick_check: {result}")
+                raise ForeignCacheFileError(f"quick_check: {result}")
     except BaseException:
         conn.close()
         raise

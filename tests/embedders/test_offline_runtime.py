@@ -47,6 +47,9 @@ def fresh_home(folder: Path) -> dict[str, str]:
         PYTHONDONTWRITEBYTECODE="1",
         NAUTILUS_DATA_DIR=str(folder / "data"),
         NAUTILUS_EMBEDDER="onnx",
+        # no embedding deadline: on a busy machine the answer could come by words before
+        # the model (and so the runtime) has even loaded, and there would be nothing to see
+        NAUTILUS_EMBEDDER_DEADLINE_MS="0",
     )
     return env
 
