@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -148,11 +149,12 @@ def run(
 
         def side(label: str) -> dict[tuple[str, str], list[tuple[str, int]]]:
             data = _made(root / f"data-{label}")
-            return {
-                (c.name, s): answers(sides[label], data, c, s, embedder, pages)
-                for c in cases
-                for s in c.settings
-            }
+            out = {}
+            for c in cases:
+                for s in c.settings:
+                    out[(c.name, s)] = answers(sides[label], data, c, s, embedder, pages)
+                    print(f"{label}: {c.name} / {s} asked", file=sys.stderr, flush=True)
+            return out
 
         with ThreadPoolExecutor(2) as pool:
             ours, theirs = pool.map(side, ("this", "other"))
