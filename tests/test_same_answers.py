@@ -80,3 +80,11 @@ def test_varying_and_ignored_keys_are_left_out_at_any_depth() -> None:
         json.dumps({"page": {"next_cursor": "c2", "number": 2}}), 0, ["next_cursor"]
     )
     assert comparable("{}", 0) != comparable("{}", 2)  # a failure is compared as one
+
+
+def test_an_unknown_setting_is_named_with_the_valid_ones() -> None:
+    done = check(ROOT, "unset", "supersession, may revise")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--settings may revise: not a setting" in done.stderr  # split at the comma
+    assert "not a setting (unset, boosts, idf, recency, supersession, budget pages" in done.stderr
+    assert done.stdout == ""

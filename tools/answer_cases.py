@@ -41,7 +41,7 @@ def settings_of(
     boosts: str, revisers: str = "", document_keys: str = ""
 ) -> dict[str, dict[str, str]]:
     """Each setting's variables. ``budget pages`` is the one whose pages are followed;
-    ``supersession, may revise`` (with ``revisers``) declares who may revise whom."""
+    ``supersession+may_revise`` (with ``revisers``) declares who may revise whom."""
     out = {
         "unset": {},
         "boosts": {"NAUTILUS_SOURCE_BOOSTS": boosts},
@@ -55,7 +55,7 @@ def settings_of(
         "min_confidence": {"NAUTILUS_RANKING_MIN_CONFIDENCE": "0.5"},
     }
     if revisers:
-        out["supersession, may revise"] = {
+        out["supersession+may_revise"] = {
             "NAUTILUS_RANKING_SUPERSEDE": "true",
             "NAUTILUS_RANKING_DOCUMENT_KEYS": document_keys,
             "NAUTILUS_RANKING_MAY_REVISE": revisers,
@@ -126,15 +126,9 @@ def _time(dated: dated_copies.Dated, doc_id: str, source_index: int) -> int:
     return dated.times[doc_id]
 
 
-def cases(
-    names: list[str], datasets: Path, out: Path, count: int, only_settings: list[str] | None
-) -> list[Case]:
-    """The named cases (``demo`` and collection names), with only the named settings."""
-    made = [
+def cases(names: list[str], datasets: Path, out: Path, count: int) -> list[Case]:
+    """The named cases (``demo`` and collection names), each with every setting."""
+    return [
         demo_case(count) if name == "demo" else collection_case(name, datasets, out, count)
         for name in names
     ]
-    if only_settings:
-        for case in made:
-            case.settings = {k: v for k, v in case.settings.items() if k in only_settings}
-    return made

@@ -343,7 +343,17 @@ def compare_answers(args: argparse.Namespace) -> int:
         return 2
     only = [s.strip() for s in args.settings.split(",") if s.strip()] or None
     with tempfile.TemporaryDirectory(prefix="nautilus-answer-cases-") as tmp:
-        cases = answer_cases.cases(names, args.datasets, Path(tmp), args.queries, only)
+        cases = answer_cases.cases(names, args.datasets, Path(tmp), args.queries)
+        valid = list(dict.fromkeys(s for case in cases for s in case.settings))
+        if only and set(only) - set(valid):
+            bad = ",".join(sorted(set(only) - set(valid)))
+            print(
+                f"same_output: --settings {bad}: not a setting ({', '.join(valid)})",
+                file=sys.stderr,
+            )
+            return 2
+        for case in cases:
+            case.settings = {k: v for k, v in case.settings.items() if not only or k in only}
         try:
             rows = same_answers.run(args.answers, cases, args.embedder, args.pages, args.ignore_key)
         except subprocess.CalledProcessError as exc:
