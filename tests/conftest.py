@@ -90,6 +90,7 @@ SLOW_PATHS = (
     "test_docs.py",
     "test_showcase.py",
     "test_deploy_files.py",
+    "test_same_answers.py",  # CLI processes of two checkouts
     "upstream/test_nautilus_broker.py",  # a Python 3.13 venv with the Nautilus broker
 )
 #: Single tests of a few seconds each in otherwise quick suites.

@@ -12,6 +12,13 @@ compared with the same vectors given row by row to "before"; the vector batches 
     python -m tools.same_output [--rev 35fe6a1]
 
 Exit status 0 when every batch matches, 1 otherwise (the first differences are printed).
+
+With ``--answers OTHER`` it compares ``nautilus-ranking query --json`` answers instead,
+byte for byte, between this checkout and OTHER (a path to a checkout, or a git
+revision), case by case (``tools/same_answers.py``, ``tools/answer_cases.py``):
+
+    python -m tools.same_output --answers 7827f66 [--cases demo,adi] [--queries 3]
+        [--settings unset,idf] [--pages 3] [--embedder onnx] [--ignore-key ranking_hash]
 """
 
 from __future__ import annotations
@@ -283,14 +290,100 @@ def compare(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[s
     return problems
 
 
+def add_answer_options(parser: argparse.ArgumentParser) -> None:
+    from tools.answer_cases import COLLECTIONS, DATASETS
+
+    group = parser.add_argument_group("answers (query --json, byte for byte)")
+    group.add_argument(
+        "--answers",
+        metavar="OTHER",
+        help="compare answers with OTHER: a checkout's path or a revision",
+    )
+    group.add_argument(
+        "--cases", default=",".join(("demo", *COLLECTIONS)), help="demo and collection names"
+    )
+    group.add_argument("--settings", default="", help="only these settings (default: all)")
+    group.add_argument("--queries", type=int, default=3, help="queries asked per case")
+    group.add_argument("--pages", type=int, default=3, help="pages followed under the budget")
+    group.add_argument("--embedder", choices=("hashing", "onnx"), default="hashing")
+    group.add_argument(
+        "--ignore-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="leave this key out of the comparison too, at any depth (repeatable)",
+    )
+    group.add_argument("--datasets", type=Path, default=DATASETS, help="the shared collections")
+
+
+def compare_answers(args: argparse.Namespace) -> int:
+    """The answers' comparison: a table per case and setting; 1 when any differ."""
+    import subprocess
+
+    from tools import answer_cases, same_answers
+
+    names = [n.strip() for n in args.cases.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ("demo", *answer_cases.COLLECTIONS)]
+    if unknown:
+        print(
+            f"same_output: --cases {','.join(unknown)}: not a case (demo, "
+            f"{', '.join(answer_cases.COLLECTIONS)})",
+            file=sys.stderr,
+        )
+        return 2
+    missing = [
+        n for n in names if n != "demo" and not (args.datasets / n / "corpus.jsonl").is_file()
+    ]
+    if missing:
+        print(
+            f"same_output: no collection {', '.join(missing)} under {args.datasets} "
+            "(the shared collections; pass --datasets DIR, or leave them out of --cases)",
+            file=sys.stderr,
+        )
+        return 2
+    only = [s.strip() for s in args.settings.split(",") if s.strip()] or None
+    with tempfile.TemporaryDirectory(prefix="nautilus-answer-cases-") as tmp:
+        cases = answer_cases.cases(names, args.datasets, Path(tmp), args.queries)
+        valid = list(dict.fromkeys(s for case in cases for s in case.settings))
+        if only and set(only) - set(valid):
+            bad = ",".join(sorted(set(only) - set(valid)))
+            print(
+                f"same_output: --settings {bad}: not a setting ({', '.join(valid)})",
+                file=sys.stderr,
+            )
+            return 2
+        for case in cases:
+            case.settings = {k: v for k, v in case.settings.items() if not only or k in only}
+        try:
+            rows = same_answers.run(args.answers, cases, args.embedder, args.pages, args.ignore_key)
+        except subprocess.CalledProcessError as exc:
+            print(
+                f"same_output: --answers {args.answers}: neither a folder nor a revision "
+                f"git knows ({exc.stderr.strip() if exc.stderr else exc})",
+                file=sys.stderr,
+            )
+            return 2
+    print(same_answers.table(rows))
+    differ = sum(r.identical != r.answers for r in rows)
+    left_out = ", ".join([*same_answers.VARYING, *args.ignore_key])
+    print(
+        f"{len(rows) - differ} of {len(rows)} cases identical to {args.answers} "
+        f"(keys left out: {left_out})"
+    )
+    return 1 if differ else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rev", default=DEFAULT_REV, help="the 'before' revision")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    add_answer_options(parser)
     args = parser.parse_args()
     if args.child:
         json.dump(rank_all(), sys.stdout)
         return 0
+    if args.answers is not None:
+        return compare_answers(args)
     with tempfile.TemporaryDirectory(prefix="nautilus-before-") as tmp:
         before = _side("before", checkout(args.rev, Path(tmp)))
     after = _side("after", None)

@@ -3,7 +3,8 @@
     python -m benchmarks.quality.recency [--work-dir DIR] [--datasets DIR] [--only NAME]
                                          [--shares 0.25,0.5,1.0] [--out FILE.md]
 
-The generator (written before anything was tuned; seed :data:`SEED`):
+The generator (``tools/dated_copies.py``, written before anything was tuned; its seed
+``SEED``):
 
 * every document of a collection gets a time drawn uniformly over the two years
   :data:`START` + :data:`SPAN` (epoch seconds, an int under the row key ``modified``: an
@@ -40,10 +41,7 @@ on the same measures, which is what the shipped values were chosen from.
 from __future__ import annotations
 
 import argparse
-import calendar
 import pickle
-import random
-import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -69,15 +67,19 @@ from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.embedders.default import idf_default
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.synthesis import recency
+from tools.dated_copies import (
+    SPAN,
+    START,
+    TIME,
+    Dated,
+    generate,
+    key,
+    parts_with_revisions,
+)
 
-SEED = 58
-START = calendar.timegm((2024, 12, 1, 0, 0, 0))
-SPAN = 2 * 365 * 86_400
-REVISED = 0.5
 NEW_TAIL = 0.1  # "new": the newest tenth of the two years
 TOP_K = 10
 HALF_LIFE = "half_life:90d"
-TIME = "modified"
 SETTINGS: dict[str, dict[str, Any]] = {
     "off": {},
     "recency": {"recency": HALF_LIFE},
@@ -85,64 +87,6 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "both": {"recency": HALF_LIFE, "supersede": True},
 }
 SECTION = "recency"
-
-
-@dataclass
-class Dated:
-    """One collection's dated copy: each document's time, the revised ones' revision
-    (id → (text, time, source index)), and the dated judgments by version key."""
-
-    times: dict[str, int]
-    revisions: dict[str, tuple[str, int, int]]
-    home: dict[str, int]  # id → the source index of the original
-    dated_qrels: dict[str, dict[str, int]]
-
-
-def sentences(text: str) -> list[str]:
-    return [s for s in re.split(r"(?<=[.!?])\s+", text.strip()) if s]
-
-
-def generate(collection: Collection) -> Dated:
-    """The dated copy (the module docstring's generator), seeded per collection."""
-    rng = random.Random(f"{SEED}:{collection.name}")
-    times = {d["id"]: START + rng.randrange(SPAN) for d in collection.docs}
-    home = {d["id"]: i % 3 for i, d in enumerate(collection.docs)}
-    relevant = sorted(
-        {d for grades in collection.qrels.values() for d, g in grades.items() if g > 0}
-    )
-    relevant = [d for d in relevant if d in times]
-    chosen = sorted(rng.sample(relevant, round(REVISED * len(relevant))))
-    by_id = {d["id"]: d for d in collection.docs}
-    revisions: dict[str, tuple[str, int, int]] = {}
-    for doc_id in chosen:
-        parts = sentences(by_id[doc_id]["text"]) or [by_id[doc_id]["text"]]
-        donor = by_id[rng.choice(collection.docs)["id"]]
-        donor_parts = sentences(donor["text"]) or [donor["text"] or "revised"]
-        at = rng.randrange(1, len(parts)) if len(parts) > 1 else 0
-        parts[at] = rng.choice(donor_parts)
-        newer = times[doc_id] + 1 + rng.randrange(max(1, START + SPAN - times[doc_id]))
-        revisions[doc_id] = (" ".join(parts), newer, (home[doc_id] + 1) % 3)
-    dated_qrels = {
-        qid: {
-            **{key(d, False): max(0, g - (1 if d in revisions else 0)) for d, g in grades.items()},
-            **{key(d, True): g for d, g in grades.items() if d in revisions},
-        }
-        for qid, grades in collection.qrels.items()
-    }
-    return Dated(times, revisions, home, dated_qrels)
-
-
-def key(doc_id: str, revision: bool) -> str:
-    return doc_id + "~rev" if revision else doc_id
-
-
-def parts_with_revisions(collection: Collection, dated: Dated) -> list[list[dict[str, str]]]:
-    parts = [collection.docs[i::3] for i in range(3)]
-    by_id = {d["id"]: d for d in collection.docs}
-    extra: list[list[dict[str, str]]] = [[], [], []]
-    for doc_id, (text, _, where) in sorted(dated.revisions.items()):
-        extra[where].append({"id": doc_id, "title": by_id[doc_id]["title"], "text": text})
-    return [part + more for part, more in zip(parts, extra, strict=True)]
 
 
 Fetched = dict[str, list[AdapterResult]]
