@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import sqlite3
 import time
 import urllib.parse
 from pathlib import Path
 
 from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.key_files import link_new_key
 
 #: The file under ``NAUTILUS_DATA_DIR``.
 FILE_NAME = "vectors.sqlite3"
@@ -174,26 +174,14 @@ def remove(path: Path) -> None:
 
 
 def secret(folder: Path) -> bytes:
-    """The key in ``folder``'s key file, made first when there is none: written whole to
-    a file of this process's own (0600) and hard-linked into place, so two processes
-    racing agree on the one linked first."""
+    """The key in ``folder``'s key file, made first when there is none
+    (:func:`~nautilus_ranking.key_files.link_new_key`)."""
     path = folder / KEY_FILE
     try:
         return _read_key(path)
     except FileNotFoundError:
         pass
-    own = folder / f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-    fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(secrets.token_hex(_KEY_BYTES).encode() + b"\n")
-            out.flush()
-            os.fsync(out.fileno())
-        with contextlib.suppress(FileExistsError):
-            os.link(own, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(own)
+    link_new_key(path, _KEY_BYTES)
     return _read_key(path)
 
 

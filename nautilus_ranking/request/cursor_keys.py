@@ -30,7 +30,6 @@ purpose string of its own: a tag made for one can never pass as the other.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import os
@@ -40,6 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from nautilus_ranking.errors import Problem
+from nautilus_ranking.key_files import link_new_key
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 from nautilus_ranking.sources.seeds import FileRefusedError, open_seed, refuse_unless_owner_only
@@ -138,25 +138,13 @@ def _from_file(path: str, previous: tuple[bytes, ...]) -> CursorKeys:
 
 
 def read_or_create_key_file(path: Path) -> bytes:
-    """The key in ``path``, made first when there is none: written whole to a file of
-    this process's own (mode 0600) and hard-linked into place, so a reader never sees
-    half a key and two processes racing agree on the one that was linked first. A file
-    that is not a regular one, too large or open to others is a :class:`FileRefusedError`."""
+    """The key in ``path``, made first when there is none
+    (:func:`~nautilus_ranking.key_files.link_new_key`). A file that is not a regular
+    one, too large or open to others is a :class:`FileRefusedError`."""
     if os.path.lexists(path):
         return _read(path)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    own = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(secrets.token_hex(_KEY_BYTES).encode() + b"\n")
-            out.flush()
-            os.fsync(out.fileno())
-        with contextlib.suppress(FileExistsError):  # another process linked its key first
-            os.link(own, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(own)
+    link_new_key(path, _KEY_BYTES)
     return _read(path)
 
 
