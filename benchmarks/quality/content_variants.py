@@ -60,7 +60,7 @@ from nautilus_ranking import RankingSynthesizer
 from nautilus_ranking.embedders import embedder_from_name
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.sources.sqlite.fts import fts_match_expression
-from nautilus_ranking.synthesis import fusion, lexical, rank_pass
+from nautilus_ranking.synthesis import content, fusion, lexical
 from nautilus_ranking.synthesis.candidates import row_texts
 from nautilus_ranking.text.tokens import TokenBatch
 
@@ -124,7 +124,7 @@ def _no_unranked_votes(similarity: np.ndarray, *args: Any, **kwargs: Any) -> np.
 
 
 _ORIGINAL: dict[str, Callable[..., Any]] = {
-    "words": rank_pass._words_beside_model,
+    "words": content.words_beside_model,
     "convex": fusion.convex_content,
     "source_evidence": fusion.source_evidence,
     "unranked_votes": fusion.unranked_votes,
@@ -145,14 +145,14 @@ VARIANTS: dict[str, dict[str, Callable[..., Any]]] = {
 def replaced(parts: dict[str, Callable[..., Any]]) -> Iterator[None]:
     """The ranking pass with ``parts`` in place of the shipped functions, restored after."""
     chosen = {**_ORIGINAL, **parts}
-    rank_pass._words_beside_model = chosen["words"]  # type: ignore[assignment]
+    content.words_beside_model = chosen["words"]  # type: ignore[assignment]
     fusion.convex_content = chosen["convex"]  # type: ignore[assignment]
     fusion.source_evidence = chosen["source_evidence"]  # type: ignore[assignment]
     fusion.unranked_votes = chosen["unranked_votes"]  # type: ignore[assignment]
     try:
         yield
     finally:
-        rank_pass._words_beside_model = _ORIGINAL["words"]  # type: ignore[assignment]
+        content.words_beside_model = _ORIGINAL["words"]  # type: ignore[assignment]
         fusion.convex_content = _ORIGINAL["convex"]  # type: ignore[assignment]
         fusion.source_evidence = _ORIGINAL["source_evidence"]  # type: ignore[assignment]
         fusion.unranked_votes = _ORIGINAL["unranked_votes"]  # type: ignore[assignment]

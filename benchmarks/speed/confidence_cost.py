@@ -34,7 +34,7 @@ from nautilus_ranking import RankingSynthesizer
 from nautilus_ranking.embedders import embedder_from_name
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.selection import confidence
-from nautilus_ranking.synthesis import rank_pass
+from nautilus_ranking.synthesis import batch_confidence
 
 TOP_K = 10
 
@@ -42,18 +42,18 @@ TOP_K = 10
 @contextmanager
 def without_confidence() -> Iterator[None]:
     """The ranking pass with the confidence left out (what it cost before it existed)."""
-    saved = rank_pass._confidence
-    rank_pass._confidence = lambda *args, **kwargs: None  # type: ignore[assignment]
+    saved = batch_confidence.estimate
+    batch_confidence.estimate = lambda *args, **kwargs: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        rank_pass._confidence = saved
+        batch_confidence.estimate = saved
 
 
 @contextmanager
 def timing_confidence(spent: list[float]) -> Iterator[None]:
     """The ranking pass with the time its confidence step takes appended to ``spent``."""
-    saved = rank_pass._confidence
+    saved = batch_confidence.estimate
 
     def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
@@ -62,11 +62,11 @@ def timing_confidence(spent: list[float]) -> Iterator[None]:
         finally:
             spent.append(time.perf_counter() - started)
 
-    rank_pass._confidence = timed  # type: ignore[assignment]
+    batch_confidence.estimate = timed  # type: ignore[assignment]
     try:
         yield
     finally:
-        rank_pass._confidence = saved
+        batch_confidence.estimate = saved
 
 
 def measure(collection: str, queries: int, rounds: int, work: Path, name: str) -> dict[str, float]:

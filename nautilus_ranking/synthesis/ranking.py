@@ -29,7 +29,9 @@ One pass per request, on numpy arrays built once (docs/design.md, "Ranking"):
 
 Each step is a module of its own: ``candidates`` (1, 2), ``query`` (3), ``similarity``
 (4, 5; vector arithmetic in ``vectors``), ``fusion`` (5, 6), ``select`` (7);
-``rank_pass`` wires them, and this class holds the settings and the public API. It
+``rank_pass`` calls them as a list of stages over one batch (``batch``: ``gather``,
+``content``, ``votes``, ``batch_confidence``, ``bumps``, ``recency``, ``select``), and
+this class holds the settings and the public API. It
 never raises on bad input: each kind of problem is one structured warning per call,
 collected by the stages and logged here once the pass is over (``rank_warnings``), and
 the affected rows are scored without the broken part (or the call falls back to

@@ -54,6 +54,7 @@ from nautilus_ranking.request_note import RequestNote
 from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json
 from nautilus_ranking.row_paths import Reader, getter
 from nautilus_ranking.settings.time_entries import Recency
+from nautilus_ranking.synthesis.batch import RankBatch
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.ranking_boost import relevance_spread
 from nautilus_ranking.synthesis.row_times import period_of, read_by_source, read_times
@@ -122,6 +123,25 @@ class TimeSettings(Protocol):
     time_fields: dict[str, str]  # by lower-case source id
     document_keys: dict[str, str]
     may_revise: dict[str, frozenset[str]]  # by lower-case source id
+
+
+def time_stage(
+    settings: TimeSettings, results: list[AdapterResult], b: RankBatch, warnings: RankWarnings
+) -> Timing | None:
+    """The recency and supersession stage over the batch's scored rows (:func:`timing`;
+    its ``adjust`` is added to the score after the confidence, which reads none)."""
+    return timing(
+        settings,
+        results,
+        b.sub.rows,
+        b.cands.source_ids,
+        b.sub.source_index,
+        b.relevance,
+        b.sub_doc,
+        b.where_ref,
+        b.ctx.get("as_of"),
+        warnings,
+    )
 
 
 def timing(

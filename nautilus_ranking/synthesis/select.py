@@ -19,10 +19,11 @@ from nautilus_ranking.fanout.abandon import checkpoint
 from nautilus_ranking.records import SCORE_COMPONENTS, Copy, RankedRow
 from nautilus_ranking.rows import id_or_content_id
 from nautilus_ranking.synthesis import diversity, fusion, near_duplicates, recency
-from nautilus_ranking.synthesis.candidates import Candidates
+from nautilus_ranking.synthesis.batch import RankBatch, RankSettings
+from nautilus_ranking.synthesis.candidates import Candidates, has_text_id, resemblance_texts
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.tokens import TokenBatch
-from nautilus_ranking.tracing.facts import copies_stage
+from nautilus_ranking.tracing.facts import copies_stage, fusion_stage
 from nautilus_ranking.tracing.spans import stages
 
 
@@ -79,6 +80,76 @@ class Spread:
             or self.diversity is not None
             or self.max_per_source is not None
         )
+
+
+def select_batch(
+    ranker: RankSettings, b: RankBatch, timing: recency.Timing | None
+) -> list[RankedRow]:
+    """The stage of near copies, diversity and the per-source cap, then the top K: the
+    batch's scores (plus recency's adjustment) handed to :func:`select`."""
+    score = b.relevance + b.bump
+    if timing is not None and timing.adjust is not None:  # after the confidence: it reads none
+        score = score + timing.adjust
+    scores = Scores(
+        score=score,
+        similarity=b.similarity,
+        idf_factor=b.factors,
+        content_rank=b.content_rank,
+        content=b.content,
+        content_weight=np.full(b.n, b.weight),
+        evidence=b.evidence,
+        voters=b.voters,
+        source_weight=b.source_weight[b.sub.source_index],
+        unranked_vote=b.unranked,
+        relevance=b.relevance,
+        boost_bump=b.bump,
+        stage1_key=b.keys[b.scored],
+        doc=b.sub_doc,
+        unboosted_rank=b.unboosted,
+    )
+    # Every row scored stays a candidate: the rows the cap keeps without boosts (the
+    # reference) too, so a boost can let rows in but never push a better one out.
+    # At most max_candidates rows leave, best first, as without the reference.
+    limit = ranker.top_k
+    if len(b.kept) < len(b.cands.rows):
+        limit = len(b.kept) if limit is None else min(limit, len(b.kept))
+    spread = _spread_of(ranker, b)
+    if (recording := stages()) is not None:
+        fusion_stage(
+            recording, b.n, b.cands.source_ids, ranker.source_boosts, int(np.count_nonzero(b.bump))
+        )
+    checkpoint("fusion")
+    return select(b.sub, scores, limit, spread, ranker.canonical_sources, timing)
+
+
+def _spread_of(ranker: RankSettings, b: RankBatch) -> Spread | None:
+    """What of the ranking is spread out (None: near copies, diversity and the
+    per-source cap all off)."""
+    if (
+        ranker.near_duplicates is None
+        and ranker.diversity is None
+        and ranker.max_per_source is None
+    ):
+        return None
+    # The texts compared leave each row's id out: the scoring's texts and tokens hold
+    # a string id, so they are reused only when no row has one.
+    sub, n, texts, batch = b.sub, b.n, b.texts, b.tokens
+    reusable = not has_text_id(sub.rows)
+    built = texts if reusable and texts is not None and len(texts) == n else None
+
+    def texts_of(at: list[int]) -> list[str]:
+        if built is not None:
+            return [built[i] for i in at]
+        return resemblance_texts([sub.rows[i] for i in at])
+
+    return Spread(
+        ranker.near_duplicates,
+        ranker.diversity,
+        ranker.max_per_source,
+        ranker.page_size,
+        texts_of,
+        batch if reusable and batch is not None and batch.n_texts == n else None,
+    )
 
 
 def select(
