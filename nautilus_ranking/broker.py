@@ -34,12 +34,12 @@ from nautilus_ranking.records import (
     AdapterResult,
     BrokerResponse,
     ErrorRecord,
+    RankedRow,
     SourceWarning,
     source_warnings,
 )
 from nautilus_ranking.response_hash import response_hash_of
 from nautilus_ranking.rows import screen_rows
-from nautilus_ranking.selection import confidence
 from nautilus_ranking.selection.budget import apply_budget, entry_text
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.settings.time_entries import recency_of
@@ -53,15 +53,15 @@ from nautilus_ranking.sources.base import (
     type_of,
 )
 from nautilus_ranking.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
-from nautilus_ranking.synthesis import embedding_deadline, recency
-from nautilus_ranking.synthesis.base import Synthesizer
+from nautilus_ranking.synthesis.base import Merged, Synthesizer
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
+from nautilus_ranking.synthesis.closing import close_ranking
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
+from nautilus_ranking.synthesis.ranking_result import RankingResult
 from nautilus_ranking.tracing import RankingScope, ranking_begin, ranking_end, tracer
 from nautilus_ranking.tracing.carry import current_trace_id
 from nautilus_ranking.tracing.facts import (
     budget_stage,
-    confidence_stage,
     cut_stage,
     in_source_span,
 )
@@ -159,7 +159,7 @@ class Broker:
         if not isinstance(synthesizer, Synthesizer):
             raise TypeError(
                 f"{type(synthesizer).__name__} is not a Synthesizer: it needs "
-                "merge, merge_ranked, ranking_enabled and embedder "
+                "merge, merge_ranked, ranking_enabled, embedder and max_candidates "
                 "(nautilus_ranking.synthesis.base)"
             )
         self._synthesizer = synthesizer
@@ -214,20 +214,16 @@ class Broker:
         errors = [r.error for r in results if r.error is not None]
         warnings = [warning for _, _, warned, _ in raw for warning in warned]
         traced = ranking_begin()  # None unless an SDK records spans
-        embedding_deadline.taken()  # (what an earlier ranking in this context left)
-        confidence.taken()
-        recency.taken()
         try:
-            data, ranking, cut, budget, judged = self._synthesize(results, ctx, traced, errors)
+            found = self._synthesize(results, ctx, traced, errors)
         finally:
             ranking_end(traced, bool(self.synthesizer.ranking_enabled))
-        embedding, found, abstain, nearest = judged
-        timed = recency.taken()  # what time did in this ranking (None: not set)
+        data, ranking = found.data, found.ranking
         # The built-in synthesizers keep the sources' row objects as they are: the
         # response hash is made of the texts each row was hashed with already.
         texts = (
             [(result.rows, row_texts) for result, _, _, row_texts in raw]
-            if type(self.synthesizer) in _ROWS_KEPT
+            if found.rows_unchanged
             else []
         )
         response = BrokerResponse(
@@ -240,13 +236,13 @@ class Broker:
             response_hash=response_hash_of(data, texts),
             source_response_hashes=source_hashes,
             sources_warned=warnings,
-            budget=budget,
-            cut=cut,
-            embedding=embedding,
-            confidence=found.as_dict() if found is not None else None,
-            abstain=abstain,
-            nearest=nearest,
-            time=timed,
+            budget=found.budget,
+            cut=found.cut,
+            embedding=found.embedding,
+            confidence=found.confidence.as_dict() if found.confidence is not None else None,
+            abstain=found.abstain,
+            nearest=found.nearest,
+            time=found.time,
         )
         logger.info(
             "request_served",
@@ -265,41 +261,29 @@ class Broker:
         ctx: Mapping[str, Any],
         traced: RankingScope | None,
         errors: list[ErrorRecord],
-    ) -> tuple[
-        dict[str, list[Any]], list[Any], dict[str, Any] | None, dict[str, Any] | None, _Judged
-    ]:
-        """(data, ranking, what the relevance cut left out, the budget, and what the
-        ranking was judged: the embedding deadline's report, the confidence, the abstain
-        and the rows an abstained answer holds back) of ``results``. An answer abstains
-        before its budget: it hands nothing over, so the budget counts nothing."""
-        cut = None
-        merge_cut = getattr(self.synthesizer, "merge_ranked_cut", None)
-        if merge_cut is not None:  # the ranking, and what its relevance cut left out
-            data, ranking, cut = merge_cut(results, ctx)
-        else:
-            data, ranking = self.synthesizer.merge_ranked(results, ctx)
-        if traced is not None and cut is not None:
-            cut_stage(traced.stages, len(ranking), cut)
-        embedding = embedding_deadline.taken()
-        found = confidence.taken()
-        lexical = int(embedding["rows_lexical"]) if embedding is not None else 0
-        abstain = confidence.decide(found, self.min_confidence, len(errors), lexical)
-        nearest: list[Any] = []
-        if traced is not None and found is not None:
-            confidence_stage(traced.stages, len(ranking), found.value, abstain)
-        if abstain is not None and abstain["abstained"]:  # no rows handed over: data empty
-            nearest, ranking = list(ranking), []
-            data = {sid: [] for sid in data}
-        budget = None
+    ) -> RankingResult:
+        """The ranking of ``results``, closed: the abstain decided, the rows it holds
+        back, and the budget (nautilus_ranking/synthesis/closing.py)."""
+        found = self.synthesizer.merge_ranked(results, ctx)
+        if traced is not None and found.cut is not None:
+            cut_stage(traced.stages, len(found.ranking), found.cut)
+        fit = None
         if self.max_tokens is not None:  # the rows that fit, in rank order
+            max_tokens = self.max_tokens
             scored = bool(self.synthesizer.ranking_enabled)  # a passthrough's are null
-            data, ranking, fitted = apply_budget(
-                data, ranking, self.max_tokens, lambda r: entry_text(r, scored=scored)
-            )
-            budget = fitted.as_dict()
-            if traced is not None:
-                budget_stage(traced.stages, fitted)
-        return data, ranking, cut, budget, (embedding, found, abstain, nearest)
+
+            def fit(
+                data: Merged, ranking: list[RankedRow]
+            ) -> tuple[Merged, list[RankedRow], dict[str, Any]]:
+                data, ranking, fitted = apply_budget(
+                    data, ranking, max_tokens, lambda r: entry_text(r, scored=scored)
+                )
+                if traced is not None:
+                    budget_stage(traced.stages, fitted)
+                return data, ranking, fitted.as_dict()
+
+        stages = traced.stages if traced is not None else None
+        return close_ranking(found, self.min_confidence, len(errors), fit, stages)
 
     async def fetch(
         self, query: str, context: Mapping[str, Any] | None = None
@@ -465,15 +449,10 @@ def _warn_rows_without_id(sources: Sequence[Source], results: Sequence[AdapterRe
 #: what was left out of them (the source's own warnings, then rows dropped here), and
 #: the canonical text of each kept row.
 _Answer = tuple[AdapterResult, str, list[SourceWarning], list[str]]
+
+
 #: What a ranking was judged (:meth:`Broker._synthesize`): the embedding deadline's
 #: report, the confidence, the abstain and the rows an abstained answer held back.
-_Judged = tuple[
-    dict[str, Any] | None, "confidence.Confidence | None", dict[str, Any] | None, list[Any]
-]
-#: Synthesizers whose ``data`` holds the sources' own row objects, unchanged.
-_ROWS_KEPT = (RankingSynthesizer, BasicSynthesizer)
-
-
 def config_path(settings: NautilusSettings, given: str | Path | None = None) -> Path:
     """The sources file a broker reads: ``given`` (``--config``), else NAUTILUS_CONFIG,
     else the bundled demo's."""

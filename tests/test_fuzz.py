@@ -299,10 +299,11 @@ def test_rank_never_raises_keeps_rows_and_is_deterministic(
         for res in results
     ]
     with capture_logs() as logs:
-        merged, ranking = synth.merge_ranked(results, context)
+        found = synth.merge_ranked(results, context)
+    merged, ranking = found.data, found.ranking
     passthrough = any(e.get("action") == "passthrough" for e in logs)
     again = synth.merge_ranked(results, context)
-    assert fingerprint(merged, ranking) == fingerprint(*again)
+    assert fingerprint(merged, ranking) == fingerprint(again.data, again.ranking)
     after = [
         [snapshot(r) for r in res.rows] if isinstance(res.rows, list) else res.rows
         for res in results
@@ -446,8 +447,10 @@ def test_settings_from_any_values_rank_without_raising(
         ranking_top_k=top_k, ranking_idf=idf, source_boosts=boosts, ranking_max_candidates=cap
     )
     with capture_logs() as logs:
-        _, ranking = RankingSynthesizer.from_settings(settings_).merge_ranked(
-            results, {"query": query}
+        ranking = (
+            RankingSynthesizer.from_settings(settings_)
+            .merge_ranked(results, {"query": query})
+            .ranking
         )
     passthrough = any(e.get("action") == "passthrough" for e in logs)  # a blank query
     assert top_k is None or passthrough or len(ranking) <= top_k

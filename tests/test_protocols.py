@@ -104,3 +104,39 @@ def test_callers_ask_the_protocol_not_the_class() -> None:
         if asks_class.search(line) or reads_member.search(line)
     ]
     assert offenders == []
+
+
+def test_callers_read_the_synthesizer_through_its_protocol() -> None:
+    """No caller probes a synthesizer for an undeclared member or tests its class: what
+    they use (``merge_ranked``'s result, ``max_candidates``) is declared."""
+    import re
+
+    package = Path(__file__).resolve().parents[1] / "nautilus_ranking"
+    probes = re.compile(
+        r"getattr\(\s*(self\.)?synthesizer\s*,\s*\"|type\([^)]*synthesizer\)\s*(in|is|==)"
+    )
+    offenders = [
+        f"{path.relative_to(package)}:{number}"
+        for path in sorted(package.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if probes.search(line)
+    ]
+    assert offenders == []
+
+
+def test_a_ranking_says_what_it_found_in_the_result_it_returns() -> None:
+    """The confidence and what time did come back in ``merge_ranked``'s result: a
+    second ranking in the same context never hands its notes to the first's caller."""
+    rows = [
+        AdapterResult("a", [{"t": "disk full on orders", "at": "2024-01-01"}]),
+        AdapterResult("b", [{"t": "cpu hot", "at": "2024-02-01"}]),
+    ]
+    timed = RankingSynthesizer(recency="half_life:30d", time_fields={"a": "at", "b": "at"})
+    found = timed.merge_ranked(rows, {"query": "disk full"})
+    RankingSynthesizer().merge_ranked(rows, {"query": "cpu"})  # a later ranking
+    assert found.confidence is not None and found.time is not None
+    assert found.time["reference"] == "2024-02-01"
+    assert found.rows_unchanged and found.cut is None and found.embedding is None
+    basic = BasicSynthesizer().merge_ranked(rows)
+    assert (basic.confidence, basic.time, basic.abstain, basic.nearest) == (None, None, None, [])
+    assert BasicSynthesizer().max_candidates is None

@@ -187,7 +187,8 @@ def test_an_abandoned_thread_does_not_hold_the_process_open(tmp_path: Path) -> N
 def _rank(rows: Any, context: Mapping[str, Any] | None, source_id: Any = "s", **kwargs: Any) -> Any:
     synth = RankingSynthesizer(**kwargs)
     results = [AdapterResult(source_id, rows), AdapterResult("other", [{"t": "disk other"}])]
-    return synth.merge_ranked(results, context)
+    found = synth.merge_ranked(results, context)
+    return found.data, found.ranking
 
 
 RANK_CASES: dict[str, tuple[Any, Mapping[str, Any] | None, dict[str, Any]]] = {

@@ -187,9 +187,8 @@ def collect(datasets: Path, work: Path, embedders: Sequence[str]) -> list[Record
                     )
                     for kind in KINDS:
                         for qid, results in fetched[kind].items():
-                            confidence.taken()
-                            rows = ranker.rank(results, {"query": texts[qid]})
-                            found = confidence.taken()
+                            ranked = ranker.merge_ranked(results, {"query": texts[qid]})
+                            rows, found = ranked.ranking, ranked.confidence
                             if found is None:
                                 continue
                             ids = [str(r.row.get("id")) for r in rows]

@@ -68,9 +68,9 @@ _SCALARS: tuple[tuple[str, str, Callable[[str, object], tuple[Any, Problem | Non
 def cap_ranked_rows(synthesizer: Synthesizer, max_ranked_rows: int) -> None:
     """Lower a shared ranking synthesizer's candidate cap to a server's ceiling (as
     :func:`within_ceiling` does for a request's own); a passthrough is left alone."""
-    current = getattr(synthesizer, "max_candidates", False)
-    if synthesizer.ranking_enabled and (current is None or (current and current > max_ranked_rows)):
-        synthesizer.max_candidates = max_ranked_rows  # type: ignore[attr-defined]
+    current = synthesizer.max_candidates
+    if synthesizer.ranking_enabled and (current is None or current > max_ranked_rows):
+        synthesizer.max_candidates = max_ranked_rows
 
 
 def within_ceiling(settings: NautilusSettings, max_ranked_rows: int | None) -> NautilusSettings:

@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from nautilus_ranking.request_note import RequestNote
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 #: The rows the confidence is about: at least one relevant among the best ``TOP_K``.
@@ -55,8 +54,6 @@ FEATURES: tuple[str, ...] = (
     "query_words",
 )
 FIT_FILE = "confidence_fit.json"
-
-_ESTIMATE: RequestNote[Confidence] = RequestNote("nautilus_confidence")
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,16 +196,6 @@ def estimate(setup: str, observed: Signals, fits: dict[str, Fit] | None = None) 
         if bool(np.all(np.isfinite(features))):
             value = round(fit.probability(features), 4)
     return Confidence(value, setup, observed)
-
-
-def keep(confidence: Confidence | None) -> None:
-    """Keep this request's confidence (the broker reads it once its synthesizer ranked)."""
-    _ESTIMATE.keep(confidence)
-
-
-def taken() -> Confidence | None:
-    """This request's confidence (None: nothing ranked), forgotten once read."""
-    return _ESTIMATE.taken()
 
 
 def decide(

@@ -2,9 +2,11 @@
 
 What the broker, the CLI, the service and ``nautilus-ranking eval`` use of a synthesizer is
 declared here, so none of them asks which class it is: ``merge_ranked`` (the merged
-rows and their ranking from one pass), ``ranking_enabled`` (whether rows are scored,
-which a response reports) and ``embedder`` (the one it scores with, which per-request
-variants reuse; None when it embeds nothing).
+rows, their ranking and what the pass found, one declared ``RankingResult``,
+``synthesis/ranking_result.py``), ``ranking_enabled`` (whether rows are scored, which a
+response reports), ``embedder`` (the one it scores with, which per-request
+variants reuse; None when it embeds nothing) and ``max_candidates`` (the most rows it
+scores, which a server lowers to its ceiling; None: no cap).
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from nautilus_ranking.records import AdapterResult, RankedRow
+from nautilus_ranking.synthesis.ranking_result import Merged, RankingResult
 
 if TYPE_CHECKING:
     from nautilus_ranking.embedders import Embedder
 
-Merged = dict[str, list[dict[str, Any]]]
+__all__ = ["Merged", "RankingResult", "Synthesizer", "passthrough_ranking"]
 
 
 @runtime_checkable
@@ -29,6 +32,9 @@ class Synthesizer(Protocol):
     @property
     def embedder(self) -> Embedder | None: ...
 
+    #: The most rows a ranking scores (None: no cap; a server lowers it to its ceiling).
+    max_candidates: int | None
+
     def merge(
         self, results: list[AdapterResult], context: Mapping[str, Any] | None = None
     ) -> Merged: ...
@@ -37,7 +43,7 @@ class Synthesizer(Protocol):
         self,
         results: list[AdapterResult],
         context: Mapping[str, Any] | None = None,
-    ) -> tuple[Merged, list[RankedRow]]: ...
+    ) -> RankingResult: ...
 
 
 def passthrough_ranking(results: list[AdapterResult], data: Merged) -> list[RankedRow]:

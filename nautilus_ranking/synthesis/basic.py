@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nautilus_ranking.records import AdapterResult, RankedRow
-from nautilus_ranking.synthesis.base import Merged, passthrough_ranking
+from nautilus_ranking.records import AdapterResult
+from nautilus_ranking.synthesis.base import passthrough_ranking
+from nautilus_ranking.synthesis.ranking_result import RankingResult
 
 
 class BasicSynthesizer:
@@ -14,6 +15,7 @@ class BasicSynthesizer:
 
     ranking_enabled = False
     embedder = None
+    max_candidates: int | None = None  # (a passthrough scores nothing: never capped)
 
     def merge(
         self, results: list[AdapterResult], context: Mapping[str, Any] | None = None
@@ -30,7 +32,9 @@ class BasicSynthesizer:
         self,
         results: list[AdapterResult],
         context: Mapping[str, Any] | None = None,
-    ) -> tuple[Merged, list[RankedRow]]:
-        """The merged rows, and their ranking: in order, unscored."""
+    ) -> RankingResult:
+        """The merged rows, and their ranking: in order, unscored (nothing else found)."""
         data = self.merge(results, context)
-        return data, passthrough_ranking(results, data)
+        # a subclass's own ``merge`` may change the rows: only the stock one keeps them
+        unchanged = type(self).merge is BasicSynthesizer.merge
+        return RankingResult(data, passthrough_ranking(results, data), rows_unchanged=unchanged)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from nautilus_ranking.synthesis.query import TokensToWeight
 from nautilus_ranking.synthesis.vectors import QueryVector
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.tokens import TokenBatch
+
+if TYPE_CHECKING:
+    from nautilus_ranking.selection.confidence import Confidence
 
 
 class RankSettings(Protocol):
@@ -105,6 +108,9 @@ class RankBatch:
     unranked: FloatArray = field(default_factory=_no_floats)
     evidence: FloatArray = field(default_factory=_no_floats)
     relevance: FloatArray = field(default_factory=_no_floats)
+    # what the pass says beside the order (the result's ``embedding``, ``confidence``)
+    embedding_report: dict[str, Any] | None = None
+    confidence: Confidence | None = None
     # boosts
     bump: FloatArray = field(default_factory=_no_floats)
     unboosted: IntArray = field(default_factory=_no_ints)

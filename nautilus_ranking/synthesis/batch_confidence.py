@@ -12,8 +12,8 @@ from nautilus_ranking.text.tokens import tokenize
 
 
 def keep_confidence(ranker: RankSettings, b: RankBatch) -> None:
-    """Estimate the batch's confidence and keep it for the answer."""
-    confidence.keep(estimate(ranker, b))
+    """Estimate the batch's confidence and keep it on the batch for the answer."""
+    b.confidence = estimate(ranker, b)
 
 
 def estimate(ranker: RankSettings, b: RankBatch) -> confidence.Confidence:

@@ -18,8 +18,8 @@ from nautilus_ranking.synthesis.candidates import MAX_TEXT_CHARS, NOT_TEXT, Cand
 from nautilus_ranking.synthesis.embedding_deadline import (
     best_by_source_rank,
     best_by_words,
-    say_scored_by_words,
     scored_by_words,
+    scored_by_words_report,
 )
 from nautilus_ranking.synthesis.query import TokensToWeight, weighted_query
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
@@ -94,7 +94,9 @@ def score_content(ranker: RankSettings, b: RankBatch, warnings: RankWarnings) ->
         b.similarity = scored_by_words(b.similarity, late, b.lexical_score)
         past_deadline = len(late) if best is None else len(np.intersect1d(late, best))
         if past_deadline:
-            say_scored_by_words(ranker.embedding_deadline_ms, past_deadline, n - len(late))
+            b.embedding_report = scored_by_words_report(
+                ranker.embedding_deadline_ms, past_deadline, n - len(late)
+            )
     b.content_similarity = b.similarity * b.factors
     return True
 

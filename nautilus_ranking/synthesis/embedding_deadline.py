@@ -13,8 +13,8 @@ with the model. A row not reached has no semantic score; it gets its lexical one
 cosine every row has beside the model's), put on the model's scale by a least-squares
 fit over the rows embedded in time, so those rows are neither buried nor lifted by the
 scale of another score. Never an error: what happened is said in the answer's
-``embedding`` field (kept for the request in a context variable the broker reads once
-its synthesizer has ranked).
+``embedding`` field (the ranking's declared result carries it,
+``synthesis/ranking_result.py``).
 """
 
 from __future__ import annotations
@@ -23,10 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from nautilus_ranking.request_note import RequestNote
 from nautilus_ranking.text.arrays import FloatArray, IntArray
-
-_REPORT: RequestNote[dict[str, Any]] = RequestNote("nautilus_embedding_report")
 
 
 def scored_by_words(
@@ -65,14 +62,12 @@ def best_by_source_rank(source_rank: IntArray, count: int) -> IntArray:
     return np.sort(order).astype(np.intp)
 
 
-def say_scored_by_words(deadline_ms: int, rows_lexical: int, rows_embedded: int) -> None:
-    """Keep for this request what the deadline did (the broker puts it in the answer)."""
-    _REPORT.keep(
-        {"deadline_ms": deadline_ms, "rows_lexical": rows_lexical, "rows_embedded": rows_embedded}
-    )
-
-
-def taken() -> dict[str, Any] | None:
-    """What the deadline did in this request's ranking (None: every row embedded in
-    time), forgotten once read."""
-    return _REPORT.taken()
+def scored_by_words_report(
+    deadline_ms: int, rows_lexical: int, rows_embedded: int
+) -> dict[str, Any]:
+    """What the deadline did in this request's ranking (the answer's ``embedding``)."""
+    return {
+        "deadline_ms": deadline_ms,
+        "rows_lexical": rows_lexical,
+        "rows_embedded": rows_embedded,
+    }

@@ -21,6 +21,7 @@ from nautilus_ranking.synthesis.content import score_content
 from nautilus_ranking.synthesis.gather import gather
 from nautilus_ranking.synthesis.query import query_vector
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
+from nautilus_ranking.synthesis.ranking_result import PassNotes
 from nautilus_ranking.synthesis.recency import time_stage
 from nautilus_ranking.synthesis.select import select_batch
 from nautilus_ranking.synthesis.votes import vote
@@ -31,8 +32,10 @@ def rank_pass(
     results: list[AdapterResult],
     context: Mapping[str, Any] | None,
     warnings: RankWarnings,
+    notes: PassNotes,
 ) -> list[RankedRow] | None:
-    """The ranked rows (None: no ranking, the rows as given)."""
+    """The ranked rows (None: no ranking, the rows as given); what the stages say
+    beside the order goes into ``notes``."""
     ctx: Mapping[str, Any] = context if isinstance(context, Mapping) else {}
     query, query_in_embedder_space = query_vector(ranker.embedder, ranker.idf, ctx, warnings)
     if query is None:
@@ -41,11 +44,15 @@ def rank_pass(
     batch = gather(ranker, results, ctx, query, query_in_embedder_space, warnings)
     if batch is None:
         return []
-    if not score_content(ranker, batch, warnings):  # ends at checkpoint("similarity")
+    scored = score_content(ranker, batch, warnings)  # ends at checkpoint("similarity")
+    notes.embedding = batch.embedding_report
+    if not scored:
         return None
     vote(batch)  # which sources are ranked, their votes, content's: relevance
     keep_confidence(ranker, batch)  # read before any boost
+    notes.confidence = batch.confidence
     boost(batch)
     timing = time_stage(ranker, results, batch, warnings)  # recency and supersession
+    notes.time = timing.report if timing is not None else None
     # near copies, diversity and the per-source cap; the top K (ends at "fusion")
     return select_batch(ranker, batch, timing)

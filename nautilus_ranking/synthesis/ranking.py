@@ -57,8 +57,10 @@ from nautilus_ranking.synthesis.candidates import flatten
 from nautilus_ranking.synthesis.rank_pass import rank_pass
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.ranking_boost import BOOST_LEVELS
+from nautilus_ranking.synthesis.ranking_result import PassNotes, RankingResult
 
 if TYPE_CHECKING:
+    from nautilus_ranking.selection.confidence import Confidence
     from nautilus_ranking.settings.model import NautilusSettings
 
 
@@ -231,32 +233,25 @@ class RankingSynthesizer:
     ) -> dict[str, list[dict[str, Any]]]:
         """``{source_id: rows}``: every successful source keeps its key; within a
         source, rows in global rank order; rows below the top K are dropped."""
-        return self.merge_ranked(results, context)[0]
+        return self.merge_ranked(results, context).data
 
     def rank(
         self, results: list[AdapterResult], context: Mapping[str, Any] | None = None
     ) -> list[RankedRow]:
         """Every surviving row, best first. Without a query vector: passthrough order."""
-        return self.merge_ranked(results, context)[1]
+        return self.merge_ranked(results, context).ranking
 
     def merge_ranked(
         self,
         results: list[AdapterResult],
         context: Mapping[str, Any] | None = None,
-    ) -> tuple[dict[str, list[dict[str, Any]]], list[RankedRow]]:
-        """``merge`` and ``rank`` from one pass."""
-        data, ranked, _ = self.merge_ranked_cut(results, context)
-        return data, ranked
-
-    def merge_ranked_cut(
-        self,
-        results: list[AdapterResult],
-        context: Mapping[str, Any] | None = None,
-    ) -> tuple[dict[str, list[dict[str, Any]]], list[RankedRow], dict[str, Any] | None]:
-        """:meth:`merge_ranked`, and what the relevance cut did (what the broker calls):
-        ``{"setting": "gap:0.1", "rows_left_out": n}``, the rows of the top K it left
-        out; None without a cut."""
-        ranked = self._rank(results, context)
+    ) -> RankingResult:
+        """``merge`` and ``rank`` from one pass, and what the pass found: what the
+        relevance cut did (``{"setting": "gap:0.1", "rows_left_out": n}``, the rows of
+        the top K it left out; None without a cut), the confidence, the embedding
+        deadline's report and the time report."""
+        notes = PassNotes()
+        ranked = self._rank(results, context, notes)
         cut_info = None
         if self.cut is not None:  # where relevance falls away: a prefix, never empty
             left_out = 0
@@ -278,21 +273,29 @@ class RankingSynthesizer:
                     )
                 )
             ]
-            return BasicSynthesizer().merge(results), passthrough, cut_info
+            data = BasicSynthesizer().merge(results)
+            return RankingResult(data, passthrough, cut_info, *_said(notes), rows_unchanged=True)
         merged: dict[str, list[dict[str, Any]]] = {
             r.source_id: [] for r in results if r.error is None
         }
         for ranked_row in ranked:
             merged[ranked_row.source_id].append(ranked_row.row)
-        return merged, ranked, cut_info
+        return RankingResult(merged, ranked, cut_info, *_said(notes), rows_unchanged=True)
 
     # --- the pass ----------------------------------------------------------------------
 
     def _rank(
-        self, results: list[AdapterResult], context: Mapping[str, Any] | None
+        self, results: list[AdapterResult], context: Mapping[str, Any] | None, notes: PassNotes
     ) -> list[RankedRow] | None:
         warnings = RankWarnings()
         try:
-            return rank_pass(self, results, context, warnings)
+            return rank_pass(self, results, context, warnings, notes)
         finally:
             warnings.emit()
+
+
+def _said(
+    notes: PassNotes,
+) -> tuple[Confidence | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """What the pass's stages said: the confidence, the embedding and time reports."""
+    return notes.confidence, notes.embedding, notes.time

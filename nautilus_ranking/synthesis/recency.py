@@ -50,7 +50,6 @@ import numpy as np
 import numpy.typing as npt
 
 from nautilus_ranking.records import AdapterResult
-from nautilus_ranking.request_note import RequestNote
 from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json
 from nautilus_ranking.row_paths import Reader, getter
 from nautilus_ranking.settings.time_entries import Recency
@@ -74,8 +73,6 @@ SUPERSEDE_REACH = 10 * 365 * DAY
 
 BoolArray = npt.NDArray[np.bool_]
 
-_REPORT: RequestNote[dict[str, Any]] = RequestNote("nautilus_time_report")
-
 
 @dataclass
 class Timing:
@@ -95,6 +92,7 @@ class Timing:
     revises: BoolArray
     lead: BoolArray
     after: BoolArray
+    report: dict[str, Any]  # what time did in this ranking (the answer's ``time``)
 
     def shown(self, i: int) -> str | None:
         """Row ``i``'s time as the answer writes it (a date stays a date; an instant in
@@ -220,8 +218,9 @@ def timing(
     if origin == "as_of":
         report["later_revisions"] = 0
         report["after_as_of"] = int(np.count_nonzero(after))
-    _REPORT.keep(report)
-    return Timing(lo, hi, values, age, freshness, adjust, keys, source_index, revises, lead, after)
+    return Timing(
+        lo, hi, values, age, freshness, adjust, keys, source_index, revises, lead, after, report
+    )
 
 
 def _in_force(
@@ -413,8 +412,8 @@ def supersede(
             gone[first], placed[first] = False, winner
             if first != group[kept]:
                 took[winner] = int(order[first])
-    report = _REPORT.peek()
-    if report is not None and counts:
+    report = timing.report
+    if counts:
         report["superseded"] = counts["revision"]
         if "later_revisions" in report:
             report["later_revisions"] = counts["later_revision"]
@@ -458,9 +457,3 @@ def as_of_problem(raw: object) -> str | None:
     """Why ``raw`` is not a time a request may rank as of (None: it is)."""
     found = period_of(raw)
     return found if isinstance(found, str) else None
-
-
-def taken() -> dict[str, Any] | None:
-    """What time did in this request's ranking (None: neither recency nor supersession
-    set), forgotten once read."""
-    return _REPORT.taken()

@@ -35,13 +35,11 @@ from nautilus_ranking.log import get_logger
 from nautilus_ranking.ranking_hash import ranking_hash
 from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.request.cursor_keys import CursorKeys
-from nautilus_ranking.selection import confidence
 from nautilus_ranking.selection.budget import fit_counts
 from nautilus_ranking.selection.tokens import count_tokens, tokenizer_name
-from nautilus_ranking.synthesis import embedding_deadline, recency
+from nautilus_ranking.synthesis.closing import close_ranking
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.tracing import ranking_begin, ranking_end
-from nautilus_ranking.tracing.facts import confidence_stage
 from nautilus_ranking.upstream.agent_profiles import AgentRankers
 from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.request_scope import RequestScope, current_scope
@@ -160,33 +158,30 @@ class BrokerSynthesizer:
             ours.append(AdapterResult(result.source_id, views, ranked=kind.ranked))
         query = self.query_of(scope.intent)
         traced = ranking_begin()  # the ranking span, under the broker's synthesis span
-        confidence.taken()
-        embedding_deadline.taken()
-        recency.taken()
         try:
-            _, ranked_views = ranker.merge_ranked(ours, {"query": query})
-            found = confidence.taken()
-            late = embedding_deadline.taken()
-            timed = recency.taken()
-            abstain = confidence.decide(
-                found,
-                min_confidence,
-                len(results) - len(answered),
-                int(late["rows_lexical"]) if late is not None else 0,
+            found = ranker.merge_ranked(ours, {"query": query})
+            # the sources' own rows again, in the order the views ranked
+            found = replace(
+                found, ranking=[replace(r, row=originals[id(r.row)]) for r in found.ranking]
             )
-            if traced is not None and found is not None:
-                confidence_stage(traced.stages, len(ranked_views), found.value, abstain)
+            fit = None
+            if max_tokens is not None:
+                tokens = max_tokens
+
+                def fit(
+                    data: Merged, rows: list[RankedRow]
+                ) -> tuple[Merged, list[RankedRow], dict[str, Any]]:
+                    fitted, budget = self._budgeted(tuple(rows), tokens)
+                    return data, list(fitted), budget
+
+            # In merge: an abstained answer's data is empty, so the broker's hash and
+            # attestation are the abstained answer's; the rows held back are in the
+            # outcome only.
+            stages = traced.stages if traced is not None else None
+            closed = close_ranking(found, min_confidence, len(results) - len(answered), fit, stages)
         finally:
             ranking_end(traced, True)
-        ranking = tuple(replace(r, row=originals[id(r.row)]) for r in ranked_views)
-        nearest: tuple[RankedRow, ...] = ()
-        if abstain is not None and abstain["abstained"]:
-            # In merge: data is empty, so the broker's hash and attestation are the
-            # abstained answer's; the rows held back are in the outcome only.
-            nearest, ranking = ranking, ()
-        budget = None
-        if max_tokens is not None:
-            ranking, budget = self._budgeted(ranking, max_tokens)
+        ranking = tuple(closed.ranking)
         merged: Merged = {}
         for ranked_row in ranking:  # a source first appears at its best row
             merged.setdefault(ranked_row.source_id, []).append(ranked_row.row)
@@ -206,11 +201,11 @@ class BrokerSynthesizer:
             None,
             source_rows,
             ranked_by=query,
-            budget=budget,
-            confidence=found.as_dict() if found is not None else None,
-            abstain=abstain,
-            nearest=nearest,
-            time=timed,
+            budget=closed.budget,
+            confidence=closed.confidence.as_dict() if closed.confidence is not None else None,
+            abstain=closed.abstain,
+            nearest=tuple(closed.nearest),
+            time=closed.time,
         )
         return merged, outcome
 

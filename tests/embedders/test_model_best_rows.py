@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from nautilus_ranking import AdapterResult, NautilusSettings, RankingSynthesizer
-from nautilus_ranking.synthesis import embedding_deadline
 from nautilus_ranking.synthesis.embedding_deadline import best_by_source_rank, best_by_words
 
 
@@ -45,14 +44,14 @@ def test_the_best_by_words_are_chosen_in_order_ties_by_position() -> None:
 def test_only_the_best_rows_are_embedded_and_every_row_is_kept() -> None:
     model = CountingModel()
     ranker = RankingSynthesizer(top_k=None, embedder=model, embedding_max_rows=3)
-    embedding_deadline.taken()
-    ranked = ranker.rank([AdapterResult("notes", ROWS)], {"query": "orders-db disk full"})
+    found = ranker.merge_ranked([AdapterResult("notes", ROWS)], {"query": "orders-db disk full"})
+    ranked = found.ranking
     query_and_rows = model.embedded
     assert len(query_and_rows) == 1 + 3  # the query, and the three best rows by words
     assert any("orders-db disk full on the primary" in t for t in query_and_rows)
     assert sorted(r.row["id"] for r in ranked) == sorted(r["id"] for r in ROWS)
     assert ranked[0].row["id"] == "disk"
-    assert embedding_deadline.taken() is None  # not a deadline: nothing to report
+    assert found.embedding is None  # not a deadline: nothing to report
 
 
 @pytest.mark.parametrize("query", ["???", "\U0001f980\U0001f980", "-- !"])
@@ -61,9 +60,9 @@ def test_a_query_without_words_embeds_its_sources_best_rows_only(query: str) -> 
     the setting allows; never every row (a large batch would run into the deadline)."""
     model = CountingModel()
     ranker = RankingSynthesizer(top_k=None, embedder=model, embedding_max_rows=3)
-    embedding_deadline.taken()
     results = [AdapterResult("first", ROWS[:5]), AdapterResult("second", ROWS[5:])]
-    ranked = ranker.rank(results, {"query": query})
+    found = ranker.merge_ranked(results, {"query": query})
+    ranked = found.ranking
     assert model.embedded[0] == query
     assert sorted(model.embedded[1:]) == [
         "r0 note 0 about the weather",
@@ -71,7 +70,7 @@ def test_a_query_without_words_embeds_its_sources_best_rows_only(query: str) -> 
         "r5 note 5 about the weather",
     ]
     assert sorted(r.row["id"] for r in ranked) == sorted(r["id"] for r in ROWS)
-    assert embedding_deadline.taken() is None
+    assert found.embedding is None
 
 
 def test_the_sources_best_rows_are_chosen_in_order_ties_by_position() -> None:

@@ -96,7 +96,8 @@ def test_pages_of_any_batch_concatenate_to_its_top_3k(
     for _ in range(4):
         assert pages is not None
         ranker = pages.synthesizer(settings_, None)
-        data, ranking = ranker.merge_ranked(results, context)
+        found = ranker.merge_ranked(results, context)
+        data, ranking = found.data, found.ranking
         page, info, _ = pages.cut(BrokerResponse("r", data, ranking))
         seen += [(r.source_id, r.row["id"], r.score, r.rank) for r in page.ranking]
         if info["next_cursor"] is None:

@@ -19,9 +19,7 @@ QUERY = "the disk is full of WAL files"
 def ranked_confidence(
     ranker: RankingSynthesizer, results: list[AdapterResult], query: str = QUERY
 ) -> confidence.Confidence:
-    confidence.taken()
-    ranker.rank(results, {"query": query})
-    found = confidence.taken()
+    found = ranker.merge_ranked(results, {"query": query}).confidence
     assert found is not None
     return found
 
@@ -80,9 +78,11 @@ def test_every_ranked_batch_has_a_confidence_and_a_setup_without_a_fit_has_none(
     unfitted = ranked_confidence(RankingSynthesizer(top_k=3, lexical="cosine"), results)
     assert unfitted.setup == "hashing/cosine/idf-off" and unfitted.value is None
     # a query vector the caller brought has no known scale
-    confidence.taken()
-    RankingSynthesizer(top_k=3).rank(results, {"query": QUERY, "embedding": [0.1] * 8})
-    brought = confidence.taken()
+    brought = (
+        RankingSynthesizer(top_k=3)
+        .merge_ranked(results, {"query": QUERY, "embedding": [0.1] * 8})
+        .confidence
+    )
     assert brought is not None and brought.setup.startswith("unknown/") and brought.value is None
 
 

@@ -133,7 +133,8 @@ def test_from_config_takes_the_budget_from_the_settings() -> None:
 
 def test_apply_budget_keeps_every_source_key_and_the_ranks() -> None:
     ranker = RankingSynthesizer(top_k=10)
-    data, ranking = ranker.merge_ranked(_results(), {"query": "orders disk full"})
+    found = ranker.merge_ranked(_results(), {"query": "orders disk full"})
+    data, ranking = found.data, found.ranking
     kept_data, kept, result = apply_budget(data, ranking, 1, text=lambda r: "x" * r.rank)
     assert result.over_budget_first is False and [r.rank for r in kept] == [1]
     assert kept_data == {
@@ -151,7 +152,7 @@ def test_the_cut_in_the_ranker_is_a_prefix_of_the_uncut_ranking() -> None:
         assert 1 <= len(cut) <= len(uncut)
         assert cut == uncut[: len(cut)]
         assert len(cut) == relevance_cut(uncut, ranker.cut)
-        data, _ = ranker.merge_ranked(_results(), context)
+        data = ranker.merge_ranked(_results(), context).data
         assert sum(map(len, data.values())) == len(cut)
     # the relevant rows (every third) lead; a cut at 0.8 of the best keeps only them
     strict = RankingSynthesizer(top_k=10, idf=True, cut=RelevanceCut("relative", 0.8))
@@ -172,7 +173,9 @@ def test_a_cut_says_how_many_rows_of_the_top_k_it_left_out() -> None:
     context = {"query": "orders disk full"}
     uncut = RankingSynthesizer(top_k=10, idf=True).rank(_results(), context)
     ranker = RankingSynthesizer(top_k=10, idf=True, cut="relative:0.8")
-    data, ranking, cut = ranker.merge_ranked_cut(_results(), context)
+    found = ranker.merge_ranked(_results(), context)
+    data, ranking, cut = found.data, found.ranking, found.cut
+    assert cut is not None
     assert sum(map(len, data.values())) == len(ranking)
     assert cut == {"setting": "relative:0.8", "rows_left_out": len(uncut) - len(ranking)}
     assert cut["rows_left_out"] > 0

@@ -251,14 +251,13 @@ def test_a_year_only_date_is_aged_from_the_middle_of_its_year() -> None:
 def test_the_reference_is_the_newest_row_and_never_the_clock() -> None:
     rows = two_sources("2024-01-01", "2024-02-01", "orders database disk", "orders disk")
     ranker = RankingSynthesizer(recency="half_life:90d", time_fields=PATHS)
-    recency.taken()
-    first = ranker.rank(rows, QUERY)
-    report = recency.taken()
+    found = ranker.merge_ranked(rows, QUERY)
+    first, report = found.ranking, found.time
     assert report is not None and report["reference"] == "2024-02-01"
     assert report["from"] == "newest_row" and report["dated"] == 2
     assert ranker.rank(rows, QUERY) == first  # the same rows, the same answer, any day
-    as_of = ranker.rank(rows, {**QUERY, "as_of": "2025-01-01T00:00:00Z"})
-    report = recency.taken()
+    as_of_found = ranker.merge_ranked(rows, {**QUERY, "as_of": "2025-01-01T00:00:00Z"})
+    as_of, report = as_of_found.ranking, as_of_found.time
     assert report is not None and (report["reference"], report["from"]) == (
         "2025-01-01T00:00:00Z",
         "as_of",
@@ -373,7 +372,6 @@ def test_a_mapped_time_alone_changes_nothing() -> None:
         rows, REVISIONS
     )
     assert mapped == plain and all(r.time is None for r in mapped)
-    recency.taken()
     assert "time" not in Broker([FakeSource("a", rows[0].rows)]).request("x").to_dict()
 
 

@@ -12,7 +12,6 @@ from fakes import FakeSource
 
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.broker import Broker
-from nautilus_ranking.synthesis import recency
 from nautilus_ranking.synthesis.row_times import period_of
 
 QUERY = {"query": "orders database disk full"}
@@ -107,9 +106,11 @@ def test_a_full_width_year_is_never_the_reference() -> None:
         {"id": "wide", "text": "orders database disk full", "at": "２０２６"},
         {"id": "ok", "text": "orders database disk", "at": "2024-01-01"},
     ]
-    recency.taken()
-    times = ranked_times(rows)
-    report = recency.taken()
+    found = RankingSynthesizer(recency="half_life:30d", time_fields={"a": "at"}).merge_ranked(
+        [AdapterResult("a", rows)], QUERY
+    )
+    times = {r.row["id"]: r.time for r in found.ranking}
+    report = found.time
     assert report is not None and report["reference"] == "2024-01-01"
     assert times["wide"]["time"] is None
 
