@@ -70,21 +70,28 @@ def row_name(row: Any) -> Any:
     return ident
 
 
+def ranked_rows_of_json(answer: Mapping[str, Any]) -> list[tuple[dict[str, Any], str, Any]]:
+    """Each ``ranking`` entry of a JSON answer with its source and row, best first: the
+    entry's row is the next row of its source in ``data`` (within a source, ``data``
+    holds its rows in rank order)."""
+    taken: dict[str, int] = {}
+    out = []
+    for entry in answer["ranking"]:
+        source = entry["source_id"]
+        at = taken.get(source, 0)
+        taken[source] = at + 1
+        out.append((entry, source, answer["data"][source][at]))
+    return out
+
+
 def ranking_hash_of_json(answer: Mapping[str, Any], as_of: str | None = None) -> str:
     """The ``ranking_hash`` of a JSON answer (``POST /v1/query``, ``nautilus-ranking
     query --json``) recomputed from its ``ranking``, ``data``, ``time`` and ``profile``:
     each ranking entry's row is the next row of its source in ``data``. ``as_of``: the
     one the request gave (an answer does not repeat it)."""
-    taken: dict[str, int] = {}
-    rows = []
-    for entry in answer["ranking"]:
-        source = entry["source_id"]
-        at = taken.get(source, 0)
-        taken[source] = at + 1
-        rows.append((source, answer["data"][source][at]))
     time = answer.get("time")
     return ranking_hash(
-        rows,
+        [(source, row) for _, source, row in ranked_rows_of_json(answer)],
         reference=time.get("reference") if isinstance(time, Mapping) else None,
         as_of=as_of,
         profile=answer.get("profile"),

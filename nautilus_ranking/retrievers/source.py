@@ -17,6 +17,7 @@ import httpx
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.fanout.thread_loop import run_sync
+from nautilus_ranking.ranking_hash import ranked_rows_of_json
 from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.request.answer import Answer, answer, answer_sync
 from nautilus_ranking.request.engine import Engine
@@ -156,22 +157,11 @@ def hits_of(
 def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
     """``POST /v1/query``'s JSON answer as hits, best first (each ranking entry's row
     is the next one of its source in ``data``, in rank order)."""
-    taken: dict[str, int] = {}
-    hits = []
-    for entry in body["ranking"]:
-        source = entry["source_id"]
-        at = taken.get(source, 0)
-        taken[source] = at + 1
-        hits.append(
-            _hit(
-                source,
-                body["data"][source][at],
-                entry,
-                body.get("ranking_enabled", True),
-                body.get("ranking_hash"),
-            )
-        )
-    return hits
+    ranked = body.get("ranking_enabled", True)
+    return [
+        _hit(source, row, entry, ranked, body.get("ranking_hash"))
+        for entry, source, row in ranked_rows_of_json(body)
+    ]
 
 
 @dataclass
