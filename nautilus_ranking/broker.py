@@ -41,8 +41,8 @@ from nautilus_ranking.records import (
 from nautilus_ranking.response_hash import response_hash_of
 from nautilus_ranking.rows import screen_rows
 from nautilus_ranking.selection.budget import apply_budget, entry_text
+from nautilus_ranking.settings.knobs import named_sources
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
-from nautilus_ranking.settings.time_entries import recency_of
 from nautilus_ranking.sources.base import (
     Source,
     declared_order,
@@ -159,7 +159,8 @@ class Broker:
         if not isinstance(synthesizer, Synthesizer):
             raise TypeError(
                 f"{type(synthesizer).__name__} is not a Synthesizer: it needs "
-                "merge, merge_ranked, ranking_enabled, embedder and max_candidates "
+                "merge, merge_ranked, ranking_enabled, embedder, max_candidates and "
+                "ranker_values "
                 "(nautilus_ranking.synthesis.base)"
             )
         self._synthesizer = synthesizer
@@ -473,25 +474,14 @@ def named_source_problems(
     settings: NautilusSettings, source_ids: Sequence[str]
 ) -> tuple[Problem, ...]:
     """One problem for each id no source has among those the settings name a source by
-    (besides boosts): ``NAUTILUS_RANKING_CANONICAL_SOURCES``, a recency entry for one
-    source, ``NAUTILUS_RANKING_TIME_FIELDS``, ``NAUTILUS_RANKING_DOCUMENT_KEYS`` and
-    either side of a ``NAUTILUS_RANKING_MAY_REVISE`` pair. A
-    misspelt id silently does nothing where the operator meant something done."""
+    (besides boosts): every knob declared to name sources (``names_sources`` in
+    ``settings/knobs.py``: the canonical sources, a recency entry for one source, the
+    time fields, the document keys, either side of a may-revise pair). A misspelt id
+    silently does nothing where the operator meant something done."""
     known = {sid.lower() for sid in source_ids}
-    recency, _ = recency_of(settings.ranking_recency)
-    named = [
-        ("NAUTILUS_RANKING_CANONICAL_SOURCES", settings.ranking_canonical_sources),
-        ("NAUTILUS_RANKING_RECENCY", list(recency.per_source) if recency is not None else []),
-        ("NAUTILUS_RANKING_TIME_FIELDS", list(settings.ranking_time_fields)),
-        ("NAUTILUS_RANKING_DOCUMENT_KEYS", list(settings.ranking_document_keys)),
-        (
-            "NAUTILUS_RANKING_MAY_REVISE",
-            sorted({sid for k, vs in settings.ranking_may_revise.items() for sid in (k, *vs)}),
-        ),
-    ]
     return tuple(
         Problem(variable, sid, f"no source has id {sid!r}", ", ".join(source_ids))
-        for variable, ids in named
+        for variable, ids in named_sources(settings)
         for sid in ids
         if sid.lower() not in known
     )

@@ -8,9 +8,9 @@ beside the rest of the settings. Its log events keep the logger name
 
 from __future__ import annotations
 
+from nautilus_ranking.settings.knobs import VALID_EMBEDDERS
 from nautilus_ranking.settings.model import (
     PROFILE_VALUES,
-    VALID_EMBEDDERS,
     ConfigError,
     NautilusSettings,
     log_problem,

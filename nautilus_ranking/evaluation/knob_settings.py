@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from dotenv import dotenv_values
 
-from nautilus_ranking.settings.knobs import KNOBS, RANKING_KNOBS, Knob, knob_is_set
+from nautilus_ranking.settings.declaration import Knob
+from nautilus_ranking.settings.knobs import KNOBS, RANKING_KNOBS, knob_is_set
 from nautilus_ranking.settings.model import NautilusSettings
 
 if TYPE_CHECKING:

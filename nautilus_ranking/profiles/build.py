@@ -23,7 +23,7 @@ from typing import Any
 
 from nautilus_ranking.errors import ANY_PROFILE, Problem, cut
 from nautilus_ranking.profiles.read import Entry, gather
-from nautilus_ranking.settings.knobs import BY_FIELD, OVERRIDES, PER_PROFILE
+from nautilus_ranking.settings.knobs import BY_FIELD, OVERRIDES, PER_PROFILE, parse_knobs
 from nautilus_ranking.settings.model import (
     ConfigError,
     NautilusSettings,
@@ -186,7 +186,7 @@ def _profile(
     if raw:
         # The settings' parsers alone: a settings object per profile would read the
         # environment and .env again for each (quadratic with profiles in the environment).
-        parsed, problems = NautilusSettings.parse_values(raw)
+        parsed, problems = parse_knobs(raw)
         bad: set[str] = set()
         for problem in problems:
             key = problem.variable.removeprefix("NAUTILUS_").lower()

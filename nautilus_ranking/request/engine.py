@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from nautilus_ranking.broker import (
     Broker,
@@ -25,6 +24,7 @@ from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.errors import Problem
 from nautilus_ranking.profiles.build import Profile, Profiles, load_profiles
 from nautilus_ranking.profiles.read import profiles_in_environment
+from nautilus_ranking.settings.knobs import KNOBS
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.tracing import configure as configure_tracing
@@ -186,17 +186,8 @@ def _embedder_of(broker: Broker, settings: NautilusSettings) -> Embedder | None:
 
 
 def _settings_of(broker: Broker) -> NautilusSettings:
-    """Settings that describe ``broker``'s ranker, built without reading the environment."""
-    synthesizer = broker.synthesizer
-    values: dict[str, Any] = {}
-    if synthesizer.ranking_enabled:
-        for name, attribute in (
-            ("ranking_top_k", "top_k"),
-            ("ranking_idf", "idf"),
-            ("source_boosts", "source_boosts"),
-            ("ranking_max_candidates", "max_candidates"),
-            ("ranking_dedup_key", "dedup_key"),
-        ):
-            if hasattr(synthesizer, attribute):
-                values[name] = getattr(synthesizer, attribute)
+    """Settings that describe ``broker``'s ranker, built without reading the environment:
+    each knob its ranker states, named for its field by the knob's declaration."""
+    stated = broker.synthesizer.ranker_values()
+    values = {k.field: stated[k.ranker] for k in KNOBS if k.ranker and k.ranker in stated}
     return NautilusSettings.model_construct(**values)

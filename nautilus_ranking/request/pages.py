@@ -61,6 +61,7 @@ from nautilus_ranking.response_hash import compute_response_hash
 from nautilus_ranking.selection.budget import BudgetResult, counted_by, entry_text
 from nautilus_ranking.selection.budget_pages import budget_page
 from nautilus_ranking.selection.tokens import count_tokens
+from nautilus_ranking.settings.knobs import cursor_key_entries, ranks_by_time
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
@@ -227,42 +228,15 @@ def ranking_key(
     """A short digest of the query and everything that shapes its ranking (the profile
     that ranked it among them: a cursor carries its profile; ``as_of``, the time a
     request's ages count from)."""
-    shape = {
+    shape: dict[str, Any] = {
         "query": query,
-        "top_k": settings.ranking_top_k,
-        "idf": settings.resolved_idf,
-        "boosts": sorted(settings.source_boosts.items()),
-        "max_candidates": settings.ranking_max_candidates,
-        "dedup_key": settings.ranking_dedup_key,
-        "embedder": settings.resolved_embedder,
         "sources": list(source_ids),
+        **cursor_key_entries(settings),
     }
-    if settings.ranking_cut is not None:  # a cut ends the ranking sooner: other pages
-        shape["cut"] = settings.ranking_cut
-    # copies collapsed, novelty and a cap re-order the ranking: other pages (unset, the
-    # key is what it was, so earlier cursors still hold)
-    for name in ("near_duplicates", "diversity", "max_per_source"):
-        value = getattr(settings, "ranking_" + name)
-        if value is not None:
-            shape[name] = value
-    if settings.ranking_canonical_sources:  # another copy shown: the cap counts it
-        shape["canonical_sources"] = list(settings.ranking_canonical_sources)
     if profile is not None:  # without profiles the key is what it was
         shape["profile"] = profile
-    # time reorders and supersedes (unset, the key is what it was); the newest row's
-    # time, the reference without as_of, is in the data key already
-    if settings.ranking_recency is not None:
-        shape["recency"] = settings.ranking_recency
-    if settings.ranking_supersede:
-        shape["supersede"] = True
-        shape["document_keys"] = sorted(settings.ranking_document_keys.items())
-        shape["may_revise"] = [
-            f"{k}:{v}" for k, vs in settings.ranking_may_revise.items() for v in vs
-        ]
-    if settings.ranking_recency is not None or settings.ranking_supersede:
-        shape["time_fields"] = sorted(settings.ranking_time_fields.items())
-        if as_of is not None:
-            shape["as_of"] = as_of
+    if as_of is not None and ranks_by_time(settings):
+        shape["as_of"] = as_of
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:24]
 
 

@@ -22,19 +22,8 @@ from nautilus_ranking.request.errors import ProblemError, invalid
 from nautilus_ranking.request.model import QueryRequest, arg_of
 from nautilus_ranking.request.pages import PageError, Paging, first_page, paging
 from nautilus_ranking.selection.budget import BudgetResult
-from nautilus_ranking.settings.boost_entries import collect_source_boosts
-from nautilus_ranking.settings.knobs import OVERRIDES
+from nautilus_ranking.settings.knobs import OVERRIDES, OVERRIDING, explained, parse_one
 from nautilus_ranking.settings.model import NautilusSettings
-from nautilus_ranking.settings.parsing import (
-    parse_bool,
-    parse_diversity,
-    parse_int,
-    parse_min_confidence,
-    parse_near_duplicates,
-    parse_ranking_cut,
-    parse_source_ids,
-)
-from nautilus_ranking.settings.time_entries import parse_recency
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.synthesis.base import Synthesizer
 
@@ -49,20 +38,6 @@ class Plan:
     effective: NautilusSettings
     explain: dict[str, Any]
     paging: Paging | None = None
-
-
-#: The request fields that replace one setting each, parsed as that setting's variable is.
-_SCALARS: tuple[tuple[str, str, Callable[[str, object], tuple[Any, Problem | None]]], ...] = (
-    ("top_k", "ranking_top_k", parse_int),
-    ("idf", "ranking_idf", lambda name, raw: parse_bool(name, raw, False)),
-    ("max_tokens", "ranking_max_tokens", parse_int),
-    ("cut", "ranking_cut", parse_ranking_cut),
-    ("near_duplicates", "ranking_near_duplicates", parse_near_duplicates),
-    ("diversity", "ranking_diversity", parse_diversity),
-    ("max_per_source", "ranking_max_per_source", parse_int),
-    ("min_confidence", "ranking_min_confidence", parse_min_confidence),
-    ("recency", "ranking_recency", parse_recency),
-)
 
 
 def cap_ranked_rows(synthesizer: Synthesizer, max_ranked_rows: int) -> None:
@@ -161,33 +136,28 @@ def _query_problems(request: QueryRequest, max_query_chars: int) -> list[Problem
 
 
 def _overrides(request: QueryRequest, broker: Broker, problems: list[Problem]) -> dict[str, Any]:
-    """The settings the request's overrides replace, parsed as their variables are;
-    each bad value or unknown source id is added to ``problems``."""
+    """The settings the request's overrides replace, each parsed by its knob's own
+    parser (so it means what the variable means); each bad value, or a source id the
+    broker has none of, is added to ``problems``."""
     ids = [s.id for s in broker.sources]
-    known = {i.lower(): i for i in ids}
+    known = {i.lower() for i in ids}
     update: dict[str, Any] = {}
-    for name, setting, parse in _SCALARS:
-        raw = getattr(request, name)
-        if raw is not None:
-            value, problem = parse(name, raw)
-            if problem:
-                problems.append(Problem(name, problem.value, problem.reason, arg_of(name).valid))
-            update[setting] = value
-    if request.canonical_sources is not None:
-        named, _ = parse_source_ids("canonical_sources", request.canonical_sources)
-        for sid in named:
-            if sid not in known:
-                problems.append(
-                    Problem("canonical_sources", cut(sid), "unknown source id", ", ".join(ids))
-                )
-        update["ranking_canonical_sources"] = named
-    if request.boosts is not None:
-        boosts, boost_problems = collect_source_boosts(request.boosts)
-        problems.extend(Problem("boosts", p.value, p.reason, p.valid) for p in boost_problems)
-        for sid in boosts:
-            if sid not in known:
-                problems.append(Problem("boosts", sid, f"no source has id {sid!r}", ", ".join(ids)))
-        update["source_boosts"] = boosts
+    for knob in OVERRIDING:
+        assert knob.override is not None  # OVERRIDING holds the knobs that have one
+        raw = request.override(knob.short)
+        if raw is None:
+            continue
+        value, found = parse_one(knob, raw, None)
+        for problem in found:  # an entry of a list of sources says what an entry is
+            valid = problem.valid if knob.override.source_ids else arg_of(knob.short).valid
+            problems.append(Problem(knob.short, problem.value, problem.reason, valid))
+        if knob.override.source_ids is not None:
+            problems.extend(
+                Problem(knob.short, cut(sid), f"no source has id {sid!r}", ", ".join(ids))
+                for sid in knob.override.source_ids(value)
+                if sid not in known
+            )
+        update[knob.field] = value
     return update
 
 
@@ -224,7 +194,9 @@ def _paging(
     try:
         # A cursor without a top_k in the request pages by its own size, whatever
         # NAUTILUS_RANKING_TOP_K says: the next page of the answer it came from.
-        by_cursor = request.cursor is not None and request.top_k is None and not size_fixed
+        by_cursor = (
+            request.cursor is not None and request.override("top_k") is None and not size_fixed
+        )
         pages = paging(
             request.query,
             effective.model_copy(update={"ranking_top_k": None}) if by_cursor else effective,
@@ -255,22 +227,10 @@ def _explain(
     """What the request runs under, as the answer's ``explain`` shows it."""
     explain = {
         "synthesizer": type(broker.synthesizer).__name__,
-        "top_k": effective.ranking_top_k,
-        "idf": effective.resolved_idf,
-        "embedder": effective.resolved_embedder,
-        "boosts": effective.source_boosts,
+        **explained(effective),
         "sources": [s.id for s in chosen],
-        "max_tokens": effective.ranking_max_tokens,
-        "cut": effective.ranking_cut,
-        "near_duplicates": effective.ranking_near_duplicates,
-        "diversity": effective.ranking_diversity,
-        "max_per_source": effective.ranking_max_per_source,
-        "canonical_sources": effective.ranking_canonical_sources,
-        "min_confidence": effective.ranking_min_confidence,
-        "recency": effective.ranking_recency,
-        "supersede": effective.ranking_supersede,
         "as_of": request.as_of,
-        "overrides": [name for name in OVERRIDES if getattr(request, name) is not None],
+        "overrides": [name for name in OVERRIDES if request.override(name) is not None],
     }
     if pages is not None and pages.asked:
         explain["page"] = pages.number
@@ -304,7 +264,7 @@ def cut_page(
 def given_overrides(request: QueryRequest) -> dict[str, object]:
     """The override fields ``request`` carries, each with the value it gave."""
     return {
-        name: getattr(request, name) for name in OVERRIDES if getattr(request, name) is not None
+        name: request.override(name) for name in OVERRIDES if request.override(name) is not None
     }
 
 

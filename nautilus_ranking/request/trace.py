@@ -43,10 +43,10 @@ def request_attributes(request: QueryRequest, request_id: str | None) -> dict[st
     return {
         f"{PREFIX}request.id": request_id,
         f"{PREFIX}query.chars": len(request.query),
-        f"{PREFIX}request.top_k": request.top_k,
+        f"{PREFIX}request.top_k": request.override("top_k"),
         f"{PREFIX}request.page": request.page,
         f"{PREFIX}request.cursor": request.cursor is not None or None,
-        f"{PREFIX}request.max_tokens": request.max_tokens,
+        f"{PREFIX}request.max_tokens": request.override("max_tokens"),
         f"{PREFIX}request.explain": request.explain,
     }
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,38 +33,31 @@ from pydantic_settings import (
 )
 
 from nautilus_ranking.embedders.default import (
-    AUTO,
     idf_default,
-    installed_embedder,
     resolve_embedder,
     vector_embedder_name,
 )
 from nautilus_ranking.errors import NautilusError, Problem, cut
 from nautilus_ranking.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSettings, get_logger
 from nautilus_ranking.settings.boost_entries import BOOSTS_VAR, collect_source_boosts
-from nautilus_ranking.settings.knobs import RANKING_SWITCHES, ranking_on
-from nautilus_ranking.settings.parsing import (
-    CURATED_KEYWORDS,
-    LEXICAL_SCORERS,
-    REQUEST_TOOLS,
-    parse_bool,
-    parse_choice,
-    parse_cursor_keys,
-    parse_diversity,
-    parse_field_name,
-    parse_idf,
-    parse_int,
-    parse_min_confidence,
-    parse_near_duplicates,
-    parse_origins,
-    parse_ranking_cut,
-    parse_seconds,
-    parse_source_ids,
+from nautilus_ranking.settings.declaration import Setting
+from nautilus_ranking.settings.knobs import (
+    RANKING_SWITCHES,
+    RankingKnobs,
+    boolean,
+    counted,
+    one_of,
+    parse_one,
+    ranking_on,
+    unset_or,
 )
-from nautilus_ranking.settings.time_entries import (
-    parse_may_revise,
-    parse_recency,
-    parse_source_paths,
+from nautilus_ranking.settings.parsing import (
+    REQUEST_TOOLS,
+    parse_cursor_keys,
+    parse_field_name,
+    parse_int,
+    parse_origins,
+    parse_seconds,
 )
 from nautilus_ranking.settings.unknown_variables import (
     DOTENV_UNKNOWN,
@@ -76,10 +70,6 @@ logger = get_logger("nautilus_ranking.config")
 #: The key that marks a profile's values handed to the settings' validator: they are
 #: parsed as the variables are, and the environment is not read for typos again.
 PROFILE_VALUES = "__nautilus_profile_values__"
-
-#: ``auto`` (the default): the model where the ``embed`` extra is installed, else hashing
-#: (nautilus_ranking/embedders/default.py).
-VALID_EMBEDDERS: tuple[str, ...] = ("auto", "hashing", "onnx", "onnx-float32", "noop")
 
 
 class ConfigError(NautilusError):
@@ -113,72 +103,127 @@ def parse_source_boosts(raw: str | Mapping[str, object] | None) -> dict[str, str
     return boosts
 
 
-class NautilusSettings(LogSettings):
-    """Every ``NAUTILUS_*`` knob. All ranking knobs unset means: change nothing."""
+def _host(var: str, raw: object, default: Any) -> tuple[Any, Problem | None]:
+    """A host name or address (stripped); anything else is the default, and why."""
+    if raw is None:
+        return default, None
+    if (
+        isinstance(raw, str)
+        and raw.strip()
+        and re.fullmatch(r"[A-Za-z0-9.:\-\[\]]{1,253}", raw.strip())
+    ):
+        return raw.strip(), None
+    problem = Problem(
+        var, cut(raw), "not a host name or address", "an address such as 127.0.0.1 or 0.0.0.0"
+    )
+    return default, problem
 
-    ranking_top_k: int | None = None
-    ranking_idf: bool | None = None  # None: unset, IDF as the embedder's default (auto)
-    source_boosts: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
-    ranking_max_candidates: int | None = None
-    ranking_dedup_key: str | None = None
-    ranking_max_tokens: int | None = None
-    ranking_cut: str | None = None
-    ranking_near_duplicates: float | None = None
-    ranking_diversity: float | None = None
-    ranking_max_per_source: int | None = None
-    ranking_min_confidence: float | None = None
-    ranking_canonical_sources: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    # Time (synthesis/recency.py): the decay by age, revisions superseded, and by source
-    # where a row's time and its document key are.
-    ranking_recency: str | None = None
-    ranking_supersede: bool = False
-    ranking_time_fields: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
-    ranking_document_keys: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
-    # Which sources' newer revisions may supersede which other sources' (by document key).
-    ranking_may_revise: Annotated[dict[str, list[str]], NoDecode] = Field(default_factory=dict)
-    ranking_lexical: str = "bm25"
-    ranking_curated_keywords: str = "routing"
-    embedder: str = AUTO
-    embedder_cache_size: int = 10_000
-    embedder_disk_cache_mb: int = 256
-    embedder_deadline_ms: int = 1500
-    embedder_max_rows: int = 100
-    config_strict: bool = False
-    config: str | None = None
-    data_dir: Path = Path("~/.cache/nautilus")
+
+def _port(var: str, raw: object, default: Any) -> tuple[int | None, Problem | None]:
+    return parse_int(var, raw, default=default, maximum=65535, valid="an integer from 1 to 65535")
+
+
+def _vector_dim(var: str, raw: object, default: Any) -> tuple[int | None, Problem | None]:
+    return parse_int(
+        var,
+        raw,
+        minimum=0,
+        maximum=2000,
+        default=default,
+        valid="an integer from 0 to 2000 (the vectors' dimension, as nautilus-ranking load "
+        "wrote them; HNSW indexes at most 2000; 0: no query vectors)",
+    )
+
+
+def _seconds(var: str, raw: object, default: Any) -> tuple[float, Problem | None]:
+    return parse_seconds(var, raw, default)
+
+
+def _one_cursor_key(var: str, raw: object, default: Any) -> tuple[str | None, Problem | None]:
+    """One key signs cursors; the ones it replaces are the other setting's."""
+    keys, problem = parse_cursor_keys(var, raw)
+    if len(keys) > 1:
+        return None, Problem(
+            var,
+            f"({len(keys)} keys)",
+            "one key signs cursors",
+            "one key; the keys it replaces in NAUTILUS_CURSOR_PREVIOUS_KEYS",
+        )
+    return (keys[0] if keys else None), problem
+
+
+def _folder(var: str, raw: object, default: Any) -> tuple[Any, Problem | None]:
+    """A folder; blank would build databases in the working directory: the default."""
+    if isinstance(raw, str) and not raw.strip():
+        return default, Problem(
+            var,
+            raw,
+            "empty (databases would be built in the working directory)",
+            f"a folder, e.g. {default} (the default)",
+        )
+    return raw if raw is not None else default, None
+
+
+def _plain(var: str, raw: object, default: Any) -> tuple[Any, None]:
+    """A value pydantic checks by the field's type alone."""
+    return (raw if raw is not None else default), None
+
+
+_COUNT = Setting(counted(valid="an integer >= 1"))
+_FLAG = Setting(boolean)
+_SECONDS = Setting(_seconds)
+_NAME = Setting(unset_or(parse_field_name))
+
+
+class NautilusSettings(RankingKnobs, LogSettings):
+    """Every ``NAUTILUS_*`` variable: the ranking knobs (:class:`RankingKnobs`, each
+    declared once in ``knobs.py``) and the process's settings below, each with its
+    parser. All ranking knobs unset means: change nothing."""
+
+    log_level: Annotated[str, Setting(one_of(VALID_LOG_LEVELS))] = "info"
+    log_format: Annotated[str, Setting(one_of(VALID_LOG_FORMATS))] = "auto"
+    config_strict: Annotated[bool, _FLAG] = False
+    config: Annotated[str | None, Setting(_plain)] = None
+    data_dir: Annotated[Path, Setting(_folder)] = Path("~/.cache/nautilus")
     # The key that signs cursors (nautilus_ranking/request/cursor_keys.py): unset, a key
     # file in data_dir; replicas share one here, with the keys it replaces beside it.
-    cursor_key: str | None = None
-    cursor_previous_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cursor_key: Annotated[str | None, Setting(_one_cursor_key)] = None
+    cursor_previous_keys: Annotated[list[str], NoDecode, Setting(unset_or(parse_cursor_keys))] = (
+        Field(default_factory=list)
+    )
     # `nautilus-ranking serve` (nautilus_ranking/service/): read once at start-up by each worker.
-    serve_host: str = "127.0.0.1"
-    serve_port: int = 8000
-    serve_workers: int = 1
-    serve_allow_overrides: bool = True
-    serve_max_query_chars: int = 1000
-    serve_max_body_bytes: int = 16_384
-    serve_max_concurrency: int = 64
-    serve_max_ranked_rows: int = 10_000
-    serve_request_timeout_s: float = 10.0
-    serve_body_timeout_s: float = 5.0
-    serve_probe_interval_s: float = 10.0
-    serve_api_keys_file: str | None = None
-    serve_cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    serve_host: Annotated[str, Setting(_host)] = "127.0.0.1"
+    serve_port: Annotated[int, Setting(_port)] = 8000
+    serve_workers: Annotated[int, _COUNT] = 1
+    serve_allow_overrides: Annotated[bool, _FLAG] = True
+    serve_max_query_chars: Annotated[int, _COUNT] = 1000
+    serve_max_body_bytes: Annotated[int, _COUNT] = 16_384
+    serve_max_concurrency: Annotated[int, _COUNT] = 64
+    serve_max_ranked_rows: Annotated[int, _COUNT] = 10_000
+    serve_request_timeout_s: Annotated[float, _SECONDS] = 10.0
+    serve_body_timeout_s: Annotated[float, _SECONDS] = 5.0
+    serve_probe_interval_s: Annotated[float, _SECONDS] = 10.0
+    serve_api_keys_file: Annotated[str | None, _NAME] = None
+    serve_cors_origins: Annotated[list[str], NoDecode, Setting(unset_or(parse_origins))] = Field(
+        default_factory=list
+    )
     # Ranking profiles (nautilus_ranking/profiles/): the YAML file of many; each one's
     # knobs are NAUTILUS_PROFILES__<NAME>__<KNOB>, read beside these settings.
-    profiles_file: str | None = None
+    profiles_file: Annotated[str | None, _NAME] = None
     # Inside the Nautilus broker (nautilus_ranking/upstream/): the accessor's memory.
-    upstream_rankings_max_bytes: int = 64 * 1024 * 1024
+    upstream_rankings_max_bytes: Annotated[
+        int, Setting(counted(0, "an integer >= 0 (bytes of compact JSON; 0: keep none)"))
+    ] = 64 * 1024 * 1024
     # Inside the Nautilus broker: the query vectors its pgvector adapters get (0: none).
-    upstream_vector_dim: int = 1024
+    upstream_vector_dim: Annotated[int, Setting(_vector_dim)] = 1024
     # Inside the Nautilus broker: the ranked MCP tool's attestation in _meta, not its text.
-    upstream_attestation_in_meta: bool = False
+    upstream_attestation_in_meta: Annotated[bool, _FLAG] = False
     # Inside the Nautilus broker: the request tools its MCP server lists (both, ranked).
-    upstream_request_tools: str = "both"
+    upstream_request_tools: Annotated[str, Setting(one_of(REQUEST_TOOLS))] = "both"
     # Traces (nautilus_ranking/tracing/): on only when an OpenTelemetry SDK is set up.
-    trace_query_text: bool = False
-    trace_propagate: bool = True
-    trace_baggage: bool = False
+    trace_query_text: Annotated[bool, _FLAG] = False
+    trace_propagate: Annotated[bool, _FLAG] = True
+    trace_baggage: Annotated[bool, _FLAG] = False
     _problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @classmethod
@@ -198,236 +243,17 @@ class NautilusSettings(LogSettings):
         return self._problems
 
     @classmethod
-    def parse_values(cls, data: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
-        """Every field of ``data`` through its parser, a bad value replaced by the field's
-        default and named in the problems; no environment, ``.env`` or file is read. What
-        a ranking profile's knobs are parsed by (once per profile: building a settings
-        object reads the environment and ``.env`` again, which made 17,000 profiles in
-        the environment quadratic), and the first step of building these settings."""
-        data = dict(data)
+    def _parsed(cls, data: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
+        """Every field given in ``data`` through its declared parser (a bad value is the
+        field's default, and named in the problems); no environment or file is read."""
+        parsed = dict(data)
         found: list[Problem] = []
-
-        def take(field: str, parsed: tuple[Any, Problem | None]) -> None:
-            value, problem = parsed
-            data[field] = value
-            if problem is not None:
-                found.append(problem)
-
-        def var(field: str) -> str:
-            return "NAUTILUS_" + field.upper()
-
-        def default(field: str) -> Any:  # a skipped value falls back to the field's default
-            return cls.model_fields[field].default
-
-        for field in ("ranking_top_k", "ranking_max_candidates", "ranking_max_per_source"):
-            take(field, parse_int(var(field), data.get(field), default=default(field)))
-        take(
-            "ranking_max_tokens",
-            parse_int(
-                var("ranking_max_tokens"),
-                data.get("ranking_max_tokens"),
-                valid="an integer >= 1 (tokens of the rows handed over), or unset",
-            ),
-        )
-        take("ranking_cut", parse_ranking_cut(var("ranking_cut"), data.get("ranking_cut")))
-        take(
-            "ranking_canonical_sources",
-            parse_source_ids(
-                var("ranking_canonical_sources"), data.get("ranking_canonical_sources")
-            ),
-        )
-        take(
-            "ranking_near_duplicates",
-            parse_near_duplicates(
-                var("ranking_near_duplicates"), data.get("ranking_near_duplicates")
-            ),
-        )
-        take(
-            "ranking_diversity",
-            parse_diversity(var("ranking_diversity"), data.get("ranking_diversity")),
-        )
-        take(
-            "ranking_min_confidence",
-            parse_min_confidence(var("ranking_min_confidence"), data.get("ranking_min_confidence")),
-        )
-        take(
-            "ranking_idf",
-            parse_idf(var("ranking_idf"), data.get("ranking_idf")),
-        )
-        take(
-            "ranking_lexical",
-            parse_choice(
-                var("ranking_lexical"),
-                data.get("ranking_lexical"),
-                LEXICAL_SCORERS,
-                default("ranking_lexical"),
-            ),
-        )
-        take(
-            "ranking_curated_keywords",
-            parse_choice(
-                var("ranking_curated_keywords"),
-                data.get("ranking_curated_keywords"),
-                CURATED_KEYWORDS,
-                default("ranking_curated_keywords"),
-            ),
-        )
-        take(
-            "upstream_rankings_max_bytes",
-            parse_int(
-                var("upstream_rankings_max_bytes"),
-                data.get("upstream_rankings_max_bytes"),
-                minimum=0,
-                default=default("upstream_rankings_max_bytes"),
-                valid="an integer >= 0 (bytes of compact JSON; 0: keep none)",
-            ),
-        )
-        take(
-            "upstream_request_tools",
-            parse_choice(
-                var("upstream_request_tools"),
-                data.get("upstream_request_tools"),
-                REQUEST_TOOLS,
-                default("upstream_request_tools"),
-            ),
-        )
-        take(
-            "upstream_vector_dim",
-            parse_int(
-                var("upstream_vector_dim"),
-                data.get("upstream_vector_dim"),
-                minimum=0,
-                maximum=2000,
-                default=default("upstream_vector_dim"),
-                valid="an integer from 0 to 2000 (the vectors' dimension, as "
-                "nautilus-ranking load wrote them; HNSW indexes at most 2000; 0: no query "
-                "vectors)",
-            ),
-        )
-        take(
-            "config_strict",
-            parse_bool(var("config_strict"), data.get("config_strict"), default("config_strict")),
-        )
-        take("ranking_recency", parse_recency(var("ranking_recency"), data.get("ranking_recency")))
-        take(
-            "ranking_supersede",
-            parse_bool(
-                var("ranking_supersede"),
-                data.get("ranking_supersede"),
-                default("ranking_supersede"),
-            ),
-        )
-        for field in ("ranking_time_fields", "ranking_document_keys"):
-            take(field, parse_source_paths(var(field), data.get(field)))
-        take(
-            "ranking_may_revise",
-            parse_may_revise(var("ranking_may_revise"), data.get("ranking_may_revise")),
-        )
-        take(
-            "ranking_dedup_key",
-            parse_field_name(var("ranking_dedup_key"), data.get("ranking_dedup_key")),
-        )
-        take(
-            "embedder",
-            parse_choice(
-                var("embedder"), data.get("embedder"), VALID_EMBEDDERS, default("embedder")
-            ),
-        )
-        take("embedder", installed_embedder(var("embedder"), data["embedder"], default("embedder")))
-        take(
-            "embedder_cache_size",
-            parse_int(
-                var("embedder_cache_size"),
-                data.get("embedder_cache_size"),
-                minimum=0,
-                default=default("embedder_cache_size"),
-                valid="an integer >= 0 (0: no cache)",
-            ),
-        )
-        take(
-            "embedder_disk_cache_mb",
-            parse_int(
-                var("embedder_disk_cache_mb"),
-                data.get("embedder_disk_cache_mb"),
-                minimum=0,
-                default=default("embedder_disk_cache_mb"),
-                valid="an integer >= 0 (MB; 0: no cache on disk)",
-            ),
-        )
-        take(
-            "embedder_deadline_ms",
-            parse_int(
-                var("embedder_deadline_ms"),
-                data.get("embedder_deadline_ms"),
-                minimum=0,
-                default=default("embedder_deadline_ms"),
-                valid="an integer >= 0 (milliseconds; 0: no deadline)",
-            ),
-        )
-        take(
-            "embedder_max_rows",
-            parse_int(
-                var("embedder_max_rows"),
-                data.get("embedder_max_rows"),
-                minimum=0,
-                default=default("embedder_max_rows"),
-                valid="an integer >= 0 (rows; 0: every row)",
-            ),
-        )
-        take(
-            "log_level",
-            parse_choice(
-                var("log_level"), data.get("log_level"), VALID_LOG_LEVELS, default("log_level")
-            ),
-        )
-        take(
-            "log_format",
-            parse_choice(
-                var("log_format"), data.get("log_format"), VALID_LOG_FORMATS, default("log_format")
-            ),
-        )
-        _take_serve_settings(data, take, default)
-        keys, problem = parse_cursor_keys(var("cursor_key"), data.get("cursor_key"))
-        if len(keys) > 1:  # one key signs; the ones it replaces are the other setting's
-            keys, problem = (
-                [],
-                Problem(
-                    var("cursor_key"),
-                    f"({len(keys)} keys)",
-                    "one key signs cursors",
-                    "one key; the keys it replaces in NAUTILUS_CURSOR_PREVIOUS_KEYS",
-                ),
-            )
-        take("cursor_key", (keys[0] if keys else None, problem))
-        take(
-            "cursor_previous_keys",
-            parse_cursor_keys(var("cursor_previous_keys"), data.get("cursor_previous_keys")),
-        )
-        for field in (
-            "trace_query_text",
-            "trace_propagate",
-            "upstream_attestation_in_meta",
-            "trace_baggage",
-        ):
-            take(field, parse_bool(var(field), data.get(field), default(field)))
-        raw_boosts = data.get("source_boosts")
-        if raw_boosts is not None and not isinstance(raw_boosts, str | Mapping):
-            raw_boosts = str(raw_boosts)
-        boosts, boost_problems = collect_source_boosts(raw_boosts)
-        data["source_boosts"] = boosts
-        found.extend(boost_problems)
-        raw_dir = data.get("data_dir")
-        if isinstance(raw_dir, str) and not raw_dir.strip():
-            data.pop("data_dir")
-            found.append(
-                Problem(
-                    var("data_dir"),
-                    raw_dir,
-                    "empty (databases would be built in the working directory)",
-                    f"a folder, e.g. {default('data_dir')} (the default)",
-                )
-            )
-        return data, found
+        for name, setting in _SETTINGS.items():
+            if name in data:
+                default = cls.model_fields[name].get_default(call_default_factory=True)
+                parsed[name], problems = parse_one(setting, data[name], default)
+                found.extend(problems)
+        return parsed, found
 
     @model_validator(mode="wrap")
     @classmethod
@@ -438,8 +264,8 @@ class NautilusSettings(LogSettings):
         # A profile's knobs are parsed by these same parsers (nautilus_ranking/profiles/):
         # its problems are the profile's, reported (or refused) where it is loaded.
         of_profile = bool(data.pop(PROFILE_VALUES, False))
-        data, found = cls.parse_values(data)
-        strict = data["config_strict"]
+        data, found = cls._parsed(data)
+        strict = bool(data.get("config_strict", False))
         if not of_profile:
             found.extend(unknown_variables(cls, data.pop(DOTENV_UNKNOWN, ())))
 
@@ -496,6 +322,20 @@ class NautilusSettings(LogSettings):
         return {"NAUTILUS_" + name.upper(): value for name, value in values.items()}
 
 
+def _declared_settings() -> dict[str, Setting]:
+    """Each field's declared parser, named for its field."""
+    found: dict[str, Setting] = {}
+    for name, info in NautilusSettings.model_fields.items():
+        setting = next((m for m in info.metadata if isinstance(m, Setting)), None)
+        if setting is not None:
+            found[name] = replace(setting, field=name)
+    return found
+
+
+#: Every setting's parser by field (a field without one is checked by its type alone).
+_SETTINGS: dict[str, Setting] = _declared_settings()
+
+
 @functools.cache
 def _switch_defaults() -> dict[str, Any]:
     """Each ranking switch's default (unset) value."""
@@ -503,79 +343,3 @@ def _switch_defaults() -> dict[str, Any]:
         k.field: NautilusSettings.model_fields[k.field].get_default(call_default_factory=True)
         for k in RANKING_SWITCHES
     }
-
-
-def _take_serve_settings(
-    data: dict[str, Any],
-    take: Callable[[str, tuple[Any, Problem | None]], None],
-    default: Callable[[str], Any],
-) -> None:
-    """The ``NAUTILUS_SERVE_*`` knobs, each warned about and skipped (back to
-    ``default(field)``, the field's default) like the others."""
-
-    def var(field: str) -> str:
-        return "NAUTILUS_" + field.upper()
-
-    host = data.get("serve_host")
-    if host is not None and not (
-        isinstance(host, str)
-        and host.strip()
-        and re.fullmatch(r"[A-Za-z0-9.:\-\[\]]{1,253}", host.strip())
-    ):
-        take(
-            "serve_host",
-            (
-                default("serve_host"),
-                Problem(
-                    var("serve_host"),
-                    cut(host),
-                    "not a host name or address",
-                    "an address such as 127.0.0.1 or 0.0.0.0",
-                ),
-            ),
-        )
-    elif host is not None:
-        data["serve_host"] = host.strip()
-    take(
-        "serve_port",
-        parse_int(
-            var("serve_port"),
-            data.get("serve_port"),
-            default=default("serve_port"),
-            maximum=65535,
-            valid="an integer from 1 to 65535",
-        ),
-    )
-    for field in (
-        "serve_workers",
-        "serve_max_query_chars",
-        "serve_max_body_bytes",
-        "serve_max_concurrency",
-        "serve_max_ranked_rows",
-    ):
-        take(
-            field,
-            parse_int(var(field), data.get(field), default=default(field), valid="an integer >= 1"),
-        )
-    take(
-        "serve_allow_overrides",
-        parse_bool(
-            var("serve_allow_overrides"),
-            data.get("serve_allow_overrides"),
-            default("serve_allow_overrides"),
-        ),
-    )
-    for field in ("serve_request_timeout_s", "serve_probe_interval_s", "serve_body_timeout_s"):
-        take(field, parse_seconds(var(field), data.get(field), default(field)))
-    take(
-        "serve_api_keys_file",
-        parse_field_name(var("serve_api_keys_file"), data.get("serve_api_keys_file")),
-    )
-    take(
-        "profiles_file",
-        parse_field_name(var("profiles_file"), data.get("profiles_file")),
-    )
-    take(
-        "serve_cors_origins",
-        parse_origins(var("serve_cors_origins"), data.get("serve_cors_origins")),
-    )

@@ -157,14 +157,21 @@ def recency_of(raw: object) -> tuple[Recency | None, Problem | None]:
     return Recency(default, dict(sorted(per_source.items()))), problem
 
 
-def parse_recency(var: str, raw: object) -> tuple[str | None, Problem | None]:
-    """A recency setting as its normalised text (``half_life:90d,tickets:off``; None:
-    off), for the settings and a request's ``recency``; a bad entry is skipped and named."""
-    if isinstance(raw, str) and not raw.strip():
-        return None, None
+def parse_recency_value(var: str, raw: object) -> tuple[Recency | None, Problem | None]:
+    """A recency setting parsed (None: off; a :class:`Recency` is taken as it is), for
+    the settings and a request's ``recency``; a bad entry is skipped and named."""
+    if isinstance(raw, Recency) or raw is None or (isinstance(raw, str) and not raw.strip()):
+        return (raw if isinstance(raw, Recency) else None), None
     recency, problem = recency_of(raw)
     if problem is not None:
         problem = Problem(var, problem.value, problem.reason, problem.valid)
+    return recency, problem
+
+
+def parse_recency(var: str, raw: object) -> tuple[str | None, Problem | None]:
+    """A recency setting as its normalised text (``half_life:90d,tickets:off``; None:
+    off): how ``explain`` and a cursor's key write it."""
+    recency, problem = parse_recency_value(var, raw)
     return (str(recency) if recency is not None else None), problem
 
 

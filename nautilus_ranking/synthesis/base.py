@@ -6,7 +6,8 @@ rows, their ranking and what the pass found, one declared ``RankingResult``,
 ``synthesis/ranking_result.py``), ``ranking_enabled`` (whether rows are scored, which a
 response reports), ``embedder`` (the one it scores with, which per-request
 variants reuse; None when it embeds nothing) and ``max_candidates`` (the most rows it
-scores, which a server lowers to its ceiling; None: no cap).
+scores, which a server lowers to its ceiling; None: no cap) and ``ranker_values`` (the
+knobs it ranks under, for settings that describe it).
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ class Synthesizer(Protocol):
 
     #: The most rows a ranking scores (None: no cap; a server lowers it to its ceiling).
     max_candidates: int | None
+
+    def ranker_values(self) -> Mapping[str, Any]:
+        """The knobs it ranks under that a settings object can state, by ranker
+        argument (empty: a passthrough); what an engine built around a broker without
+        settings describes it by."""
+        ...
 
     def merge(
         self, results: list[AdapterResult], context: Mapping[str, Any] | None = None

@@ -17,6 +17,10 @@ class BasicSynthesizer:
     embedder = None
     max_candidates: int | None = None  # (a passthrough scores nothing: never capped)
 
+    def ranker_values(self) -> Mapping[str, Any]:
+        """No knob: a passthrough ranks under none."""
+        return {}
+
     def merge(
         self, results: list[AdapterResult], context: Mapping[str, Any] | None = None
     ) -> dict[str, list[dict[str, Any]]]:

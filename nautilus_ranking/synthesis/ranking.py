@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from nautilus_ranking.embedders import Embedder, HashingEmbedder, embedder_from_name
 from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.selection.cut import RelevanceCut, parse_cut, relevance_cut
+from nautilus_ranking.settings.knobs import ranker_arguments
 from nautilus_ranking.settings.parsing import (
     LEXICAL_SCORERS,
     parse_diversity,
@@ -197,10 +198,10 @@ class RankingSynthesizer:
         embedder: Embedder | None = None,
         page_size: int | None = None,
     ) -> RankingSynthesizer:
+        # Each knob's ranker argument, from its declaration (settings/knobs.py).
+        arguments = ranker_arguments(settings)
         return cls(
-            top_k=settings.ranking_top_k,
-            idf=settings.resolved_idf,
-            source_boosts=settings.source_boosts,
+            **arguments,
             embedder=embedder
             or embedder_from_name(
                 settings.resolved_embedder,
@@ -208,23 +209,20 @@ class RankingSynthesizer:
                 data_dir=settings.data_dir,
                 disk_cache_mb=settings.embedder_disk_cache_mb,
             ),
-            max_candidates=settings.ranking_max_candidates,
-            dedup_key=settings.ranking_dedup_key,
-            cut=settings.ranking_cut,
-            near_duplicates=settings.ranking_near_duplicates,
-            diversity=settings.ranking_diversity,
-            max_per_source=settings.ranking_max_per_source,
             page_size=page_size,
-            lexical=settings.ranking_lexical,
-            canonical_sources=settings.ranking_canonical_sources,
-            embedding_deadline_ms=settings.embedder_deadline_ms,
-            embedding_max_rows=settings.embedder_max_rows,
-            recency=settings.ranking_recency,
-            supersede=settings.ranking_supersede,
-            time_fields=settings.ranking_time_fields,
-            document_keys=settings.ranking_document_keys,
-            may_revise=settings.ranking_may_revise,
         )
+
+    def ranker_values(self) -> Mapping[str, Any]:
+        """The arguments a settings object states as it was given them: the top K,
+        IDF, boosts, the candidate cap and the copies' key (the others are held parsed
+        here, in forms the settings do not take)."""
+        return {
+            "top_k": self.top_k,
+            "idf": self.idf,
+            "source_boosts": self.source_boosts,
+            "max_candidates": self.max_candidates,
+            "dedup_key": self.dedup_key,
+        }
 
     # --- public API ------------------------------------------------------------------
 

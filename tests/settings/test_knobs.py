@@ -4,6 +4,7 @@ and the docs' tables made from it."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -144,3 +145,53 @@ def test_the_configuration_page_opens_with_every_knob_that_turns_ranking_on() ->
     opening = text.split("## ", 1)[0]
     named = set(re.findall(r"`(NAUTILUS_[A-Z_]+)`", opening.split("<!-- knobs:switches -->")[1]))
     assert named == {k.variable for k in RANKING_SWITCHES}
+
+
+#: The modules that carry every knob from its declaration to where it acts: none of
+#: them names a knob, so a new knob is one declaration (docs/design.md, "Adding a
+#: ranking signal").
+PLUMBING = (
+    "settings/model.py",
+    "request/model.py",
+    "request/plan.py",
+    "request/pages.py",
+    "request/engine.py",
+    "synthesis/ranking.py",
+    "profiles/build.py",
+    "broker.py",
+)
+#: Knobs a plumbing module uses for what it does itself (paging by the top K, the
+#: budget and the abstain the request's broker applies), not to carry them.
+USED_HERE = {
+    ("request/plan.py", "ranking_top_k"),
+    ("request/pages.py", "ranking_top_k"),
+    ("request/plan.py", "ranking_max_tokens"),
+    ("request/plan.py", "ranking_min_confidence"),
+    ("request/plan.py", "ranking_max_candidates"),
+    ("request/engine.py", "ranking_min_confidence"),
+    ("broker.py", "ranking_max_tokens"),
+    ("broker.py", "ranking_min_confidence"),
+    ("broker.py", "source_boosts"),
+    ("profiles/build.py", "ranking_top_k"),
+    ("profiles/build.py", "source_boosts"),
+    ("settings/model.py", "source_boosts"),
+    ("settings/model.py", "ranking_idf"),
+    ("synthesis/ranking.py", "source_boosts"),
+    ("request/engine.py", "source_boosts"),
+}
+
+
+def test_no_plumbing_module_names_a_knob() -> None:
+    """A knob's field is named in its declaration and where it acts; the modules that
+    carry knobs (the settings' parse, the request model, overrides, explain, the
+    cursor's key, the ranker's arguments, a profile's parse) derive them."""
+    package = Path(__file__).resolve().parents[2] / "nautilus_ranking"
+    named = sorted(
+        (module, knob.field)
+        for module in PLUMBING
+        for knob in KNOBS
+        if knob.kind == "ranking"
+        and re.search(rf"\b{knob.field}\b", (package / module).read_text(encoding="utf-8"))
+        and (module, knob.field) not in USED_HERE
+    )
+    assert named == []
