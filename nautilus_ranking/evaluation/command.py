@@ -97,6 +97,7 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         "ranking entry: POST /v1/query, query --json, the retrievers; the default) or "
         "mcp (the search tool's text line, shorter: more rows fit)",
     )
+    _add_time_and_abstain(parser)
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="one JSON object on stdout")
     output.add_argument("--markdown", action="store_true", help="a markdown table on stdout")
@@ -108,6 +109,32 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         "--sweep; needs matplotlib: pip install 'nautilus-ranking[bench]')",
     )
     parser.set_defaults(run=run)
+
+
+def _add_time_and_abstain(parser: argparse.ArgumentParser) -> None:
+    """The flags of what time and the abstain do (docs/eval.md)."""
+    parser.add_argument(
+        "--unanswerable",
+        type=Path,
+        metavar="FILE",
+        help="queries nothing in the sources answers (same formats as --queries, no "
+        "judgments needed): the abstain table reports off-topic abstain, false abstain "
+        "and the nDCG lost at each NAUTILUS_RANKING_MIN_CONFIDENCE",
+    )
+    parser.add_argument(
+        "--max-false-abstain",
+        type=float,
+        default=0.02,
+        metavar="RATE",
+        help="the false-abstain rate a recommended min_confidence must be shown to stay "
+        "within (default 0.02)",
+    )
+    parser.add_argument(
+        "--as-of",
+        metavar="TIME",
+        help="the time the judgments hold at (an ISO date or time): every query is ranked "
+        "as of it, as a request's as_of; the sweep also tries without it",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,6 +175,9 @@ def run(args: argparse.Namespace) -> int:
             sweep=sweep,
             max_tokens=args.max_tokens,
             counting=args.budget_counts,
+            unanswerable_path=args.unanswerable,
+            as_of=args.as_of,
+            max_false_abstain=args.max_false_abstain,
         )
         if args.plot is not None:
             plot(result, args.plot)
