@@ -98,6 +98,7 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         "mcp (the search tool's text line, shorter: more rows fit)",
     )
     _add_time_and_abstain(parser)
+    _add_report(parser)
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="one JSON object on stdout")
     output.add_argument("--markdown", action="store_true", help="a markdown table on stdout")
@@ -137,6 +138,18 @@ def _add_time_and_abstain(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_report(parser: argparse.ArgumentParser) -> None:
+    """``--report``: the run as one HTML page (docs/eval.md, "The HTML report")."""
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="FILE.html",
+        help="also write one static HTML report, working offline, with a PNG beside it "
+        "for each chart (the charts need the report extra: pip install "
+        "'nautilus-ranking[report]'; without it the page has the tables)",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     # Here, not at the top: `nautilus-ranking --help` builds this parser without loading them.
     from nautilus_ranking.evaluation.evaluate import run_eval
@@ -149,10 +162,11 @@ def run(args: argparse.Namespace) -> int:
         plot,
         text_report,
     )
+    from nautilus_ranking.evaluation.report_page import write_eval_report
 
     if args.plot is not None:
         _check_matplotlib()
-    sweep = bool(args.sweep or args.recommend or args.plot is not None)
+    sweep = bool(args.sweep or args.recommend or args.plot is not None or args.report)
     if args.max_tokens is not None and args.max_tokens < 1:
         print(
             f"nautilus-ranking: --max-tokens must be an integer >= 1, got {args.max_tokens}",
@@ -181,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if args.plot is not None:
             plot(result, args.plot)
+        written = write_eval_report(result, args.report) if args.report is not None else None
     except (EvalInputError, OSError) as exc:
         print(f"nautilus-ranking: {exc}", file=sys.stderr)
         return 1
@@ -201,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
         text = text_report(result, wide=args.wide)
     if args.plot is not None:
         print(f"plot written to {args.plot}", file=sys.stderr)
+    if written is not None:
+        print(f"report written to {written.page}{written.described}", file=sys.stderr)
     return _emit(text)
 
 
