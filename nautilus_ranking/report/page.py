@@ -24,6 +24,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 
 table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.88em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
+td + td { white-space: nowrap; }
 th { background: #f3f3f3; }
 caption { caption-side: top; text-align: left; color: #555; padding-bottom: 0.3em; }
 figure { margin: 1em 0; } img { max-width: 100%; height: auto; border: 1px solid #eee; }
