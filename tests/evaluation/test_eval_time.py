@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fakes import DEMO, write_jsonl
 from inprocess import run_cli
 
@@ -126,3 +127,70 @@ def test_a_bad_as_of_is_an_error_naming_the_flag(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "--as-of 'next tuesday' is not a time" in done.stderr
+
+
+def test_a_collection_served_dated_is_judged_by_version(tmp_path: Path) -> None:
+    # tools/dated_collection: each row dated, revisions in the next source under the same
+    # id, judgments by version (the revision keeps the grade, the old text loses one)
+    from tools.dated_collection import MAY_REVISE, write
+
+    dataset = tmp_path / "tiny"
+    (dataset / "qrels").mkdir(parents=True)
+    words = ["disk", "network", "memory", "kernel", "cache", "queue"]
+    write_jsonl(
+        dataset / "corpus.jsonl",
+        [
+            {"_id": f"d{i}", "title": w, "text": f"The {w} failed. Then the {w} was fixed."}
+            for i, w in enumerate(words)
+        ],
+    )
+    queries = [{"_id": f"q{i}", "text": f"{w} failed"} for i, w in enumerate(words)]
+    write_jsonl(dataset / "queries.jsonl", queries)
+    (dataset / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(len(words)))
+    )
+    variables = {"NAUTILUS_DATA_DIR": str(tmp_path / "data")}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NAUTILUS_DATA_DIR", variables["NAUTILUS_DATA_DIR"])
+        config = write(dataset, tmp_path / "out")
+    sources = ("fts", "sql", "vector")
+    rows = [
+        {
+            r["vid"]: r
+            for r in map(json.loads, (tmp_path / "out" / f"{name}.jsonl").read_text().splitlines())
+        }
+        for name in sources
+    ]
+    revised = [(i, vid) for i, part in enumerate(rows) for vid in part if vid.endswith("~rev")]
+    assert len(revised) == 3  # half the judged-relevant documents
+    for i, vid in revised:  # the same id, one source on, newer
+        doc = vid.removesuffix("~rev")
+        original = rows[(i - 1) % 3][doc]
+        assert rows[i][vid]["id"] == doc and rows[i][vid]["modified"] > original["modified"]
+    judged = set((tmp_path / "out" / "qrels-dated.tsv").read_text().splitlines()[1:])
+    for _, vid in revised:
+        doc = vid.removesuffix("~rev")
+        q = "q" + doc.removeprefix("d")
+        assert {f"{q}\t{doc}\t0", f"{q}\t{vid}\t1"} <= judged
+    done = run_cli(
+        [
+            "eval",
+            "--config",
+            str(config),
+            "--queries",
+            str(dataset / "queries.jsonl"),
+            "--judgments",
+            str(tmp_path / "out" / "qrels-dated.tsv"),
+            "--id-field",
+            "vid",
+            "--sweep",
+            "--json",
+        ],
+        tmp_path,
+        {**variables, "NAUTILUS_RANKING_TOP_K": "10", "NAUTILUS_RANKING_MAY_REVISE": MAY_REVISE},
+    )
+    assert done.returncode == 0, done.stderr
+    results = {r["name"]: r for r in json.loads(done.stdout)["results"]}
+    # the old text, which repeats the query's word, outranks its revision on words;
+    # superseded by it, the judged version leads
+    assert results["supersede on"]["ndcg"] == 1.0 > results["current"]["ndcg"]
