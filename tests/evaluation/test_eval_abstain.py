@@ -168,3 +168,24 @@ def test_the_threshold_that_passes_and_abstains_most_is_chosen() -> None:
     # through the sweep's rule: the abstain p-values are the last of the family
     rec = recommend([], abstain_p_values=p_values)
     assert rec.family == 3 and rec.abstain_rejected == (True, True, False)
+
+
+def test_a_false_abstain_target_outside_0_and_1_is_an_error_naming_the_flag(
+    tmp_path: Path,
+) -> None:
+    for name in ("queries.jsonl", "qrels.tsv"):
+        shutil.copy(JUDGED / name, tmp_path / name)
+    done = run_cli(
+        [
+            "eval",
+            "--queries",
+            "queries.jsonl",
+            "--judgments",
+            "qrels.tsv",
+            *("--max-false-abstain", "2"),
+        ],
+        tmp_path,
+        {"NAUTILUS_DATA_DIR": str(tmp_path / "data")},
+    )
+    assert done.returncode == 1
+    assert "--max-false-abstain must be a rate between 0 and 1, got 2" in done.stderr

@@ -114,3 +114,20 @@ def test_without_the_extra_the_eval_report_has_its_tables_and_names_it(tmp_path:
     assert "<img" not in page
     assert "NAUTILUS_RANKING_MIN_CONFIDENCE" in page and "<table>" in page
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "eval.html"]
+
+
+def test_a_report_that_cannot_be_written_is_one_line_naming_the_flag(tmp_path: Path) -> None:
+    from inprocess import run_cli
+
+    done = run_cli(
+        [
+            *("eval", "--queries", str(JUDGED / "queries.jsonl")),
+            *("--judgments", str(JUDGED / "qrels.tsv")),
+            *("--report", str(tmp_path / "missing" / "eval.html")),
+        ],
+        tmp_path,
+        {"NAUTILUS_DATA_DIR": str(tmp_path / "data")},
+    )
+    assert done.returncode == 1
+    assert f"--report: cannot write {tmp_path / 'missing'}" in done.stderr
+    assert "Traceback" not in done.stderr
