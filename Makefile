@@ -2,7 +2,7 @@
 # installs the project into it (once; again when pyproject.toml changes).
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-dev-embed-postgres-serve-mcp-langchain-llamaindex-tokens-http
+STAMP  := $(VENV)/.installed-dev-embed-postgres-serve-mcp-langchain-llamaindex-tokens-http-report
 BSTAMP := $(VENV)/.installed-bench
 ESTAMP := $(VENV)/.installed-engines
 # The real engines of `make test-engines` (tests/sources/http/test_engines.py): Typesense
@@ -17,11 +17,11 @@ CHROMA    := chromadb>=1.0,<2
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens,http]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens,http,report]'
 	touch $(STAMP)
 
 $(BSTAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens,http,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,embed,postgres,serve,mcp,langchain,llamaindex,tokens,http,report,bench]'
 	touch $(BSTAMP)
 
 demo: $(STAMP)

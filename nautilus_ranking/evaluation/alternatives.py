@@ -10,7 +10,10 @@ Tried, each where it differs from the current settings: passthrough; IDF off and
 near copies off and ``on``; diversity off and at the documented 0.3; no per-source cap
 and the documented 4 (docs/configuration.md: both measured in
 ``benchmarks/quality/near_duplicates.py``); every other lexical scorer; with ``embed``, every
-other embedder (the rows re-embedded); and each source at every boost level. A scorer
+other embedder (the rows re-embedded); where the rows carry a time (a source maps
+one), recency off and at :data:`RECENCY_SETTINGS`, and supersession off and on; with
+the judgments dated (``eval --as-of``), the same ranking without the request's
+``as_of``; and each source at every boost level. A scorer
 or an embedder does not turn ranking on: from passthrough it is tried ranked, with a
 top K of the evaluated depth, which changes nothing else nDCG@k sees.
 """
@@ -36,6 +39,10 @@ MAX_PER_SOURCE = 4
 #: The embedders the sweep tries with the ``embed`` extra (int8 onnx: the fast one).
 EMBEDDERS = ("hashing", "onnx")
 REFERENCE = "reference (ranked, defaults)"
+#: The decays tried where rows carry a time: a short and a long half-life, and a window
+#: (docs/configuration.md, NAUTILUS_RANKING_RECENCY; docs/tuning-time.md measured them).
+RECENCY_SETTINGS = ("half_life:30d", "half_life:365d", "window:730d")
+WITHOUT_AS_OF = "without as_of"
 
 
 @dataclass(frozen=True)
@@ -43,13 +50,15 @@ class Alternative:
     """Deployable settings: the ``NAUTILUS_*`` lines that select them, and their synthesizer."""
 
     name: str
-    kind: str  # current | passthrough | reference | idf | knob | lexical | embedder | boost
+    # current | passthrough | reference | idf | knob | time | as_of | lexical | embedder | boost
+    kind: str
     ranker: RankingSynthesizer | None  # None: passthrough (what the broker does)
     env: tuple[tuple[str, str], ...] = ()  # changes against the current settings
     source: str | None = None  # boost rows: the boosted source
     level: str | None = None  # boost rows: low | medium | high | none
     same_as_current: bool = False
     settings: NautilusSettings | None = None  # what the broker would be built from
+    as_of: bool = True  # the request carries the judgments' as_of (eval --as-of), if any
 
 
 def signature(settings: NautilusSettings, ranked: bool | None = None) -> tuple[Any, ...]:
@@ -85,8 +94,25 @@ def boosts_value(boosts: Mapping[str, str], order: Sequence[str]) -> str:
     )
 
 
-def _knob_changes(settings: NautilusSettings) -> list[tuple[str, str, dict[str, Any], str]]:
-    """(name, kind, field changes, .env line value) for each knob's documented settings."""
+def _time_changes(settings: NautilusSettings) -> list[tuple[str, str, dict[str, Any], str]]:
+    """(name, kind, field changes, .env line value) for the time knobs: recency off and
+    at each of :data:`RECENCY_SETTINGS`, supersession off and on."""
+    out: list[tuple[str, str, dict[str, Any], str]] = []
+    for value in (None, *RECENCY_SETTINGS):
+        if value != settings.ranking_recency:
+            name = f"recency {value}" if value is not None else "recency off"
+            out.append((name, "time", {"ranking_recency": value}, value or "off"))
+    on = not settings.ranking_supersede
+    name = f"supersede {'on' if on else 'off'}"
+    out.append((name, "time", {"ranking_supersede": on}, str(on).lower()))
+    return out
+
+
+def _knob_changes(
+    settings: NautilusSettings, dated: bool = False
+) -> list[tuple[str, str, dict[str, Any], str]]:
+    """(name, kind, field changes, .env line value) for each knob's documented settings
+    (``dated``: the time knobs too)."""
     out: list[tuple[str, str, dict[str, Any], str]] = []
     for on in (False, True):
         if settings.ranking_idf is None and on == settings.resolved_idf:
@@ -110,7 +136,7 @@ def _knob_changes(settings: NautilusSettings) -> list[tuple[str, str, dict[str, 
     for scorer in LEXICAL_SCORERS:
         if scorer != settings.ranking_lexical:
             out.append((f"lexical {scorer}", "lexical", {"ranking_lexical": scorer}, scorer))
-    return out
+    return out + (_time_changes(settings) if dated else [])
 
 
 def alternatives(
@@ -120,9 +146,13 @@ def alternatives(
     sweep: bool,
     k: int = 10,
     embed: bool = False,
+    dated: bool = False,
+    as_of: bool = False,
 ) -> list[Alternative]:
     """The current settings first; with ``sweep``, every alternative of the module's list
-    (``embed``: the other embedders too), each deployable settings once."""
+    (``embed``: the other embedders too; ``dated``: the rows carry a time, so the time
+    knobs; ``as_of``: the queries carry one, so the ranking without it), each deployable
+    settings once."""
     current = Alternative(
         "current" if settings.ranking_enabled else "current (passthrough)",
         "current",
@@ -166,7 +196,11 @@ def alternatives(
 
     passthrough, lines = unset(settings)
     add("passthrough", "passthrough", passthrough, lines)
-    for name, kind, update, line in _knob_changes(settings):
+    if as_of and current.ranker is not None:
+        out.append(
+            Alternative(WITHOUT_AS_OF, "as_of", current.ranker, settings=settings, as_of=False)
+        )
+    for name, kind, update, line in _knob_changes(settings, dated):
         variable = "NAUTILUS_" + next(iter(update)).upper()
         add(name, kind, settings.model_copy(update=update), [(variable, line)])
     if embed:

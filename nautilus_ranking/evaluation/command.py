@@ -97,6 +97,8 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         "ranking entry: POST /v1/query, query --json, the retrievers; the default) or "
         "mcp (the search tool's text line, shorter: more rows fit)",
     )
+    _add_time_and_abstain(parser)
+    _add_report(parser)
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="one JSON object on stdout")
     output.add_argument("--markdown", action="store_true", help="a markdown table on stdout")
@@ -108,6 +110,44 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         "--sweep; needs matplotlib: pip install 'nautilus-ranking[bench]')",
     )
     parser.set_defaults(run=run)
+
+
+def _add_time_and_abstain(parser: argparse.ArgumentParser) -> None:
+    """The flags of what time and the abstain do (docs/eval.md)."""
+    parser.add_argument(
+        "--unanswerable",
+        type=Path,
+        metavar="FILE",
+        help="queries nothing in the sources answers (same formats as --queries, no "
+        "judgments needed): the abstain table reports off-topic abstain, false abstain "
+        "and the nDCG lost at each NAUTILUS_RANKING_MIN_CONFIDENCE",
+    )
+    parser.add_argument(
+        "--max-false-abstain",
+        type=float,
+        default=0.02,
+        metavar="RATE",
+        help="the false-abstain rate a recommended min_confidence must be shown to stay "
+        "within (default 0.02)",
+    )
+    parser.add_argument(
+        "--as-of",
+        metavar="TIME",
+        help="the time the judgments hold at (an ISO date or time): every query is ranked "
+        "as of it, as a request's as_of; the sweep also tries without it",
+    )
+
+
+def _add_report(parser: argparse.ArgumentParser) -> None:
+    """``--report``: the run as one HTML page (docs/eval.md, "The HTML report")."""
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="FILE.html",
+        help="also write one static HTML report, working offline, with a PNG beside it "
+        "for each chart (the charts need the report extra: pip install "
+        "'nautilus-ranking[report]'; without it the page has the tables)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,10 +162,11 @@ def run(args: argparse.Namespace) -> int:
         plot,
         text_report,
     )
+    from nautilus_ranking.evaluation.report_page import write_eval_report
 
     if args.plot is not None:
         _check_matplotlib()
-    sweep = bool(args.sweep or args.recommend or args.plot is not None)
+    sweep = bool(args.sweep or args.recommend or args.plot is not None or args.report)
     if args.max_tokens is not None and args.max_tokens < 1:
         print(
             f"nautilus-ranking: --max-tokens must be an integer >= 1, got {args.max_tokens}",
@@ -148,9 +189,13 @@ def run(args: argparse.Namespace) -> int:
             sweep=sweep,
             max_tokens=args.max_tokens,
             counting=args.budget_counts,
+            unanswerable_path=args.unanswerable,
+            as_of=args.as_of,
+            max_false_abstain=args.max_false_abstain,
         )
         if args.plot is not None:
             plot(result, args.plot)
+        written = write_eval_report(result, args.report) if args.report is not None else None
     except (EvalInputError, OSError) as exc:
         print(f"nautilus-ranking: {exc}", file=sys.stderr)
         return 1
@@ -171,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
         text = text_report(result, wide=args.wide)
     if args.plot is not None:
         print(f"plot written to {args.plot}", file=sys.stderr)
+    if written is not None:
+        print(f"report written to {written.page}{written.described}", file=sys.stderr)
     return _emit(text)
 
 

@@ -64,7 +64,7 @@ def score_cuts(
     shape = (len(cuts), len(runs))
     handed, irrelevant, recall, ndcg = (np.zeros(shape) for _ in range(4))
     for q, run in enumerate(runs):
-        ranked = ranker.rank(run.results, {"query": run.text})
+        ranked = ranker.rank(run.results, run.context())
         ids = [row_id(r.row, id_field) for r in ranked]
         wanted = relevant(run.grades)
         for c, cut in enumerate(cuts):

@@ -19,6 +19,12 @@ from typing import Any
 
 from nautilus_ranking.broker import Broker, applied_settings
 from nautilus_ranking.embedders import Embedder, embedder_from_name
+from nautilus_ranking.evaluation.abstain import (
+    MAX_FALSE_ABSTAIN,
+    AbstainTable,
+    choose,
+    score_abstain,
+)
 from nautilus_ranking.evaluation.alternatives import (
     Alternative,
     alternatives,
@@ -48,6 +54,7 @@ from nautilus_ranking.evaluation.progress import Progress
 from nautilus_ranking.evaluation.sweep import Fetched, Scored, compare, paired_test, score
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.sources.base import embeds_query, stores_vectors
+from nautilus_ranking.synthesis.row_times import period_of
 
 #: Queries in flight at once: enough to overlap the sources' I/O, few enough to be polite.
 CONCURRENT_QUERIES = 4
@@ -83,6 +90,11 @@ class EvalResult:
     stored_vectors: list[str] = field(default_factory=list)
     stored_by: str = ""
     config: str = ""  # the sources file, as given
+    #: The abstain table (:mod:`.abstain`): with a sweep or unanswerable queries.
+    abstain: AbstainTable | None = None
+    unanswerable_format: str | None = None  # how the unanswerable queries were read
+    as_of: str | None = None  # the time the judgments hold at (--as-of)
+    dated: bool = False  # some source maps a time: the sweep tried the time knobs
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -91,16 +103,20 @@ class EvalResult:
 
 
 async def fetch_all(
-    broker: Broker, judged: Sequence[tuple[str, str, Mapping[str, int]]], progress: Progress
+    broker: Broker,
+    judged: Sequence[tuple[str, str, Mapping[str, int]]],
+    progress: Progress,
+    as_of: str | None = None,
 ) -> list[Fetched]:
-    """One ``broker.fetch`` per query, a few at a time; results in the queries' order."""
+    """One ``broker.fetch`` per query, a few at a time; results in the queries' order
+    (``as_of``: the time each query's ranking is asked as of)."""
     gate = asyncio.Semaphore(CONCURRENT_QUERIES)
 
     async def one(qid: str, text: str, grades: Mapping[str, int]) -> Fetched:
         async with gate:
             results = await broker.fetch(text)
         progress.step()
-        return Fetched(qid, text, grades, results)
+        return Fetched(qid, text, grades, results, as_of)
 
     return list(await asyncio.gather(*(one(*item) for item in judged)))
 
@@ -116,29 +132,47 @@ def run_eval(
     progress: bool | None = None,
     max_tokens: int | None = None,
     counting: str = "json",
+    unanswerable_path: Path | None = None,
+    as_of: str | None = None,
+    max_false_abstain: float = MAX_FALSE_ABSTAIN,
 ) -> EvalResult:
     """Read the inputs, fetch once per judged query, score the current settings
     (and every alternative with ``sweep``). ``settings``: the run's (with each knob's
     origin), or plain settings whose knobs are the caller's arguments. Under a budget
     (``max_tokens``, else the settings'), every row is scored on the rows that fit,
-    each counted as ``counting`` says (:mod:`.delivered`)."""
+    each counted as ``counting`` says (:mod:`.delivered`). ``unanswerable_path``:
+    queries nothing answers, for the abstain table (:mod:`.abstain`); ``as_of``: the
+    time the judgments hold at, sent with every query as a request's ``as_of``."""
     if k < 1:
         raise EvalInputError(f"--k must be an integer >= 1, got {k}")
+    if not 0.0 < max_false_abstain < 1.0:
+        raise EvalInputError(
+            f"--max-false-abstain must be a rate between 0 and 1, got {max_false_abstain:g}"
+        )
+    _check_as_of(as_of)
     run = settings if isinstance(settings, RunSettings) else run_settings(settings)
     queries = read_queries(queries_path)
     judgments = read_judgments(judgments_path, queries.texts, relevant_only=True)
     judged = _judged(queries, judgments, queries_path, judgments_path)
-    fetched = _fetch(config, run, judged, progress)
+    unanswerable = read_queries(unanswerable_path) if unanswerable_path is not None else None
+    offtopic = _unanswerable(unanswerable, judgments.grades, unanswerable_path)
+    fetched = _fetch(config, run, [*judged, *offtopic], progress, as_of)
+    fetched.runs, offtopic_runs = fetched.runs[: len(judged)], fetched.runs[len(judged) :]
     current = fetched.current
     budget = max_tokens if max_tokens is not None else current.ranking_max_tokens
     delivery = Delivery(budget, counting) if budget is not None else None
     started = time.perf_counter()
-    ranked = _rank(fetched, id_field, k, sweep, progress, delivery)
+    ranked = _rank(fetched, id_field, k, sweep, progress, delivery, as_of is not None)
     scored, ref = ranked.scored, ranked.reference
     compare(scored, {**ranked.references, **({"": ref} if ref is not None else {})})
     runs = fetched.runs
     cov = coverage(runs, queries.texts, judgments.grades, id_field, judgments.elsewhere)
-    recommendation = _recommendation(ranked, k, sweep, cov)
+    abstain = None
+    if sweep or offtopic:
+        abstain = score_abstain(
+            current, fetched.embedder, runs, offtopic_runs, id_field, k, max_false_abstain
+        )
+    recommendation = _recommendation(ranked, k, sweep, cov, abstain)
     rank_seconds = time.perf_counter() - started
     return EvalResult(
         k=k,
@@ -163,7 +197,39 @@ def run_eval(
         stored_vectors=fetched.stored,
         stored_by=current.vector_embedder,
         config=str(config),
+        abstain=abstain,
+        unanswerable_format=unanswerable.format if unanswerable is not None else None,
+        as_of=as_of,
+        dated=fetched.dated,
     )
+
+
+def _check_as_of(as_of: str | None) -> None:
+    """A time the ranking can read, or an error naming the flag and the forms it takes."""
+    found = period_of(as_of) if as_of is not None else None
+    if isinstance(found, str):
+        raise EvalInputError(
+            f"--as-of {as_of!r} is not a time ({found}): give an ISO date or date-time, "
+            "e.g. 2026-06-01 or 2026-06-01T12:00:00Z"
+        )
+
+
+def _unanswerable(
+    queries: Queries | None, grades: Mapping[str, Mapping[str, int]], path: Path | None
+) -> list[tuple[str, str, dict[str, int]]]:
+    """(id, text, no grades) of each unanswerable query; one the judgments judge
+    relevant somewhere is an error naming it (the file would count its abstain as right)."""
+    if queries is None:
+        return []
+    if not queries.texts:
+        raise EvalInputError(f"{path}: no query in the unanswerable queries file")
+    judged = [qid for qid in queries.texts if relevant(grades.get(qid, {}))]
+    if judged:
+        raise EvalInputError(
+            f"{path}: {len(judged)} unanswerable queries have a relevant judgment "
+            f"({_some(judged)}): give the unanswerable queries ids of their own"
+        )
+    return [(qid, text, {}) for qid, text in queries.texts.items()]
 
 
 def _judged(
@@ -197,6 +263,7 @@ class _Fetched:
     stored: list[str]  # sources whose vectors are stored in PostgreSQL
     runs: list[Fetched]
     seconds: float
+    dated: bool = False  # some source maps its rows' time
 
 
 def _fetch(
@@ -204,6 +271,7 @@ def _fetch(
     run: RunSettings,
     judged: Sequence[tuple[str, str, Mapping[str, int]]],
     progress: bool | None,
+    as_of: str | None = None,
 ) -> _Fetched:
     """One fan-out per judged query, through a broker built as ``query`` and the
     service build theirs; the broker is closed once every query is fetched."""
@@ -216,9 +284,12 @@ def _fetch(
         stored = [s.id for s in broker.sources if stores_vectors(s)]
         started = time.perf_counter()
         with Progress(len(judged), "fetching", enabled=progress) as bar:
-            runs = asyncio.run(fetch_all(broker, judged, bar))
+            runs = asyncio.run(fetch_all(broker, judged, bar, as_of))
         seconds = time.perf_counter() - started
-    return _Fetched(source_ids, current, embedder, by_embedder, stored, runs, seconds)
+    dated = bool(current.ranking_time_fields) or any(
+        r.time_field for fetched in runs for r in fetched.results
+    )
+    return _Fetched(source_ids, current, embedder, by_embedder, stored, runs, seconds, dated)
 
 
 @dataclass
@@ -238,12 +309,22 @@ def _rank(
     sweep: bool,
     progress: bool | None,
     delivery: Delivery | None,
+    as_of: bool = False,
 ) -> _Ranked:
     """Score the current settings, each alternative (with ``sweep``) and each boosted
     source's unboosted reference, ranking each distinct ranking once."""
     current, source_ids, runs = fetched.current, fetched.source_ids, fetched.runs
     embedder = fetched.embedder
-    alts = alternatives(current, source_ids, embedder, sweep, k, embed=sweep and _can_embed())
+    alts = alternatives(
+        current,
+        source_ids,
+        embedder,
+        sweep,
+        k,
+        embed=sweep and _can_embed(),
+        dated=fetched.dated,
+        as_of=as_of,
+    )
     boosted = sorted({a.source for a in alts if a.kind == "boost" and a.source})
     steps = len(runs) * (len(alts) + len(boosted) + (2 if sweep else 0))
     cache: dict[tuple[Any, ...], Scored] = {}
@@ -252,7 +333,7 @@ def _rank(
         def scored_as(alt: Alternative) -> Scored:
             """Ranked once per distinct ranking; a row that ranks as another shares its
             figures under its own name."""
-            key = signature(alt.settings or current, ranked=alt.ranker is not None)
+            key = (*signature(alt.settings or current, ranked=alt.ranker is not None), alt.as_of)
             if key in cache:
                 bar.step(len(runs))
                 return dataclasses.replace(cache[key], alternative=alt)
@@ -269,14 +350,26 @@ def _rank(
     return _Ranked(scored, references, ref, cuts)
 
 
-def _recommendation(ranked: _Ranked, k: int, sweep: bool, cov: Coverage) -> Recommendation | None:
+def _recommendation(
+    ranked: _Ranked, k: int, sweep: bool, cov: Coverage, abstain: AbstainTable | None
+) -> Recommendation | None:
     """A sweep's recommendation, withheld when most judged-relevant ids are in no row
-    (then the judgments do not describe these sources)."""
+    (then the judgments do not describe these sources); the abstain table's threshold is
+    chosen under the same correction (filled into ``abstain``)."""
     recommendation = None
     scored = ranked.scored
     if sweep:
         cut_p = [paired_test(c.ndcg - scored[0].ndcg)[1] for c in ranked.cuts if not c.current]
-        recommendation = recommend(scored, k, cut_p, reference=ranked.reference)
+        tested = abstain.tested if abstain is not None else []
+        recommendation = recommend(
+            scored,
+            k,
+            cut_p,
+            reference=ranked.reference,
+            abstain_p_values=[r.p_value for r in tested],
+        )
+        if abstain is not None:
+            choose(abstain, recommendation.abstain_rejected, recommendation.family)
     if recommendation is not None and cov.mostly_unseen:
         recommendation = Recommendation(
             None,
@@ -288,6 +381,7 @@ def _recommendation(ranked: _Ranked, k: int, sweep: bool, cov: Coverage) -> Reco
             ),
             recommendation.family,
             passed=recommendation.passed,
+            abstain_rejected=recommendation.abstain_rejected,
         )
     return recommendation
 

@@ -12,7 +12,9 @@ sort the ``m`` p-values ascending; the i-th smallest (i = 1, 2, …) is rejected
 stand. ``alpha`` is :data:`FAMILYWISE_ALPHA`, 0.025 one-sided: the level of the
 uncorrected rule's 95% interval. ``m`` counts every
 alternative of the run compared with the current settings: the sweep's rows, the
-reference, and the relevance-cut settings. docs/eval.md has a worked example.
+reference, the relevance-cut settings and, with unanswerable queries, the abstain
+thresholds (:mod:`.abstain`: each one's hypothesis is a false-abstain rate above the
+target). docs/eval.md has a worked example.
 
 With fewer judged queries than :data:`ENOUGH_QUERIES` (docs/eval.md, step 1) the
 recommended line is printed commented out, and :func:`queries_needed` says how many
@@ -69,6 +71,9 @@ class Recommendation:
     #: The alternatives (by name; the reference too) whose gain passes the correction,
     #: safe or not: what the sweep table marks.
     passed: frozenset[str] = frozenset()
+    #: Per abstain threshold tested (:attr:`.abstain.AbstainTable.tested`, in order):
+    #: whether the correction rejects its false-abstain hypothesis.
+    abstain_rejected: tuple[bool, ...] = ()
 
 
 def holm(p_values: Sequence[float] | FloatArray, alpha: float = FAMILYWISE_ALPHA) -> np.ndarray:
@@ -106,18 +111,22 @@ def recommend(
     extra_p_values: Sequence[float] = (),
     alpha: float = FAMILYWISE_ALPHA,
     reference: Scored | None = None,
+    abstain_p_values: Sequence[float] = (),
 ) -> Recommendation:
     """The alternative with the largest nDCG@k gain among those Holm rejects (across
-    ``scored[1:]``, ``extra_p_values`` and ``reference``, the family's other members)
-    under which every other source keeps ``HIJACK_FLOOR`` of its recall@k."""
+    ``scored[1:]``, ``extra_p_values``, ``reference`` and ``abstain_p_values``, the
+    family's other members) under which every other source keeps ``HIJACK_FLOOR`` of
+    its recall@k; and which abstain thresholds' hypotheses the same correction rejects."""
     candidates = [s for s in scored[1:] if not s.alternative.same_as_current]
     p_values = [s.p_value for s in candidates] + list(extra_p_values)
     p_values += [reference.p_value] if reference is not None else []
+    p_values += list(abstain_p_values)
     family = len(p_values)
     every = holm(p_values, alpha)
     rejected = every[: len(candidates)]
+    abstain_rejected = tuple(bool(r) for r in every[len(every) - len(abstain_p_values) :])
     passed = {s.alternative.name for s, r in zip(candidates, rejected, strict=True) if r}
-    if reference is not None and every[-1]:
+    if reference is not None and every[len(every) - len(abstain_p_values) - 1]:
         passed.add(reference.alternative.name)
     gaining = [s for s in candidates if s.delta is not None and s.delta[0] > 0]
     best_seen = max(gaining, key=lambda s: s.delta[0] if s.delta else 0.0, default=None)
@@ -125,7 +134,9 @@ def recommend(
     qualifying = [s for s in survived if s.safe]
     if qualifying:
         best = max(qualifying, key=lambda s: s.delta[0] if s.delta else 0.0)
-        return Recommendation(best, qualifying, "", family, best_seen, frozenset(passed))
+        return Recommendation(
+            best, qualifying, "", family, best_seen, frozenset(passed), abstain_rejected
+        )
     if survived:
         reason = (
             f"{len(survived)} alternative(s) improve nDCG@{k} but take another source "
@@ -140,4 +151,4 @@ def recommend(
         )
     else:
         reason = f"no alternative improves nDCG@{k} with a 95% CI above zero"
-    return Recommendation(None, [], reason, family, best_seen, frozenset(passed))
+    return Recommendation(None, [], reason, family, best_seen, frozenset(passed), abstain_rejected)

@@ -5,7 +5,8 @@ declared knob in ``current_settings`` as ``{value, origin, set}``; ``results`` l
 rows of the text report (passthrough and the reference included) with ``repeats`` and
 ``p_value``; ``recommendation`` says the size of the family it was corrected for, whether
 its lines are commented out, and the lines themselves; ``notes``. ``profile``, only
-with ``--profile``: the ranking profile the knobs were resolved with.
+with ``--profile``: the ranking profile the knobs were resolved with. ``abstain`` (null
+without a sweep or unanswerable queries) and ``as_of`` were added within version 2.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from nautilus_ranking.evaluation.abstain import AbstainTable
 from nautilus_ranking.evaluation.cuts import CutScored
 from nautilus_ranking.evaluation.evaluate import EvalResult
 from nautilus_ranking.evaluation.familywise import (
@@ -123,6 +125,43 @@ def json_report(result: EvalResult) -> dict[str, Any]:
         "notes": result.notes,
         "seconds": {"fetch": result.fetch_seconds, "rank": result.rank_seconds},
         "relevance_cut": [_cut_dict(c) for c in result.cuts],
+        "as_of": result.as_of,
+        "abstain": None if result.abstain is None else abstain_dict(result.abstain),
+    }
+
+
+def abstain_dict(table: AbstainTable) -> dict[str, Any]:
+    """The abstain table: per threshold, counts, rates with intervals, nDCG lost."""
+
+    def rate(value: tuple[float, float, float] | None) -> dict[str, float] | None:
+        return (
+            None if value is None else dict(zip(("rate", "ci_low", "ci_high"), value, strict=True))
+        )
+
+    return {
+        "max_false_abstain": table.target,
+        "recommended": None if table.recommended is None else table.recommended.p,
+        "reason": table.reason,
+        "thresholds": [
+            {
+                "min_confidence": r.p,
+                "current": r.current,
+                "off_topic_abstains": r.off_topic_abstains,
+                "unanswerable": r.unanswerable,
+                "off_topic_abstain": rate(r.off_topic_rate),
+                "false_abstains": r.false_abstains,
+                "judged": r.judged,
+                "false_abstain": rate(r.false_rate),
+                "ndcg": _num(r.ndcg.mean()),
+                "ndcg_lost": dict(zip(("mean", "ci_low", "ci_high"), r.lost, strict=True)),
+                "p_value": r.p_value,
+            }
+            for r in table.rows
+        ],
+        "confidence": {
+            "judged": table.confidence_judged,
+            "unanswerable": table.confidence_unanswerable,
+        },
     }
 
 

@@ -121,6 +121,36 @@ def _lines(result: EvalResult) -> list[str]:
     rec = result.recommendation
     if rec is None:
         return []
+    return [*_ranking_lines(result), *_abstain_lines(result)]
+
+
+def _abstain_lines(result: EvalResult) -> list[str]:
+    """The abstain threshold chosen under the same correction (:mod:`.abstain`), or why
+    none is; nothing without unanswerable queries to weigh it against."""
+    table = result.abstain
+    if table is None or not table.tested:
+        return []
+    best = table.recommended
+    if best is None or best.p is None:
+        return [f"# abstain: keep NAUTILUS_RANKING_MIN_CONFIDENCE as it is — {table.reason}."]
+    off = best.off_topic_rate
+    rate, _, high = best.false_rate
+    line = f"NAUTILUS_RANKING_MIN_CONFIDENCE={best.p:g}"
+    return [
+        f"# abstain: min_confidence {best.p:g} abstains on {best.off_topic_abstains} of "
+        f"{best.unanswerable} unanswerable queries"
+        + (f" (95% CI {off[1]:.0%} to {off[2]:.0%})" if off is not None else "")
+        + f", falsely on {best.false_abstains} of {best.judged} judged ({rate:.1%}, at most "
+        f"{high:.1%}), nDCG@{result.k} lost {best.lost[0]:.3f}: its false abstain is within "
+        f"{table.target:.0%} under Holm's correction.",
+        *([] if best.current else [line]),
+    ]
+
+
+def _ranking_lines(result: EvalResult) -> list[str]:
+    rec = result.recommendation
+    if rec is None:
+        return []
     k = result.k
     best = rec.best
     if best is None or best.delta is None:
@@ -166,6 +196,11 @@ def _lines(result: EvalResult) -> list[str]:
     if any(value == "" for _, value in best.alternative.env):
         out.append("# an empty value unsets the variable")
     out += _reload(result, best)
+    if best.alternative.kind == "as_of":
+        out.append(
+            "# as_of is a request's, not a NAUTILUS_* setting: rank these queries without "
+            "the time their judgments hold at (no line to paste)"
+        )
     out += [f"{name}={value}" for name, value in best.alternative.env]
     also = [s.alternative.name for s in others if not _unproven(result, s)]
     if also:

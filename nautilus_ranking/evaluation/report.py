@@ -97,6 +97,77 @@ def _cut_rows(result: EvalResult) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def sweep_rows(result: EvalResult) -> tuple[list[str], list[list[str]]]:
+    """The sweep's table, each column headed in full (the HTML report's)."""
+    return _rows(result, wide=True)
+
+
+def cut_rows(result: EvalResult) -> tuple[list[str], list[list[str]]]:
+    """The relevance-cut table (the HTML report's)."""
+    return _cut_rows(result)
+
+
+def abstain_rows(result: EvalResult) -> tuple[list[str], list[list[str]]]:
+    """The abstain table: per ``NAUTILUS_RANKING_MIN_CONFIDENCE`` threshold, the
+    off-topic abstain and false abstain with their exact intervals, and nDCG@k lost."""
+    table = result.abstain
+    k = result.k
+    head = [
+        "NAUTILUS_RANKING_MIN_CONFIDENCE",
+        "off-topic abstain [95% CI]",
+        "false abstain [95% CI]",
+        f"nDCG@{k} lost [95% CI]",
+        f"nDCG@{k}",
+    ]
+    if table is None:
+        return head, []
+    rows = []
+    for entry in table.rows:
+        off = entry.off_topic_rate
+        rate, low, high = entry.false_rate
+        mean, lost_low, lost_high = entry.lost
+        mark = " (= current)" if entry.current else ""
+        mark += " <- recommended" if entry is table.recommended else ""
+        rows.append(
+            [
+                entry.setting + mark,
+                "—"
+                if off is None
+                else f"{entry.off_topic_abstains}/{entry.unanswerable} {off[0]:.0%} "
+                f"[{off[1]:.0%}, {off[2]:.0%}]",
+                f"{entry.false_abstains}/{entry.judged} {rate:.0%} [{low:.0%}, {high:.0%}]",
+                f"{mean:.3f} [{lost_low:.3f}, {lost_high:.3f}]",
+                f"{entry.ndcg.mean():.3f}",
+            ]
+        )
+    return head, rows
+
+
+def abstain_note(result: EvalResult) -> str:
+    """What the abstain table rests on, and what it recommends or why not."""
+    table = result.abstain
+    if table is None:
+        return ""
+    unanswerable = table.rows[0].unanswerable if table.rows else 0
+    note = (
+        f"abstain: each threshold on the ranking above without one (ranking on), decided "
+        f"as the broker decides it; false abstain = an abstain on a judged query; "
+        f"off-topic abstain = on the {unanswerable} unanswerable queries"
+        if unanswerable
+        else "abstain: each threshold on the ranking above without one (ranking on); "
+        "off-topic abstain needs unanswerable queries (--unanswerable FILE)"
+    )
+    missing = sum(c is None for c in table.confidence_judged)
+    if missing == len(table.confidence_judged):
+        note += "; no query had a confidence (no fit for this scoring setup): none abstains"
+    note += (
+        f"; exact (Clopper-Pearson) intervals for the rates, paired bootstrap for nDCG@"
+        f"{result.k} lost; a recommended threshold's false abstain passes Holm's correction "
+        f"as within {table.target:.0%}"
+    )
+    return note
+
+
 _CUT_NOTE = (
     "relevance cut: each setting on the ranking above without a cut (ranking on); "
     "means per query; irrelevant = no judgment of grade >= 1"
@@ -253,6 +324,10 @@ def text_report(result: EvalResult, wide: bool = False) -> str:
             )
             for row in [head, *rows]
         ]
+    if result.abstain is not None:
+        note = abstain_note(result)
+        lines += ["", *([note] if wide else textwrap.wrap(note, WIDTH, break_on_hyphens=False))]
+        lines += _table(*abstain_rows(result), last_left=False)
     rec = recommendation_lines(result)
     if rec:
         lines += ["", *rec]
@@ -282,6 +357,10 @@ def markdown_report(result: EvalResult) -> str:
         head, rows = _cut_rows(result)
         lines += ["", f"{_CUT_NOTE}:", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
+    if result.abstain is not None:
+        head, rows = abstain_rows(result)
+        lines += ["", f"{abstain_note(result)}:", "", "| " + " | ".join(head) + " |"]
+        lines += ["|" + "---|" * len(head), *("| " + " | ".join(row) + " |" for row in rows)]
     rec = recommendation_lines(result)
     if rec:
         lines += ["", "```sh", *rec, "```"]

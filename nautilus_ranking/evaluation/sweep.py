@@ -37,7 +37,9 @@ from nautilus_ranking.evaluation.metrics import (
 )
 from nautilus_ranking.evaluation.repeats import repeats_in_top
 from nautilus_ranking.records import AdapterResult, RankedRow
+from nautilus_ranking.selection import confidence
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
+from nautilus_ranking.synthesis.ranking_result import RankingResult
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -55,6 +57,13 @@ class Fetched:
     text: str
     grades: Mapping[str, int]
     results: list[AdapterResult]
+    as_of: str | None = None  # the time the judgments hold at (eval --as-of)
+
+    def context(self, as_of: bool = True) -> dict[str, Any]:
+        """The ranking's request context: the query, and ``as_of`` when asked and given."""
+        if as_of and self.as_of is not None:
+            return {"query": self.text, "as_of": self.as_of}
+        return {"query": self.text}
 
 
 @dataclass
@@ -107,10 +116,26 @@ def ranked_rows(
             return pairs
         unscored = [RankedRow(sid, row, 0.0, i + 1, i + 1) for i, (sid, row) in enumerate(pairs)]
         return [(r.source_id, r.row) for r in delivery.deliver(unscored, fetched.text, False)]
-    ranked = alternative.ranker.rank(fetched.results, {"query": fetched.text})
+    found = alternative.ranker.merge_ranked(fetched.results, fetched.context(alternative.as_of))
+    settings = alternative.settings
+    if settings is not None and abstains(found, settings.ranking_min_confidence, fetched):
+        return []  # the answer abstains: it hands nothing over
+    ranked = found.ranking
     if delivery is not None:
         ranked = delivery.deliver(ranked, fetched.text, True)
     return [(r.source_id, r.row) for r in ranked]
+
+
+def abstains(found: RankingResult, min_confidence: float | None, fetched: Fetched) -> bool:
+    """Whether the answer abstains under ``min_confidence``, decided as the broker decides
+    it (:func:`~nautilus_ranking.selection.confidence.decide`: a failed source or rows
+    scored by words past the deadline fail open)."""
+    if min_confidence is None:
+        return False
+    errored = sum(1 for r in fetched.results if r.error is not None)
+    lexical = int(found.embedding["rows_lexical"]) if found.embedding is not None else 0
+    decided = confidence.decide(found.confidence, min_confidence, errored, lexical)
+    return decided is not None and bool(decided["abstained"])
 
 
 def score(
