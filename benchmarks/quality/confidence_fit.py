@@ -54,6 +54,7 @@ from nautilus_ranking import AdapterResult, Broker, RankingSynthesizer
 from nautilus_ranking.embedders import embedder_from_name
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.selection import confidence
+from nautilus_ranking.selection import confidence_fitting as fitting
 
 TOP_K = 10
 SCENARIOS = ("partitioned", "hybrid")
@@ -61,9 +62,7 @@ SCENARIOS = ("partitioned", "hybrid")
 SETUPS = (("bm25", True), ("bm25", False))
 KINDS = ("own", "in_domain", "off_topic")
 SEED = 59
-L2 = 1.0
-#: The least share of the queries one step of the isotonic map is read from.
-MIN_BLOCK = 0.1
+MIN_BLOCK = fitting.MIN_BLOCK
 #: The abstain thresholds the report compares.
 THRESHOLDS = (0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3)
 #: The bars a recommended p meets on held-out collections.
@@ -214,121 +213,27 @@ def collect(datasets: Path, work: Path, embedders: Sequence[str]) -> list[Record
     return records
 
 
-# --- the model --------------------------------------------------------------------------
-
-
-#: The signals each embedder's fits read (of ``confidence.FEATURES``): with a model, its
-#: cosine and the lexical cosine beside it; with words only, BM25 and the batch's shape.
-#: Left out: the margin and the agreement (fitted with negative weights, an artefact of three
-#: sources of 30 rows that a batch of another shape would extrapolate).
-FEATURES_OF = {
-    "onnx": ("top_similarity", "top_lexical"),
-    "hashing": ("top_similarity", "similarity_z", "query_words"),
-}
+# --- the model: the library's fitter (nautilus_ranking/selection/confidence_fitting.py) ---
 
 
 def columns(setup: str) -> tuple[str, ...]:
-    return FEATURES_OF[setup.split("/")[0]]
-
-
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2) -> dict[str, Any]:
-    """Standardised features, an L2-penalised logistic regression by Newton's method."""
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale = np.where(scale > 1e-12, scale, 1.0)
-    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
-    w = np.zeros(z.shape[1])
-    penalty = np.full(z.shape[1], l2)
-    penalty[-1] = 0.0  # the intercept is not penalised
-    for _ in range(100):
-        p = 1 / (1 + np.exp(-np.clip(z @ w, -50, 50)))
-        gradient = z.T @ (p - y) + penalty * w
-        hessian = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty + 1e-9)
-        step = np.linalg.solve(hessian, gradient)
-        w -= step
-        if float(np.abs(step).max()) < 1e-10:
-            break
-    return {
-        "mean": mean.tolist(),
-        "scale": scale.tolist(),
-        "coef": w[:-1].tolist(),
-        "intercept": float(w[-1]),
-    }
-
-
-def score(fit: dict[str, Any], x: np.ndarray) -> np.ndarray:
-    mean, scale = np.array(fit["mean"]), np.array(fit["scale"])
-    return ((x - mean) / scale) @ np.array(fit["coef"]) + fit["intercept"]
-
-
-def isotonic(
-    z: np.ndarray, y: np.ndarray, min_share: float = 0.0
-) -> tuple[list[float], list[float]]:
-    """Pool-adjacent-violators: the non-decreasing map from score to the share of label
-    1, as knots at each block's middle score; a block holding less than ``min_share``
-    of the queries is pooled with its neighbour nearer in share (an end of the map
-    read from a few queries would be read as certainty)."""
-    order = np.argsort(z, kind="stable")
-    blocks: list[list[float]] = []  # [mean label, weight, first score, last score]
-    for zi, yi in zip(z[order].tolist(), y[order].tolist(), strict=True):
-        blocks.append([yi, 1.0, zi, zi])
-        while len(blocks) > 1 and blocks[-2][0] >= blocks[-1][0]:
-            b = blocks.pop()
-            a = blocks[-1]
-            a[0] = (a[0] * a[1] + b[0] * b[1]) / (a[1] + b[1])
-            a[1] += b[1]
-            a[3] = b[3]
-    least = min_share * len(z)
-    while len(blocks) > 1 and min(b[1] for b in blocks) < least:
-        i = min(range(len(blocks)), key=lambda k: blocks[k][1])
-        j = i - 1 if i == len(blocks) - 1 else i + 1
-        if 0 < i < len(blocks) - 1 and abs(blocks[i - 1][0] - blocks[i][0]) < abs(
-            blocks[i + 1][0] - blocks[i][0]
-        ):
-            j = i - 1
-        a, b = blocks[min(i, j)], blocks[max(i, j)]
-        a[0] = (a[0] * a[1] + b[0] * b[1]) / (a[1] + b[1])
-        a[1] += b[1]
-        a[3] = b[3]
-        del blocks[max(i, j)]
-    return [round((b[2] + b[3]) / 2, 6) for b in blocks], [round(b[0], 6) for b in blocks]
+    return fitting.features_for(setup)
 
 
 def fit_setup(setup: str, x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     """One setup's fit as ``confidence_fit.json`` stores it."""
-    fit = fit_logistic(x, y)
-    return {
-        "features": list(columns(setup)),
-        **fit,
-        "knots": list(isotonic(score(fit, x), y, MIN_BLOCK)),
-        "bounds": [x.min(axis=0).tolist(), x.max(axis=0).tolist()],
-    }
+    return fitting.fit_setup(columns(setup), x, y, MIN_BLOCK)
 
 
 def predict(setup: str, fit: dict[str, Any], x: np.ndarray) -> np.ndarray:
-    parsed = confidence.parse_fits({"setups": {setup: fit}})[setup]
-    return np.array([parsed.probability(row) for row in x])
+    return fitting.predict(fit, x)
 
 
-def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
-    """Expected calibration error over ``bins`` equal-width bins."""
-    which = np.minimum((p * bins).astype(int), bins - 1)
-    total = 0.0
-    for b in range(bins):
-        at = which == b
-        if at.any():
-            total += at.sum() / len(p) * abs(float(p[at].mean()) - float(y[at].mean()))
-    return total
+ece = fitting.ece
 
 
 def ece_interval(p: np.ndarray, y: np.ndarray, resamples: int = 1000) -> tuple[float, float]:
-    rng = np.random.default_rng(SEED)
-    values = []
-    for _ in range(resamples):
-        at = rng.integers(0, len(p), len(p))
-        values.append(ece(p[at], y[at]))
-    low, high = np.percentile(values, [2.5, 97.5])
-    return float(low), float(high)
+    return fitting.ece_interval(p, y, resamples, SEED)
 
 
 def features_of(records: list[Record]) -> np.ndarray:
