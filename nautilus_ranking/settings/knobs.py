@@ -180,6 +180,17 @@ KNOBS: tuple[Knob, ...] = (
         restricts=True,
     ),
     Knob(
+        "ranking_confidence_fit",
+        "ranking",
+        # A fit reads the ranking's confidence; with ranking off there is none to read,
+        # and a fit alone gives no reason to rank.
+        turns_ranking_on=False,
+        per_profile=True,
+        summary="the confidence's fit made on these sources by nautilus-ranking calibrate "
+        "(unset: the shipped fit)",
+        in_broker="the confidence the abstain reads, fitted on these sources",
+    ),
+    Knob(
         "ranking_recency",
         "ranking",
         turns_ranking_on=True,

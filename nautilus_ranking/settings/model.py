@@ -51,6 +51,7 @@ from nautilus_ranking.settings.parsing import (
     parse_cursor_keys,
     parse_diversity,
     parse_field_name,
+    parse_fit_file,
     parse_idf,
     parse_int,
     parse_min_confidence,
@@ -127,6 +128,8 @@ class NautilusSettings(LogSettings):
     ranking_diversity: float | None = None
     ranking_max_per_source: int | None = None
     ranking_min_confidence: float | None = None
+    # A local fit of the confidence (nautilus-ranking calibrate); None: the shipped fit.
+    ranking_confidence_fit: str | None = None
     ranking_canonical_sources: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Time (synthesis/recency.py): the decay by age, revisions superseded, and by source
     # where a row's time and its document key are.
@@ -249,6 +252,10 @@ class NautilusSettings(LogSettings):
         take(
             "ranking_min_confidence",
             parse_min_confidence(var("ranking_min_confidence"), data.get("ranking_min_confidence")),
+        )
+        take(
+            "ranking_confidence_fit",
+            parse_fit_file(var("ranking_confidence_fit"), data.get("ranking_confidence_fit")),
         )
         take(
             "ranking_idf",
