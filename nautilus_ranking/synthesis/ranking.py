@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from nautilus_ranking.embedders import Embedder, HashingEmbedder, embedder_from_name
 from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.selection.cut import RelevanceCut, parse_cut, relevance_cut
+from nautilus_ranking.selection.local_fit import local_fits
 from nautilus_ranking.settings.parsing import (
     LEXICAL_SCORERS,
     parse_diversity,
@@ -60,7 +61,7 @@ from nautilus_ranking.synthesis.ranking_boost import BOOST_LEVELS
 from nautilus_ranking.synthesis.ranking_result import PassNotes, RankingResult
 
 if TYPE_CHECKING:
-    from nautilus_ranking.selection.confidence import Confidence
+    from nautilus_ranking.selection.confidence import Confidence, Fit
     from nautilus_ranking.settings.model import NautilusSettings
 
 
@@ -124,6 +125,7 @@ class RankingSynthesizer:
         time_fields: Mapping[str, str] | None = None,
         document_keys: Mapping[str, str] | None = None,
         may_revise: Mapping[str, Sequence[str]] | None = None,
+        confidence_fits: Mapping[str, Fit] | None = None,
     ) -> None:
         _check_counts(
             top_k=top_k,
@@ -189,6 +191,11 @@ class RankingSynthesizer:
             str(k).lower(): frozenset(str(v).lower() for v in vs)
             for k, vs in (may_revise or {}).items()
         }
+        #: A local fit of the confidence by scoring setup (``nautilus-ranking calibrate``,
+        #: selection/local_fit.py); None: the fit shipped in the package.
+        self.confidence_fits: Mapping[str, Fit] | None = (
+            dict(confidence_fits) if confidence_fits is not None else None
+        )
 
     @classmethod
     def from_settings(
@@ -224,6 +231,7 @@ class RankingSynthesizer:
             time_fields=settings.ranking_time_fields,
             document_keys=settings.ranking_document_keys,
             may_revise=settings.ranking_may_revise,
+            confidence_fits=local_fits(settings.ranking_confidence_fit),
         )
 
     # --- public API ------------------------------------------------------------------
