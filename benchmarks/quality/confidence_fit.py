@@ -275,6 +275,27 @@ def reliability(p: np.ndarray, y: np.ndarray, bins: int = 10) -> list[str]:
     return lines
 
 
+def deployment_mix(records: list[Record], p: np.ndarray, y: np.ndarray) -> list[str]:
+    """The held-out ECE without the in-domain queries (made by removing the answers: a
+    deployment's traffic has its own queries and off-topic ones), and how the answerable
+    queries read: what the shipped number means on a collection it was not fitted on."""
+    kinds = np.array([r.kind for r in records])
+    lines = [
+        "**Without the in-domain queries** (out of collection):",
+        "",
+        "| queries | n | ECE [95% CI] | answerable: mean confidence | share with a relevant row |",
+        "|---|---|---|---|---|",
+    ]
+    for name, at in (("own + off topic", kinds != "in_domain"), ("own", kinds == "own")):
+        low, high = ece_interval(p[at], y[at])
+        own = at & (kinds == "own")
+        lines.append(
+            f"| {name} | {int(at.sum())} | {ece(p[at], y[at]):.3f} [{low:.3f}, {high:.3f}] | "
+            f"{p[own & (y == 1)].mean():.3f} | {y[own].mean():.3f} |"
+        )
+    return lines
+
+
 def rates(records: list[Record], p: np.ndarray, threshold: float) -> dict[str, float]:
     kinds = np.array([r.kind for r in records])
     labels = np.array([r.label for r in records])
@@ -344,6 +365,7 @@ def report(records: list[Record]) -> tuple[str, dict[str, dict[str, Any]], dict[
             )
         if best is not None:
             chosen[setup] = best
+    lines += ["", *deployment_mix(records, p, y)]
     lines += ["", "**Reliability, pooled** (out of collection)", "", *reliability(p, y)]
     lines += ["", "**Abstain rates by p** (out of collection; ✓: meets every bar)", "", *rate_lines]
     lines += [

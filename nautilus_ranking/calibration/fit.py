@@ -42,6 +42,10 @@ FOLDS = 5
 ALPHA = 0.02
 NULL_RATE = 0.9
 _SEED = 68
+#: The least share of the queries one step of a local fit's isotonic map holds: finer
+#: than the shipped fit's (the off-topic queries outnumber the judged ones here, and a
+#: coarse step would hold most answerable queries and many off-topic ones at one value).
+MIN_BLOCK = 0.02
 
 
 @dataclass
@@ -82,7 +86,10 @@ def fold_of(n: int, folds: int = FOLDS, seed: int = _SEED) -> IntArray:
 
 
 def fit_observations(
-    seen: Observations, shipped: dict[str, Any] | None, folds: int = FOLDS
+    seen: Observations,
+    shipped: dict[str, Any] | None,
+    folds: int = FOLDS,
+    min_block: float = MIN_BLOCK,
 ) -> tuple[dict[str, Any], str, FloatArray]:
     """The entry fitted on every query, where its probability comes from, and each
     query's cross-fitted probability. Without an answerable judged query the
@@ -102,10 +109,10 @@ def fit_observations(
     for f in range(folds):
         train, test = fold != f, fold == f
         if test.any() and len(set(y[train].tolist())) == 2:
-            crossfit[test] = predict(fit_setup(features, x[train], y[train]), x[test])
+            crossfit[test] = predict(fit_setup(features, x[train], y[train], min_block), x[test])
         elif test.any():  # a fold whose rest holds one label only: the full fit
-            crossfit[test] = predict(fit_setup(features, x, y), x[test])
-    return fit_setup(features, x, y), "local", crossfit
+            crossfit[test] = predict(fit_setup(features, x, y, min_block), x[test])
+    return fit_setup(features, x, y, min_block), "local", crossfit
 
 
 def choose_threshold(
@@ -171,9 +178,10 @@ def calibrate_fit(
     alpha: float = ALPHA,
     null_rate: float = NULL_RATE,
     folds: int = FOLDS,
+    min_block: float = MIN_BLOCK,
 ) -> CalibrationFit:
     """Fit ``seen`` and choose its ``p`` (the module docstring)."""
-    entry, source, crossfit = fit_observations(seen, shipped, folds)
+    entry, source, crossfit = fit_observations(seen, shipped, folds, min_block)
     threshold = choose_threshold(seen, crossfit, alpha, null_rate)
     return CalibrationFit(
         {**entry, "recommended_p": threshold["recommended_p"]}, source, crossfit, threshold
