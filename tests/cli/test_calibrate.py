@@ -125,6 +125,9 @@ def test_a_fit_made_for_something_else_is_refused_at_start(
         assert done.returncode == 1
         assert "NAUTILUS_RANKING_CONFIDENCE_FIT" in done.stderr and named in done.stderr
         assert "Traceback" not in done.stderr
+    if change == "sources":  # a server stops before it serves, as query does
+        served = run_nautilus("serve", env={**env, "NAUTILUS_SERVE_PORT": "0"}, timeout=120)
+        assert served.returncode == 1 and "the fit" in served.stderr
     if change != "missing":
         assert "was made for sources file" in ran.stderr and "configured:" in ran.stderr
         assert {"sources": "the sources", "embedder": "the embedder"}[change] in ran.stderr
@@ -163,3 +166,17 @@ def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     done = run_nautilus("calibrate", "--out", str(tmp_path / "f.json"), "--alpha", "2")
     assert done.returncode == 2 and "--alpha must be in (0, 1)" in done.stderr
+
+
+def test_each_profile_reads_its_own_fit_and_a_bad_one_is_named(
+    judged_fit: tuple[Path, Any], tmp_path: Path
+) -> None:
+    out, _ = judged_fit
+    good = {**HASHING, "NAUTILUS_PROFILES__SUPPORT__RANKING_CONFIDENCE_FIT": str(out)}
+    done = run_nautilus("query", "checkout 502", "--json", "--profile", "support", env=good)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["confidence_fit"] == "local"
+    bad = {**HASHING, "NAUTILUS_PROFILES__SUPPORT__RANKING_CONFIDENCE_FIT": str(tmp_path / "x")}
+    strict = run_nautilus("config", "--strict", env=bad)
+    assert strict.returncode == 1
+    assert "NAUTILUS_PROFILES__SUPPORT__RANKING_CONFIDENCE_FIT" in strict.stderr
