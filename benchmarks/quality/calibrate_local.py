@@ -18,7 +18,7 @@ answerable queries abstained on) with Clopper-Pearson intervals, the nDCG@10 los
 the judged queries (an abstained answer counted 0), and what calibrate promised.
 
     python -m benchmarks.quality.calibrate_local [--datasets DIR] [--work-dir DIR]
-        [--embedder hashing|onnx] [--out FILE.md]
+        [--embedder hashing|onnx] [--alpha A] [--null-rate R] [--out FILE.md]
 
 ``--work-dir``: the fetched rows of ``confidence_fit.py`` (its own queries, reused)
 and the off-topic queries' (kept there).
@@ -214,12 +214,16 @@ def report(scored: dict[str, Scored]) -> str:
 
 
 def main() -> int:
+    global ALPHA, NULL_RATE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", type=Path, default=DATASETS)
     parser.add_argument("--work-dir", type=Path)
     parser.add_argument("--embedder", default="hashing", choices=("hashing", "onnx"))
     parser.add_argument("--out", type=Path, help="write the markdown report here")
+    parser.add_argument("--alpha", type=float, default=ALPHA, help="the false-abstain target")
+    parser.add_argument("--null-rate", type=float, default=NULL_RATE)
     args = parser.parse_args()
+    ALPHA, NULL_RATE = args.alpha, args.null_rate
     configure_logging("error", "console")
     with tempfile.TemporaryDirectory() as scratch:
         work = args.work_dir if args.work_dir is not None else Path(scratch)
