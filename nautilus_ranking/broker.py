@@ -24,6 +24,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nautilus_ranking.confidence_fit_check import fit_problems
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import Problem
 from nautilus_ranking.fanout.contain import contained, error_type
@@ -123,6 +124,9 @@ class Broker:
         naming no source is warned about (a :class:`ConfigError` in strict mode).
         """
         settings = settings if settings is not None else NautilusSettings()
+        refused = fit_problems(settings, config_path(settings, path))
+        if refused:  # never a silent fallback to the shipped fit, strict mode or not
+            raise ConfigError(tuple(refused))
         sources, limit = build_sources(
             config_path(settings, path),
             settings.data_dir,

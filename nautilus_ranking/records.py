@@ -324,8 +324,8 @@ class BrokerResponse:
     embedding: dict[str, Any] | None = None
     #: The ranking's confidence (nautilus_ranking/selection/confidence.py): ``value`` (the
     #: probability that one of the top 10 rows is relevant; None: no fit for the setup),
-    #: ``setup`` and ``signals``; None when nothing was ranked. Outside ``data``: it
-    #: changes no hash.
+    #: ``setup``, ``signals`` and ``fit`` (``shipped`` or ``local``); None when nothing
+    #: was ranked. Outside ``data``: it changes no hash.
     confidence: dict[str, Any] | None = None
     #: Under ``NAUTILUS_RANKING_MIN_CONFIDENCE``: ``min_confidence``, ``abstained`` and
     #: ``reason`` (selection/confidence.py, ``decide``); None without it.
@@ -381,6 +381,9 @@ class BrokerResponse:
             out["time"] = dict(self.time)
         if self.confidence is not None:  # a ranked answer: its confidence, null without a fit
             out["confidence"] = self.confidence["value"]
+            # what the number is: the shipped fit's (public collections, not these
+            # sources) or a local one's (nautilus-ranking calibrate on these sources)
+            out["confidence_fit"] = self.confidence.get("fit", "shipped")
             if explain:
                 out["confidence_signals"] = {
                     "setup": self.confidence["setup"],

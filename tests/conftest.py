@@ -99,6 +99,8 @@ SLOW_TESTS = frozenset(
         "test_robustness.py::test_the_service_answers_when_a_source_raises_cancelled_error",
         "request/test_pages.py::test_cli_pages_by_number_and_by_cursor_concatenate_to_the_top_3k",
         "synthesis/test_ranking.py::test_vectorised_path_matches_the_reference",
+        # ranks every query of the four shared collections (about a minute)
+        "selection/test_shipped_fit.py::test_refitting_the_hashing_setups_reproduces_the_shipped_file",
     }
 )
 #: Fixtures that make a test slow wherever it is.

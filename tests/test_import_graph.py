@@ -198,6 +198,6 @@ def test_the_settings_parsers_are_public_and_say_what_they_accept() -> None:
     parsers = [
         getattr(settings_parsing, n) for n in dir(settings_parsing) if n.startswith("parse_")
     ]
-    assert len(parsers) == 13
+    assert len(parsers) == 14
     assert all(p.__doc__ and p.__module__ == "nautilus_ranking.settings.parsing" for p in parsers)
     assert settings_parsing.parse_int("top_k", "0")[1] is not None

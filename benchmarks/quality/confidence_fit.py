@@ -54,6 +54,7 @@ from nautilus_ranking import AdapterResult, Broker, RankingSynthesizer
 from nautilus_ranking.embedders import embedder_from_name
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.selection import confidence
+from nautilus_ranking.selection import confidence_fitting as fitting
 
 TOP_K = 10
 SCENARIOS = ("partitioned", "hybrid")
@@ -61,9 +62,7 @@ SCENARIOS = ("partitioned", "hybrid")
 SETUPS = (("bm25", True), ("bm25", False))
 KINDS = ("own", "in_domain", "off_topic")
 SEED = 59
-L2 = 1.0
-#: The least share of the queries one step of the isotonic map is read from.
-MIN_BLOCK = 0.1
+MIN_BLOCK = fitting.MIN_BLOCK
 #: The abstain thresholds the report compares.
 THRESHOLDS = (0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3)
 #: The bars a recommended p meets on held-out collections.
@@ -214,121 +213,27 @@ def collect(datasets: Path, work: Path, embedders: Sequence[str]) -> list[Record
     return records
 
 
-# --- the model --------------------------------------------------------------------------
-
-
-#: The signals each embedder's fits read (of ``confidence.FEATURES``): with a model, its
-#: cosine and the lexical cosine beside it; with words only, BM25 and the batch's shape.
-#: Left out: the margin and the agreement (fitted with negative weights, an artefact of three
-#: sources of 30 rows that a batch of another shape would extrapolate).
-FEATURES_OF = {
-    "onnx": ("top_similarity", "top_lexical"),
-    "hashing": ("top_similarity", "similarity_z", "query_words"),
-}
+# --- the model: the library's fitter (nautilus_ranking/selection/confidence_fitting.py) ---
 
 
 def columns(setup: str) -> tuple[str, ...]:
-    return FEATURES_OF[setup.split("/")[0]]
-
-
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2) -> dict[str, Any]:
-    """Standardised features, an L2-penalised logistic regression by Newton's method."""
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale = np.where(scale > 1e-12, scale, 1.0)
-    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
-    w = np.zeros(z.shape[1])
-    penalty = np.full(z.shape[1], l2)
-    penalty[-1] = 0.0  # the intercept is not penalised
-    for _ in range(100):
-        p = 1 / (1 + np.exp(-np.clip(z @ w, -50, 50)))
-        gradient = z.T @ (p - y) + penalty * w
-        hessian = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty + 1e-9)
-        step = np.linalg.solve(hessian, gradient)
-        w -= step
-        if float(np.abs(step).max()) < 1e-10:
-            break
-    return {
-        "mean": mean.tolist(),
-        "scale": scale.tolist(),
-        "coef": w[:-1].tolist(),
-        "intercept": float(w[-1]),
-    }
-
-
-def score(fit: dict[str, Any], x: np.ndarray) -> np.ndarray:
-    mean, scale = np.array(fit["mean"]), np.array(fit["scale"])
-    return ((x - mean) / scale) @ np.array(fit["coef"]) + fit["intercept"]
-
-
-def isotonic(
-    z: np.ndarray, y: np.ndarray, min_share: float = 0.0
-) -> tuple[list[float], list[float]]:
-    """Pool-adjacent-violators: the non-decreasing map from score to the share of label
-    1, as knots at each block's middle score; a block holding less than ``min_share``
-    of the queries is pooled with its neighbour nearer in share (an end of the map
-    read from a few queries would be read as certainty)."""
-    order = np.argsort(z, kind="stable")
-    blocks: list[list[float]] = []  # [mean label, weight, first score, last score]
-    for zi, yi in zip(z[order].tolist(), y[order].tolist(), strict=True):
-        blocks.append([yi, 1.0, zi, zi])
-        while len(blocks) > 1 and blocks[-2][0] >= blocks[-1][0]:
-            b = blocks.pop()
-            a = blocks[-1]
-            a[0] = (a[0] * a[1] + b[0] * b[1]) / (a[1] + b[1])
-            a[1] += b[1]
-            a[3] = b[3]
-    least = min_share * len(z)
-    while len(blocks) > 1 and min(b[1] for b in blocks) < least:
-        i = min(range(len(blocks)), key=lambda k: blocks[k][1])
-        j = i - 1 if i == len(blocks) - 1 else i + 1
-        if 0 < i < len(blocks) - 1 and abs(blocks[i - 1][0] - blocks[i][0]) < abs(
-            blocks[i + 1][0] - blocks[i][0]
-        ):
-            j = i - 1
-        a, b = blocks[min(i, j)], blocks[max(i, j)]
-        a[0] = (a[0] * a[1] + b[0] * b[1]) / (a[1] + b[1])
-        a[1] += b[1]
-        a[3] = b[3]
-        del blocks[max(i, j)]
-    return [round((b[2] + b[3]) / 2, 6) for b in blocks], [round(b[0], 6) for b in blocks]
+    return fitting.features_for(setup)
 
 
 def fit_setup(setup: str, x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
     """One setup's fit as ``confidence_fit.json`` stores it."""
-    fit = fit_logistic(x, y)
-    return {
-        "features": list(columns(setup)),
-        **fit,
-        "knots": list(isotonic(score(fit, x), y, MIN_BLOCK)),
-        "bounds": [x.min(axis=0).tolist(), x.max(axis=0).tolist()],
-    }
+    return fitting.fit_setup(columns(setup), x, y, MIN_BLOCK)
 
 
 def predict(setup: str, fit: dict[str, Any], x: np.ndarray) -> np.ndarray:
-    parsed = confidence.parse_fits({"setups": {setup: fit}})[setup]
-    return np.array([parsed.probability(row) for row in x])
+    return fitting.predict(fit, x)
 
 
-def ece(p: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
-    """Expected calibration error over ``bins`` equal-width bins."""
-    which = np.minimum((p * bins).astype(int), bins - 1)
-    total = 0.0
-    for b in range(bins):
-        at = which == b
-        if at.any():
-            total += at.sum() / len(p) * abs(float(p[at].mean()) - float(y[at].mean()))
-    return total
+ece = fitting.ece
 
 
 def ece_interval(p: np.ndarray, y: np.ndarray, resamples: int = 1000) -> tuple[float, float]:
-    rng = np.random.default_rng(SEED)
-    values = []
-    for _ in range(resamples):
-        at = rng.integers(0, len(p), len(p))
-        values.append(ece(p[at], y[at]))
-    low, high = np.percentile(values, [2.5, 97.5])
-    return float(low), float(high)
+    return fitting.ece_interval(p, y, resamples, SEED)
 
 
 def features_of(records: list[Record]) -> np.ndarray:
@@ -367,6 +272,27 @@ def reliability(p: np.ndarray, y: np.ndarray, bins: int = 10) -> list[str]:
                 f"| {b / bins:.1f}–{(b + 1) / bins:.1f} | {int(at.sum())} | "
                 f"{p[at].mean():.3f} | {y[at].mean():.3f} |"
             )
+    return lines
+
+
+def deployment_mix(records: list[Record], p: np.ndarray, y: np.ndarray) -> list[str]:
+    """The held-out ECE without the in-domain queries (made by removing the answers: a
+    deployment's traffic has its own queries and off-topic ones), and how the answerable
+    queries read: what the shipped number means on a collection it was not fitted on."""
+    kinds = np.array([r.kind for r in records])
+    lines = [
+        "**Without the in-domain queries** (out of collection):",
+        "",
+        "| queries | n | ECE [95% CI] | answerable: mean confidence | share with a relevant row |",
+        "|---|---|---|---|---|",
+    ]
+    for name, at in (("own + off topic", kinds != "in_domain"), ("own", kinds == "own")):
+        low, high = ece_interval(p[at], y[at])
+        own = at & (kinds == "own")
+        lines.append(
+            f"| {name} | {int(at.sum())} | {ece(p[at], y[at]):.3f} [{low:.3f}, {high:.3f}] | "
+            f"{p[own & (y == 1)].mean():.3f} | {y[own].mean():.3f} |"
+        )
     return lines
 
 
@@ -439,6 +365,7 @@ def report(records: list[Record]) -> tuple[str, dict[str, dict[str, Any]], dict[
             )
         if best is not None:
             chosen[setup] = best
+    lines += ["", *deployment_mix(records, p, y)]
     lines += ["", "**Reliability, pooled** (out of collection)", "", *reliability(p, y)]
     lines += ["", "**Abstain rates by p** (out of collection; ✓: meets every bar)", "", *rate_lines]
     lines += [
@@ -447,6 +374,32 @@ def report(records: list[Record]) -> tuple[str, dict[str, dict[str, Any]], dict[
         + (", ".join(f"{s}: {v:g}" for s, v in chosen.items()) or "none"),
     ]
     return "\n".join(lines), fits, chosen
+
+
+def provenance(before: dict[str, Any], records: list[Record]) -> dict[str, Any]:
+    """What the shipped file says of how it was made: the command, the method, the held-out
+    ECE per embedder (pooled, and over own and off-topic queries only)."""
+    p = held_out(records)
+    y = np.array([r.label for r in records], dtype=float)
+    kinds = np.array([r.kind for r in records])
+    embedders = np.array([r.setup.split("/")[0] for r in records])
+    ece_of = dict(before.get("held_out_ece", {}))
+    pooled = dict(ece_of.get("pooled, in domain included", {}))
+    mix = dict(ece_of.get("own and off-topic queries", {}))
+    for name in sorted(set(embedders.tolist())):
+        at = embedders == name
+        pooled[name] = round(ece(p[at], y[at]), 3)
+        deployed = at & (kinds != "in_domain")
+        mix[name] = round(ece(p[deployed], y[deployed]), 3)
+    return {
+        **before,
+        "fitted_by": "python -m benchmarks.quality.confidence_fit --work-dir DIR --write",
+        "fitted_on": list(NAMES),
+        "queries_per_setup": len(records) // max(1, len({r.setup for r in records})),
+        "held_out": "leave one collection out (docs/tuning-selection.md)",
+        "held_out_ece": {"pooled, in domain included": pooled, "own and off-topic queries": mix},
+        "calibrated_on_your_sources": False,
+    }
 
 
 def main() -> int:
@@ -483,6 +436,7 @@ def main() -> int:
         document = {
             "top_k": TOP_K,
             "fitted_on": list(NAMES),
+            "provenance": provenance(shipped.get("provenance", {}), records),
             "setups": dict(sorted(setups.items())),
         }
         FIT_PATH.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")

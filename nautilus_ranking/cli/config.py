@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
 def run_config(args: argparse.Namespace) -> int:
     """``nautilus-ranking config``: print the effective settings and sources, or gate them."""
     from nautilus_ranking.broker import boost_problems, config_path, named_source_problems
+    from nautilus_ranking.confidence_fit_check import fit_problems
     from nautilus_ranking.settings.model import NautilusSettings
     from nautilus_ranking.sources.factory import sources_json_schema
     from nautilus_ranking.startup.checks import keys_problems, read_profiles
@@ -80,6 +81,7 @@ def run_config(args: argparse.Namespace) -> int:
         + list(named_source_problems(settings, source_ids) if source_ids is not None else ())
         + profile_problems
         + keys_problems(settings, profiles)
+        + fit_problems(settings, path, profiles)
     )
     failed = args.strict and bool(problems or sources.warnings or sources.error is not None)
     if args.json:

@@ -30,6 +30,7 @@ from nautilus_ranking.settings.boost_entries import VALID_LEVELS
 from nautilus_ranking.settings.knobs import KNOBS, RANKING_KNOBS
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.settings.parsing import LEXICAL_SCORERS, NEAR_DUPLICATES_ON
+from nautilus_ranking.settings.time_entries import recency_of
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
 #: The documented diversity setting (docs/configuration.md, NAUTILUS_RANKING_DIVERSITY).
@@ -98,10 +99,12 @@ def _time_changes(settings: NautilusSettings) -> list[tuple[str, str, dict[str, 
     """(name, kind, field changes, .env line value) for the time knobs: recency off and
     at each of :data:`RECENCY_SETTINGS`, supersession off and on."""
     out: list[tuple[str, str, dict[str, Any], str]] = []
+    current = str(settings.ranking_recency) if settings.ranking_recency is not None else None
     for value in (None, *RECENCY_SETTINGS):
-        if value != settings.ranking_recency:
+        if value != current:
             name = f"recency {value}" if value is not None else "recency off"
-            out.append((name, "time", {"ranking_recency": value}, value or "off"))
+            decay, _ = recency_of(value)  # the settings hold a decay parsed
+            out.append((name, "time", {"ranking_recency": decay}, value or "off"))
     on = not settings.ranking_supersede
     name = f"supersede {'on' if on else 'off'}"
     out.append((name, "time", {"ranking_supersede": on}, str(on).lower()))

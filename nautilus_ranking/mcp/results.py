@@ -52,6 +52,7 @@ def search_content(result: Answer) -> dict[str, Any]:
         out["per_source_cap"] = cap
     if response.confidence is not None:  # a ranked answer: null without a fit
         out["confidence"] = response.confidence["value"]
+        out["confidence_fit"] = response.confidence.get("fit", "shipped")  # whose number
     if response.abstain is not None:  # under a minimum confidence: why, and what was near
         out["abstained"] = bool(response.abstain["abstained"])
         out["abstain"] = {
@@ -111,7 +112,14 @@ def search_text(out: dict[str, Any]) -> str:
             + (f" (nearest, not shown: {nearest})" if nearest else "")
         )
     elif out.get("confidence") is not None:
-        lines.append(f"confidence that a result is relevant: {out['confidence']:.2f}")
+        lines.append(
+            f"confidence that a result is relevant: {out['confidence']:.2f}"
+            + (
+                " (the shipped fit's: a relative score here, not a probability)"
+                if out.get("confidence_fit") == "shipped"
+                else ""
+            )
+        )
     for e in out["sources_errored"]:
         lines.append(f"source {e['source_id']} failed ({e['error_type']}): {e['message']}")
     budget = out.get("budget")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
@@ -85,9 +86,17 @@ class Confidence:
     value: float | None
     setup: str
     signals: Signals
+    #: Which fit gave ``value``: ``shipped`` (fitted on public collections, not on these
+    #: sources) or ``local`` (``nautilus-ranking calibrate`` on these sources).
+    fit: str = "shipped"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "setup": self.setup, "signals": asdict(self.signals)}
+        return {
+            "value": self.value,
+            "setup": self.setup,
+            "signals": asdict(self.signals),
+            "fit": self.fit,
+        }
 
 
 def setup_key(embedder: str | None, lexical: str, idf: bool) -> str:
@@ -186,16 +195,16 @@ def shipped_fits() -> dict[str, Fit]:
     return parse_fits(json.loads(text))
 
 
-def estimate(setup: str, observed: Signals, fits: dict[str, Fit] | None = None) -> Confidence:
-    """The confidence of a batch with these signals under ``setup``'s fit (``fits``:
-    the shipped ones unless given)."""
+def estimate(setup: str, observed: Signals, fits: Mapping[str, Fit] | None = None) -> Confidence:
+    """The confidence of a batch with these signals under ``setup``'s fit (``fits``: a
+    local fit's, else the shipped ones)."""
     fit = (fits if fits is not None else shipped_fits()).get(setup)
     value = None
     if fit is not None:
         features = observed.vector(fit.features)
         if bool(np.all(np.isfinite(features))):
             value = round(fit.probability(features), 4)
-    return Confidence(value, setup, observed)
+    return Confidence(value, setup, observed, "local" if fits is not None else "shipped")
 
 
 def decide(

@@ -56,6 +56,7 @@ from nautilus_ranking.settings.parsing import (
     parse_choice,
     parse_diversity,
     parse_field_name,
+    parse_fit_file,
     parse_idf,
     parse_int,
     parse_min_confidence,
@@ -128,6 +129,14 @@ def _revisions(may_revise: Mapping[str, Sequence[str]]) -> list[str]:
 
 def _recency_text(recency: Recency | None) -> str | None:
     return str(recency) if recency is not None else None
+
+
+def _local_fits(settings: Any) -> Any:
+    """The fits a configured fit file holds (None: the shipped ones), read when a ranker
+    is made (the start has checked the file)."""
+    from nautilus_ranking.selection.local_fit import local_fits  # reads numpy's module
+
+    return local_fits(settings.ranking_confidence_fit)
 
 
 def ranks_by_time(settings: Any) -> bool:
@@ -363,6 +372,19 @@ class RankingKnobs(BaseModel):
                 "0 never abstains; replaces NAUTILUS_RANKING_MIN_CONFIDENCE",
             ),
             in_explain=True,
+        ),
+    ] = None
+    ranking_confidence_fit: Annotated[
+        str | None,
+        Knob(
+            unset_or(parse_fit_file),
+            # A fit reads the ranking's confidence; with ranking off there is none to
+            # read, and a fit alone gives no reason to rank.
+            summary="the confidence's fit made on these sources by nautilus-ranking "
+            "calibrate (unset: the shipped fit)",
+            in_broker="the confidence the abstain reads, fitted on these sources",
+            resolve=_local_fits,
+            ranker="confidence_fits",
         ),
     ] = None
     ranking_recency: Annotated[

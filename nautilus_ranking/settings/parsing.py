@@ -253,6 +253,22 @@ def parse_diversity(var: str, raw: object) -> tuple[float | None, Problem | None
     return (value if value > 0 else None), None
 
 
+#: The longest path a fit file's setting may name (characters): a value is bounded.
+_MAX_PATH_CHARS = 4096
+
+
+def parse_fit_file(var: str, raw: object) -> tuple[str | None, Problem | None]:
+    """The path of a fit file ``nautilus-ranking calibrate`` wrote; blank, unset or
+    ``shipped``: None (the shipped fit). Only its shape is checked here: the file is
+    read, and checked against the configured sources, at start."""
+    valid = "the path of a fit file nautilus-ranking calibrate wrote, or unset"
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "shipped")):
+        return None, None
+    if not isinstance(raw, str) or len(raw) > _MAX_PATH_CHARS or "\x00" in raw:
+        return None, Problem(var, cut(raw), "not a file path", valid)
+    return raw.strip(), None
+
+
 def parse_min_confidence(var: str, raw: object) -> tuple[float | None, Problem | None]:
     """A probability in [0, 1] below which an answer abstains (0: never, but the answer
     says so); blank, unset or ``off``: None (selection/confidence.py)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from nautilus_ranking.confidence_fit_check import fit_problems
 from nautilus_ranking.errors import Problem
 from nautilus_ranking.profiles.build import AGENTS, Profiles, build_profiles
 from nautilus_ranking.profiles.read import gather
@@ -13,10 +14,10 @@ from nautilus_ranking.settings.model import ConfigError, NautilusSettings
 
 
 def check_at_start(settings: NautilusSettings) -> None:
-    """The sources file, the boosts, the keys file's grants, the profiles' restricting
-    knobs and (strict mode) every profile problem, checked as ``nautilus-ranking config
-    --strict`` checks them (without building a broker or loading a model): a problem is
-    a ConfigError."""
+    """The sources file, the boosts, the keys file's grants, the confidence fits, the
+    profiles' restricting knobs and (strict mode) every profile problem, checked as
+    ``nautilus-ranking config --strict`` checks them (without building a broker or
+    loading a model): a problem is a ConfigError."""
     from nautilus_ranking.broker import boost_problems, config_path, named_source_problems
     from nautilus_ranking.request.engine import NO_SOURCES
 
@@ -44,8 +45,10 @@ def check_at_start(settings: NautilusSettings) -> None:
     ids = [source["id"] for source in listing]
     problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
     profiles, found = read_profiles(settings, ids)
-    grants = tuple(keys_problems(settings, profiles))
-    if (profiles.refused or grants) and not settings.config_strict:  # neither fails open
+    grants = tuple(keys_problems(settings, profiles)) + tuple(
+        fit_problems(settings, path, profiles)
+    )
+    if (profiles.refused or grants) and not settings.config_strict:  # none fails open
         raise ConfigError(profiles.refused + grants)
     if settings.config_strict:
         problems += tuple(found) + grants

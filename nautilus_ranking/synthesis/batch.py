@@ -24,7 +24,7 @@ from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.tokens import TokenBatch
 
 if TYPE_CHECKING:
-    from nautilus_ranking.selection.confidence import Confidence
+    from nautilus_ranking.selection.confidence import Confidence, Fit
 
 
 class RankSettings(Protocol):
@@ -54,6 +54,8 @@ class RankSettings(Protocol):
     document_keys: dict[str, str]
     #: By lower-case source id: the other sources whose revisions it may supersede.
     may_revise: dict[str, frozenset[str]]
+    #: A local fit of the confidence by setup (selection/local_fit.py); None: the shipped.
+    confidence_fits: Mapping[str, Fit] | None
 
 
 def _no_floats() -> FloatArray:

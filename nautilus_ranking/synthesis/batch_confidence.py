@@ -33,4 +33,5 @@ def estimate(ranker: RankSettings, b: RankBatch) -> confidence.Confidence:
         b.sub_doc[reference],
         len(set(query_tokens)),
     )
-    return confidence.estimate(confidence.setup_key(name, ranker.lexical, ranker.idf), observed)
+    setup = confidence.setup_key(name, ranker.lexical, ranker.idf)
+    return confidence.estimate(setup, observed, ranker.confidence_fits)

@@ -61,7 +61,7 @@ from nautilus_ranking.synthesis.ranking_boost import BOOST_LEVELS
 from nautilus_ranking.synthesis.ranking_result import PassNotes, RankingResult
 
 if TYPE_CHECKING:
-    from nautilus_ranking.selection.confidence import Confidence
+    from nautilus_ranking.selection.confidence import Confidence, Fit
     from nautilus_ranking.settings.model import NautilusSettings
 
 
@@ -125,6 +125,7 @@ class RankingSynthesizer:
         time_fields: Mapping[str, str] | None = None,
         document_keys: Mapping[str, str] | None = None,
         may_revise: Mapping[str, Sequence[str]] | None = None,
+        confidence_fits: Mapping[str, Fit] | None = None,
     ) -> None:
         _check_counts(
             top_k=top_k,
@@ -190,6 +191,11 @@ class RankingSynthesizer:
             str(k).lower(): frozenset(str(v).lower() for v in vs)
             for k, vs in (may_revise or {}).items()
         }
+        #: A local fit of the confidence by scoring setup (``nautilus-ranking calibrate``,
+        #: selection/local_fit.py); None: the fit shipped in the package.
+        self.confidence_fits: Mapping[str, Fit] | None = (
+            dict(confidence_fits) if confidence_fits is not None else None
+        )
 
     @classmethod
     def from_settings(

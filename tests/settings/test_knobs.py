@@ -40,6 +40,7 @@ SET_VALUES: dict[str, Any] = {
     "ranking_may_revise": "handbook:wiki",
     "ranking_max_tokens": 500,
     "ranking_min_confidence": "0.06",
+    "ranking_confidence_fit": "confidence-fit.json",
     "ranking_lexical": "bm25" if NautilusSettings().ranking_lexical == "cosine" else "cosine",
     "ranking_curated_keywords": "content",
     "embedder": "noop",
