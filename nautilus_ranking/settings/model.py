@@ -179,6 +179,14 @@ class NautilusSettings(LogSettings):
     trace_query_text: bool = False
     trace_propagate: bool = True
     trace_baggage: bool = False
+    # Feedback (nautilus_ranking/feedback/, docs/feedback.md): citable answers and the
+    # UBI-shaped log of what was handed over and used. Off: answers as without it.
+    feedback: bool = False
+    feedback_cite_lifetime_days: int = 7
+    feedback_retention_days: int = 30
+    feedback_max_mb: int = 256
+    feedback_text: bool = False
+    feedback_opensearch_url: str | None = None
     _problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @classmethod
@@ -387,6 +395,7 @@ class NautilusSettings(LogSettings):
             ),
         )
         _take_serve_settings(data, take, default)
+        _take_feedback_settings(data, take, default)
         keys, problem = parse_cursor_keys(var("cursor_key"), data.get("cursor_key"))
         if len(keys) > 1:  # one key signs; the ones it replaces are the other setting's
             keys, problem = (
@@ -579,3 +588,42 @@ def _take_serve_settings(
         "serve_cors_origins",
         parse_origins(var("serve_cors_origins"), data.get("serve_cors_origins")),
     )
+
+
+def _take_feedback_settings(
+    data: dict[str, Any],
+    take: Callable[[str, tuple[Any, Problem | None]], None],
+    default: Callable[[str], Any],
+) -> None:
+    """The ``NAUTILUS_FEEDBACK*`` settings, each warned about and skipped (back to its
+    default) like the others."""
+
+    def var(field: str) -> str:
+        return "NAUTILUS_" + field.upper()
+
+    for field in ("feedback", "feedback_text"):
+        take(field, parse_bool(var(field), data.get(field), default(field)))
+    for field, valid in (
+        ("feedback_cite_lifetime_days", "an integer >= 1 (days a cite is accepted)"),
+        ("feedback_retention_days", "an integer >= 1 (days a log file is kept)"),
+        ("feedback_max_mb", "an integer >= 1 (MB the feedback folder may hold)"),
+    ):
+        take(field, parse_int(var(field), data.get(field), default=default(field), valid=valid))
+    url = data.get("feedback_opensearch_url")
+    if url is not None and not (
+        isinstance(url, str) and re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", url.strip())
+    ):
+        take(
+            "feedback_opensearch_url",
+            (
+                None,
+                Problem(
+                    var("feedback_opensearch_url"),
+                    cut(url),
+                    "not an http(s) URL",
+                    "the OpenSearch base URL, such as http://127.0.0.1:9200",
+                ),
+            ),
+        )
+    elif isinstance(url, str):
+        data["feedback_opensearch_url"] = url.strip() or None
