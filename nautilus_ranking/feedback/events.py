@@ -11,7 +11,7 @@ same names):
   ``task_failure``).
 
 ``<pid>`` is the writing process's id and ``<start>`` the UTC time its file was opened
-(``YYYYMMDDTHHMMSSZ``): each process writes its own files, a rotated file is closed and a
+(``YYYYMMDDTHHMMSSffffffZ``): each process writes its own files, a rotated file is closed and a
 new one opened. A reader globs both families, reads every file, and drops repeated
 ``event_id`` (a client may send one event twice; the server keeps no seen-set). An
 impression is never a use: only :data:`USE_ACTIONS` are.
@@ -22,7 +22,7 @@ ever added, never renamed or retyped.
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict
+from typing import Final, Literal, NotRequired, TypedDict
 
 #: The folder under the data directory the JSONL sink writes to.
 FEEDBACK_FOLDER = "feedback"
@@ -33,7 +33,7 @@ EVENTS = "ubi_events"
 APPLICATION = "nautilus-ranking"
 
 #: A row was handed over to the caller (written by the server; never a use).
-IMPRESSION = "impression"
+IMPRESSION: Final = "impression"
 #: What a caller reports of one row, by its ``cite`` handle.
 ROW_ACTIONS: tuple[str, ...] = ("cited", "used", "fetched", "rejected")
 #: Of those, what counts as a use of the row.
