@@ -16,7 +16,7 @@ import base64
 import binascii
 import json
 import re
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass, fields
 from typing import Protocol
 
 #: The purpose a handle is signed under: no other tag of the cursor keys passes as one.
@@ -59,6 +59,10 @@ class Cite:
     issued: int
 
 
+_FIELDS = tuple(f.name for f in fields(Cite))
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 class CiteError(ValueError):
     """A handle refused: ``reason`` is ``malformed``, ``forged`` or ``expired``."""
 
@@ -69,7 +73,8 @@ class CiteError(ValueError):
 
 def make_cite(keys: Signer, cite: Cite) -> str:
     """The signed handle of ``cite``."""
-    body = json.dumps(list(astuple(cite)), separators=(",", ":"), ensure_ascii=False).encode()
+    values = [getattr(cite, name) for name in _FIELDS]  # not astuple(): it deep-copies
+    body = _JSON.encode(values).encode()
     tag = keys.sign_for(CITE_PURPOSE, body)
     return CITE_PREFIX + _encode(body) + "." + _encode(tag)
 

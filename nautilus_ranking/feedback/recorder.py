@@ -1,13 +1,15 @@
 """Writing the feedback log off the request path: a bounded buffer, one writer thread.
 
 A request only puts what it handed over (or the events a caller reported) in a
-bounded queue and returns; the process's writer thread builds the records and writes
-them to the sinks. When the queue is full the item is dropped and counted, never
-waited for; a sink that fails (a full disk, OpenSearch down) loses its batch, counted
-the same way, and OpenSearch is left alone for a while after a failure. Either way a
-structured warning (``feedback_records_dropped``, at the 1st, 2nd, 4th, 8th … loss of
-each reason) and the ``nautilus_feedback_dropped_total`` counter (where the server's
-metrics are) say so. Writing never slows or fails a request.
+bounded queue and returns; the process's writer thread wakes once a second (sooner
+when the queue is half full), builds the records and writes them to the sinks in
+batches, so it seldom holds the interpreter while a request runs. When the queue is
+full the item is dropped and counted, never waited for; a sink that fails (a full
+disk, OpenSearch down) loses its batch, counted the same way, and OpenSearch is left
+alone for a while after a failure. Either way a structured warning
+(``feedback_records_dropped``, at the 1st, 2nd, 4th, 8th … loss of each reason) and
+the ``nautilus_feedback_dropped_total`` counter (where the server's metrics are) say
+so. Writing never slows or fails a request.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ logger = get_logger("nautilus_ranking.feedback")
 BUFFER_ITEMS = 2048
 #: Items the writer takes at once into one write per sink.
 _BATCH_ITEMS = 256
+#: How often the writer wakes to write what was queued (seconds).
+FLUSH_INTERVAL_S = 1.0
 #: How long a failed OpenSearch sink is left alone before it is tried again.
 _RETRY_AFTER_S = 30.0
 #: What a drop is reported to besides the log: ``(reason, count)`` (the server's metrics).
@@ -71,6 +75,7 @@ class Recorder:
         self.buffer: queue.Queue[HandedOver | list[EventRecord]] = queue.Queue(BUFFER_ITEMS)
         self.dropped: dict[str, int] = {}
         self._resting: dict[int, float] = {}  # a failed sink's index → when to try again
+        self._wake = threading.Event()
         self._idle = threading.Condition()
         self._counting = threading.Lock()
         self._pending = 0
@@ -87,27 +92,38 @@ class Recorder:
             self._done(1)
             self._drop("buffer_full", 1)
             return False
+        if 2 * self.buffer.qsize() >= self.buffer.maxsize:
+            self._wake.set()
         return True
 
     def flush(self, timeout_s: float) -> bool:
         """Wait until everything queued so far is written (or dropped); False on timeout."""
+        self._wake.set()
         with self._idle:
             return self._idle.wait_for(lambda: self._pending == 0, timeout_s)
 
     def _run(self) -> None:
         while True:
-            items = [self.buffer.get()]
-            while len(items) < _BATCH_ITEMS:
+            # a batch a second (or sooner when the buffer is half full or a flush asks):
+            # a writer woken for each answer would take the interpreter from requests
+            self._wake.wait(FLUSH_INTERVAL_S)
+            self._wake.clear()
+            while items := self._take():
                 try:
-                    items.append(self.buffer.get_nowait())
-                except queue.Empty:
-                    break
+                    self._write(items)
+                except Exception as exc:  # never let the writer die: a lost batch is counted
+                    self._drop("record_failed", len(items), exc)
+                finally:
+                    self._done(len(items))
+
+    def _take(self) -> list[HandedOver | list[EventRecord]]:
+        items: list[HandedOver | list[EventRecord]] = []
+        while len(items) < _BATCH_ITEMS:
             try:
-                self._write(items)
-            except Exception as exc:  # never let the writer die: a lost batch is counted
-                self._drop("record_failed", len(items), exc)
-            finally:
-                self._done(len(items))
+                items.append(self.buffer.get_nowait())
+            except queue.Empty:
+                break
+        return items
 
     def _write(self, items: list[HandedOver | list[EventRecord]]) -> None:
         queries: list[dict[str, Any]] = []
@@ -167,12 +183,17 @@ def _sinks(config: SinkSettings) -> list[Sink]:
 
 
 _RECORDERS: dict[SinkSettings, Recorder] = {}
+#: Each settings object's recorder (the object kept, so its id is not reused).
+_BY_SETTINGS: dict[int, tuple[NautilusSettings, Recorder]] = {}
 _LOCK = threading.Lock()
 
 
 def recorder_for(settings: NautilusSettings, keys: Signer) -> Recorder:
     """The process's recorder for ``settings``' sinks (made, and its thread started,
     on first use; closed when the process exits)."""
+    known = _BY_SETTINGS.get(id(settings))
+    if known is not None and known[0] is settings:
+        return known[1]
     config = SinkSettings.of(settings)
     with _LOCK:
         found = _RECORDERS.get(config)
@@ -180,6 +201,9 @@ def recorder_for(settings: NautilusSettings, keys: Signer) -> Recorder:
             found = _RECORDERS[config] = Recorder(config, keys)
             if len(_RECORDERS) == 1:
                 atexit.register(_close_all)
+        if len(_BY_SETTINGS) > 64:
+            _BY_SETTINGS.clear()
+        _BY_SETTINGS[id(settings)] = (settings, found)
         return found
 
 

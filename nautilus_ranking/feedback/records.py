@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from nautilus_ranking.broker import config_path
 from nautilus_ranking.config_hash import config_hash
 from nautilus_ranking.feedback.cites import Cite, Signer
 from nautilus_ranking.feedback.events import (
@@ -43,7 +44,6 @@ class HandedOver:
     page: int
     #: The request's effective settings (the profile's, with its overrides).
     settings: NautilusSettings
-    sources_file: Path
     rows: Sequence[RankedRow]
     confidence: float | None
     abstained: bool
@@ -70,7 +70,7 @@ def query_record(handed: HandedOver, keys: Signer, plain: bool) -> QueryRecord:
         "user_query": shown(keys, "query", handed.query, plain) or "",
         "timestamp": timestamp(handed.time),
         "query_attributes": {
-            "config_hash": _config_hash(effective, handed.sources_file),
+            "config_hash": _config_hash(effective, config_path(effective)),
             "levels": dict(effective.source_boosts),
             "top_k": effective.ranking_top_k,
             "page": handed.page,

@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nautilus_ranking.broker import config_path
 from nautilus_ranking.fanout.thread_loop import run_sync
 from nautilus_ranking.feedback.citing import Citations, cite_rows
 from nautilus_ranking.feedback.identity import client_id
@@ -247,7 +246,6 @@ def make_citable(settings: NautilusSettings, result: Answer, api_key: bytes | No
         result.profile,
         page,
         result.plan.effective,
-        config_path(settings),
         list(response.ranking),
         confidence,
         bool(response.abstain["abstained"]) if response.abstain is not None else False,

@@ -96,7 +96,7 @@ class CursorKeys:
 
     def sign_for(self, purpose: bytes, body: bytes) -> bytes:
         """The tag of ``body`` under the current key and ``purpose``."""
-        return _tag(self.current, body, purpose)
+        return hmac.digest(self.current, purpose + body, "sha256")[:TAG_BYTES]
 
     def verify_for(self, purpose: bytes, tag: bytes, body: bytes) -> bool:
         """Whether ``tag`` is ``body``'s under ``purpose`` and the current key or a

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,10 @@ def test_a_dead_sink_fails_no_request_and_is_counted(tmp_path: Path) -> None:
             ).status_code
             for _ in range(20)
         ]
-        metrics = httpx.get(server.url + "/metrics", headers=headers).text
+        counted = 'nautilus_feedback_dropped_total{reason="JsonlSink_failed"}'
+        # the writer wakes once a second: read /metrics until its first batch is counted
+        deadline = time.monotonic() + 30
+        while counted not in (metrics := httpx.get(server.url + "/metrics").text):
+            assert time.monotonic() < deadline, metrics
     assert statuses == [200] * 20
-    assert 'nautilus_feedback_dropped_total{reason="JsonlSink_failed"}' in metrics
     assert "feedback_records_dropped" in server.logs()
