@@ -73,8 +73,8 @@ REJECTED = Counter(
 )
 FEEDBACK_DROPPED = Counter(
     "nautilus_feedback_dropped_total",
-    "Feedback log records lost, never a request: buffer_full, JsonlSink_failed, "
-    "OpenSearchSink_failed, OpenSearchSink_resting, record_failed.",
+    "Feedback log records lost, never a request: JsonlSink_failed, OpenSearchSink_failed, "
+    "OpenSearchSink_resting, record_failed (in records); buffer_full (in answers or reports).",
     ["reason"],
 )
 DROP_LISTENERS.append(lambda reason, count: FEEDBACK_DROPPED.labels(reason).inc(count))
