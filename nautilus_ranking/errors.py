@@ -47,6 +47,7 @@ _RAISED_BY = {
     "GraphRewriteError": "nautilus_ranking.embedders.onnx_graph",
     "PageError": "nautilus_ranking.request.pages",
     "ProblemError": "nautilus_ranking.request.errors",
+    "CiteError": "nautilus_ranking.feedback.cites",
     "EvalInputError": "nautilus_ranking.evaluation.judgments",
     "CollectionError": "nautilus_ranking.evaluation.collection",
     "UnknownProfileError": "nautilus_ranking.evaluation.command",

@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass, fields
 from typing import Protocol
 
+from nautilus_ranking.errors import NautilusError
+
 #: The purpose a handle is signed under: no other tag of the cursor keys passes as one.
 CITE_PURPOSE = b"nautilus-ranking cite\x00"
 #: Bytes of a handle's tag (128 bits of HMAC-SHA256, as a cursor's).
@@ -63,7 +65,7 @@ _FIELDS = tuple(f.name for f in fields(Cite))
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
-class CiteError(ValueError):
+class CiteError(NautilusError, ValueError):
     """A handle refused: ``reason`` is ``malformed``, ``forged`` or ``expired``."""
 
     def __init__(self, reason: str, detail: str) -> None:
