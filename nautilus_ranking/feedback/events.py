@@ -99,7 +99,8 @@ class QueryRecord(TypedDict):
 
 
 class EventObject(TypedDict):
-    #: The row's id (``str`` of its ``id`` field).
+    #: The row's id (``str`` of its ``id`` field, ``""`` without one; past 200
+    #: characters ``sha256:`` and 32 hex digits of it: ``identity.object_id``).
     object_id: str
     #: The row's source id (UBI: the field the id is of; here the source that holds it).
     object_id_field: str
