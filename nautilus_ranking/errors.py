@@ -26,6 +26,7 @@ _MAX_SHOWN = 60
 #: importable from here (``from nautilus_ranking.errors import SeedError``), loaded on first use
 #: so that this module stays free of what they need (a database driver, the model).
 _RAISED_BY = {
+    "ChartsUnavailable": "nautilus_ranking.report.charts",
     "ConfigError": "nautilus_ranking.settings.model",
     "SourceConfigError": "nautilus_ranking.sources.yaml_file",
     "SeedError": "nautilus_ranking.sources.seeds",
@@ -47,6 +48,7 @@ _RAISED_BY = {
     "GraphRewriteError": "nautilus_ranking.embedders.onnx_graph",
     "PageError": "nautilus_ranking.request.pages",
     "ProblemError": "nautilus_ranking.request.errors",
+    "CiteError": "nautilus_ranking.feedback.cites",
     "EvalInputError": "nautilus_ranking.evaluation.judgments",
     "CollectionError": "nautilus_ranking.evaluation.collection",
     "UnknownProfileError": "nautilus_ranking.evaluation.command",

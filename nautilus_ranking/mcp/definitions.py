@@ -10,6 +10,9 @@ from typing import Any
 
 import mcp_types as types
 
+from nautilus_ranking.feedback.cites import MAX_CITE_CHARS
+from nautilus_ranking.feedback.events import QUERY_ACTIONS, ROW_ACTIONS
+from nautilus_ranking.request.feedback import MAX_CITES
 from nautilus_ranking.request.model import QueryRequest
 from nautilus_ranking.request.pages import MAX_PAGE
 from nautilus_ranking.service.state import ServerState
@@ -17,6 +20,8 @@ from nautilus_ranking.synthesis.ranking_boost import BOOST_LEVELS
 
 SEARCH = "search"
 LIST_SOURCES = "list_sources"
+#: Listed only with NAUTILUS_FEEDBACK on (off, tools/list is as without it).
+FEEDBACK = "feedback"
 
 
 def definitions(state: ServerState) -> list[types.Tool]:
@@ -55,7 +60,25 @@ def definitions(state: ServerState) -> list[types.Tool]:
         output_schema=_SOURCES_OUTPUT,
         annotations=_READ_ONLY,
     )
-    return [search, listing]
+    if not settings.feedback:
+        return [search, listing]
+    feedback = types.Tool(
+        name=FEEDBACK,
+        title="Report what was done with results",
+        description=(
+            "Records an action on search results, by their cite values: cited, used, "
+            "fetched or rejected for those rows; retried, task_success or task_failure "
+            "for the answer they came from."
+        ),
+        input_schema=FEEDBACK_INPUT,
+        annotations=types.ToolAnnotations(
+            read_only_hint=False,
+            idempotent_hint=True,
+            destructive_hint=False,
+            open_world_hint=False,
+        ),
+    )
+    return [search, listing, feedback]
 
 
 _READ_ONLY = types.ToolAnnotations(
@@ -151,6 +174,22 @@ _SEARCH_OUTPUT: dict[str, Any] = {
         },
         "next_cursor": {"type": ["string", "null"]},
     },
+}
+
+#: The ``feedback`` tool's input: an action and the cites it is about.
+FEEDBACK_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"enum": [*ROW_ACTIONS, *QUERY_ACTIONS]},
+        "cites": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_CITES,
+            "items": {"type": "string", "maxLength": MAX_CITE_CHARS},
+        },
+    },
+    "required": ["action", "cites"],
+    "additionalProperties": False,
 }
 
 _SOURCES_OUTPUT: dict[str, Any] = {

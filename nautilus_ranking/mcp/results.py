@@ -38,6 +38,9 @@ def search_content(result: Answer) -> dict[str, Any]:
         "response_hash": response.response_hash,
         "request_id": response.request_id,
     }
+    if result.citations is not None:  # feedback on: what a citation of a result names
+        out["ranking_id"] = result.citations.ranking_id
+        result.citations.add_to(out["results"])
     hashed = result.ranking_hash
     if hashed is not None:  # only a ranked answer: the order the results are in
         out["ranking_hash"] = hashed
@@ -154,7 +157,8 @@ def _result_line(r: dict[str, Any]) -> str:
     score = "" if r["score"] is None else f" score {r['score']:.4f}"
     copies = r["why"]["also_from"]
     also = "; also in: " + ", ".join(map(_copy_label, copies)) if copies else ""
-    return f"{r['rank']}. [{r['source']}]{score}{also}: {_line(r['row'])}"
+    cite = f" (cite: {r['cite']})" if "cite" in r else ""
+    return f"{r['rank']}. [{r['source']}]{score}{also}{cite}: {_line(r['row'])}"
 
 
 def _copy_label(copy: dict[str, Any]) -> str:

@@ -18,9 +18,10 @@ import mcp_types as types
 
 from nautilus_ranking.errors import cut
 from nautilus_ranking.log import get_logger
-from nautilus_ranking.mcp.definitions import LIST_SOURCES, SEARCH, definitions
+from nautilus_ranking.mcp.definitions import FEEDBACK, LIST_SOURCES, SEARCH, definitions
 from nautilus_ranking.mcp.results import error_result, row_text, search_content, search_text
 from nautilus_ranking.request.errors import ProblemError
+from nautilus_ranking.request.feedback import report_feedback
 from nautilus_ranking.request.model import parse_request
 from nautilus_ranking.request.profile_choice import allowed, take_profile
 from nautilus_ranking.service import metrics
@@ -55,12 +56,14 @@ class Tools:
         over stdio), whose profiles the call may use."""
         started = time.perf_counter()
         status = 200
-        known = name in (SEARCH, LIST_SOURCES)
+        known = name in (SEARCH, LIST_SOURCES, FEEDBACK)
         try:
             if name == SEARCH:
                 result = await self.search(arguments or {}, key)
             elif name == LIST_SOURCES:
                 result = self.list_sources(key)
+            elif name == FEEDBACK and self.settings.feedback:
+                result = self.feedback(arguments or {}, key)
             else:
                 raise ProblemError(
                     404,
@@ -91,6 +94,15 @@ class Tools:
         out = search_content(result)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=search_text(out))], structured_content=out
+        )
+
+    def feedback(self, arguments: dict[str, Any], key: bytes | None) -> types.CallToolResult:
+        """Record an action on results by their cites (``request/feedback.py``)."""
+        payload, profile = take_profile(arguments, bool(self.state.engine.profiles))
+        out = report_feedback(self.settings, payload, key, None if key else profile)
+        text = f"recorded {len(out['event_ids'])} {out['action']} event(s)"
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=out
         )
 
     def list_sources(self, key: bytes | None = None) -> types.CallToolResult:

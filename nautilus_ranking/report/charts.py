@@ -17,13 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from nautilus_ranking.errors import NautilusError
+
 #: What installs the charts (the page names it when they are missing).
 REPORT_EXTRA = "pip install 'nautilus-ranking[report]'"
 _DPI = 100
 _SIZE = (6.4, 4.0)
 
 
-class ChartsUnavailable(ImportError):
+class ChartsUnavailable(NautilusError, ImportError):
     """matplotlib is not installed: the report has its tables and no charts."""
 
 

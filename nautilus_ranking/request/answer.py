@@ -9,14 +9,20 @@ request is a :class:`~nautilus_ranking.request.errors.ProblemError` whatever the
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from typing import Any
 
 from nautilus_ranking.fanout.thread_loop import run_sync
+from nautilus_ranking.feedback.citing import Citations, cite_rows
+from nautilus_ranking.feedback.identity import client_id
+from nautilus_ranking.feedback.recorder import record_answer
+from nautilus_ranking.feedback.records import HandedOver
 from nautilus_ranking.ranking_hash import ranking_hash
 from nautilus_ranking.records import BrokerResponse, RankedRow
+from nautilus_ranking.request.cursor_keys import cursor_keys
 from nautilus_ranking.request.engine import Engine
 from nautilus_ranking.request.model import QueryRequest
 from nautilus_ranking.request.plan import (
@@ -35,6 +41,7 @@ from nautilus_ranking.request.trace import (
 )
 from nautilus_ranking.response_hash import compute_response_hash
 from nautilus_ranking.selection.budget import apply_budget, entry_text
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.tracing import RequestTrace
 
 #: How a server runs a request's broker call: on its own loop, under its deadline and
@@ -57,6 +64,9 @@ class Answer:
     profile: str | None = None
     #: Whether profiles are configured: only then does an answer name one.
     profiled: bool = False
+    #: With ``NAUTILUS_FEEDBACK`` on: the ranking id and each row's position and cite
+    #: (``feedback/citing.py``); None off, and then no answer carries them.
+    citations: Citations | None = None
 
     @property
     def ranked(self) -> bool:
@@ -112,6 +122,9 @@ class Answer:
             explain=bool(self.request.explain),
         )
         out["synthesizer"] = self.synthesizer
+        if self.citations is not None:  # feedback on: beside the rows, never in data
+            out["ranking_id"] = self.citations.ranking_id
+            self.citations.add_to(out["ranking"])
         hashed = self.ranking_hash
         if hashed is not None:  # only a ranked answer: no key otherwise
             out["ranking_hash"] = hashed
@@ -172,6 +185,7 @@ async def answer(
     row_text: RowText = response_row_text,
     profile: str | None = None,
     grant: Grant | None = None,
+    api_key: bytes | None = None,
 ) -> Answer:
     """Plan ``request`` against ``engine`` (a bad field is a 422 ``ProblemError``; an
     override where ``allow_overrides`` is off a 403), run it (through ``run`` when
@@ -183,7 +197,9 @@ async def answer(
     for and ``grant`` is what the caller's key allows (None: no keys, any profile): the
     global knobs, then the profile's, then the request's overrides the profile allows
     (``nautilus_ranking.request.profile_choice``); a profile's rule replaces
-    ``allow_overrides``."""
+    ``allow_overrides``. With ``NAUTILUS_FEEDBACK`` on the answer is made citable for
+    the caller with ``api_key`` (``feedback/citing.py``) and logged off the request path
+    (``feedback/recorder.py``)."""
     traced = trace_request(request, request_id)  # None unless an SDK records spans
     try:
         result = await _answer(
@@ -206,7 +222,36 @@ async def answer(
     if traced is not None:
         finish_request(traced, result)
         traced.close(None)
+    if engine.settings.feedback:
+        make_citable(engine.settings, result, api_key)
     return result
+
+
+def make_citable(settings: NautilusSettings, result: Answer, api_key: bytes | None) -> None:
+    """Give ``result`` its ranking id and its rows' cites, and queue its log records."""
+    keys = cursor_keys(settings)
+    now = time.time()
+    response = result.response
+    paging = result.plan.paging
+    page = paging.number if paging is not None else 1
+    client = client_id(keys, api_key, result.profile)
+    result.citations = cite_rows(
+        keys, response.request_id, page, result.profile, client, response.ranking, int(now)
+    )
+    confidence = response.confidence.get("value") if response.confidence is not None else None
+    handed = HandedOver(
+        response.request_id,
+        client,
+        result.request.query,
+        result.profile,
+        page,
+        result.plan.effective,
+        list(response.ranking),
+        confidence,
+        bool(response.abstain["abstained"]) if response.abstain is not None else False,
+        now,
+    )
+    record_answer(settings, keys, handed)
 
 
 async def _answer(

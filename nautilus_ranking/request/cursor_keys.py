@@ -25,7 +25,10 @@ reads them at start-up, so no request reads the file on the event loop.
 
 Inside the Nautilus broker the same keys sign each ranked answer's ``ranking_hash``
 (the order it hands over, which the broker's attestation does not cover), under a
-purpose string of its own: a tag made for one can never pass as the other.
+purpose string of its own: a tag made for one can never pass as the other. So do an
+answer's ``cite`` handles and the feedback log's keyed hashes
+(:mod:`nautilus_ranking.feedback`), each under a purpose of its own
+(:meth:`CursorKeys.sign_for`).
 """
 
 from __future__ import annotations
@@ -88,6 +91,18 @@ class CursorKeys:
         body = ranking_hash.encode()
         return any(
             hmac.compare_digest(signature, _tag(key, body, RANKING_HASH_PURPOSE).hex())
+            for key in (self.current, *self.previous)
+        )
+
+    def sign_for(self, purpose: bytes, body: bytes) -> bytes:
+        """The tag of ``body`` under the current key and ``purpose``."""
+        return hmac.digest(self.current, purpose + body, "sha256")[:TAG_BYTES]
+
+    def verify_for(self, purpose: bytes, tag: bytes, body: bytes) -> bool:
+        """Whether ``tag`` is ``body``'s under ``purpose`` and the current key or a
+        previous one."""
+        return any(
+            hmac.compare_digest(tag, _tag(key, body, purpose))
             for key in (self.current, *self.previous)
         )
 

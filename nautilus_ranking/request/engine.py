@@ -175,6 +175,33 @@ class Engine:
         return engine
 
 
+#: The process settings feedback runs on: its switch and knobs, the data directory its
+#: log and key live in, the cursor keys its cites are signed with, the sources file its
+#: config hash covers.
+FEEDBACK_FIELDS = (
+    "feedback",
+    "feedback_cite_lifetime_days",
+    "feedback_retention_days",
+    "feedback_max_mb",
+    "feedback_text",
+    "feedback_opensearch_url",
+    "data_dir",
+    "cursor_key",
+    "cursor_previous_keys",
+    "config",
+)
+
+
+def with_process_feedback(engine: Engine, process: NautilusSettings) -> Engine:
+    """``engine`` (a caller's own broker's) with the process's feedback settings, when
+    they turn feedback on: an in-process retriever is citable as a server is."""
+    if process.feedback:
+        engine.settings = engine.settings.model_copy(
+            update={name: getattr(process, name) for name in FEEDBACK_FIELDS}
+        )
+    return engine
+
+
 def _embedder_of(broker: Broker, settings: NautilusSettings) -> Embedder | None:
     """The embedder per-request rankers reuse: the broker's own, else (passthrough) the
     settings' when it is the cheap default; None defers loading a model to the first

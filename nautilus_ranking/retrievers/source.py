@@ -17,13 +17,15 @@ import httpx
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.fanout.thread_loop import run_sync
+from nautilus_ranking.feedback.citing import Citations
 from nautilus_ranking.ranking_hash import ranked_rows_of_json
 from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.request.answer import Answer, answer, answer_sync
-from nautilus_ranking.request.engine import Engine
+from nautilus_ranking.request.engine import Engine, with_process_feedback
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.model import QueryRequest, parse_request
 from nautilus_ranking.rows import content_id
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.sources.http.bounded import (
     ACCEPT_ENCODING,
     EncodingError,
@@ -70,6 +72,9 @@ class Hit:
     explanation: dict[str, Any]
     #: The answer's ``ranking_hash`` (the order of all its hits; None when ranking is off).
     ranking_hash: str | None = None
+    #: With feedback on: the answer's ``ranking_id``, the hit's ``position`` and its
+    #: ``cite`` (docs/feedback.md); None off, and then absent from the metadata.
+    citation: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -90,6 +95,8 @@ class Hit:
         }
         if self.ranking_hash is not None:
             out["ranking_hash"] = self.ranking_hash
+        if self.citation is not None:
+            out.update(self.citation)
         return out
 
 
@@ -122,9 +129,10 @@ def _hit(
     explanation: dict[str, Any],
     ranked: bool,
     ranking_hash: str | None = None,
+    citation: dict[str, Any] | None = None,
 ) -> Hit:
     fields = {k: v for k, v in row.items() if k not in _HIDDEN}
-    why = {k: v for k, v in explanation.items() if k not in ("source_id", "id", "rank", "score")}
+    why = {k: v for k, v in explanation.items() if k not in _NOT_WHY}
     score = explanation.get("score")
     return Hit(
         source,
@@ -135,7 +143,13 @@ def _hit(
         fields,
         why,
         ranking_hash if ranked else None,
+        citation,
     )
+
+
+#: What a ranking entry holds that is not its explanation: which row, its place, its
+#: citation (with feedback on).
+_NOT_WHY = frozenset({"source_id", "id", "rank", "score", "position", "cite"})
 
 
 def hits_of(
@@ -143,14 +157,25 @@ def hits_of(
     ranked: bool = True,
     explain: bool = False,
     ranking_hash: str | None = None,
+    citations: Citations | None = None,
 ) -> list[Hit]:
     """A broker's answer as hits, best first (``ranked``: its synthesizer scored them).
     Each hit's explanation is what the ranking entry of a JSON answer holds beyond
     source, id, rank and score: ``also_from``, and every score component with
     ``explain`` — the same as a hit read from ``POST /v1/query``. ``ranking_hash``: the
-    answer's, carried by every hit."""
+    answer's, carried by every hit; ``citations``: with feedback on, each hit's."""
     return [
-        _hit(r.source_id, r.row, r.entry(explain), ranked, ranking_hash) for r in response.ranking
+        _hit(
+            r.source_id,
+            r.row,
+            r.entry(explain),
+            ranked,
+            ranking_hash,
+            None
+            if citations is None
+            else {"ranking_id": citations.ranking_id, **citations.entry(index)},
+        )
+        for index, r in enumerate(response.ranking)
     ]
 
 
@@ -158,8 +183,22 @@ def hits_of_json(body: Mapping[str, Any]) -> list[Hit]:
     """``POST /v1/query``'s JSON answer as hits, best first (each ranking entry's row
     is the next one of its source in ``data``, in rank order)."""
     ranked = body.get("ranking_enabled", True)
+    ranking_id = body.get("ranking_id")
     return [
-        _hit(source, row, entry, ranked, body.get("ranking_hash"))
+        _hit(
+            source,
+            row,
+            entry,
+            ranked,
+            body.get("ranking_hash"),
+            None
+            if ranking_id is None
+            else {
+                "ranking_id": ranking_id,
+                "position": entry.get("position"),
+                "cite": entry.get("cite"),
+            },
+        )
         for entry, source, row in ranked_rows_of_json(body)
     ]
 
@@ -203,7 +242,8 @@ class HitSource:
     def _engine(self, broker: Broker) -> Engine:
         """The in-process broker as the request core runs it (assembled on first use)."""
         if self._core is None:
-            self._core = Engine.of(broker, profiles=True)
+            # the process's own settings: feedback on there makes these answers citable
+            self._core = with_process_feedback(Engine.of(broker, profiles=True), NautilusSettings())
         return self._core
 
     def _request(self, query: str) -> QueryRequest:
@@ -220,7 +260,11 @@ class HitSource:
 
     def _answer(self, result: Answer) -> list[Hit]:
         return hits_of(
-            result.response, result.ranked, bool(result.request.explain), result.ranking_hash
+            result.response,
+            result.ranked,
+            bool(result.request.explain),
+            result.ranking_hash,
+            result.citations,
         )
 
     def _body(self, query: str) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from nautilus_ranking.fanout.contain import raised_in
 from nautilus_ranking.log import configure_logging, get_logger
 from nautilus_ranking.profiles.build import configured
 from nautilus_ranking.request.errors import ProblemError, invalid
+from nautilus_ranking.request.feedback import FeedbackReport, report_feedback
 from nautilus_ranking.request.model import QueryRequest, parse_request
 from nautilus_ranking.request.profile_choice import PROFILE_FIELD, allowed, take_profile
 from nautilus_ranking.service import metrics
@@ -53,7 +54,16 @@ from nautilus_ranking.tracing.sdk import start_sdk, stop_sdk
 logger = get_logger("nautilus_ranking.service")
 
 _ROUTES = frozenset(
-    {"/v1/query", "/v1/config", "/v1/profiles", "/healthz", "/readyz", "/metrics", "/openapi.json"}
+    {
+        "/v1/query",
+        "/v1/feedback",
+        "/v1/config",
+        "/v1/profiles",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/openapi.json",
+    }
 )
 
 
@@ -90,6 +100,8 @@ def create_app(settings: NautilusSettings | None = None) -> FastAPI:
         redoc_url=None,
     )
     _add_routes(app, configured(settings))
+    if settings.feedback:  # off: no route, and the schema is as without feedback
+        _add_feedback_route(app)
     if api_keys:
 
         @app.get("/openapi.json", include_in_schema=False)
@@ -195,11 +207,38 @@ def _add_query_route(app: FastAPI, profiled: bool) -> None:
                     parse_request(payload),
                     _request_id(request),
                     profile=profile,
-                    # which key, only where it picks a profile
-                    key=matched_key(request, state.api_keys) if state.grants else None,
+                    key=matched_key(request, state.api_keys),
                 ),
             )
         return Response(strict_json(result.to_json()), media_type="application/json")
+
+
+def _add_feedback_route(app: FastAPI) -> None:
+    """``POST /v1/feedback``: what a caller did with an answer's rows, by their cites."""
+
+    @app.post(
+        "/v1/feedback",
+        summary="Report what was done with an answer's rows, by their cites",
+        status_code=202,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": FeedbackReport.model_json_schema()}},
+            }
+        },
+        responses={401: _PROBLEM, 403: _PROBLEM, 404: _PROBLEM, 410: _PROBLEM, 422: _PROBLEM},
+    )
+    async def feedback(request: Request) -> Response:
+        """The events' ids; the report is queued for the feedback log (docs/feedback.md)."""
+        state = _state(request)
+        check_api_key(request, state.api_keys)
+        body = await read_body(
+            request, state.settings.serve_max_body_bytes, state.settings.serve_body_timeout_s
+        )
+        payload, profile = take_profile(parse_json_body(body), bool(state.engine.profiles))
+        key = matched_key(request, state.api_keys)
+        answer = report_feedback(state.settings, payload, key, None if key else profile)
+        return Response(strict_json(answer), status_code=202, media_type="application/json")
 
 
 def _add_config_route(app: FastAPI) -> None:

@@ -29,6 +29,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from nautilus_ranking.feedback.recorder import DROP_LISTENERS
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.records import BrokerResponse
 from nautilus_ranking.sources.base import ForwardingSource, Row, Source
@@ -70,6 +71,13 @@ REJECTED = Counter(
     "client left mid-query).",
     ["reason"],
 )
+FEEDBACK_DROPPED = Counter(
+    "nautilus_feedback_dropped_total",
+    "Feedback log records lost, never a request: JsonlSink_failed, OpenSearchSink_failed, "
+    "OpenSearchSink_resting, record_failed (in records); buffer_full (in answers or reports).",
+    ["reason"],
+)
+DROP_LISTENERS.append(lambda reason, count: FEEDBACK_DROPPED.labels(reason).inc(count))
 PROFILE_QUERIES = Counter(
     "nautilus_profile_queries_total",
     "Queries answered, by the ranking profile that ranked them ('' for the global knobs); "

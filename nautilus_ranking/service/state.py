@@ -163,6 +163,7 @@ class ServerState:
             row_text=row_text,
             profile=profile,
             grant=self.grant(key),
+            api_key=key,
         )
         metrics.record_response(result.response)
         if result.profiled:

@@ -641,6 +641,12 @@ PROCESS_SETTINGS: frozenset[str] = frozenset(
         "upstream_vector_dim",
         "upstream_attestation_in_meta",
         "upstream_request_tools",
+        "feedback",
+        "feedback_cite_lifetime_days",
+        "feedback_retention_days",
+        "feedback_max_mb",
+        "feedback_text",
+        "feedback_opensearch_url",
     }
 )
 

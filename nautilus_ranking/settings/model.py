@@ -169,6 +169,21 @@ def _plain(var: str, raw: object, default: Any) -> tuple[Any, None]:
     return (raw if raw is not None else default), None
 
 
+def _http_url(var: str, raw: object, default: Any) -> tuple[str | None, Problem | None]:
+    """An http(s) base URL (stripped; blank: none)."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None, None
+    if isinstance(raw, str) and re.fullmatch(r"https?://[^\s/]+(/[^\s]*)?", raw.strip()):
+        return raw.strip(), None
+    problem = Problem(
+        var,
+        cut(raw),
+        "not an http(s) URL",
+        "the OpenSearch base URL, such as http://127.0.0.1:9200",
+    )
+    return None, problem
+
+
 _COUNT = Setting(counted(valid="an integer >= 1"))
 _FLAG = Setting(boolean)
 _SECONDS = Setting(_seconds)
@@ -224,6 +239,20 @@ class NautilusSettings(RankingKnobs, LogSettings):
     trace_query_text: Annotated[bool, _FLAG] = False
     trace_propagate: Annotated[bool, _FLAG] = True
     trace_baggage: Annotated[bool, _FLAG] = False
+    # Feedback (nautilus_ranking/feedback/, docs/feedback.md): citable answers and the
+    # UBI-shaped log of what was handed over and used. Off: answers as without it.
+    feedback: Annotated[bool, _FLAG] = False
+    feedback_cite_lifetime_days: Annotated[
+        int, Setting(counted(valid="an integer >= 1 (days a cite is accepted)"))
+    ] = 7
+    feedback_retention_days: Annotated[
+        int, Setting(counted(valid="an integer >= 1 (days a log file is kept)"))
+    ] = 30
+    feedback_max_mb: Annotated[
+        int, Setting(counted(valid="an integer >= 1 (MB the feedback folder may hold)"))
+    ] = 256
+    feedback_text: Annotated[bool, _FLAG] = False
+    feedback_opensearch_url: Annotated[str | None, Setting(_http_url)] = None
     _problems: tuple[Problem, ...] = PrivateAttr(default=())
 
     @classmethod

@@ -41,6 +41,7 @@ from nautilus_ranking.upstream.ranked_answer import (
     ranked_answer,
     within_bytes,
 )
+from nautilus_ranking.upstream.ranked_cites import BrokerCiting
 from nautilus_ranking.upstream.request_scope import ranked_call
 from nautilus_ranking.upstream.version import seam_missing
 
@@ -89,11 +90,16 @@ def add_ranked_route(app: Any, broker: Any = None) -> bool:
         explain=(bool, False),
     )
 
+    citing = BrokerCiting.of(NautilusSettings())  # None with feedback off
+
     async def post_request_ranked(body: Any, request: Request) -> JSONResponse:
         stock_body = stock_request.model_validate(body.model_dump(exclude={"explain"}))
         with ranked_call() as call:
             response = await stock.endpoint(stock_body, request)
-        return JSONResponse(ranked_answer(response, call.outcome, bool(body.explain)))
+        answer = ranked_answer(response, call.outcome, bool(body.explain))
+        if citing is not None:
+            answer = citing.cite(answer, call.outcome, str(getattr(body, "agent_id", "")))
+        return JSONResponse(answer)
 
     post_request_ranked.__annotations__["body"] = ranked_request
     app.add_api_route(
@@ -134,6 +140,7 @@ def add_ranked_tool(mcp: Any, broker: Any = None) -> bool:
 
     settings = NautilusSettings()  # read once, at start-up
     in_meta = settings.upstream_attestation_in_meta
+    citing = BrokerCiting.of(settings)  # None with feedback off
     result_class = importlib.import_module("mcp.types").CallToolResult
     text_class = importlib.import_module("mcp.types").TextContent
 
@@ -147,6 +154,8 @@ def add_ranked_tool(mcp: Any, broker: Any = None) -> bool:
         with ranked_call() as call:
             response = await stock_fn(agent_id=agent_id, intent=intent, context=context, ctx=ctx)
         answer = ranked_answer(response, call.outcome, bool(explain))
+        if citing is not None:
+            answer = citing.cite(answer, call.outcome, agent_id)
         if not in_meta:
             return answer_text(within_bytes(answer, max_bytes))
         token, text = attestation_out_of_text(answer)

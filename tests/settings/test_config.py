@@ -151,6 +151,11 @@ def test_env_values_parse(
         ("NAUTILUS_LOG_LEVEL", "loud", "log_level", "info", "debug, info"),
         ("NAUTILUS_LOG_FORMAT", "xml", "log_format", "auto", "auto, console, json"),
         ("NAUTILUS_CONFIG_STRICT", "sure", "config_strict", False, "true/false"),
+        ("NAUTILUS_FEEDBACK", "sure", "feedback", False, "true/false"),
+        ("NAUTILUS_FEEDBACK_CITE_LIFETIME_DAYS", "0", "feedback_cite_lifetime_days", 7, "days"),
+        ("NAUTILUS_FEEDBACK_RETENTION_DAYS", "a month", "feedback_retention_days", 30, "days"),
+        ("NAUTILUS_FEEDBACK_MAX_MB", "-1", "feedback_max_mb", 256, "MB"),
+        ("NAUTILUS_FEEDBACK_OPENSEARCH_URL", "opensearch", "feedback_opensearch_url", None, "URL"),
     ],
 )
 def test_bad_env_value_is_warned_and_falls_back(

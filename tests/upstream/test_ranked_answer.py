@@ -4,12 +4,17 @@ real broker: tests/upstream/inside/test_ranked_servers.py)."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from nautilus_ranking.feedback.cites import read_cite
 from nautilus_ranking.records import RankedRow
+from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.ranked_answer import answer_text, ranked_answer, within_bytes
+from nautilus_ranking.upstream.ranked_cites import BrokerCiting
 from nautilus_ranking.upstream.ranked_servers import (
     DEFAULT_MAX_RESPONSE_BYTES,
     max_response_bytes,
@@ -102,3 +107,26 @@ def test_the_attestation_can_leave_the_text_the_agent_reads() -> None:
         **{k: v for k, v in answer.items() if k != "attestation_token"},
         "ranking": {**answer["ranking"], "answer_tokens": parts},
     }
+
+
+def test_with_feedback_on_the_ranked_rows_carry_positions_and_cites(tmp_path: Path) -> None:
+    """Feedback off, the ranked answer is left as it is; on, its ``rows`` (ours, not the
+    attested ``data``) gain each row's position and cite, made for the agent."""
+    settings = NautilusSettings(data_dir=tmp_path, cursor_key="k" * 40)
+    assert BrokerCiting.of(settings) is None
+    citing = BrokerCiting.of(settings.model_copy(update={"feedback": True}))
+    assert citing is not None
+    plain = ranked_answer(Response(), outcome(None))
+    cited = citing.cite(ranked_answer(Response(), outcome(None)), outcome(None), "agent-7")
+    assert cited["ranking_id"] == "req-1"
+    assert [e["position"] for e in cited["rows"]] == list(range(1, 9))
+    stripped = [
+        {k: v for k, v in e.items() if k not in ("position", "cite")} for e in cited["rows"]
+    ]
+    assert stripped == plain["rows"]
+    assert {k: v for k, v in cited.items() if k not in ("rows", "ranking_id")} == {
+        k: v for k, v in plain.items() if k != "rows"
+    }
+    first = read_cite(citing.keys, cited["rows"][0]["cite"], 86_400, time.time())
+    assert (first.source, first.row_id, first.position) == ("runbooks", "r0", 1)
+    assert first.client.startswith("hmac:") and "agent-7" not in first.client
