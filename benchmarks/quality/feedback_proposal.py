@@ -24,9 +24,12 @@ the current ones, every source is placed as agents value it: nothing should chan
   move one step; "no change" is two steps off and fails);
 * ``demote``: current none, planted ``-medium``: within one step is ``-low``;
 * ``unbiased``: planted = current (none): pass is no change for any source;
-* ``bottom``: current ``-medium``, planted ``-high``: the source's rows sit at the bottom,
-  where U-shaped attention rises again; pass is any proposal that does not step up
-  (the sign kept).
+* ``bottom``: current and planted ``-medium``: the source's rows sit at the bottom, where
+  U-shaped attention rises again, and that is where agents value them; pass is no
+  change for any source (a falling curve reads the uses at the bottom as a reason to
+  step up);
+* ``bottom-demote``: current ``-medium``, planted ``-high``: pass is any proposal that
+  does not step up (the sign kept).
 
 The logs are written as JSONL in the shape the server writes (``feedback/events.py``)
 and read back by ``feedback/logs.py``, so the whole path is measured. Beside it, the
@@ -97,7 +100,7 @@ class Scenario:
         if self.current == self.planted:
             return not proposed.changes
         got = _proposed(proposed, source)
-        if self.name == "bottom":
+        if self.name == "bottom-demote":
             return _steps(self.current, got) <= 0
         return abs(_steps(self.planted, got)) <= 1
 
@@ -106,7 +109,8 @@ SCENARIOS = (
     Scenario("boost", None, "medium"),
     Scenario("demote", None, "-medium"),
     Scenario("unbiased", None, None),
-    Scenario("bottom", "-medium", "-high"),
+    Scenario("bottom", "-medium", "-medium"),
+    Scenario("bottom-demote", "-medium", "-high"),
 )
 
 
@@ -318,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="feedback-bench-"))
     lines = [
         f"Simulated agents, U-shaped attention, {args.answers} answers a run, {args.seeds} "
-        "seeds a scenario (20 for unbiased); pass as the module defines it.",
+        "seeds a scenario (twice as many where nothing is planted); pass as the module "
+        "defines it; PBM, cascade, top-down: the planted source's step went the planted way "
+        "/ stayed / went another way.",
         "",
         "| collection | scenario | current → planted | pass | others moved | ratio | "
         "PBM: right / stayed / flipped | cascade | top-down | s/run |",

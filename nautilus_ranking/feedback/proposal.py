@@ -19,8 +19,10 @@ from nautilus_ranking.settings.boost_entries import VALID_LEVELS
 LADDER: tuple[str | None, ...] = (*VALID_LEVELS[:3], None, *VALID_LEVELS[3:])
 #: Familywise error rate across the sources (two-sided).
 ALPHA = 0.05
-#: The smallest change of the use ratio worth a step (0.15: 15% more or fewer uses).
-MIN_EFFECT = 0.15
+#: The smallest change of the use ratio worth a step: 5% more or fewer uses than the
+#: source's positions predict. In the simulation (benchmarks/quality/feedback_proposal.py)
+#: a source two steps off moved its ratio by 8-20%; 15% missed most planted boosts.
+MIN_EFFECT = 0.05
 
 
 @dataclass(frozen=True)

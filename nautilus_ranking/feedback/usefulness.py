@@ -9,14 +9,16 @@ ranking under-places it; below 1, over-places it.
 The interval and the p-value come from a bootstrap that resamples whole answers (an
 answer's rows are seen and used together: resampling rows would pretend they are
 independent), seeded, so the same logs give the same numbers. Each resample refits the
-model. The p-value is two-sided (the share of resampled ratios on the far side of 1,
-doubled), and Holm's step-down corrects it across the sources tested. A source with
+model. The interval is the resampled ratios' 2.5th to 97.5th percentile; the p-value is
+two-sided, ``log(ratio)`` over the resampled log ratios' standard deviation, and Holm's
+step-down corrects it across the sources tested. A source with
 fewer than ``min_impressions`` rows shown, or fewer than ``min_expected`` uses
 predicted, is not tested: "not enough evidence".
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -164,15 +166,13 @@ def usefulness(
     for j, source in enumerate(imp.sources):
         draws = boot[:, j]
         low, high = (float(x) for x in np.quantile(draws, [0.025, 0.975]))
-        below = (1 + int((draws <= 1.0).sum())) / (len(draws) + 1)
-        above = (1 + int((draws >= 1.0).sum())) / (len(draws) + 1)
         n = int(shown[..., j].sum())
         enough = n >= min_impressions and float(expected[0, j]) >= min_expected
         rows.append(
             SourceUsefulness(
                 source, int(per_answer[:, j].sum()), n, int(used[..., j].sum()),
                 float(expected[0, j]), float(ratio[0, j]), low, high,
-                min(1.0, 2 * min(below, above)), None, enough,
+                _p_value(float(ratio[0, j]), draws), None, enough,
             )
         )  # fmt: skip
     return Usefulness(imp, fit, curve, _with_holm(rows), resamples, seed)
@@ -202,6 +202,19 @@ def _bootstrap(
         if on_step is not None:
             on_step(size)
     return np.concatenate(out) if out else np.ones((0, len(imp.sources)))
+
+
+def _p_value(ratio: float, draws: FloatArray) -> float:
+    """Two-sided p of "the ratio is 1": ``log(ratio)`` over its bootstrap standard error,
+    read on the normal. Not the share of draws past 1, which cannot go below
+    ``1 / resamples`` and so, after Holm's correction, could never pass with many
+    sources and few resamples."""
+    logs = np.log(np.maximum(draws, 1e-12))
+    spread = float(np.std(logs, ddof=1)) if len(logs) > 1 else 0.0
+    if spread == 0:  # every resample alike: no doubt left either way
+        return 1.0 if ratio == 1 else 0.0
+    z = abs(math.log(max(ratio, 1e-12))) / spread
+    return math.erfc(z / math.sqrt(2))
 
 
 def holm_adjusted(p_values: Sequence[float]) -> list[float]:
