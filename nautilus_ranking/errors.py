@@ -50,6 +50,7 @@ _RAISED_BY = {
     "EvalInputError": "nautilus_ranking.evaluation.judgments",
     "CollectionError": "nautilus_ranking.evaluation.collection",
     "UnknownProfileError": "nautilus_ranking.evaluation.command",
+    "FeedbackInputError": "nautilus_ranking.cli.feedback",
     "ServiceError": "nautilus_ranking.retrievers.source",
     "IncompatibleBrokerError": "nautilus_ranking.upstream.attach",
     "NoRequestScopeError": "nautilus_ranking.upstream.synthesizer",
