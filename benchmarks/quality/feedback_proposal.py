@@ -24,15 +24,17 @@ the current ones, every source is placed as agents value it: nothing should chan
   move one step; "no change" is two steps off and fails);
 * ``demote``: current none, planted ``-medium``: within one step is ``-low``;
 * ``unbiased``: planted = current (none): pass is no change for any source;
-* ``bottom``: current and planted ``-medium``: the source's rows sit at the bottom, where
-  U-shaped attention rises again, and that is where agents value them; pass is no
-  change for any source (a falling curve reads the uses at the bottom as a reason to
-  step up);
+* ``bottom``: in every other query, the planted source's best 3 rows are shown in the
+  last 3 slots, after the other sources' best 7 (as a layout that appends one source
+  does); the other queries are ranked as usual. Agents value every row as it is placed; U-shaped attention rises again there. Pass is no change for
+  any source (a falling curve reads the uses at the bottom as a reason to step up);
 * ``bottom-demote``: current ``-medium``, planted ``-high``: pass is any proposal that
   does not step up (the sign kept).
 
-The logs are written as JSONL in the shape the server writes (``feedback/events.py``)
-and read back by ``feedback/logs.py``, so the whole path is measured. Beside it, the
+The simulated answers are what ``feedback/logs.py`` reads back from the server's logs
+(each row's position, source, id and logged score components; the positions used), and
+``feedback propose``'s own code decides, with 200 bootstrap resamples a run. Beside it,
+the
 **top-down cascade baseline** (Craswell et al., 2008): the agent reads from the top and
 stops at its first use, so the rows down to the first used one were examined; a
 source's attractiveness is its first uses over its examined rows, its ratio that over
@@ -47,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import pickle
 import sys
 import tempfile
@@ -70,7 +71,7 @@ from nautilus_ranking.evaluation.judgments import read_judgments, read_queries
 from nautilus_ranking.evaluation.metrics import relevant
 from nautilus_ranking.evaluation.progress import Progress
 from nautilus_ranking.evaluation.sweep import Fetched
-from nautilus_ranking.feedback.logs import Answer, read_logs
+from nautilus_ranking.feedback.logs import Answer, Shown
 from nautilus_ranking.feedback.proposal import LADDER, MIN_EFFECT, level_name
 from nautilus_ranking.feedback.propose import Proposal, Rules, propose
 from nautilus_ranking.log import configure_logging
@@ -82,6 +83,10 @@ TOP_K = 10
 ATTENTION = np.array([0.85, 0.6, 0.42, 0.32, 0.27, 0.27, 0.32, 0.42, 0.55, 0.7])
 #: How deep the planted ranking is read for a row's planted rank.
 PLANTED_DEPTH = 30
+#: Bootstrap resamples a run (the command's default is 1,000): a step reads the
+#: resampled log ratios' standard deviation, which 200 estimate well, at a fifth of the cost.
+RESAMPLES = 200
+CONFIG_HASH = "simulated0000000"
 
 
 def usefulness(planted_rank: int) -> float:
@@ -94,6 +99,7 @@ class Scenario:
     name: str
     current: str | None  # the planted source's level in the logs
     planted: str | None  # its level as agents value it
+    last: int = 0  # the planted source's rows shown in the last slots, this many
 
     def passes(self, proposed: Proposal, source: str) -> bool:
         """Whether the proposal is what the scenario asks (the module says)."""
@@ -109,7 +115,7 @@ SCENARIOS = (
     Scenario("boost", None, "medium"),
     Scenario("demote", None, "-medium"),
     Scenario("unbiased", None, None),
-    Scenario("bottom", "-medium", "-medium"),
+    Scenario("bottom", None, None, last=3),
     Scenario("bottom-demote", "-medium", "-high"),
 )
 
@@ -151,76 +157,38 @@ def _key(row: Any) -> tuple[str, str]:
     return row.source_id, str(row.row.get("id"))
 
 
-def write_logs(
-    folder: Path,
+def simulate(
     shown: list[list[Any]],
     planted: list[list[Any]],
     levels: dict[str, str],
     answers: int,
     rng: np.random.Generator,
-) -> None:
-    """``answers`` simulated answers and their uses, as the JSONL sink writes them."""
-    folder.mkdir(parents=True, exist_ok=True)
-    queries, events = [], []
+) -> list[Answer]:
+    """``answers`` simulated answers and their uses, as ``feedback/logs.py`` reads them
+    back from the server's logs (the reading itself is tested in tests/feedback)."""
+    out = []
     planted_rank = [{_key(r): i for i, r in enumerate(rows, start=1)} for rows in planted]
     for n in range(answers):
         q = int(rng.integers(len(shown)))
-        qid = f"a{n}"
-        rows = shown[q]
-        queries.append(_query_record(qid, rows, levels))
-        for k, row in enumerate(rows, start=1):
-            events.append(_event(f"{qid}-i{k}", "impression", qid, row, k, components=True))
+        answer = Answer(f"a{n}", "2026-12-07T00:00:00.000Z", None, CONFIG_HASH, dict(levels))
+        for k, row in enumerate(shown[q], start=1):
+            components = {
+                "score": row.score,
+                "relevance": row.relevance,
+                "boost_bump": row.boost_bump,
+            }
+            answer.shown.append(Shown(k, row.source_id, str(row.row.get("id")), components))
             r = planted_rank[q].get(_key(row), PLANTED_DEPTH + 1)
             if rng.random() < ATTENTION[k - 1] * usefulness(r):
-                events.append(_event(f"{qid}-u{k}", "used", qid, row, k))
-    (folder / "ubi_queries-1-x.jsonl").write_text("".join(json.dumps(x) + "\n" for x in queries))
-    (folder / "ubi_events-1-x.jsonl").write_text("".join(json.dumps(x) + "\n" for x in events))
+                answer.used.add(k)
+        out.append(answer)
+    return out
 
 
-def _query_record(qid: str, rows: list[Any], levels: dict[str, str]) -> dict[str, Any]:
-    return {
-        "application": "nautilus-ranking",
-        "query_id": qid,
-        "client_id": "sim",
-        "user_query": "hmac:sim",
-        "timestamp": f"2026-12-07T00:00:{len(qid) % 60:02d}.000Z",
-        "query_attributes": {
-            "config_hash": "simulated0000000",
-            "levels": levels,
-            "top_k": TOP_K,
-            "page": 1,
-            "abstained": False,
-            "confidence": None,
-            "profile": None,
-            "hit_sources": [r.source_id for r in rows],
-        },
-        "query_response_id": qid,
-        "query_response_hit_ids": [str(r.row.get("id")) for r in rows],
-    }
-
-
-def _event(
-    event_id: str, action: str, qid: str, row: Any, k: int, components: bool = False
-) -> dict[str, Any]:
-    attributes: dict[str, Any] = {
-        "object": {"object_id": str(row.row.get("id")), "object_id_field": row.source_id},
-        "position": {"ordinal": k, "page": 1},
-    }
-    if components:
-        explained = row.explain()
-        attributes["components"] = {
-            k: v for k, v in explained.items() if isinstance(v, int | float) and k != "rank"
-        }
-    return {
-        "application": "nautilus-ranking",
-        "event_id": event_id,
-        "action_name": action,
-        "query_id": qid,
-        "client_id": "sim",
-        "timestamp": "2026-12-07T00:00:00.000Z",
-        "message_type": action,
-        "event_attributes": attributes,
-    }
+def _last(rows: list[Any], source: str, count: int) -> list[Any]:
+    """The other sources' best rows, then ``source``'s best ``count`` last: ``TOP_K`` rows."""
+    theirs = [r for r in rows if r.source_id != source][: TOP_K - count]
+    return theirs + [r for r in rows if r.source_id == source][: TOP_K - len(theirs)]
 
 
 def _step(level: str | None, ratio: float) -> str | None:
@@ -284,19 +252,32 @@ class Cell:
         return f"{right} / {stayed} / {flipped}"
 
 
-def run_cell(runs: list[Fetched], scenario: Scenario, seeds: int, answers: int, work: Path) -> Cell:
+def run_cell(
+    runs: list[Fetched], scenario: Scenario, seeds: int, answers: int, resamples: int
+) -> Cell:
     cell = Cell()
+    rankings: dict[tuple[str, str | None, int], list[list[Any]]] = {}
+
+    def ranked_once(source: str, level: str | None, depth: int) -> list[list[Any]]:
+        key = (source, level, depth)
+        if key not in rankings:
+            rankings[key] = ranked(runs, {source: level} if level else {}, depth)
+        return rankings[key]
+
     for seed in range(seeds):
         source = SOURCES[seed % len(SOURCES)]
         current = {source: scenario.current} if scenario.current else {}
-        planted = {source: scenario.planted} if scenario.planted else {}
-        shown = ranked(runs, current, TOP_K)
-        truth = ranked(runs, planted, PLANTED_DEPTH)
-        folder = work / f"logs-{scenario.name}-{seed}"
-        write_logs(folder, shown, truth, current, answers, np.random.default_rng(seed))
+        shown = ranked_once(source, scenario.current, TOP_K)
+        truth = ranked_once(source, scenario.planted, PLANTED_DEPTH)
+        if scenario.last:
+            depth = ranked_once(source, scenario.current, PLANTED_DEPTH)
+            shown = truth = [
+                _last(rows, source, scenario.last) if i % 2 == 0 else rows[:TOP_K]
+                for i, rows in enumerate(depth)
+            ]
+        logged = simulate(shown, truth, current, answers, np.random.default_rng(seed))
         started = time.perf_counter()
-        log = read_logs(folder)
-        proposal = propose(log.answers, "simulated0000000", Rules(seed=seed))
+        proposal = propose(logged, CONFIG_HASH, Rules(seed=seed, resamples=resamples))
         cell.seconds += time.perf_counter() - started
         cell.runs += 1
         cell.passed += scenario.passes(proposal, source)
@@ -304,8 +285,8 @@ def run_cell(runs: list[Fetched], scenario: Scenario, seeds: int, answers: int, 
         cell.ratio += next(r.evidence.ratio for r in proposal.records if r.step.source == source)
         level = scenario.current
         cell.count("pbm", scenario, _proposed(proposal, source))
-        cell.count("cascade", scenario, cascade_level(log.answers, source, level))
-        cell.count("top-down", scenario, top_down_level(log.answers, source, level))
+        cell.count("cascade", scenario, cascade_level(logged, source, level))
+        cell.count("top-down", scenario, top_down_level(logged, source, level))
     return cell
 
 
@@ -316,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=NAMES)
     parser.add_argument("--answers", type=int, default=2000)
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--resamples", type=int, default=RESAMPLES)
     parser.add_argument("--out", type=Path, help="write the table into this markdown file")
     args = parser.parse_args(argv)
     configure_logging("error", "console")
@@ -336,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         runs, _ = fetched(args.datasets / name, work)
         for scenario in SCENARIOS:
             seeds = args.seeds * (2 if scenario.current == scenario.planted else 1)
-            cell = run_cell(runs, scenario, seeds, args.answers, work / name)
+            cell = run_cell(runs, scenario, seeds, args.answers, args.resamples)
             moved = f"{level_name(scenario.current)} → {level_name(scenario.planted)}"
             lines.append(
                 f"| {name} | {scenario.name} | {moved} | {cell.passed}/{cell.runs} | "

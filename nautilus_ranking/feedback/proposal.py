@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nautilus_ranking.feedback.usefulness import SourceUsefulness
+from nautilus_ranking.feedback.usefulness import MIN_SHARED, SourceUsefulness
 from nautilus_ranking.settings.boost_entries import VALID_LEVELS
 
 #: The ladder, lowest first; ``None`` is no boost.
@@ -52,6 +52,9 @@ def propose_step(
     """The step ``row``'s evidence supports from ``current``."""
     if current not in LADDER:
         return Step(row.source, current, current, f"level {current!r} is not on the ladder")
+    if not row.enough and row.shared < MIN_SHARED:
+        why = f"not enough evidence: {row.shared:.0%} of its rows at positions others share"
+        return Step(row.source, current, current, why)
     if not row.enough:
         return Step(row.source, current, current, "not enough evidence")
     assert row.p_holm is not None  # every source with enough evidence is tested

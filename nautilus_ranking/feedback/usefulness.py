@@ -13,7 +13,9 @@ model. The interval is the resampled ratios' 2.5th to 97.5th percentile; the p-v
 two-sided, ``log(ratio)`` over the resampled log ratios' standard deviation, and Holm's
 step-down corrects it across the sources tested. A source with
 fewer than ``min_impressions`` rows shown, or fewer than ``min_expected`` uses
-predicted, is not tested: "not enough evidence".
+predicted, or most of whose rows sit at positions no other source shares (its
+usefulness cannot be told from those positions' attention), is not tested: "not enough
+evidence".
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ SEED = 0
 #: Below these a source is "not enough evidence": rows shown, and uses predicted.
 MIN_IMPRESSIONS = 200
 MIN_EXPECTED = 20.0
+#: A source's usefulness is told apart from its positions' only where other sources'
+#: rows are shown too: at least this share of its rows must be at positions where other
+#: sources hold at least :data:`MIXED` of the rows (a source always shown in the last
+#: slots, and only it, fits any curve there).
+MIN_SHARED = 0.5
+MIXED = 0.1
 _CHUNK = 100  # resamples fitted at once
 
 
@@ -119,6 +127,7 @@ class SourceUsefulness:
     p_value: float  # two-sided, uncorrected
     p_holm: float | None  # Holm-adjusted across the sources tested; None: not tested
     enough: bool
+    shared: float = 1.0  # the share of its rows at positions other sources share
 
 
 @dataclass(frozen=True)
@@ -160,6 +169,8 @@ def usefulness(
     present = shown.sum(axis=(0, 1)) > 0
     gamma_ref = reference_gamma(fit.gamma, present)[0]
     curve: FloatArray = fit.theta[0] * gamma_ref
+    at_cell = shown.sum(axis=2, keepdims=True)
+    mixed = (at_cell - shown) >= MIXED * np.maximum(at_cell, 1e-12)  # others hold >= 10%
     per_answer = np.zeros((imp.answers, len(imp.sources)), dtype=bool)
     per_answer[imp.answer, imp.source] = True
     rows = []
@@ -167,12 +178,15 @@ def usefulness(
         draws = boot[:, j]
         low, high = (float(x) for x in np.quantile(draws, [0.025, 0.975]))
         n = int(shown[..., j].sum())
-        enough = n >= min_impressions and float(expected[0, j]) >= min_expected
+        shared = float(shown[..., j][mixed[..., j]].sum()) / max(n, 1)
+        enough = (
+            n >= min_impressions and float(expected[0, j]) >= min_expected and shared >= MIN_SHARED
+        )
         rows.append(
             SourceUsefulness(
                 source, int(per_answer[:, j].sum()), n, int(used[..., j].sum()),
                 float(expected[0, j]), float(ratio[0, j]), low, high,
-                _p_value(float(ratio[0, j]), draws), None, enough,
+                _p_value(float(ratio[0, j]), draws), None, enough, shared,
             )
         )  # fmt: skip
     return Usefulness(imp, fit, curve, _with_holm(rows), resamples, seed)

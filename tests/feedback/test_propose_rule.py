@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from simulated_feedback import simulate
 
-from nautilus_ranking.feedback.logs import read_logs
+from nautilus_ranking.feedback.logs import Answer, Shown, read_logs
 from nautilus_ranking.feedback.proposal import LADDER, propose_step
 from nautilus_ranking.feedback.propose import Rules, paste_lines, propose
 from nautilus_ranking.feedback.usefulness import SourceUsefulness
@@ -61,3 +62,19 @@ def test_the_line_stays_commented_out_without_judgments(tmp_path: Path) -> None:
     assert lines[-1] == "# NAUTILUS_SOURCE_BOOSTS=good:low,b:low"
     assert not proposal.passes()
     assert all(line.startswith("#") for line in lines)
+
+
+def test_a_source_only_ever_in_its_own_slots_is_not_enough_evidence() -> None:
+    """Shown only at the last two positions, which no other source shares, a source's
+    usefulness cannot be told from those positions' attention: no step either way."""
+    rng = np.random.default_rng(0)
+    answers = []
+    for n in range(800):
+        rows = [Shown(k, "a" if k % 2 else "b", f"{n}-{k}", {}) for k in range(1, 5)]
+        rows += [Shown(k, "tail", f"{n}-{k}", {}) for k in (5, 6)]
+        used = {s.position for s in rows if rng.random() < (0.2 if s.source == "tail" else 0.5)}
+        answers.append(Answer(f"q{n}", "", None, "h", {}, rows, used))
+    proposal = propose(answers, "h", Rules(resamples=50))
+    tail = next(r for r in proposal.records if r.step.source == "tail")
+    assert not tail.step.changes and not tail.evidence.enough
+    assert tail.step.reason.startswith("not enough evidence: 0% of its rows")
