@@ -95,22 +95,24 @@ def _ratios_svg(proposal: Proposal) -> str:
     rows = proposal.usefulness.sources
     high = max([2.0, *(r.high for r in rows)])
     scale = (_W - 2 * _PAD - 100) / high
-    parts = [_frame()]
+    height = max(_H, 2 * _PAD + 20 + 24 * len(rows))
+    parts = [_frame(height)]
     x1 = _PAD + 100 + scale
-    parts.append(f"<line x1='{x1}' x2='{x1}' y1='{_PAD}' y2='{_H - _PAD}' stroke='grey'/>")
+    parts.append(f"<line x1='{x1}' x2='{x1}' y1='{_PAD}' y2='{height - _PAD}' stroke='grey'/>")
     for i, r in enumerate(rows):
         y = _PAD + 20 + 24 * i
         lo, hi, mid = (_PAD + 100 + scale * v for v in (r.low, r.high, r.ratio))
         parts.append(f"<text x='{_PAD}' y='{y + 4}'>{html.escape(r.source)}</text>")
         parts.append(f"<line x1='{lo:.1f}' x2='{hi:.1f}' y1='{y}' y2='{y}' stroke='black'/>")
         parts.append(f"<circle cx='{mid:.1f}' cy='{y}' r='4'/>")
-    return _svg(parts)
+    parts.append(f"<text x='{x1}' y='{height - 8}' text-anchor='middle'>1</text>")
+    return _svg(parts, height)
 
 
-def _frame() -> str:
-    return f"<rect x='0' y='0' width='{_W}' height='{_H}' fill='white' stroke='#ccc'/>"
+def _frame(height: int = _H) -> str:
+    return f"<rect x='0' y='0' width='{_W}' height='{height}' fill='white' stroke='#ccc'/>"
 
 
-def _svg(parts: list[str]) -> str:
+def _svg(parts: list[str], height: int = _H) -> str:
     body = "".join(parts)
-    return f"<svg xmlns='http://www.w3.org/2000/svg' width='{_W}' height='{_H}'>{body}</svg>"
+    return f"<svg xmlns='http://www.w3.org/2000/svg' width='{_W}' height='{height}'>{body}</svg>"
