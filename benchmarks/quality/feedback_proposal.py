@@ -2,7 +2,7 @@
 
     python -m benchmarks.quality.feedback_proposal [--datasets DIR] [--work-dir DIR]
                                                    [--only NAME] [--answers 2000] [--seeds 10]
-                                                   [--out FILE.md]
+                                                   [--scenarios NAME ...] [--out FILE.md]
 
 Each shared collection is served as ``nautilus-ranking eval`` serves it (fts, sql and
 vector, partitioned, the hashing embedder; ``evaluation/collection.py``) and every
@@ -26,8 +26,9 @@ the current ones, every source is placed as agents value it: nothing should chan
 * ``unbiased``: planted = current (none): pass is no change for any source;
 * ``bottom``: in every other query, the planted source's best 3 rows are shown in the
   last 3 slots, after the other sources' best 7 (as a layout that appends one source
-  does); the other queries are ranked as usual. Agents value every row as it is placed; U-shaped attention rises again there. Pass is no change for
-  any source (a falling curve reads the uses at the bottom as a reason to step up);
+  does); the other queries are ranked as usual. Agents value every row as it is placed;
+  U-shaped attention rises again there. Pass is no change for any source (a falling
+  curve reads the uses at the bottom as a reason to step up);
 * ``bottom-demote``: current ``-medium``, planted ``-high``: pass is any proposal that
   does not step up (the sign kept).
 
@@ -298,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--answers", type=int, default=2000)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--resamples", type=int, default=RESAMPLES)
+    parser.add_argument(
+        "--scenarios", nargs="+", choices=[s.name for s in SCENARIOS], help="only these"
+    )
     parser.add_argument("--out", type=Path, help="write the table into this markdown file")
     args = parser.parse_args(argv)
     configure_logging("error", "console")
@@ -317,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         runs, _ = fetched(args.datasets / name, work)
         for scenario in SCENARIOS:
+            if args.scenarios and scenario.name not in args.scenarios:
+                continue
             seeds = args.seeds * (2 if scenario.current == scenario.planted else 1)
             cell = run_cell(runs, scenario, seeds, args.answers, args.resamples)
             moved = f"{level_name(scenario.current)} → {level_name(scenario.planted)}"
