@@ -20,6 +20,7 @@ def query_record(
     config_hash: str = CONFIG_HASH,
     profile: str | None = None,
     timestamp: str = "2026-12-07T10:00:00.000Z",
+    page: int = 1,
 ) -> dict[str, Any]:
     """One answer's query record; ``hits``: (source, id) in position order."""
     return {
@@ -32,7 +33,7 @@ def query_record(
             "config_hash": config_hash,
             "levels": dict(levels or {}),
             "top_k": len(hits),
-            "page": 1,
+            "page": page,
             "abstained": False,
             "confidence": None,
             "profile": profile,
@@ -51,11 +52,12 @@ def event(
     object_id: str,
     position: int,
     components: Mapping[str, float] | None = None,
+    page: int = 1,
 ) -> dict[str, Any]:
     """One event naming a row (an impression carries ``components``)."""
     attributes: dict[str, Any] = {
         "object": {"object_id": object_id, "object_id_field": source},
-        "position": {"ordinal": position, "page": 1},
+        "position": {"ordinal": position, "page": page},
     }
     if components is not None:
         attributes["components"] = dict(components)

@@ -7,7 +7,8 @@ format is a change here. What it promises its readers:
 - a repeated ``event_id`` is read once (the server keeps no seen-set; a client may send
   one event twice);
 - an impression is never a use: a row is used when a ``cited``, ``used`` or ``fetched``
-  event names it (:data:`~.events.USE_ACTIONS`), matched by its answer and position;
+  event names it (:data:`~.events.USE_ACTIONS`), matched by its answer, page and
+  position (each page is a list of its own, its positions from 1);
 - a line that is not a record of the declared shape is skipped with one structured
   warning (``feedback_log_line_skipped``: the file, the line, why), never a traceback;
 - answers are kept by config hash: a caller picks one (:meth:`FeedbackLog.under`) and
@@ -57,6 +58,7 @@ class Answer:
     levels: dict[str, str]
     shown: list[Shown] = field(default_factory=list)
     used: set[int] = field(default_factory=set)  # positions a caller used
+    page: int = 1  # each page is a list of its own, its positions from 1
 
 
 @dataclass
@@ -125,15 +127,15 @@ def read_logs(folder: Path, on_bytes: Any = None) -> FeedbackLog:
     (a progress bar)."""
     queries, events = log_files(folder)
     reader = _Reader(on_bytes)
-    answers: dict[str, Answer] = {}
+    answers: dict[tuple[str, int], Answer] = {}  # by answer and page
     for path in queries:
         for record in reader.records(path):
             answer = _answer(record, reader)
             if answer is not None:
-                answers.setdefault(answer.query_id, answer)
+                answers.setdefault((answer.query_id, answer.page), answer)
     seen: set[str] = set()
     duplicates = 0
-    uses: list[tuple[str, int]] = []
+    uses: list[tuple[str, int, int]] = []
     for path in events:
         for record in reader.records(path):
             event_id = record.get("event_id")
@@ -145,8 +147,8 @@ def read_logs(folder: Path, on_bytes: Any = None) -> FeedbackLog:
                 continue
             seen.add(event_id)
             _event(record, answers, uses, reader)
-    for query_id, position in uses:
-        answer = answers.get(query_id)
+    for query_id, page, position in uses:
+        answer = answers.get((query_id, page))
         if answer is None:
             reader.skipped["use of an answer with no query record"] += 1
         elif any(s.position == position for s in answer.shown):
@@ -175,19 +177,21 @@ def _answer(record: dict[str, Any], reader: _Reader) -> Answer | None:
         reader.skip_here("query_attributes without config_hash or levels")
         return None
     profile = attributes.get("profile")
+    page = attributes.get("page")
     return Answer(
         query_id=query_id,
         timestamp=str(record.get("timestamp") or ""),
         profile=profile if isinstance(profile, str) else None,
         config_hash=config_hash,
         levels={str(k).lower(): str(v) for k, v in levels.items()},
+        page=page if isinstance(page, int) and not isinstance(page, bool) else 1,
     )
 
 
 def _event(
     record: dict[str, Any],
-    answers: dict[str, Answer],
-    uses: list[tuple[str, int]],
+    answers: dict[tuple[str, int], Answer],
+    uses: list[tuple[str, int, int]],
     reader: _Reader,
 ) -> None:
     """An impression joins its answer; a use is kept to join after every impression."""
@@ -196,15 +200,15 @@ def _event(
     attributes = record.get("event_attributes")
     if action not in (IMPRESSION, *USE_ACTIONS):
         return  # rejections and query-level outcomes: read, not counted as use
-    position = _position(attributes)
+    position, page = _position(attributes)
     if not isinstance(query_id, str) or position is None:
         reader.skip_here(f"a {action} without query_id or position.ordinal")
         return
     if action != IMPRESSION:
-        uses.append((query_id, position))
+        uses.append((query_id, page, position))
         return
     shown = _shown(attributes, position) if isinstance(attributes, dict) else None
-    answer = answers.get(query_id)
+    answer = answers.get((query_id, page))
     if shown is None:
         reader.skip_here("an impression without object or numeric components")
     elif answer is None:
@@ -213,14 +217,16 @@ def _event(
         answer.shown.append(shown)
 
 
-def _position(attributes: object) -> int | None:
-    if not isinstance(attributes, dict):
-        return None
-    position = attributes.get("position")
-    ordinal = position.get("ordinal") if isinstance(position, dict) else None
+def _position(attributes: object) -> tuple[int | None, int]:
+    """The row's 1-based ``ordinal`` (None: none) and its ``page`` (1 when not said)."""
+    position = attributes.get("position") if isinstance(attributes, dict) else None
+    if not isinstance(position, dict):
+        return None, 1
+    ordinal, page = position.get("ordinal"), position.get("page", 1)
+    page = page if isinstance(page, int) and not isinstance(page, bool) else 1
     if isinstance(ordinal, int) and not isinstance(ordinal, bool) and ordinal >= 1:
-        return ordinal
-    return None
+        return ordinal, page
+    return None, page
 
 
 def _shown(attributes: dict[str, Any], position: int) -> Shown | None:

@@ -84,3 +84,21 @@ def test_answers_are_kept_apart_by_config_hash(tmp_path: Path) -> None:
     log = read_logs(tmp_path)
     assert [a.query_id for a in log.under(CONFIG_HASH)] == ["q1"]
     assert dict(log.hashes) == {CONFIG_HASH: 1, "ffffffffffffffff": 1}
+
+
+def test_each_page_is_a_list_of_its_own(tmp_path: Path) -> None:
+    """Page 2 of one ranking starts again at position 1: a use names its page."""
+    page2 = [("wiki", "3"), ("tickets", "T-9")]
+    write_jsonl(
+        tmp_path / "ubi_queries-1.jsonl",
+        [query_record("q1", HITS), query_record("q1", page2, page=2)],
+    )
+    shown2 = [
+        event(f"p2-i{k}", "impression", "q1", s, i, k, COMPONENTS, page=2)
+        for k, (s, i) in enumerate(page2, start=1)
+    ]
+    used = event("u-p2", "used", "q1", "wiki", "3", 1, page=2)
+    write_jsonl(tmp_path / "ubi_events-1.jsonl", [*_impressions(), *shown2, used])
+    first, second = sorted(read_logs(tmp_path).answers, key=lambda a: a.page)
+    assert [s.object_id for s in first.shown] == ["1", "T-7"] and first.used == set()
+    assert [s.object_id for s in second.shown] == ["3", "T-9"] and second.used == {1}
