@@ -90,9 +90,10 @@ def text_report(log: FeedbackLog, proposal: Proposal, order: list[str]) -> str:
     lines += [f"left out: {n} {why}" for why, n in left_out(log, proposal).items()]
     for i, profile in enumerate(u.impressions.profiles):
         lines += ["", f"use rate by position, {profile_label(profile)} (a typical source's row):"]
-        top = float(u.curve[i].max()) or 1.0
+        top = float(u.curve[i].max())
+        scale = _BAR / top if top > 1e-9 else 0.0  # no uses at all: no bars
         for k, rate in enumerate(u.curve[i], start=1):
-            lines.append(f"  {k:>3}  {rate:6.3f}  {'#' * round(_BAR * float(rate) / top)}")
+            lines.append(f"  {k:>3}  {rate:6.3f}  {'#' * round(scale * float(rate))}")
     lines += ["", _header()]
     lines += [_record_line(r) for r in proposal.records]
     if proposal.joint is not None:

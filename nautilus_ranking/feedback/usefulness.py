@@ -168,7 +168,8 @@ def usefulness(
     boot = _bootstrap(imp, fit, resamples, seed, on_step)
     present = shown.sum(axis=(0, 1)) > 0
     gamma_ref = reference_gamma(fit.gamma, present)[0]
-    curve: FloatArray = fit.theta[0] * gamma_ref
+    # no use at all: EM only creeps toward 0, so say 0
+    curve: FloatArray = fit.theta[0] * gamma_ref if used.sum() > 0 else np.zeros_like(fit.theta[0])
     at_cell = shown.sum(axis=2, keepdims=True)
     mixed = (at_cell - shown) >= MIXED * np.maximum(at_cell, 1e-12)  # others hold >= 10%
     per_answer = np.zeros((imp.answers, len(imp.sources)), dtype=bool)

@@ -78,3 +78,10 @@ def test_a_source_only_ever_in_its_own_slots_is_not_enough_evidence() -> None:
     tail = next(r for r in proposal.records if r.step.source == "tail")
     assert not tail.step.changes and not tail.evidence.enough
     assert tail.step.reason.startswith("not enough evidence: 0% of its rows")
+
+
+def test_a_log_with_no_use_proposes_nothing_and_draws_a_flat_curve(tmp_path: Path) -> None:
+    simulate(tmp_path, 300, [0.0, 0.0, 0.0], {"a": 0.5, "b": 0.5})
+    proposal = propose(read_logs(tmp_path).answers, "h", Rules(resamples=20))
+    assert not proposal.changes
+    assert proposal.usefulness.curve.tolist() == [[0.0, 0.0, 0.0]]
