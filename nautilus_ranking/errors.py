@@ -55,6 +55,7 @@ _RAISED_BY = {
     "FitFileError": "nautilus_ranking.selection.local_fit",
     "NullQueriesError": "nautilus_ranking.calibration.null_queries",
     "CalibrateError": "nautilus_ranking.calibration.collect",
+    "FeedbackInputError": "nautilus_ranking.cli.feedback",
     "ServiceError": "nautilus_ranking.retrievers.source",
     "IncompatibleBrokerError": "nautilus_ranking.upstream.attach",
     "NoRequestScopeError": "nautilus_ranking.upstream.synthesizer",

@@ -1,6 +1,6 @@
 """The ``nautilus-ranking`` command: ``config``, ``query``, ``sources``, ``load``, ``serve``,
 ``mcp``,
-``demo``, ``eval`` and ``calibrate``.
+``demo``, ``eval``, ``calibrate`` and ``feedback``.
 
 Every command is a module with the same two functions: ``add_parser(commands, argv)``
 registers its flags and ``run(args)`` runs it, importing its own machinery only then, so
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from nautilus_ranking import __version__
 from nautilus_ranking.calibration import command as calibrate_command
-from nautilus_ranking.cli import config, demo, load, mcp, query, serve, sources
+from nautilus_ranking.cli import config, demo, feedback, load, mcp, query, serve, sources
 from nautilus_ranking.cli.demo import DEMO_QUERIES
 from nautilus_ranking.cli.query import add_request_flags
 from nautilus_ranking.evaluation import command as eval_command
@@ -31,11 +31,22 @@ __all__ = ["DEMO_QUERIES", "add_request_flags", "main"]
 
 #: The commands, in the order ``--help`` lists them: each a module with ``add_parser``
 #: and ``run``.
-COMMANDS = (config, query, sources, load, serve, mcp, demo, eval_command, calibrate_command)
+COMMANDS = (
+    config,
+    query,
+    sources,
+    load,
+    serve,
+    mcp,
+    demo,
+    eval_command,
+    calibrate_command,
+    feedback,
+)
 _DESCRIPTION = (
     "The ranking layer for retrieval brokers: ask every source, rank the union, "
     "keep the top K. Commands: config, query, sources, load, serve, mcp, demo, eval, "
-    "calibrate "
+    "calibrate, feedback "
     "('nautilus-ranking COMMAND --help' for each)."
 )
 
