@@ -72,10 +72,10 @@ from nautilus_ranking.evaluation.judgments import read_judgments, read_queries
 from nautilus_ranking.evaluation.metrics import relevant
 from nautilus_ranking.evaluation.progress import Progress
 from nautilus_ranking.evaluation.sweep import Fetched
-from nautilus_ranking.feedback.logs import Answer, Shown
-from nautilus_ranking.feedback.proposal import LADDER, MIN_EFFECT, level_name
-from nautilus_ranking.feedback.propose import Proposal, Rules, propose
 from nautilus_ranking.log import configure_logging
+from nautilus_ranking.proposal.logs import Answer, Shown
+from nautilus_ranking.proposal.proposal import LADDER, MIN_EFFECT, level_name
+from nautilus_ranking.proposal.propose import Proposal, Rules, propose
 from nautilus_ranking.settings.model import NautilusSettings
 
 SOURCES = ("fts", "sql", "vector")

@@ -87,7 +87,7 @@ def _share(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nautilus_ranking.feedback.report import json_report, text_report
+    from nautilus_ranking.proposal.report import json_report, text_report
 
     if (args.queries is None) != (args.judgments is None):
         print("nautilus-ranking: --queries and --judgments go together", file=sys.stderr)
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.queries is not None:
         proposal = _checked(args, proposal)
     if args.plot is not None:
-        from nautilus_ranking.feedback.plot import write_plot
+        from nautilus_ranking.proposal.plot import write_plot
 
         print(f"plot written to {write_plot(proposal, args.plot)}", file=sys.stderr)
     if args.json:
@@ -137,7 +137,7 @@ def _settings(args: argparse.Namespace) -> tuple[Any, list[str], str | None]:
 
 def _read(folder: Path) -> Any:
     from nautilus_ranking.evaluation.progress import Progress
-    from nautilus_ranking.feedback.logs import log_files, read_logs
+    from nautilus_ranking.proposal.logs import log_files, read_logs
 
     if not folder.is_dir():
         raise FeedbackInputError(
@@ -154,7 +154,7 @@ def _propose(args: argparse.Namespace, answers: list[Any], config_hash: str) -> 
     from dataclasses import replace
 
     from nautilus_ranking.evaluation.progress import Progress
-    from nautilus_ranking.feedback.propose import Rules, propose
+    from nautilus_ranking.proposal.propose import Rules, propose
 
     given = {
         "resamples": args.resamples,
@@ -173,7 +173,7 @@ def _checked(args: argparse.Namespace, proposal: Any) -> Any:
     """The proposal with eval's sweep and hijack check on each proposed level."""
     from nautilus_ranking.evaluation.evaluate import run_eval
     from nautilus_ranking.evaluation.knob_settings import run_settings
-    from nautilus_ranking.feedback.propose import with_eval
+    from nautilus_ranking.proposal.propose import with_eval
 
     if not proposal.changes:
         return proposal

@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from nautilus_ranking.feedback.logs import Answer
-from nautilus_ranking.feedback.position_model import (
+from nautilus_ranking.proposal.logs import Answer
+from nautilus_ranking.proposal.position_model import (
     FloatArray,
     PbmFit,
     fit_pbm,

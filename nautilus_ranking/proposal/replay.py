@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nautilus_ranking.feedback.logs import REPLAY_COMPONENTS, Answer, Shown
-from nautilus_ranking.feedback.position_model import FloatArray
+from nautilus_ranking.proposal.logs import REPLAY_COMPONENTS, Answer, Shown
+from nautilus_ranking.proposal.position_model import FloatArray
 from nautilus_ranking.synthesis.ranking_boost import (
     MAX_SPREAD,
     rank_decay,

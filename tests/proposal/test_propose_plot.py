@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from simulated_feedback import simulate
 
-from nautilus_ranking.feedback.logs import read_logs
-from nautilus_ranking.feedback.plot import write_plot
-from nautilus_ranking.feedback.propose import Proposal, Rules, propose
+from nautilus_ranking.proposal.logs import read_logs
+from nautilus_ranking.proposal.plot import write_plot
+from nautilus_ranking.proposal.propose import Proposal, Rules, propose
 
 
 @pytest.fixture(scope="module")

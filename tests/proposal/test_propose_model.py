@@ -10,9 +10,9 @@ import pytest
 from scipy.optimize import minimize
 from simulated_feedback import simulate
 
-from nautilus_ranking.feedback.logs import read_logs
-from nautilus_ranking.feedback.position_model import fit_pbm, log_likelihood
-from nautilus_ranking.feedback.usefulness import holm_adjusted, usefulness
+from nautilus_ranking.proposal.logs import read_logs
+from nautilus_ranking.proposal.position_model import fit_pbm, log_likelihood
+from nautilus_ranking.proposal.usefulness import holm_adjusted, usefulness
 
 # Small counts [profile, position, source]: two sources at three positions.
 SHOWN = np.array([[[40.0, 10.0], [25.0, 25.0], [10.0, 40.0]]])

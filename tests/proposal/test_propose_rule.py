@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from simulated_feedback import simulate
 
-from nautilus_ranking.feedback.logs import Answer, Shown, read_logs
-from nautilus_ranking.feedback.proposal import LADDER, propose_step
-from nautilus_ranking.feedback.propose import Rules, paste_lines, propose
-from nautilus_ranking.feedback.usefulness import SourceUsefulness
+from nautilus_ranking.proposal.logs import Answer, Shown, read_logs
+from nautilus_ranking.proposal.proposal import LADDER, propose_step
+from nautilus_ranking.proposal.propose import Rules, paste_lines, propose
+from nautilus_ranking.proposal.usefulness import SourceUsefulness
 
 
 def _row(ratio: float, p_holm: float | None = 0.001, enough: bool = True) -> SourceUsefulness:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nautilus_ranking.feedback.usefulness import MIN_SHARED, SourceUsefulness
+from nautilus_ranking.proposal.usefulness import MIN_SHARED, SourceUsefulness
 from nautilus_ranking.settings.boost_entries import VALID_LEVELS
 
 #: The ladder, lowest first; ``None`` is no boost.

@@ -9,8 +9,8 @@ import html
 import importlib.util
 from pathlib import Path
 
-from nautilus_ranking.feedback.propose import Proposal
-from nautilus_ranking.feedback.report import profile_label
+from nautilus_ranking.proposal.propose import Proposal
+from nautilus_ranking.proposal.report import profile_label
 
 _W, _H, _PAD = 520, 260, 40
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from simulated_feedback import CONFIG_HASH, event, query_record, write_jsonl
 from structlog.testing import capture_logs
 
-from nautilus_ranking.feedback.logs import read_logs
+from nautilus_ranking.proposal.logs import read_logs
 
 COMPONENTS = {"score": 0.02, "relevance": 0.02, "boost_bump": 0.0}
 HITS = [("wiki", "1"), ("tickets", "T-7")]

@@ -6,8 +6,8 @@ import pytest
 
 from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.embedders import HashingEmbedder
-from nautilus_ranking.feedback.logs import Answer, Shown
-from nautilus_ranking.feedback.replay import reorder, replay
+from nautilus_ranking.proposal.logs import Answer, Shown
+from nautilus_ranking.proposal.replay import reorder, replay
 
 WORDS = "disk full alert on the database host after the nightly backup job ran".split()
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nautilus_ranking.feedback.logs import FeedbackLog
-from nautilus_ranking.feedback.proposal import Record, level_name
-from nautilus_ranking.feedback.propose import Proposal, paste_lines
+from nautilus_ranking.proposal.logs import FeedbackLog
+from nautilus_ranking.proposal.proposal import Record, level_name
+from nautilus_ranking.proposal.propose import Proposal, paste_lines
 
 _BAR = 30
 

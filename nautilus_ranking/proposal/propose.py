@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from nautilus_ranking.feedback.logs import Answer
-from nautilus_ranking.feedback.proposal import (
+from nautilus_ranking.proposal.logs import Answer
+from nautilus_ranking.proposal.proposal import (
     ALPHA,
     MIN_EFFECT,
     Record,
@@ -21,8 +21,8 @@ from nautilus_ranking.feedback.proposal import (
     level_name,
     propose_step,
 )
-from nautilus_ranking.feedback.replay import Replay, replay
-from nautilus_ranking.feedback.usefulness import (
+from nautilus_ranking.proposal.replay import Replay, replay
+from nautilus_ranking.proposal.usefulness import (
     MIN_EXPECTED,
     MIN_IMPRESSIONS,
     RESAMPLES,
