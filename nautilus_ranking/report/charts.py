@@ -109,17 +109,19 @@ def reliability_diagram(
 def abstain_tradeoff(
     thresholds: Sequence[float],
     off_topic: Sequence[float] | None,
-    false_abstain: Sequence[float],
+    false_abstain: Sequence[float] | None,
     chosen: float | None = None,
     title: str = "abstain: off-topic against false abstain, by threshold",
 ) -> Chart:
     """Each threshold's false-abstain rate (x) against its off-topic abstain rate (y),
-    labelled by threshold, the chosen one marked; without off-topic rates, the false
-    abstain against the threshold."""
+    labelled by threshold, the chosen one marked; with one of the two rates only (no
+    off-topic queries, or no judged ones), that rate against the threshold."""
     plt = _pyplot()
     fig, axis = plt.subplots(figsize=_SIZE)
     ps = list(thresholds)
-    if off_topic is not None:
+    if off_topic is not None and false_abstain is None:
+        _rate_by_threshold(axis, ps, off_topic, chosen, "off-topic abstain (null queries)")
+    elif off_topic is not None and false_abstain is not None:
         axis.plot(false_abstain, off_topic, marker="o")
         for p, x, y in zip(ps, false_abstain, off_topic, strict=True):
             axis.annotate(f"{p:g}", (x, y), textcoords="offset points", xytext=(4, -10), fontsize=8)
@@ -138,13 +140,23 @@ def abstain_tradeoff(
             axis.legend(loc="lower right")
         axis.set(xlabel="false abstain (judged queries)", ylabel="off-topic abstain")
         axis.set_ylim(-0.02, 1.02)
-    else:
-        axis.plot(ps, false_abstain, marker="o")
-        axis.set(xlabel="min_confidence", ylabel="false abstain (judged queries)")
+    elif false_abstain is not None:
+        _rate_by_threshold(axis, ps, false_abstain, chosen, "false abstain (judged queries)")
     axis.set_xlim(left=-0.02)
     axis.set_title(title, fontsize=10)
     axis.grid(alpha=0.3)
     return Chart("abstain", title, _png(plt, fig))
+
+
+def _rate_by_threshold(
+    axis: Any, ps: list[float], rates: Sequence[float], chosen: float | None, label: str
+) -> None:
+    """One rate against the threshold, the chosen threshold marked."""
+    axis.plot(ps, rates, marker="o")
+    if chosen is not None and chosen in ps:
+        axis.axvline(chosen, color="red", linewidth=1.5, label=f"chosen: {chosen:g}")
+        axis.legend(loc="lower right")
+    axis.set(xlabel="min_confidence", ylabel=label)
 
 
 def values_with_intervals(

@@ -81,6 +81,18 @@ def test_the_page_holds_every_chart_inline_and_writes_each_beside_it(tmp_path: P
     assert [p.read_bytes() for p in again.pngs] == [p.read_bytes() for p in written.pngs]
 
 
+@needs_charts
+def test_the_tradeoff_draws_one_rate_alone_with_the_chosen_threshold_marked() -> None:
+    # a calibration without judged queries has the off-topic side only; an eval run
+    # without unanswerable queries the false-abstain side only
+    off_topic_only = abstain_tradeoff([0.1, 0.2, 0.3], [0.5, 0.8, 0.9], None, chosen=0.2)
+    false_only = abstain_tradeoff([0.1, 0.2, 0.3], None, [0.0, 0.05, 0.1], chosen=0.2)
+    unmarked = abstain_tradeoff([0.1, 0.2, 0.3], [0.5, 0.8, 0.9], None)
+    for chart in (off_topic_only, false_only, unmarked):
+        assert chart.name == "abstain" and chart.png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert len({off_topic_only.png, false_only.png, unmarked.png}) == 3  # what differs is drawn
+
+
 def test_without_the_extra_the_eval_report_has_its_tables_and_names_it(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
