@@ -64,6 +64,14 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
     parser.add_argument("--profile", metavar="NAME", help="calibrate this ranking profile")
     parser.add_argument("--json", action="store_true", help="the report as one JSON object")
     parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="FILE.html",
+        help="also write one static HTML report, working offline, with a PNG beside it "
+        "for each chart (the charts need the report extra: pip install "
+        "'nautilus-ranking[report]'; without it the page has the tables)",
+    )
+    parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -84,6 +92,13 @@ def run(args: argparse.Namespace) -> int:
     if (args.queries is None) != (args.judgments is None):
         print("nautilus-ranking: --queries and --judgments go together", file=sys.stderr)
         return 2
+    if args.report is not None:
+        from nautilus_ranking.report import unwritable
+
+        problem = unwritable(args.report)
+        if problem is not None:
+            print(f"nautilus-ranking: --report: {problem}", file=sys.stderr)
+            return 2
     try:
         settings = settings_for_run(args).settings
     except UnknownProfileError as exc:
@@ -99,6 +114,15 @@ def run(args: argparse.Namespace) -> int:
     document = fit_document(args, settings, found, fitted, len(null), len(judged))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    if args.report is not None:
+        from nautilus_ranking.calibration.report_page import write_calibration_report
+
+        try:
+            written = write_calibration_report(document, seen, fitted, args.report)
+        except OSError as exc:  # the page's own message names --report and the path
+            print(f"nautilus-ranking: {exc}", file=sys.stderr)
+            return 1
+        print(f"report written to {written.page}{written.described}", file=sys.stderr)
     if args.json:
         print(json.dumps(document, indent=2))
     else:

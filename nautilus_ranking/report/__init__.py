@@ -20,7 +20,7 @@ from nautilus_ranking.report.charts import (
     reliability_diagram,
     values_with_intervals,
 )
-from nautilus_ranking.report.page import Section, Table, Written, write_report
+from nautilus_ranking.report.page import Section, Table, Written, unwritable, write_report
 
 __all__ = [
     "REPORT_EXTRA",
@@ -34,6 +34,7 @@ __all__ = [
     "first_relevant_positions",
     "reliability_bins",
     "reliability_diagram",
+    "unwritable",
     "values_with_intervals",
     "write_report",
 ]

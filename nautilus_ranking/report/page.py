@@ -103,6 +103,24 @@ def write_report(path: Path, title: str, sections: Sequence[Section]) -> Written
     return Written(path, pngs, wanted and not drawing)
 
 
+def unwritable(path: Path) -> str | None:
+    """Why the page cannot be written at ``path`` (None: it can): found before a long
+    run rather than after it."""
+    if path.is_dir():
+        return f"{path} is a folder: give the page's file name (report.html)"
+    if not path.parent.is_dir():
+        return f"cannot write {path}: no folder {path.parent}"
+    existed = path.exists()
+    try:
+        with path.open("ab"):
+            pass
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    if not existed:
+        path.unlink()
+    return None
+
+
 def _write(path: Path, data: bytes) -> None:
     try:
         path.write_bytes(data)
