@@ -1,6 +1,7 @@
-"""The eval report in a real headless browser (Debian's ``chromium-headless-shell``,
-which ``.ci/run`` installs as the other real programs): the page renders, its four
-charts load (each image decoded at its PNG's size), and opening it fetches nothing.
+"""The eval and calibrate reports in a real headless browser (Debian's
+``chromium-headless-shell``, which ``.ci/run`` installs as the other real programs):
+each page renders, its charts load (each image decoded at its PNG's size), and opening
+it fetches nothing.
 
 Nothing fetched is checked, not assumed: the browser runs with every request sent to a
 recording proxy on loopback, and a control page that does load two remote images shows
@@ -104,40 +105,77 @@ def _png_size(path: Path) -> str:
     return f"{width}x{height}"
 
 
+def _eval_args(tmp_path: Path) -> list[str]:
+    return [
+        "eval",
+        "--config",
+        str(DEMO / "nautilus.yaml"),
+        "--queries",
+        str(JUDGED / "queries.jsonl"),
+        "--judgments",
+        str(JUDGED / "qrels.tsv"),
+        "--unanswerable",
+        str(JUDGED / "unanswerable.jsonl"),
+        "--report",
+        "report.html",
+    ]
+
+
+def _calibrate_args(tmp_path: Path) -> list[str]:
+    null = tmp_path / "null.txt"
+    null.write_text("how do I bake bread\nbest time to visit japan\nrules of cricket\n")
+    return [
+        *("calibrate", "--out", "fit.json", "--config", str(DEMO / "nautilus.yaml")),
+        *("--no-shipped-null-queries", "--null-queries", str(null)),
+        *("--queries", str(JUDGED / "queries.jsonl"), "--judgments", str(JUDGED / "qrels.tsv")),
+        *("--report", "report.html"),
+    ]
+
+
+#: Each report: its command, its page's heading, a section of it, its charts in order,
+#: and its environment (calibrate needs ranking on).
+REPORTS = {
+    "eval": (
+        _eval_args,
+        "<h1>nautilus-ranking eval: nDCG@10</h1>",
+        "The abstain (NAUTILUS_RANKING_MIN_CONFIDENCE)",
+        ("ndcg", "abstain", "reliability", "first-relevant"),
+        {},
+    ),
+    "calibrate": (
+        _calibrate_args,
+        "<h1>nautilus-ranking calibrate: hashing/bm25/idf-off</h1>",
+        "The threshold (NAUTILUS_RANKING_MIN_CONFIDENCE)",
+        ("reliability", "abstain"),
+        {"NAUTILUS_RANKING_TOP_K": "10"},
+    ),
+}
+
+
+@pytest.mark.parametrize("report", list(REPORTS))
 def test_the_report_renders_its_charts_and_fetches_nothing(
-    tmp_path: Path, proxy: tuple[str, list[str]]
+    tmp_path: Path, proxy: tuple[str, list[str]], report: str
 ) -> None:
     address, seen = proxy
+    args, heading, section, charts, env = REPORTS[report]
     done = run_cli(
-        [
-            "eval",
-            "--config",
-            str(DEMO / "nautilus.yaml"),
-            "--queries",
-            str(JUDGED / "queries.jsonl"),
-            "--judgments",
-            str(JUDGED / "qrels.tsv"),
-            "--unanswerable",
-            str(JUDGED / "unanswerable.jsonl"),
-            "--report",
-            "eval.html",
-        ],
+        args(tmp_path),
         tmp_path,
-        {"NAUTILUS_DATA_DIR": str(tmp_path / "data"), "NAUTILUS_EMBEDDER": "hashing"},
+        {
+            "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+            "NAUTILUS_EMBEDDER": "hashing",
+            **env,
+        },
     )
     assert done.returncode == 0, done.stderr
-    page = tmp_path / "eval.html"
+    page = tmp_path / "report.html"
     probed = tmp_path / "probed.html"
     probed.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"))
     dom = dump_dom(probed, address, tmp_path / "profile")
-    assert "<h1>nautilus-ranking eval: nDCG@10</h1>" in dom
-    assert "The abstain (NAUTILUS_RANKING_MIN_CONFIDENCE)" in dom
+    assert heading in dom and section in dom
     found = re.search(r'data-images="([^"]*)"', dom)
     assert found is not None, "the load event never ran"
-    pngs = [
-        tmp_path / f"eval-{name}.png"
-        for name in ("ndcg", "abstain", "reliability", "first-relevant")
-    ]
+    pngs = [tmp_path / f"report-{name}.png" for name in charts]
     assert found.group(1).split(",") == [_png_size(png) for png in pngs]
     assert seen == []
     # the control: a page that loads remote images is seen by the proxy
