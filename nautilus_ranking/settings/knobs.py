@@ -167,6 +167,17 @@ KNOBS: tuple[Knob, ...] = (
         restricts=True,
     ),
     Knob(
+        "ranking_budget_passages",
+        "ranking",
+        # It changes what a budget hands over of a row too large for it; no budget, no
+        # change: it does not turn ranking on.
+        turns_ranking_on=False,
+        per_profile=True,
+        summary="under a budget, hand a row too large for it over as its best passage, "
+        "marked (false: whole or not at all)",
+        in_broker=None,
+    ),
+    Knob(
         "ranking_min_confidence",
         "ranking",
         # An abstain needs the ranking's confidence: setting it ranks.

@@ -122,6 +122,8 @@ class NautilusSettings(LogSettings):
     ranking_max_candidates: int | None = None
     ranking_dedup_key: str | None = None
     ranking_max_tokens: int | None = None
+    # Under a budget, a row too large for it is handed over as its best passage.
+    ranking_budget_passages: bool = True
     ranking_cut: str | None = None
     ranking_near_duplicates: float | None = None
     ranking_diversity: float | None = None
@@ -227,6 +229,14 @@ class NautilusSettings(LogSettings):
                 var("ranking_max_tokens"),
                 data.get("ranking_max_tokens"),
                 valid="an integer >= 1 (tokens of the rows handed over), or unset",
+            ),
+        )
+        take(
+            "ranking_budget_passages",
+            parse_bool(
+                var("ranking_budget_passages"),
+                data.get("ranking_budget_passages"),
+                default("ranking_budget_passages"),
             ),
         )
         take("ranking_cut", parse_ranking_cut(var("ranking_cut"), data.get("ranking_cut")))

@@ -38,6 +38,7 @@ SET_VALUES: dict[str, Any] = {
     "ranking_document_keys": "wiki:page_id",
     "ranking_may_revise": "handbook:wiki",
     "ranking_max_tokens": 500,
+    "ranking_budget_passages": False,
     "ranking_min_confidence": "0.06",
     "ranking_lexical": "bm25" if NautilusSettings().ranking_lexical == "cosine" else "cosine",
     "ranking_curated_keywords": "content",
