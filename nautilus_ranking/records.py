@@ -284,13 +284,16 @@ class RankedRow:
         row_id = self.row.get("id") if isinstance(self.row, dict) else None
         if explain:
             return {"id": row_id, **self.explain()}
-        return {
+        lean = {
             "source_id": self.source_id,
             "id": row_id,
             "rank": self.rank,
             "score": self.score,
             "also_from": [c.as_dict() for c in self.also_from],
         }
+        if self.passage is not None and "handle" in self.passage:  # handed over in part
+            lean["passage"] = dict(self.passage)
+        return lean
 
 
 #: The score components of a :class:`RankedRow`, in declaration order: name, then its

@@ -40,6 +40,8 @@ MAX_COUNT = 10**18 - 1
 # it: a request is read on the server's event loop before it takes a concurrency slot,
 # so what reading it costs must not grow with what a caller sends. (The query's bound
 # is the server's, NAUTILUS_SERVE_MAX_QUERY_CHARS, checked before it is read.)
+#: The longest passage handle (``row:`` and 24 hex digits).
+MAX_HANDLE_CHARS = 64
 #: The longest ``cut`` (``relative:0.8`` is 12 characters).
 MAX_CUT_CHARS = 64
 #: The longest source id in ``sources`` and ``boosts`` (a sources file allows 100).
@@ -104,6 +106,15 @@ class QueryRequest(BaseModel):
         description="hand over only the best rows that fit in N tokens, each "
         "counted as it is handed over (the first row always, flagged when it alone is "
         "over); replaces NAUTILUS_RANKING_MAX_TOKENS",
+    )
+    whole: Annotated[
+        list[Annotated[str, StringConstraints(max_length=MAX_HANDLE_CHARS)]] | None,
+        Arg("--whole", "a list of passage handles (row:...)", "HANDLE", repeat=True),
+    ] = Field(
+        default=None,
+        max_length=MAX_SOURCE_ITEMS,
+        description="under a budget, hand over whole the rows an earlier answer handed "
+        "over as a passage, named by its passage.handle (the same request asked again)",
     )
     cut: Annotated[
         str | None,
