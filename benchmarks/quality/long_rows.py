@@ -43,7 +43,8 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,8 @@ from benchmarks.quality.quality import passthrough, rrf
 from nautilus_ranking import AdapterResult, RankedRow, RankingSynthesizer
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.log import configure_logging
-from nautilus_ranking.selection.budget import entry_text, fit_counts
-from nautilus_ranking.selection.tokens import count_tokens
+from nautilus_ranking.selection.budget import apply_budget
+from nautilus_ranking.synthesis import content
 
 SEED = 67
 QUERIES = 12
@@ -167,12 +168,33 @@ def ranking(**options: Any) -> Order:
     return order
 
 
+@contextmanager
+def first_128() -> Iterator[None]:
+    """Rows scored as before passages: by their first 128 word pieces (no row is read
+    as passages), to measure today's scoring beside passages in one run."""
+    saved = content.long_rows
+    content.long_rows = lambda texts: np.zeros(0, dtype=np.intp)
+    try:
+        yield
+    finally:
+        content.long_rows = saved
+
+
+def today(order: Order) -> Order:
+    def scored_first_128(results: list[AdapterResult], query: str) -> list[str]:
+        with first_128():
+            return order(results, query)
+
+    return scored_first_128
+
+
 def strategies(rerank: CentralRerank, model: Any) -> dict[str, Order]:
     out: dict[str, Order] = {
         "RRF k=60": rrf,
         "nautilus (words)": ranking(embedder=HashingEmbedder()),
     }
     if model is not None:
+        out["nautilus (onnx, first 128)"] = today(ranking(embedder=model))
         out["nautilus (onnx)"] = ranking(embedder=model)
     out["central BM25 (full text)"] = lambda results, q: rerank.bm25(passthrough(results, q), q)
     out["central BM25+dense"] = lambda results, q: rerank.hybrid(passthrough(results, q), q)
@@ -182,10 +204,14 @@ def strategies(rerank: CentralRerank, model: Any) -> dict[str, Order]:
 def place_shares(
     ranked: list[str], grades: dict[str, int], place: dict[str, str]
 ) -> dict[str, tuple[int, int]]:
-    """Per place: (relevant rows in the top 10, relevant rows) for one query."""
+    """Per place: (relevant rows in the top 10, relevant rows the sources returned) for
+    one query: what the ranking makes of the rows it was given, wherever their answer."""
     top = set(ranked[:TOP_K])
+    union = set(ranked)
     out = {p: [0, 0] for p in PLACES}
     for doc in grades:
+        if doc not in union:
+            continue
         out[place[doc]][1] += 1
         out[place[doc]][0] += doc in top
     return {p: (a, b) for p, (a, b) in out.items()}
@@ -216,22 +242,24 @@ def budget_figures(
     fetched: dict[str, list[AdapterResult]],
     rank: Callable[[list[AdapterResult], str], list[RankedRow]],
     budget: int,
+    passages: bool,
 ) -> dict[str, float]:
-    """Under ``budget``: relevant rows handed over per answer, the unbudgeted top 10's,
-    the queries whose best-ranked relevant row was left out, the tokens used."""
+    """Under ``budget`` (a too-large row as its passage, or left out): relevant rows
+    handed over per answer, the unbudgeted top 10's, the queries whose best-ranked
+    relevant row was left out, the tokens used."""
     handed, top10, left_out, used = [], [], 0, []
     for qid, results in fetched.items():
         grades = long.collection.qrels[qid]
         ranked = rank(results, long.collection.queries[qid])
-        counts = count_tokens([entry_text(r) for r in ranked])
-        kept = fit_counts(counts, budget, [r.relevance > 0 for r in ranked])
-        ids = [str(ranked[i].row["id"]) for i in kept.kept]
+        data = {r.source_id: [] for r in ranked}
+        _, kept, fitted = apply_budget(data, ranked, budget, passages=passages)
+        ids = [str(r.row["id"]) for r in kept]
         handed.append(sum(1 for d in ids if d in grades))
         all_ids = [str(r.row["id"]) for r in ranked]
         top10.append(sum(1 for d in all_ids[:TOP_K] if d in grades))
         best = next((d for d in all_ids if d in grades), None)
         left_out += best is not None and best not in ids
-        used.append(kept.tokens_used)
+        used.append(fitted.tokens_used)
     return {
         "handed": float(np.mean(handed)),
         "top10": float(np.mean(top10)),
@@ -242,7 +270,7 @@ def budget_figures(
 
 
 def run_collection(
-    long: LongRows, work: Path, model: Any, budgets: Sequence[int]
+    long: LongRows, work: Path, model: Any, budgets: Sequence[int], budgets_only: bool = False
 ) -> tuple[list[str], list[str]]:
     """The cells' table lines and the budget lines of one collection."""
     rerank = CentralRerank(long.collection, model)
@@ -259,7 +287,7 @@ def run_collection(
         broker = build_broker(long.collection, scenario, folder, model)
         with broker:
             fetched = fetch(broker, long.collection)
-        scores = evaluate(long, fetched, orders)
+        scores = evaluate(long, fetched, orders) if not budgets_only else {}
         for name, s in scores.items():
             places = " / ".join(f"{s['places'][p]:.2f}" for p in PLACES)
             lines.append(
@@ -270,12 +298,53 @@ def run_collection(
         if model is None:
             continue
         for budget in budgets:
-            f = budget_figures(long, fetched, rank, budget)
-            budget_lines.append(
-                f"| {long.collection.name}, {scenario} | {budget} | {f['handed']:.2f} | "
-                f"{f['top10']:.2f} | {f['left_out']} of {f['queries']} | {f['tokens']:.0f} |"
-            )
+            for passages in (False, True):
+                f = budget_figures(long, fetched, rank, budget, passages)
+                budget_lines.append(
+                    f"| {long.collection.name}, {scenario} | {budget} | "
+                    f"{'passages' if passages else 'whole'} | {f['handed']:.2f} | "
+                    f"{f['top10']:.2f} | {f['left_out']} of {f['queries']} | "
+                    f"{f['tokens']:.0f} |"
+                )
     return lines, budget_lines
+
+
+def collections_cells(
+    collections: dict[str, Collection], work: Path, model: Any, queries: int
+) -> list[str]:
+    """Each shared collection as it is, both layouts, ``queries`` sampled judged queries:
+    nDCG@10 of nautilus onnx scoring by the first 128 pieces (today) and by passages."""
+    from nautilus_ranking.text.passage_windows import past_window
+
+    lines = [
+        "| cell | rows past the window | first 128 (today) | passages | Δ |",
+        "|---|---|---|---|---|",
+    ]
+    order = ranking(embedder=model)
+    for name, collection in collections.items():
+        rng = random.Random(f"{SEED}-{name}-as-is")
+        judged = sorted(q for q in collection.queries if collection.qrels.get(q))
+        sample = sorted(rng.sample(judged, min(queries, len(judged))))
+        asked = Collection(
+            name, collection.docs, {q: collection.queries[q] for q in sample}, collection.qrels
+        )
+        past = np.mean([past_window(f"{d['title']} {d['text']}") for d in collection.docs])
+        for scenario in SCENARIOS:
+            broker = build_broker(asked, scenario, work / "as-is" / name, model)
+            with broker:
+                fetched = fetch(broker, asked)
+            before, after = [], []
+            for qid, results in fetched.items():
+                grades = collection.qrels[qid]
+                with first_128():
+                    before.append(ndcg_at(order(results, asked.queries[qid]), grades, TOP_K))
+                after.append(ndcg_at(order(results, asked.queries[qid]), grades, TOP_K))
+            lines.append(
+                f"| {name}, {scenario} | {past:.0%} | {np.mean(before):.4f} | "
+                f"{np.mean(after):.4f} | {np.mean(after) - np.mean(before):+.4f} |"
+            )
+            print(lines[-1], file=sys.stderr, flush=True)
+    return lines
 
 
 def main() -> int:
@@ -285,20 +354,33 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=QUERIES)
     parser.add_argument("--only", default=None)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--as-is",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: the shared collections as they are, N queries each, first 128 "
+        "pieces against passages",
+    )
+    parser.add_argument("--budgets-only", action="store_true", help="only the budget table")
     args = parser.parse_args()
     configure_logging("ERROR")
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="long-rows-"))
     model = onnx_embedder()
     collections = {name: load(name, args.datasets) for name in NAMES}
+    if args.as_is:
+        only = {n: c for n, c in collections.items() if not args.only or n == args.only}
+        print("\n".join(collections_cells(only, work, model, args.as_is)))
+        return 0
     started = time.perf_counter()
     cells = [
         "| cell | strategy | nDCG@10 | top-10 share: first / middle / last |",
         "|---|---|---|---|",
     ]
     budgets = [
-        "| cell | budget | relevant handed over | relevant in top 10, no budget "
-        "| best relevant left out | tokens used |",
-        "|---|---|---|---|---|---|",
+        "| cell | budget | too-large row | relevant handed over | relevant in top 10, "
+        "no budget | best relevant left out | tokens used |",
+        "|---|---|---|---|---|---|---|",
     ]
     shapes = []
     for name, collection in collections.items():
@@ -317,7 +399,7 @@ def main() -> int:
             + ", ".join(f"{p} {relevant_places.count(p)}" for p in PLACES)
         )
         print(shapes[-1], file=sys.stderr, flush=True)
-        lines, budget_lines = run_collection(long, work, model, BUDGETS)
+        lines, budget_lines = run_collection(long, work, model, BUDGETS, args.budgets_only)
         cells += lines
         budgets += budget_lines
     report = "\n".join(
