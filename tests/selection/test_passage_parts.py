@@ -119,3 +119,11 @@ def test_the_cli_hands_a_passage_over_and_the_whole_row_when_asked(tmp_path: Pat
     assert "long" in off["budget"]["too_large_ranks"] or all(
         r["id"] != "long" or r["body"] == LONG for r in off["data"]["docs"]
     )
+
+
+def test_the_cli_text_says_which_part_was_handed_over(tmp_path: Path) -> None:
+    env = {"NAUTILUS_CONFIG": str(write_sources(tmp_path)), "NAUTILUS_RANKING_TOP_K": "5"}
+    out = run_nautilus(
+        "query", "--max-tokens", "400", "restart payments service failover", env=env, check=True
+    ).stdout
+    assert f"of {len(LONG)} characters; the whole row: --whole row:" in out
