@@ -1,8 +1,9 @@
 """The passage stage: a row past the model's window scored by its best passage.
 
 A sentence model reads a row's first 128 word pieces; a long row's answer further on
-did not exist for its content score. A row past the window
-(:func:`~nautilus_ranking.text.passage_windows.past_window`) is read as passages
+did not exist for its content score. A row past two windows' worth of words (252:
+:data:`~nautilus_ranking.text.passage_windows.PASSAGE_WORDS`; a row past the window
+only a little is scored by its head, as before) is read as passages
 (:func:`~nautilus_ranking.text.passage_windows.windows`: about 105 pieces each, on
 sentence and paragraph bounds, overlapping), and its content score is its best
 passage's:
@@ -18,8 +19,8 @@ The model embeds only the passages of rows it embeds (the best
 ``NAUTILUS_EMBEDDER_MAX_ROWS`` by words) and within what is left of
 ``NAUTILUS_EMBEDDER_DEADLINE_MS``; a passage not reached leaves its row its head's
 score. Passage vectors go through the embedder's caches (memory and disk) as row
-vectors do, keyed by their text. Rows within the window are scored as before, to the
-byte. The passage that scored is kept per row (``passage``: character offsets into the
+vectors do, keyed by their text. Rows of at most 252 words are scored as before, to
+the byte. The passage that scored is kept per row (``passage``: character offsets into the
 row's text) for ``--explain`` and for a budget that hands a long row over in part.
 """
 
@@ -37,7 +38,7 @@ from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.similarity import lexical_similarities, text_similarities
 from nautilus_ranking.synthesis.vectors import QueryVector, unit
 from nautilus_ranking.text.arrays import FloatArray, IntArray
-from nautilus_ranking.text.passage_windows import past_window, windows
+from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window, windows
 from nautilus_ranking.text.tokens import TokenBatch
 
 #: Passages the model embeds of a long row, beyond its head: the best by words (at 2,
@@ -66,8 +67,11 @@ class Passages:
 
 
 def long_rows(texts: list[str]) -> IntArray:
-    """Positions of the texts past the model's window."""
-    return np.array([i for i, t in enumerate(texts) if past_window(t)], dtype=np.intp)
+    """Positions of the texts read as passages: past two windows' worth of words
+    (:data:`~nautilus_ranking.text.passage_windows.PASSAGE_WORDS`)."""
+    return np.array(
+        [i for i, t in enumerate(texts) if past_window(t, PASSAGE_WORDS)], dtype=np.intp
+    )
 
 
 def passage_lexical(

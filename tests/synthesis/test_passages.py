@@ -15,6 +15,7 @@ from nautilus_ranking import AdapterResult, RankingSynthesizer
 from nautilus_ranking.synthesis.passages import PASSAGES_A_ROW
 from nautilus_ranking.text.passage_windows import (
     OVERLAP_UNITS,
+    PASSAGE_WORDS,
     WINDOW_UNITS,
     WINDOW_WORDS,
     past_window,
@@ -57,6 +58,7 @@ QUERY = "restart payments service failover"
 def test_past_window_counts_words() -> None:
     assert not past_window(" ".join(["word"] * WINDOW_WORDS))
     assert past_window(" ".join(["word"] * (WINDOW_WORDS + 1)))
+    assert not past_window(" ".join(["word"] * PASSAGE_WORDS), PASSAGE_WORDS)
 
 
 def test_windows_cover_the_text_on_sentence_bounds_and_overlap() -> None:
@@ -128,8 +130,10 @@ def test_a_long_row_scores_as_its_passage_alone() -> None:
 
 
 def test_short_rows_are_read_as_before() -> None:
+    """Rows within two windows' worth of words: their head only, as before passages."""
     model = WindowModel()
     rows = [{"id": f"r{i}", "text": f"note {i} about the payments service"} for i in range(5)]
+    rows.append({"id": "r5", "text": filler(15) + " " + ANSWER})  # past one window only
     ranked = rank(rows, model)
     assert all(r.passage is None for r in ranked)
     assert sorted(model.embedded) == sorted([QUERY, *(f"{r['id']} {r['text']}" for r in rows)])
