@@ -91,6 +91,7 @@ class Broker:
         prepare_timeout_s: float = PREPARE_TIMEOUT_S,
         max_tokens: int | None = None,
         min_confidence: float | None = None,
+        budget_passages: bool = True,
     ) -> None:
         self.sources = list(sources)
         self.synthesizer = synthesizer or BasicSynthesizer()
@@ -102,6 +103,8 @@ class Broker:
             raise ValueError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
         #: The token budget of every response (nautilus_ranking/selection/budget.py); None: none.
         self.max_tokens = max_tokens
+        #: Under the budget, a row too large for it is handed over as its passage.
+        self.budget_passages = budget_passages
         if min_confidence is not None and (
             isinstance(min_confidence, bool)
             or not isinstance(min_confidence, int | float)
@@ -152,6 +155,7 @@ class Broker:
             limit,
             max_tokens=settings.ranking_max_tokens,
             min_confidence=settings.ranking_min_confidence,
+            budget_passages=settings.ranking_budget_passages,
         )
 
     @property
@@ -281,7 +285,11 @@ class Broker:
                 data: Merged, ranking: list[RankedRow]
             ) -> tuple[Merged, list[RankedRow], dict[str, Any]]:
                 data, ranking, fitted = apply_budget(
-                    data, ranking, max_tokens, lambda r: entry_text(r, scored=scored)
+                    data,
+                    ranking,
+                    max_tokens,
+                    lambda r: entry_text(r, scored=scored),
+                    passages=self.budget_passages,
                 )
                 if traced is not None:
                     budget_stage(traced.stages, fitted)

@@ -255,6 +255,11 @@ class RankedRow:
     #: the decay added to the score (``score = relevance + boost_bump + recency``).
     #: None otherwise, and then absent from every answer.
     time: dict[str, Any] | None = None
+    #: A row past the model's window (synthesis/passages.py): the passage that scored,
+    #: as the row's ``field`` holding it, ``start`` and ``end`` (character offsets into
+    #: that field's value) and the value's ``length``. None otherwise, and then absent
+    #: from every answer.
+    passage: dict[str, Any] | None = None
 
     def explain(self) -> dict[str, Any]:
         """The score and its components, without the row (for logs and ``--explain``)."""
@@ -264,6 +269,8 @@ class RankedRow:
         out["also_from"] = [c.as_dict() for c in self.also_from]
         if self.time is not None:
             out["time"] = dict(self.time)
+        if self.passage is not None:
+            out["passage"] = dict(self.passage)
         return out
 
     def why(self) -> dict[str, Any]:
@@ -277,13 +284,16 @@ class RankedRow:
         row_id = self.row.get("id") if isinstance(self.row, dict) else None
         if explain:
             return {"id": row_id, **self.explain()}
-        return {
+        lean = {
             "source_id": self.source_id,
             "id": row_id,
             "rank": self.rank,
             "score": self.score,
             "also_from": [c.as_dict() for c in self.also_from],
         }
+        if self.passage is not None and "handle" in self.passage:  # handed over in part
+            lean["passage"] = dict(self.passage)
+        return lean
 
 
 #: The score components of a :class:`RankedRow`, in declaration order: name, then its
@@ -293,7 +303,7 @@ SCORE_COMPONENTS: tuple[tuple[str, dict[str, Any]], ...] = tuple(
 )
 #: The components a short "why" shows (MCP results, retriever metadata without explain).
 WHY_COMPONENTS: tuple[str, ...] = tuple(name for name, meta in SCORE_COMPONENTS if meta["why"])
-_EXPLAINED = tuple(f.name for f in fields(RankedRow) if f.name not in ("row", "time"))
+_EXPLAINED = tuple(f.name for f in fields(RankedRow) if f.name not in ("row", "time", "passage"))
 #: What a ranking entry holds without ``explain`` (:meth:`RankedRow.entry`): the row's
 #: source and id, its place, its score and its copies — the components are ``explain``'s.
 LEAN_FIELDS: tuple[str, ...] = ("source_id", "id", "rank", "score", "also_from")

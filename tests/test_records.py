@@ -15,8 +15,9 @@ def test_ranked_row_ends_with_the_components_in_declaration_order() -> None:
     # select() builds RankedRows positionally from Scores columns named as these fields
     names = [f.name for f in fields(RankedRow)]
     assert names[:6] == ["source_id", "row", "score", "rank", "source_rank", "also_from"]
-    # then the row's time, None unless time ranks (never a component: absent when unset)
-    assert names[6:] == [*NAMES, "time"]
+    # then the row's time, None unless time ranks, and the passage that scored a row
+    # past the model's window (never components: absent when unset)
+    assert names[6:] == [*NAMES, "time", "passage"]
 
 
 def test_scores_hold_every_component_by_its_ranked_row_name() -> None:

@@ -174,6 +174,8 @@ def ranked_table(
         room = 60 if wide else max(WIDTH - len(line) - len(also), 20)
         line += summarize(r.row, room if explain else 72) + also
         lines.append(printable(line))
+        if r.passage is not None and (explain or "handle" in r.passage):
+            lines.append(printable(passage_line(r.passage)))
     if len(lines) == 1:
         lines.append("  (no rows)")
     if not explain and any(r.also_from for r in ranking):
@@ -205,6 +207,17 @@ RECENCY_LEGEND = (
     "the batch's relevance spread, so it passes rows of similar relevance, never a clearly "
     "better one"
 )
+
+
+def passage_line(passage: dict[str, Any]) -> str:
+    """Which part of a long row scored (``--explain``) or was handed over under a budget
+    (with the handle that asks for the whole row)."""
+    part = (
+        f"      passage: {passage['field']}[{passage['start']}:{passage['end']}] "
+        f"of {passage['length']} characters"
+    )
+    handle = passage.get("handle")
+    return part + (f"; the whole row: --whole {handle}" if handle else "")
 
 
 def time_columns(time: dict[str, Any] | None) -> str:

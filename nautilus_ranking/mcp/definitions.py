@@ -100,6 +100,10 @@ _ARGUMENTS: dict[str, dict[str, Any]] = {
         "minimum": 1,
         "description": "the best rows fitting N tokens",
     },
+    "whole": {
+        "type": "array",
+        "description": "passage handles: those rows whole",
+    },
     "cut": {
         "type": "string",
         "description": "end where relevance drops: relative:0.8, floor:0.6 or gap:0.1",
@@ -169,6 +173,7 @@ _SEARCH_OUTPUT: dict[str, Any] = {
                     "score": {"type": ["number", "null"]},
                     "why": {"type": "object"},
                     "row": {"type": "object"},
+                    "passage": {"type": "object"},
                 },
             },
         },

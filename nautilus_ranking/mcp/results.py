@@ -82,7 +82,7 @@ def _result(r: RankedRow, explain: bool, ranked: bool, vectors: bool) -> dict[st
     why["also_from"] = [c.as_dict() for c in r.also_from]
     # A vector source's 1,024 floats are for the ranker: most of what a model would read.
     row = r.row if vectors else {k: v for k, v in r.row.items() if k not in VECTOR_FIELDS}
-    return {
+    out = {
         "rank": r.rank,
         "source": r.source_id,
         "id": _as_http(r.row.get("id")),
@@ -91,6 +91,9 @@ def _result(r: RankedRow, explain: bool, ranked: bool, vectors: bool) -> dict[st
         "why": why,
         "row": _as_http(row),
     }
+    if r.passage is not None and "handle" in r.passage:  # handed over in part
+        out["passage"] = dict(r.passage)
+    return out
 
 
 def _as_http(value: Any) -> Any:
@@ -157,8 +160,15 @@ def _result_line(r: dict[str, Any]) -> str:
     score = "" if r["score"] is None else f" score {r['score']:.4f}"
     copies = r["why"]["also_from"]
     also = "; also in: " + ", ".join(map(_copy_label, copies)) if copies else ""
+    part = r.get("passage")
+    marked = (
+        f" (part: {part['field']} {part['start']}-{part['end']} of {part['length']} chars; "
+        f"whole: {part['handle']})"
+        if part is not None
+        else ""
+    )
     cite = f" (cite: {r['cite']})" if "cite" in r else ""
-    return f"{r['rank']}. [{r['source']}]{score}{also}{cite}: {_line(r['row'])}"
+    return f"{r['rank']}. [{r['source']}]{score}{also}{marked}{cite}: {_line(r['row'])}"
 
 
 def _copy_label(copy: dict[str, Any]) -> str:

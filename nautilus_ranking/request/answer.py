@@ -299,7 +299,7 @@ async def _answer(
 
     # a page under a budget starts at the first row the budget left out: the page and
     # the budget are cut together
-    response, page, fitted = cut_page(run_plan, response, text)
+    response, page, fitted = cut_page(run_plan, response, text, tuple(request.whole or ()))
     if traced is not None and page is not None:
         # the page's window of K rows; what of it fits is the budget stage's to say
         window = len(fitted.kept) + fitted.left_out if fitted is not None else None
@@ -309,7 +309,14 @@ async def _answer(
         page = None  # page 1 of a top K: only its next cursor is shown
     max_tokens = run_plan.effective.ranking_max_tokens
     if max_tokens is not None and fitted is None:  # no pages: what fits of the ranking
-        data, ranking, fitted = apply_budget(response.data, response.ranking, max_tokens, text)
+        data, ranking, fitted = apply_budget(
+            response.data,
+            response.ranking,
+            max_tokens,
+            text,
+            passages=run_plan.effective.ranking_budget_passages,
+            whole=tuple(request.whole or ()),
+        )
         response = replace(
             response,
             data=data,

@@ -9,6 +9,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     ValidationError,
     create_model,
     field_validator,
@@ -41,6 +42,9 @@ __all__ = [
     "arg_of",
     "parse_request",
 ]
+
+#: The longest passage handle (``row:`` and 24 hex digits).
+MAX_HANDLE_CHARS = 64
 
 # Every text field is bounded, and checked against its bound before anything parses
 # it (settings/declaration.py); the query's bound is the server's,
@@ -88,6 +92,15 @@ class _Asked(_Checks):
         json_schema_extra={"minItems": 1},  # [] is refused
         description="ask only these sources (default: all)",
     )
+    whole: Annotated[
+        list[Annotated[str, StringConstraints(max_length=MAX_HANDLE_CHARS)]] | None,
+        Arg("--whole", "a list of passage handles (row:...)", "HANDLE", repeat=True),
+    ] = Field(
+        default=None,
+        max_length=MAX_SOURCE_ITEMS,
+        description="under a budget, hand over whole the rows an earlier answer handed "
+        "over as a passage, named by its passage.handle (the same request asked again)",
+    )
     as_of: Annotated[
         str | None,
         Arg("--as-of", "an ISO 8601 date or date-time (naive is UTC), or epoch seconds", "TIME"),
@@ -122,7 +135,7 @@ class _Asked(_Checks):
 
 #: Where a request's own fields sit among the knobs' overrides: after the override
 #: named (the rest of them after the last override).
-_PLACED_AFTER = {"query": None, "sources": "idf", "as_of": "recency"}
+_PLACED_AFTER = {"query": None, "sources": "idf", "whole": "max_tokens", "as_of": "recency"}
 
 
 def _request_fields() -> dict[str, Any]:

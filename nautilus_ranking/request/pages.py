@@ -60,6 +60,12 @@ from nautilus_ranking.request.cursor_keys import TAG_BYTES, CursorKeys, cursor_k
 from nautilus_ranking.response_hash import compute_response_hash
 from nautilus_ranking.selection.budget import BudgetResult, counted_by, entry_text
 from nautilus_ranking.selection.budget_pages import budget_page
+from nautilus_ranking.selection.passage_parts import (
+    asked_whole,
+    costs_to_fit,
+    parts_that_fit,
+    whole_tokens,
+)
 from nautilus_ranking.selection.tokens import count_tokens
 from nautilus_ranking.settings.knobs import cursor_key_entries, ranks_by_time
 from nautilus_ranking.settings.model import NautilusSettings
@@ -135,6 +141,8 @@ class Paging:
         response: BrokerResponse,
         max_tokens: int | None = None,
         text: Callable[[RankedRow], str] | None = None,
+        passages: bool = False,
+        whole: tuple[str, ...] = (),
     ) -> tuple[BrokerResponse, dict[str, Any], BudgetResult | None]:
         """The page's rows out of the deeper response (``data`` and its hash follow),
         the ``page`` object (number, size, ranks shown, the next page's cursor) and,
@@ -163,13 +171,24 @@ class Paging:
         if max_tokens is not None:
             ranking = response.ranking
             counts = count_tokens([(text or entry_text)(r) for r in ranking])
+            named: list[bool] = []  # the rows asked for whole
+            if passages:  # a row too large for the budget alone: its passage
+                ranking, counts = parts_that_fit(
+                    ranking, counts, max_tokens, text or entry_text, whole=whole
+                )
+                named = asked_whole(ranking, whole)
             chosen = budget_page(
-                counts, [r.relevance > 0 for r in ranking], self.size, max_tokens, self.number
+                costs_to_fit(counts, named),
+                [r.relevance > 0 for r in ranking],
+                self.size,
+                max_tokens,
+                self.number,
             )
             if self.data_key is not None and self.delivered != _digest(chosen.earlier):
                 raise _other_budget(self)  # its earlier pages were not these
             delivered = _digest((*chosen.earlier, *chosen.kept, *chosen.too_large))
-            fitted = replace(chosen.fitted, tokenizer=counted_by(None))
+            used = chosen.fitted.tokens_used + whole_tokens(counts, named, chosen.kept)
+            fitted = replace(chosen.fitted, tokens_used=used, tokenizer=counted_by(None))
             rows, more = [ranking[i] for i in chosen.kept], chosen.more
             budget = {
                 **fitted.as_dict(),

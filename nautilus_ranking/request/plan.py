@@ -241,14 +241,18 @@ def cut_page(
     run: Plan,
     response: BrokerResponse,
     text: Callable[[RankedRow], str] | None = None,
+    whole: tuple[str, ...] = (),
 ) -> tuple[BrokerResponse, dict[str, Any] | None, BudgetResult | None]:
     """The asked page of ``response``, its ``page`` object and, under the plan's token
-    budget, what the budget did (each row counted as ``text(row)``); the response as it
-    is when no page was asked. 409 when the sources' answers moved under the cursor."""
+    budget, what the budget did (each row counted as ``text(row)``; a row too large for
+    it as its passage, unless ``whole`` names it); the response as it is when no page was
+    asked. 409 when the sources' answers moved under the cursor."""
     if run.paging is None:
         return response, None, None
+    effective = run.effective
+    passages = effective.ranking_budget_passages
     try:
-        return run.paging.cut(response, run.effective.ranking_max_tokens, text)
+        return run.paging.cut(response, effective.ranking_max_tokens, text, passages, whole)
     except PageError as exc:
         if not exc.stale:  # made for another budget: the caller's to fix
             raise invalid([exc.problem]) from None

@@ -27,11 +27,17 @@ is said in the budget's ``tokenizer``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from nautilus_ranking.records import SCORE_FIELDS, VECTOR_FIELDS, RankedRow
+from nautilus_ranking.selection.passage_parts import (
+    asked_whole,
+    costs_to_fit,
+    parts_that_fit,
+    whole_tokens,
+)
 from nautilus_ranking.selection.tokens import ESTIMATE, count_tokens, tokenizer_name
 
 
@@ -145,6 +151,8 @@ def apply_budget(
     max_tokens: int,
     text: Callable[[RankedRow], str] = entry_text,
     exact: bool | None = None,
+    passages: bool = False,
+    whole: Collection[str] = (),
 ) -> tuple[dict[str, list[dict[str, Any]]], list[RankedRow], BudgetResult]:
     """The response's ``data`` and ``ranking`` cut to the rows that fit in ``max_tokens``,
     each row counted as ``text(row)`` (default :func:`entry_text`; a transport passes
@@ -155,12 +163,19 @@ def apply_budget(
     (an empty list when none of its rows fit),
     its rows in rank order; the kept rows keep their ``rank``, so a gap shows where a
     row was skipped (and the text counted is the text handed over).
+
+    ``passages``: a row too large for the budget alone is handed over as its passage
+    (:mod:`nautilus_ranking.selection.passage_parts`); the rows ``whole`` names by
+    their passage's handle are handed over whole, whatever they cost, in their place.
     """
     counts = count_tokens([text(r) for r in ranking], exact)
-    result = replace(
-        fit_counts(counts, max_tokens, [r.relevance > 0 for r in ranking]),
-        tokenizer=counted_by(exact),
-    )
+    named: list[bool] = []  # the rows asked for whole: handed over whatever they cost
+    if passages:
+        ranking, counts = parts_that_fit(ranking, counts, max_tokens, text, exact, whole)
+        named = asked_whole(ranking, whole)
+    fitted = fit_counts(costs_to_fit(counts, named), max_tokens, [r.relevance > 0 for r in ranking])
+    used = fitted.tokens_used + whole_tokens(counts, named, fitted.kept)
+    result = replace(fitted, tokens_used=used, tokenizer=counted_by(exact))
     kept = [ranking[i] for i in result.kept]
     out: dict[str, list[dict[str, Any]]] = {sid: [] for sid in data}
     for ranked in kept:

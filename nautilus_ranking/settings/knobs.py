@@ -354,6 +354,16 @@ class RankingKnobs(BaseModel):
             names_sources=lambda ids: ids,
         ),
     ] = Field(default_factory=list)
+    ranking_budget_passages: Annotated[
+        bool,
+        Knob(
+            boolean,
+            # It changes what a budget hands over of a row too large for it; no budget,
+            # no change: it does not turn ranking on.
+            summary="under a budget, hand a row too large for it over as its best passage, "
+            "marked (false: whole or not at all)",
+        ),
+    ] = True
     ranking_min_confidence: Annotated[
         float | None,
         Knob(

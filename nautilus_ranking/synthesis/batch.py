@@ -18,6 +18,7 @@ import numpy as np
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.settings.time_entries import Recency
 from nautilus_ranking.synthesis.candidates import Candidates
+from nautilus_ranking.synthesis.passages import Passages
 from nautilus_ranking.synthesis.query import TokensToWeight
 from nautilus_ranking.synthesis.vectors import QueryVector
 from nautilus_ranking.text.arrays import FloatArray, IntArray
@@ -100,6 +101,9 @@ class RankBatch:
     similarity: FloatArray = field(default_factory=_no_floats)
     doc: IntArray = field(default_factory=_no_ints)
     content_similarity: FloatArray = field(default_factory=_no_floats)
+    # passages: the rows past the model's window, read as passages (None: no such row)
+    passages: Passages | None = None
+    passages_scored: int = 0
     # votes: the sources' and content's votes, summed into relevance
     sub_doc: IntArray = field(default_factory=_no_ints)
     source_weight: FloatArray = field(default_factory=_no_floats)

@@ -19,8 +19,11 @@ from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 #: A row's text is cut to this many characters before tokenising or embedding,
-#: so one 1 MB field cannot stall a request; the cut is logged.
-MAX_TEXT_CHARS = 20_000
+#: so one 1 MB field cannot stall a request; the cut is logged. About 15,000 words:
+#: past the longest rows an agent is handed whole (a runbook, a policy of 5,000
+#: tokens), so the lexical score reads a long row's late answer; tokenising it costs
+#: a few milliseconds. (A query is cut at 20,000: ``query.MAX_QUERY_CHARS``.)
+MAX_TEXT_CHARS = 100_000
 #: Fields that describe a row's vector, not its content.
 NOT_TEXT = frozenset({"embedding", "embedding_model"})
 _IS_STR = str.__instancecheck__  # a C-level predicate for filter()

@@ -8,6 +8,8 @@ past the best it embeds) scored by words (``embedding_deadline.py``).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from nautilus_ranking.embedders import is_token_embedder
@@ -21,7 +23,13 @@ from nautilus_ranking.synthesis.embedding_deadline import (
     scored_by_words,
     scored_by_words_report,
 )
-from nautilus_ranking.synthesis.query import TokensToWeight, weighted_query
+from nautilus_ranking.synthesis.passages import (
+    long_rows,
+    passage_lexical,
+    passage_similarity,
+    row_lexical,
+)
+from nautilus_ranking.synthesis.query import MAX_QUERY_CHARS, TokensToWeight, weighted_query
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.similarity import lexical_similarities, similarities
 from nautilus_ranking.text.arrays import FloatArray, IntArray
@@ -53,7 +61,7 @@ def score_content(ranker: RankSettings, b: RankBatch, warnings: RankWarnings) ->
         and not own_vectors(b.sub, getattr(ranker.embedder, "model_id", None))
     )
     query_tokens = (
-        tokenize(raw_query[:MAX_TEXT_CHARS] if isinstance(raw_query, str) else "")
+        tokenize(raw_query[:MAX_QUERY_CHARS] if isinstance(raw_query, str) else "")
         if ranker.idf or not is_token_embedder(ranker.embedder) or use_bm25
         else []
     )
@@ -122,11 +130,15 @@ def _model_similarity(
     best by words): (the rows past the deadline or past the best, the best)."""
     # Only an IDF pass defers the query's embedding, and the pass above resolved it.
     assert not isinstance(b.query, TokensToWeight)
+    started = time.perf_counter()
     best: IntArray | None = None  # the rows a model embeds (None: every row)
+    if b.query_tokens and b.query_in_embedder_space:  # a long row's passages, by words
+        _passage_words(b, weights, warnings)
     if ranker.embedding_max_rows and b.n > ranker.embedding_max_rows and b.query_tokens:
-        b.lexical_score, b.texts, b.tokens = words_beside_model(
-            b.sub, b.texts, b.tokens, b.query_tokens, weights, warnings
-        )
+        if b.lexical_score is None:
+            b.lexical_score, b.texts, b.tokens = words_beside_model(
+                b.sub, b.texts, b.tokens, b.query_tokens, weights, warnings
+            )
         best = best_by_words(b.lexical_score, ranker.embedding_max_rows)
     elif ranker.embedding_max_rows and b.n > ranker.embedding_max_rows:  # no words
         best = best_by_source_rank(b.sub.source_rank, ranker.embedding_max_rows)
@@ -141,8 +153,38 @@ def _model_similarity(
         ranker.embedding_deadline_ms,
         best,
     )
+    if b.passages is not None and b.texts is not None:
+        deadline_ms = ranker.embedding_deadline_ms
+        embedded = np.setdiff1d(best if best is not None else np.arange(b.n), late)
+        b.similarity, b.passages_scored = passage_similarity(
+            b.passages,
+            b.texts,
+            b.similarity,
+            embedded,
+            ranker.embedder,
+            b.query,
+            b.query_in_embedder_space,
+            warnings,
+            started + deadline_ms / 1000 if deadline_ms > 0 else None,
+        )
     b.doc = documents(ranker, b.cands, b.texts if b.n == len(b.cands.rows) else None, b.tokens)
     return late, best
+
+
+def _passage_words(b: RankBatch, weights: dict[str, float], warnings: RankWarnings) -> None:
+    """The rows past the model's window read as passages (``passages.py``): each one's
+    lexical score its best passage's. Rows within the window are left as they are."""
+    texts = b.texts if b.texts is not None else row_texts(b.sub.rows, warnings)
+    b.texts = texts
+    rows = long_rows(texts)
+    if not len(rows):
+        return
+    b.lexical_score, b.texts, b.tokens = words_beside_model(
+        b.sub, texts, b.tokens, b.query_tokens, weights, warnings
+    )
+    b.passages = passage_lexical(texts, rows, b.query_tokens, weights)
+    if b.lexical_score is not None:
+        b.lexical_score = row_lexical(b.passages, b.lexical_score)
 
 
 def words_beside_model(

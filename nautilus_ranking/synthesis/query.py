@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from nautilus_ranking.embedders import Embedder, is_token_embedder
-from nautilus_ranking.synthesis.candidates import MAX_TEXT_CHARS
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.vectors import QueryVector, as_vector, vector_problem
 from nautilus_ranking.text.tokens import tokenize
+
+#: A query is cut to this many characters before tokenising or embedding.
+MAX_QUERY_CHARS = 20_000
 
 
 @dataclass(frozen=True)
@@ -55,12 +57,12 @@ def query_vector(
         return None, True
     try:
         if is_token_embedder(embedder):  # a sparse vector: no list of 65,536 floats
-            tokens = tokenize(query[:MAX_TEXT_CHARS])
+            tokens = tokenize(query[:MAX_QUERY_CHARS])
             if idf and tokens:
                 return TokensToWeight(tokens), True
             vector = as_vector(embedder.embed_query(tokens, {}))
         else:
-            vector = as_vector(embedder.embed(query[:MAX_TEXT_CHARS]))
+            vector = as_vector(embedder.embed(query[:MAX_QUERY_CHARS]))
     except Exception as exc:  # an embedder is third-party code: never let it fail a request
         warnings.embedder_failed("query", exc, action="passthrough")
         return None, True

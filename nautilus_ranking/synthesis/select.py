@@ -10,8 +10,9 @@ its cap in every page; the top K is cut last.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import starmap
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from nautilus_ranking.rows import id_or_content_id
 from nautilus_ranking.synthesis import diversity, fusion, near_duplicates, recency
 from nautilus_ranking.synthesis.batch import RankBatch, RankSettings
 from nautilus_ranking.synthesis.candidates import Candidates, has_text_id, resemblance_texts
+from nautilus_ranking.synthesis.passages import field_span
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.tokens import TokenBatch
 from nautilus_ranking.tracing.facts import copies_stage, fusion_stage
@@ -119,7 +121,20 @@ def select_batch(
             recording, b.n, b.cands.source_ids, ranker.source_boosts, int(np.count_nonzero(b.bump))
         )
     checkpoint("fusion")
-    return select(b.sub, scores, limit, spread, ranker.canonical_sources, timing)
+    ranked = select(b.sub, scores, limit, spread, ranker.canonical_sources, timing)
+    return with_passages(ranked, b) if b.passages is not None else ranked
+
+
+def with_passages(ranked: list[RankedRow], b: RankBatch) -> list[RankedRow]:
+    """The ranked rows, each long row saying which of its passages scored."""
+    passages = b.passages
+    if passages is None or b.texts is None:
+        return ranked
+    by_row: dict[int, dict[str, Any]] = {}
+    for k, i in enumerate(passages.rows.tolist()):
+        start, end = passages.spans[int(passages.best[k])]
+        by_row[id(b.sub.rows[i])] = field_span(b.sub.rows[i], start, end)
+    return [replace(r, passage=by_row[id(r.row)]) if id(r.row) in by_row else r for r in ranked]
 
 
 def _spread_of(ranker: RankSettings, b: RankBatch) -> Spread | None:

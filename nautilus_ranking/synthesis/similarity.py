@@ -126,6 +126,29 @@ def lexical_similarities(
     return lexical
 
 
+def text_similarities(
+    embedder: Embedder,
+    texts: list[str],
+    query_unit: QueryVector,
+    query_in_embedder_space: bool,
+    warnings: RankWarnings,
+    deadline_ms: int = 0,
+) -> FloatArray:
+    """Cosine of each text, embedded by ``embedder``, to the query (a row's passages);
+    NaN for a text not reached within ``deadline_ms`` (0: no deadline)."""
+    return _embed_rows(
+        embedder,
+        texts,
+        None,
+        np.arange(len(texts), dtype=np.intp),
+        False,
+        query_unit,
+        query_in_embedder_space,
+        warnings,
+        deadline_ms,
+    )
+
+
 def _embed_rows(
     embedder: Embedder,
     texts: list[str],

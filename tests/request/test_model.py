@@ -27,7 +27,7 @@ def test_every_refusal_names_the_field_and_what_is_valid() -> None:
         "query": "a non-empty string",
         "top_k": "an integer >= 1",
         "sources": "a list of source ids",
-        "topk": "query, top_k, boosts, idf, sources, max_tokens, cut, near_duplicates, "
+        "topk": "query, top_k, boosts, idf, sources, max_tokens, whole, cut, near_duplicates, "
         "diversity, max_per_source, canonical_sources, min_confidence, recency, as_of, explain, "
         "vectors, page, cursor",
     }

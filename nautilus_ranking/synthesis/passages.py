@@ -1,0 +1,205 @@
+"""The passage stage: a row past the model's window scored by its best passage.
+
+A sentence model reads a row's first 128 word pieces; a long row's answer further on
+did not exist for its content score. A row past two windows' worth of words (252:
+:data:`~nautilus_ranking.text.passage_windows.PASSAGE_WORDS`; a row past the window
+only a little is scored by its head, as before) is read as passages
+(:func:`~nautilus_ranking.text.passage_windows.windows`: about 105 pieces each, on
+sentence and paragraph bounds, overlapping), and its content score is its best
+passage's:
+
+* **lexical**: the best passage's IDF-weighted cosine (the score every row has beside
+  the model's), not the whole row's, whose cosine fades with its length;
+* **semantic**: the best of the row's head (what the model read of it before: its
+  vector, or its first 128 pieces) and the :data:`PASSAGES_A_ROW` passages best by
+  words, each embedded alone. Each is a cosine of at most 128 pieces to the query, the
+  scale of a short row's, so a long row neither gains nor loses for its length.
+
+The model embeds only the passages of rows it embeds (the best
+``NAUTILUS_EMBEDDER_MAX_ROWS`` by words) and within what is left of
+``NAUTILUS_EMBEDDER_DEADLINE_MS``; a passage not reached leaves its row its head's
+score. Passage vectors go through the embedder's caches (memory and disk) as row
+vectors do, keyed by their text. Rows of at most 252 words are scored as before, to
+the byte. The passage that scored is kept per row (``passage``: character offsets into the
+row's text) for ``--explain`` and for a budget that hands a long row over in part.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nautilus_ranking.embedders import Embedder
+from nautilus_ranking.synthesis.candidates import NOT_TEXT
+from nautilus_ranking.synthesis.rank_warnings import RankWarnings
+from nautilus_ranking.synthesis.similarity import lexical_similarities, text_similarities
+from nautilus_ranking.synthesis.vectors import QueryVector, unit
+from nautilus_ranking.text.arrays import FloatArray, IntArray
+from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window, windows
+from nautilus_ranking.text.tokens import TokenBatch
+
+#: Passages the model embeds of a long row, beyond its head: the best by words (at 2,
+#: a row costs about 3 short rows' embedding the first time it is seen; cached after).
+PASSAGES_A_ROW = 2
+
+
+@dataclass
+class Passages:
+    """The long rows of a batch and their passages.
+
+    ``rows``: positions (in the scored rows) of the rows past the window;
+    ``row_of``: for each passage, its row's index in ``rows``; ``spans``: each passage's
+    ``[start, end)`` in its row's text; ``lexical``: each passage's lexical score;
+    ``best``: per row in ``rows``, the passage that scored (an index into ``spans``)."""
+
+    rows: IntArray
+    row_of: IntArray
+    spans: list[tuple[int, int]]
+    lexical: FloatArray
+    best: IntArray
+
+    @property
+    def count(self) -> int:
+        return len(self.spans)
+
+
+def long_rows(texts: list[str]) -> IntArray:
+    """Positions of the texts read as passages: past two windows' worth of words
+    (:data:`~nautilus_ranking.text.passage_windows.PASSAGE_WORDS`)."""
+    return np.array(
+        [i for i, t in enumerate(texts) if past_window(t, PASSAGE_WORDS)], dtype=np.intp
+    )
+
+
+def passage_lexical(
+    texts: list[str],
+    rows: IntArray,
+    query_tokens: list[str],
+    weights: dict[str, float],
+) -> Passages:
+    """``rows``' passages and each one's lexical score (0 without query words); each
+    row's best passage by words."""
+    row_of: list[int] = []
+    spans: list[tuple[int, int]] = []
+    for k, i in enumerate(rows.tolist()):
+        for span in windows(texts[i]):
+            row_of.append(k)
+            spans.append(span)
+    passage_texts = [texts[rows[k]][a:b] for k, (a, b) in zip(row_of, spans, strict=True)]
+    scores = lexical_similarities(TokenBatch.from_texts(passage_texts), query_tokens, weights)
+    lexical = scores if scores is not None else np.zeros(len(spans), dtype=np.float64)
+    owner = np.array(row_of, dtype=np.intp)
+    return Passages(rows, owner, spans, lexical, best_of(owner, lexical, len(rows)))
+
+
+def best_of(owner: IntArray, score: FloatArray, n_rows: int) -> IntArray:
+    """Per row, the index of its passage with the best ``score`` (the first on a tie)."""
+    order = np.lexsort((np.arange(len(score)), -score, owner))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = owner[order][1:] != owner[order][:-1]
+    best = np.full(n_rows, -1, dtype=np.intp)
+    best[owner[order][first]] = order[first]
+    return best
+
+
+def row_lexical(passages: Passages, lexical: FloatArray) -> FloatArray:
+    """``lexical`` with each long row's score its best passage's."""
+    out = lexical.copy()
+    out[passages.rows] = passages.lexical[passages.best]
+    return out
+
+
+def chosen(passages: Passages, embedded: IntArray) -> IntArray:
+    """The passages the model embeds: of the long rows it embeds (``embedded``:
+    positions in the scored rows), the :data:`PASSAGES_A_ROW` best by words that are not
+    the row's head (its first passage, which the row's own score already reads)."""
+    wanted = np.isin(passages.rows, embedded)
+    first = np.ones(passages.count, dtype=bool)
+    first[1:] = passages.row_of[1:] != passages.row_of[:-1]
+    candidates = np.flatnonzero(wanted[passages.row_of] & ~first)
+    if not len(candidates):
+        return candidates
+    owner = passages.row_of[candidates]
+    order = np.lexsort((candidates, -passages.lexical[candidates], owner))
+    ranked = candidates[order]
+    starts = np.flatnonzero(np.r_[True, owner[order][1:] != owner[order][:-1]])
+    place = np.arange(len(ranked)) - np.repeat(starts, np.diff(np.r_[starts, len(ranked)]))
+    picked: IntArray = np.sort(ranked[place < PASSAGES_A_ROW])
+    return picked
+
+
+def passage_similarity(
+    passages: Passages,
+    texts: list[str],
+    similarity: FloatArray,
+    embedded: IntArray,
+    embedder: Embedder,
+    query: QueryVector,
+    query_in_embedder_space: bool,
+    warnings: RankWarnings,
+    deadline: float | None,
+) -> tuple[FloatArray, int]:
+    """``similarity`` with each long row's semantic score its best passage's (its head's
+    when no passage beats it), ``passages.best`` set to the passage that scored; and how
+    many passages the model scored. ``deadline``: a :func:`time.perf_counter` time (None:
+    none); the passages not reached by then leave their rows their head's score."""
+    picked = chosen(passages, embedded)
+    if deadline is not None:
+        remaining_ms = int((deadline - time.perf_counter()) * 1000)
+        if remaining_ms <= 0:
+            return similarity, 0
+    else:
+        remaining_ms = 0
+    out = similarity.copy()
+    if not len(picked):
+        return out, 0
+    picked_texts = [
+        texts[passages.rows[passages.row_of[p]]][slice(*passages.spans[p])] for p in picked.tolist()
+    ]
+    sims = text_similarities(
+        embedder, picked_texts, unit(query), query_in_embedder_space, warnings, remaining_ms
+    )
+    reached = ~np.isnan(sims)
+    picked, sims = picked[reached], sims[reached]
+    head = np.flatnonzero(np.r_[True, passages.row_of[1:] != passages.row_of[:-1]])
+    # an embedded row whose head beats its passages scored by its head; a row the
+    # model did not embed keeps its best passage by words
+    kept = np.where(np.isin(passages.rows, embedded), head, passages.best)
+    if not len(picked):
+        passages.best = kept
+        return out, 0
+    owner = passages.row_of[picked]
+    semantic = np.full(len(passages.rows), -np.inf)
+    np.maximum.at(semantic, owner, sims)
+    rows_similarity = out[passages.rows]
+    beats = semantic > rows_similarity
+    top = best_of(owner, sims, len(passages.rows))
+    passages.best = np.where(beats, picked[np.maximum(top, 0)], kept)
+    out[passages.rows] = np.where(beats, semantic, rows_similarity)
+    return out, len(picked)
+
+
+def field_span(row: dict[str, Any], start: int, end: int) -> dict[str, Any]:
+    """A passage of a row's text (its string values joined by a space, as the ranking
+    reads it) as the agent finds it in the row: the ``field`` holding most of it,
+    ``start`` and ``end`` within that field's value, and the value's ``length``."""
+    skip = NOT_TEXT if "embedding_model" in row else frozenset()
+    best: dict[str, Any] = {"field": None, "start": start, "end": end, "length": 0}
+    at, most = 0, -1
+    for key, value in row.items():
+        if not isinstance(value, str) or key in skip:
+            continue
+        overlap = min(end, at + len(value)) - max(start, at)
+        if overlap > most:
+            most = overlap
+            best = {
+                "field": key,
+                "start": max(start - at, 0),
+                "end": min(end - at, len(value)),
+                "length": len(value),
+            }
+        at += len(value) + 1
+    return best
