@@ -43,8 +43,8 @@ def definitions(state: ServerState) -> list[types.Tool]:
             f"Ask every source; get {order}. "
             f"Returns {f'the {top_k} best' if top_k else 'every row'} unless top_k says. "
             "boosts: {source: level}, low < medium < high favours a trusted source "
-            "(close calls only), -low … -high holds one back. More: page 2, 3 … or "
-            "next_cursor. Failed sources are in sources_errored."
+            "(close calls only), -low … -high holds one back. More: page or next_cursor. "
+            "Failed sources are in sources_errored."
         ),
         input_schema=search_schema(
             ids, settings.serve_max_query_chars, profiled=bool(state.engine.profiles)
@@ -94,19 +94,16 @@ _ARGUMENTS: dict[str, dict[str, Any]] = {
     "top_k": {"type": "integer", "minimum": 1, "description": "rows to return"},
     "boosts": {"type": "object"},
     "idf": {"type": "boolean", "description": "discount common words"},
-    "sources": {"type": "array", "minItems": 1, "description": "ask only these"},
+    "sources": {"type": "array", "minItems": 1, "description": "only these"},
     "max_tokens": {
         "type": "integer",
         "minimum": 1,
-        "description": "the best rows fitting N tokens",
+        "description": "fit in N tokens",
     },
-    "whole": {
-        "type": "array",
-        "description": "passage handles: those rows whole",
-    },
+    "whole": {"type": "array"},
     "cut": {
         "type": "string",
-        "description": "end where relevance drops: relative:0.8, floor:0.6 or gap:0.1",
+        "description": "relevance cut: relative:0.8, floor:0.6, gap:0.1",
     },
     "near_duplicates": {
         "type": ["number", "string"],
@@ -114,7 +111,7 @@ _ARGUMENTS: dict[str, dict[str, Any]] = {
     },
     "diversity": {
         "type": ["number", "string"],
-        "description": "0-1: favour rows unlike those above",
+        "description": "0-1: favour novel rows",
     },
     "max_per_source": {
         "type": "integer",

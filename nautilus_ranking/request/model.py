@@ -98,8 +98,7 @@ class _Asked(_Checks):
     ] = Field(
         default=None,
         max_length=MAX_SOURCE_ITEMS,
-        description="under a budget, hand over whole the rows an earlier answer handed "
-        "over as a passage, named by its passage.handle (the same request asked again)",
+        description="rows an earlier answer gave as a passage, by passage.handle: whole",
     )
     as_of: Annotated[
         str | None,
