@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from nautilus_ranking import AdapterResult, RankingSynthesizer
-from nautilus_ranking.synthesis.passages import PASSAGES_A_ROW
+from nautilus_ranking.embedders.onnx import OnnxEmbedder
+from nautilus_ranking.synthesis.passages import PASSAGES_A_ROW, WINDOWS_A_ROW
 from nautilus_ranking.text.passage_windows import (
     OVERLAP_UNITS,
     PASSAGE_WORDS,
@@ -170,3 +171,55 @@ def test_passages_past_the_deadline_leave_the_row_its_head() -> None:
         [AdapterResult("docs", rows)], {"query": QUERY}
     )
     assert ranked[0].passage["start"] == 0  # its head scored, nothing was dropped
+
+
+class CountingModel(OnnxEmbedder):
+    """The sentence model, recording each text it runs (a cache hit runs none)."""
+
+    def __init__(self) -> None:
+        super().__init__(cache_size=10_000)
+        self.encoded: list[str] = []
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        self.encoded.extend(texts)
+        return super()._encode(texts)
+
+
+CAFETERIA = "The cafeteria serves a lentil soup of the day on Fridays in winter."
+
+
+def rank_query(rows: list[dict[str, str]], model: OnnxEmbedder, query: str) -> list:
+    ranker = RankingSynthesizer(idf=True, embedder=model)
+    return ranker.rank([AdapterResult("docs", rows)], {"query": query})
+
+
+def test_a_new_query_on_seen_long_rows_embeds_no_new_text() -> None:
+    rows = [
+        {
+            "id": f"long{i}",
+            "text": " ".join([filler(20, f"a{i}"), ANSWER, filler(20, f"b{i}"), CAFETERIA]),
+        }
+        for i in range(3)
+    ]
+    model = CountingModel()
+    rank_query(rows, model, QUERY)  # the rows seen: every passage embedded once
+    for query in ("cafeteria lentil soup fridays", "quarterly staffing figures committee"):
+        model.encoded.clear()
+        ranked = rank_query(rows, model, query)
+        assert model.encoded == [query]  # the query only: every passage a cache hit
+        assert all(r.passage is not None for r in ranked)
+    best = rank_query(rows, model, "cafeteria lentil soup fridays")[0]
+    text = best.row["text"]
+    assert CAFETERIA in text[best.passage["start"] : best.passage["end"]]
+
+
+def test_a_long_row_embeds_its_first_passages_once_up_to_the_bound() -> None:
+    text = filler(WINDOWS_A_ROW * 8) + " " + ANSWER
+    spans = windows(text)
+    assert len(spans) > WINDOWS_A_ROW + 1
+    model = CountingModel()
+    rank_query([{"id": "long", "text": text}], model, QUERY)
+    rows_and_passages = [t for t in model.encoded if t != QUERY]
+    # its head, its first WINDOWS_A_ROW passages after the head, and its best by words
+    assert 1 + WINDOWS_A_ROW <= len(rows_and_passages) <= 1 + WINDOWS_A_ROW + PASSAGES_A_ROW
+    assert any(ANSWER in t for t in rows_and_passages)  # the best by words, past the bound
