@@ -44,7 +44,7 @@ from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.similarity import lexical_similarities, text_similarities
 from nautilus_ranking.synthesis.vectors import QueryVector, unit
 from nautilus_ranking.text.arrays import FloatArray, IntArray
-from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window, windows
+from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window, row_windows
 from nautilus_ranking.text.tokens import TokenBatch
 
 #: Passages the model embeds of a long row, beyond its head: the best by words (at 2,
@@ -97,7 +97,7 @@ def passage_lexical(
     row_of: list[int] = []
     spans: list[tuple[int, int]] = []
     for k, i in enumerate(rows.tolist()):
-        for span in windows(texts[i]):
+        for span in row_windows(texts[i]):
             row_of.append(k)
             spans.append(span)
     passage_texts = [texts[rows[k]][a:b] for k, (a, b) in zip(row_of, spans, strict=True)]
