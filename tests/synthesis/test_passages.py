@@ -19,6 +19,7 @@ from nautilus_ranking.text.passage_windows import (
     PASSAGE_WORDS,
     WINDOW_UNITS,
     WINDOW_WORDS,
+    ascii_words,
     past_window,
     row_windows,
     windows,
@@ -239,3 +240,24 @@ def test_past_window_counts_every_word_of_a_long_text(words: int, word: str) -> 
     text = " ".join([word] * words)
     exact = len(re.findall(r"\w+", text))
     assert past_window(text, PASSAGE_WORDS) == (exact > PASSAGE_WORDS)
+
+
+@pytest.mark.parametrize(
+    "text", ["a b c", "a-b-c  d_e, f.", "x = 0.5 , y = -1 ; (z)", "", "___ 12ab"]
+)
+def test_ascii_words_count_as_the_regex_does(text: str) -> None:
+    exact = len(re.findall(r"\w+", text))
+    assert ascii_words(text.encode("ascii"), 0) == exact  # no bound: the exact count
+    assert ascii_words(text.encode("ascii"), 1000) <= 1000  # surely within: no count
+
+
+def test_short_rows_are_never_split() -> None:
+    """A batch of short rows (more characters than twice the words, fewer words) is
+    decided without splitting any row or counting its words one by one."""
+    rows = [{"id": f"r{i}", "text": filler(12, f"s{i}")} for i in range(20)]
+    texts = [f"{r['id']} {r['text']}" for r in rows]
+    assert all(len(t) > 2 * PASSAGE_WORDS for t in texts)
+    assert all(ascii_words(t.encode("ascii"), PASSAGE_WORDS) <= PASSAGE_WORDS for t in texts)
+    model = WindowModel()
+    assert all(r.passage is None for r in rank(rows, model))
+    assert len(model.embedded) == len(rows) + 1  # each row once, and the query
