@@ -10,18 +10,22 @@ passage's:
 
 * **lexical**: the best passage's IDF-weighted cosine (the score every row has beside
   the model's), not the whole row's, whose cosine fades with its length;
-* **semantic**: the best by cosine of the row's head (what the model read of it
-  before: its vector, or its first 128 pieces) and its passages embedded alone: with an
-  embedder that keeps vectors (the model's memory cache), its first
-  :data:`WINDOWS_A_ROW` passages after the head, whatever the query, plus the
-  :data:`PASSAGES_A_ROW` best by words; else those best by words only. Each is a cosine
-  of at most 128 pieces to the query, the scale of a short row's, so a long row neither
-  gains nor loses for its length.
+* **semantic**: the best of the row's head (what the model read of it before: its
+  vector, or its first 128 pieces) and the :data:`PASSAGES_A_ROW` passages best by
+  words, each embedded alone. Each is a cosine of at most 128 pieces to the query, the
+  scale of a short row's, so a long row neither gains nor loses for its length. (The
+  best by cosine of every passage instead lifted long rows at random: Cranfield
+  partitioned 0.232 -> 0.203 nDCG@10, ``docs/tuning-embedders.md``.)
+
+An embedder that keeps vectors (the model's memory cache) embeds a long row's first
+:data:`WINDOWS_A_ROW` passages after its head too, whatever the query, after every
+row's best by words.
 
 Passage vectors go through the embedder's caches (memory and disk) as row vectors do,
 keyed by their text: a row's passages are embedded the first time it is seen, and a new
-query on it is then a cache hit (a row of more than :data:`WINDOWS_A_ROW` passages
-after its head embeds its best by words past them, as before). The model embeds only
+query's best by words on it are then cache hits (a row of more than
+:data:`WINDOWS_A_ROW` passages after its head embeds its best by words past them, as
+before). The model embeds only
 the passages of rows it embeds (the best ``NAUTILUS_EMBEDDER_MAX_ROWS`` by words) and
 within what is left of ``NAUTILUS_EMBEDDER_DEADLINE_MS``, each row's best by words
 first; a passage not reached does not score, and is embedded by a later request.
@@ -186,7 +190,10 @@ def passage_similarity(
     sims = text_similarities(
         embedder, picked_texts, unit(query), query_in_embedder_space, warnings, remaining_ms
     )
-    reached = ~np.isnan(sims)
+    # every passage embedded (cached for later queries); the best by words score: the
+    # best by cosine of all of them lifted long rows at random (Cranfield partitioned
+    # 0.232 -> 0.203 nDCG@10)
+    reached = ~np.isnan(sims) & np.isin(picked, chosen(passages, embedded))
     picked, sims = picked[reached], sims[reached]
     head = np.flatnonzero(np.r_[True, passages.row_of[1:] != passages.row_of[:-1]])
     # an embedded row whose head beats its passages scored by its head; a row the
