@@ -13,15 +13,25 @@ passage's:
 * **semantic**: the best of the row's head (what the model read of it before: its
   vector, or its first 128 pieces) and the :data:`PASSAGES_A_ROW` passages best by
   words, each embedded alone. Each is a cosine of at most 128 pieces to the query, the
-  scale of a short row's, so a long row neither gains nor loses for its length.
+  scale of a short row's, so a long row neither gains nor loses for its length. (The
+  best by cosine of every passage instead lifted long rows at random: Cranfield
+  partitioned 0.232 -> 0.203 nDCG@10, ``docs/tuning-embedders.md``.)
 
-The model embeds only the passages of rows it embeds (the best
-``NAUTILUS_EMBEDDER_MAX_ROWS`` by words) and within what is left of
-``NAUTILUS_EMBEDDER_DEADLINE_MS``; a passage not reached leaves its row its head's
-score. Passage vectors go through the embedder's caches (memory and disk) as row
-vectors do, keyed by their text. Rows of at most 252 words are scored as before, to
-the byte. The passage that scored is kept per row (``passage``: character offsets into the
-row's text) for ``--explain`` and for a budget that hands a long row over in part.
+An embedder that keeps vectors (the model's memory cache) embeds a long row's first
+:data:`WINDOWS_A_ROW` passages after its head too, whatever the query, after every
+row's best by words.
+
+Passage vectors go through the embedder's caches (memory and disk) as row vectors do,
+keyed by their text: a row's passages are embedded the first time it is seen, and a new
+query's best by words on it are then cache hits (a row of more than
+:data:`WINDOWS_A_ROW` passages after its head embeds its best by words past them, as
+before). The model embeds only
+the passages of rows it embeds (the best ``NAUTILUS_EMBEDDER_MAX_ROWS`` by words) and
+within what is left of ``NAUTILUS_EMBEDDER_DEADLINE_MS``, each row's best by words
+first; a passage not reached does not score, and is embedded by a later request.
+Rows of at most 252 words are scored as before, to the byte. The passage that scored is
+kept per row (``passage``: character offsets into the row's text) for ``--explain``
+and for a budget that hands a long row over in part.
 """
 
 from __future__ import annotations
@@ -38,12 +48,18 @@ from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.similarity import lexical_similarities, text_similarities
 from nautilus_ranking.synthesis.vectors import QueryVector, unit
 from nautilus_ranking.text.arrays import FloatArray, IntArray
-from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window, windows
+from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window, row_windows
 from nautilus_ranking.text.tokens import TokenBatch
 
 #: Passages the model embeds of a long row, beyond its head: the best by words (at 2,
 #: a row costs about 3 short rows' embedding the first time it is seen; cached after).
 PASSAGES_A_ROW = 2
+#: Passages after its head that an embedder keeping vectors embeds of a long row once,
+#: whatever the query: a later query's passages are then cache hits. 48 windows of about
+#: 72 new units each cover some 3,500 words (the long-rows benchmark's rows hold 12 to
+#: 54 windows, 33 at the median), a row costs at most 49 short rows' embedding the first
+#: time it is seen, and its vectors 74 KB of cache (48 x 384 float32s).
+WINDOWS_A_ROW = 48
 
 
 @dataclass
@@ -85,7 +101,7 @@ def passage_lexical(
     row_of: list[int] = []
     spans: list[tuple[int, int]] = []
     for k, i in enumerate(rows.tolist()):
-        for span in windows(texts[i]):
+        for span in row_windows(texts[i]):
             row_of.append(k)
             spans.append(span)
     passage_texts = [texts[rows[k]][a:b] for k, (a, b) in zip(row_of, spans, strict=True)]
@@ -112,10 +128,13 @@ def row_lexical(passages: Passages, lexical: FloatArray) -> FloatArray:
     return out
 
 
-def chosen(passages: Passages, embedded: IntArray) -> IntArray:
+def chosen(passages: Passages, embedded: IntArray, every: bool = False) -> IntArray:
     """The passages the model embeds: of the long rows it embeds (``embedded``:
     positions in the scored rows), the :data:`PASSAGES_A_ROW` best by words that are not
-    the row's head (its first passage, which the row's own score already reads)."""
+    the row's head (its first passage, which the row's own score already reads); with
+    ``every`` (an embedder that keeps vectors), each row's first :data:`WINDOWS_A_ROW`
+    passages after its head too, after every row's best by words (a deadline reaches
+    those first)."""
     wanted = np.isin(passages.rows, embedded)
     first = np.ones(passages.count, dtype=bool)
     first[1:] = passages.row_of[1:] != passages.row_of[:-1]
@@ -125,10 +144,19 @@ def chosen(passages: Passages, embedded: IntArray) -> IntArray:
     owner = passages.row_of[candidates]
     order = np.lexsort((candidates, -passages.lexical[candidates], owner))
     ranked = candidates[order]
-    starts = np.flatnonzero(np.r_[True, owner[order][1:] != owner[order][:-1]])
-    place = np.arange(len(ranked)) - np.repeat(starts, np.diff(np.r_[starts, len(ranked)]))
-    picked: IntArray = np.sort(ranked[place < PASSAGES_A_ROW])
-    return picked
+    picked: IntArray = np.sort(ranked[_place_in_row(owner[order]) < PASSAGES_A_ROW])
+    if not every:
+        return picked
+    rest = candidates[_place_in_row(owner) < WINDOWS_A_ROW]
+    more: IntArray = np.concatenate((picked, rest[~np.isin(rest, picked)]))
+    return more
+
+
+def _place_in_row(owner: IntArray) -> IntArray:
+    """Each item's place among its row's items (``owner``: sorted by row)."""
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    place: IntArray = np.arange(len(owner)) - np.repeat(starts, np.diff(np.r_[starts, len(owner)]))
+    return place
 
 
 def passage_similarity(
@@ -146,7 +174,7 @@ def passage_similarity(
     when no passage beats it), ``passages.best`` set to the passage that scored; and how
     many passages the model scored. ``deadline``: a :func:`time.perf_counter` time (None:
     none); the passages not reached by then leave their rows their head's score."""
-    picked = chosen(passages, embedded)
+    picked = chosen(passages, embedded, keeps_vectors(embedder))
     if deadline is not None:
         remaining_ms = int((deadline - time.perf_counter()) * 1000)
         if remaining_ms <= 0:
@@ -162,7 +190,10 @@ def passage_similarity(
     sims = text_similarities(
         embedder, picked_texts, unit(query), query_in_embedder_space, warnings, remaining_ms
     )
-    reached = ~np.isnan(sims)
+    # every passage embedded (cached for later queries); the best by words score: the
+    # best by cosine of all of them lifted long rows at random (Cranfield partitioned
+    # 0.232 -> 0.203 nDCG@10)
+    reached = ~np.isnan(sims) & np.isin(picked, chosen(passages, embedded))
     picked, sims = picked[reached], sims[reached]
     head = np.flatnonzero(np.r_[True, passages.row_of[1:] != passages.row_of[:-1]])
     # an embedded row whose head beats its passages scored by its head; a row the
@@ -180,6 +211,12 @@ def passage_similarity(
     passages.best = np.where(beats, picked[np.maximum(top, 0)], kept)
     out[passages.rows] = np.where(beats, semantic, rows_similarity)
     return out, len(picked)
+
+
+def keeps_vectors(embedder: Embedder) -> bool:
+    """Whether the embedder caches text vectors (the model's memory cache): a passage it
+    embeds once is free for every later query, so every passage is worth embedding."""
+    return int(getattr(embedder, "cache_size", 0) or 0) > 0
 
 
 def field_span(row: dict[str, Any], start: int, end: int) -> dict[str, Any]:

@@ -12,13 +12,16 @@ import numpy as np
 import pytest
 
 from nautilus_ranking import AdapterResult, RankingSynthesizer
-from nautilus_ranking.synthesis.passages import PASSAGES_A_ROW
+from nautilus_ranking.embedders.onnx import OnnxEmbedder
+from nautilus_ranking.synthesis.passages import PASSAGES_A_ROW, WINDOWS_A_ROW
 from nautilus_ranking.text.passage_windows import (
     OVERLAP_UNITS,
     PASSAGE_WORDS,
     WINDOW_UNITS,
     WINDOW_WORDS,
+    ascii_words,
     past_window,
+    row_windows,
     windows,
 )
 
@@ -170,3 +173,91 @@ def test_passages_past_the_deadline_leave_the_row_its_head() -> None:
         [AdapterResult("docs", rows)], {"query": QUERY}
     )
     assert ranked[0].passage["start"] == 0  # its head scored, nothing was dropped
+
+
+class CountingModel(OnnxEmbedder):
+    """The sentence model, recording each text it runs (a cache hit runs none)."""
+
+    def __init__(self) -> None:
+        super().__init__(cache_size=10_000)
+        self.encoded: list[str] = []
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        self.encoded.extend(texts)
+        return super()._encode(texts)
+
+
+CAFETERIA = "The cafeteria serves a lentil soup of the day on Fridays in winter."
+
+
+def rank_query(rows: list[dict[str, str]], model: OnnxEmbedder, query: str) -> list:
+    ranker = RankingSynthesizer(idf=True, embedder=model)
+    return ranker.rank([AdapterResult("docs", rows)], {"query": query})
+
+
+def test_a_new_query_on_seen_long_rows_embeds_no_new_text() -> None:
+    rows = [
+        {
+            "id": f"long{i}",
+            "text": " ".join([filler(20, f"a{i}"), ANSWER, filler(20, f"b{i}"), CAFETERIA]),
+        }
+        for i in range(3)
+    ]
+    model = CountingModel()
+    rank_query(rows, model, QUERY)  # the rows seen: every passage embedded once
+    for query in ("cafeteria lentil soup fridays", "quarterly staffing figures committee"):
+        model.encoded.clear()
+        ranked = rank_query(rows, model, query)
+        assert model.encoded == [query]  # the query only: every passage a cache hit
+        assert all(r.passage is not None for r in ranked)
+    best = rank_query(rows, model, "cafeteria lentil soup fridays")[0]
+    text = best.row["text"]
+    assert CAFETERIA in text[best.passage["start"] : best.passage["end"]]
+
+
+def test_a_long_row_embeds_its_first_passages_once_up_to_the_bound() -> None:
+    text = filler(WINDOWS_A_ROW * 8) + " " + ANSWER
+    spans = windows(text)
+    assert len(spans) > WINDOWS_A_ROW + 1
+    model = CountingModel()
+    rank_query([{"id": "long", "text": text}], model, QUERY)
+    rows_and_passages = [t for t in model.encoded if t != QUERY]
+    # its head, its first WINDOWS_A_ROW passages after the head, and its best by words
+    assert 1 + WINDOWS_A_ROW <= len(rows_and_passages) <= 1 + WINDOWS_A_ROW + PASSAGES_A_ROW
+    assert any(ANSWER in t for t in rows_and_passages)  # the best by words, past the bound
+
+
+def test_a_rows_windows_are_split_once_and_kept() -> None:
+    text = filler(60, "kept") + " " + ANSWER
+    first = row_windows(text)
+    assert first == windows(text)
+    assert row_windows("".join(text)) is first  # the same text again: not split again
+
+
+@pytest.mark.parametrize("words", [PASSAGE_WORDS - 1, PASSAGE_WORDS, PASSAGE_WORDS + 1, 5000])
+@pytest.mark.parametrize("word", ["w", "word", "a-b", "crème", "wordlongerthanmost"])
+def test_past_window_counts_every_word_of_a_long_text(words: int, word: str) -> None:
+    text = " ".join([word] * words)
+    exact = len(re.findall(r"\w+", text))
+    assert past_window(text, PASSAGE_WORDS) == (exact > PASSAGE_WORDS)
+
+
+@pytest.mark.parametrize(
+    "text", ["a b c", "a-b-c  d_e, f.", "x = 0.5 , y = -1 ; (z)", "", "___ 12ab"]
+)
+def test_ascii_words_count_as_the_regex_does(text: str) -> None:
+    exact = len(re.findall(r"\w+", text))
+    assert ascii_words(text.encode("ascii"), 0) == exact  # no bound: the exact count
+    assert ascii_words(text.encode("ascii"), 1000) <= 1000  # surely within: no count
+
+
+def test_short_rows_are_never_split() -> None:
+    """A batch of short rows (more characters than twice the words, fewer words) is
+    decided without splitting any row or counting its words one by one."""
+    rows = [{"id": f"r{i}", "text": filler(12, f"s{i}")} for i in range(20)]
+    texts = [f"{r['id']} {r['text']}" for r in rows]
+    assert all(len(t) > 2 * PASSAGE_WORDS for t in texts)
+    assert all(ascii_words(t.encode("ascii"), PASSAGE_WORDS) <= PASSAGE_WORDS for t in texts)
+    model = WindowModel()
+    assert all(r.passage is None for r in rank(rows, model))
+    assert len(model.embedded) == len(rows) + 1  # each row once, and the query
