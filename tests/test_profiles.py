@@ -364,6 +364,7 @@ def test_a_profile_knob_parses_as_the_same_global_setting_validates(
         "RANKING_RECENCY": "half_life:30d,archive:off",
         "RANKING_SUPERSEDE": "true",
         "RANKING_CONFIDENCE_FIT": "fits/oncall.json",
+        "RANKING_BUDGET_PASSAGES": "false",
     }
     assert {k.field.upper() for k in PER_PROFILE} == set(written)
     for knob, value in written.items():
