@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nautilus_ranking.selection.local_fit import sources_digest
 from nautilus_ranking.settings.knobs import KNOBS
 from nautilus_ranking.settings.model import NautilusSettings
 
@@ -33,7 +34,7 @@ def config_inputs(settings: NautilusSettings, sources_file: Path) -> dict[str, A
     values["ranking_idf"] = settings.resolved_idf
     return {
         "version": CONFIG_HASH_VERSION,
-        "sources_file": hashlib.sha256(Path(sources_file).read_bytes()).hexdigest(),
+        "sources_file": sources_digest(sources_file),
         "knobs": {k.field: values[k.field] for k in KNOBS},
     }
 

@@ -616,8 +616,15 @@ def _declared() -> tuple[Knob, ...]:
 KNOBS: tuple[Knob, ...] = _declared()
 
 
+#: Each knob's default (unset) value, by field: what "set" is measured against.
+DEFAULTS: Mapping[str, Any] = {
+    k.field: RankingKnobs.model_fields[k.field].get_default(call_default_factory=True)
+    for k in KNOBS
+}
+
+
 def _default(knob: Knob) -> Any:
-    return RankingKnobs.model_fields[knob.field].get_default(call_default_factory=True)
+    return DEFAULTS[knob.field]
 
 
 #: Settings of the process, not of a ranking: where the sources are, logging, serving.
@@ -713,16 +720,23 @@ def named_sources(settings: Any) -> list[tuple[str, list[str]]]:
     ]
 
 
-def parse_knobs(
-    values: Mapping[str, Any], knobs: Iterable[Knob] = KNOBS
+def parse_knobs(values: Mapping[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
+    """Each knob that ``values`` gives, through its parser (a bad value is the field's
+    default, and named in the problems); what is not a knob is left as it is."""
+    return parse_declared(values, KNOBS, DEFAULTS)
+
+
+def parse_declared(
+    values: Mapping[str, Any], declared: Iterable[Setting], defaults: Mapping[str, Any]
 ) -> tuple[dict[str, Any], list[Problem]]:
-    """Each of ``knobs`` that ``values`` gives, through its parser (a bad value is the
-    field's default, and named in the problems); what is not a knob is left as it is."""
+    """Each of the ``declared`` settings that ``values`` gives, through its parser (a bad
+    value is its entry in ``defaults``, and named in the problems); the rest as it is."""
     parsed = dict(values)
     found: list[Problem] = []
-    for knob in knobs:
-        if knob.field in values:
-            parsed[knob.field], problems = parse_one(knob, values[knob.field], _default(knob))
+    for setting in declared:
+        if setting.field in values:
+            value, problems = parse_one(setting, values[setting.field], defaults[setting.field])
+            parsed[setting.field] = value
             found.extend(problems)
     return parsed, found
 

@@ -42,12 +42,13 @@ from nautilus_ranking.log import VALID_LOG_FORMATS, VALID_LOG_LEVELS, LogSetting
 from nautilus_ranking.settings.boost_entries import BOOSTS_VAR, collect_source_boosts
 from nautilus_ranking.settings.declaration import Setting
 from nautilus_ranking.settings.knobs import (
+    DEFAULTS,
     RANKING_SWITCHES,
     RankingKnobs,
     boolean,
     counted,
     one_of,
-    parse_one,
+    parse_declared,
     ranking_on,
     unset_or,
 )
@@ -271,19 +272,6 @@ class NautilusSettings(RankingKnobs, LogSettings):
         """Every value that was skipped while these settings were built."""
         return self._problems
 
-    @classmethod
-    def _parsed(cls, data: dict[str, Any]) -> tuple[dict[str, Any], list[Problem]]:
-        """Every field given in ``data`` through its declared parser (a bad value is the
-        field's default, and named in the problems); no environment or file is read."""
-        parsed = dict(data)
-        found: list[Problem] = []
-        for name, setting in _SETTINGS.items():
-            if name in data:
-                default = cls.model_fields[name].get_default(call_default_factory=True)
-                parsed[name], problems = parse_one(setting, data[name], default)
-                found.extend(problems)
-        return parsed, found
-
     @model_validator(mode="wrap")
     @classmethod
     def _skip_bad_values(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
@@ -293,7 +281,8 @@ class NautilusSettings(RankingKnobs, LogSettings):
         # A profile's knobs are parsed by these same parsers (nautilus_ranking/profiles/):
         # its problems are the profile's, reported (or refused) where it is loaded.
         of_profile = bool(data.pop(PROFILE_VALUES, False))
-        data, found = cls._parsed(data)
+        # every field given, through its declared parser; no environment or file is read
+        data, found = parse_declared(data, _SETTINGS.values(), _defaults())
         strict = bool(data.get("config_strict", False))
         if not of_profile:
             found.extend(unknown_variables(cls, data.pop(DOTENV_UNKNOWN, ())))
@@ -314,9 +303,7 @@ class NautilusSettings(RankingKnobs, LogSettings):
     def ranking_enabled(self) -> bool:
         """True when any knob that turns ranking on is set (``knobs.RANKING_SWITCHES``);
         otherwise the broker passes rows through."""
-        return ranking_on(
-            {k.field: getattr(self, k.field) for k in RANKING_SWITCHES}, _switch_defaults()
-        )
+        return ranking_on({k.field: getattr(self, k.field) for k in RANKING_SWITCHES}, DEFAULTS)
 
     @property
     def resolved_embedder(self) -> str:
@@ -366,9 +353,9 @@ _SETTINGS: dict[str, Setting] = _declared_settings()
 
 
 @functools.cache
-def _switch_defaults() -> dict[str, Any]:
-    """Each ranking switch's default (unset) value."""
+def _defaults() -> dict[str, Any]:
+    """Each setting's default, by field: what a value that does not parse falls back to."""
     return {
-        k.field: NautilusSettings.model_fields[k.field].get_default(call_default_factory=True)
-        for k in RANKING_SWITCHES
+        name: info.get_default(call_default_factory=True)
+        for name, info in NautilusSettings.model_fields.items()
     }
