@@ -43,7 +43,7 @@ from nautilus_ranking.embedders.warm_up import warm_up
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.request.cursor_keys import cursor_keys
-from nautilus_ranking.settings.knobs import KNOBS, knob_is_set
+from nautilus_ranking.settings.knobs import DEFAULTS, KNOBS, knob_is_set
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.upstream.agent_profiles import agent_rankers
@@ -213,19 +213,17 @@ def attach_ranking(
 
 
 def settings_named(settings: NautilusSettings) -> dict[str, Any]:
-    """The ranking knobs ``settings`` sets, by variable, and the embedder."""
+    """The ranking knobs ``settings`` sets, by variable, as the docs write them (a decay
+    as its text), and the embedder as resolved."""
     named: dict[str, Any] = {}
     for knob in KNOBS:
-        value = (
-            settings.resolved_embedder
-            if knob.field == "embedder"
-            else getattr(settings, knob.field)
-        )
-        default = NautilusSettings.model_fields[knob.field].get_default(call_default_factory=True)
         if knob.kind == "embedder" and knob.field != "embedder":
             continue
-        if knob_is_set(value, default) or knob.field == "embedder":
-            named[knob.variable] = value
+        value = getattr(settings, knob.field)
+        if knob.field == "embedder":
+            named[knob.variable] = settings.resolved_embedder
+        elif knob_is_set(value, DEFAULTS[knob.field]):
+            named[knob.variable] = knob.show(value) if knob.show else value
     return named
 
 
