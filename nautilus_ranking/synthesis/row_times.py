@@ -17,7 +17,7 @@ partial date is the whole of its year, month or day. Why: ``2024`` is not 1 Janu
 may well be older than it, and recency would put the wrong one first. So the decay
 reads a period at its middle (never more than half the period wrong), and a revision
 supersedes another only when its period starts after the other's ends
-(``synthesis/recency.py``): two times that may be in either order decide nothing.
+(``synthesis/supersession.py``): two times that may be in either order decide nothing.
 """
 
 from __future__ import annotations
@@ -27,12 +27,15 @@ import datetime as dt
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from operator import attrgetter, methodcaller
 from typing import Any
 
 import numpy as np
 
-from nautilus_ranking.row_paths import Reader
+from nautilus_ranking.records import AdapterResult
+from nautilus_ranking.row_paths import Reader, getter
+from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 #: Before this or after this a time is a placeholder or a unit mistake, not a time.
@@ -252,3 +255,38 @@ def _parse_all(values: list[Any], why: Counter[str]) -> tuple[FloatArray, FloatA
 _FROM_ISO = dt.datetime.fromisoformat
 _TIMESTAMP = dt.datetime.timestamp
 _TZINFO = attrgetter("tzinfo")
+
+
+def source_paths(
+    results: list[AdapterResult], settings: Mapping[str, str], option: str
+) -> dict[str, str]:
+    """By lower-case source id, the path a source's rows hold ``option`` under: the
+    setting's entry, else what the source itself says (its sources-file option)."""
+    paths = {
+        r.source_id.lower(): path
+        for r in results
+        if isinstance(r.source_id, str) and isinstance(path := getattr(r, option, None), str)
+    }
+    return {**paths, **settings}
+
+
+def source_readers(
+    paths: Mapping[str, str], source_ids: Sequence[str], warnings: RankWarnings, what: str
+) -> list[Reader | None]:
+    """Each source's reader of its ``paths`` entry (None: unmapped, or a path that is
+    not one, warned about)."""
+    out: list[Reader | None] = []
+    for sid in source_ids:
+        path = paths.get(sid.lower()) if isinstance(sid, str) else None
+        read = getter(path) if path else None
+        if isinstance(read, str):
+            warnings.add(
+                f"rank_{what}_path_invalid",
+                source_id=sid,
+                field=path,
+                reason=read,
+                action="unmapped",
+            )
+            read = None
+        out.append(read)
+    return out

@@ -19,7 +19,7 @@ import numpy as np
 from nautilus_ranking.fanout.abandon import checkpoint
 from nautilus_ranking.records import SCORE_COMPONENTS, Copy, RankedRow
 from nautilus_ranking.rows import id_or_content_id
-from nautilus_ranking.synthesis import diversity, fusion, near_duplicates, recency
+from nautilus_ranking.synthesis import diversity, fusion, near_duplicates, recency, supersession
 from nautilus_ranking.synthesis.batch import RankBatch, RankSettings
 from nautilus_ranking.synthesis.candidates import Candidates, has_text_id, resemblance_texts
 from nautilus_ranking.synthesis.passages import field_span
@@ -179,7 +179,7 @@ def select(
     document whose copies collapsed is shown by the copy of the first ``canonical``
     source that has one (lower-case ids), in its best copy's place. With ``timing``,
     each row says its time, and older revisions leave for the newest's ``also_from``
-    (``recency.supersede``)."""
+    (``supersession.supersede``)."""
     score = scores.score
     at: IntArray | None = None
     shown: dict[int, int] = {}
@@ -329,7 +329,7 @@ def _supersede(
     timing: recency.Timing,
 ) -> tuple[IntArray, dict[int, int]]:
     """``order`` with each document's revision in force in its best place
-    (``recency.supersede``), and ``{in force: the row whose place it took}``: each
+    (``supersession.supersede``), and ``{in force: the row whose place it took}``: each
     revision replaced goes to its ``also_from`` after its copies (a ``revision`` or a
     ``later_revision``, with its time), its own copies with it. They are kept apart
     (``members.revisions``), so a canonical source chooses among copies of the revision
@@ -342,7 +342,7 @@ def _supersede(
         also_from.pop(row, None)
         members.pop(row, None)
 
-    return recency.supersede(order, timing, mark, drop)
+    return supersession.supersede(order, timing, mark, drop)
 
 
 def _revision_copies(
