@@ -20,7 +20,7 @@ over the judged queries (an abstained answer counted 0), which side set ``p`` in
 fold, and what calibrate promised where it could not promise ``ALPHA``.
 
     python -m benchmarks.quality.calibrate_local [--datasets DIR] [--work-dir DIR]
-        [--embedder hashing|onnx] [--alpha A] [--null-rate R] [--out FILE.md]
+        [--embedder hashing|onnx] [--alpha A] [--null-rate R] [--seed N] [--out FILE.md]
 
 ``--work-dir``: the fetched rows of ``confidence_fit.py`` (its own queries, reused)
 and the off-topic queries' (kept there).
@@ -178,7 +178,7 @@ def _rate(hit: np.ndarray) -> str:
 def report(scored: dict[str, Scored]) -> str:
     lines = [
         f"Cross-fitted ({OUTER} folds within each collection; every query scored by a fit "
-        f"that did not see it), {SCENARIO}, alpha {ALPHA}, null rate {NULL_RATE}.",
+        f"that did not see it; shuffle {SEED}), {SCENARIO}, alpha {ALPHA}, null rate {NULL_RATE}.",
         "",
         "| collection | setup | judged (answerable) | off-topic | ECE all [95% CI] | "
         "ECE judged | off-topic abstain [CP 95%] | false abstain [CP 95%] | "
@@ -226,7 +226,7 @@ def report(scored: dict[str, Scored]) -> str:
 
 
 def main() -> int:
-    global ALPHA, NULL_RATE
+    global ALPHA, NULL_RATE, SEED
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", type=Path, default=DATASETS)
     parser.add_argument("--work-dir", type=Path)
@@ -234,8 +234,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the markdown report here")
     parser.add_argument("--alpha", type=float, default=ALPHA, help="the false-abstain target")
     parser.add_argument("--null-rate", type=float, default=NULL_RATE)
+    parser.add_argument("--seed", type=int, default=SEED, help="the outer folds' shuffle")
     args = parser.parse_args()
-    ALPHA, NULL_RATE = args.alpha, args.null_rate
+    ALPHA, NULL_RATE, SEED = args.alpha, args.null_rate, args.seed
     configure_logging("error", "console")
     with tempfile.TemporaryDirectory() as scratch:
         work = args.work_dir if args.work_dir is not None else Path(scratch)
