@@ -8,17 +8,19 @@ in the top 10) and the package's shipped off-topic queries
 
 Cross-fitted, as calibrate would be run on the deployment: the queries are split into
 ``OUTER`` folds; on each, :func:`nautilus_ranking.calibration.fit.calibrate_fit` (what
-the command runs) fits on the other folds and chooses ``p`` for a false-abstain rate
-of ``ALPHA`` (or, with too few answerable queries, ``n < 1/alpha - 1``, for an
-off-topic abstain rate of ``NULL_RATE`` on the null side alone), and the held-out fold is
-scored by that fit and abstains below that ``p``. So every query, judged or off-topic,
-is scored by a fit that did not see it. Reported per collection and pooled: the ECE
-(10 bins, 95% bootstrap interval), the off-topic abstain and the false abstain (the
-answerable queries abstained on) with Clopper-Pearson intervals, the nDCG@10 lost over
-the judged queries (an abstained answer counted 0), and what calibrate promised.
+the command runs) fits on the other folds and chooses ``p``: the least ``p`` abstaining
+on ``NULL_RATE`` of off-topic queries (with probability 0.95 over their draw), capped by
+the conformal quantile for a false-abstain rate of ``ALPHA`` (with too few answerable
+queries, ``n < 1/alpha - 1``, uncapped: the off-topic side alone), and the held-out
+fold is scored by that fit and abstains below that ``p``. So every query, judged or
+off-topic, is scored by a fit that did not see it. Reported per collection and pooled:
+the ECE (10 bins, 95% bootstrap interval), the off-topic abstain and the false abstain
+(the answerable queries abstained on) with Clopper-Pearson intervals, the nDCG@10 lost
+over the judged queries (an abstained answer counted 0), which side set ``p`` in each
+fold, and what calibrate promised where it could not promise ``ALPHA``.
 
     python -m benchmarks.quality.calibrate_local [--datasets DIR] [--work-dir DIR]
-        [--embedder hashing|onnx] [--alpha A] [--null-rate R] [--out FILE.md]
+        [--embedder hashing|onnx] [--alpha A] [--null-rate R] [--seed N] [--out FILE.md]
 
 ``--work-dir``: the fetched rows of ``confidence_fit.py`` (its own queries, reused)
 and the off-topic queries' (kept there).
@@ -31,6 +33,7 @@ import asyncio
 import pickle
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,7 +163,9 @@ def crossfit(scored: Scored) -> tuple[np.ndarray, np.ndarray, list[str]]:
         prob[test] = predict(fitted.entry, scored.x[test][:, at])
         p = fitted.threshold["recommended_p"]
         abstain[test] = prob[test] < p if p is not None else False
-        promises.append(f"{fitted.threshold['chosen_on']}: {fitted.threshold['promise']}")
+        chosen = fitted.threshold
+        guaranteed = "" if chosen["false_abstain_guaranteed"] else " (no alpha guarantee)"
+        promises.append(f"{chosen['chosen_on']}{guaranteed}: {chosen['promise']}")
     return prob, abstain, promises
 
 
@@ -173,11 +178,11 @@ def _rate(hit: np.ndarray) -> str:
 def report(scored: dict[str, Scored]) -> str:
     lines = [
         f"Cross-fitted ({OUTER} folds within each collection; every query scored by a fit "
-        f"that did not see it), {SCENARIO}, alpha {ALPHA}, null rate {NULL_RATE}.",
+        f"that did not see it; shuffle {SEED}), {SCENARIO}, alpha {ALPHA}, null rate {NULL_RATE}.",
         "",
         "| collection | setup | judged (answerable) | off-topic | ECE all [95% CI] | "
         "ECE judged | off-topic abstain [CP 95%] | false abstain [CP 95%] | "
-        "nDCG@10 lost | p chosen on |",
+        "nDCG@10 lost | p set by (folds) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     pooled: dict[str, list[np.ndarray]] = {"p": [], "y": [], "a": [], "j": [], "n": []}
@@ -188,15 +193,17 @@ def report(scored: dict[str, Scored]) -> str:
         low, high = ece_interval(prob, y)
         answerable = s.judged & (s.label == 1)
         lost = float(np.where(abstain[s.judged], s.ndcg[s.judged], 0.0).mean())
-        sides = sorted({p.split(":")[0] for p in promises})
+        sides = Counter(p.split(":")[0] for p in promises)
+        unguaranteed = [p for p in promises if "(no alpha guarantee)" in p]
         lines.append(
             f"| {name} | {s.setup} | {int(s.judged.sum())} ({int(answerable.sum())}) | "
             f"{int((~s.judged).sum())} | {ece(prob, y):.3f} [{low:.3f}, {high:.3f}] | "
             f"{ece(prob[s.judged], y[s.judged]):.3f} | {_rate(abstain[~s.judged])} | "
-            f"{_rate(abstain[answerable])} | {lost:.4f} | {', '.join(sides)} |"
+            f"{_rate(abstain[answerable])} | {lost:.4f} | "
+            f"{', '.join(f'{side} {count}' for side, count in sorted(sides.items()))} |"
         )
-        if "null" in sides:
-            notes.append(f"- {name}: {next(p for p in promises if p.startswith('null'))}")
+        if unguaranteed:
+            notes.append(f"- {name}: {unguaranteed[0].split(': ', 1)[1]}")
         for key, value in zip("pyajn", (prob, y, abstain, s.judged, s.ndcg), strict=True):
             pooled[key].append(value)
     p, y, a, j, n = (np.concatenate(pooled[k]) for k in "pyajn")
@@ -209,12 +216,17 @@ def report(scored: dict[str, Scored]) -> str:
         f"{_rate(a[~j])} | {_rate(a[answerable])} | {lost:.4f} | |"
     )
     if notes:
-        lines += ["", "Where a fold had too few answerable queries, calibrate promised:", *notes]
+        lines += [
+            "",
+            "p set by: null, the off-topic target; answerable, the false-abstain cap.",
+            "Where a fold had too few answerable queries for alpha, calibrate promised:",
+            *notes,
+        ]
     return "\n".join(lines)
 
 
 def main() -> int:
-    global ALPHA, NULL_RATE
+    global ALPHA, NULL_RATE, SEED
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", type=Path, default=DATASETS)
     parser.add_argument("--work-dir", type=Path)
@@ -222,8 +234,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the markdown report here")
     parser.add_argument("--alpha", type=float, default=ALPHA, help="the false-abstain target")
     parser.add_argument("--null-rate", type=float, default=NULL_RATE)
+    parser.add_argument("--seed", type=int, default=SEED, help="the outer folds' shuffle")
     args = parser.parse_args()
-    ALPHA, NULL_RATE = args.alpha, args.null_rate
+    ALPHA, NULL_RATE, SEED = args.alpha, args.null_rate, args.seed
     configure_logging("error", "console")
     with tempfile.TemporaryDirectory() as scratch:
         work = args.work_dir if args.work_dir is not None else Path(scratch)

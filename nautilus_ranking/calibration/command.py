@@ -51,15 +51,15 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         type=float,
         default=0.02,
         metavar="A",
-        help="the false-abstain rate p is chosen for, on judged queries (default 0.02)",
+        help="the false-abstain rate p may not exceed, on judged queries (default 0.02)",
     )
     parser.add_argument(
         "--null-rate",
         type=float,
         default=0.9,
         metavar="R",
-        help="without enough judged queries: the off-topic abstain rate p is chosen for "
-        "(default 0.9)",
+        help="the off-topic abstain rate p is set for: the least p abstaining on R of "
+        "off-topic queries (with probability 0.95), capped by --alpha (default 0.9)",
     )
     parser.add_argument("--profile", metavar="NAME", help="calibrate this ranking profile")
     parser.add_argument("--json", action="store_true", help="the report as one JSON object")
@@ -240,9 +240,7 @@ def report_lines(document: dict[str, Any], out: Path) -> list[str]:
         "| at p (cross-fitted) | abstained | of | rate | 95% CI (Clopper-Pearson) |",
         "|---|---|---|---|---|",
     ]
-    answerable = (
-        "answerable" if chosen["chosen_on"] == "answerable" else "answerable (no guarantee)"
-    )
+    answerable = "answerable" if chosen["false_abstain_guaranteed"] else "answerable (no guarantee)"
     for name, key in (("off-topic", "off_topic_abstain"), (answerable, "false_abstain")):
         rate = chosen[key]
         if rate is not None:

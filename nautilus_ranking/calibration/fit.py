@@ -1,18 +1,20 @@
 """Fitting the confidence on one deployment's scored queries, and choosing its ``p``.
 
 The queries are of two kinds: **null** (off-topic: label 0) and **judged** (label 1 when
-a relevant row was in the top 10). What the fit can promise depends on what it has:
+a relevant row was in the top 10). With answerable judged queries the logistic and
+isotonic map of ``selection/confidence_fitting.py`` is fitted on both kinds; without,
+the probability stays the shipped fit's (the null side alone cannot fit one).
 
-- With answerable judged queries, the logistic and isotonic map of
-  ``selection/confidence_fitting.py`` is fitted on both kinds, and ``p`` is the conformal
-  quantile for the target false-abstain rate ``alpha`` over the answerable queries'
-  **cross-fitted** scores (each from a fit that did not see the query: ``FOLDS`` folds):
-  a new answerable query like them is wrongly abstained on with probability at most
-  ``k / (n + 1) <= alpha``.
-- With too few of them for ``alpha`` (``n < 1/alpha - 1``), or none, nothing is promised
-  about answerable queries: ``p`` is set for a target off-topic abstain rate on the null
-  side alone (at least that rate on a new off-topic query like these), and without
-  judgments the probability stays the shipped fit's (the null side alone cannot fit one).
+``p`` is chosen on the queries' **cross-fitted** scores (each from a fit that did not
+see the query: ``FOLDS`` folds) by ``abstain_threshold.choose_p``: the least ``p`` that
+abstains on at least ``null_rate`` of new off-topic queries like these (with
+probability ``NULL_CONFIDENCE`` over their draw), capped by the conformal quantile for
+the target false-abstain rate ``alpha``. Every ``p`` under the cap keeps a new
+answerable query's false abstain at most ``k / (n + 1) <= alpha``; the lowest that
+reaches the off-topic target drops the fewest answers, so the least nDCG. With too few
+answerable queries for ``alpha`` (``n < 1/alpha - 1``) no ``p`` carries that
+guarantee: the off-topic target alone sets ``p``, and the bound ``(c + 1) / (n + 1)``
+it still carries is stated.
 
 Every rate reported is measured on cross-fitted scores, with a Clopper-Pearson interval.
 """
@@ -26,11 +28,11 @@ import numpy as np
 
 from nautilus_ranking.selection import confidence
 from nautilus_ranking.selection.abstain_threshold import (
-    Threshold,
+    NULL_CONFIDENCE,
+    Choice,
     abstain_rate,
+    choose_p,
     clopper_pearson,
-    conformal_threshold,
-    null_threshold,
 )
 from nautilus_ranking.selection.confidence_fitting import features_for, fit_setup, predict
 from nautilus_ranking.text.arrays import FloatArray, IntArray
@@ -122,42 +124,67 @@ def choose_threshold(
     the rates it gives with their intervals (module docstring)."""
     null = crossfit[~seen.judged].tolist()
     answerable = crossfit[seen.judged & (seen.label == 1)].tolist()
-    conformal = conformal_threshold(answerable, alpha) if answerable else None
-    if conformal is not None:
-        chosen: Threshold | None = conformal
-        promise = (
-            f"false abstain at most {conformal.bound:.4f} (<= alpha {alpha:g}) on a new "
-            f"answerable query exchangeable with the {conformal.n} judged ones "
-            "(split conformal over cross-fitted scores)"
-        )
-        side = "answerable"
+    chosen = choose_p(answerable, null, alpha, null_rate)
+    guaranteed = chosen.conformal is not None
+    if chosen.chosen_on == "answerable" and chosen.conformal is not None:
+        guarantee: float | None = chosen.conformal.bound
     else:
-        chosen = null_threshold(null, null_rate) if null else None
-        side = "null"
-        too_few = (
-            f"{len(answerable)} answerable judged queries are fewer than 1/alpha - 1 = "
-            f"{1 / alpha - 1:g}, so no p carries a false-abstain guarantee at alpha {alpha:g}"
-            if answerable
-            else "no judged queries: nothing is promised about answerable queries"
-        )
-        promise = (
-            f"{too_few}; p is set on the off-topic side alone: off-topic abstain at least "
-            f"{chosen.bound:.4f} on a new off-topic query like these {chosen.n}"
-            if chosen is not None
-            else f"{too_few}; and {len(null)} off-topic queries are too few for an "
-            f"off-topic abstain rate of {null_rate:g}: no p recommended"
-        )
-    p = chosen.p if chosen is not None else None
+        guarantee = null_rate if chosen.p is not None else None
     return {
-        "recommended_p": p,
-        "chosen_on": side if chosen is not None else None,
+        "recommended_p": chosen.p,
+        "chosen_on": chosen.chosen_on,
         "alpha": alpha,
         "null_rate": null_rate,
-        "guarantee": chosen.bound if chosen is not None else None,
-        "promise": promise,
-        "off_topic_abstain": _rate(null, p),
-        "false_abstain": _rate(answerable, p) if answerable else None,
+        "null_confidence": NULL_CONFIDENCE,
+        "guarantee": guarantee,
+        "false_abstain_bound": _rounded(chosen.false_abstain_bound),
+        "false_abstain_guaranteed": guaranteed,
+        "promise": _promise(chosen, len(answerable), len(null), alpha, null_rate),
+        "off_topic_abstain": _rate(null, chosen.p),
+        "false_abstain": _rate(answerable, chosen.p) if answerable else None,
     }
+
+
+def _promise(chosen: Choice, n: int, m: int, alpha: float, null_rate: float) -> str:
+    """What ``chosen`` promises, in words, on each side."""
+    sure = f"with probability {NULL_CONFIDENCE:g} over the draw of these {m}"
+    if chosen.p is None:
+        return (
+            f"{m} off-topic queries are too few for an off-topic abstain rate of "
+            f"{null_rate:g} {sure}, and no judged query sets a p: no p recommended"
+        )
+    if chosen.chosen_on == "null":
+        off_topic = (
+            f"off-topic abstain at least {null_rate:g} on new off-topic queries like these, {sure}"
+        )
+    elif chosen.null is None:
+        off_topic = f"{m} off-topic queries are too few to promise a rate of {null_rate:g}"
+    else:
+        off_topic = (
+            f"the off-topic target {null_rate:g} is not reached under that cap (the "
+            "measured rate is below)"
+        )
+    if chosen.conformal is not None:
+        bound = chosen.false_abstain_bound or 0.0
+        cap = "" if chosen.chosen_on == "null" else ", the cap reached"
+        return (
+            f"false abstain at most {bound:.4f} (<= alpha {alpha:g}{cap}) on a new "
+            f"answerable query exchangeable with the {n} answerable judged ones (split "
+            f"conformal over cross-fitted scores); {off_topic}"
+        )
+    if n == 0:
+        return f"no judged queries: nothing is promised about answerable queries; {off_topic}"
+    bound = chosen.false_abstain_bound or 0.0
+    return (
+        f"{n} answerable judged queries are fewer than 1/alpha - 1 = {1 / alpha - 1:g}, so "
+        f"no p carries a false-abstain guarantee at alpha {alpha:g}; p is set on the "
+        f"off-topic side alone: {off_topic}; at this p a new answerable query like the "
+        f"{n} judged is abstained on with probability at most {bound:.4f}"
+    )
+
+
+def _rounded(value: float | None) -> float | None:
+    return round(value, 4) if value is not None else None
 
 
 def _rate(scores: list[float], p: float | None) -> dict[str, Any]:

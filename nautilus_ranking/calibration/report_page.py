@@ -59,9 +59,10 @@ def _pairs(mapping: dict[str, Any]) -> list[list[str]]:
 
 def _threshold_section(chosen: dict[str, Any]) -> Section:
     p = chosen["recommended_p"]
-    guaranteed = chosen["chosen_on"] == "answerable"
-    answerable = "answerable" if guaranteed else "answerable (no guarantee)"
-    side = {"answerable": "answerable", "null": "off-topic"}.get(chosen["chosen_on"], "-")
+    answerable = "answerable" if chosen["false_abstain_guaranteed"] else "answerable (no guarantee)"
+    side = {"answerable": "false-abstain cap", "null": "off-topic target"}.get(
+        chosen["chosen_on"], "-"
+    )
     rows = []
     for name, key in (("off-topic", "off_topic_abstain"), (answerable, "false_abstain")):
         rate = chosen[key]
@@ -74,9 +75,9 @@ def _threshold_section(chosen: dict[str, Any]) -> Section:
     return Section(
         "The threshold (NAUTILUS_RANKING_MIN_CONFIDENCE)",
         [
-            f"Recommended p: {p if p is not None else 'none'} (chosen on the "
-            f"{side} side; alpha {chosen['alpha']:g}, "
-            f"null rate {chosen['null_rate']:g}).",
+            f"Recommended p: {p if p is not None else 'none'} (set by the {side}; "
+            f"alpha {chosen['alpha']:g}, null rate {chosen['null_rate']:g} held with "
+            f"probability {chosen['null_confidence']:g}).",
             f"Promise: {chosen['promise']}.",
         ],
         [

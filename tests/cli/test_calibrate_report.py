@@ -43,12 +43,14 @@ needs_charts = pytest.mark.skipif(
 
 
 def calibrate_args(tmp_path: Path, judged: bool = True) -> list[str]:
-    """A small calibration of the demo: 15 off-topic queries and, when ``judged``, the
+    """A small calibration of the demo: 15 off-topic queries (enough for a 0.7 off-topic
+    abstain rate held with probability 0.95, not for 0.9) and, when ``judged``, the
     demo's 20 judged ones."""
     null = tmp_path / "null.txt"
     null.write_text("\n".join(OFF_TOPIC) + "\n", encoding="utf-8")
     args = ["calibrate", "--out", str(tmp_path / "fit.json"), "--no-shipped-null-queries"]
-    args += ["--null-queries", str(null), "--report", str(tmp_path / "cal.html")]
+    args += ["--null-queries", str(null), "--null-rate", "0.7"]
+    args += ["--report", str(tmp_path / "cal.html")]
     if judged:
         args += ["--queries", str(JUDGMENTS / "queries.jsonl")]
         args += ["--judgments", str(JUDGMENTS / "qrels.tsv")]

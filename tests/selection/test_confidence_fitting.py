@@ -15,7 +15,6 @@ from nautilus_ranking.selection import confidence
 from nautilus_ranking.selection.abstain_threshold import (
     clopper_pearson,
     conformal_threshold,
-    null_threshold,
 )
 from nautilus_ranking.selection.confidence_fitting import (
     ece,
@@ -145,17 +144,6 @@ def test_too_few_answerable_queries_give_no_threshold() -> None:
     assert conformal_threshold([0.5] * 48, 0.02) is None
     found = conformal_threshold([0.5] * 49, 0.02)
     assert found is not None and found.k == 1 and found.bound == pytest.approx(0.02)
-
-
-def test_the_null_threshold_abstains_on_at_least_the_rate() -> None:
-    null = [0.1234, 0.2, 0.05, 0.3, 0.4, 0.41, 0.15, 0.22, 0.09]
-    chosen = null_threshold(null, 0.7)
-    assert chosen is not None
-    j = math.ceil(0.7 * 10)
-    assert chosen.k == j and chosen.bound == pytest.approx(j / 10)
-    # the j-th smallest null score and every one below it abstain (value < p), no more
-    assert sum(s < chosen.p for s in null) == j
-    assert null_threshold(null, 0.95) is None  # ceil(0.95 * 10) = 10 > 9
 
 
 def _binomial_tail(k: int, n: int, q: float, upper: bool) -> float:
