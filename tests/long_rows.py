@@ -1,0 +1,34 @@
+"""A sources file with a real long row, for the tests of a row handed over in part: one
+SQLite source whose ``long`` row holds the answer between two runs of filler (far past
+any budget the tests set) and whose ``short`` row matches the query in a few words."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+FILLER = " ".join(
+    f"The committee reviewed quarterly figures number {i} and staffing plans again."
+    for i in range(80)
+)
+ANSWER = "To restart the payments service drain the queue then run the failover script."
+LONG = FILLER + " " + ANSWER + " " + FILLER
+QUERY = "restart payments service failover"
+#: The short row: the query's words densely, so by words it ranks above the long row.
+SHORT = "payments service restart failover notes"
+
+
+def write_sources(tmp: Path) -> Path:
+    """``tmp/nautilus.yaml``: the ``docs`` source (``long`` and ``short``)."""
+    seed = tmp / "docs.jsonl"
+    rows = [
+        {"id": "long", "title": "Quarterly notes", "body": LONG},
+        {"id": "short", "title": "Payments", "body": SHORT},
+    ]
+    seed.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    path = tmp / "nautilus.yaml"
+    path.write_text(
+        "sources:\n  - id: docs\n    type: sqlite_fts\n"
+        f"    path: docs/docs.db\n    seed: {seed}\n    columns: [title, body]\n"
+    )
+    return path
