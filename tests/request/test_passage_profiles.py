@@ -62,3 +62,12 @@ def test_a_profiles_budget_and_passages_knob_decide_the_hand_over(
     plain = long_entry(engine, None, **body)
     assert plain["body"] == LONG and "passage" not in plain["entry"]
     engine.broker.close()
+
+
+def test_whole_is_no_override() -> None:
+    """A service that takes no override still takes ``whole``: it sets no knob."""
+    from nautilus_ranking.request.plan import forbid_overrides, given_overrides
+
+    request = parse_request({"query": QUERY, "whole": ["row:" + "ab" * 12]})
+    assert given_overrides(request) == {}
+    forbid_overrides(request)  # no 403

@@ -6,12 +6,12 @@ running ``serve`` alike."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from long_rows import LONG, QUERY, write_sources
 
 from nautilus_ranking.broker import Broker
 from nautilus_ranking.settings.model import NautilusSettings
@@ -22,35 +22,8 @@ pytest.importorskip("llama_index.core")
 
 from nautilus_ranking.retrievers import langchain, llamaindex
 
-FILLER = " ".join(
-    f"The committee reviewed quarterly figures number {i} and staffing plans again."
-    for i in range(80)
-)
-ANSWER = "To restart the payments service drain the queue then run the failover script."
-LONG = FILLER + " " + ANSWER + " " + FILLER
-QUERY = "restart payments service failover"
 #: Room for a passage and a short row, not for the long row whole (about 1,100 tokens).
 KNOBS: dict[str, Any] = {"top_k": 5, "max_tokens": 400}
-
-
-def write_sources(tmp: Path) -> Path:
-    seed = tmp / "docs.jsonl"
-    rows = [
-        {"id": "long", "title": "Quarterly notes", "body": LONG},
-        {"id": "short", "title": "Payments", "body": "payments service restart notes"},
-    ]
-    seed.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    path = tmp / "nautilus.yaml"
-    path.write_text(
-        "sources:\n  - id: docs\n    type: sqlite_fts\n"
-        f"    path: docs/docs.db\n    seed: {seed}\n    columns: [title, body]\n"
-    )
-    return path
-
-
-def long_hit(metadata: list[dict[str, Any]]) -> dict[str, Any]:
-    [hit] = [m for m in metadata if m["id"] == "long"]
-    return hit
 
 
 def check_part(documents: list[Any]) -> str:
