@@ -1,6 +1,7 @@
 """A sources file with a real long row, for the tests of a row handed over in part: one
 SQLite source whose ``long`` row holds the answer between two runs of filler (far past
-any budget the tests set) and whose ``short`` row matches the query in a few words."""
+any budget the tests set) and whose ``short`` row matches the query in a few words;
+and a server's keys and ranking profiles over it."""
 
 from __future__ import annotations
 
@@ -32,3 +33,28 @@ def write_sources(tmp: Path) -> Path:
         f"    path: docs/docs.db\n    seed: {seed}\n    columns: [title, body]\n"
     )
     return path
+
+
+#: ``wide`` hands over both rows under 400 tokens (the long one in part); ``narrow``
+#: keeps the best row only (the short one). Neither lets its callers override a knob.
+PROFILES = """\
+wide:
+  ranking_top_k: 5
+  ranking_max_tokens: 400
+narrow:
+  ranking_top_k: 1
+  ranking_max_tokens: 400
+"""
+KEYS = "k-wide profile=wide\nk-narrow profile=narrow\n"
+
+
+def service_environment(tmp: Path) -> dict[str, str]:
+    """The long-rows source, the keys file and the profiles file (owner-only keys)."""
+    (tmp / "keys").write_text(KEYS)
+    (tmp / "keys").chmod(0o600)
+    (tmp / "profiles.yaml").write_text(PROFILES)
+    return {
+        "NAUTILUS_CONFIG": str(write_sources(tmp)),
+        "NAUTILUS_SERVE_API_KEYS_FILE": str(tmp / "keys"),
+        "NAUTILUS_PROFILES_FILE": str(tmp / "profiles.yaml"),
+    }

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from long_rows import LONG, QUERY
+from long_rows import LONG, QUERY, service_environment
 
 from tools.servers import Server, running
 
@@ -27,7 +27,6 @@ from cli_process import run_nautilus
 from mcp import Client
 from mcp_support import connect
 from mcp_types import CallToolResult
-from service.test_service_passages import service_environment
 
 pytestmark = pytest.mark.slow
 

@@ -8,40 +8,15 @@ and naming a profile the key may not use is refused whatever the body carries.""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from long_rows import LONG, QUERY, SHORT, write_sources
+from long_rows import LONG, QUERY, SHORT, service_environment
 
 from tools.servers import Server, running, wait_ready
 
 pytestmark = pytest.mark.slow
-
-#: ``wide`` hands over both rows under 400 tokens (the long one in part); ``narrow``
-#: keeps the best row only (the short one). Neither lets its callers override a knob.
-PROFILES = """\
-wide:
-  ranking_top_k: 5
-  ranking_max_tokens: 400
-narrow:
-  ranking_top_k: 1
-  ranking_max_tokens: 400
-"""
-KEYS = "k-wide profile=wide\nk-narrow profile=narrow\n"
-
-
-def service_environment(tmp: Path) -> dict[str, str]:
-    """The long-rows source, the keys file and the profiles file (owner-only keys)."""
-    (tmp / "keys").write_text(KEYS)
-    (tmp / "keys").chmod(0o600)
-    (tmp / "profiles.yaml").write_text(PROFILES)
-    return {
-        "NAUTILUS_CONFIG": str(write_sources(tmp)),
-        "NAUTILUS_SERVE_API_KEYS_FILE": str(tmp / "keys"),
-        "NAUTILUS_PROFILES_FILE": str(tmp / "profiles.yaml"),
-    }
 
 
 @pytest.fixture(scope="module")
