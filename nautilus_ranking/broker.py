@@ -292,7 +292,7 @@ class Broker:
                     passages=self.budget_passages,
                 )
                 if traced is not None:
-                    budget_stage(traced.stages, fitted)
+                    budget_stage(traced.stages, fitted, ranking)
                 return data, ranking, fitted.as_dict()
 
         stages = traced.stages if traced is not None else None

@@ -44,7 +44,7 @@ def definitions(state: ServerState) -> list[types.Tool]:
             f"Returns {f'the {top_k} best' if top_k else 'every row'} unless top_k says. "
             "boosts: {source: level}, low < medium < high favours a trusted source "
             "(close calls only), -low … -high holds one back. More: page or next_cursor. "
-            "Failed sources are in sources_errored."
+            "Failed sources: sources_errored."
         ),
         input_schema=search_schema(
             ids, settings.serve_max_query_chars, profiled=bool(state.engine.profiles)
@@ -100,14 +100,14 @@ _ARGUMENTS: dict[str, dict[str, Any]] = {
         "minimum": 1,
         "description": "fit in N tokens",
     },
-    "whole": {"type": "array"},
+    "whole": {"type": "array", "description": "passage handles to get whole"},
     "cut": {
         "type": "string",
-        "description": "relevance cut: relative:0.8, floor:0.6, gap:0.1",
+        "description": "relative:0.8, floor:0.6, gap:0.1",
     },
     "near_duplicates": {
         "type": ["number", "string"],
-        "description": "merge near copies: (0, 1] or on",
+        "description": "merge near copies: (0,1] or on",
     },
     "diversity": {
         "type": ["number", "string"],
@@ -116,7 +116,7 @@ _ARGUMENTS: dict[str, dict[str, Any]] = {
     "max_per_source": {
         "type": "integer",
         "minimum": 1,
-        "description": "N rows of one source a page",
+        "description": "rows per source, a page",
     },
     "canonical_sources": {
         "type": "array",
@@ -125,10 +125,10 @@ _ARGUMENTS: dict[str, dict[str, Any]] = {
     "min_confidence": {"type": "number", "description": "0-1: abstain below"},
     "recency": {"type": "string", "description": "newer first: half_life:90d"},
     "as_of": {"type": "string"},
-    "explain": {"type": "boolean", "description": "all score components"},
+    "explain": {"type": "boolean", "description": "score components"},
     "vectors": {"type": "boolean"},
     "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
-    "cursor": {"type": "string", "description": "a next_cursor"},
+    "cursor": {"type": "string", "description": "next_cursor"},
 }
 
 

@@ -327,7 +327,7 @@ async def _answer(
     if response.budget is not None and max_tokens is not None:  # what its tokens are of
         response = replace(response, budget={**response.budget, "counted_as": counted_as(row_text)})
     if traced is not None and fitted is not None:
-        budget_stage(traced, fitted, len(fitted.kept) + fitted.left_out)
+        budget_stage(traced, fitted, len(fitted.kept) + fitted.left_out, response.ranking)
     broker_request_id = response.request_id
     if request_id is not None:
         response.request_id = request_id

@@ -45,6 +45,9 @@ __all__ = [
 
 #: The longest passage handle (``row:`` and 24 hex digits).
 MAX_HANDLE_CHARS = 64
+#: What a passage handle looks like (selection/passage_parts.py makes them): anything
+#: else names no row, and is refused rather than ignored.
+HANDLE_PATTERN = r"^row:[0-9a-f]+$"
 
 # Every text field is bounded, and checked against its bound before anything parses
 # it (settings/declaration.py); the query's bound is the server's,
@@ -93,7 +96,8 @@ class _Asked(_Checks):
         description="ask only these sources (default: all)",
     )
     whole: Annotated[
-        list[Annotated[str, StringConstraints(max_length=MAX_HANDLE_CHARS)]] | None,
+        list[Annotated[str, StringConstraints(max_length=MAX_HANDLE_CHARS, pattern=HANDLE_PATTERN)]]
+        | None,
         Arg("--whole", "a list of passage handles (row:...)", "HANDLE", repeat=True),
     ] = Field(
         default=None,

@@ -6,12 +6,14 @@ unless ``NAUTILUS_TRACE_QUERY_TEXT=true``), a row, a cursor or a boost a caller 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from nautilus_ranking.tracing.facts import rows_in_part
 from nautilus_ranking.tracing.spans import PREFIX, RequestTrace, request_trace, tracer
 
 if TYPE_CHECKING:
-    from nautilus_ranking.records import BrokerResponse
+    from nautilus_ranking.records import BrokerResponse, RankedRow
     from nautilus_ranking.request.model import QueryRequest
     from nautilus_ranking.selection.budget import BudgetResult
 
@@ -70,7 +72,9 @@ def page_stage(
     )
 
 
-def budget_stage(traced: RequestTrace, fitted: BudgetResult, rows_in: int) -> None:
+def budget_stage(
+    traced: RequestTrace, fitted: BudgetResult, rows_in: int, kept: Sequence[RankedRow]
+) -> None:
     traced.stages.add(
         "budget",
         rows_in,
@@ -80,6 +84,7 @@ def budget_stage(traced: RequestTrace, fitted: BudgetResult, rows_in: int) -> No
         rows_left_out=fitted.left_out,
         first_row_over_budget=fitted.over_budget_first,
         tokenizer=fitted.tokenizer,
+        rows_in_part=rows_in_part(kept) or None,
     )
 
 

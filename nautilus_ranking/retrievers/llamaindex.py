@@ -30,6 +30,9 @@ from nautilus_ranking.broker import Broker
 from nautilus_ranking.retrievers.source import Hit, HitSource
 
 _NOT_FOR_MODELS = ["explanation", "fields", "ranking_hash"]
+#: A part's offsets and handle: shown to an LLM (the text is part of a longer row, as
+#: the MCP line says), not embedded (they are not the row's content).
+_NOT_FOR_EMBEDDING = [*_NOT_FOR_MODELS, "passage"]
 
 
 class NautilusRetriever(BaseRetriever):
@@ -65,6 +68,6 @@ def _node(hit: Hit) -> NodeWithScore:
         text=hit.text,
         metadata=hit.metadata(),
         excluded_llm_metadata_keys=list(_NOT_FOR_MODELS),
-        excluded_embed_metadata_keys=list(_NOT_FOR_MODELS),
+        excluded_embed_metadata_keys=list(_NOT_FOR_EMBEDDING),
     )
     return NodeWithScore(node=node, score=hit.score)

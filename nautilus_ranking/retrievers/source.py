@@ -75,6 +75,11 @@ class Hit:
     #: With feedback on: the answer's ``ranking_id``, the hit's ``position`` and its
     #: ``cite`` (docs/feedback.md); None off, and then absent from the metadata.
     citation: dict[str, Any] | None = None
+    #: Under a budget, a row too large for it handed over in part: the ``field`` cut,
+    #: its ``start`` and ``end`` in the field's value, the value's ``length`` (the row
+    #: is longer) and the ``handle`` a request's ``whole`` names to get the row whole.
+    #: None for a row handed over whole, and then absent from the metadata.
+    passage: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -97,6 +102,8 @@ class Hit:
             out["ranking_hash"] = self.ranking_hash
         if self.citation is not None:
             out.update(self.citation)
+        if self.passage is not None:
+            out["passage"] = dict(self.passage)
         return out
 
 
@@ -132,7 +139,11 @@ def _hit(
     citation: dict[str, Any] | None = None,
 ) -> Hit:
     fields = {k: v for k, v in row.items() if k not in _HIDDEN}
-    why = {k: v for k, v in explanation.items() if k not in _NOT_WHY}
+    found = explanation.get("passage")
+    # a row handed over in part: its passage is the hit's, not a reason for its score
+    part = dict(found) if isinstance(found, dict) and "handle" in found else None
+    left_out = _NOT_WHY | {"passage"} if part is not None else _NOT_WHY
+    why = {k: v for k, v in explanation.items() if k not in left_out}
     score = explanation.get("score")
     return Hit(
         source,
@@ -144,6 +155,7 @@ def _hit(
         why,
         ranking_hash if ranked else None,
         citation,
+        part,
     )
 
 

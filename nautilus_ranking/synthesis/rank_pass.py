@@ -25,6 +25,8 @@ from nautilus_ranking.synthesis.ranking_result import PassNotes
 from nautilus_ranking.synthesis.recency import time_stage
 from nautilus_ranking.synthesis.select import select_batch
 from nautilus_ranking.synthesis.votes import vote
+from nautilus_ranking.tracing.facts import passages_stage
+from nautilus_ranking.tracing.spans import stages
 
 
 def rank_pass(
@@ -46,6 +48,11 @@ def rank_pass(
         return []
     scored = score_content(ranker, batch, warnings)  # ends at checkpoint("similarity")
     notes.embedding = batch.embedding_report
+    if batch.passages is not None and (recording := stages()) is not None:
+        passages = batch.passages
+        passages_stage(
+            recording, batch.n, len(passages.rows), passages.count, batch.passages_scored
+        )
     if not scored:
         return None
     vote(batch)  # which sources are ranked, their votes, content's: relevance

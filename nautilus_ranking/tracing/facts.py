@@ -16,6 +16,7 @@ from nautilus_ranking.tracing.spans import SourceSpan, Stages, source_span
 A = TypeVar("A", bound=Sequence[Any])
 
 if TYPE_CHECKING:
+    from nautilus_ranking.records import RankedRow
     from nautilus_ranking.selection.budget import BudgetResult
 
 
@@ -61,7 +62,7 @@ def confidence_stage(
     )
 
 
-def budget_stage(stages: Stages, fitted: BudgetResult) -> None:
+def budget_stage(stages: Stages, fitted: BudgetResult, kept: Sequence[RankedRow] = ()) -> None:
     stages.add(
         "budget",
         len(fitted.kept) + fitted.left_out,
@@ -71,7 +72,13 @@ def budget_stage(stages: Stages, fitted: BudgetResult) -> None:
         rows_left_out=fitted.left_out,
         first_row_over_budget=fitted.over_budget_first,
         tokenizer=fitted.tokenizer,
+        rows_in_part=rows_in_part(kept) or None,
     )
+
+
+def rows_in_part(kept: Sequence[RankedRow]) -> int:
+    """The rows a budget handed over as a passage (their entry carries its handle)."""
+    return sum(r.passage is not None and "handle" in r.passage for r in kept)
 
 
 def fusion_stage(
@@ -93,6 +100,13 @@ def fusion_stage(
     stages.add(
         "fusion", rows, rows, boosted_sources=boosted or None, rows_boosted=rows_boosted or None
     )
+
+
+def passages_stage(stages: Stages, rows: int, long_rows: int, by_words: int, by_model: int) -> None:
+    """The rows past the model's window read as passages: how many (``long_rows``), the
+    passages scored by words (every window of them) and by the model (the best by
+    words of the rows it embeds, within the deadline). Every row goes on."""
+    stages.add("passages", rows, rows, long_rows=long_rows, by_words=by_words, by_model=by_model)
 
 
 def copies_stage(stages: Stages, name: str, rows_in: int, rows_out: int) -> None:

@@ -62,6 +62,8 @@ def test_tools_list_costs_at_most_half_of_what_it_did(tmp_path: Path) -> None:
     # typed as what each accepts: a threshold or weight is a number, or a word ("on")
     assert properties["near_duplicates"]["type"] == ["number", "string"]
     assert properties["diversity"]["type"] == ["number", "string"]
+    # an argument whose value the agent copies from an answer says where it comes from
+    assert "passage handle" in properties["whole"]["description"]
     # written for the agent: nothing it cannot act on
     text = json.dumps(listed)
     for phrase in ("shared collections", "recommendation", "NAUTILUS_"):

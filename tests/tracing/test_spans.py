@@ -279,3 +279,61 @@ def test_a_half_imported_opentelemetry_module_means_no_tracer(
     assert spans.tracer() is None
     half.__spec__._initializing = False  # type: ignore[attr-defined]
     assert spans.tracer() is None  # no get_tracer_provider yet: still no tracer
+
+
+def test_the_ranking_span_says_how_many_long_rows_were_read_as_passages() -> None:
+    """With the model, rows past its window are read as passages: the ranking span's
+    ``passages`` stage says how many rows, and the passages scored by words and by the
+    model; rows within the window add nothing to it."""
+    pytest.importorskip("onnxruntime")
+    from nautilus_ranking.embedders.onnx import OnnxEmbedder
+    from nautilus_ranking.synthesis.passages import PASSAGES_A_ROW
+    from nautilus_ranking.text.passage_windows import windows
+
+    filler = " ".join(
+        f"The committee reviewed quarterly figures number {i} and staffing plans again."
+        for i in range(60)
+    )
+    answer = "To restart the payments service drain the queue then run the failover script."
+    long_texts = [filler + " " + answer, answer + " " + filler]
+    rows = [{"id": f"long{i}", "text": t} for i, t in enumerate(long_texts)]
+    rows.append({"id": "short", "text": "Office plants need watering twice a week."})
+    model = OnnxEmbedder()
+    broker = Broker([FakeSource("docs", rows)], RankingSynthesizer(idf=True, embedder=model))
+    with recorded() as exporter:
+        response = broker.request("restart payments service failover")
+        named = by_name(exporter.get_finished_spans())
+    a = named[f"{P}ranking"].attributes or {}
+    assert list(a[f"{P}ranking.stages"])[:2] == ["passages", "fusion"]
+    assert (a[f"{P}ranking.passages.rows_in"], a[f"{P}ranking.passages.rows_out"]) == (3, 3)
+    assert a[f"{P}ranking.passages.long_rows"] == 2
+    # every window of each long row's text (its string values: the id, then the text)
+    read = [f"{r['id']} {r['text']}" for r in rows[:2]]
+    assert a[f"{P}ranking.passages.by_words"] == sum(len(windows(t)) for t in read)
+    assert a[f"{P}ranking.passages.by_model"] == 2 * PASSAGES_A_ROW
+    assert sum(r.passage is not None for r in response.ranking) == 2
+    assert f"{P}ranking.budget.rows_in_part" not in a  # no budget: every row whole
+    # under a budget too small for a long row: the budget says how many went in part,
+    # as a library call and through the request core
+    budgeted = Broker([FakeSource("docs", rows)], broker.synthesizer, max_tokens=300)
+    with recorded() as exporter:
+        fitted = budgeted.request("restart payments service failover")
+        answered = answer_sync(
+            Engine.of(broker),
+            parse_request({"query": "restart payments service failover", "max_tokens": 300}),
+        )
+        spans = [s for s in exporter.get_finished_spans() if s.name == f"{P}ranking"]
+    parts = [
+        sum(r.passage is not None and "handle" in r.passage for r in found)
+        for found in (fitted.ranking, answered.response.ranking)
+    ]
+    assert parts == [2, 2]
+    for span in spans:
+        assert (span.attributes or {})[f"{P}ranking.budget.rows_in_part"] == 2
+    assert len(spans) == 2
+    # short rows only: no passages stage
+    short = Broker([FakeSource("docs", rows[2:])], RankingSynthesizer(idf=True, embedder=model))
+    with recorded() as exporter:
+        short.request("restart payments service failover")
+        named = by_name(exporter.get_finished_spans())
+    assert "passages" not in list((named[f"{P}ranking"].attributes or {})[f"{P}ranking.stages"])
