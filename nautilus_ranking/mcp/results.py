@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -103,13 +104,22 @@ def _as_http(value: Any) -> Any:
     return json.loads(strict_json(value))
 
 
-def search_text(out: dict[str, Any]) -> str:
-    """The compact form an agent reads: one line a result, then errors, budget, paging."""
+def scored_passage(row: RankedRow) -> dict[str, Any] | None:
+    """The passage that scored a row past the model's window, when the row is handed
+    over whole (a row handed over in part already is its passage); else None."""
+    passage = row.passage
+    return passage if passage is not None and "handle" not in passage else None
+
+
+def search_text(out: dict[str, Any], scored: Sequence[Mapping[str, Any] | None] = ()) -> str:
+    """The compact form an agent reads: one line a result, then errors, budget, paging.
+    ``scored``: each result's :func:`scored_passage`, what its line shows of it."""
     results = out["results"]
     lines = [f"{len(results)} result(s) for {out['query']!r}"]
     if "profile" in out:
         lines[0] += f", ranked by profile {out['profile'] or '(none: the global knobs)'}"
-    lines.extend(_result_line(r) for r in results)
+    focus = list(scored) + [None] * (len(results) - len(scored))
+    lines.extend(_result_line(r, f) for r, f in zip(results, focus, strict=True))
     abstain = out.get("abstain")
     if out.get("abstained") and abstain is not None:
         nearest = ", ".join(f"{n['source']}:{n['id']}" for n in abstain["nearest"][:5])
@@ -156,7 +166,7 @@ def search_text(out: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _result_line(r: dict[str, Any]) -> str:
+def _result_line(r: dict[str, Any], scored: Mapping[str, Any] | None = None) -> str:
     score = "" if r["score"] is None else f" score {r['score']:.4f}"
     copies = r["why"]["also_from"]
     also = "; also in: " + ", ".join(map(_copy_label, copies)) if copies else ""
@@ -168,7 +178,7 @@ def _result_line(r: dict[str, Any]) -> str:
         else ""
     )
     cite = f" (cite: {r['cite']})" if "cite" in r else ""
-    return f"{r['rank']}. [{r['source']}]{score}{also}{marked}{cite}: {_line(r['row'])}"
+    return f"{r['rank']}. [{r['source']}]{score}{also}{marked}{cite}: {_line(r['row'], scored)}"
 
 
 def _copy_label(copy: dict[str, Any]) -> str:
@@ -186,7 +196,8 @@ def _copy_label(copy: dict[str, Any]) -> str:
 def row_text(row: RankedRow, request: QueryRequest, ranked: bool) -> str:
     """A row as the tool's text hands it to a model: its result line (what a token
     budget counts)."""
-    return _result_line(_result(row, bool(request.explain), ranked, bool(request.vectors)))
+    result = _result(row, bool(request.explain), ranked, bool(request.vectors))
+    return _result_line(result, scored_passage(row))
 
 
 row_text.counted_as = "mcp_line"  # type: ignore[attr-defined]  # what its budget reports
@@ -197,16 +208,28 @@ row_text.counted_as = "mcp_line"  # type: ignore[attr-defined]  # what its budge
 _NOT_TEXT = frozenset({"id", "embedding_model"})
 
 
-def _line(row: dict[str, Any], width: int = 200) -> str:
-    """A row in one line: its id, then its text fields (a model reads the whole line)."""
+def _line(row: dict[str, Any], scored: Mapping[str, Any] | None = None, width: int = 200) -> str:
+    """A row in one line: its id, then its text fields (a model reads the whole line).
+    A row past the model's window shows the passage that ``scored`` it in its field,
+    ``…`` where cut, and its line is longer by the passage (a window of at most 128
+    pieces): the words the agent reads are the part that answers, not the row's first."""
     ident = row.get("id")
     texts = [
-        " ".join(v.split())
+        " ".join(_scored_part(v, scored if scored and scored["field"] == k else None).split())
         for k, v in row.items()
         if isinstance(v, str) and k not in _NOT_TEXT and v.strip() and v != ident
     ]
     line = (f"{ident} — " if ident is not None else "") + " | ".join(texts)
+    width += scored["end"] - scored["start"] if scored else 0
     return textwrap.shorten(line, width=width, placeholder="…") if line else "(no text)"
+
+
+def _scored_part(value: str, scored: Mapping[str, Any] | None) -> str:
+    """``value``, or the part of it ``scored`` names, marked ``…`` where it was cut."""
+    if scored is None:
+        return value
+    start, end = scored["start"], scored["end"]
+    return ("…" if start > 0 else "") + value[start:end] + ("…" if end < len(value) else "")
 
 
 def error_result(exc: ProblemError) -> types.CallToolResult:

@@ -19,7 +19,13 @@ import mcp_types as types
 from nautilus_ranking.errors import cut
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.mcp.definitions import FEEDBACK, LIST_SOURCES, SEARCH, definitions
-from nautilus_ranking.mcp.results import error_result, row_text, search_content, search_text
+from nautilus_ranking.mcp.results import (
+    error_result,
+    row_text,
+    scored_passage,
+    search_content,
+    search_text,
+)
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.feedback import report_feedback
 from nautilus_ranking.request.model import parse_request
@@ -92,8 +98,9 @@ class Tools:
             parse_request(payload), row_text=row_text, profile=profile, key=key
         )
         out = search_content(result)
+        text = search_text(out, [scored_passage(r) for r in result.response.ranking])
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=search_text(out))], structured_content=out
+            content=[types.TextContent(type="text", text=text)], structured_content=out
         )
 
     def feedback(self, arguments: dict[str, Any], key: bytes | None) -> types.CallToolResult:

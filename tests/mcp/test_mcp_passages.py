@@ -77,3 +77,29 @@ def test_whole_over_mcp_goes_through_the_keys_profile(served: tuple[Server, str]
     assert refused.is_error and refused.structured_content["error"]["field"] == "profile"
     bad = search(server, "k-wide", whole=["long"])
     assert bad.is_error and bad.structured_content["error"]["field"] == "whole.0"
+
+
+@pytest.fixture(scope="module")
+def served_with_the_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The MCP server ranking with the sentence model, which reads long rows as passages."""
+    pytest.importorskip("onnxruntime")
+    tmp = tmp_path_factory.mktemp("mcp-passages-model")
+    # no embedding deadline: a busy machine must not leave the passages unscored
+    env = {
+        **service_environment(tmp),
+        "NAUTILUS_EMBEDDER": "onnx",
+        "NAUTILUS_EMBEDDER_DEADLINE_MS": "0",
+    }
+    with running(tmp, env, subcommand=("mcp", "--transport", "http")) as server:
+        yield server
+
+
+def test_a_long_rows_line_shows_the_passage_that_scored_it(served_with_the_model: Server) -> None:
+    """The line an agent reads of a long row is the part that answers, marked as cut,
+    not the filler the row starts with; the structured row stays whole."""
+    plain = search(served_with_the_model, "k-wide")
+    [text] = [c.text for c in plain.content if c.type == "text"]
+    [line] = [x for x in text.splitlines() if "long —" in x]
+    assert "failover script" in line, line
+    assert "| …" in line  # marked as cut within its field
+    assert rows_by_id(plain)["long"]["body"] == LONG
