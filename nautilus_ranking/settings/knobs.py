@@ -362,6 +362,9 @@ class RankingKnobs(BaseModel):
             # no change: it does not turn ranking on.
             summary="under a budget, hand a row too large for it over as its best passage, "
             "marked (false: whole or not at all)",
+            in_broker="in merge: a row too large for the budget is counted as its passage, "
+            "handed over as it in the ranked route's and tool's rows (whole: [handle] asks "
+            "for it whole); data, which the attestation signs, keeps the row whole",
         ),
     ] = True
     ranking_min_confidence: Annotated[

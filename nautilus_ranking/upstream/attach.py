@@ -168,6 +168,7 @@ def attach_ranking(
         agents,
         max_tokens=settings.ranking_max_tokens,
         min_confidence=settings.ranking_min_confidence,
+        budget_passages=settings.ranking_budget_passages,
         # read at attach, not at the first ranked request: they sign each ranking's hash
         keys=cursor_keys(settings) if ranks else None,
     )
