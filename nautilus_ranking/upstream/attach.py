@@ -49,7 +49,7 @@ from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.upstream.agent_profiles import agent_rankers
 from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.query_vectors import QueryVectors, give_query_vectors
-from nautilus_ranking.upstream.request_scope import current_call, request_scope
+from nautilus_ranking.upstream.request_scope import CallerChecked, current_call, request_scope
 from nautilus_ranking.upstream.routing_words import NO_ROUTING_WORDS, RoutingWords, routing_words
 from nautilus_ranking.upstream.source_kinds import SourceKind, kinds_of
 from nautilus_ranking.upstream.store import DEFAULT_KEEP, RankingStore
@@ -189,6 +189,9 @@ def attach_ranking(
     async def arequest(
         agent_id: str, intent: str, context: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
+        call = current_call()
+        if call is not None and call.check_only:  # the caller checks passed: no request
+            raise CallerChecked(agent_id)
         with request_scope(intent, agent_id) as scope:
             response = await inner(agent_id, intent, context, **kwargs)
         if scope.outcome is not None:

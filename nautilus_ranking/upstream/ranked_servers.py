@@ -48,6 +48,7 @@ from nautilus_ranking.upstream.ranked_answer import (
     within_bytes,
 )
 from nautilus_ranking.upstream.ranked_cites import BrokerCiting
+from nautilus_ranking.upstream.ranked_feedback import add_feedback_tool
 from nautilus_ranking.upstream.request_scope import ranked_call
 from nautilus_ranking.upstream.version import seam_missing
 
@@ -194,6 +195,8 @@ def add_ranked_tool(mcp: Any, broker: Any = None) -> bool:
         description=RANKED_TOOL_DESCRIPTION,
         structured_output=False,
     )
+    if citing is not None:  # feedback on: the tool to report use of the cites, beside
+        add_feedback_tool(mcp, stock_fn, citing)
     if settings.upstream_request_tools == "ranked":
         _remove_stock_tool(manager)
     return True

@@ -13,6 +13,11 @@ synthesizer. This runs the broker's own command line with three steps wrapped:
 - the FastAPI app gets ``POST /v1/request/ranked`` and the MCP server the
   ``nautilus_request_ranked`` tool (:mod:`.ranked_servers`), beside the stock ones.
 
+A SIGTERM (a container's stop) ends the process through Python once the servers have
+shut down, as a SIGINT does, so what is queued for the feedback log is written on the
+way out (uvicorn raises the signal it stopped on again, and SIGTERM's default action
+would end the process there, before its exit handlers).
+
 Every flag is ``nautilus``'s own. A SIGHUP reload builds its candidate broker with
 the broker's own ``broker_for_serve`` (in ``nautilus.cli.serve``, not wrapped here)
 and adopts its sources into the running, ranked broker, whose reload listener checks
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -84,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         return broker
 
     cli.broker_for_serve = broker_for_serve
+    signal.signal(signal.SIGTERM, _exit_through_python)
     _wrap_factory(
         "nautilus.transport.fastapi_app",
         "create_app",
@@ -97,3 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         add_ranked_tool,
     )
     return int(cli.main(sys.argv[1:] if argv is None else argv) or 0)
+
+
+def _exit_through_python(signum: int, frame: object) -> None:
+    """SIGTERM, once uvicorn has stopped the servers and raised it again: exit with
+    status 0, running the process's exit handlers (the feedback log's last writes)."""
+    raise SystemExit(0)
