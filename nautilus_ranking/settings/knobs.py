@@ -395,7 +395,9 @@ class RankingKnobs(BaseModel):
             # read, and a fit alone gives no reason to rank.
             summary="the confidence's fit made on these sources by nautilus-ranking "
             "calibrate (unset: the shipped fit)",
-            in_broker="the confidence the abstain reads, fitted on these sources",
+            in_broker="the confidence the abstain reads; checked when attaching against the "
+            "broker's nautilus.yaml, the embedder and the setup: a fit made for others "
+            "refuses the attachment",
             resolve=_local_fits,
             ranker="confidence_fits",
         ),

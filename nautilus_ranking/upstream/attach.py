@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from nautilus_ranking.broker import applied_settings, boost_problems, named_source_problems
@@ -47,6 +48,7 @@ from nautilus_ranking.settings.knobs import DEFAULTS, KNOBS, knob_is_set
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.upstream.agent_profiles import agent_rankers
+from nautilus_ranking.upstream.confidence_fit import served_fit_problems
 from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.query_vectors import QueryVectors, give_query_vectors
 from nautilus_ranking.upstream.request_scope import CallerChecked, current_call, request_scope
@@ -94,6 +96,8 @@ class AttachedRanking:
         self.routing_words: RoutingWords = NO_ROUTING_WORDS
         #: The ranking knobs set, by variable (what the per-request log line names).
         self.ranked_with: dict[str, Any] = settings_named(settings)
+        #: The broker's nautilus.yaml, which the confidence fits were checked against.
+        self.config_path: Path | None = None
         #: The pgvector adapters' default embedder (None: NAUTILUS_UPSTREAM_VECTOR_DIM=0),
         #: and the sources given it (again after every reload).
         self.query_vectors: QueryVectors | None = None
@@ -117,6 +121,7 @@ def attach_ranking(
     *,
     embedder: Embedder | None = None,
     keep: int = DEFAULT_KEEP,
+    config_path: str | Path | None = None,
 ) -> AttachedRanking:
     """Rank a Nautilus broker's answers with ours; returns the accessor.
 
@@ -124,11 +129,13 @@ def attach_ranking(
     it. ``settings``: default, the ``NAUTILUS_*`` environment and ``.env``.
     ``embedder``: default, the one ``NAUTILUS_EMBEDDER`` names. ``keep``: how many
     requests' rankings the accessor keeps (0: none; the bytes they may take are
-    ``NAUTILUS_UPSTREAM_RANKINGS_MAX_BYTES``). Attaching twice returns the first
-    attachment. Raises :class:`IncompatibleBrokerError` when ``broker`` has no
-    synthesizer or ``arequest`` to attach to, and
-    :class:`~nautilus_ranking.settings.model.ConfigError` in strict mode when a boost names
-    no source of the broker.
+    ``NAUTILUS_UPSTREAM_RANKINGS_MAX_BYTES``). ``config_path``: the ``nautilus.yaml``
+    the broker was built from, which a confidence fit is checked against
+    (:mod:`.confidence_fit`). Attaching twice returns the first attachment. Raises
+    :class:`IncompatibleBrokerError` when ``broker`` has no synthesizer or ``arequest``
+    to attach to, and :class:`~nautilus_ranking.settings.model.ConfigError` in strict
+    mode when a boost names no source of the broker, and always when a confidence fit
+    was made for other sources, another embedder or setup, or cannot be checked.
     """
     existing = getattr(broker, SYNTHESIZER_ATTRIBUTE, None)
     if isinstance(existing, BrokerSynthesizer):
@@ -148,6 +155,10 @@ def attach_ranking(
     problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
     if problems and settings.config_strict:
         raise ConfigError(problems)
+    served = Path(config_path).expanduser() if config_path is not None else None
+    refused = served_fit_problems(settings, served)
+    if refused:  # never a silent fallback to the shipped fit, strict mode or not
+        raise ConfigError(tuple(refused))
     if embedder is None and settings.ranking_enabled:
         embedder = embedder_from_name(
             settings.resolved_embedder,
@@ -174,6 +185,7 @@ def attach_ranking(
     )
     store = RankingStore(keep, settings.upstream_rankings_max_bytes)
     attached = AttachedRanking(broker, synthesizer, settings, store)
+    attached.config_path = served
     synthesizer.query_of = lambda intent: attached.routing_words.query(intent)
     if settings.upstream_vector_dim:
         attached.query_vectors = QueryVectors.from_settings(
@@ -258,6 +270,9 @@ def _adopt_sources(
     if problems is None:  # a reload: the profiles' boosts against the new sources too
         lenient = settings.model_copy(update={"config_strict": False})
         attached.synthesizer.agents = agent_rankers(lenient, ids, embedder)
+        if attached.config_path is not None:  # the fits against the file now served
+            for problem in served_fit_problems(settings, attached.config_path):
+                log_problem(problem)
     attached.routing_words = _vocabulary(broker, settings)
     if attached.query_vectors is not None:
         attached.vector_sources = give_query_vectors(broker, attached.query_vectors)

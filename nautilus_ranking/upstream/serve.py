@@ -7,7 +7,9 @@ synthesizer. This runs the broker's own command line with three steps wrapped:
 
 - the broker it builds to serve gets
   :func:`~nautilus_ranking.upstream.attach.attach_ranking` (knobs from the
-  ``NAUTILUS_*`` environment) before anything binds; it keeps no rankings
+  ``NAUTILUS_*`` environment; a confidence fit checked against the file served) before
+  anything binds, and a refusal ends the command as the broker's own refused config
+  does (its message, exit 2); it keeps no rankings
   (``keep=0``): nothing in this process reads the accessor, and the ranked route
   reads its ranking from the request itself;
 - the FastAPI app gets ``POST /v1/request/ranked`` and the MCP server the
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nautilus_ranking.settings.model import ConfigError
 from nautilus_ranking.upstream.attach import attach_ranking
 from nautilus_ranking.upstream.ranked_servers import add_ranked_route, add_ranked_tool
 from nautilus_ranking.upstream.version import seam_missing
@@ -86,7 +89,15 @@ def main(argv: list[str] | None = None) -> int:
 
     def broker_for_serve(config_path: Path, *, air_gapped: bool) -> Any:
         broker = build(config_path, air_gapped=air_gapped)
-        attach_ranking(broker, keep=0)
+        try:
+            attach_ranking(broker, keep=0, config_path=config_path)
+        except ConfigError as exc:  # refused as the broker refuses a config: before binding
+            broker.close()
+            serve = importlib.import_module("nautilus.cli.serve")
+            refused = getattr(serve, "ConfigRefusedError", None)
+            if refused is None:
+                raise
+            raise refused(f"nautilus-ranking: {exc}") from None
         return broker
 
     cli.broker_for_serve = broker_for_serve
