@@ -94,6 +94,16 @@ def test_with_passages_off_the_long_row_is_not_cut(tmp_path: Path) -> None:
     assert all(r.row["id"] != "RB-LONG" or r.row == LONG for r in ranking.ranking)
 
 
+def test_an_agents_profile_may_turn_passages_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NAUTILUS_PROFILES__WHOLE__AGENTS", AGENT)
+    monkeypatch.setenv("NAUTILUS_PROFILES__WHOLE__RANKING_BUDGET_PASSAGES", "false")
+    _, ranking = in_process(config(tmp_path), **SETTINGS)
+    assert ranking.profile == "whole"
+    assert all(r.passage is None or "handle" not in r.passage for r in ranking.ranking)
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, Path]]:
     path = config(tmp_path_factory.mktemp("passages"))
