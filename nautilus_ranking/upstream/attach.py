@@ -41,7 +41,7 @@ from typing import Any
 from nautilus_ranking.broker import applied_settings, boost_problems, named_source_problems
 from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.embedders.warm_up import warm_up
-from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.errors import NautilusError, Problem
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.request.cursor_keys import cursor_keys
 from nautilus_ranking.settings.knobs import DEFAULTS, KNOBS, knob_is_set
@@ -151,14 +151,8 @@ def attach_ranking(
         raise IncompatibleBrokerError(f"{type(broker).__name__} has no arequest() to wrap")
     check_broker_version()
     settings = settings if settings is not None else NautilusSettings()
-    ids = _source_ids(broker)
-    problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
-    if problems and settings.config_strict:
-        raise ConfigError(problems)
     served = Path(config_path).expanduser() if config_path is not None else None
-    refused = served_fit_problems(settings, served)
-    if refused:  # never a silent fallback to the shipped fit, strict mode or not
-        raise ConfigError(tuple(refused))
+    problems = _settings_checked(broker, settings, served)
     if embedder is None and settings.ranking_enabled:
         embedder = embedder_from_name(
             settings.resolved_embedder,
@@ -195,23 +189,8 @@ def attach_ranking(
             synthesizer.query_of,
         )
     _adopt_sources(attached, embedder, problems)
-    inner = broker.arequest
-
-    @functools.wraps(inner)
-    async def arequest(
-        agent_id: str, intent: str, context: dict[str, Any] | None = None, **kwargs: Any
-    ) -> Any:
-        call = current_call()
-        if call is not None and call.check_only:  # the caller checks passed: no request
-            raise CallerChecked(agent_id)
-        with request_scope(intent, agent_id) as scope:
-            response = await inner(agent_id, intent, context, **kwargs)
-        if scope.outcome is not None:
-            _file(attached, scope.outcome, response)
-        return response
-
     setattr(broker, SYNTHESIZER_ATTRIBUTE, synthesizer)
-    broker.arequest = arequest
+    broker.arequest = _scoped(attached, broker.arequest)
     broker.__dict__["_nautilus_ranking"] = attached
     on_reload = getattr(broker, "on_reload", None)
     if callable(on_reload):
@@ -226,6 +205,42 @@ def attach_ranking(
         query_vectors=attached.vector_sources,
     )
     return attached
+
+
+def _settings_checked(
+    broker: Any, settings: NautilusSettings, served: Path | None
+) -> tuple[Problem, ...]:
+    """The boosts' problems against the broker's sources (raised in strict mode), after
+    refusing a confidence fit not made for what the broker serves (strict or not)."""
+    ids = _source_ids(broker)
+    problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
+    if problems and settings.config_strict:
+        raise ConfigError(problems)
+    refused = served_fit_problems(settings, served)
+    if refused:  # never a silent fallback to the shipped fit, strict mode or not
+        raise ConfigError(tuple(refused))
+    return problems
+
+
+def _scoped(attached: AttachedRanking, inner: Any) -> Any:
+    """The broker's ``arequest`` with each request's intent and agent in its scope and
+    its ranking filed under its response's id; a ``check_only`` ranked call stops at it
+    (:class:`~.request_scope.CallerChecked`: the broker's caller checks have passed)."""
+
+    @functools.wraps(inner)
+    async def arequest(
+        agent_id: str, intent: str, context: dict[str, Any] | None = None, **kwargs: Any
+    ) -> Any:
+        call = current_call()
+        if call is not None and call.check_only:  # the caller checks passed: no request
+            raise CallerChecked(agent_id)
+        with request_scope(intent, agent_id) as scope:
+            response = await inner(agent_id, intent, context, **kwargs)
+        if scope.outcome is not None:
+            _file(attached, scope.outcome, response)
+        return response
+
+    return arequest
 
 
 def settings_named(settings: NautilusSettings) -> dict[str, Any]:

@@ -112,3 +112,82 @@ def test_a_fit_made_for_another_embedder_refuses_serve(tmp_path: Path) -> None:
     assert str(fit) in done.stderr and "embedder onnx" in done.stderr
     assert "embedder hashing" in done.stderr and "differ in the embedder" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+OFF_TOPIC = [
+    "best pizza dough recipe",
+    "how tall is mount everest",
+    "learn to play the violin",
+    "history of the roman empire",
+    "train schedule to paris",
+    "knitting a wool scarf",
+    "rules of cricket",
+    "why is the sky blue",
+    "planting tomatoes in spring",
+    "famous impressionist painters",
+]
+
+
+def test_calibrate_through_the_broker_makes_the_fit_it_accepts(tmp_path: Path) -> None:
+    from nautilus import Broker
+
+    config = write_config(
+        tmp_path, [static_source("runbooks", RUNBOOKS), static_source("tickets", TICKETS)]
+    )
+    nulls = tmp_path / "off-topic.txt"
+    nulls.write_text("\n".join(OFF_TOPIC) + "\n", encoding="utf-8")
+    fit = tmp_path / "fit.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAUTILUS_")}
+    env |= {
+        "NAUTILUS_EMBEDDER": "hashing",
+        "NAUTILUS_RANKING_TOP_K": "3",
+        "NAUTILUS_DATA_DIR": str(tmp_path / "data"),
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nautilus_ranking.upstream",
+            "calibrate",
+            "--config",
+            str(config),
+            "--out",
+            str(fit),
+            "--agent",
+            AGENT,
+            "--context",
+            json.dumps(CONTEXT),
+            "--intent-prefix",
+            "ops: ",
+            "--no-shipped-null-queries",
+            "--null-queries",
+            str(nulls),
+            "--no-progress",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    written = json.loads(fit.read_text())
+    assert written["made_for"]["sources_file"] == str(config)
+    assert written["provenance"]["null_queries"] == len(OFF_TOPIC)  # each one ranked
+    broker = Broker.from_config(config)
+    try:
+        attached = attach_ranking(broker, settings_with(fit), config_path=config)
+        response = broker.request(AGENT, QUESTION, dict(CONTEXT))
+    finally:
+        broker.close()
+    ranking = attached.ranking(response.request_id)
+    assert ranking is not None and ranking.confidence is not None
+    assert ranking.confidence["fit"] == "local"
+    # the broker's file changed since: the fit is no longer made for what it serves
+    config.write_text(config.read_text() + "# a source added\n", encoding="utf-8")
+    broker = Broker.from_config(config)
+    try:
+        with pytest.raises(ConfigError, match="differ in the sources"):
+            attach_ranking(broker, settings_with(fit), config_path=config)
+    finally:
+        broker.close()
