@@ -147,8 +147,7 @@ def test_calibrate_through_the_broker_makes_the_fit_it_accepts(tmp_path: Path) -
         [
             sys.executable,
             "-m",
-            "nautilus_ranking.upstream",
-            "calibrate",
+            "nautilus_ranking.calibration.through_broker",
             "--config",
             str(config),
             "--out",

@@ -1,5 +1,5 @@
-"""``python -m nautilus_ranking.upstream calibrate --config nautilus.yaml --out fit.json …``:
-``nautilus-ranking calibrate`` with its queries asked through the Nautilus broker.
+"""``python -m nautilus_ranking.calibration.through_broker --config nautilus.yaml --out fit.json
+…``: ``nautilus-ranking calibrate`` with its queries asked through the Nautilus broker.
 
 A confidence fit is true only of the sources it was made on, and inside the broker
 those are the broker's adapters, which our own ``calibrate`` (our sources file) never
@@ -14,6 +14,10 @@ so the fit is made for that ``nautilus.yaml``: its digest is what ``attach_ranki
 checks a fit against. A query the broker answered with no ranking (refused, routed to
 no source, no rows) is counted as skipped, as ``calibrate`` counts a query with no
 confidence.
+
+It runs in a process of its own, never in a serving broker's: it reaches the evaluation
+code ``calibrate`` shares, which ``upstream/`` (what runs inside the broker) must not
+import.
 """
 
 from __future__ import annotations
@@ -134,7 +138,7 @@ def main(argv: Sequence[str]) -> int:
     """Parse ``calibrate``'s flags plus the broker's three, and run it."""
     from nautilus_ranking.calibration import command
 
-    parser = argparse.ArgumentParser(prog="python -m nautilus_ranking.upstream")
+    parser = argparse.ArgumentParser(prog="python -m nautilus_ranking.calibration.through_broker")
     commands = parser.add_subparsers(dest="command", required=True)
     command.add_parser(commands)
     calibrate = commands.choices["calibrate"]
@@ -168,3 +172,7 @@ def main(argv: Sequence[str]) -> int:
     except NautilusError as exc:  # a refused fit or knob, nothing ranked: a line, exit 1
         print(f"nautilus-ranking: {exc}", file=sys.stderr)
         return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
