@@ -80,8 +80,11 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from nautilus_ranking.calibration.collect import CalibrateError, collect, shipped_entry
+def run(args: argparse.Namespace, collect: Any = None) -> int:
+    """``collect``: how the queries are run and their signals read (None: through our
+    own broker; the Nautilus broker's: ``upstream/calibrate.py``)."""
+    from nautilus_ranking.calibration.collect import CalibrateError, shipped_entry
+    from nautilus_ranking.calibration.collect import collect as collect_here
     from nautilus_ranking.calibration.fit import calibrate_fit
     from nautilus_ranking.evaluation.command import UnknownProfileError, settings_for_run
 
@@ -105,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"nautilus-ranking: --profile: {exc}", file=sys.stderr)
         return 2
     null, judged = _queries(args)
+    collect = collect if collect is not None else collect_here
     found = collect(args.config, settings, null, judged, args.id_field, args.progress)
     seen = found.observations
     try:

@@ -78,9 +78,13 @@ def report_feedback(
     payload: object,
     api_key: bytes | None = None,
     profile: str | None = None,
+    *,
+    caller: str | None = None,
 ) -> dict[str, Any]:
     """Record a report from the caller with ``api_key`` (or, without keys, naming
-    ``profile``); what it answers: the events' ids and whether they were queued."""
+    ``profile``; or ``caller``, the client id a cite names, where the caller was
+    identified elsewhere: inside the Nautilus broker, its agent); what it answers: the
+    events' ids and whether they were queued."""
     if not settings.feedback:
         raise ProblemError(
             404,
@@ -92,7 +96,7 @@ def report_feedback(
     keys = cursor_keys(settings)
     now = time.time()
     lifetime = settings.feedback_cite_lifetime_days * _DAY_S
-    caller = client_id(keys, api_key, profile)
+    caller = caller if caller is not None else client_id(keys, api_key, profile)
     cites = [_checked(keys, i, text, lifetime, now, caller) for i, text in enumerate(report.cites)]
     events = _events(report.action, cites, caller, now)
     queued = record_events(settings, keys, events)

@@ -362,6 +362,9 @@ class RankingKnobs(BaseModel):
             # no change: it does not turn ranking on.
             summary="under a budget, hand a row too large for it over as its best passage, "
             "marked (false: whole or not at all)",
+            in_broker="in merge: a row too large for the budget is counted as its passage, "
+            "handed over as it in the ranked route's and tool's rows (whole: [handle] asks "
+            "for it whole); data, which the attestation signs, keeps the row whole",
         ),
     ] = True
     ranking_min_confidence: Annotated[
@@ -392,7 +395,9 @@ class RankingKnobs(BaseModel):
             # read, and a fit alone gives no reason to rank.
             summary="the confidence's fit made on these sources by nautilus-ranking "
             "calibrate (unset: the shipped fit)",
-            in_broker="the confidence the abstain reads, fitted on these sources",
+            in_broker="the confidence the abstain reads; checked when attaching against the "
+            "broker's nautilus.yaml, the embedder and the setup: a fit made for others "
+            "refuses the attachment",
             resolve=_local_fits,
             ranker="confidence_fits",
         ),

@@ -32,6 +32,8 @@ class AgentRankers:
     budgets: Mapping[str, int | None] = field(default_factory=dict)
     #: Each profile's ``NAUTILUS_RANKING_MIN_CONFIDENCE`` (its own, else the global one).
     min_confidences: Mapping[str, float | None] = field(default_factory=dict)
+    #: Each profile's ``NAUTILUS_RANKING_BUDGET_PASSAGES`` (its own, else the global one).
+    passages: Mapping[str, bool] = field(default_factory=dict)
 
     def profile_of(self, agent_id: object) -> str | None:
         """The profile that ranks ``agent_id``'s requests (None: the global knobs)."""
@@ -44,6 +46,11 @@ class AgentRankers:
     def min_confidence_of(self, profile: str | None, default: float | None) -> float | None:
         """The minimum confidence of ``profile``'s requests (None profile: ``default``)."""
         return self.min_confidences.get(profile, default) if profile is not None else default
+
+    def passages_of(self, profile: str | None, default: bool) -> bool:
+        """Whether ``profile``'s budget hands a row too large for it over as its passage
+        (None profile: ``default``)."""
+        return self.passages.get(profile, default) if profile is not None else default
 
 
 def agent_rankers(
@@ -58,10 +65,12 @@ def agent_rankers(
     rankers: dict[str, RankingSynthesizer | None] = {}
     budgets: dict[str, int | None] = {}
     min_confidences: dict[str, float | None] = {}
+    passages: dict[str, bool] = {}
     for name, profile in profiles.by_name.items():
         own = profile.settings(settings)
         budgets[name] = own.ranking_max_tokens
         min_confidences[name] = own.ranking_min_confidence
+        passages[name] = own.ranking_budget_passages
         if "source_boosts" in profile.values:
             where = profile.origins["source_boosts"]
             found.extend(
@@ -77,4 +86,4 @@ def agent_rankers(
         raise ConfigError(tuple(found))
     for problem in found:
         log_problem(problem)
-    return AgentRankers(profiles.by_agent, rankers, budgets, min_confidences)
+    return AgentRankers(profiles.by_agent, rankers, budgets, min_confidences, passages)

@@ -35,21 +35,23 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from nautilus_ranking.broker import applied_settings, boost_problems, named_source_problems
 from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.embedders.warm_up import warm_up
-from nautilus_ranking.errors import NautilusError
+from nautilus_ranking.errors import NautilusError, Problem
 from nautilus_ranking.log import get_logger
 from nautilus_ranking.request.cursor_keys import cursor_keys
 from nautilus_ranking.settings.knobs import DEFAULTS, KNOBS, knob_is_set
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.upstream.agent_profiles import agent_rankers
+from nautilus_ranking.upstream.confidence_fit import served_fit_problems
 from nautilus_ranking.upstream.outcome import RequestRanking
 from nautilus_ranking.upstream.query_vectors import QueryVectors, give_query_vectors
-from nautilus_ranking.upstream.request_scope import current_call, request_scope
+from nautilus_ranking.upstream.request_scope import CallerChecked, current_call, request_scope
 from nautilus_ranking.upstream.routing_words import NO_ROUTING_WORDS, RoutingWords, routing_words
 from nautilus_ranking.upstream.source_kinds import SourceKind, kinds_of
 from nautilus_ranking.upstream.store import DEFAULT_KEEP, RankingStore
@@ -94,6 +96,8 @@ class AttachedRanking:
         self.routing_words: RoutingWords = NO_ROUTING_WORDS
         #: The ranking knobs set, by variable (what the per-request log line names).
         self.ranked_with: dict[str, Any] = settings_named(settings)
+        #: The broker's nautilus.yaml, which the confidence fits were checked against.
+        self.config_path: Path | None = None
         #: The pgvector adapters' default embedder (None: NAUTILUS_UPSTREAM_VECTOR_DIM=0),
         #: and the sources given it (again after every reload).
         self.query_vectors: QueryVectors | None = None
@@ -117,6 +121,7 @@ def attach_ranking(
     *,
     embedder: Embedder | None = None,
     keep: int = DEFAULT_KEEP,
+    config_path: str | Path | None = None,
 ) -> AttachedRanking:
     """Rank a Nautilus broker's answers with ours; returns the accessor.
 
@@ -124,11 +129,13 @@ def attach_ranking(
     it. ``settings``: default, the ``NAUTILUS_*`` environment and ``.env``.
     ``embedder``: default, the one ``NAUTILUS_EMBEDDER`` names. ``keep``: how many
     requests' rankings the accessor keeps (0: none; the bytes they may take are
-    ``NAUTILUS_UPSTREAM_RANKINGS_MAX_BYTES``). Attaching twice returns the first
-    attachment. Raises :class:`IncompatibleBrokerError` when ``broker`` has no
-    synthesizer or ``arequest`` to attach to, and
-    :class:`~nautilus_ranking.settings.model.ConfigError` in strict mode when a boost names
-    no source of the broker.
+    ``NAUTILUS_UPSTREAM_RANKINGS_MAX_BYTES``). ``config_path``: the ``nautilus.yaml``
+    the broker was built from, which a confidence fit is checked against
+    (:mod:`.confidence_fit`). Attaching twice returns the first attachment. Raises
+    :class:`IncompatibleBrokerError` when ``broker`` has no synthesizer or ``arequest``
+    to attach to, and :class:`~nautilus_ranking.settings.model.ConfigError` in strict
+    mode when a boost names no source of the broker, and always when a confidence fit
+    was made for other sources, another embedder or setup, or cannot be checked.
     """
     existing = getattr(broker, SYNTHESIZER_ATTRIBUTE, None)
     if isinstance(existing, BrokerSynthesizer):
@@ -144,10 +151,8 @@ def attach_ranking(
         raise IncompatibleBrokerError(f"{type(broker).__name__} has no arequest() to wrap")
     check_broker_version()
     settings = settings if settings is not None else NautilusSettings()
-    ids = _source_ids(broker)
-    problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
-    if problems and settings.config_strict:
-        raise ConfigError(problems)
+    served = Path(config_path).expanduser() if config_path is not None else None
+    problems = _settings_checked(broker, settings, served)
     if embedder is None and settings.ranking_enabled:
         embedder = embedder_from_name(
             settings.resolved_embedder,
@@ -168,11 +173,13 @@ def attach_ranking(
         agents,
         max_tokens=settings.ranking_max_tokens,
         min_confidence=settings.ranking_min_confidence,
+        budget_passages=settings.ranking_budget_passages,
         # read at attach, not at the first ranked request: they sign each ranking's hash
         keys=cursor_keys(settings) if ranks else None,
     )
     store = RankingStore(keep, settings.upstream_rankings_max_bytes)
     attached = AttachedRanking(broker, synthesizer, settings, store)
+    attached.config_path = served
     synthesizer.query_of = lambda intent: attached.routing_words.query(intent)
     if settings.upstream_vector_dim:
         attached.query_vectors = QueryVectors.from_settings(
@@ -182,20 +189,8 @@ def attach_ranking(
             synthesizer.query_of,
         )
     _adopt_sources(attached, embedder, problems)
-    inner = broker.arequest
-
-    @functools.wraps(inner)
-    async def arequest(
-        agent_id: str, intent: str, context: dict[str, Any] | None = None, **kwargs: Any
-    ) -> Any:
-        with request_scope(intent, agent_id) as scope:
-            response = await inner(agent_id, intent, context, **kwargs)
-        if scope.outcome is not None:
-            _file(attached, scope.outcome, response)
-        return response
-
     setattr(broker, SYNTHESIZER_ATTRIBUTE, synthesizer)
-    broker.arequest = arequest
+    broker.arequest = _scoped(attached, broker.arequest)
     broker.__dict__["_nautilus_ranking"] = attached
     on_reload = getattr(broker, "on_reload", None)
     if callable(on_reload):
@@ -210,6 +205,42 @@ def attach_ranking(
         query_vectors=attached.vector_sources,
     )
     return attached
+
+
+def _settings_checked(
+    broker: Any, settings: NautilusSettings, served: Path | None
+) -> tuple[Problem, ...]:
+    """The boosts' problems against the broker's sources (raised in strict mode), after
+    refusing a confidence fit not made for what the broker serves (strict or not)."""
+    ids = _source_ids(broker)
+    problems = boost_problems(settings, ids) + named_source_problems(settings, ids)
+    if problems and settings.config_strict:
+        raise ConfigError(problems)
+    refused = served_fit_problems(settings, served)
+    if refused:  # never a silent fallback to the shipped fit, strict mode or not
+        raise ConfigError(tuple(refused))
+    return problems
+
+
+def _scoped(attached: AttachedRanking, inner: Any) -> Any:
+    """The broker's ``arequest`` with each request's intent and agent in its scope and
+    its ranking filed under its response's id; a ``check_only`` ranked call stops at it
+    (:class:`~.request_scope.CallerChecked`: the broker's caller checks have passed)."""
+
+    @functools.wraps(inner)
+    async def arequest(
+        agent_id: str, intent: str, context: dict[str, Any] | None = None, **kwargs: Any
+    ) -> Any:
+        call = current_call()
+        if call is not None and call.check_only:  # the caller checks passed: no request
+            raise CallerChecked(agent_id)
+        with request_scope(intent, agent_id) as scope:
+            response = await inner(agent_id, intent, context, **kwargs)
+        if scope.outcome is not None:
+            _file(attached, scope.outcome, response)
+        return response
+
+    return arequest
 
 
 def settings_named(settings: NautilusSettings) -> dict[str, Any]:
@@ -254,6 +285,9 @@ def _adopt_sources(
     if problems is None:  # a reload: the profiles' boosts against the new sources too
         lenient = settings.model_copy(update={"config_strict": False})
         attached.synthesizer.agents = agent_rankers(lenient, ids, embedder)
+        if attached.config_path is not None:  # the fits against the file now served
+            for problem in served_fit_problems(settings, attached.config_path):
+                log_problem(problem)
     attached.routing_words = _vocabulary(broker, settings)
     if attached.query_vectors is not None:
         attached.vector_sources = give_query_vectors(broker, attached.query_vectors)

@@ -20,7 +20,9 @@ class RequestRanking:
 
     ``ranking``: every row handed over, best first; each ``RankedRow.row`` is the
     broker's own row object (as in ``data``), its score components as ``--explain``
-    shows them (:meth:`RankedRow.explain`). ``dropped``: each source's rows left out
+    shows them (:meth:`RankedRow.explain`); a row the token budget handed over as its
+    passage is the passage, its ``passage`` carrying the handle (``data`` holds it
+    whole). ``dropped``: each source's rows left out
     of ``data`` (below the top K, a relevance cut, a copy of a better row), in the
     source's own order; a source that lost none is absent. ``source_rows``: each
     source's rows as it returned them, in its order: what the broker's

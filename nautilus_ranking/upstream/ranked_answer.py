@@ -11,6 +11,11 @@ so ``data`` is rebuilt exactly (what the attestation's ``response_hash`` covers)
     data = {s: [e["row"] for e in answer["rows"] if e["source"] == s]
             for s in answer["sources"]}
 
+A row a token budget handed over as its passage (``RankedRow.passage`` with a
+``handle``: selection/passage_parts.py) is the passage in ``rows``, its entry marked
+``passage``, while ``data`` (what the attestation signs) holds it whole; such an answer
+rebuilds ``data`` only once asked again with ``whole`` and those handles.
+
 ``rank`` and ``score`` are ours: the attestation covers the rows, not their order,
 rank or score (docs/nautilus-broker.md, "What the attestation covers"). ``ranking``
 says how the rows were ranked, ``profile`` among it: the ranking profile of the
@@ -161,16 +166,27 @@ def _size(value: Any) -> int:
 
 
 def _entry(source: str, ranked: RankedRow, row: Any, explain: bool) -> dict[str, Any]:
+    """``row`` (as ``data`` holds it) beside its ranking entry; a row the budget handed
+    over as its passage is the passage (``ranked.row``), marked ``passage``."""
+    handed = handed_as_passage(ranked)
     entry = {
         "source": source,
         "rank": ranked.rank,
         "score": round(ranked.score, 6),
         "also_from": [c.as_dict() for c in ranked.also_from],
-        "row": row,
+        "row": ranked.row if handed else row,
     }
+    if handed and ranked.passage is not None:
+        entry["passage"] = dict(ranked.passage)
     if explain:
         entry["explain"] = {k: v for k, v in ranked.explain().items() if k not in _LEAN}
     return entry
+
+
+def handed_as_passage(ranked: RankedRow) -> bool:
+    """Whether the budget handed ``ranked`` over as its passage (its passage carries
+    the handle of the whole row; a passage that only scored carries none)."""
+    return ranked.passage is not None and "handle" in ranked.passage
 
 
 def _in_rank_order(

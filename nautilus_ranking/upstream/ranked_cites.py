@@ -44,7 +44,7 @@ class BrokerCiting:
         if outcome is None or not answer.get("ranking", {}).get("ranked"):
             return answer
         ranking_id = str(answer["request_id"])
-        client = keyed_hash(self.keys, "agent", agent_id)
+        client = agent_client(self.keys, agent_id)
         now = time.time()
         rows = [
             {
@@ -82,3 +82,10 @@ class BrokerCiting:
         )
         record_answer(self.settings, self.keys, handed)
         return {"ranking_id": ranking_id, **answer, "rows": rows}
+
+
+def agent_client(keys: CursorKeys, agent_id: str) -> str:
+    """The client a cite made inside the broker names: a keyed hash of the agent the
+    answer was made for (the broker binds credentials to agents); feedback on the cite
+    is accepted only as that agent."""
+    return keyed_hash(keys, "agent", agent_id)

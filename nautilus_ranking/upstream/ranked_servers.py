@@ -19,11 +19,13 @@ re-implements anything the broker decides: each calls the stock handler itself
 
 inside a :func:`~.request_scope.ranked_call`, and answers with
 :func:`~.ranked_answer.ranked_answer` of the response: rows in global rank order.
-``explain`` (default false) adds each score's components. The stock route and tool
-are untouched, except that ``NAUTILUS_UPSTREAM_REQUEST_TOOLS=ranked`` takes the stock
-tool out of the MCP server (its definition is about ten times the ranked one's in an
-agent's context, and an agent offered both may call the unranked one); the ranked
-tool keeps calling its function. A seam that is not where the tested broker has it
+``explain`` (default false) adds each score's components; ``whole`` (passage handles
+an earlier answer gave) hands those rows over whole, through the same handler. The
+stock route and tool are untouched, except that
+``NAUTILUS_UPSTREAM_REQUEST_TOOLS=ranked`` takes the stock tool out of the MCP server
+(its definition is about ten times the ranked one's in an agent's context, and an agent
+offered both may call the unranked one); the ranked tool keeps calling its function.
+A seam that is not where the tested broker has it
 (version.py) leaves the ranked route or tool out, with one warning.
 
 No ``from __future__ import annotations`` here: FastAPI and FastMCP read the
@@ -31,8 +33,12 @@ handlers' annotations as objects (``Request``, ``Context``).
 """
 
 import importlib
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field, StringConstraints
+
+from nautilus_ranking.request.model import MAX_HANDLE_CHARS
+from nautilus_ranking.settings.declaration import MAX_SOURCE_ITEMS
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.upstream.ranked_answer import (
     ATTESTATION_META,
@@ -42,6 +48,7 @@ from nautilus_ranking.upstream.ranked_answer import (
     within_bytes,
 )
 from nautilus_ranking.upstream.ranked_cites import BrokerCiting
+from nautilus_ranking.upstream.ranked_feedback import add_feedback_tool
 from nautilus_ranking.upstream.request_scope import ranked_call
 from nautilus_ranking.upstream.version import seam_missing
 
@@ -56,8 +63,21 @@ RANKED_TOOL_DESCRIPTION = (
     "rank order across sources, each {source, rank, score, also_from, row}; read "
     "from the top. 'also_from' names other sources holding the same row. "
     "explain=true adds each score's components. 'truncated_sources' names sources "
-    "cut short to fit this reply's size bound."
+    "cut short to fit this reply's size bound. A row too long for the token budget "
+    "comes as its best part, marked 'passage' (field, start, end, length, handle); "
+    "the same request with whole=[handle] returns those rows whole."
 )
+
+#: ``whole``: rows an earlier ranked answer gave as a passage, by ``passage.handle``
+#: (bounded as the request model of ``serve`` bounds them).
+WholeHandles = Annotated[
+    list[Annotated[str, StringConstraints(max_length=MAX_HANDLE_CHARS)]] | None,
+    Field(
+        default=None,
+        max_length=MAX_SOURCE_ITEMS,
+        description="rows an earlier answer gave as a passage, by passage.handle: whole",
+    ),
+]
 
 
 def add_ranked_route(app: Any, broker: Any = None) -> bool:
@@ -88,13 +108,14 @@ def add_ranked_route(app: Any, broker: Any = None) -> bool:
         "RankedBrokerRequest",
         __base__=stock_request,
         explain=(bool, False),
+        whole=WholeHandles,
     )
 
     citing = BrokerCiting.of(NautilusSettings())  # None with feedback off
 
     async def post_request_ranked(body: Any, request: Request) -> JSONResponse:
-        stock_body = stock_request.model_validate(body.model_dump(exclude={"explain"}))
-        with ranked_call() as call:
+        stock_body = stock_request.model_validate(body.model_dump(exclude={"explain", "whole"}))
+        with ranked_call(tuple(body.whole or ())) as call:
             response = await stock.endpoint(stock_body, request)
         answer = ranked_answer(response, call.outcome, bool(body.explain))
         if citing is not None:
@@ -110,9 +131,10 @@ def add_ranked_route(app: Any, broker: Any = None) -> bool:
         tags=list(stock.tags) or ["broker"],
         summary="The broker's request, its rows in global rank order",
         description=(
-            f"{STOCK_PATH}'s request (plus `explain`), through the same auth, audit and "
-            "attestation; `rows` replaces `data`: one list, best first, each with its "
-            "source, rank, score and also_from."
+            f"{STOCK_PATH}'s request (plus `explain` and `whole`), through the same auth, "
+            "audit and attestation; `rows` replaces `data`: one list, best first, each "
+            "with its source, rank, score and also_from; a row too large for the token "
+            "budget as its passage, which `whole: [handle]` asks for whole."
         ),
     )
     return True
@@ -149,9 +171,10 @@ def add_ranked_tool(mcp: Any, broker: Any = None) -> bool:
         intent: str,
         context: dict[str, Any] | None = None,
         explain: bool = False,
+        whole: WholeHandles = None,
         ctx: Any = None,
     ) -> Any:
-        with ranked_call() as call:
+        with ranked_call(tuple(whole or ())) as call:
             response = await stock_fn(agent_id=agent_id, intent=intent, context=context, ctx=ctx)
         answer = ranked_answer(response, call.outcome, bool(explain))
         if citing is not None:
@@ -172,6 +195,8 @@ def add_ranked_tool(mcp: Any, broker: Any = None) -> bool:
         description=RANKED_TOOL_DESCRIPTION,
         structured_output=False,
     )
+    if citing is not None:  # feedback on: the tool to report use of the cites, beside
+        add_feedback_tool(mcp, stock_fn, citing)
     if settings.upstream_request_tools == "ranked":
         _remove_stock_tool(manager)
     return True

@@ -40,9 +40,19 @@ class RequestScope:
 @dataclass
 class RankedCall:
     """A ranked route's or tool's call: the ranking of the request it made (None until
-    the broker answered, or when nothing was ranked)."""
+    the broker answered, or when nothing was ranked), and the rows it asks for whole
+    (by the handles of the passages an earlier answer gave of them)."""
 
     outcome: RequestRanking | None = None
+    whole: tuple[str, ...] = ()
+    #: Only the broker's caller checks, made by its own handler: the request they let
+    #: through is not made (:class:`CallerChecked` is raised in its place).
+    check_only: bool = False
+
+
+class CallerChecked(Exception):
+    """The broker's handler passed its caller checks and asked; a ``check_only`` call
+    makes no request."""
 
 
 _SCOPE: ContextVar[RequestScope | None] = ContextVar("nautilus_ranking_request", default=None)
@@ -71,10 +81,11 @@ def request_scope(intent: str, agent_id: str | None = None) -> Iterator[RequestS
 
 
 @contextlib.contextmanager
-def ranked_call() -> Iterator[RankedCall]:
+def ranked_call(whole: tuple[str, ...] = (), check_only: bool = False) -> Iterator[RankedCall]:
     """A ranked call for the duration of the block: the broker request made inside it
-    leaves its ranking on the call."""
-    call = RankedCall()
+    leaves its ranking on the call, and hands the rows ``whole`` names over whole;
+    ``check_only``: the request is not made (see :class:`RankedCall`)."""
+    call = RankedCall(whole=whole, check_only=check_only)
     token = _CALL.set(call)
     try:
         yield call

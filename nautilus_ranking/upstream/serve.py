@@ -7,11 +7,18 @@ synthesizer. This runs the broker's own command line with three steps wrapped:
 
 - the broker it builds to serve gets
   :func:`~nautilus_ranking.upstream.attach.attach_ranking` (knobs from the
-  ``NAUTILUS_*`` environment) before anything binds; it keeps no rankings
+  ``NAUTILUS_*`` environment; a confidence fit checked against the file served) before
+  anything binds, and a refusal ends the command as the broker's own refused config
+  does (its message, exit 2); it keeps no rankings
   (``keep=0``): nothing in this process reads the accessor, and the ranked route
   reads its ranking from the request itself;
 - the FastAPI app gets ``POST /v1/request/ranked`` and the MCP server the
   ``nautilus_request_ranked`` tool (:mod:`.ranked_servers`), beside the stock ones.
+
+A SIGTERM (a container's stop) ends the process through Python once the servers have
+shut down, as a SIGINT does, so what is queued for the feedback log is written on the
+way out (uvicorn raises the signal it stopped on again, and SIGTERM's default action
+would end the process there, before its exit handlers).
 
 Every flag is ``nautilus``'s own. A SIGHUP reload builds its candidate broker with
 the broker's own ``broker_for_serve`` (in ``nautilus.cli.serve``, not wrapped here)
@@ -23,11 +30,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nautilus_ranking.settings.model import ConfigError
 from nautilus_ranking.upstream.attach import attach_ranking
 from nautilus_ranking.upstream.ranked_servers import add_ranked_route, add_ranked_tool
 from nautilus_ranking.upstream.version import seam_missing
@@ -80,10 +89,19 @@ def main(argv: list[str] | None = None) -> int:
 
     def broker_for_serve(config_path: Path, *, air_gapped: bool) -> Any:
         broker = build(config_path, air_gapped=air_gapped)
-        attach_ranking(broker, keep=0)
+        try:
+            attach_ranking(broker, keep=0, config_path=config_path)
+        except ConfigError as exc:  # refused as the broker refuses a config: before binding
+            broker.close()
+            serve = importlib.import_module("nautilus.cli.serve")
+            refused = getattr(serve, "ConfigRefusedError", None)
+            if refused is None:
+                raise
+            raise refused(f"nautilus-ranking: {exc}") from None
         return broker
 
     cli.broker_for_serve = broker_for_serve
+    signal.signal(signal.SIGTERM, _exit_through_python)
     _wrap_factory(
         "nautilus.transport.fastapi_app",
         "create_app",
@@ -97,3 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         add_ranked_tool,
     )
     return int(cli.main(sys.argv[1:] if argv is None else argv) or 0)
+
+
+def _exit_through_python(signum: int, frame: object) -> None:
+    """SIGTERM, once uvicorn has stopped the servers and raised it again: exit with
+    status 0, running the process's exit handlers (the feedback log's last writes)."""
+    raise SystemExit(0)

@@ -15,7 +15,11 @@ answers it with :class:`~nautilus_ranking.synthesis.ranking.RankingSynthesizer`:
 - the query is the intent without the words that only routed it (:mod:`.routing_words`);
 - ``NAUTILUS_RANKING_MAX_TOKENS`` keeps the best rows that fit, counted as each row's
   compact JSON (what ``data`` carries, so the attestation covers the budgeted rows):
-  the lowest-ranked rows leave first, across sources;
+  the lowest-ranked rows leave first, across sources. A row too large for the budget
+  alone is counted and handed over as its passage (``NAUTILUS_RANKING_BUDGET_PASSAGES``,
+  selection/passage_parts.py) in the ranking only, which the ranked route and tool
+  answer with; ``data`` keeps the row as its source returned it. A ranked call's
+  ``whole`` handles hand the rows they name over whole;
 - the order handed over gets its hash (``ranking_hash``: the rows' sources and ids in
   rank order, the reference time, the profile), which the broker's attestation does not
   cover, signed with the cursor keys under a purpose of its own;
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 from nautilus_ranking.errors import NautilusError
@@ -35,14 +39,14 @@ from nautilus_ranking.log import get_logger
 from nautilus_ranking.ranking_hash import ranking_hash
 from nautilus_ranking.records import AdapterResult, RankedRow
 from nautilus_ranking.request.cursor_keys import CursorKeys
-from nautilus_ranking.selection.budget import fit_counts
-from nautilus_ranking.selection.tokens import count_tokens, tokenizer_name
+from nautilus_ranking.selection.budget import apply_budget, fit_counts
+from nautilus_ranking.selection.tokens import count_tokens
 from nautilus_ranking.synthesis.closing import close_ranking
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.tracing import ranking_begin, ranking_end
 from nautilus_ranking.upstream.agent_profiles import AgentRankers
 from nautilus_ranking.upstream.outcome import RequestRanking
-from nautilus_ranking.upstream.request_scope import RequestScope, current_scope
+from nautilus_ranking.upstream.request_scope import RequestScope, current_call, current_scope
 from nautilus_ranking.upstream.row_views import row_view
 from nautilus_ranking.upstream.source_kinds import UNKNOWN, SourceKind
 
@@ -78,6 +82,7 @@ class BrokerSynthesizer:
         max_tokens: int | None = None,
         min_confidence: float | None = None,
         keys: CursorKeys | None = None,
+        budget_passages: bool = True,
     ) -> None:
         #: Our ranker; None when every ranking knob is unset (the broker's answer as is).
         self.ranker = ranker
@@ -94,6 +99,9 @@ class BrokerSynthesizer:
         self.min_confidence = min_confidence
         #: The keys that sign each ranking's hash (None: hashed, not signed).
         self.keys = keys
+        #: ``NAUTILUS_RANKING_BUDGET_PASSAGES``: under a budget, a row too large for it
+        #: is handed over as its passage in the ranking (``data`` keeps it whole).
+        self.budget_passages = budget_passages
 
     def merge(self, results: list[Any]) -> Merged:
         """``{source_id: rows}`` for the broker's response; never raises."""
@@ -111,7 +119,12 @@ class BrokerSynthesizer:
                     "merge ran outside the wrapped arequest (attach_ranking wraps it)"
                 )
             min_confidence = self.agents.min_confidence_of(profile, self.min_confidence)
-            merged, outcome = self._ranked(ranker, results, scope, max_tokens, min_confidence)
+            budget = None
+            if max_tokens is not None:
+                call = current_call()
+                passages = self.agents.passages_of(profile, self.budget_passages)
+                budget = Budget(max_tokens, passages, call.whole if call is not None else ())
+            merged, outcome = self._ranked(ranker, results, scope, budget, min_confidence)
             outcome = self._hashed(replace(outcome, profile=profile))
         except Exception as exc:
             logger.warning(
@@ -142,7 +155,7 @@ class BrokerSynthesizer:
         ranker: RankingSynthesizer,
         results: list[Any],
         scope: RequestScope,
-        max_tokens: int | None,
+        budget: Budget | None,
         min_confidence: float | None = None,
     ) -> tuple[Merged, RequestRanking]:
         kinds = self._source_kinds()
@@ -165,14 +178,14 @@ class BrokerSynthesizer:
                 found, ranking=[replace(r, row=originals[id(r.row)]) for r in found.ranking]
             )
             fit = None
-            if max_tokens is not None:
-                tokens = max_tokens
+            if budget is not None:
+                given = budget
 
                 def fit(
                     data: Merged, rows: list[RankedRow]
                 ) -> tuple[Merged, list[RankedRow], dict[str, Any]]:
-                    fitted, budget = self._budgeted(tuple(rows), tokens)
-                    return data, list(fitted), budget
+                    fitted, done = self._budgeted(tuple(rows), given)
+                    return data, list(fitted), done
 
             # In merge: an abstained answer's data is empty, so the broker's hash and
             # attestation are the abstained answer's; the rows held back are in the
@@ -182,10 +195,13 @@ class BrokerSynthesizer:
         finally:
             ranking_end(traced, True)
         ranking = tuple(closed.ranking)
+        # a row handed over as its passage is in data whole, as its source returned it
+        whole = {(r.source_id, r.rank): r.row for r in found.ranking}
         merged: Merged = {}
         for ranked_row in ranking:  # a source first appears at its best row
-            merged.setdefault(ranked_row.source_id, []).append(ranked_row.row)
-        kept = {id(r.row) for r in ranking}
+            row = whole.get((ranked_row.source_id, ranked_row.rank), ranked_row.row)
+            merged.setdefault(ranked_row.source_id, []).append(row)
+        kept = {id(row) for rows in merged.values() for row in rows}
         dropped: Merged = {}
         for result in answered:
             merged.setdefault(result.source_id, [])
@@ -211,15 +227,21 @@ class BrokerSynthesizer:
 
     @staticmethod
     def _budgeted(
-        ranking: tuple[RankedRow, ...], max_tokens: int
+        ranking: tuple[RankedRow, ...], budget: Budget
     ) -> tuple[tuple[RankedRow, ...], dict[str, Any]]:
-        """The ranked rows that fit in ``max_tokens``, each counted as its compact JSON
+        """The ranked rows that fit in the budget, each counted as its compact JSON
         (the lowest-ranked leave first; a row without relevance never takes the place of
-        a relevant one that did not fit), and what the budget did."""
-        counts = count_tokens([compact_json(r.row) for r in ranking])
-        fitted = fit_counts(counts, max_tokens, [r.relevance > 0 for r in ranking])
-        budget = replace(fitted, tokenizer=tokenizer_name()).as_dict()
-        return tuple(ranking[i] for i in fitted.kept), budget
+        a relevant one that did not fit; with passages, a row too large for the budget
+        alone as its passage, unless ``whole`` names it), and what the budget did."""
+        _, kept, fitted = apply_budget(
+            {},
+            ranking,
+            budget.max_tokens,
+            lambda r: compact_json(r.row),
+            passages=budget.passages,
+            whole=budget.whole,
+        )
+        return tuple(kept), fitted.as_dict()
 
     def _budgeted_passthrough(self, results: list[Any], max_tokens: int) -> Merged:
         """The broker's own answer cut to what fits in the budget, in its own order
@@ -231,6 +253,16 @@ class BrokerSynthesizer:
         for i in fitted.kept:
             out[rows[i][0]].append(rows[i][1])
         return out
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One request's token budget: ``max_tokens``, whether a row too large for it goes
+    as its passage, and the rows its ranked call asks for whole (passage handles)."""
+
+    max_tokens: int
+    passages: bool
+    whole: tuple[str, ...] = ()
 
 
 def compact_json(row: Any) -> str:

@@ -33,7 +33,7 @@ SEAMS: dict[str, str] = {
     "ranked route calls the stock handler under the stock auth dependencies",
     "nautilus.transport.mcp_server.create_server": "wrapped by `serve` to add the ranked tool",
     "FastMCP._tool_manager.get_tool('nautilus_request').fn": "the ranked tool calls the "
-    "stock tool (auth, session, byte bound)",
+    "stock tool (auth, session, byte bound); the feedback tool, its caller checks",
     "FastMCP._tool_manager.remove_tool('nautilus_request')": "with "
     "NAUTILUS_UPSTREAM_REQUEST_TOOLS=ranked, the stock tool leaves tools/list",
     "nautilus.analysis.pattern_matching.build_keyword_map": "the routing vocabulary",

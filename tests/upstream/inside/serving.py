@@ -92,14 +92,14 @@ def serving(
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(port: int) -> AsyncIterator[Any]:
+async def mcp_session(port: int, key: str = KEY) -> AsyncIterator[Any]:
     """An initialised MCP session with the broker served on ``port`` (its MCP server is
-    on the next port, ``/mcp``), sending the test key."""
+    on the next port, ``/mcp``), sending ``key`` (the test key by default)."""
     from mcp import ClientSession
     from mcp.client.streamable_http import streamablehttp_client
 
     async with (
-        streamablehttp_client(f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": KEY}) as (
+        streamablehttp_client(f"http://127.0.0.1:{port + 1}/mcp", headers={"X-API-Key": key}) as (
             read,
             write,
             _,

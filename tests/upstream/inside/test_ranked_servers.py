@@ -151,6 +151,7 @@ def test_over_mcp_the_agent_reads_the_ranking_in_its_order(
 
     tools, answers, stock = asyncio.run(calls())
     assert {"nautilus_request", "nautilus_request_ranked"} <= set(tools)
+    assert "nautilus_feedback" not in tools  # feedback off: no tool to report use
     assert "data" in stock and "rows" not in stock  # the stock tool keeps its shape
     assert {q: read_order(a) for q, a in answers.items()} == ranking_order
     assert all(not a["truncated_sources"] for a in answers.values())  # the bound did not bind
