@@ -10,7 +10,7 @@ The interval and the p-value come from a bootstrap that resamples whole answers 
 answer's rows are seen and used together: resampling rows would pretend they are
 independent), seeded, so the same logs give the same numbers. Each resample refits the
 model. The interval is the resampled ratios' 2.5th to 97.5th percentile; the p-value is
-two-sided, ``log(ratio)`` over the resampled log ratios' standard deviation, and Holm's
+two-sided, ``ratio - 1`` over the resampled ratios' standard deviation, and Holm's
 step-down corrects it across the sources tested. A source with
 fewer than ``min_impressions`` rows shown, or fewer than ``min_expected`` uses
 predicted, or most of whose rows sit at positions no other source shares (its
@@ -220,16 +220,19 @@ def _bootstrap(
 
 
 def _p_value(ratio: float, draws: FloatArray) -> float:
-    """Two-sided p of "the ratio is 1": ``log(ratio)`` over its bootstrap standard error,
-    read on the normal. Not the share of draws past 1, which cannot go below
+    """Two-sided p of "the ratio is 1": ``ratio - 1`` over the resampled ratios' standard
+    deviation, read on the normal.
+
+    On the ratio's own scale, not its log's: the resampled ratios of uses over expected
+    uses are near symmetric, their logs skewed low (a long tail toward small ratios). A
+    normal read of the logs then overstates the evidence for a ratio above 1 and
+    understates it for one below. Not the share of draws past 1, which cannot go below
     ``1 / resamples`` and so, after Holm's correction, could never pass with many
     sources and few resamples."""
-    logs = np.log(np.maximum(draws, 1e-12))
-    spread = float(np.std(logs, ddof=1)) if len(logs) > 1 else 0.0
+    spread = float(np.std(draws, ddof=1)) if len(draws) > 1 else 0.0
     if spread == 0:  # every resample alike: no doubt left either way
         return 1.0 if ratio == 1 else 0.0
-    z = abs(math.log(max(ratio, 1e-12))) / spread
-    return math.erfc(z / math.sqrt(2))
+    return math.erfc(abs(ratio - 1) / spread / math.sqrt(2))
 
 
 def holm_adjusted(p_values: Sequence[float]) -> list[float]:

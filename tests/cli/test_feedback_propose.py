@@ -72,7 +72,9 @@ JUDGED = Path(__file__).parents[1] / "data" / "demo_judgments"
 def test_judgments_decide_through_eval_s_sweep(tmp_path: Path) -> None:
     folder = tmp_path / "feedback"
     gamma = {"tickets": 0.4, "graph": 0.4, "runbooks": 0.7, "postmortems": 0.4}
-    simulate(folder, 1200, THETA, gamma)
+    # seed 1: seed 0 draws graph's uses 10% short of the others' (bootstrap p 0.01), a
+    # step the 5% familywise rate allows; this test is about runbooks' step
+    simulate(folder, 1200, THETA, gamma, seed=1)
     done = run_nautilus(
         "feedback", "propose", "--logs", str(folder), "--config-hash", CONFIG_HASH,
         "--resamples", "100", "--json",

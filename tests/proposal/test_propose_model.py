@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
 
 import numpy as np
@@ -10,9 +11,9 @@ import pytest
 from scipy.optimize import minimize
 from simulated_feedback import simulate
 
-from nautilus_ranking.proposal.logs import read_logs
+from nautilus_ranking.proposal.logs import Answer, read_logs
 from nautilus_ranking.proposal.position_model import fit_pbm, log_likelihood
-from nautilus_ranking.proposal.usefulness import holm_adjusted, usefulness
+from nautilus_ranking.proposal.usefulness import _p_value, holm_adjusted, impressions, usefulness
 
 # Small counts [profile, position, source]: two sources at three positions.
 SHOWN = np.array([[[40.0, 10.0], [25.0, 25.0], [10.0, 40.0]]])
@@ -97,3 +98,43 @@ def test_holm_adjusted_p_values() -> None:
     # sorted 0.01, 0.02, 0.04: 3 x 0.01, max(0.03, 2 x 0.02), max(0.04, 0.04)
     assert holm_adjusted([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
     assert holm_adjusted([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+def _brute_force_draws(answers: list[Answer], resamples: int, seed: int) -> np.ndarray:
+    """``[resample, source]``: each resample's answers listed out (an answer drawn twice is
+    there twice), the model fitted from scratch, and each source's uses over those a row
+    of that resample's median source would get at its positions."""
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(resamples):
+        drawn = [answers[int(i)] for i in rng.integers(0, len(answers), len(answers))]
+        shown, used = impressions(drawn).counts()
+        fit = fit_pbm(shown[None], used[None])
+        expected = np.einsum("pks,pk->s", shown, fit.theta[0]) * np.median(fit.gamma[0])
+        draws.append(used.sum(axis=(0, 1)) / expected)
+    return np.array(draws)
+
+
+def test_the_interval_and_p_value_match_a_brute_force_bootstrap(tmp_path: Path) -> None:
+    """The interval is the resampled ratios' percentiles and the p-value the ratio's
+    distance from 1 over their spread, on the normal."""
+    simulate(tmp_path, 600, [0.9, 0.5, 0.3, 0.6], {"a": 0.4, "b": 0.5, "c": 0.7})
+    answers = read_logs(tmp_path).answers
+    found = usefulness(answers, resamples=40, seed=3)
+    draws = _brute_force_draws(answers, 40, 3)
+    for j, row in enumerate(found.sources):
+        assert [row.low, row.high] == pytest.approx(
+            np.quantile(draws[:, j], [0.025, 0.975]), abs=1e-4
+        )
+        z = abs(row.ratio - 1) / np.std(draws[:, j], ddof=1)
+        assert row.p_value == pytest.approx(math.erfc(z / math.sqrt(2)), rel=1e-3)
+
+
+def test_a_ratio_as_far_below_1_as_another_is_above_is_as_clear() -> None:
+    """The test reads the ratio on its own scale, where resampled ratios of counts are
+    near symmetric: ``0.9 ± 0.04`` is as much evidence as ``1.1 ± 0.04``. On the log
+    scale 0.9 would count for more and 1.1 for less."""
+    spread = np.random.default_rng(0).normal(0.0, 0.04, 500)
+    low, high = _p_value(0.9, 0.9 + spread), _p_value(1.1, 1.1 + spread)
+    assert low == pytest.approx(high)
+    assert low == pytest.approx(math.erfc(0.1 / np.std(spread, ddof=1) / math.sqrt(2)))
