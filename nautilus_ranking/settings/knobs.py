@@ -360,8 +360,8 @@ class RankingKnobs(BaseModel):
             boolean,
             # It changes what a budget hands over of a row too large for it; no budget,
             # no change: it does not turn ranking on.
-            summary="under a budget, hand a row too large for it over as its best passage, "
-            "marked (false: whole or not at all)",
+            summary="under a budget, hand a row too large for its page over as its best "
+            "passage, marked (false: whole or not at all)",
         ),
     ] = True
     ranking_min_confidence: Annotated[
