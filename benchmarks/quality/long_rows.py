@@ -13,7 +13,8 @@ answer in the middle. This benchmark makes such rows out of each shared collecti
   from 1,000-4,000 word pieces (all-MiniLM-L6-v2's tokenizer; without the ``embed``
   extra, 1.3 pieces a word);
 * the anchor sits first, in the middle or last: the relevant (query, row) pairs take the
-  three places in turn, so each is equally often (the counts are printed);
+  three places in turn, so each is equally often (the counts are printed), and each
+  partitioned source holds each place equally often (:func:`place_of`);
 * a row's grade for a query is its anchor's (grades from the part), and its id the
   anchor's.
 
@@ -103,6 +104,15 @@ def part_text(doc: dict[str, str]) -> str:
     return f"{doc['title']}. {doc['text']}" if doc["title"] else doc["text"]
 
 
+def place_of(turn: int) -> str:
+    """Where the ``turn``-th anchor sits: each place once in every three turns, and each
+    once in every three turns of one partition (``partitioned.py`` gives source ``i``
+    the rows ``i::3``): the place a source holds is not its own. (``turn % 3`` put every
+    middle answer in the sql source and every last one in the vector source, which reads
+    a row's head: the shares by place measured the sources.)"""
+    return PLACES[(turn + turn // 3) % 3]
+
+
 def make_long_rows(
     collection: Collection, others: Sequence[Collection], queries: int, seed: int = SEED
 ) -> LongRows:
@@ -117,14 +127,14 @@ def make_long_rows(
         relevant = sorted(d for d, g in collection.qrels[qid].items() if g > 0 and d in by_id)
         for doc in rng.sample(relevant, min(MAX_RELEVANT, len(relevant))):
             if doc not in place:
-                place[doc] = PLACES[turn % 3]
+                place[doc] = place_of(turn)
                 turn += 1
     relevant_any = {d for q in sample for d in collection.qrels[q]}
     free = [d["id"] for d in collection.docs if d["id"] not in relevant_any]
     rng.shuffle(free)
     distractors = free[:DISTRACTORS]
     for doc in distractors:
-        place[doc] = PLACES[turn % 3]
+        place[doc] = place_of(turn)
         turn += 1
     fillers = [by_id[d] for d in free[DISTRACTORS:]]
     outside = [d for other in others for d in other.docs]
