@@ -28,7 +28,8 @@ strategy's share of relevant rows in the top 10 by where the anchor sits (first 
 middle / last). Then under a token budget (1,000 and 2,000; nautilus onnx, top 20 as a
 JSON answer counts them, ``selection.budget``): relevant rows handed over per answer
 against the unbudgeted top 10, the queries whose best-ranked relevant row was left out
-as too large, and the tokens used.
+(and of those, the ones it was skipped for its size: a row ranked below it handed over
+in its place), and the tokens used.
 
     python -m benchmarks.quality.long_rows [--datasets DIR] [--work-dir DIR]
                                            [--queries 12] [--only NAME] [--out FILE.md]
@@ -256,8 +257,8 @@ def budget_figures(
 ) -> dict[str, float]:
     """Under ``budget`` (a too-large row as its passage, or left out): relevant rows
     handed over per answer, the unbudgeted top 10's, the queries whose best-ranked
-    relevant row was left out, the tokens used."""
-    handed, top10, left_out, used = [], [], 0, []
+    relevant row was left out (and was skipped for its size), the tokens used."""
+    handed, top10, left_out, too_large, used = [], [], 0, 0, []
     for qid, results in fetched.items():
         grades = long.collection.qrels[qid]
         ranked = rank(results, long.collection.queries[qid])
@@ -269,11 +270,19 @@ def budget_figures(
         top10.append(sum(1 for d in all_ids[:TOP_K] if d in grades))
         best = next((d for d in all_ids if d in grades), None)
         left_out += best is not None and best not in ids
+        # skipped for its size: a row ranked below it was handed over in its place
+        too_large += (
+            best is not None
+            and best not in ids
+            and ids[-1:] != []
+            and (all_ids.index(ids[-1]) > all_ids.index(best))
+        )
         used.append(fitted.tokens_used)
     return {
         "handed": float(np.mean(handed)),
         "top10": float(np.mean(top10)),
         "left_out": left_out,
+        "too_large": too_large,
         "queries": len(fetched),
         "tokens": float(np.mean(used)),
     }
@@ -314,7 +323,7 @@ def run_collection(
                     f"| {long.collection.name}, {scenario} | {budget} | "
                     f"{'passages' if passages else 'whole'} | {f['handed']:.2f} | "
                     f"{f['top10']:.2f} | {f['left_out']} of {f['queries']} | "
-                    f"{f['tokens']:.0f} |"
+                    f"{f['too_large']} | {f['tokens']:.0f} |"
                 )
     return lines, budget_lines
 
@@ -389,8 +398,8 @@ def main() -> int:
     ]
     budgets = [
         "| cell | budget | too-large row | relevant handed over | relevant in top 10, "
-        "no budget | best relevant left out | tokens used |",
-        "|---|---|---|---|---|---|---|",
+        "no budget | best relevant left out | of those, skipped for its size | tokens used |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     shapes = []
     for name, collection in collections.items():
