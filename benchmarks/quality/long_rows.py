@@ -13,7 +13,8 @@ answer in the middle. This benchmark makes such rows out of each shared collecti
   from 1,000-4,000 word pieces (all-MiniLM-L6-v2's tokenizer; without the ``embed``
   extra, 1.3 pieces a word);
 * the anchor sits first, in the middle or last: the relevant (query, row) pairs take the
-  three places in turn, so each is equally often (the counts are printed);
+  three places in turn, so each is equally often (the counts are printed), and each
+  partitioned source holds each place equally often (:func:`place_of`);
 * a row's grade for a query is its anchor's (grades from the part), and its id the
   anchor's.
 
@@ -27,7 +28,8 @@ strategy's share of relevant rows in the top 10 by where the anchor sits (first 
 middle / last). Then under a token budget (1,000 and 2,000; nautilus onnx, top 20 as a
 JSON answer counts them, ``selection.budget``): relevant rows handed over per answer
 against the unbudgeted top 10, the queries whose best-ranked relevant row was left out
-as too large, and the tokens used.
+(and of those, the ones it was skipped for its size: a row ranked below it handed over
+in its place), and the tokens used.
 
     python -m benchmarks.quality.long_rows [--datasets DIR] [--work-dir DIR]
                                            [--queries 12] [--only NAME] [--out FILE.md]
@@ -103,6 +105,15 @@ def part_text(doc: dict[str, str]) -> str:
     return f"{doc['title']}. {doc['text']}" if doc["title"] else doc["text"]
 
 
+def place_of(turn: int) -> str:
+    """Where the ``turn``-th anchor sits: each place once in every three turns, and each
+    once in every three turns of one partition (``partitioned.py`` gives source ``i``
+    the rows ``i::3``): the place a source holds is not its own. (``turn % 3`` put every
+    middle answer in the sql source and every last one in the vector source, which reads
+    a row's head: the shares by place measured the sources.)"""
+    return PLACES[(turn + turn // 3) % 3]
+
+
 def make_long_rows(
     collection: Collection, others: Sequence[Collection], queries: int, seed: int = SEED
 ) -> LongRows:
@@ -117,14 +128,14 @@ def make_long_rows(
         relevant = sorted(d for d, g in collection.qrels[qid].items() if g > 0 and d in by_id)
         for doc in rng.sample(relevant, min(MAX_RELEVANT, len(relevant))):
             if doc not in place:
-                place[doc] = PLACES[turn % 3]
+                place[doc] = place_of(turn)
                 turn += 1
     relevant_any = {d for q in sample for d in collection.qrels[q]}
     free = [d["id"] for d in collection.docs if d["id"] not in relevant_any]
     rng.shuffle(free)
     distractors = free[:DISTRACTORS]
     for doc in distractors:
-        place[doc] = PLACES[turn % 3]
+        place[doc] = place_of(turn)
         turn += 1
     fillers = [by_id[d] for d in free[DISTRACTORS:]]
     outside = [d for other in others for d in other.docs]
@@ -246,8 +257,8 @@ def budget_figures(
 ) -> dict[str, float]:
     """Under ``budget`` (a too-large row as its passage, or left out): relevant rows
     handed over per answer, the unbudgeted top 10's, the queries whose best-ranked
-    relevant row was left out, the tokens used."""
-    handed, top10, left_out, used = [], [], 0, []
+    relevant row was left out (and was skipped for its size), the tokens used."""
+    handed, top10, left_out, too_large, used = [], [], 0, 0, []
     for qid, results in fetched.items():
         grades = long.collection.qrels[qid]
         ranked = rank(results, long.collection.queries[qid])
@@ -259,11 +270,19 @@ def budget_figures(
         top10.append(sum(1 for d in all_ids[:TOP_K] if d in grades))
         best = next((d for d in all_ids if d in grades), None)
         left_out += best is not None and best not in ids
+        # skipped for its size: a row ranked below it was handed over in its place
+        too_large += (
+            best is not None
+            and best not in ids
+            and ids[-1:] != []
+            and (all_ids.index(ids[-1]) > all_ids.index(best))
+        )
         used.append(fitted.tokens_used)
     return {
         "handed": float(np.mean(handed)),
         "top10": float(np.mean(top10)),
         "left_out": left_out,
+        "too_large": too_large,
         "queries": len(fetched),
         "tokens": float(np.mean(used)),
     }
@@ -304,7 +323,7 @@ def run_collection(
                     f"| {long.collection.name}, {scenario} | {budget} | "
                     f"{'passages' if passages else 'whole'} | {f['handed']:.2f} | "
                     f"{f['top10']:.2f} | {f['left_out']} of {f['queries']} | "
-                    f"{f['tokens']:.0f} |"
+                    f"{f['too_large']} | {f['tokens']:.0f} |"
                 )
     return lines, budget_lines
 
@@ -379,8 +398,8 @@ def main() -> int:
     ]
     budgets = [
         "| cell | budget | too-large row | relevant handed over | relevant in top 10, "
-        "no budget | best relevant left out | tokens used |",
-        "|---|---|---|---|---|---|---|",
+        "no budget | best relevant left out | of those, skipped for its size | tokens used |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     shapes = []
     for name, collection in collections.items():

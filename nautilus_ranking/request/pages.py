@@ -172,9 +172,9 @@ class Paging:
             ranking = response.ranking
             counts = count_tokens([(text or entry_text)(r) for r in ranking])
             named: list[bool] = []  # the rows asked for whole
-            if passages:  # a row too large for the budget alone: its passage
+            if passages:  # a row too large for its page: its passage
                 ranking, counts = parts_that_fit(
-                    ranking, counts, max_tokens, text or entry_text, whole=whole
+                    ranking, counts, max_tokens, text or entry_text, whole=whole, page=self.size
                 )
                 named = asked_whole(ranking, whole)
             chosen = budget_page(

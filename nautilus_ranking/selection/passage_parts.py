@@ -1,11 +1,14 @@
 """A row too large for a token budget, handed over as its best passage.
 
 A budget used to hand a long row over whole or not at all: past ``max_tokens`` alone it
-was left out for good (rank 1 handed over whole, over the budget). Under
-``NAUTILUS_RANKING_BUDGET_PASSAGES`` (on by default, only under a budget) such a row is
-handed over as the part that answers: its field cut to the passage that scored
-(``RankedRow.passage``, a row past the model's window), else to the first window of its
-longest text field. Its ranking entry says so: ``passage`` with the ``field``, its
+was left out for good (rank 1 handed over whole, over the budget), and one that fitted
+whole took the room of several answers. Under ``NAUTILUS_RANKING_BUDGET_PASSAGES`` (on
+by default, only under a budget) a row too large for its page is handed over as the
+part that answers: a row over the budget alone, or a row scored by a passage that costs
+more than its share of the page's budget (:func:`page_share`; a budget with room for
+every row whole hands them over whole). Handed over: its field cut to the passage that
+scored (``RankedRow.passage``, a row past the model's window), else to the first window
+of its longest text field. Its ranking entry says so: ``passage`` with the ``field``, its
 ``start`` and ``end`` (character offsets into the field's value), the value's
 ``length`` and a ``handle``.
 
@@ -90,20 +93,33 @@ def parts_that_fit(
     text: Callable[[RankedRow], str],
     exact: bool | None = None,
     whole: Collection[str] = (),
+    page: int | None = None,
 ) -> tuple[list[RankedRow], list[int]]:
-    """The ranking with each row over ``max_tokens`` alone replaced by its passage, and
-    the rows' token counts (``text``: a row as it is counted). A row named in ``whole``
-    (by the handle of its passage) is left whole."""
+    """The ranking with each row too large for its page replaced by its passage, and the
+    rows' token counts (``text``: a row as it is counted). Too large: over ``max_tokens``
+    alone, or, for a row scored by a passage, over its share of the budget
+    (:func:`page_share`; ``page``: the rows a page holds, None: the whole ranking). A
+    row named in ``whole`` (by the handle of its passage) is left whole."""
     out, costs = list(ranking), list(counts)
+    share = page_share(max_tokens, page if page is not None else len(ranking))
     for i, (ranked, cost) in enumerate(zip(ranking, counts, strict=True)):
-        if cost <= max_tokens:
+        if cost <= (max_tokens if ranked.passage is None else share):
             continue
         part = as_passage(ranked)
         if part is None or part.passage is None or part.passage["handle"] in whole:
             continue
-        out[i] = part
-        costs[i] = count_tokens([text(part)], exact)[0]
+        part_cost = count_tokens([text(part)], exact)[0]
+        if part_cost < cost:
+            out[i], costs[i] = part, part_cost
     return out, costs
+
+
+def page_share(max_tokens: int, rows: int) -> int:
+    """What a page's budget gives each of its ``rows``: a row scored by a passage that
+    costs more whole is handed over as that passage, so one long row that fits whole
+    does not take the room of several answers (a passage costs some 150-210 tokens as a
+    JSON entry), and a budget with room for every row whole hands them over whole."""
+    return max_tokens // max(rows, 1)
 
 
 def asked_whole(ranking: Sequence[RankedRow], whole: Collection[str]) -> list[bool]:

@@ -360,8 +360,8 @@ class RankingKnobs(BaseModel):
             boolean,
             # It changes what a budget hands over of a row too large for it; no budget,
             # no change: it does not turn ranking on.
-            summary="under a budget, hand a row too large for it over as its best passage, "
-            "marked (false: whole or not at all)",
+            summary="under a budget, hand a row too large for its page over as its best "
+            "passage, marked (false: whole or not at all)",
             in_broker="in merge: a row too large for the budget is counted as its passage, "
             "handed over as it in the ranked route's and tool's rows (whole: [handle] asks "
             "for it whole); data, which the attestation signs, keeps the row whole",

@@ -27,6 +27,7 @@ from nautilus_ranking.synthesis.passages import (
     long_rows,
     passage_lexical,
     passage_similarity,
+    row_factors,
     row_lexical,
 )
 from nautilus_ranking.synthesis.query import MAX_QUERY_CHARS, TokensToWeight, weighted_query
@@ -47,6 +48,7 @@ def score_content(ranker: RankSettings, b: RankBatch, warnings: RankWarnings) ->
     and there is no ranking)."""
     n = b.n
     factors = np.ones(n, dtype=np.float64)
+    by_idf = False  # the rows' IDF factors computed (else 1 each)
     texts: list[str] | None = None
     batch: TokenBatch | None = None
     raw_query = b.ctx.get("query")
@@ -84,6 +86,7 @@ def score_content(ranker: RankSettings, b: RankBatch, warnings: RankWarnings) ->
             b.query = weighted
         else:
             factors = idf_factors(batch, weights, IDF_FLOOR)
+            by_idf = True
     b.factors, b.texts, b.tokens, b.query_tokens = factors, texts, batch, query_tokens
     if use_bm25:  # BM25 needs no query vector: the query's tokens are scored directly
         _bm25_similarity(ranker, b, warnings)
@@ -91,6 +94,8 @@ def score_content(ranker: RankSettings, b: RankBatch, warnings: RankWarnings) ->
         best: IntArray | None = None
     else:
         late, best = _model_similarity(ranker, b, weights, warnings)
+        if by_idf and b.passages is not None:  # a long row's: its passage's that scored
+            b.factors = row_factors(b.passages, b.factors)
     checkpoint("similarity")
     # Beside a model's semantic similarity, a lexical one for every row (a lexical
     # embedder's similarity is that already): content then combines both.

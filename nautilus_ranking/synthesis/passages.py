@@ -16,6 +16,9 @@ passage's:
   scale of a short row's, so a long row neither gains nor loses for its length. (The
   best by cosine of every passage instead lifted long rows at random: Cranfield
   partitioned 0.232 -> 0.203 nDCG@10, ``docs/tuning-embedders.md``.)
+* **IDF factor** (with IDF: a row's coverage of the query's words, times its
+  similarity): the passage's that scored. The whole row's grows with its length, as a
+  query's words turn up in its unrelated parts.
 
 An embedder that keeps vectors (the model's memory cache) embeds a long row's first
 :data:`WINDOWS_A_ROW` passages after its head too, whatever the query, after every
@@ -49,7 +52,7 @@ from nautilus_ranking.synthesis.similarity import lexical_similarities, text_sim
 from nautilus_ranking.synthesis.vectors import QueryVector, unit
 from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window, row_windows
-from nautilus_ranking.text.tokens import TokenBatch
+from nautilus_ranking.text.tokens import IDF_FLOOR, TokenBatch, idf_factors
 
 #: Passages the model embeds of a long row, beyond its head: the best by words (at 2,
 #: a row costs about 3 short rows' embedding the first time it is seen; cached after).
@@ -69,13 +72,16 @@ class Passages:
     ``rows``: positions (in the scored rows) of the rows past the window;
     ``row_of``: for each passage, its row's index in ``rows``; ``spans``: each passage's
     ``[start, end)`` in its row's text; ``lexical``: each passage's lexical score;
-    ``best``: per row in ``rows``, the passage that scored (an index into ``spans``)."""
+    ``best``: per row in ``rows``, the passage that scored (an index into ``spans``);
+    ``factors``: each passage's IDF factor (its IDF-weighted coverage of the query, as
+    :func:`~nautilus_ranking.text.tokens.idf_factors` gives a row's)."""
 
     rows: IntArray
     row_of: IntArray
     spans: list[tuple[int, int]]
     lexical: FloatArray
     best: IntArray
+    factors: FloatArray
 
     @property
     def count(self) -> int:
@@ -105,10 +111,12 @@ def passage_lexical(
             row_of.append(k)
             spans.append(span)
     passage_texts = [texts[rows[k]][a:b] for k, (a, b) in zip(row_of, spans, strict=True)]
-    scores = lexical_similarities(TokenBatch.from_texts(passage_texts), query_tokens, weights)
+    batch = TokenBatch.from_texts(passage_texts)
+    scores = lexical_similarities(batch, query_tokens, weights)
     lexical = scores if scores is not None else np.zeros(len(spans), dtype=np.float64)
     owner = np.array(row_of, dtype=np.intp)
-    return Passages(rows, owner, spans, lexical, best_of(owner, lexical, len(rows)))
+    best = best_of(owner, lexical, len(rows))
+    return Passages(rows, owner, spans, lexical, best, idf_factors(batch, weights, IDF_FLOOR))
 
 
 def best_of(owner: IntArray, score: FloatArray, n_rows: int) -> IntArray:
@@ -119,6 +127,15 @@ def best_of(owner: IntArray, score: FloatArray, n_rows: int) -> IntArray:
     best = np.full(n_rows, -1, dtype=np.intp)
     best[owner[order][first]] = order[first]
     return best
+
+
+def row_factors(passages: Passages, factors: FloatArray) -> FloatArray:
+    """``factors`` with each long row's IDF factor that of the passage that scored: the
+    whole row's coverage of the query grows with its length (a query's words scattered
+    over unrelated parts), a passage's is on a short row's scale."""
+    out = factors.copy()
+    out[passages.rows] = passages.factors[passages.best]
+    return out
 
 
 def row_lexical(passages: Passages, lexical: FloatArray) -> FloatArray:

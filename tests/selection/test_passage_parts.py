@@ -10,12 +10,14 @@ from typing import Any
 
 from cli_process import run_nautilus
 
-from nautilus_ranking.records import RankedRow
+from nautilus_ranking.records import BrokerResponse, RankedRow
+from nautilus_ranking.request.pages import paging
 from nautilus_ranking.selection import apply_budget
 from nautilus_ranking.selection.budget import entry_text
 from nautilus_ranking.selection.budget_pages import budget_page
 from nautilus_ranking.selection.passage_parts import parts_that_fit
 from nautilus_ranking.selection.tokens import count_tokens
+from nautilus_ranking.settings.model import NautilusSettings
 
 FILLER = " ".join(
     f"The committee reviewed quarterly figures number {i} and staffing plans again."
@@ -127,3 +129,43 @@ def test_the_cli_text_says_which_part_was_handed_over(tmp_path: Path) -> None:
         "query", "--max-tokens", "400", "restart payments service failover", env=env, check=True
     ).stdout
     assert f"of {len(LONG)} characters; the whole row: --whole row:" in out
+
+
+def scored_rows(count: int) -> list[RankedRow]:
+    """``count`` rows scored by a passage, each within the budget alone."""
+    text = FILLER[:1200] + " " + ANSWER + " " + FILLER[:600]
+    start = text.index(ANSWER)
+    passage = {"field": "text", "start": start, "end": start + len(ANSWER), "length": len(text)}
+    return [ranked(r, {"id": f"row{r}", "text": text}, passage) for r in range(1, count + 1)]
+
+
+def test_rows_scored_by_a_passage_share_the_budget_as_passages() -> None:
+    rows = scored_rows(6)
+    budget = 3 * max(count_tokens([entry_text(r) for r in rows]))  # three rows whole
+    _, kept, fitted = apply_budget({"docs": [r.row for r in rows]}, rows, budget, passages=True)
+    assert [r.row["id"] for r in kept] == [f"row{r}" for r in range(1, 7)]
+    assert all(r.row["text"] == ANSWER and r.passage is not None for r in kept)
+    assert fitted.tokens_used <= budget
+
+
+def test_a_budget_with_room_for_every_row_whole_hands_them_over_whole() -> None:
+    rows = scored_rows(6)
+    budget = 6 * max(count_tokens([entry_text(r) for r in rows]))
+    _, kept, _ = apply_budget({"docs": [r.row for r in rows]}, rows, budget, passages=True)
+    assert len(kept) == 6 and all(r.row == rows[0].row | {"id": r.row["id"]} for r in kept)
+    assert all("passage" not in r.entry() for r in kept)
+
+
+def test_a_pages_share_is_of_the_rows_the_page_holds() -> None:
+    """Paged, the deeper ranking holds later pages' rows too: a row's share is the
+    budget over the page's rows, so a page with room for its rows whole has them whole."""
+    rows = scored_rows(6)
+    budget = 2 * max(count_tokens([entry_text(r) for r in rows]))
+    settings = NautilusSettings(ranking_top_k=2)
+    pages = paging("q", settings, ["docs"], page=1)
+    assert pages is not None
+    response = BrokerResponse("r", {"docs": [r.row for r in rows]}, rows)
+    page, _, fitted = pages.cut(response, max_tokens=budget, passages=True)
+    assert [r.row["id"] for r in page.ranking] == ["row1", "row2"]
+    assert all(r.row == rows[0].row | {"id": r.row["id"]} for r in page.ranking)
+    assert fitted is not None and fitted.tokens_used <= budget

@@ -24,6 +24,7 @@ from nautilus_ranking.text.passage_windows import (
     row_windows,
     windows,
 )
+from nautilus_ranking.text.tokens import TokenBatch, idf_factors, query_token_weights, tokenize
 
 UNIT = re.compile(r"\w+|[^\w\s]")
 
@@ -130,6 +131,28 @@ def test_a_long_row_scores_as_its_passage_alone() -> None:
     assert inside[1].passage["start"] == long_text.index(paragraph)
     assert inside[1].similarity == pytest.approx(alone[1].similarity, abs=1e-12)
     assert inside[1].score == pytest.approx(alone[1].score, abs=1e-12)
+
+
+def test_a_long_rows_idf_factor_is_its_passages() -> None:
+    """Query words scattered over a long row's unrelated parts do not lift it: its IDF
+    factor (its coverage of the query's words) is the passage's that scored, as if it
+    were a short row, not the whole row's, which grows with its length."""
+    paragraph = "Drain the payments service queue " + "ipsum " * 60 + "end."
+    scattered = {0: "A restart of printers.", 3: "A failover drill."}  # one query word each
+    fillers = [scattered.get(i, "Nothing here.") + " " + "lorem " * 70 + "end." for i in range(4)]
+    long_text = "\n\n".join([fillers[0], fillers[1], paragraph, fillers[2], fillers[3]])
+    rows = [
+        {"id": 1, "text": long_text},
+        {"id": 2, "text": "Office plants need watering twice a week."},
+    ]
+    ranked = {r.row["id"]: r for r in rank(rows, WindowModel())}
+    scored = long_text[ranked[1].passage["start"] : ranked[1].passage["end"]]
+    assert paragraph in scored
+    texts = [r["text"] for r in rows]
+    weights = query_token_weights(TokenBatch.from_texts(texts), tokenize(QUERY))
+    whole, alone = idf_factors(TokenBatch.from_texts([long_text, scored]), weights)
+    assert alone < whole  # restart and failover are in the row, not in its passage
+    assert ranked[1].idf_factor == pytest.approx(alone, abs=1e-12)
 
 
 def test_short_rows_are_read_as_before() -> None:
