@@ -178,7 +178,10 @@ def _result_line(r: dict[str, Any], scored: Mapping[str, Any] | None = None) -> 
         else ""
     )
     cite = f" (cite: {r['cite']})" if "cite" in r else ""
-    return f"{r['rank']}. [{r['source']}]{score}{also}{marked}{cite}: {_line(r['row'], scored)}"
+    # a row handed over in part is its passage: its line shows the whole part
+    width = 200 + (part["end"] - part["start"] if part is not None else 0)
+    line = _line(r["row"], scored, width)
+    return f"{r['rank']}. [{r['source']}]{score}{also}{marked}{cite}: {line}"
 
 
 def _copy_label(copy: dict[str, Any]) -> str:
@@ -212,7 +215,8 @@ def _line(row: dict[str, Any], scored: Mapping[str, Any] | None = None, width: i
     """A row in one line: its id, then its text fields (a model reads the whole line).
     A row past the model's window shows the passage that ``scored`` it in its field,
     ``…`` where cut, and its line is longer by the passage (a window of at most 128
-    pieces): the words the agent reads are the part that answers, not the row's first."""
+    pieces): the words the agent reads are the part that answers, not the row's first.
+    (A row handed over in part is its passage already; its caller widens its line.)"""
     ident = row.get("id")
     texts = [
         " ".join(_scored_part(v, scored if scored and scored["field"] == k else None).split())
