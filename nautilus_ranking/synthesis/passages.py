@@ -37,19 +37,24 @@ and for a budget that hands a long row over in part.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.synthesis.candidates import NOT_TEXT
+from nautilus_ranking.synthesis.passage_rows import (
+    RowPassages,
+    kept_vectors,
+    lexical_rows,
+    row_passages,
+)
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
-from nautilus_ranking.synthesis.similarity import lexical_similarities, text_similarities
+from nautilus_ranking.synthesis.similarity import lexical_query, text_similarities
 from nautilus_ranking.synthesis.vectors import QueryVector, unit
 from nautilus_ranking.text.arrays import FloatArray, IntArray
-from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window, row_windows
-from nautilus_ranking.text.tokens import TokenBatch
+from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window
 
 #: Passages the model embeds of a long row, beyond its head: the best by words (at 2,
 #: a row costs about 3 short rows' embedding the first time it is seen; cached after).
@@ -69,13 +74,16 @@ class Passages:
     ``rows``: positions (in the scored rows) of the rows past the window;
     ``row_of``: for each passage, its row's index in ``rows``; ``spans``: each passage's
     ``[start, end)`` in its row's text; ``lexical``: each passage's lexical score;
-    ``best``: per row in ``rows``, the passage that scored (an index into ``spans``)."""
+    ``best``: per row in ``rows``, the passage that scored (an index into ``spans``);
+    ``kept``: per row in ``rows``, what its passages are whatever the query
+    (``passage_rows.py``)."""
 
     rows: IntArray
     row_of: IntArray
     spans: list[tuple[int, int]]
     lexical: FloatArray
     best: IntArray
+    kept: list[RowPassages] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -97,18 +105,18 @@ def passage_lexical(
     weights: dict[str, float],
 ) -> Passages:
     """``rows``' passages and each one's lexical score (0 without query words); each
-    row's best passage by words."""
-    row_of: list[int] = []
-    spans: list[tuple[int, int]] = []
-    for k, i in enumerate(rows.tolist()):
-        for span in row_windows(texts[i]):
-            row_of.append(k)
-            spans.append(span)
-    passage_texts = [texts[rows[k]][a:b] for k, (a, b) in zip(row_of, spans, strict=True)]
-    scores = lexical_similarities(TokenBatch.from_texts(passage_texts), query_tokens, weights)
-    lexical = scores if scores is not None else np.zeros(len(spans), dtype=np.float64)
-    owner = np.array(row_of, dtype=np.intp)
-    return Passages(rows, owner, spans, lexical, best_of(owner, lexical, len(rows)))
+    row's best passage by words. A row seen before is not split or tokenised again: its
+    windows' vectors are kept (``passage_rows.py``), and scored by dot products."""
+    kept = row_passages([texts[i] for i in rows.tolist()])
+    owner = np.repeat(np.arange(len(rows), dtype=np.intp), [len(r.spans) for r in kept])
+    spans = [span for record in kept for span in record.spans]
+    query = lexical_query(query_tokens, weights)
+    lexical = (
+        lexical_rows(kept).dot_sparse(query)
+        if query is not None
+        else np.zeros(len(spans), dtype=np.float64)
+    )
+    return Passages(rows, owner, spans, lexical, best_of(owner, lexical, len(rows)), kept)
 
 
 def best_of(owner: IntArray, score: FloatArray, n_rows: int) -> IntArray:
@@ -188,7 +196,12 @@ def passage_similarity(
         texts[passages.rows[passages.row_of[p]]][slice(*passages.spans[p])] for p in picked.tolist()
     ]
     sims = text_similarities(
-        embedder, picked_texts, unit(query), query_in_embedder_space, warnings, remaining_ms
+        _with_kept_vectors(embedder, passages, picked),
+        picked_texts,
+        unit(query),
+        query_in_embedder_space,
+        warnings,
+        remaining_ms,
     )
     # every passage embedded (cached for later queries); the best by words score: the
     # best by cosine of all of them lifted long rows at random (Cranfield partitioned
@@ -211,6 +224,16 @@ def passage_similarity(
     passages.best = np.where(beats, picked[np.maximum(top, 0)], kept)
     out[passages.rows] = np.where(beats, semantic, rows_similarity)
     return out, len(picked)
+
+
+def _with_kept_vectors(embedder: Embedder, passages: Passages, picked: IntArray) -> Embedder:
+    """The embedder, reading the ``picked`` passages' vectors kept on their rows first
+    (:func:`~.passage_rows.kept_vectors`): one lookup a row, not one a passage."""
+    if not passages.kept:
+        return embedder
+    first = np.concatenate(([0], np.cumsum([len(r.spans) for r in passages.kept])[:-1]))
+    owner = passages.row_of[picked]
+    return kept_vectors(embedder, passages.kept, owner, picked - first[owner])
 
 
 def keeps_vectors(embedder: Embedder) -> bool:

@@ -1,0 +1,291 @@
+"""What a long row's passages are whatever the query, kept for the rows seen last.
+
+A long row's windows (:func:`~nautilus_ranking.text.passage_windows.windows`), each
+window's lexical vector (its words' hashed unit vector: the IDF weights of the batch
+and the query are on the query's side, :func:`~.similarity.lexical_query`) and the
+model's vectors of the windows it embedded are the same for every query and every
+batch. They are kept per row (:class:`RowPassages`), keyed by a digest of its text, for
+the rows seen last, up to :data:`KEPT_BYTES`. A new query on a long row seen before is
+then one digest, one lookup and dot products: splitting and tokenising its some 40
+windows, and a vector cache lookup a window, cost such a query twice its ranking by the
+first 128 pieces (``benchmarks/speed/passage_cost.py``).
+
+A window's lexical vector is its words' alone, as when the windows of a batch were
+tokenised together; only the order in which three or more of one window's words that
+share a hash bucket are summed may differ (by the last bit), as it did from one batch to
+another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from nautilus_ranking.embedders import Embedder, SparseRows
+from nautilus_ranking.synthesis.similarity import LEXICAL_DIM, lexical_vectors
+from nautilus_ranking.text.arrays import IntArray
+from nautilus_ranking.text.passage_windows import windows
+from nautilus_ranking.text.tokens import TokenBatch
+
+#: Bytes of the rows' records kept (spans, lexical vectors, the model's vectors): a row
+#: of 1,000-4,000 word pieces takes about 130 KB (33 windows: 30 KB of lexical vectors,
+#: 50 KB of model vectors as float32, the rest spans), so some 500 such rows.
+KEPT_BYTES = 64 * 1024 * 1024
+#: Bytes a span takes in a list (a tuple of two ints).
+_SPAN_BYTES = sys.getsizeof((0, 0)) + 2 * sys.getsizeof(1 << 20) + 8
+
+
+@dataclass
+class RowPassages:
+    """One long row's windows as ``[start, end)`` offsets, each window's lexical vector
+    (entries ``window``, ``column``, ``value``: :func:`~.similarity.lexical_vectors`),
+    and per vector space the model's vectors of the windows it embedded (``slots``: for
+    each window, its row in ``vectors``, -1 when not embedded);
+    ``key``: the digest of the row's text it is kept under."""
+
+    key: bytes
+    spans: list[tuple[int, int]]
+    window: npt.NDArray[np.int32]
+    column: npt.NDArray[np.int32]
+    value: npt.NDArray[np.float64]
+    vectors: dict[bytes, tuple[npt.NDArray[np.int32], npt.NDArray[Any]]] = field(
+        default_factory=dict
+    )
+
+    @property
+    def nbytes(self) -> int:
+        arrays = self.window.nbytes + self.column.nbytes + self.value.nbytes
+        kept = sum(at.nbytes + v.nbytes for at, v in self.vectors.values())
+        return len(self.spans) * _SPAN_BYTES + arrays + kept
+
+
+_kept: OrderedDict[bytes, RowPassages] = OrderedDict()
+_kept_bytes = 0
+_lock = threading.Lock()
+
+
+def kept_rows() -> tuple[int, int]:
+    """How many rows' records are kept, and their bytes (bounded by :data:`KEPT_BYTES`)."""
+    with _lock:
+        return len(_kept), _kept_bytes
+
+
+def row_passages(texts: list[str]) -> list[RowPassages]:
+    """Each long text's record: kept ones looked up, the others split and tokenised
+    (together, in one batch) and kept, the least recently used leaving past
+    :data:`KEPT_BYTES`."""
+    keys = [hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=16).digest() for t in texts]
+    found: list[RowPassages | None] = []
+    with _lock:
+        for key in keys:
+            record = _kept.get(key)
+            if record is not None:
+                _kept.move_to_end(key)
+            found.append(record)
+    new = [i for i, record in enumerate(found) if record is None]
+    if new:
+        made = _records([keys[i] for i in new], [texts[i] for i in new])
+        with _lock:
+            for i, record in zip(new, made, strict=True):
+                found[i] = _keep(keys[i], record)
+            _evict()
+    return [record for record in found if record is not None]
+
+
+def _keep(key: bytes, record: RowPassages) -> RowPassages:
+    """``record`` kept under ``key`` (the one kept already, when another request made it
+    first). Under the lock."""
+    global _kept_bytes
+    kept = _kept.get(key)
+    if kept is not None:
+        return kept
+    _kept[key] = record
+    _kept_bytes += record.nbytes
+    return record
+
+
+def _evict() -> None:
+    """The least recently used records out, past :data:`KEPT_BYTES`. Under the lock."""
+    global _kept_bytes
+    while _kept_bytes > KEPT_BYTES and _kept:
+        _, record = _kept.popitem(last=False)
+        _kept_bytes -= record.nbytes
+
+
+def _records(keys: list[bytes], texts: list[str]) -> list[RowPassages]:
+    """The records of texts not seen: their windows, tokenised in one batch."""
+    spans = [windows(text) for text in texts]
+    counts = np.array([len(s) for s in spans], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(counts)))
+    vectors = lexical_vectors(
+        TokenBatch.from_texts([t[a:b] for t, s in zip(texts, spans, strict=True) for a, b in s])
+    )
+    # entries are sorted by window: each text's are one run
+    bounds = np.searchsorted(vectors.rows, starts)
+    out = []
+    for k, text_spans in enumerate(spans):
+        run = slice(int(bounds[k]), int(bounds[k + 1]))
+        out.append(
+            RowPassages(
+                keys[k],
+                text_spans,
+                (vectors.rows[run] - starts[k]).astype(np.int32),
+                vectors.columns[run].astype(np.int32),
+                vectors.values[run].copy(),
+            )
+        )
+    return out
+
+
+def lexical_rows(records: list[RowPassages]) -> SparseRows:
+    """The records' windows' lexical vectors as one matrix, the windows in order."""
+    counts = np.array([len(r.spans) for r in records], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    entries = [len(r.value) for r in records]
+    window = np.concatenate([r.window for r in records]) if records else np.zeros(0, np.int32)
+    return SparseRows(
+        int(counts.sum()),
+        LEXICAL_DIM,
+        window.astype(np.int64) + np.repeat(offsets, entries),
+        np.concatenate([r.column for r in records]).astype(np.int64)
+        if records
+        else np.zeros(0, np.int64),
+        np.concatenate([r.value for r in records]) if records else np.zeros(0),
+    )
+
+
+class KeptVectors:
+    """An embedder that keeps the model's vectors of a batch's passages on their rows'
+    records: a passage seen before is read from its row's record (one lookup a row),
+    the others go to the model, and are kept. ``owner``/``window``: each text's record
+    (an index into ``records``) and window, in the order the texts come."""
+
+    def __init__(
+        self,
+        embedder: Any,
+        space: bytes,
+        records: list[RowPassages],
+        owner: IntArray,
+        window: IntArray,
+    ) -> None:
+        self.embedder = embedder
+        self.space = space
+        self.records = records
+        self.owner = owner
+        self.window = window
+        self.dim = getattr(embedder, "dim", None)
+        self.keeps_deadline = bool(getattr(embedder, "keeps_deadline", False))
+
+    def embed(self, text: str) -> list[float]:
+        return [float(x) for x in self.embed_batch([text])[0]]
+
+    def embed_batch(self, texts: list[str], deadline: float | None = None) -> npt.NDArray[Any]:
+        """The texts' vectors: the kept ones from their rows' records, the others from
+        the model (with ``deadline``: NaN for those it did not reach), at the model's
+        own precision."""
+        if not texts or len(texts) != len(self.owner):
+            return self._model(texts, deadline)
+        at, stacked = self._kept()
+        missing = np.flatnonzero(at < 0)
+        made = self._model([texts[i] for i in missing.tolist()], deadline) if len(missing) else None
+        if made is not None:
+            self._keep(missing, made)
+        if stacked is None:
+            assert made is not None  # every text missing
+            return made
+        out = stacked[np.maximum(at, 0)]  # one gather; a missing text's row is set below
+        if made is not None:
+            out = out.astype(np.result_type(out, made), copy=False)
+            out[missing] = made
+        return out
+
+    def _kept(self) -> tuple[IntArray, npt.NDArray[Any] | None]:
+        """Each text's row in the kept vectors of its records stacked (-1: none kept),
+        and that stack (None: no vector kept)."""
+        used, which = np.unique(self.owner, return_inverse=True)
+        records = [self.records[k] for k in used.tolist()]
+        stores = [r.vectors.get(self.space) for r in records]
+        kept = [store for store in stores if store is not None]
+        if not kept:
+            return np.full(len(self.owner), -1, dtype=np.int64), None
+        slots = np.concatenate(
+            [
+                store[0] if store is not None else np.full(len(r.spans), -1, np.int32)
+                for store, r in zip(stores, records, strict=True)
+            ]
+        )
+        first = np.cumsum([0, *(len(r.spans) for r in records)])
+        shift = np.cumsum([0, *(len(store[1]) if store is not None else 0 for store in stores)])
+        local = slots[first[which] + self.window]
+        at: IntArray = np.where(local >= 0, local + shift[which], -1)
+        return at, np.concatenate([store[1] for store in kept])
+
+    def _model(self, texts: list[str], deadline: float | None) -> npt.NDArray[Any]:
+        embed_batch: Callable[..., Any] = self.embedder.embed_batch
+        made = np.asarray(
+            embed_batch(texts, deadline) if deadline is not None else embed_batch(texts)
+        )
+        if made.ndim != 2 or made.shape[0] != len(texts):
+            raise ValueError(f"embedder returned shape {made.shape}, expected {len(texts)} rows")
+        return made
+
+    def _keep(self, positions: IntArray, made: npt.NDArray[Any]) -> None:
+        """The vectors the model made (not the ones it did not reach) kept on their
+        rows' records."""
+        reached = ~np.isnan(made).all(axis=1)
+        owners = self.owner[positions[reached]]
+        windows_made = self.window[positions[reached]]
+        made = made[reached]
+        with _lock:
+            for k in np.unique(owners).tolist():
+                mine = owners == k
+                _add_vectors(self.records[k], self.space, windows_made[mine], made[mine])
+            _evict()
+
+
+def _add_vectors(
+    record: RowPassages, space: bytes, windows_made: IntArray, made: npt.NDArray[Any]
+) -> None:
+    """``made`` (the vectors of ``windows_made``) added to ``record``'s, new arrays in
+    place of the old (a request reading them meanwhile reads the old). Under the lock."""
+    global _kept_bytes
+    before = record.nbytes
+    slots, vectors = record.vectors.get(space, (np.full(len(record.spans), -1, np.int32), made[:0]))
+    windows_new, first = np.unique(windows_made, return_index=True)
+    new = slots[windows_new] < 0
+    windows_new, added = windows_new[new], made[first[new]]
+    if not len(windows_new):
+        return
+    slots = slots.copy()
+    slots[windows_new] = len(vectors) + np.arange(len(windows_new), dtype=np.int32)
+    record.vectors[space] = (slots, np.concatenate((vectors, added)))
+    if _kept.get(record.key) is record:
+        _kept_bytes += record.nbytes - before
+
+
+def kept_vectors(
+    embedder: Embedder,
+    records: list[RowPassages],
+    owner: IntArray,
+    window: IntArray,
+) -> Embedder:
+    """``embedder``, or with the vectors of the passages it embeds kept on their rows
+    (:class:`KeptVectors`) when it keeps vectors itself (a memory cache) and names its
+    vector space (``space``, as the model does): the vectors are then the same whatever
+    the row they come from."""
+    space = getattr(embedder, "space", None)
+    if (
+        not isinstance(space, bytes)
+        or not int(getattr(embedder, "cache_size", 0) or 0)
+        or not callable(getattr(embedder, "embed_batch", None))
+    ):
+        return embedder
+    return KeptVectors(embedder, space, records, owner, window)
