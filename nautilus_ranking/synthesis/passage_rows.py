@@ -4,21 +4,21 @@ A long row's windows (:func:`~nautilus_ranking.text.passage_windows.windows`), e
 window's lexical vector (its words' hashed unit vector: the IDF weights of the batch
 and the query are on the query's side, :func:`~.similarity.lexical_query`) and the
 model's vectors of the windows it embedded are the same for every query and every
-batch. They are kept per row (:class:`RowPassages`), keyed by a digest of its text, for
-the rows seen last, up to :data:`KEPT_BYTES`. A new query on a long row seen before is
-then one digest, one lookup and dot products: splitting and tokenising its some 40
-windows, and a vector cache lookup a window, cost such a query twice its ranking by the
-first 128 pieces (``benchmarks/speed/passage_cost.py``).
+batch. They are kept per row (:class:`RowPassages`), keyed by its text, for the rows
+seen last, up to :data:`KEPT_BYTES`. A new query on a long row seen before is then one
+lookup and dot products: splitting and tokenising its some 40 windows, and a vector
+cache lookup a window, cost such a query twice its ranking by the first 128 pieces
+(``benchmarks/speed/passage_cost.py``).
 
-A window's lexical vector is its words' alone, as when the windows of a batch were
-tokenised together; only the order in which three or more of one window's words that
-share a hash bucket are summed may differ (by the last bit), as it did from one batch to
-another.
+The scores are those of tokenising every window each time, to the byte: a window's
+lexical vector is its words' alone (only the order in which three or more of one
+window's words that share one of 65,536 hash buckets are summed may differ, by the last
+bit, as it did from one batch to another), and the model's vectors reach the same
+product as the model's cache gave.
 """
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import threading
 from collections import OrderedDict
@@ -29,15 +29,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from nautilus_ranking.embedders import Embedder, SparseRows
+from nautilus_ranking.embedders import Embedder, SparseVector
 from nautilus_ranking.synthesis.similarity import LEXICAL_DIM, lexical_vectors
-from nautilus_ranking.text.arrays import IntArray
+from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.passage_windows import windows
 from nautilus_ranking.text.tokens import TokenBatch
 
-#: Bytes of the rows' records kept (spans, lexical vectors, the model's vectors): a row
-#: of 1,000-4,000 word pieces takes about 130 KB (33 windows: 30 KB of lexical vectors,
-#: 50 KB of model vectors as float32, the rest spans), so some 500 such rows.
+#: Bytes of the rows' records kept (the text, spans, lexical vectors, the model's
+#: vectors): a row of 1,000-4,000 word pieces takes about 80 KB (some 15 KB of text,
+#: 26 windows' spans and lexical vectors, the model's vectors as float32), so some 800
+#: such rows.
 KEPT_BYTES = 64 * 1024 * 1024
 #: Bytes a span takes in a list (a tuple of two ints).
 _SPAN_BYTES = sys.getsizeof((0, 0)) + 2 * sys.getsizeof(1 << 20) + 8
@@ -49,9 +50,9 @@ class RowPassages:
     (entries ``window``, ``column``, ``value``: :func:`~.similarity.lexical_vectors`),
     and per vector space the model's vectors of the windows it embedded (``slots``: for
     each window, its row in ``vectors``, -1 when not embedded);
-    ``key``: the digest of the row's text it is kept under."""
+    ``key``: the row's text, which it is kept under."""
 
-    key: bytes
+    key: str
     spans: list[tuple[int, int]]
     window: npt.NDArray[np.int32]
     column: npt.NDArray[np.int32]
@@ -64,10 +65,10 @@ class RowPassages:
     def nbytes(self) -> int:
         arrays = self.window.nbytes + self.column.nbytes + self.value.nbytes
         kept = sum(at.nbytes + v.nbytes for at, v in self.vectors.values())
-        return len(self.spans) * _SPAN_BYTES + arrays + kept
+        return sys.getsizeof(self.key) + len(self.spans) * _SPAN_BYTES + arrays + kept
 
 
-_kept: OrderedDict[bytes, RowPassages] = OrderedDict()
+_kept: OrderedDict[str, RowPassages] = OrderedDict()
 _kept_bytes = 0
 _lock = threading.Lock()
 
@@ -82,32 +83,31 @@ def row_passages(texts: list[str]) -> list[RowPassages]:
     """Each long text's record: kept ones looked up, the others split and tokenised
     (together, in one batch) and kept, the least recently used leaving past
     :data:`KEPT_BYTES`."""
-    keys = [hashlib.blake2b(t.encode("utf-8", "replace"), digest_size=16).digest() for t in texts]
     found: list[RowPassages | None] = []
     with _lock:
-        for key in keys:
-            record = _kept.get(key)
+        for text in texts:
+            record = _kept.get(text)
             if record is not None:
-                _kept.move_to_end(key)
+                _kept.move_to_end(text)
             found.append(record)
     new = [i for i, record in enumerate(found) if record is None]
     if new:
-        made = _records([keys[i] for i in new], [texts[i] for i in new])
+        made = _records([texts[i] for i in new])
         with _lock:
             for i, record in zip(new, made, strict=True):
-                found[i] = _keep(keys[i], record)
+                found[i] = _keep(record)
             _evict()
     return [record for record in found if record is not None]
 
 
-def _keep(key: bytes, record: RowPassages) -> RowPassages:
-    """``record`` kept under ``key`` (the one kept already, when another request made it
+def _keep(record: RowPassages) -> RowPassages:
+    """``record`` kept (the one kept already for its text, when another request made it
     first). Under the lock."""
     global _kept_bytes
-    kept = _kept.get(key)
+    kept = _kept.get(record.key)
     if kept is not None:
         return kept
-    _kept[key] = record
+    _kept[record.key] = record
     _kept_bytes += record.nbytes
     return record
 
@@ -120,7 +120,7 @@ def _evict() -> None:
         _kept_bytes -= record.nbytes
 
 
-def _records(keys: list[bytes], texts: list[str]) -> list[RowPassages]:
+def _records(texts: list[str]) -> list[RowPassages]:
     """The records of texts not seen: their windows, tokenised in one batch."""
     spans = [windows(text) for text in texts]
     counts = np.array([len(s) for s in spans], dtype=np.int64)
@@ -135,7 +135,7 @@ def _records(keys: list[bytes], texts: list[str]) -> list[RowPassages]:
         run = slice(int(bounds[k]), int(bounds[k + 1]))
         out.append(
             RowPassages(
-                keys[k],
+                texts[k],
                 text_spans,
                 (vectors.rows[run] - starts[k]).astype(np.int32),
                 vectors.columns[run].astype(np.int32),
@@ -145,21 +145,26 @@ def _records(keys: list[bytes], texts: list[str]) -> list[RowPassages]:
     return out
 
 
-def lexical_rows(records: list[RowPassages]) -> SparseRows:
-    """The records' windows' lexical vectors as one matrix, the windows in order."""
-    counts = np.array([len(r.spans) for r in records], dtype=np.int64)
-    offsets = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-    entries = [len(r.value) for r in records]
-    window = np.concatenate([r.window for r in records]) if records else np.zeros(0, np.int32)
-    return SparseRows(
-        int(counts.sum()),
-        LEXICAL_DIM,
-        window.astype(np.int64) + np.repeat(offsets, entries),
-        np.concatenate([r.column for r in records]).astype(np.int64)
-        if records
-        else np.zeros(0, np.int64),
-        np.concatenate([r.value for r in records]) if records else np.zeros(0),
-    )
+def lexical_scores(records: list[RowPassages], query: SparseVector) -> FloatArray:
+    """Each of the records' windows' lexical similarity to ``query`` (the unit vector of
+    :func:`~.similarity.lexical_query`), in order: :meth:`SparseRows.dot_sparse` of
+    their vectors, the same products summed in the same order, the query's entries
+    found by a table over the dimension rather than a search."""
+    counts = [len(r.spans) for r in records]
+    if not records:
+        return np.zeros(0, dtype=np.float64)
+    in_query = np.zeros(LEXICAL_DIM, dtype=bool)
+    in_query[query.columns] = True
+    query_value = np.zeros(LEXICAL_DIM, dtype=np.float64)
+    query_value[query.columns] = query.values
+    columns = np.concatenate([r.column for r in records])
+    hit = np.flatnonzero(in_query[columns])
+    entry_starts = np.cumsum([0, *(len(r.value) for r in records)])
+    record_of = np.searchsorted(entry_starts, hit, side="right") - 1
+    window = np.concatenate([r.window for r in records])[hit] + np.cumsum([0, *counts])[record_of]
+    products = np.concatenate([r.value for r in records])[hit] * query_value[columns[hit]]
+    scores = np.bincount(window, weights=products, minlength=sum(counts))
+    return scores.astype(np.float64, copy=False)
 
 
 class KeptVectors:

@@ -47,7 +47,7 @@ from nautilus_ranking.synthesis.candidates import NOT_TEXT
 from nautilus_ranking.synthesis.passage_rows import (
     RowPassages,
     kept_vectors,
-    lexical_rows,
+    lexical_scores,
     row_passages,
 )
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
@@ -112,9 +112,7 @@ def passage_lexical(
     spans = [span for record in kept for span in record.spans]
     query = lexical_query(query_tokens, weights)
     lexical = (
-        lexical_rows(kept).dot_sparse(query)
-        if query is not None
-        else np.zeros(len(spans), dtype=np.float64)
+        lexical_scores(kept, query) if query is not None else np.zeros(len(spans), dtype=np.float64)
     )
     return Passages(rows, owner, spans, lexical, best_of(owner, lexical, len(rows)), kept)
 

@@ -159,3 +159,9 @@ def test_a_long_ascii_row_is_counted_by_a_prefix(monkeypatch: pytest.MonkeyPatch
     text = filler(2_000, "prefix")
     assert past_window(text, PASSAGE_WORDS)
     assert max(counted) <= 8 * PASSAGE_WORDS < len(text)
+
+
+def test_texts_that_differ_by_a_lone_surrogate_are_kept_apart() -> None:
+    text = filler(40, "surrogate")
+    first, second = passage_rows.row_passages([text + " \ud800", text + " ?"])
+    assert first is not second
