@@ -2,9 +2,10 @@
 
 A long row's windows (:func:`~nautilus_ranking.text.passage_windows.windows`), each
 window's lexical vector (its words' hashed unit vector: the IDF weights of the batch
-and the query are on the query's side, :func:`~.similarity.lexical_query`) and the
-model's vectors of the windows it embedded are the same for every query and every
-batch. They are kept per row (:class:`RowPassages`), keyed by its text, for the rows
+and the query are on the query's side, :func:`~.similarity.lexical_query`), the words
+each window holds (its IDF factor is then :func:`passage_factors`, without tokenising
+it) and the model's vectors of the windows it embedded are the same for every query and
+every batch. They are kept per row (:class:`RowPassages`), keyed by its text, for the rows
 seen last, up to :data:`KEPT_BYTES`. A new query on a long row seen before is then one
 lookup and dot products: splitting and tokenising its some 40 windows, and a vector
 cache lookup a window, cost such a query twice its ranking by the first 128 pieces
@@ -19,6 +20,7 @@ product as the model's cache gave.
 
 from __future__ import annotations
 
+import bisect
 import sys
 import threading
 from collections import OrderedDict
@@ -35,35 +37,51 @@ from nautilus_ranking.text.arrays import FloatArray, IntArray
 from nautilus_ranking.text.passage_windows import windows
 from nautilus_ranking.text.tokens import TokenBatch
 
-#: Bytes of the rows' records kept (the text, spans, lexical vectors, the model's
-#: vectors): a row of 1,000-4,000 word pieces takes about 80 KB (some 15 KB of text,
-#: 26 windows' spans and lexical vectors, the model's vectors as float32), so some 800
-#: such rows.
+#: Bytes of the rows' records kept (the text, spans, lexical vectors, the words of each
+#: window, the model's vectors): a row of 1,000-4,000 word pieces takes about 110 KB
+#: (13 KB of text, 20 KB of lexical vectors, 37 KB of words, 40 KB of the model's
+#: vectors as float32), so some 600 such rows.
 KEPT_BYTES = 64 * 1024 * 1024
 #: Bytes a span takes in a list (a tuple of two ints).
 _SPAN_BYTES = sys.getsizeof((0, 0)) + 2 * sys.getsizeof(1 << 20) + 8
+
+
+@dataclass(frozen=True)
+class WindowTerms:
+    """Which words each of a row's windows holds: the row's distinct tokens (sorted) and
+    the (window, token) pairs, each once, sorted by window then token."""
+
+    tokens: tuple[str, ...]
+    window: npt.NDArray[np.int32]
+    token: npt.NDArray[np.int32]
+
+    @property
+    def nbytes(self) -> int:
+        words = sys.getsizeof(self.tokens) + sum(map(sys.getsizeof, self.tokens))
+        return words + self.window.nbytes + self.token.nbytes
 
 
 @dataclass
 class RowPassages:
     """One long row's windows as ``[start, end)`` offsets, each window's lexical vector
     (entries ``window``, ``column``, ``value``: :func:`~.similarity.lexical_vectors`),
-    and per vector space the model's vectors of the windows it embedded (``slots``: for
-    each window, its row in ``vectors``, -1 when not embedded);
-    ``key``: the row's text, which it is kept under."""
+    the words each window holds (``terms``), and per vector space the model's vectors of
+    the windows it embedded (``slots``: for each window, its row in ``vectors``, -1 when
+    not embedded); ``key``: the row's text, which it is kept under."""
 
     key: str
     spans: list[tuple[int, int]]
     window: npt.NDArray[np.int32]
     column: npt.NDArray[np.int32]
     value: npt.NDArray[np.float64]
+    terms: WindowTerms
     vectors: dict[bytes, tuple[npt.NDArray[np.int32], npt.NDArray[Any]]] = field(
         default_factory=dict
     )
 
     @property
     def nbytes(self) -> int:
-        arrays = self.window.nbytes + self.column.nbytes + self.value.nbytes
+        arrays = self.window.nbytes + self.column.nbytes + self.value.nbytes + self.terms.nbytes
         kept = sum(at.nbytes + v.nbytes for at, v in self.vectors.values())
         return sys.getsizeof(self.key) + len(self.spans) * _SPAN_BYTES + arrays + kept
 
@@ -125,14 +143,19 @@ def _records(texts: list[str]) -> list[RowPassages]:
     spans = [windows(text) for text in texts]
     counts = np.array([len(s) for s in spans], dtype=np.int64)
     starts = np.concatenate(([0], np.cumsum(counts)))
-    vectors = lexical_vectors(
-        TokenBatch.from_texts([t[a:b] for t, s in zip(texts, spans, strict=True) for a, b in s])
-    )
-    # entries are sorted by window: each text's are one run
+    batch = TokenBatch.from_texts([t[a:b] for t, s in zip(texts, spans, strict=True) for a, b in s])
+    vectors = lexical_vectors(batch)
+    pair_window, pair_term, _ = batch.pairs()
+    names = np.empty(len(batch.vocab), dtype=object)
+    for name, term in batch.vocab.items():
+        names[term] = name
+    # entries and pairs are sorted by window: each text's are one run
     bounds = np.searchsorted(vectors.rows, starts)
+    pair_bounds = np.searchsorted(pair_window, starts)
     out = []
     for k, text_spans in enumerate(spans):
         run = slice(int(bounds[k]), int(bounds[k + 1]))
+        pairs = slice(int(pair_bounds[k]), int(pair_bounds[k + 1]))
         out.append(
             RowPassages(
                 texts[k],
@@ -140,9 +163,56 @@ def _records(texts: list[str]) -> list[RowPassages]:
                 (vectors.rows[run] - starts[k]).astype(np.int32),
                 vectors.columns[run].astype(np.int32),
                 vectors.values[run].copy(),
+                _window_terms(pair_window[pairs] - starts[k], pair_term[pairs], names),
             )
         )
     return out
+
+
+def _window_terms(window: IntArray, term: IntArray, names: npt.NDArray[Any]) -> WindowTerms:
+    """A row's (window, term) pairs with the batch's term numbers turned into the row's
+    own (its distinct tokens, sorted), in the same order whatever the batch."""
+    terms, local = np.unique(term, return_inverse=True)
+    tokens = names[terms]
+    order = np.argsort(tokens, kind="stable")
+    place = np.empty(len(order), dtype=np.int32)
+    place[order] = np.arange(len(order), dtype=np.int32)
+    token = place[local.reshape(-1)]
+    by_window = np.lexsort((token, window))
+    return WindowTerms(
+        tuple(tokens[order].tolist()),
+        window[by_window].astype(np.int32),
+        token[by_window].astype(np.int32),
+    )
+
+
+def passage_factors(
+    records: list[RowPassages], weights: dict[str, float], floor: float
+) -> FloatArray:
+    """Each of the records' windows' IDF factor, in order: what
+    :func:`~nautilus_ranking.text.tokens.idf_factors` gives the windows tokenised (its
+    weights ``weights``), from the words each window holds."""
+    n = sum(len(r.spans) for r in records)
+    total = sum(weights.values())
+    if n == 0 or total <= 0:
+        return np.ones(n, dtype=np.float64)
+    covered = []
+    for record in records:
+        tokens = record.terms.tokens
+        weight_by_token = np.zeros(len(tokens), dtype=np.float64)
+        for name, weight in weights.items():
+            at = bisect.bisect_left(tokens, name)
+            if at < len(tokens) and tokens[at] == name:
+                weight_by_token[at] = weight
+        covered.append(
+            np.bincount(
+                record.terms.window,
+                weights=weight_by_token[record.terms.token],
+                minlength=len(record.spans),
+            )
+        )
+    factors: FloatArray = floor + (1.0 - floor) * (np.concatenate(covered) / total)
+    return factors
 
 
 def lexical_scores(records: list[RowPassages], query: SparseVector) -> FloatArray:

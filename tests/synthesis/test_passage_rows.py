@@ -14,7 +14,13 @@ from nautilus_ranking.synthesis.passages import long_rows, passage_lexical
 from nautilus_ranking.synthesis.similarity import lexical_similarities
 from nautilus_ranking.text import passage_windows
 from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window
-from nautilus_ranking.text.tokens import TokenBatch, query_token_weights, tokenize
+from nautilus_ranking.text.tokens import (
+    IDF_FLOOR,
+    TokenBatch,
+    idf_factors,
+    query_token_weights,
+    tokenize,
+)
 
 ANSWER = "To restart the payments service drain the queue then run the failover script."
 QUERY = "restart payments service failover"
@@ -165,3 +171,18 @@ def test_texts_that_differ_by_a_lone_surrogate_are_kept_apart() -> None:
     text = filler(40, "surrogate")
     first, second = passage_rows.row_passages([text + " \ud800", text + " ?"])
     assert first is not second
+
+
+def test_a_windows_idf_factor_is_that_of_the_window_tokenised() -> None:
+    rows = [long_row(f"factor{i}") for i in range(4)]
+    texts = [f"{r['id']} {r['text']}" for r in rows]
+    query = tokenize("failover committee quarterly restart payments")
+    weights = query_token_weights(TokenBatch.from_texts(texts), query)
+    at = long_rows(texts)
+    for _ in range(2):  # the rows new, then kept
+        scored = passage_lexical(texts, at, query, weights)
+        spans = zip(scored.row_of, scored.spans, strict=True)
+        windows = TokenBatch.from_texts([texts[at[k]][a:b] for k, (a, b) in spans])
+        factors = passage_rows.passage_factors(scored.kept, weights, IDF_FLOOR)
+        assert factors.tobytes() == idf_factors(windows, weights, IDF_FLOOR).tobytes()
+        assert len(set(factors.tolist())) > 1  # windows with and without the words
