@@ -40,19 +40,26 @@ and for a budget that hands a long row over in part.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.synthesis.candidates import NOT_TEXT
+from nautilus_ranking.synthesis.passage_rows import (
+    RowPassages,
+    kept_vectors,
+    lexical_scores,
+    passage_factors,
+    row_passages,
+)
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
-from nautilus_ranking.synthesis.similarity import lexical_similarities, text_similarities
+from nautilus_ranking.synthesis.similarity import lexical_query, text_similarities
 from nautilus_ranking.synthesis.vectors import QueryVector, unit
 from nautilus_ranking.text.arrays import FloatArray, IntArray
-from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window, row_windows
-from nautilus_ranking.text.tokens import IDF_FLOOR, TokenBatch, idf_factors
+from nautilus_ranking.text.passage_windows import PASSAGE_WORDS, past_window
+from nautilus_ranking.text.tokens import IDF_FLOOR
 
 #: Passages the model embeds of a long row, beyond its head: the best by words (at 2,
 #: a row costs about 3 short rows' embedding the first time it is seen; cached after).
@@ -74,7 +81,9 @@ class Passages:
     ``[start, end)`` in its row's text; ``lexical``: each passage's lexical score;
     ``best``: per row in ``rows``, the passage that scored (an index into ``spans``);
     ``factors``: each passage's IDF factor (its IDF-weighted coverage of the query, as
-    :func:`~nautilus_ranking.text.tokens.idf_factors` gives a row's)."""
+    :func:`~nautilus_ranking.text.tokens.idf_factors` gives a row's);
+    ``kept``: per row in ``rows``, what its passages are whatever the query
+    (``passage_rows.py``)."""
 
     rows: IntArray
     row_of: IntArray
@@ -82,6 +91,7 @@ class Passages:
     lexical: FloatArray
     best: IntArray
     factors: FloatArray
+    kept: list[RowPassages] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -103,20 +113,18 @@ def passage_lexical(
     weights: dict[str, float],
 ) -> Passages:
     """``rows``' passages and each one's lexical score (0 without query words); each
-    row's best passage by words."""
-    row_of: list[int] = []
-    spans: list[tuple[int, int]] = []
-    for k, i in enumerate(rows.tolist()):
-        for span in row_windows(texts[i]):
-            row_of.append(k)
-            spans.append(span)
-    passage_texts = [texts[rows[k]][a:b] for k, (a, b) in zip(row_of, spans, strict=True)]
-    batch = TokenBatch.from_texts(passage_texts)
-    scores = lexical_similarities(batch, query_tokens, weights)
-    lexical = scores if scores is not None else np.zeros(len(spans), dtype=np.float64)
-    owner = np.array(row_of, dtype=np.intp)
+    row's best passage by words. A row seen before is not split or tokenised again: its
+    windows' vectors are kept (``passage_rows.py``), and scored by dot products."""
+    kept = row_passages([texts[i] for i in rows.tolist()])
+    owner = np.repeat(np.arange(len(rows), dtype=np.intp), [len(r.spans) for r in kept])
+    spans = [span for record in kept for span in record.spans]
+    query = lexical_query(query_tokens, weights)
+    lexical = (
+        lexical_scores(kept, query) if query is not None else np.zeros(len(spans), dtype=np.float64)
+    )
     best = best_of(owner, lexical, len(rows))
-    return Passages(rows, owner, spans, lexical, best, idf_factors(batch, weights, IDF_FLOOR))
+    factors = passage_factors(kept, weights, IDF_FLOOR)
+    return Passages(rows, owner, spans, lexical, best, factors, kept)
 
 
 def best_of(owner: IntArray, score: FloatArray, n_rows: int) -> IntArray:
@@ -205,7 +213,12 @@ def passage_similarity(
         texts[passages.rows[passages.row_of[p]]][slice(*passages.spans[p])] for p in picked.tolist()
     ]
     sims = text_similarities(
-        embedder, picked_texts, unit(query), query_in_embedder_space, warnings, remaining_ms
+        _with_kept_vectors(embedder, passages, picked),
+        picked_texts,
+        unit(query),
+        query_in_embedder_space,
+        warnings,
+        remaining_ms,
     )
     # every passage embedded (cached for later queries); the best by words score: the
     # best by cosine of all of them lifted long rows at random (Cranfield partitioned
@@ -228,6 +241,16 @@ def passage_similarity(
     passages.best = np.where(beats, picked[np.maximum(top, 0)], kept)
     out[passages.rows] = np.where(beats, semantic, rows_similarity)
     return out, len(picked)
+
+
+def _with_kept_vectors(embedder: Embedder, passages: Passages, picked: IntArray) -> Embedder:
+    """The embedder, reading the ``picked`` passages' vectors kept on their rows first
+    (:func:`~.passage_rows.kept_vectors`): one lookup a row, not one a passage."""
+    if not passages.kept:
+        return embedder
+    first = np.concatenate(([0], np.cumsum([len(r.spans) for r in passages.kept])[:-1]))
+    owner = passages.row_of[picked]
+    return kept_vectors(embedder, passages.kept, owner, picked - first[owner])
 
 
 def keeps_vectors(embedder: Embedder) -> bool:

@@ -19,6 +19,7 @@ import numpy as np
 from nautilus_ranking.embedders import (
     Embedder,
     HashingEmbedder,
+    SparseRows,
     SparseVector,
     embed_texts,
     is_token_embedder,
@@ -107,6 +108,8 @@ def similarities(
 
 #: The lexical similarity beside a model's: the default embedder's IDF-weighted cosine.
 _LEXICAL = HashingEmbedder()
+#: The dimension of :func:`lexical_vectors`.
+LEXICAL_DIM = _LEXICAL.dim
 
 
 def lexical_similarities(
@@ -117,13 +120,27 @@ def lexical_similarities(
     weights, or none). Computed beside a model's (semantic) similarity, so content has
     a lexical and a semantic score for every row, as a BM25 and a vector index each give
     only their own rows; None when the query has no tokens."""
+    query = lexical_query(query_tokens, weights)
+    if query is None:
+        return None
+    return lexical_vectors(batch).dot_sparse(query)
+
+
+def lexical_query(query_tokens: list[str], weights: Mapping[str, float]) -> SparseVector | None:
+    """The query's unit vector for :func:`lexical_similarities` (its tokens weighted by
+    ``weights``); None when it has no tokens, or no features."""
     if not query_tokens:
         return None
     query = _LEXICAL.embed_query(query_tokens, weights)
     if len(query.columns) == 0:
         return None
-    lexical: FloatArray = _LEXICAL.embed_tokens(batch).dot_sparse(unit(query))  # type: ignore[arg-type]
-    return lexical
+    return SparseVector(query.dim, query.columns, query.values / query.norm())
+
+
+def lexical_vectors(batch: TokenBatch) -> SparseRows:
+    """Each text's unit vector for :func:`lexical_similarities`: its words' alone, the
+    same whatever the query or the batch (the IDF weights are on the query's side)."""
+    return _LEXICAL.embed_tokens(batch)
 
 
 def text_similarities(
