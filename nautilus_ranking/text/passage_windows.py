@@ -13,16 +13,13 @@ paragraphs and sentences; a sentence longer than a window is cut between words. 
 window after the first starts with the last sentences of the one before it, up to
 :data:`OVERLAP_UNITS` units, so an answer across a sentence bound is whole in one of
 them. Windows are character offsets into the text (``[start, end)``): pure, no model.
-A row's windows are the same for every query, so :func:`row_windows` keeps the last
-:data:`KEPT_ROWS` texts' windows, keyed by a digest of the text.
+A row's windows are the same for every query: ``synthesis/passage_rows.py`` keeps them
+per row, with what else of its passages does not depend on the query.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-import threading
-from collections import OrderedDict
 
 #: More words than this and the model cuts the text (128 pieces, less [CLS] and [SEP]).
 WINDOW_WORDS = 126
@@ -41,11 +38,6 @@ _UNIT = re.compile(r"\w+|[^\w\s]")
 #: A sentence ends at . ! or ? followed by space, or at a line break; a paragraph at a
 #: blank line (both are a bound).
 _BOUND = re.compile(r"(?<=[.!?])\s+|\n\s*")
-
-
-#: Texts whose windows :func:`row_windows` keeps: a long row's windows are some 40
-#: pairs of offsets (about 3 KB), so at most about 12 MB, for a cost of one digest a row.
-KEPT_ROWS = 4096
 
 
 def past_window(text: str, words: int = WINDOW_WORDS) -> bool:
@@ -127,24 +119,3 @@ def windows(text: str) -> list[tuple[int, int]]:
             kept += parts[nxt][2]
         first = nxt
     return out
-
-
-_kept: OrderedDict[bytes, list[tuple[int, int]]] = OrderedDict()
-_kept_lock = threading.Lock()
-
-
-def row_windows(text: str) -> list[tuple[int, int]]:
-    """:func:`windows`, kept for the last :data:`KEPT_ROWS` texts: splitting a long row
-    cost a new query on seen long rows more than the rest of its ranking."""
-    key = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).digest()
-    with _kept_lock:
-        spans = _kept.get(key)
-        if spans is not None:
-            _kept.move_to_end(key)
-            return spans
-    spans = windows(text)
-    with _kept_lock:
-        _kept[key] = spans
-        while len(_kept) > KEPT_ROWS:
-            _kept.popitem(last=False)
-    return spans

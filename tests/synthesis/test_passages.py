@@ -21,7 +21,6 @@ from nautilus_ranking.text.passage_windows import (
     WINDOW_WORDS,
     ascii_words,
     past_window,
-    row_windows,
     windows,
 )
 from nautilus_ranking.text.tokens import TokenBatch, idf_factors, query_token_weights, tokenize
@@ -248,13 +247,6 @@ def test_a_long_row_embeds_its_first_passages_once_up_to_the_bound() -> None:
     # its head, its first WINDOWS_A_ROW passages after the head, and its best by words
     assert 1 + WINDOWS_A_ROW <= len(rows_and_passages) <= 1 + WINDOWS_A_ROW + PASSAGES_A_ROW
     assert any(ANSWER in t for t in rows_and_passages)  # the best by words, past the bound
-
-
-def test_a_rows_windows_are_split_once_and_kept() -> None:
-    text = filler(60, "kept") + " " + ANSWER
-    first = row_windows(text)
-    assert first == windows(text)
-    assert row_windows("".join(text)) is first  # the same text again: not split again
 
 
 @pytest.mark.parametrize("words", [PASSAGE_WORDS - 1, PASSAGE_WORDS, PASSAGE_WORDS + 1, 5000])
