@@ -59,6 +59,8 @@ _RAISED_BY = {
     "ServiceError": "nautilus_ranking.retrievers.source",
     "IncompatibleBrokerError": "nautilus_ranking.upstream.attach",
     "NoRequestScopeError": "nautilus_ranking.upstream.synthesizer",
+    "CallerNotCheckedError": "nautilus_ranking.upstream.ranked_feedback",
+    "CallerChecked": "nautilus_ranking.upstream.request_scope",
     "HttpSourceError": "nautilus_ranking.sources.http.client",
     "HttpTimeoutError": "nautilus_ranking.sources.http.client",
     "HttpUnavailableError": "nautilus_ranking.sources.http.client",

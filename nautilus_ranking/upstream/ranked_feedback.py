@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.feedback.events import QUERY_ACTIONS, ROW_ACTIONS
 from nautilus_ranking.request.errors import ProblemError
 from nautilus_ranking.request.feedback import MAX_CITES, report_feedback
@@ -45,7 +46,7 @@ Action = Literal["cited", "used", "fetched", "rejected", "retried", "task_succes
 ACTIONS = (*ROW_ACTIONS, *QUERY_ACTIONS)
 
 
-class CallerNotCheckedError(RuntimeError):
+class CallerNotCheckedError(NautilusError, RuntimeError):
     """The broker's handler returned without asking: its caller checks did not run as
     the attachment expects, so nothing is recorded."""
 

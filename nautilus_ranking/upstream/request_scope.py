@@ -23,6 +23,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nautilus_ranking.errors import NautilusError
+
 if TYPE_CHECKING:
     from nautilus_ranking.upstream.outcome import RequestRanking
 
@@ -50,9 +52,9 @@ class RankedCall:
     check_only: bool = False
 
 
-class CallerChecked(Exception):
+class CallerChecked(NautilusError):
     """The broker's handler passed its caller checks and asked; a ``check_only`` call
-    makes no request."""
+    makes no request. A signal the feedback tool catches, never shown to a caller."""
 
 
 _SCOPE: ContextVar[RequestScope | None] = ContextVar("nautilus_ranking_request", default=None)
