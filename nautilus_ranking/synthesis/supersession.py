@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -31,12 +31,32 @@ from nautilus_ranking.response_hash import NoCanonicalFormError, canonical_json
 from nautilus_ranking.row_paths import getter
 from nautilus_ranking.synthesis.rank_warnings import RankWarnings
 from nautilus_ranking.synthesis.row_times import read_by_source, source_readers
-from nautilus_ranking.text.arrays import IntArray
-
-if TYPE_CHECKING:
-    from nautilus_ranking.synthesis.recency import Timing
+from nautilus_ranking.text.arrays import FloatArray, IntArray
 
 BoolArray = npt.NDArray[np.bool_]
+
+
+class Timing(Protocol):
+    """What supersession reads of the rows' times (``recency.Timing``): each row's
+    revision key, period, source and whether it may lead or is dated after ``as_of``;
+    which sources may revise which; and the report it counts into."""
+
+    @property
+    def keys(self) -> list[str | None] | None: ...
+    @property
+    def lo(self) -> FloatArray: ...
+    @property
+    def hi(self) -> FloatArray: ...
+    @property
+    def source(self) -> IntArray: ...
+    @property
+    def revises(self) -> BoolArray: ...
+    @property
+    def lead(self) -> BoolArray: ...
+    @property
+    def after(self) -> BoolArray: ...
+    @property
+    def report(self) -> dict[str, Any]: ...
 
 
 def revision_keys(
