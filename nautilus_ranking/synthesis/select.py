@@ -18,8 +18,7 @@ import numpy as np
 
 from nautilus_ranking.fanout.abandon import checkpoint
 from nautilus_ranking.records import SCORE_COMPONENTS, Copy, RankedRow
-from nautilus_ranking.rows import id_or_content_id
-from nautilus_ranking.synthesis import diversity, fusion, near_duplicates, recency, supersession
+from nautilus_ranking.synthesis import collapse, diversity, fusion, near_duplicates, recency
 from nautilus_ranking.synthesis.batch import RankBatch, RankSettings
 from nautilus_ranking.synthesis.candidates import Candidates, has_text_id, resemblance_texts
 from nautilus_ranking.synthesis.passages import field_span
@@ -201,12 +200,12 @@ def select(
     available = len(score)  # the rows the top K is cut from
     if at is None or len(at) < (top_k or 0):  # (fewer only if a score were NaN)
         order = np.lexsort((cands.source_rank, cands.source_index, -score))
-        order, also_from, members = _collapse_copies(cands, order, scores.doc)
+        order, also_from, members = collapse.collapse_copies(cands, order, scores.doc)
         if recording is not None:
             copies_stage(recording, "copies", len(score), len(order))
         if timing is not None and superseding:
             before = len(order)
-            order, took = _supersede(cands, order, also_from, members, timing)
+            order, took = collapse.supersede_revisions(cands, order, also_from, members, timing)
             revisions = members.revisions
             if recording is not None:
                 copies_stage(recording, "revisions", before, len(order))
@@ -214,7 +213,7 @@ def select(
             order = _spread(cands, score, order, also_from, members, spread, top_k, canonical)
             shown = members.shown
         elif canonical and members:
-            shown = _canonical(cands, also_from, members, canonical)
+            shown = collapse.canonical_copies(cands, also_from, members, canonical)
         available = len(order)
     else:
         order = at[np.lexsort((cands.source_rank[at], cands.source_index[at], -score[at]))]
@@ -249,7 +248,10 @@ def select(
                 range(1, len(places) + 1),
                 cands.source_rank[rows].tolist(),
                 [
-                    (*also_from.get(i, ()), *_revision_copies(cands, timing, revisions.get(i)))
+                    (
+                        *also_from.get(i, ()),
+                        *collapse.revision_copies(cands, timing, revisions.get(i)),
+                    )
                     if revisions and timing is not None
                     else tuple(also_from.get(i, ()))
                     for i in places
@@ -275,128 +277,12 @@ def _place_scores(
     return shown, own
 
 
-def _copy(cands: Candidates, i: int, kind: str) -> Copy:
-    """Candidate ``i`` as a copy of another row."""
-    row = cands.rows[i]
-    try:
-        name = id_or_content_id(row) if isinstance(row, dict) else None
-    except Exception:  # rank() never raises: a row whose mapping methods break has no name
-        name = None
-    return Copy(cands.source_ids[cands.source_index[i]], name, int(cands.source_rank[i]), kind)
-
-
-class Members(dict[int, list[int]]):
-    """The candidates collapsed into each kept one, parallel to its ``also_from``;
-    ``shown``: the copy a kept candidate is shown by, when a canonical source's; and
-    ``revisions``: the revisions it replaced (each with its kind and its own copies), listed
-    after its copies; made into :class:`Copy` entries only for the rows an answer shows."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.shown: dict[int, int] = {}
-        self.revisions: dict[int, list[tuple[int, str, list[Copy]]]] = {}
-
-
-def _collapse_copies(
-    cands: Candidates, order: IntArray, doc: IntArray
-) -> tuple[IntArray, dict[int, list[Copy]], Members]:
-    """Keep the best copy of each document (rows in ``order``, best first); record
-    where the others came from."""
-    first = np.zeros(len(doc), dtype=bool)
-    _, where = np.unique(doc[order], return_index=True)
-    first[where] = True
-    members = Members()
-    if first.all():
-        return order, {}, members
-    kept = order[first]
-    best_of: dict[int, int] = {}
-    also_from: dict[int, list[Copy]] = {}
-    for i, is_first in zip(order.tolist(), first.tolist(), strict=True):
-        d = int(doc[i])
-        if is_first:
-            best_of[d] = i
-        else:
-            also_from.setdefault(best_of[d], []).append(_copy(cands, i, "exact"))
-            members.setdefault(best_of[d], []).append(i)
-    return kept, also_from, members
-
-
-def _supersede(
-    cands: Candidates,
-    order: IntArray,
-    also_from: dict[int, list[Copy]],
-    members: Members,
-    timing: recency.Timing,
-) -> tuple[IntArray, dict[int, int]]:
-    """``order`` with each document's revision in force in its best place
-    (``supersession.supersede``), and ``{in force: the row whose place it took}``: each
-    revision replaced goes to its ``also_from`` after its copies (a ``revision`` or a
-    ``later_revision``, with its time), its own copies with it. They are kept apart
-    (``members.revisions``), so a canonical source chooses among copies of the revision
-    in force, never another revision."""
-
-    def mark(kept: int, other: int, kind: str) -> None:
-        members.revisions.setdefault(kept, []).append((other, kind, also_from.get(other, [])))
-
-    def drop(row: int) -> None:
-        also_from.pop(row, None)
-        members.pop(row, None)
-
-    return supersession.supersede(order, timing, mark, drop)
-
-
-def _revision_copies(
-    cands: Candidates,
-    timing: recency.Timing,
-    replaced: list[tuple[int, str, list[Copy]]] | None,
-) -> list[Copy]:
-    """The ``also_from`` entries of the revisions a row replaced: each, then its own
-    copies, all marked with its kind (``revision``: older; ``later_revision``: dated
-    after ``as_of``) and its time."""
-    out: list[Copy] = []
-    for other, kind, copies in replaced or ():
-        time = timing.shown(other)
-        out.append(_copy(cands, other, kind)._replace(time=time))
-        out.extend(c._replace(copy=kind, time=time) for c in copies)
-    return out
-
-
-def _canonical(
-    cands: Candidates,
-    also_from: dict[int, list[Copy]],
-    members: Members,
-    canonical: Sequence[str],
-) -> dict[int, int]:
-    """``{kept: shown}`` for each kept candidate that a canonical source's copy shows
-    instead (the first source of ``canonical`` with a copy; the kept one's own source
-    when it comes first); ``also_from`` then names the kept one in the shown copy's
-    entry, first (it is the best-ranked copy)."""
-    preference = {sid: at for at, sid in enumerate(canonical)}
-    late = len(canonical)
-
-    def rank_of(i: int) -> int:
-        sid = cands.source_ids[cands.source_index[i]]
-        return preference.get(sid.lower(), late) if isinstance(sid, str) else late
-
-    shown: dict[int, int] = {}
-    for kept, copies in members.items():
-        best = min(range(len(copies)), key=lambda k: rank_of(copies[k]))
-        if rank_of(copies[best]) >= rank_of(kept):
-            continue
-        shown[kept] = copies[best]
-        entries = also_from[kept]
-        replaced = _copy(cands, kept, entries[best].copy)
-        also_from[kept] = [replaced, *entries[:best], *entries[best + 1 :]]
-    members.shown = shown
-    return shown
-
-
 def _spread(
     cands: Candidates,
     score: FloatArray,
     order: IntArray,
     also_from: dict[int, list[Copy]],
-    members: Members,
+    members: collapse.Members,
     spread: Spread,
     top_k: int | None,
     canonical: Sequence[str] = (),
@@ -440,7 +326,7 @@ def _spread(
             i = heads[below]
             joined = heads[int(into[below])]
             target = also_from.setdefault(joined, [])
-            target.append(_copy(cands, i, "near"))
+            target.append(collapse.copy_of(cands, i, "near"))
             target.extend(
                 c._replace(copy="near") if c.copy == "exact" else c for c in also_from.pop(i, ())
             )
@@ -458,7 +344,11 @@ def _spread(
         head = head[positions]
         if (recording := stages()) is not None:
             copies_stage(recording, "near_duplicates", len(order), len(order) - int((~kept).sum()))
-    shown = _canonical(cands, also_from, members, canonical) if canonical and members else {}
+    shown = (
+        collapse.canonical_copies(cands, also_from, members, canonical)
+        if canonical and members
+        else {}
+    )
     if spread.diversity is not None:
         # MMR picks only the rows kept (the rest follow in order), unless a cap re-orders
         # what follows them: then every row, so a deeper page never changes a shallower one
