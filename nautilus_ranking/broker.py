@@ -26,7 +26,6 @@ from typing import Any
 
 from nautilus_ranking.confidence_fit_check import fit_problems
 from nautilus_ranking.embedders import Embedder
-from nautilus_ranking.errors import Problem
 from nautilus_ranking.fanout.contain import contained, error_type
 from nautilus_ranking.fanout.thread_loop import run_sync
 from nautilus_ranking.fanout.workers import current_owner
@@ -42,8 +41,13 @@ from nautilus_ranking.records import (
 from nautilus_ranking.response_hash import response_hash_of
 from nautilus_ranking.rows import screen_rows
 from nautilus_ranking.selection.budget import apply_budget, entry_text
-from nautilus_ranking.settings.knobs import named_sources
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
+from nautilus_ranking.source_settings import (
+    applied_settings,
+    boost_problems,
+    config_path,
+    named_source_problems,
+)
 from nautilus_ranking.sources.base import (
     Source,
     declared_order,
@@ -53,7 +57,7 @@ from nautilus_ranking.sources.base import (
     timeout_of,
     type_of,
 )
-from nautilus_ranking.sources.factory import DEFAULT_LIMIT, build_sources, bundled_demo_config
+from nautilus_ranking.sources.factory import DEFAULT_LIMIT, build_sources
 from nautilus_ranking.synthesis.base import Merged, Synthesizer
 from nautilus_ranking.synthesis.basic import BasicSynthesizer
 from nautilus_ranking.synthesis.closing import close_ranking
@@ -462,49 +466,6 @@ def _warn_rows_without_id(sources: Sequence[Source], results: Sequence[AdapterRe
 #: what was left out of them (the source's own warnings, then rows dropped here), and
 #: the canonical text of each kept row.
 _Answer = tuple[AdapterResult, str, list[SourceWarning], list[str]]
-
-
-#: What a ranking was judged (:meth:`Broker._synthesize`): the embedding deadline's
-#: report, the confidence, the abstain and the rows an abstained answer held back.
-def config_path(settings: NautilusSettings, given: str | Path | None = None) -> Path:
-    """The sources file a broker reads: ``given`` (``--config``), else NAUTILUS_CONFIG,
-    else the bundled demo's."""
-    return Path(given or settings.config or bundled_demo_config()).expanduser()
-
-
-def boost_problems(settings: NautilusSettings, source_ids: Sequence[str]) -> tuple[Problem, ...]:
-    """One problem for each boosted id that no source has (ids compare lower-cased)."""
-    known = {sid.lower() for sid in source_ids}
-    return tuple(
-        Problem("NAUTILUS_SOURCE_BOOSTS", sid, f"no source has id {sid!r}", ", ".join(source_ids))
-        for sid in settings.source_boosts
-        if sid not in known
-    )
-
-
-def named_source_problems(
-    settings: NautilusSettings, source_ids: Sequence[str]
-) -> tuple[Problem, ...]:
-    """One problem for each id no source has among those the settings name a source by
-    (besides boosts): every knob declared to name sources (``names_sources`` in
-    ``settings/knobs.py``: the canonical sources, a recency entry for one source, the
-    time fields, the document keys, either side of a may-revise pair). A misspelt id
-    silently does nothing where the operator meant something done."""
-    known = {sid.lower() for sid in source_ids}
-    return tuple(
-        Problem(variable, sid, f"no source has id {sid!r}", ", ".join(source_ids))
-        for variable, ids in named_sources(settings)
-        for sid in ids
-        if sid.lower() not in known
-    )
-
-
-def applied_settings(settings: NautilusSettings, source_ids: Sequence[str]) -> NautilusSettings:
-    """The settings as a broker over these sources applies them: boosts naming no
-    source dropped."""
-    known = {sid.lower() for sid in source_ids}
-    kept = {sid: level for sid, level in settings.source_boosts.items() if sid in known}
-    return settings.model_copy(update={"source_boosts": kept})
 
 
 def synthesizer_for(settings: NautilusSettings, embedder: Embedder | None = None) -> Synthesizer:

@@ -43,7 +43,7 @@ import numpy as np
 
 from benchmarks.quality.ir_collections import DATASETS, NAMES
 from benchmarks.sections import markers, write_section
-from nautilus_ranking.broker import Broker, applied_settings
+from nautilus_ranking.broker import Broker
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.evaluation.alternatives import alternatives
 from nautilus_ranking.evaluation.collection import write_sources
@@ -63,6 +63,7 @@ from nautilus_ranking.evaluation.sweep import (
 )
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.source_settings import applied_settings
 
 SIZES = (10, 20, 50)
 SPLITS = 200

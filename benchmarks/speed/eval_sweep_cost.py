@@ -28,7 +28,6 @@ import numpy as np
 
 from benchmarks.quality.ir_collections import DATASETS
 from benchmarks.quality.recommend_rule import fetched
-from nautilus_ranking.broker import applied_settings
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.evaluation.alternatives import alternatives
 from nautilus_ranking.evaluation.sweep import (
@@ -39,6 +38,7 @@ from nautilus_ranking.evaluation.sweep import (
 )
 from nautilus_ranking.log import configure_logging
 from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.source_settings import applied_settings
 
 COLLECTIONS = ("adi", "cisi")
 K = 10

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from nautilus_ranking.broker import Broker, config_path
+from nautilus_ranking.broker import Broker
 from nautilus_ranking.calibration.fit import Observations
 from nautilus_ranking.errors import NautilusError
 from nautilus_ranking.evaluation.evaluate import fetch_all
@@ -28,6 +28,7 @@ from nautilus_ranking.evaluation.progress import Progress
 from nautilus_ranking.evaluation.sweep import Fetched, row_id
 from nautilus_ranking.selection import confidence
 from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.source_settings import config_path
 
 
 class CalibrateError(NautilusError):

@@ -60,9 +60,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_config(args: argparse.Namespace) -> int:
     """``nautilus-ranking config``: print the effective settings and sources, or gate them."""
-    from nautilus_ranking.broker import boost_problems, config_path, named_source_problems
     from nautilus_ranking.confidence_fit_check import fit_problems
     from nautilus_ranking.settings.model import NautilusSettings
+    from nautilus_ranking.source_settings import boost_problems, config_path, named_source_problems
     from nautilus_ranking.sources.factory import sources_json_schema
     from nautilus_ranking.startup.checks import keys_problems, read_profiles
 

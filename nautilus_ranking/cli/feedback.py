@@ -115,9 +115,9 @@ def run(args: argparse.Namespace) -> int:
 def _settings(args: argparse.Namespace) -> tuple[Any, list[str], str | None]:
     """The settings, the sources' order (for the line) and the current config hash
     (None when the sources file cannot be read and no hash was given)."""
-    from nautilus_ranking.broker import config_path
     from nautilus_ranking.config_hash import config_hash
     from nautilus_ranking.settings.model import NautilusSettings
+    from nautilus_ranking.source_settings import config_path
     from nautilus_ranking.sources.yaml_file import read_yaml
 
     settings = NautilusSettings()

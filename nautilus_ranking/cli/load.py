@@ -31,8 +31,8 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nautilus_ranking.broker import config_path
     from nautilus_ranking.settings.model import NautilusSettings
+    from nautilus_ranking.source_settings import config_path
     from nautilus_ranking.sources.factory import load_sources
     from nautilus_ranking.sources.postgres.load import (
         default_progress,

@@ -47,8 +47,8 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nautilus_ranking.broker import config_path
     from nautilus_ranking.settings.model import NautilusSettings
+    from nautilus_ranking.source_settings import config_path
     from nautilus_ranking.sources.factory import build_sources
     from nautilus_ranking.sources.sqlite.base import SqliteSource
 
@@ -79,8 +79,8 @@ def run_probe(args: argparse.Namespace) -> int:
     failed (its error on the line, never a traceback)."""
     import asyncio
 
-    from nautilus_ranking.broker import config_path
     from nautilus_ranking.settings.model import NautilusSettings
+    from nautilus_ranking.source_settings import config_path
     from nautilus_ranking.sources.factory import build_sources
 
     settings = NautilusSettings()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nautilus_ranking.broker import Broker, applied_settings
+from nautilus_ranking.broker import Broker
 from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.evaluation.abstain import (
     MAX_FALSE_ABSTAIN,
@@ -53,6 +53,7 @@ from nautilus_ranking.evaluation.metrics import DEFAULT_K, relevant
 from nautilus_ranking.evaluation.progress import Progress
 from nautilus_ranking.evaluation.sweep import Fetched, Scored, compare, paired_test, score
 from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.source_settings import applied_settings
 from nautilus_ranking.sources.base import embeds_query, stores_vectors
 from nautilus_ranking.synthesis.row_times import period_of
 

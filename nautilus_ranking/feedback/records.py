@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from nautilus_ranking.broker import config_path
 from nautilus_ranking.config_hash import config_hash
 from nautilus_ranking.feedback.cites import Cite, Signer
 from nautilus_ranking.feedback.events import (
@@ -28,6 +27,7 @@ from nautilus_ranking.feedback.identity import object_id, shown
 from nautilus_ranking.records import SCORE_COMPONENTS, RankedRow
 from nautilus_ranking.settings.knobs import KNOBS
 from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.source_settings import config_path
 
 #: The components an impression keeps: the score and each numeric component.
 _COMPONENTS = ("score", *(name for name, _ in SCORE_COMPONENTS))

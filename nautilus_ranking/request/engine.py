@@ -12,20 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nautilus_ranking.broker import (
-    Broker,
-    applied_settings,
-    boost_problems,
-    config_path,
-    named_source_problems,
-    synthesizer_for,
-)
+from nautilus_ranking.broker import Broker, synthesizer_for
 from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.errors import Problem
 from nautilus_ranking.profiles.build import Profile, Profiles, load_profiles
 from nautilus_ranking.profiles.read import profiles_in_environment
 from nautilus_ranking.settings.knobs import KNOBS
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
+from nautilus_ranking.source_settings import (
+    applied_settings,
+    boost_problems,
+    config_path,
+    named_source_problems,
+)
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.tracing import configure as configure_tracing
 

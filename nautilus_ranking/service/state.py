@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from nautilus_ranking.broker import config_path
 from nautilus_ranking.embedders.warm_up import needs_warm_up, warm_up
 from nautilus_ranking.fanout.blas import limit_blas_threads
 from nautilus_ranking.log import get_logger
@@ -32,6 +31,7 @@ from nautilus_ranking.service.limits import ConcurrencyLimit
 from nautilus_ranking.service.readiness import Readiness
 from nautilus_ranking.service.runner import BrokerLoop
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings
+from nautilus_ranking.source_settings import config_path
 from nautilus_ranking.sources.base import Source
 from nautilus_ranking.sources.factory import load_sources
 from nautilus_ranking.startup.key_grants import key_grants, refusals

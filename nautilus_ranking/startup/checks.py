@@ -18,8 +18,8 @@ def check_at_start(settings: NautilusSettings) -> None:
     profiles' restricting knobs and (strict mode) every profile problem, checked as
     ``nautilus-ranking config --strict`` checks them (without building a broker or
     loading a model): a problem is a ConfigError."""
-    from nautilus_ranking.broker import boost_problems, config_path, named_source_problems
     from nautilus_ranking.request.engine import NO_SOURCES
+    from nautilus_ranking.source_settings import boost_problems, config_path, named_source_problems
 
     path = config_path(settings, None)
     listing, error = check_sources(settings, path)

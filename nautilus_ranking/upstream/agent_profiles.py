@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from nautilus_ranking.broker import applied_settings, boost_problems
 from nautilus_ranking.embedders import Embedder
 from nautilus_ranking.errors import Problem
 from nautilus_ranking.profiles.build import load_profiles
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
+from nautilus_ranking.source_settings import applied_settings, boost_problems
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 
 

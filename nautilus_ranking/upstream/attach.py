@@ -38,7 +38,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nautilus_ranking.broker import applied_settings, boost_problems, named_source_problems
 from nautilus_ranking.embedders import Embedder, embedder_from_name
 from nautilus_ranking.embedders.warm_up import warm_up
 from nautilus_ranking.errors import NautilusError, Problem
@@ -46,6 +45,7 @@ from nautilus_ranking.log import get_logger
 from nautilus_ranking.request.cursor_keys import cursor_keys
 from nautilus_ranking.settings.knobs import DEFAULTS, KNOBS, knob_is_set
 from nautilus_ranking.settings.model import ConfigError, NautilusSettings, log_problem
+from nautilus_ranking.source_settings import applied_settings, boost_problems, named_source_problems
 from nautilus_ranking.synthesis.ranking import RankingSynthesizer
 from nautilus_ranking.upstream.agent_profiles import agent_rankers
 from nautilus_ranking.upstream.confidence_fit import served_fit_problems

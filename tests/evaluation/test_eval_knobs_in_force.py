@@ -14,11 +14,11 @@ import pytest
 from fakes import write_jsonl
 from inprocess import run_cli
 
-from nautilus_ranking.broker import applied_settings
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.evaluation.alternatives import alternatives
 from nautilus_ranking.settings.knobs import KNOBS, RANKING_KNOBS, knob_is_set
 from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.source_settings import applied_settings
 
 WORDS = (
     "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nautilus_ranking.broker import Broker, applied_settings
+from nautilus_ranking.broker import Broker
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.evaluation.alternatives import Alternative, alternatives
 from nautilus_ranking.evaluation.evaluate import run_eval
@@ -21,6 +21,7 @@ from nautilus_ranking.evaluation.report import text_report
 from nautilus_ranking.evaluation.sweep import HIJACK_FLOOR, Scored, bootstrap_ci, compare
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.settings.parsing import LEXICAL_SCORERS
+from nautilus_ranking.source_settings import applied_settings
 
 SOURCES = ["fts", "sql", "vector"]
 

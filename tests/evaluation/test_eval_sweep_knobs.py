@@ -16,13 +16,13 @@ import pytest
 from fakes import write_jsonl
 from test_eval_knobs_in_force import cli, notes
 
-from nautilus_ranking.broker import applied_settings
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.evaluation.alternatives import alternatives
 from nautilus_ranking.evaluation.progress import Progress
 from nautilus_ranking.evaluation.repeats import repeats_in_top
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.settings.parsing import LEXICAL_SCORERS
+from nautilus_ranking.source_settings import applied_settings
 
 SOURCES = ["fts", "sql"]
 HAS_ONNX = importlib.util.find_spec("onnxruntime") is not None

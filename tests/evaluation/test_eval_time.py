@@ -12,10 +12,10 @@ import pytest
 from fakes import DEMO, write_jsonl
 from inprocess import run_cli
 
-from nautilus_ranking.broker import applied_settings
 from nautilus_ranking.embedders import HashingEmbedder
 from nautilus_ranking.evaluation.alternatives import RECENCY_SETTINGS, alternatives
 from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.source_settings import applied_settings
 
 JUDGED = Path(__file__).resolve().parents[1] / "data" / "demo_judgments"
 

@@ -13,11 +13,12 @@ import pytest
 from fakes import FakeSource
 
 from nautilus_ranking import AdapterResult, RankingSynthesizer
-from nautilus_ranking.broker import Broker, named_source_problems, synthesizer_for
+from nautilus_ranking.broker import Broker, synthesizer_for
 from nautilus_ranking.mcp.results import search_text
 from nautilus_ranking.request.cursor_keys import cursor_keys
 from nautilus_ranking.request.pages import CURSOR_PREFIX, PageError, paging, ranking_key
 from nautilus_ranking.settings.model import NautilusSettings
+from nautilus_ranking.source_settings import named_source_problems
 
 QUERY = {"query": "how do we restart the orders database"}
 SOP_R2 = "Restart the orders database: stop writers, then restart the primary."
