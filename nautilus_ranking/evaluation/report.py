@@ -1,4 +1,8 @@
-"""Rendering an :class:`EvalResult`: a table for a terminal, markdown, JSON, and a plot."""
+"""Rendering an :class:`EvalResult`: a table for a terminal, markdown, JSON, and a plot.
+
+One module past 400 lines because the three renderings share each table's rows and
+notes (one row builder each, written out as text or markdown); the HTML page is
+``report/page.py``."""
 
 from __future__ import annotations
 

@@ -22,6 +22,11 @@ Every field of ``NautilusSettings`` is a ranking knob, the embedder, or a proces
 setting (:data:`PROCESS_SETTINGS`); ``tests/settings/test_knobs.py`` fails on a field that is
 none of them, so a new knob cannot be forgotten. A knob is "set" when its value
 differs from its default (:func:`knob_is_set`).
+
+One module past 400 lines because it is the declarations: a knob is its field and its
+Knob side by side, and keeping every one here is what "declared once" means; the
+declaration's types live in ``settings/declaration.py``, the parsers in
+``settings/parsing.py``.
 """
 
 from __future__ import annotations
