@@ -8,26 +8,20 @@ stack trace (the log has the detail).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nautilus_ranking import __version__
 from nautilus_ranking.errors import Problem, cut, masked
-from nautilus_ranking.fanout.contain import raised_in
 from nautilus_ranking.log import configure_logging, get_logger
 from nautilus_ranking.profiles.build import configured
 from nautilus_ranking.request.errors import ProblemError, invalid
@@ -41,10 +35,10 @@ from nautilus_ranking.service.limits import (
     matched_key,
     parse_json_body,
     read_body,
-    request_id_of,
     while_connected,
 )
 from nautilus_ranking.service.problems import problem_response, strict_json
+from nautilus_ranking.service.request_context import RequestContext
 from nautilus_ranking.service.state import ServerState
 from nautilus_ranking.settings.model import NautilusSettings
 from nautilus_ranking.startup.keys_file import load_api_keys
@@ -52,19 +46,6 @@ from nautilus_ranking.tracing.carry import continued
 from nautilus_ranking.tracing.sdk import start_sdk, stop_sdk
 
 logger = get_logger("nautilus_ranking.service")
-
-_ROUTES = frozenset(
-    {
-        "/v1/query",
-        "/v1/feedback",
-        "/v1/config",
-        "/v1/profiles",
-        "/healthz",
-        "/readyz",
-        "/metrics",
-        "/openapi.json",
-    }
-)
 
 
 def create_app(settings: NautilusSettings | None = None) -> FastAPI:
@@ -363,68 +344,3 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ProblemError, on_problem)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(RequestValidationError, on_validation)
-
-
-def _answerable(exc: BaseException, task: asyncio.Task[Any] | None) -> bool:
-    """Whether an error out of a request is one to answer with a 500 problem: any but
-    this request being cancelled (a shutdown, a client gone), a signal's
-    ``KeyboardInterrupt`` or a ``SystemExit``, and a ``GeneratorExit`` closing this
-    coroutine — a ``GeneratorExit`` handed over by the broker's loop is answered."""
-    if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
-        return False
-    return not isinstance(exc, GeneratorExit) or raised_in(task)
-
-
-class RequestContext:
-    """Pure ASGI middleware: request id, one access-log line, request metrics, and the
-    last line of defence — an unexpected error becomes a 500 problem with the request
-    id (the log carries the exception)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        rid = request_id_of(scope["headers"])
-        scope.setdefault("state", {})["request_id"] = rid
-        started = time.perf_counter()
-        status = 500
-        sent_start = False
-
-        async def send_with_id(message: Message) -> None:
-            nonlocal status, sent_start
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                sent_start = True
-                MutableHeaders(scope=message)["X-Request-ID"] = rid
-            await send(message)
-
-        path: str = scope["path"]
-        me = asyncio.current_task()
-        with structlog.contextvars.bound_contextvars(request_id=rid):
-            try:
-                await self.app(scope, receive, send_with_id)
-            except BaseException as exc:
-                if not _answerable(exc, me):
-                    raise
-                logger.error(
-                    "request_failed",
-                    path=path,
-                    error_type=type(exc).__name__,
-                    error=str(exc)[:500],
-                    exc_info=True,
-                )
-                if not sent_start:
-                    error = ProblemError(
-                        500,
-                        "internal",
-                        "Internal error",
-                        "the service failed to answer; quote the request id to the operator",
-                    )
-                    await problem_response(error, rid)(scope, receive, send_with_id)
-            finally:
-                metrics.record_http_request(
-                    scope, status, started, _ROUTES, client=(scope.get("client") or ("", 0))[0]
-                )
