@@ -77,15 +77,20 @@ def collect(
         ranked = time.perf_counter() - started
     if not rows:
         raise CalibrateError("no query was ranked: do the sources return rows?")
+    return Collected(observations_of(rows), config_path(settings, config), skipped, fetched, ranked)
+
+
+def observations_of(rows: list[tuple[str, list[float], bool, int]]) -> Observations:
+    """The ranked queries' ``(setup, signals, judged, label)`` as the fit reads them: those
+    of the setup most of them were ranked with (the first seen on a tie)."""
     setup = Counter(r[0] for r in rows).most_common(1)[0][0]
     rows = [r for r in rows if r[0] == setup]
-    observations = Observations(
+    return Observations(
         setup,
         np.array([r[1] for r in rows], dtype=np.float64),
         np.array([r[2] for r in rows], dtype=bool),
         np.array([r[3] for r in rows], dtype=np.intp),
     )
-    return Collected(observations, config_path(settings, config), skipped, fetched, ranked)
 
 
 def _signals(

@@ -31,10 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from nautilus_ranking.calibration.collect import CalibrateError, Collected
-from nautilus_ranking.calibration.fit import Observations
+from nautilus_ranking.calibration.collect import CalibrateError, Collected, observations_of
 from nautilus_ranking.evaluation.progress import Progress
 from nautilus_ranking.evaluation.sweep import row_id
 from nautilus_ranking.selection import confidence
@@ -81,15 +78,7 @@ def broker_collector(agent_id: str, context: Mapping[str, Any], prefix: str) -> 
                 "no query was ranked: does the broker route the queries (--intent-prefix) "
                 "and allow the agent (--agent, --context's purpose)?"
             )
-        setup = max({r[0] for r in rows}, key=[r[0] for r in rows].count)
-        rows = [r for r in rows if r[0] == setup]
-        observations = Observations(
-            setup,
-            np.array([r[1] for r in rows], dtype=np.float64),
-            np.array([r[2] for r in rows], dtype=bool),
-            np.array([r[3] for r in rows], dtype=np.intp),
-        )
-        return Collected(observations, path, skipped, elapsed, 0.0)
+        return Collected(observations_of(rows), path, skipped, elapsed, 0.0)
 
     return collect
 
