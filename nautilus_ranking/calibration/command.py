@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nautilus_ranking.evaluation.command import add_report_argument
+
 if TYPE_CHECKING:
     from nautilus_ranking.calibration.collect import Collected
     from nautilus_ranking.calibration.fit import CalibrationFit
@@ -63,14 +65,7 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
     )
     parser.add_argument("--profile", metavar="NAME", help="calibrate this ranking profile")
     parser.add_argument("--json", action="store_true", help="the report as one JSON object")
-    parser.add_argument(
-        "--report",
-        type=Path,
-        metavar="FILE.html",
-        help="also write one static HTML report, working offline, with a PNG beside it "
-        "for each chart (the charts need the report extra: pip install "
-        "'nautilus-ranking[report]'; without it the page has the tables)",
-    )
+    add_report_argument(parser)
     parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,

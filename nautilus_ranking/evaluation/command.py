@@ -98,7 +98,7 @@ def add_parser(commands: Any, argv: Sequence[str] = ()) -> None:
         "mcp (the search tool's text line, shorter: more rows fit)",
     )
     _add_time_and_abstain(parser)
-    _add_report(parser)
+    add_report_argument(parser)
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="one JSON object on stdout")
     output.add_argument("--markdown", action="store_true", help="a markdown table on stdout")
@@ -138,8 +138,9 @@ def _add_time_and_abstain(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_report(parser: argparse.ArgumentParser) -> None:
-    """``--report``: the run as one HTML page (docs/eval.md, "The HTML report")."""
+def add_report_argument(parser: argparse.ArgumentParser) -> None:
+    """``--report``: the run as one HTML page (docs/eval.md, "The HTML report"); eval's
+    and calibrate's."""
     parser.add_argument(
         "--report",
         type=Path,
