@@ -1,6 +1,10 @@
 """Where a retriever's hits come from: a :class:`Broker` in this process, or the
 HTTP API of a running ``nautilus-ranking serve``. Both give the same :class:`Hit` rows in the
-same order as ``nautilus-ranking query --json`` with the same settings."""
+same order as ``nautilus-ranking query --json`` with the same settings.
+
+One module just past 400 lines because the two ways share the :class:`Hit`, made from
+one ranked entry whichever way it came; the retrievers themselves are ``langchain.py``
+and ``llamaindex.py``."""
 
 from __future__ import annotations
 
